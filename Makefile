@@ -1,0 +1,31 @@
+# `make demo` and `make test` work on a fresh machine: they create .venv with pip when it is
+# missing (never uv: it ignores the local wheel store and downloads a CUDA build of torch).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Tests and the demo never reach the Hub; they use a throwaway HF_HOME.
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+
+.PHONY: demo test bench-loading venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	HF_HOME=$$(mktemp -d) $(BIN)/python -m benchmarks.demo
+
+test: $(STAMP)
+	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q
+
+bench-loading: $(STAMP)
+	$(BIN)/python -m benchmarks.perf.loading
+
+clean:
+	rm -rf runs results .pytest_cache
