@@ -1,0 +1,161 @@
+"""The distributed generation driver: planned runs -> Ray Tune trials -> staging folder.
+
+One trial trains a batch of runs (many models per trial: Tune's per-trial actor start costs
+about a second, more than a tiny run). A local Ray instance is started with ``num_cpus``
+unless ``address`` (or ``RAY_ADDRESS``) names a cluster to join. Failed trials are retried by
+Tune (`FailureConfig`); an interrupted job is resumed by running it again, which skips every
+checkpoint already staged. Ray is imported here and nowhere else in `zoo`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from zoo.plan import Run, plan_runs
+from zoo.spec import ZooSpec, spec_from_data
+from zoo.staging import Staging
+
+SPECS_FOLDER = "specs"  # resolved specs of every config staged in an output folder
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateReport:
+    runs: int  # planned
+    checkpoints: int  # planned
+    already_staged: int  # checkpoints found before training
+    written: int  # checkpoints written by this invocation
+    trials: int
+    failed_trials: tuple[str, ...]  # error messages of trials that failed after their retries
+    wall_time_s: float
+
+
+def save_spec(spec: ZooSpec, out_dir: Path) -> Path:
+    path = out_dir / SPECS_FOLDER / f"{spec.name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(spec.to_data(), indent=2, sort_keys=True) + "\n"
+    if path.exists() and path.read_text() != text:
+        # A different spec of the same name: its runs have other ids and would mix in
+        # silently at packing time.
+        raise ValueError(f"{out_dir} already holds a different spec named {spec.name!r} ({path}); "
+                         "use another --out folder or remove it")
+    path.write_text(text)
+    return path
+
+
+def load_saved_specs(out_dir: Path) -> list[ZooSpec]:
+    return [spec_from_data(json.loads(p.read_text()), str(p)) for p in sorted((out_dir / SPECS_FOLDER).glob("*.json"))]
+
+
+def default_runs_per_trial(num_runs: int, num_workers: int) -> int:
+    """One trial per worker for small jobs (a trial costs seconds to start: an actor, torch,
+    the data set); trials of at most 256 runs for large ones, so work balances and a retry
+    repeats little."""
+    return max(1, min(256, math.ceil(num_runs / max(1, num_workers))))
+
+
+def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir: str) -> None:
+    from ray import tune
+
+    from zoo.worker import configure_threads, train_runs
+
+    configure_threads(int(os.environ.get("NFNZOO_TRIAL_THREADS", "1")))
+    spec = spec_from_data(spec_data)
+    done = {"runs": 0, "written": 0}
+
+    def report(run: Run, written: int) -> None:
+        done["runs"] += 1
+        done["written"] += written
+        tune.report({"runs_done": done["runs"], "checkpoints_written": done["written"]})
+
+    train_runs(spec, batches[config["batch"]], Staging(staging_dir), on_run_done=report)
+
+
+def _progress_callback(total_runs: int):
+    from ray import tune
+    from tqdm import tqdm
+
+    class Progress(tune.Callback):
+        def __init__(self) -> None:
+            self.bar = tqdm(total=total_runs, unit="run", desc="training", file=sys.stderr, dynamic_ncols=True)
+            self.seen: dict[str, int] = {}
+
+        def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+            runs_done = int(result.get("runs_done", 0))
+            self.bar.update(runs_done - self.seen.get(trial.trial_id, 0))
+            self.seen[trial.trial_id] = runs_done
+
+        def on_trial_error(self, iteration, trials, trial, **info) -> None:
+            self.bar.write(f"trial {trial.trial_id} failed; Tune retries it (staged checkpoints are kept)")
+            # a retried trial starts again from runs_done=0 and skips what it already wrote
+            self.seen[trial.trial_id] = 0
+
+        def on_experiment_end(self, trials, **info) -> None:
+            self.bar.close()
+
+    return Progress()
+
+
+def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None, address: str | None = None,
+             runs_per_trial: int | None = None, max_failures: int = 2, progress: bool = True) -> GenerateReport:
+    """Trains every planned checkpoint of `spec` not yet staged under `out_dir`/staging."""
+    start = time.perf_counter()
+    out_dir = Path(out_dir).resolve()
+    save_spec(spec, out_dir)
+    staging = Staging(out_dir / "staging")
+    runs = plan_runs(spec)
+    total = sum(len(r.checkpoints) for r in runs)
+    missing = {r.run_id: len(staging.missing(r.model_ids)) for r in runs}
+    todo = [r for r in runs if missing[r.run_id]]
+    already = total - sum(missing.values())
+    if not todo:
+        return GenerateReport(len(runs), total, already, 0, 0, (), time.perf_counter() - start)
+
+    # Tune's rich console tables and its CSV/JSON/TensorBoard result loggers are noise and
+    # overhead here: progress is our own bar, and the results are the staging folder.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    import ray
+    from ray import tune
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address:
+            ray.init(address=address, logging_level=logging.ERROR)
+        else:
+            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                     logging_level=logging.ERROR, configure_logging=True)
+    try:
+        workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        size = runs_per_trial or default_runs_per_trial(len(todo), workers)
+        batches = [todo[i:i + size] for i in range(0, len(todo), size)]
+        storage = out_dir / ".tune"
+        shutil.rmtree(storage, ignore_errors=True)  # Tune's bookkeeping only; our state is the staging folder
+        trainable = tune.with_resources(
+            tune.with_parameters(_trial, spec_data=spec.to_data(), batches=batches, staging_dir=str(staging.root)),
+            {"cpu": 1})
+        tuner = tune.Tuner(
+            trainable,
+            param_space={"batch": tune.grid_search(list(range(len(batches))))},
+            run_config=tune.RunConfig(
+                name=f"generate-{spec.name}", storage_path=str(storage), verbose=0,
+                failure_config=tune.FailureConfig(max_failures=max_failures),
+                callbacks=[_progress_callback(len(todo))] if progress else [],
+            ),
+        )
+        results = tuner.fit()
+        failed = tuple(str(error).strip().splitlines()[-1] if str(error).strip() else repr(error) for error in results.errors)
+    finally:
+        if started_here:
+            ray.shutdown()
+    written = total - already - sum(len(staging.missing(r.model_ids)) for r in todo)
+    return GenerateReport(len(runs), total, already, written, len(batches), failed, time.perf_counter() - start)

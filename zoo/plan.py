@@ -1,0 +1,105 @@
+"""Planning: a spec expands deterministically into runs and their checkpoints.
+
+Runs are the cross product of the grid axes, the sampled configurations (drawn with the
+sampled space's own seed) and the training seeds. A run's id is a content hash of what
+defines its training (family, data set, architecture, training recipe, hyperparameters,
+seed), and a checkpoint's id hashes the run id with the epoch: planning twice gives the
+same ids, so a re-run skips what exists and never duplicates rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any, Iterator
+
+import numpy as np
+
+from zoo.schema import to_data
+from zoo.spec import ZooSpec, content_hash
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    model_id: str
+    epoch: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    run_id: str
+    index: int  # position in the plan, for progress and stable ordering
+    hparams: dict[str, Any]
+    seed: int
+    checkpoints: tuple[Checkpoint, ...]
+
+    @property
+    def model_ids(self) -> tuple[str, ...]:
+        return tuple(c.model_id for c in self.checkpoints)
+
+
+def run_definition(spec: ZooSpec) -> dict:
+    """The part of a spec that determines how a run trains (not its search space or splits)."""
+    return {
+        "family": spec.family,
+        "dataset": to_data(spec.dataset),
+        "architecture": spec.architecture,
+        "training": to_data(spec.training),
+    }
+
+
+def configurations(spec: ZooSpec) -> Iterator[dict[str, Any]]:
+    """Hyperparameter dicts in plan order: grid points x sampled draws."""
+    space = spec.search_space
+    grid_names = sorted(space.grid)
+    if space.sampled is not None:
+        rng = np.random.default_rng(space.sampled.seed)
+        axes = sorted(space.sampled.axes)
+        draws = [{name: space.sampled.axes[name].sample(rng) for name in axes} for _ in range(space.sampled.count)]
+    else:
+        draws = [{}]
+    for point in itertools.product(*(space.grid[name] for name in grid_names)):
+        for draw in draws:
+            yield {**space.fixed, **dict(zip(grid_names, point)), **draw}
+
+
+def plan_runs(spec: ZooSpec) -> list[Run]:
+    definition = run_definition(spec)
+    runs: list[Run] = []
+    seen: set[str] = set()
+    for hparams in configurations(spec):
+        for seed in spec.seeds:
+            run_id = content_hash({**definition, "hparams": hparams, "seed": seed})
+            if run_id in seen:  # a sampled axis can repeat a configuration; train it once
+                continue
+            seen.add(run_id)
+            checkpoints = tuple(
+                Checkpoint(content_hash({"run_id": run_id, "epoch": epoch}), epoch)
+                for epoch in sorted(spec.training.checkpoint_epochs)
+            )
+            runs.append(Run(run_id, len(runs), dict(sorted(hparams.items())), seed, checkpoints))
+    return runs
+
+
+def assign_splits(run_ids: list[str], spec: ZooSpec) -> dict[str, str]:
+    """Seeded split of runs: sort by a keyed hash, cut by the fractions.
+
+    Every checkpoint of a run lands in its run's split, so no run crosses splits. Each split
+    with a positive fraction gets at least one run when there are enough runs.
+    """
+    order = sorted(run_ids, key=lambda r: content_hash({"split_seed": spec.splits.seed, "run_id": r}))
+    names = [s for s in ("train", "validation", "test") if s in spec.splits.fractions]
+    counts = [int(round(spec.splits.fractions[s] * len(order))) for s in names]
+    if len(order) >= len(names):
+        for i in range(len(names)):
+            if counts[i] == 0:
+                counts[i] = 1
+    # the first split (train) absorbs rounding, never below one run
+    counts[0] = max(len(order) - sum(counts[1:]), 0)
+    assignment: dict[str, str] = {}
+    start = 0
+    for name, count in zip(names, counts):
+        for run_id in order[start:start + count]:
+            assignment[run_id] = name
+        start += count
+    return assignment

@@ -1,0 +1,122 @@
+"""Typed validation of data files (specs, results, submissions) against dataclasses.
+
+`from_data(cls, data, where)` builds a (frozen) dataclass from plain YAML/JSON data and
+raises `SchemaError` naming the file, the key path and what was expected for an unknown
+key, a missing key, a wrong type or an empty list/dict where one is not allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Union
+
+
+class SchemaError(ValueError):
+    """A data file does not match its schema; the message names file, key and expectation."""
+
+    def __init__(self, where: str, key: str, message: str):
+        self.where, self.key = where, key
+        super().__init__(f"{where}: {key or '<root>'}: {message}")
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is not None:
+        args = ", ".join(_type_name(a) for a in typing.get_args(tp))
+        return f"{getattr(origin, '__name__', origin)}[{args}]"
+    if tp is type(None):
+        return "null"
+    if typing.get_origin(tp) is typing.Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
+
+
+def convert(tp: Any, value: Any, where: str, key: str) -> Any:
+    """Checks `value` against the type annotation `tp` and converts containers."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin is typing.Literal:
+        if value not in args:
+            raise SchemaError(where, key, f"expected one of {list(args)}, got {value!r}")
+        return value
+    if origin in (Union, types.UnionType):
+        errors = []
+        for option in args:
+            try:
+                return convert(option, value, where, key)
+            except SchemaError as error:
+                errors.append(error)
+        raise SchemaError(where, key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+    if tp is type(None):
+        if value is not None:
+            raise SchemaError(where, key, f"expected null, got {value!r}")
+        return None
+    if dataclasses.is_dataclass(tp):
+        return from_data(tp, value, where, key)
+    if origin in (list, tuple) or tp in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise SchemaError(where, key, f"expected a list, got {type(value).__name__} {value!r}")
+        item_type = args[0] if args else Any
+        items = [convert(item_type, v, where, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items)
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise SchemaError(where, key, f"expected a mapping, got {type(value).__name__} {value!r}")
+        key_type, value_type = args if args else (Any, Any)
+        return {convert(key_type, k, where, f"{key}.{k}"): convert(value_type, v, where, f"{key}.{k}")
+                for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SchemaError(where, key, f"expected a number, got {type(value).__name__} {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SchemaError(where, key, f"expected an integer, got {type(value).__name__} {value!r}")
+        return value
+    if tp in (str, bool):
+        if not isinstance(value, tp):
+            raise SchemaError(where, key, f"expected {tp.__name__}, got {type(value).__name__} {value!r}")
+        return value
+    raise TypeError(f"schema type {tp!r} is not supported")  # a programming error, not the user's
+
+
+def from_data(cls: type, data: Any, where: str, key: str = "") -> Any:
+    """Builds dataclass `cls` from a mapping, rejecting unknown and missing keys."""
+    if not isinstance(data, dict):
+        raise SchemaError(where, key, f"expected a mapping for {cls.__name__}, got {type(data).__name__} {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        path = f"{key}.{unknown[0]}" if key else str(unknown[0])
+        raise SchemaError(where, path, f"unknown key; expected one of {sorted(fields)}")
+    values = {}
+    for name, field in fields.items():
+        path = f"{key}.{name}" if key else name
+        if name not in data:
+            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+                raise SchemaError(where, path, f"missing; expected {_type_name(hints[name])}")
+            continue
+        values[name] = convert(hints[name], data[name], where, path)
+    instance = cls(**values)
+    check = getattr(instance, "validate", None)
+    if check is not None:
+        check(where, key)
+    return instance
+
+
+def to_data(instance: Any) -> Any:
+    """The inverse of `from_data`: plain dicts/lists suitable for YAML/JSON."""
+    if dataclasses.is_dataclass(instance):
+        return {f.name: to_data(getattr(instance, f.name)) for f in dataclasses.fields(instance)}
+    if isinstance(instance, (list, tuple)):
+        return [to_data(v) for v in instance]
+    if isinstance(instance, dict):
+        return {k: to_data(v) for k, v in instance.items()}
+    return instance

@@ -1,0 +1,243 @@
+"""Zoo specs: the YAML data file that defines one published zoo config.
+
+A spec names the family, the data set, the architecture, the hyperparameter search space
+(fixed values, grid axes, and sampled axes with their own seed), the training seeds, the
+epochs and checkpoint epochs, the dataset splits, and named profiles that override any of
+these (``tiny`` for tests and the demo). Loading validates everything against the family:
+an unknown key, a wrong type or an empty axis is a `SchemaError` naming the file and key.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from zoo.schema import SchemaError, convert, from_data, to_data
+
+SPLIT_NAMES = ("train", "validation", "test")
+SPECS_DIR = Path(__file__).parent / "specs"
+
+
+@dataclasses.dataclass(frozen=True)
+class SampledAxis:
+    """One sampled hyperparameter: exactly one of the distributions is given."""
+
+    choice: tuple[Any, ...] | None = None  # uniform over these values
+    uniform: tuple[float, ...] | None = None  # [low, high]
+    log_uniform: tuple[float, ...] | None = None  # [low, high], both > 0
+
+    def validate(self, where: str, key: str) -> None:
+        given = [name for name in ("choice", "uniform", "log_uniform") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise SchemaError(where, key, f"give exactly one of choice, uniform, log_uniform (got {given or 'none'})")
+        values = getattr(self, given[0])
+        if given[0] == "choice" and not values:
+            raise SchemaError(where, f"{key}.choice", "empty axis; expected at least one value")
+        if given[0] != "choice":
+            if len(values) != 2 or not values[0] <= values[1]:
+                raise SchemaError(where, f"{key}.{given[0]}", f"expected [low, high] with low <= high, got {list(values)}")
+            if given[0] == "log_uniform" and values[0] <= 0:
+                raise SchemaError(where, f"{key}.log_uniform", f"expected positive bounds, got {list(values)}")
+
+    def sample(self, rng) -> Any:
+        """Draws one value with a `numpy.random.Generator`."""
+        if self.choice is not None:
+            return self.choice[int(rng.integers(len(self.choice)))]
+        if self.uniform is not None:
+            return float(f"{rng.uniform(*self.uniform):.6g}")
+        low, high = self.log_uniform
+        return float(f"{math.exp(rng.uniform(math.log(low), math.log(high))):.6g}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SampledSpace:
+    seed: int  # seeds the draws, so planning is reproducible
+    count: int  # configurations drawn (crossed with every grid point)
+    axes: dict[str, SampledAxis]
+
+    def validate(self, where: str, key: str) -> None:
+        if self.count < 1:
+            raise SchemaError(where, f"{key}.count", f"expected at least 1, got {self.count}")
+        if not self.axes:
+            raise SchemaError(where, f"{key}.axes", "empty; expected at least one sampled axis")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSpace:
+    fixed: dict[str, Any] = dataclasses.field(default_factory=dict)  # same value for every run
+    grid: dict[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)  # full cross product
+    sampled: SampledSpace | None = None  # random configurations, crossed with the grid
+
+    def validate(self, where: str, key: str) -> None:
+        for name, values in self.grid.items():
+            if not values:
+                raise SchemaError(where, f"{key}.grid.{name}", "empty axis; expected at least one value")
+        names = [list(self.fixed), list(self.grid), list(self.sampled.axes) if self.sampled else []]
+        seen: dict[str, str] = {}
+        for section, section_names in zip(("fixed", "grid", "sampled.axes"), names):
+            for name in section_names:
+                if name in seen:
+                    raise SchemaError(where, f"{key}.{section}.{name}", f"also set in {key}.{seen[name]}; set it once")
+                seen[name] = section
+
+    def names(self) -> set[str]:
+        return set(self.fixed) | set(self.grid) | (set(self.sampled.axes) if self.sampled else set())
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    name: str  # a registered data source, e.g. "mnist"
+    validation_size: int  # examples held out of the training data (seeded) for model selection
+    seed: int = 0  # seeds the validation hold-out and the subsets below
+    train_size: int | None = None  # a seeded subset of the remaining training pool (small profiles)
+    test_size: int | None = None  # a seeded subset of the test split (small profiles)
+    eval_train_size: int = 10000  # training examples used to measure train loss/accuracy
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSpec:
+    epochs: int
+    batch_size: int
+    checkpoint_epochs: tuple[int, ...]  # epoch 0 is the initialization
+    eval_batch_size: int = 2000
+
+    def validate(self, where: str, key: str) -> None:
+        if not self.checkpoint_epochs:
+            raise SchemaError(where, f"{key}.checkpoint_epochs", "empty; expected at least one epoch")
+        bad = [e for e in self.checkpoint_epochs if not 0 <= e <= self.epochs]
+        if bad:
+            raise SchemaError(where, f"{key}.checkpoint_epochs", f"epochs {bad} are outside 0..{self.epochs}")
+        if len(set(self.checkpoint_epochs)) != len(self.checkpoint_epochs):
+            raise SchemaError(where, f"{key}.checkpoint_epochs", "contains duplicates")
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSpec:
+    seed: int  # seeds the assignment of runs to splits
+    fractions: dict[str, float]  # e.g. {train: 0.7, validation: 0.1, test: 0.2}
+
+    def validate(self, where: str, key: str) -> None:
+        unknown = sorted(set(self.fractions) - set(SPLIT_NAMES))
+        if unknown:
+            raise SchemaError(where, f"{key}.fractions.{unknown[0]}", f"unknown split; expected one of {list(SPLIT_NAMES)}")
+        if any(f <= 0 for f in self.fractions.values()) or abs(sum(self.fractions.values()) - 1) > 1e-9:
+            raise SchemaError(where, f"{key}.fractions", f"expected positive fractions summing to 1, got {self.fractions}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooSpec:
+    name: str  # the dataset config name, e.g. "cnn-mnist"
+    family: str  # a registered zoo family
+    dataset: DatasetSpec
+    architecture: dict[str, Any]  # validated by the family's Architecture dataclass
+    search_space: SearchSpace
+    seeds: tuple[int, ...]  # every configuration is trained once per seed
+    training: TrainingSpec
+    splits: SplitSpec
+    description: str = ""
+    profile: str | None = None  # the profile applied, recorded for the dataset card
+
+    def validate(self, where: str, key: str) -> None:
+        if not self.seeds:
+            raise SchemaError(where, "seeds", "empty; expected at least one seed")
+        from zoo.families import get_family  # families validate their own parts
+
+        try:
+            family = get_family(self.family)
+        except KeyError as error:
+            raise SchemaError(where, "family", str(error)) from None
+        from_data(family.Architecture, self.architecture, where, "architecture")
+        _check_hyperparameters(family.HParams, self.search_space, where)
+
+    def to_data(self) -> dict:
+        return to_data(self)
+
+    def hash(self) -> str:
+        return content_hash(self.to_data())
+
+
+def content_hash(data: Any, length: int = 20) -> str:
+    """A stable hex digest of JSON-able data (sorted keys, no whitespace)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _check_hyperparameters(hparams_cls: type, space: SearchSpace, where: str) -> None:
+    hints = typing.get_type_hints(hparams_cls)
+    required = {f.name for f in dataclasses.fields(hparams_cls)}
+    for name in sorted(space.names() - required):
+        raise SchemaError(where, f"search_space: {name}", f"unknown hyperparameter; expected one of {sorted(required)}")
+    for name in sorted(required - space.names()):
+        raise SchemaError(where, f"search_space: {name}", "hyperparameter not set; give it in fixed, grid or sampled.axes")
+    for name, value in space.fixed.items():
+        convert(hints[name], value, where, f"search_space.fixed.{name}")
+    for name, values in space.grid.items():
+        for i, value in enumerate(values):
+            convert(hints[name], value, where, f"search_space.grid.{name}[{i}]")
+    if space.sampled:
+        for name, axis in space.sampled.axes.items():
+            values = axis.choice if axis.choice is not None else (axis.uniform or axis.log_uniform)
+            for i, value in enumerate(values):
+                convert(hints[name], value, where, f"search_space.sampled.axes.{name}[{i}]")
+
+
+def _merge(base: Any, override: Any) -> Any:
+    """Deep-merges a profile into the base spec; `null` in a profile deletes a key."""
+    if not isinstance(base, dict) or not isinstance(override, dict):
+        return copy.deepcopy(override)
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge(merged.get(key), value) if key in merged else copy.deepcopy(value)
+    return merged
+
+
+def resolve_spec_path(spec: str | Path) -> Path:
+    """A path, or the name of a bundled spec (``cnn-mnist`` -> zoo/specs/cnn-mnist.yaml)."""
+    path = Path(spec)
+    if path.exists():
+        return path
+    bundled = SPECS_DIR / f"{spec}.yaml"
+    if bundled.exists():
+        return bundled
+    names = sorted(p.stem for p in SPECS_DIR.glob("*.yaml"))
+    raise FileNotFoundError(f"no spec file {str(spec)!r}; bundled specs: {', '.join(names)}")
+
+
+def load_spec(path: str | Path, profile: str | None = None) -> ZooSpec:
+    """Reads and validates a spec file, applying the named profile."""
+    path = resolve_spec_path(path)
+    where = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise SchemaError(where, "", f"not valid YAML: {error}") from None
+    if not isinstance(raw, dict):
+        raise SchemaError(where, "", "expected a mapping at the top level")
+    profiles = raw.pop("profiles", None) or {}
+    if not isinstance(profiles, dict):
+        raise SchemaError(where, "profiles", "expected a mapping of profile name -> overrides")
+    if "profile" in raw:
+        raise SchemaError(where, "profile", "is set by load_spec(profile=...), not in the file")
+    if profile is not None:
+        if profile not in profiles:
+            raise SchemaError(where, "profiles", f"no profile {profile!r}; available: {sorted(profiles)}")
+        raw = _merge(raw, profiles[profile])
+        raw["profile"] = profile
+        where = f"{where} (profile {profile})"
+    return from_data(ZooSpec, raw, where)
+
+
+def spec_from_data(data: dict, where: str = "<spec>") -> ZooSpec:
+    """Rebuilds a resolved spec (as stored in a manifest) and validates it."""
+    return from_data(ZooSpec, data, where)

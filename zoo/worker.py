@@ -1,0 +1,51 @@
+"""Training a batch of planned runs into the staging folder (what one Ray trial does).
+
+Resumable at checkpoint granularity: a run whose checkpoints all exist is skipped; a run
+with some missing is retrained from its seed (training is deterministic) and only the
+missing checkpoints are written. Framework-free of Ray, so it runs and tests on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from zoo.families import CheckpointResult, create_family
+from zoo.plan import Run
+from zoo.record import CheckpointRecord
+from zoo.spec import ZooSpec
+from zoo.staging import Staging
+
+
+def train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, *, data=None,
+               on_run_done: Callable[[Run, int], None] | None = None) -> int:
+    """Trains the runs that have missing checkpoints; returns the number of checkpoints written."""
+    family = create_family(spec.family)
+    written = 0
+    for run in runs:
+        missing = set(staging.missing(run.model_ids))
+        if missing:
+            if data is None:
+                data = family.load_data(spec)
+            ids = {c.epoch: c.model_id for c in run.checkpoints}
+
+            def emit(result: CheckpointResult, run: Run = run) -> None:
+                nonlocal written
+                model_id = ids[result.epoch]
+                if model_id in missing:
+                    staging.write(CheckpointRecord(
+                        model_id=model_id, run_id=run.run_id, family=spec.family, config=spec.name,
+                        epoch=result.epoch, seed=run.seed, hparams=run.hparams, metrics=result.metrics,
+                        status=result.status, architecture=spec.architecture, weights=result.weights))
+                    written += 1
+
+            family.train_run(spec, run, data, emit)
+        if on_run_done is not None:
+            on_run_done(run, len(missing))
+    return written
+
+
+def configure_threads(num_threads: int) -> None:
+    """One trial per core: intra-op threads beyond the trial's share only contend."""
+    torch.set_num_threads(max(1, num_threads))
