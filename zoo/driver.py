@@ -10,7 +10,6 @@ checkpoint already staged. Ray is imported here and nowhere else in `zoo`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -21,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from zoo.plan import Run, plan_runs
+from zoo.folder import STAGING_FOLDER, save_spec
 from zoo.spec import ZooSpec, spec_from_data
 from zoo.staging import Staging
 
-SPECS_FOLDER = "specs"  # resolved specs of every config staged in an output folder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,23 +35,6 @@ class GenerateReport:
     trials: int
     failed_trials: tuple[str, ...]  # error messages of trials that failed after their retries
     wall_time_s: float
-
-
-def save_spec(spec: ZooSpec, out_dir: Path) -> Path:
-    path = out_dir / SPECS_FOLDER / f"{spec.name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(spec.to_data(), indent=2, sort_keys=True) + "\n"
-    if path.exists() and path.read_text() != text:
-        # A different spec of the same name: its runs have other ids and would mix in
-        # silently at packing time.
-        raise ValueError(f"{out_dir} already holds a different spec named {spec.name!r} ({path}); "
-                         "use another --out folder or remove it")
-    path.write_text(text)
-    return path
-
-
-def load_saved_specs(out_dir: Path) -> list[ZooSpec]:
-    return [spec_from_data(json.loads(p.read_text()), str(p)) for p in sorted((out_dir / SPECS_FOLDER).glob("*.json"))]
 
 
 def default_runs_per_trial(num_runs: int, num_workers: int) -> int:
@@ -110,7 +92,7 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     start = time.perf_counter()
     out_dir = Path(out_dir).resolve()
     save_spec(spec, out_dir)
-    staging = Staging(out_dir / "staging")
+    staging = Staging(out_dir / STAGING_FOLDER)
     runs = plan_runs(spec)
     total = sum(len(r.checkpoints) for r in runs)
     missing = {r.run_id: len(staging.missing(r.model_ids)) for r in runs}

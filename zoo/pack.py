@@ -1,0 +1,159 @@
+"""Packing: the staging folder -> a sharded Parquet dataset with its card and manifest.
+
+Layout (what `datasets.load_dataset(folder, config)` reads with no custom code)::
+
+    data/<config>/<split>-NNNNN-of-MMMMM.parquet   one row per checkpoint
+    README.md                                      dataset card; its YAML lists configs and splits
+    manifest.json                                  per shard: sha256, rows, bytes; per config: hash
+
+Runs are assigned to splits by a seeded hash of their ids over the whole plan, so checkpoints
+of one run never cross splits and the assignment does not depend on what is staged yet. Rows
+are ordered by (run's plan position, epoch) and every writer setting is fixed, so packing the
+same staging folder twice gives byte-identical shards. Weights are stored uncompressed
+without dictionary encoding or statistics: float bytes do not compress, and plain pages keep
+each row a contiguous safetensors file for the fast loader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import zoo
+from zoo.card import write_card
+from zoo.folder import MANIFEST, STAGING_FOLDER, load_saved_specs, read_manifest, write_json_atomic
+from zoo.families import create_family
+from zoo.plan import assign_splits, plan_runs
+from zoo.record import arrow_schema, to_row
+from zoo.spec import SPLIT_NAMES, ZooSpec
+from zoo.staging import Staging
+
+FORMAT_VERSION = 1
+DEFAULT_SHARD_BYTES = 256 * 2**20
+ROW_GROUP_BYTES = 32 * 2**20
+
+
+def shard_name(split: str, index: int, count: int) -> str:
+    return f"{split}-{index:05d}-of-{count:05d}.parquet"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(2**22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def dataset_hash_of(files: Iterable[dict]) -> str:
+    """A config's content hash: its shards' paths and checksums (not versions or times)."""
+    listing = sorted((f["path"], f["sha256"]) for f in files)
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
+
+
+def _write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int) -> None:
+    table = pa.Table.from_pylist(rows, schema=schema)
+    metadata_columns = [name for name in schema.names if name != "weights"]
+    pq.write_table(
+        table, path,
+        row_group_size=max(1, ROW_GROUP_BYTES // max(1, row_bytes)),
+        compression={**{name: "zstd" for name in metadata_columns}, "weights": "none"},
+        use_dictionary=metadata_columns,
+        write_statistics=metadata_columns,
+        data_page_size=2**20,
+    )
+
+
+def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> dict:
+    """Writes data/<config>/ for one spec and returns its manifest entry."""
+    family = create_family(spec.family)
+    schema = arrow_schema(family.HParams)
+    runs = plan_runs(spec)
+    split_of = assign_splits([r.run_id for r in runs], spec)
+    staged = set(staging.model_ids())
+    by_split: dict[str, list[str]] = {name: [] for name in SPLIT_NAMES}
+    for run in runs:  # plan order, epochs ascending
+        by_split[split_of[run.run_id]].extend(m for m in run.model_ids if m in staged)
+    planned = sum(len(r.checkpoints) for r in runs)
+
+    final = folder / "data" / spec.name
+    building = folder / "data" / f".{spec.name}.building"
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    files, architectures, status_counts = [], {}, {}
+    for split, model_ids in by_split.items():
+        if not model_ids:
+            continue
+        first = staging.read(model_ids[0])
+        row_bytes = len(to_row(first)["weights"])
+        per_shard = max(1, max_shard_bytes // row_bytes)
+        count = math.ceil(len(model_ids) / per_shard)
+        for index in range(count):
+            rows = []
+            for model_id in model_ids[index * per_shard:(index + 1) * per_shard]:
+                record = staging.read(model_id)
+                architectures.setdefault(record.architecture_id, {
+                    "family": record.family, "architecture": record.architecture,
+                    "layers": family.weight_space(record.architecture).to_json(),
+                    "num_params": family.weight_space(record.architecture).num_params})
+                status_counts[record.status] = status_counts.get(record.status, 0) + 1
+                rows.append(to_row(record))
+            name = shard_name(split, index, count)
+            _write_shard(rows, schema, building / name, row_bytes)
+            files.append({"path": f"data/{spec.name}/{name}", "split": split, "rows": len(rows),
+                          "bytes": (building / name).stat().st_size, "sha256": sha256_file(building / name)})
+    if final.exists():
+        retired = folder / "data" / f".{spec.name}.retired"
+        shutil.rmtree(retired, ignore_errors=True)
+        os.replace(final, retired)
+        os.replace(building, final)
+        shutil.rmtree(retired)
+    else:
+        os.replace(building, final)
+    splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
+    packed = sum(splits.values())
+    return {
+        "family": spec.family,
+        "spec_hash": spec.hash(),
+        "spec": spec.to_data(),
+        "dataset_hash": dataset_hash_of(files),
+        "architectures": architectures,
+        "splits": {s: n for s, n in splits.items() if n},
+        "runs": {s: sum(1 for r in runs if split_of[r.run_id] == s and any(m in staged for m in r.model_ids))
+                 for s in SPLIT_NAMES if splits[s]},
+        "status": dict(sorted(status_counts.items())),
+        "planned_checkpoints": planned,
+        "packed_checkpoints": packed,
+        "complete": packed == planned,
+        "files": files,
+        "columns": [{"name": f.name, "type": str(f.type)} for f in schema],
+    }
+
+
+def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, configs: list[str] | None = None) -> dict:
+    """Packs every config staged in `folder` (or the named ones); returns the manifest."""
+    folder = Path(folder)
+    specs = load_saved_specs(folder)
+    if not specs:
+        raise FileNotFoundError(f"{folder} has no staged zoo (no specs/*.json); run `nfnzoo generate` first")
+    if configs:
+        unknown = sorted(set(configs) - {s.name for s in specs})
+        if unknown:
+            raise ValueError(f"no staged config {unknown[0]!r} in {folder}; staged: {[s.name for s in specs]}")
+        specs = [s for s in specs if s.name in configs]
+    manifest = read_manifest(folder) if (folder / MANIFEST).exists() else {"configs": {}}
+    staging = Staging(folder / STAGING_FOLDER)
+    for spec in specs:
+        manifest["configs"][spec.name] = pack_config(spec, folder, staging, max_shard_bytes)
+    manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
+    write_json_atomic(folder / MANIFEST, manifest)
+    write_card(folder, manifest)
+    return manifest
