@@ -1,0 +1,118 @@
+"""`nfnzoo bench ...`: thin CLI wrappers over `benchmarks.harness` and `benchmarks.plots`.
+
+    nfnzoo bench run --task generalization --model statnn --data runs/cnn-mnist \
+        [--config NAME] --seeds 0,1,2 --out results/statnn.json [--set KEY=VALUE ...]
+    nfnzoo bench scatter RESULTS... --out plot.png
+
+`--set` overrides a hyperparameter: `model.KEY=VALUE` or `task.KEY=VALUE`, or a bare `KEY`
+when only one of the model and the task has it. VALUE is read as JSON when it parses
+(`3`, `1e-3`, `[64,64]`, `true`), else taken as a string (`relu`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from zoo.cli import CommandError
+from zoo.registry import UnknownNameError
+from zoo.schema import SchemaError
+
+
+def parse_seeds(text: str) -> list[int]:
+    """"0,1,2" -> [0, 1, 2]; also accepts ranges like "0-4"."""
+    seeds: list[int] = []
+    try:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            first, dash, last = part.partition("-")
+            seeds += list(range(int(first), int(last) + 1)) if dash and first else [int(part)]
+    except ValueError:
+        raise CommandError(f"--seeds: expected integers like 0,1,2 or 0-4, got {text!r}") from None
+    if not seeds:
+        raise CommandError("--seeds: give at least one seed")
+    return seeds
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def split_overrides(assignments: list[str], model: str, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Routes `--set` assignments to the model's or the task's hyperparameters."""
+    from benchmarks.tasks import get_task_class
+    from nfn_models.registry import MODELS
+
+    fields = {
+        "model": {f.name for f in dataclasses.fields(MODELS.get(model).Config)},
+        "task": {f.name for f in dataclasses.fields(get_task_class(task).Config)},
+    }
+    overrides: dict[str, dict[str, Any]] = {"model": {}, "task": {}}
+    for assignment in assignments:
+        key, equals, value = assignment.partition("=")
+        if not equals or not key:
+            raise CommandError(f"--set: expected KEY=VALUE, got {assignment!r}")
+        scope, dot, name = key.partition(".")
+        if dot and scope in overrides:
+            targets = [scope]
+        else:
+            name = key
+            targets = [scope for scope, names in fields.items() if name in names]
+            if len(targets) != 1:
+                where = "both the model and the task have it" if targets else (
+                    f"model {model!r} has {sorted(fields['model'])}, task {task!r} has {sorted(fields['task'])}")
+                raise CommandError(f"--set {key}: use model.{key} or task.{key} ({where})")
+        overrides[targets[0]][name] = _parse_value(value)
+    return overrides["model"], overrides["task"]
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from benchmarks.harness import run_benchmark
+
+    try:
+        model_overrides, task_overrides = split_overrides(args.set, args.model, args.task)
+        results = run_benchmark(args.task, args.model, args.data, args.config, parse_seeds(args.seeds), args.out,
+                                model_overrides, task_overrides, device=args.device)
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    for name, summary in results["summary"].items():
+        print(f"{name}: {summary['mean']:.4f} ± {summary['std']:.4f}")
+    return 0
+
+
+def scatter_command(args: argparse.Namespace) -> int:
+    from benchmarks.plots import scatter
+
+    try:
+        path = scatter(args.results, args.out)
+    except (SchemaError, FileNotFoundError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    print(f"wrote {path}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds `nfnzoo bench run` and `nfnzoo bench scatter`."""
+    bench = subparsers.add_parser("bench", help="benchmark NFN models on zoo tasks")
+    commands = bench.add_subparsers(dest="bench_command", required=True, metavar="ACTION")
+
+    run = commands.add_parser("run", help="train and evaluate a model on a task over seeds")
+    run.add_argument("--task", required=True, help="a registered task, e.g. generalization")
+    run.add_argument("--model", required=True, help="a registered NFN model, e.g. statnn or mlp")
+    run.add_argument("--data", required=True, help="the dataset folder (with manifest.json)")
+    run.add_argument("--config", default=None, help="the dataset config (default: the folder's only one)")
+    run.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
+    run.add_argument("--out", required=True, help="the results JSON to write; predictions go beside it")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a hyperparameter: model.KEY=VALUE or task.KEY=VALUE (repeatable)")
+    run.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    run.set_defaults(handler=run_command)
+
+    plot = commands.add_parser("scatter", help="plot predicted vs true test accuracy of results files")
+    plot.add_argument("results", nargs="+", help="results JSON files (their predictions CSVs beside them)")
+    plot.add_argument("--out", required=True, help="the PNG to write")
+    plot.set_defaults(handler=scatter_command)

@@ -1,0 +1,170 @@
+"""The benchmark harness: runs a model on a task over seeds and writes a results file.
+
+`run_benchmark` loads the train, validation and test splits of a dataset once (through
+`zoo.loader`), runs the task once per seed, measures each seed's wall-clock time and peak
+memory, and writes the results JSON (schema: `benchmarks.results.Results`, documented in
+`leaderboards/SCHEMA.md`) plus a predictions sidecar CSV beside it
+(`<stem>.predictions.csv`: seed, model_id, target, prediction) for plots. Both are written
+atomically. Progress goes to stderr, one line per seed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TextIO
+
+import pandas
+import torch
+
+import zoo
+from benchmarks.files import write_json_atomic, write_text_atomic
+from benchmarks.results import SCHEMA_VERSION, Results, summarize
+from benchmarks.tasks import SPLITS, create_task
+from nfn_models import model_config
+from zoo.schema import from_data, to_data
+
+if TYPE_CHECKING:
+    from zoo.loader import ZooSplit
+
+
+def predictions_path(results_path: str | Path) -> Path:
+    """Where the predictions sidecar of a results file lives: `<stem>.predictions.csv` beside it."""
+    results_path = Path(results_path)
+    return results_path.with_name(f"{results_path.stem}.predictions.csv")
+
+
+def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "ZooSplit"], dict[str, str]]:
+    """Loads the three splits of a dataset config and describes the dataset for the results."""
+    from zoo import loader  # imported here: the loader pulls in pyarrow, which the CLI need not load
+
+    path = Path(data_path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"dataset folder {path} does not exist; generate or download a zoo first")
+    manifest = loader.read_manifest(path)
+    configs = manifest["configs"]
+    if config is None:
+        if len(configs) != 1:
+            raise ValueError(f"{path} holds the configs {sorted(configs)}; choose one with --config")
+        config = next(iter(configs))
+    elif config not in configs:
+        raise ValueError(f"{path} has no config {config!r}; it holds {sorted(configs)}")
+    splits = {name: loader.load_split(path, config, name) for name in SPLITS}
+    dataset = {"path": str(data_path), "config": config,
+               "dataset_hash": loader.dataset_hash(path, config), "family": configs[config]["family"]}
+    return splits, dataset
+
+
+def _resolve_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _peak_memory_mb(device: torch.device) -> float | None:
+    """Peak allocated CUDA memory since the last reset, or the process's peak RSS on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    try:
+        import resource
+    except ImportError:  # not on Unix: peak RSS is not available from the standard library
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def _hardware(device: torch.device) -> dict[str, str]:
+    name = f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
+    return {"platform": platform.platform(), "python": platform.python_version(),
+            "torch": torch.__version__, "device": name}
+
+
+def _check_seeds(seeds: Sequence[int]) -> list[int]:
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("give at least one seed")
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
+        raise ValueError(f"seeds must be integers, got {seeds}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be unique, got {seeds}")
+    return seeds
+
+
+def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset: Mapping[str, str],
+                  seeds: Sequence[int], out_path: str | Path | None = None,
+                  model_overrides: Mapping[str, Any] | None = None,
+                  task_overrides: Mapping[str, Any] | None = None, *,
+                  device: str | torch.device | None = None, log: TextIO | None = sys.stderr) -> dict:
+    """Runs `task` with `model` on already loaded splits for each seed; see `run_benchmark`.
+
+    `dataset` describes the splits' source ({path, config, dataset_hash, family}).
+    """
+    seeds = _check_seeds(seeds)
+    model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
+    runner = create_task(task, **task_overrides)
+    model_hparams = model_config(model, **model_overrides)  # validates before any training
+    device = _resolve_device(device)
+
+    per_seed, tables, num_params = [], [], 0
+    for position, seed in enumerate(seeds, start=1):
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        start = time.perf_counter()
+        result = runner.run(splits, model, model_overrides, seed, device)
+        elapsed = time.perf_counter() - start
+        num_params = result.num_params
+        per_seed.append({"seed": seed, "metrics": result.metrics, "train_time_s": elapsed,
+                         "peak_memory_mb": _peak_memory_mb(device), "selection": result.selection})
+        tables.append(result.predictions.assign(seed=seed))
+        if log is not None:
+            shown = " ".join(f"{name}={value:.4f}" for name, value in result.metrics.items())
+            print(f"bench {task}/{model}: seed {seed} ({position}/{len(seeds)}): {shown} [{elapsed:.1f} s]",
+                  file=log, flush=True)
+
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "task": task,
+        "model": model,
+        "model_config": to_data(model_hparams),
+        "task_config": to_data(runner.config),
+        "dataset": dict(dataset),
+        "seeds": seeds,
+        "per_seed": per_seed,
+        "summary": summarize([entry["metrics"] for entry in per_seed]),
+        "num_params": num_params,
+        "package_version": zoo.__version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "hardware": _hardware(device),
+        "predictions": predictions_path(out_path).name if out_path is not None else None,
+    }
+    from_data(Results, results, where="benchmark results")  # the harness writes what it documents
+    if out_path is not None:
+        table = pandas.concat(tables, ignore_index=True)[["seed", "model_id", "target", "prediction"]]
+        buffer = io.StringIO()
+        table.to_csv(buffer, index=False)
+        write_text_atomic(predictions_path(out_path), buffer.getvalue())
+        write_json_atomic(out_path, results)
+        if log is not None:
+            print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=log)
+    return results
+
+
+def run_benchmark(task: str, model: str, data_path: str | Path, config: str | None, seeds: Sequence[int],
+                  out_path: str | Path | None, model_overrides: Mapping[str, Any] | None = None,
+                  task_overrides: Mapping[str, Any] | None = None, *,
+                  device: str | torch.device | None = None, log: TextIO | None = sys.stderr) -> dict:
+    """Runs `model` on `task` over `seeds` on the dataset at `data_path` and returns the results.
+
+    The splits are loaded once. With `out_path`, the results JSON and its predictions
+    sidecar are written there atomically. `device` defaults to CUDA when available.
+    """
+    _check_seeds(seeds)
+    create_task(task, **dict(task_overrides or {}))  # fail on a bad name or override before loading data
+    model_config(model, **dict(model_overrides or {}))
+    splits, dataset = load_splits(data_path, config)
+    return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
+                         device=device, log=log)

@@ -1,0 +1,63 @@
+"""What a benchmark task is: its interface, its result, and seeded isolation of randomness.
+
+A task is constructed as `Task(**hparams)` from its `Config` dataclass and run as
+`task.run(splits, model, model_overrides, seed, device)`, where `splits` maps "train",
+"validation" and "test" to `zoo.loader.ZooSplit`s. Everything random in a run (model
+initialisation, shuffling, dropout) follows from `seed` alone and leaves torch's global
+random state as it found it.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import dataclasses
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping
+
+import pandas
+import torch
+
+if TYPE_CHECKING:  # the loader is only needed for the annotation
+    from zoo.loader import ZooSplit
+
+SPLITS = ("train", "validation", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskResult:
+    metrics: dict[str, float]  # test-split metrics of the selected model
+    predictions: pandas.DataFrame  # one row per test checkpoint: model_id, target, prediction
+    num_params: int  # trainable parameters of the NFN model
+    selection: dict[str, float]  # how the reported model was chosen, e.g. {"epoch": 12, ...}
+
+
+class Task(abc.ABC):
+    """A benchmark task; subclasses set `Config`, `metrics` and `main_metric` and implement `run`."""
+
+    Config: ClassVar[type]  # frozen dataclass of the task's hyperparameters
+    metrics: ClassVar[dict[str, bool]]  # metric name -> higher is better
+    main_metric: ClassVar[str]  # the metric leaderboards rank by
+
+    def __init__(self, **hparams: Any):
+        self.config = self.Config(**hparams)
+
+    @abc.abstractmethod
+    def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
+            seed: int, device: str | torch.device = "cpu") -> TaskResult:
+        """Trains model `model` on the splits with `seed` and evaluates it on the test split."""
+
+
+@contextlib.contextmanager
+def isolated_rng(seed: int, device: torch.device) -> Iterator[None]:
+    """Seeds torch's default generators for the duration of the block, then restores them.
+
+    Layer constructors and dropout draw from the default generators; forking them keeps a
+    run reproducible from `seed` without leaking state into the caller.
+    """
+    cuda_devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda_devices):
+        torch.default_generator.manual_seed(seed)
+        if device.type == "cuda":
+            with torch.cuda.device(device):
+                torch.cuda.manual_seed(seed)
+        yield

@@ -1,0 +1,64 @@
+"""Accepted submissions as data files: `<root>/entries/<task>/<hash12>/<model>-<id8>.json`.
+
+An entry holds the submitted results unchanged plus a `submission` block: its id, the
+sha256 of the results' canonical JSON (the content hash), the acceptance time and the file
+name it was submitted from. `hash12` is the first 12 characters of the dataset hash, `id8`
+the first 8 of the content hash. Two submissions are duplicates when they have the same
+content hash, or the same task, model, model config, dataset hash and set of seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.files import read_json
+from benchmarks.results import Results
+from zoo.schema import from_data
+
+ENTRIES_DIR = "entries"
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmissionInfo:
+    id: str  # "<model>-<first 8 hex digits of content_hash>", also the file's stem
+    content_hash: str  # sha256 of the results' canonical JSON
+    accepted: str  # UTC time in ISO 8601
+    source: str  # the name of the submitted results file
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    submission: SubmissionInfo
+    results: Results
+
+
+def canonical_json(data: Any) -> str:
+    """Key-sorted, whitespace-free JSON: equal data gives equal text."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def content_hash(data: Any) -> str:
+    return hashlib.sha256(canonical_json(data).encode()).hexdigest()
+
+
+def duplicate_key(results: Results) -> tuple:
+    """What makes two submissions the same experiment (the seeds' order does not matter)."""
+    return (results.task, results.model, canonical_json(results.model_config),
+            results.dataset.dataset_hash, tuple(sorted(results.seeds)))
+
+
+def entry_path(root: str | Path, results: Results, hash_of_content: str) -> Path:
+    folder = Path(root) / ENTRIES_DIR / results.task / results.dataset.dataset_hash[:12]
+    return folder / f"{results.model}-{hash_of_content[:8]}.json"
+
+
+def load_entries(root: str | Path) -> list[tuple[Path, Entry]]:
+    """Every accepted entry under `root`, sorted by path; a malformed entry is an error naming it."""
+    entries = []
+    for path in sorted((Path(root) / ENTRIES_DIR).glob("*/*/*.json")):
+        entries.append((path, from_data(Entry, read_json(path), where=str(path))))
+    return entries

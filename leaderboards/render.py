@@ -1,0 +1,114 @@
+"""Rendering a leaderboard: Markdown tables per task and dataset, a bar plot per task, an index.
+
+`render(root, out_dir)` reads the accepted entries under `root` and writes:
+- `<out_dir>/<task>.md`: one table per dataset, ranked by the task's main metric (its
+  direction comes from the task registry), with mean ± std over seeds of every metric, the
+  parameter count, the mean training time per seed and the number of seeds;
+- `<out_dir>/<task>.png`: the main metric's mean ± std per entry, one panel per dataset;
+- `<out_dir>/index.md`: links to the task pages.
+It returns the Markdown of the task pages. matplotlib is imported only to draw the plots.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from benchmarks.files import replacing, write_text_atomic
+from benchmarks.tasks import get_task_class
+from leaderboards import DEFAULT_ROOT
+from leaderboards.datasets import KnownDataset, load_datasets
+from leaderboards.entries import Entry, load_entries
+
+EMPTY = "No accepted submissions yet."
+
+
+def _ranked(entries: list[Entry], metric: str, higher_is_better: bool) -> list[Entry]:
+    """Best first by the main metric's mean; ties go to the smaller std, then the entry id."""
+    def key(entry: Entry) -> tuple:
+        summary = entry.results.summary[metric]
+        return (-summary.mean if higher_is_better else summary.mean, summary.std, entry.submission.id)
+
+    return sorted(entries, key=key)
+
+
+def _dataset_title(dataset_hash: str, entries: list[Entry], known: dict[str, KnownDataset]) -> str:
+    record = known.get(dataset_hash)
+    config = record.config if record else entries[0].results.dataset.config
+    name = record.name if record else "unregistered dataset"
+    return f"{name} — config `{config}` (dataset `{dataset_hash[:12]}`)"
+
+
+def _table(entries: list[Entry], metrics: list[str]) -> str:
+    header = ["Rank", "Model", *metrics, "Params", "Train time / seed (s)", "Seeds", "Entry"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for rank, entry in enumerate(entries, start=1):
+        results = entry.results
+        cells = [str(rank), results.model]
+        for name in metrics:
+            summary = results.summary.get(name)
+            cells.append(f"{summary.mean:.4f} ± {summary.std:.4f}" if summary else "—")
+        train_time = statistics.fmean(seed.train_time_s for seed in results.per_seed)
+        cells += [f"{results.num_params:,}", f"{train_time:.1f}", str(len(results.seeds)), f"`{entry.submission.id}`"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _plot(task: str, metric: str, boards: list[tuple[str, list[Entry]]], out_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    height = max(2.5, 0.45 * max(len(entries) for _, entries in boards) + 1.2)
+    figure, axes = plt.subplots(len(boards), 1, figsize=(7, height * len(boards)), squeeze=False)
+    for axis, (title, entries) in zip(axes[:, 0], boards):
+        labels = [entry.submission.id for entry in entries][::-1]  # best on top
+        means = [entry.results.summary[metric].mean for entry in entries][::-1]
+        stds = [entry.results.summary[metric].std for entry in entries][::-1]
+        axis.barh(labels, means, xerr=stds, capsize=4, color="tab:blue", alpha=0.8)
+        axis.set_xlabel(f"{metric} (mean ± std over seeds)")
+        axis.set_title(title.replace("`", ""), fontsize="medium")
+    figure.suptitle(f"Leaderboard: {task}")
+    figure.tight_layout()
+    try:
+        with replacing(out_path) as temporary:
+            figure.savefig(temporary, format="png", dpi=110)
+    finally:
+        plt.close(figure)
+
+
+def render(root: str | Path = DEFAULT_ROOT, out_dir: str | Path = DEFAULT_ROOT / "rendered") -> str:
+    """Writes the leaderboard pages and plots to `out_dir`; returns the task pages' Markdown."""
+    out_dir = Path(out_dir)
+    known = load_datasets(root)
+    by_task: dict[str, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
+    for _, entry in load_entries(root):
+        by_task[entry.results.task][entry.results.dataset.dataset_hash].append(entry)
+
+    pages, index = [], ["# Leaderboards", ""]
+    for task in sorted(by_task):
+        task_class = get_task_class(task)
+        main = task_class.main_metric
+        direction = "higher" if task_class.metrics[main] else "lower"
+        metrics = [main, *sorted(set(task_class.metrics) - {main})]
+        lines = [f"# Leaderboard: {task}", "", f"Ranked by `{main}` ({direction} is better); "
+                 "metrics are mean ± std (ddof=1) over seeds on the test split.", ""]
+        boards = []
+        for dataset_hash, entries in sorted(by_task[task].items()):
+            ranked = _ranked(entries, main, task_class.metrics[main])
+            title = _dataset_title(dataset_hash, ranked, known)
+            boards.append((title, ranked))
+            lines += [f"## {title}", "", _table(ranked, metrics), ""]
+        _plot(task, main, boards, out_dir / f"{task}.png")
+        lines += [f"![{task}: {main} per entry]({task}.png)", ""]
+        page = "\n".join(lines)
+        write_text_atomic(out_dir / f"{task}.md", page)
+        pages.append(page)
+        count = sum(len(entries) for entries in by_task[task].values())
+        index.append(f"- [{task}]({task}.md): {count} entries on {len(by_task[task])} dataset(s)")
+    if not pages:
+        index.append(EMPTY)
+    write_text_atomic(out_dir / "index.md", "\n".join(index) + "\n")
+    return "\n".join(pages) if pages else EMPTY + "\n"

@@ -1,0 +1,82 @@
+"""The leaderboard's checks of a results file on its own (without the board's state).
+
+A submission is a results JSON written by `benchmarks.harness` (schema:
+`benchmarks.results.Results`, documented in SCHEMA.md). Beyond the schema we require: a
+registered task whose metrics are all reported, at least `MIN_SEEDS` unique seeds that match
+the per-seed entries, the same metrics for every seed, a summary whose mean and std agree with
+the per-seed metrics to `TOLERANCE`, a positive parameter count, a sha256 dataset hash, and a
+model name usable in a file name. Every problem found is reported, not just the first; a
+file that does not match the schema reports that alone, since the other checks need its
+structure.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from benchmarks.results import Results, summarize
+from benchmarks.tasks import get_task_class
+from zoo.registry import UnknownNameError
+from zoo.schema import SchemaError, from_data
+
+MIN_SEEDS = 3
+TOLERANCE = 1e-6
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _close(claimed: float, actual: float) -> bool:
+    return abs(claimed - actual) <= TOLERANCE  # False for NaN, as it should be
+
+
+def check_results(data: Any, where: str) -> tuple[Results | None, list[str]]:
+    """Validates results data; returns the parsed results (None if unparseable) and the problems."""
+    try:
+        results = from_data(Results, data, where)
+    except SchemaError as error:
+        return None, [str(error)]
+    problems: list[str] = []
+
+    try:
+        task_metrics = set(get_task_class(results.task).metrics)
+    except UnknownNameError as error:
+        problems.append(str(error))
+        task_metrics = set()
+    if not MODEL_NAME.fullmatch(results.model):
+        problems.append(f"model name {results.model!r} must be 1-64 letters, digits or ._+- "
+                        "(it becomes part of a file name)")
+    if not SHA256.fullmatch(results.dataset.dataset_hash):
+        problems.append(f"dataset.dataset_hash {results.dataset.dataset_hash!r} is not a sha256 hex digest")
+    if results.num_params <= 0:
+        problems.append(f"num_params must be positive, got {results.num_params}")
+
+    seeds = list(results.seeds)
+    if len(seeds) < MIN_SEEDS:
+        problems.append(f"at least {MIN_SEEDS} seeds are required, got {len(seeds)}: {seeds}")
+    if len(set(seeds)) != len(seeds):
+        problems.append(f"seeds must be unique, got {seeds}")
+    per_seed_seeds = [entry.seed for entry in results.per_seed]
+    if per_seed_seeds != seeds:
+        problems.append(f"per_seed covers the seeds {per_seed_seeds}, but seeds lists {seeds}")
+
+    metric_sets = {frozenset(entry.metrics) for entry in results.per_seed}
+    if len(metric_sets) > 1:
+        problems.append(f"per_seed entries report different metrics: {sorted(sorted(s) for s in metric_sets)}")
+    reported = set().union(*metric_sets) if metric_sets else set()
+    if task_metrics - reported:
+        problems.append(f"task {results.task!r} requires the metrics {sorted(task_metrics)}; "
+                        f"missing {sorted(task_metrics - reported)}")
+
+    if len(metric_sets) == 1:
+        if set(results.summary) != reported:
+            problems.append(f"summary lists the metrics {sorted(results.summary)}, per_seed reports {sorted(reported)}")
+        expected = summarize([entry.metrics for entry in results.per_seed])
+        for name in sorted(set(results.summary) & reported):
+            claimed = results.summary[name]
+            for statistic in ("mean", "std"):
+                actual = expected[name][statistic]
+                if not _close(getattr(claimed, statistic), actual):
+                    problems.append(f"summary.{name}.{statistic} is {getattr(claimed, statistic)!r}, but the "
+                                    f"per-seed metrics give {actual!r} (tolerance {TOLERANCE})")
+    return results, problems

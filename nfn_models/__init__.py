@@ -1,0 +1,10 @@
+"""NFN models: networks that take other networks' weights as input, behind one registry.
+
+Importing the package registers every built-in model. Use `create_model(name, weight_space,
+**overrides)`; `list_models()` gives the names. Depends on `zoo.weightspace` only.
+"""
+
+from nfn_models.registry import create_model, list_models, model_config, register_model
+from nfn_models import mlp, statnn  # noqa: F401  (registers the built-in models)
+
+__all__ = ["create_model", "list_models", "model_config", "register_model"]

@@ -1,0 +1,49 @@
+"""MLP baseline: an MLP on the flattened weights of each checkpoint.
+
+The "DNN on flattened weights" estimator of Unterthiner et al. 2020, "Predicting Neural
+Network Accuracy from Weights" (arXiv:2002.11448): all parameters concatenated in layer
+order, standardized per coordinate, then a fully connected network. It ignores every
+symmetry of the weight space, which makes it the negative control for invariance tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from nfn_models.layers import check_head_hparams, input_normalization, mlp
+from nfn_models.registry import check_weight_space, register_model
+from zoo.weightspace import WeightBatch, WeightSpace
+
+
+@dataclasses.dataclass(frozen=True)
+class MLPConfig:
+    hidden_sizes: tuple[int, ...] = (256, 256)  # two layers fit a few thousand checkpoints without overfitting fast
+    activation: str = "relu"  # a name in nfn_models.layers.ACTIVATIONS
+    dropout: float = 0.1  # flattened weights are high-dimensional; a little dropout regularizes
+    out_features: int = 1  # one scalar per checkpoint for regression tasks (e.g. test accuracy)
+
+    def validate(self, where: str, key: str) -> None:
+        check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
+
+
+@register_model("mlp")
+class MLP(nn.Module):
+    """Flattened weights (B, num_params) -> standardization -> MLP -> (B, out_features)."""
+
+    Config = MLPConfig
+
+    def __init__(self, weight_space: WeightSpace, **hparams):
+        super().__init__()
+        self.weight_space = weight_space
+        self.config = MLPConfig(**hparams)
+        self.normalize = input_normalization(weight_space.num_params)
+        self.head = mlp(weight_space.num_params, self.config.hidden_sizes, self.config.out_features,
+                        self.config.activation, self.config.dropout)
+
+    def forward(self, weights: WeightBatch) -> torch.Tensor:
+        check_weight_space(self.weight_space, weights)
+        features = weights.flatten()  # (B, num_params)
+        return self.head(self.normalize(features))  # (B, out_features)

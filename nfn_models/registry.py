@@ -1,0 +1,67 @@
+"""The NFN model registry: `@register_model(name)`, `list_models()`, `create_model(...)`.
+
+A registered model is an `nn.Module` class constructed as `Model(weight_space, **hparams)`,
+with a class attribute `Config`: the frozen dataclass of its hyperparameters. Overrides are
+validated against that dataclass (via `zoo.schema`), so an unknown or mistyped
+hyperparameter is an error naming the model, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, TypeVar
+
+from torch import nn
+
+from zoo.registry import Registry
+from zoo.schema import from_data, to_data
+from zoo.weightspace import WeightBatch, WeightSpace
+
+ModelClass = TypeVar("ModelClass", bound=type)
+
+MODELS: Registry[type[nn.Module]] = Registry("NFN model")
+
+
+def register_model(name: str) -> Callable[[ModelClass], ModelClass]:
+    """Class decorator registering an NFN model under `name` (a duplicate name is an error)."""
+
+    def decorator(cls: ModelClass) -> ModelClass:
+        config = getattr(cls, "Config", None)
+        if config is None or not dataclasses.is_dataclass(config):
+            raise TypeError(f"model {name!r}: {cls.__name__} needs a dataclass attribute `Config`")
+        return MODELS.register(name)(cls)
+
+    return decorator
+
+
+def list_models() -> list[str]:
+    """The registered model names, sorted."""
+    return MODELS.names()
+
+
+def model_config(name: str, **overrides: Any) -> Any:
+    """The validated hyperparameter dataclass of model `name` with `overrides` applied."""
+    cls = MODELS.get(name)
+    data = to_data(cls.Config())
+    data.update(overrides)
+    return from_data(cls.Config, data, where=f"model {name!r}")
+
+
+def create_model(name: str, weight_space: WeightSpace, **overrides: Any) -> nn.Module:
+    """Builds model `name` for `weight_space`; `overrides` replace its default hyperparameters.
+
+    Parameter initialisation draws from torch's default generator; callers that need
+    isolation wrap this in `torch.random.fork_rng()` with a seed (the benchmark tasks do).
+    """
+    config = model_config(name, **overrides)
+    return MODELS.get(name)(weight_space, **dataclasses.asdict(config))
+
+
+def check_weight_space(expected: WeightSpace, weights: WeightBatch) -> None:
+    """Raises a clear error when a model is fed checkpoints of another architecture."""
+    if weights.space != expected:
+        raise ValueError(
+            "the weight batch's architecture differs from the model's weight space "
+            f"(model: {[t.name for t in expected.tensors]} with {expected.num_params} params; "
+            f"batch: {[t.name for t in weights.space.tensors]} with {weights.space.num_params} params); "
+            "build the model with the weight space of the data it will see")
