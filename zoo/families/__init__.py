@@ -6,7 +6,7 @@ A family is a class registered with `@register_family(name)` that provides:
 - ``load_data(spec)``: the data every run of a config shares;
 - ``train_run(spec, run, data, emit)``: trains one run, calling ``emit(CheckpointResult)``
   at each checkpoint epoch (and for the rest once it diverges);
-- ``evaluate(spec, weights, data)``: the stored metrics of a checkpoint, recomputed.
+- ``evaluate(spec, hparams, weights, data)``: the stored metrics of a checkpoint, recomputed.
 """
 
 from __future__ import annotations

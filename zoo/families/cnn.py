@@ -118,8 +118,8 @@ class CNNFamily:
             weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
             emit(CheckpointResult(epoch, weights, metrics, status))
 
-    def evaluate(self, spec, weights: dict[str, torch.Tensor], data: TaskData) -> dict[str, float]:
+    def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor], data: TaskData) -> dict[str, float]:
         """Validation and test metrics of stored weights (train metrics depend on the run's subset)."""
-        model = self.build(spec.architecture)
+        model = self.build(spec.architecture, hparams)
         model.load_state_dict(weights)
         return evaluate_sets(model, {"val": data.validation, "test": data.test}, spec.training.eval_batch_size)

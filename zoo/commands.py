@@ -1,0 +1,145 @@
+"""`nfnzoo` subcommands of the zoo package: generate, pack, info, verify, publish.
+
+Each is a thin wrapper: parse arguments, call the library, print the outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from zoo.cli import CommandError
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from zoo.plan import plan_runs
+    from zoo.spec import load_spec
+
+    try:
+        spec = load_spec(args.spec, args.profile)
+    except (FileNotFoundError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    runs = plan_runs(spec)
+    checkpoints = sum(len(r.checkpoints) for r in runs)
+    print(f"{spec.name} ({args.profile or 'full'}): {len(runs):,} runs, {checkpoints:,} checkpoints")
+    if args.dry_run:
+        from zoo.families import create_family
+
+        family = create_family(spec.family)
+        params = family.weight_space(spec.architecture).num_params
+        print(f"parameters per checkpoint: {params:,}; weights: {checkpoints * params * 4 / 1e9:.3f} GB")
+        return 0
+    from zoo.driver import generate
+
+    report = generate(spec, args.out, num_cpus=args.num_cpus, address=args.address,
+                      runs_per_trial=args.runs_per_trial, max_failures=args.max_failures)
+    print(f"staged {report.written:,} new checkpoints ({report.already_staged:,} already staged) "
+          f"in {report.trials} trials, {report.wall_time_s:.1f} s")
+    if report.failed_trials:
+        raise CommandError(f"{len(report.failed_trials)} trials failed after retries (staged checkpoints are kept; "
+                           "run the same command again to resume):\n  " + "\n  ".join(report.failed_trials))
+    if not args.no_pack:
+        return _pack(argparse.Namespace(folder=args.out, config=[spec.name], shard_mb=args.shard_mb))
+    return 0
+
+
+def _pack(args: argparse.Namespace) -> int:
+    from zoo.pack import pack
+
+    try:
+        manifest = pack(args.folder, configs=args.config, max_shard_bytes=int(args.shard_mb * 2**20))
+    except (FileNotFoundError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    for name in args.config or sorted(manifest["configs"]):
+        entry = manifest["configs"][name]
+        counts = ", ".join(f"{k} {v:,}" for k, v in entry["splits"].items())
+        print(f"packed {name}: {counts} ({len(entry['files'])} shards) -> {Path(args.folder) / 'data' / name}")
+        if not entry["complete"]:
+            print(f"  warning: {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned checkpoints "
+                  "are staged; re-run `nfnzoo generate` to finish", file=sys.stderr)
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from zoo.info import describe
+
+    try:
+        print(describe(args.folder, args.config))
+    except (FileNotFoundError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from zoo.verify import verify
+
+    report = verify(args.folder, recompute=args.recompute, seed=args.seed)
+    print(f"checked {report.files_checked} shards, {report.rows_checked:,} rows")
+    for result in report.recomputed:
+        worst = max(abs(m["recomputed"] - m["stored"]) for m in result["metrics"].values())
+        print(f"  recomputed {result['config']}/{result['split']} {result['model_id']}: max |diff| {worst:.2e}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.__dict__, indent=2, default=str))
+    if not report.ok:
+        raise CommandError(f"{len(report.problems)} problems:\n  " + "\n  ".join(report.problems))
+    print("ok")
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from zoo.publish import PublishError, publish
+
+    try:
+        url = publish(args.folder, args.repo, private=args.private, revision=args.revision)
+    except PublishError as error:
+        raise CommandError(str(error)) from None
+    print(f"published {args.folder} -> {url}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("generate", help="train a zoo from a spec with Ray, then pack it")
+    p.add_argument("spec", help="a spec file, or the name of a bundled spec (e.g. cnn-mnist)")
+    p.add_argument("--profile", help="a profile of the spec, e.g. tiny")
+    p.add_argument("--out", default=None, help="output folder (default: runs/<config>)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
+    p.add_argument("--address", default=None, help="join this Ray cluster (or set RAY_ADDRESS)")
+    p.add_argument("--runs-per-trial", type=int, default=None, help="runs trained by one Ray trial")
+    p.add_argument("--max-failures", type=int, default=2, help="retries of a failed trial")
+    p.add_argument("--shard-mb", type=float, default=256, help="target shard size in MiB")
+    p.add_argument("--no-pack", action="store_true", help="stage checkpoints only")
+    p.add_argument("--dry-run", action="store_true", help="print the plan's size and stop")
+    p.set_defaults(handler=lambda a: _generate(_default_out(a)))
+
+    p = subparsers.add_parser("pack", help="pack a staging folder into Parquet shards, card and manifest")
+    p.add_argument("folder")
+    p.add_argument("--config", action="append", help="pack only this config (repeatable)")
+    p.add_argument("--shard-mb", type=float, default=256, help="target shard size in MiB")
+    p.set_defaults(handler=_pack)
+
+    p = subparsers.add_parser("info", help="counts, accuracy distribution and architecture of a packed zoo")
+    p.add_argument("folder")
+    p.add_argument("--config", default=None)
+    p.set_defaults(handler=_info)
+
+    p = subparsers.add_parser("verify", help="check shards against the manifest; optionally recompute metrics")
+    p.add_argument("folder")
+    p.add_argument("--recompute", type=int, default=0, metavar="N", help="re-evaluate N random checkpoints")
+    p.add_argument("--seed", type=int, default=0, help="seed for picking the checkpoints to recompute")
+    p.add_argument("--json", default=None, help="also write the report as JSON")
+    p.set_defaults(handler=_verify)
+
+    p = subparsers.add_parser("publish", help="upload a packed zoo to a Hugging Face Hub dataset repo")
+    p.add_argument("folder")
+    p.add_argument("--repo", required=True, help="ORG/NAME of the dataset repo")
+    p.add_argument("--private", action="store_true")
+    p.add_argument("--revision", default=None, help="branch to upload to")
+    p.set_defaults(handler=_publish)
+
+
+def _default_out(args: argparse.Namespace) -> argparse.Namespace:
+    if args.out is None:
+        args.out = str(Path("runs") / Path(args.spec).stem)
+    return args

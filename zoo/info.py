@@ -1,0 +1,47 @@
+"""A human summary of a packed zoo: counts, accuracy distribution, architecture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from zoo.folder import read_manifest, resolve_config
+from zoo.spec import SPLIT_NAMES
+
+BARS = " ▁▂▃▄▅▆▇█"
+
+
+def histogram(values: np.ndarray, bins: int = 20, low: float = 0.0, high: float = 1.0) -> str:
+    counts, _ = np.histogram(values, bins=bins, range=(low, high))
+    scale = counts.max() or 1
+    return "".join(BARS[int(round(c / scale * (len(BARS) - 1)))] for c in counts)
+
+
+def describe(folder: str | Path, config: str | None = None) -> str:
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    config = resolve_config(manifest, config, folder)
+    entry = manifest["configs"][config]
+    files = [folder / f["path"] for f in entry["files"]]
+    table = pq.read_table(files, columns=["epoch", "status", "test_accuracy", "run_id"]) if len(files) > 1 else \
+        pq.read_table(files[0], columns=["epoch", "status", "test_accuracy", "run_id"])
+    frame = table.to_pandas()
+    lines = [f"{folder} [{config}] family={entry['family']} profile={entry['spec'].get('profile') or 'full'}",
+             f"checkpoints: {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned; "
+             f"runs: {frame['run_id'].nunique():,}; status: " + ", ".join(f"{k} {v:,}" for k, v in entry["status"].items()),
+             "splits: " + ", ".join(f"{s} {entry['splits'][s]:,} ({entry['runs'][s]:,} runs)"
+                                    for s in SPLIT_NAMES if s in entry["splits"]),
+             f"dataset hash: {entry['dataset_hash']}"]
+    ok = frame[frame["status"] == "ok"]
+    lines.append("test accuracy by epoch (ok rows):   min    q25    median q75    max    histogram 0..1")
+    for epoch, group in ok.groupby("epoch"):
+        q = np.quantile(group["test_accuracy"], [0, 0.25, 0.5, 0.75, 1])
+        lines.append(f"  epoch {epoch:>4} ({len(group):>6,} rows)          " + " ".join(f"{v:.3f}" for v in q)
+                     + f"  |{histogram(group['test_accuracy'].to_numpy())}|")
+    for arch_id, info in sorted(entry["architectures"].items()):
+        lines.append(f"architecture {arch_id}: {info['num_params']:,} parameters")
+        for layer in info["layers"]:
+            lines.append(f"  {layer['name']:<16} {str(tuple(layer['shape'])):<18} {layer['role']}")
+    return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""Verification of a packed zoo folder against its manifest, and metric recomputation.
+
+Checks every shard listed in ``manifest.json``: present, of the recorded size and sha256,
+readable as Parquet, with the recorded row count and the recorded schema; flags shards on
+disk that the manifest does not list and a card that does not list the configs. With
+``recompute=N`` it reloads N seeded-random checkpoints into the family's model and
+re-evaluates them on the stored validation and test sets, failing if the metrics differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from zoo.card import card_header
+from zoo.families import create_family
+from zoo.folder import read_manifest
+from zoo.pack import sha256_file
+from zoo.spec import spec_from_data
+
+LOSS_RTOL = 1e-4  # float reduction order differs with thread counts
+
+
+@dataclasses.dataclass
+class VerifyReport:
+    files_checked: int = 0
+    rows_checked: int = 0
+    problems: list[str] = dataclasses.field(default_factory=list)
+    recomputed: list[dict] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _check_file(folder: Path, entry: dict, columns: list[dict], report: VerifyReport) -> None:
+    path = folder / entry["path"]
+    if not path.exists():
+        report.problems.append(f"{entry['path']}: missing")
+        return
+    report.files_checked += 1
+    size = path.stat().st_size
+    if size != entry["bytes"]:
+        report.problems.append(f"{entry['path']}: {size} bytes, manifest says {entry['bytes']} (truncated or replaced)")
+    elif sha256_file(path) != entry["sha256"]:
+        report.problems.append(f"{entry['path']}: sha256 differs from the manifest (corrupted)")
+    try:
+        metadata = pq.ParquetFile(path).metadata
+        schema = pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as error:
+        report.problems.append(f"{entry['path']}: not readable as Parquet ({error})")
+        return
+    if metadata.num_rows != entry["rows"]:
+        report.problems.append(f"{entry['path']}: {metadata.num_rows} rows, manifest says {entry['rows']}")
+    found = [{"name": f.name, "type": str(f.type)} for f in schema]
+    if found != columns:
+        report.problems.append(f"{entry['path']}: schema differs from the manifest's columns")
+    report.rows_checked += metadata.num_rows
+
+
+def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, report: VerifyReport) -> None:
+    from zoo.loader import load_split  # torch-heavy; only when recomputing
+
+    spec = spec_from_data(entry["spec"], f"{folder}/manifest.json:{name}")
+    family = create_family(spec.family)
+    data = family.load_data(spec)
+    rng = np.random.default_rng(seed)
+    splits = sorted(entry["splits"])
+    picks: dict[str, int] = {}
+    for split in rng.choice(splits, size=count):
+        picks[str(split)] = picks.get(str(split), 0) + 1
+    tolerance = {"val": 1.5 / len(data.validation), "test": 1.5 / len(data.test)}
+    for split, n in sorted(picks.items()):
+        loaded = load_split(folder, name, split)
+        candidates = np.flatnonzero(loaded.metadata["status"].to_numpy() == "ok")
+        for row in rng.choice(candidates, size=min(n, len(candidates)), replace=False):
+            row = int(row)
+            stored = loaded.metadata.iloc[row]
+            hparams = {f.name: stored[f.name] for f in dataclasses.fields(family.HParams)}
+            metrics = family.evaluate(spec, hparams, loaded.weights.state_dict(row), data)
+            result = {"config": name, "split": split, "model_id": stored["model_id"], "metrics": {}}
+            for key, value in metrics.items():
+                prefix, kind = key.split("_", 1)
+                expected = float(stored[key])
+                close = (abs(value - expected) <= tolerance[prefix] if kind == "accuracy"
+                         else math.isclose(value, expected, rel_tol=LOSS_RTOL, abs_tol=1e-6))
+                result["metrics"][key] = {"stored": expected, "recomputed": value, "match": close}
+                if not close:
+                    report.problems.append(f"{name}/{split} {stored['model_id']}: {key} stored {expected:.6g}, "
+                                           f"recomputed {value:.6g}")
+            report.recomputed.append(result)
+
+
+def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0) -> VerifyReport:
+    folder = Path(folder)
+    report = VerifyReport()
+    try:
+        manifest = read_manifest(folder)
+    except (FileNotFoundError, ValueError) as error:
+        report.problems.append(str(error))
+        return report
+    listed = set()
+    for name, entry in sorted(manifest["configs"].items()):
+        for file_entry in entry["files"]:
+            listed.add(file_entry["path"])
+            _check_file(folder, file_entry, entry["columns"], report)
+        for stray in sorted((folder / "data" / name).glob("*.parquet")):
+            relative = stray.relative_to(folder).as_posix()
+            if relative not in listed:
+                report.problems.append(f"{relative}: not listed in the manifest")
+    card = folder / "README.md"
+    if not card.exists() or f"config_name: {sorted(manifest['configs'])[0]}" not in card.read_text():
+        report.problems.append("README.md: missing or does not list the configs (re-run `nfnzoo pack`)")
+    elif card_header(manifest)["configs"] and not report.problems and recompute > 0:
+        for name, entry in sorted(manifest["configs"].items()):
+            _recompute(folder, name, entry, recompute, seed, report)
+    return report
