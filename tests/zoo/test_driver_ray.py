@@ -1,0 +1,78 @@
+"""Integration: a real local Ray instance trains a tiny zoo, is interrupted, and resumes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from zoo.plan import plan_runs
+from zoo.spec import SPECS_DIR, load_spec
+from zoo.staging import Staging
+
+pytestmark = pytest.mark.slow
+
+
+def _spec_file(tmp_path: Path) -> Path:
+    raw = yaml.safe_load((SPECS_DIR / "cnn-mnist.yaml").read_text())
+    raw["name"] = "cnn-mnist-ray"
+    raw["profiles"]["tiny"]["search_space"]["sampled"]["count"] = 12
+    raw["profiles"]["tiny"]["training"] = {"epochs": 2, "batch_size": 64, "checkpoint_epochs": [1, 2]}
+    path = tmp_path / "cnn-mnist-ray.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _generate(spec: Path, out: Path, **popen) -> subprocess.Popen:
+    command = [sys.executable, "-m", "zoo.cli", "generate", str(spec), "--profile", "tiny", "--out", str(out),
+               "--num-cpus", "2", "--runs-per-trial", "2"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def test_interrupted_generation_resumes_without_duplicates(tmp_path):
+    spec_path = _spec_file(tmp_path)
+    out = tmp_path / "zoo"
+    spec = load_spec(spec_path, "tiny")
+    planned = [m for run in plan_runs(spec) for m in run.model_ids]
+    staging = Staging(out / "staging")
+
+    first = _generate(spec_path, out, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not staging.model_ids() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)  # the driver (a crash, not a polite stop)
+    first.wait(timeout=60)
+    # Ray reaps the dead driver's workers within seconds; a trial may finish its run first.
+    settled, count = time.monotonic(), len(staging.model_ids())
+    while time.monotonic() - settled < 5:
+        time.sleep(0.2)
+        if len(staging.model_ids()) != count:
+            settled, count = time.monotonic(), len(staging.model_ids())
+    survivors = {m: staging.path(m).stat() for m in staging.model_ids()}
+    assert 0 < len(survivors) < len(planned), f"interruption did not land mid-job: {len(survivors)} of {len(planned)}"
+
+    second = _generate(spec_path, out)
+    output, _ = second.communicate(timeout=300)
+    assert second.returncode == 0, output
+    assert f"({len(survivors):,} already staged)" in output, output
+
+    assert staging.model_ids() == sorted(planned)
+    for model_id, before in survivors.items():  # finished checkpoints were skipped, not rewritten
+        after = staging.path(model_id).stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert not list((out / "staging").glob("*/*.tmp")), "temporary files left behind"
+
+    ids = pq.read_table(sorted((out / "data" / spec.name).glob("*.parquet")), columns=["model_id"])["model_id"].to_pylist()
+    assert sorted(ids) == sorted(planned)  # every checkpoint once: no duplicates, none missing
+
+    third = _generate(spec_path, out)
+    output, _ = third.communicate(timeout=120)
+    assert third.returncode == 0 and f"staged 0 new checkpoints ({len(planned):,} already staged)" in output, output
