@@ -16,7 +16,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas
 import torch
@@ -98,7 +98,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
                   seeds: Sequence[int], out_path: str | Path | None = None,
                   model_overrides: Mapping[str, Any] | None = None,
                   task_overrides: Mapping[str, Any] | None = None, *,
-                  device: str | torch.device | None = None, log: TextIO | None = sys.stderr) -> dict:
+                  device: str | torch.device | None = None, progress: bool = True) -> dict:
     """Runs `task` with `model` on already loaded splits for each seed; see `run_benchmark`.
 
     `dataset` describes the splits' source ({path, config, dataset_hash, family}).
@@ -120,10 +120,10 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         per_seed.append({"seed": seed, "metrics": result.metrics, "train_time_s": elapsed,
                          "peak_memory_mb": _peak_memory_mb(device), "selection": result.selection})
         tables.append(result.predictions.assign(seed=seed))
-        if log is not None:
+        if progress:
             shown = " ".join(f"{name}={value:.4f}" for name, value in result.metrics.items())
             print(f"bench {task}/{model}: seed {seed} ({position}/{len(seeds)}): {shown} [{elapsed:.1f} s]",
-                  file=log, flush=True)
+                  file=sys.stderr, flush=True)
 
     results = {
         "schema_version": SCHEMA_VERSION,
@@ -148,23 +148,24 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         table.to_csv(buffer, index=False)
         write_text_atomic(predictions_path(out_path), buffer.getvalue())
         write_json_atomic(out_path, results)
-        if log is not None:
-            print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=log)
+        if progress:
+            print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=sys.stderr)
     return results
 
 
 def run_benchmark(task: str, model: str, data_path: str | Path, config: str | None, seeds: Sequence[int],
                   out_path: str | Path | None, model_overrides: Mapping[str, Any] | None = None,
                   task_overrides: Mapping[str, Any] | None = None, *,
-                  device: str | torch.device | None = None, log: TextIO | None = sys.stderr) -> dict:
+                  device: str | torch.device | None = None, progress: bool = True) -> dict:
     """Runs `model` on `task` over `seeds` on the dataset at `data_path` and returns the results.
 
     The splits are loaded once. With `out_path`, the results JSON and its predictions
-    sidecar are written there atomically. `device` defaults to CUDA when available.
+    sidecar are written there atomically. `device` defaults to CUDA when available;
+    `progress` prints a line per seed to stderr.
     """
     _check_seeds(seeds)
     create_task(task, **dict(task_overrides or {}))  # fail on a bad name or override before loading data
     model_config(model, **dict(model_overrides or {}))
     splits, dataset = load_splits(data_path, config)
     return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
-                         device=device, log=log)
+                         device=device, progress=progress)

@@ -1,0 +1,1 @@
+"""Performance benchmarks of the system itself (loading, generation); each prints ratios measured in one run."""

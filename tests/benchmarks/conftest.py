@@ -1,0 +1,59 @@
+"""Fixtures for benchmark tests: a tiny synthetic zoo and a results file trained on it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.harness import run_on_splits
+from benchmarks.synthetic import synthetic_splits
+
+FAST_TASK = {"epochs": 4, "batch_size": 32}  # enough to learn the synthetic zoo a little, quickly
+DATASET = {"path": "runs/synthetic", "config": "synthetic", "dataset_hash": "ab" * 32, "family": "cnn"}
+
+
+@pytest.fixture(scope="session")
+def splits() -> dict:
+    """Train/validation/test splits of 240/80/80 synthetic checkpoints, 10% diverged."""
+    return synthetic_splits((240, 80, 80), seed=0, diverged_fraction=0.1)
+
+
+@pytest.fixture(scope="session")
+def results_path(splits, tmp_path_factory) -> Path:
+    """A STATNN results file (3 seeds) with its predictions sidecar."""
+    path = tmp_path_factory.mktemp("results") / "statnn.json"
+    run_on_splits("generalization", "statnn", splits, DATASET, [0, 1, 2], path,
+                  task_overrides=FAST_TASK, progress=False)
+    return path
+
+
+def write_manifest(folder: Path, configs: dict[str, str]) -> Path:
+    """A dataset folder whose manifest.json names each config's dataset hash (no shards)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = {"package_version": "0.1.0", "configs": {
+        name: {"dataset_hash": digest, "family": "cnn", "splits": {"train": 240, "validation": 80, "test": 80},
+               "spec_hash": "0" * 20, "files": []}
+        for name, digest in configs.items()}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.fixture
+def dataset_folder(tmp_path, splits, monkeypatch) -> Path:
+    """A dataset folder with a real manifest.json; its splits come from the synthetic zoo.
+
+    Only `zoo.loader.load_split` (Parquet decoding) is replaced; the manifest, the config
+    resolution and `zoo.loader.dataset_hash` are the real ones.
+    """
+    from zoo import loader
+
+    folder = write_manifest(tmp_path / "cnn-zoo", {"synthetic": "cd" * 32})
+
+    def load_split(path, config=None, split="train", **_):
+        assert Path(path) == folder and config == "synthetic"
+        return splits[split]
+
+    monkeypatch.setattr(loader, "load_split", load_split)
+    return folder
