@@ -59,7 +59,7 @@ def dataset_hash_of(files: Iterable[dict]) -> str:
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
-def _write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int) -> None:
+def write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int) -> None:
     table = pa.Table.from_pylist(rows, schema=schema)
     metadata_columns = [name for name in schema.names if name != "weights"]
     pq.write_table(
@@ -107,7 +107,7 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
                 status_counts[record.status] = status_counts.get(record.status, 0) + 1
                 rows.append(to_row(record))
             name = shard_name(split, index, count)
-            _write_shard(rows, schema, building / name, row_bytes)
+            write_shard(rows, schema, building / name, row_bytes)
             files.append({"path": f"data/{spec.name}/{name}", "split": split, "rows": len(rows),
                           "bytes": (building / name).stat().st_size, "sha256": sha256_file(building / name)})
     if final.exists():

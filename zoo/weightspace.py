@@ -106,7 +106,8 @@ class WeightBatch:
         return torch.cat([t.reshape(len(self), -1) for t in self.tensors], dim=1)
 
     def state_dict(self, member: int) -> dict[str, torch.Tensor]:
-        return {spec.name: t[member] for spec, t in zip(self.space.tensors, self.tensors)}
+        """One member's tensors, copied: a view would make `torch.save` write the whole batch."""
+        return {spec.name: t[member].clone() for spec, t in zip(self.space.tensors, self.tensors)}
 
     def batches(self, batch_size: int, *, shuffle: bool = False,
                 generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, "WeightBatch"]]:
