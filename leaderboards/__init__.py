@@ -18,10 +18,10 @@ from typing import Any
 DEFAULT_ROOT = Path(__file__).resolve().parent  # accepted entries are data files of this package
 
 _EXPORTS = {
-    "submit": "leaderboards.submit",
-    "Accepted": "leaderboards.submit",
-    "SubmissionRejected": "leaderboards.submit",
-    "render": "leaderboards.render",
+    "submit": "leaderboards.submission",
+    "Accepted": "leaderboards.submission",
+    "SubmissionRejected": "leaderboards.submission",
+    "render": "leaderboards.renderer",
 }
 
 __all__ = ["DEFAULT_ROOT", *_EXPORTS]
@@ -29,5 +29,7 @@ __all__ = ["DEFAULT_ROOT", *_EXPORTS]
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
     raise AttributeError(f"module 'leaderboards' has no attribute {name!r}")
