@@ -1,0 +1,183 @@
+"""Planning: deterministic run and checkpoint ids, reproducible draws, seeded run splits."""
+
+from __future__ import annotations
+
+import collections
+import copy
+import hashlib
+
+import pytest
+
+from zoo.plan import assign_splits, configurations, plan_runs, run_definition
+from zoo.spec import content_hash, load_spec, spec_from_data
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_spec("cnn-mnist", "tiny")
+
+
+def edited(spec, edit):
+    """A validated copy of `spec` with `edit(data)` applied to its plain data."""
+    data = copy.deepcopy(spec.to_data())
+    edit(data)
+    return spec_from_data(data, "test_plan")
+
+
+def ids(runs) -> list[str]:
+    return [r.run_id for r in runs]
+
+
+def model_ids(runs) -> list[str]:
+    return [m for r in runs for m in r.model_ids]
+
+
+def test_content_hash_is_stable_and_key_order_free():
+    # The format is part of every published id: sha256 of compact, key-sorted JSON, truncated.
+    assert content_hash({"b": [1, 2.5], "a": "x"}) == content_hash({"a": "x", "b": [1, 2.5]})
+    assert content_hash({"b": [1, 2.5], "a": "x"}) == hashlib.sha256(b'{"a":"x","b":[1,2.5]}').hexdigest()[:20]
+    assert len(content_hash({}, length=12)) == 12
+
+
+def test_planning_twice_gives_identical_ids(tiny):
+    first, second = plan_runs(tiny), plan_runs(load_spec("cnn-mnist", "tiny"))
+    assert first == second
+    assert len(first) == 8
+    assert [r.index for r in first] == list(range(8))
+    assert len(set(ids(first))) == 8
+    assert len(set(model_ids(first))) == 8 * 3
+    for run in first:
+        assert [c.epoch for c in run.checkpoints] == [0, 1, 2]
+
+
+def test_ids_are_the_documented_content_hashes(tiny):
+    definition = run_definition(tiny)
+    for run in plan_runs(tiny):
+        assert run.run_id == content_hash({**definition, "hparams": run.hparams, "seed": run.seed})
+        for checkpoint in run.checkpoints:
+            assert checkpoint.model_id == content_hash({"run_id": run.run_id, "epoch": checkpoint.epoch})
+
+
+def test_ids_do_not_depend_on_splits_name_or_description(tiny):
+    def unrelated(data):
+        data["splits"] = {"seed": 7, "fractions": {"train": 0.5, "test": 0.5}}
+        data["name"] = "renamed"
+        data["description"] = "another text"
+
+    assert model_ids(plan_runs(edited(tiny, unrelated))) == model_ids(plan_runs(tiny))
+
+
+def test_same_configuration_has_the_same_id_wherever_it_is_declared(tiny):
+    hparams = plan_runs(tiny)[3].hparams
+    fixed = edited(tiny, lambda d: d["search_space"].update(fixed=dict(hparams), grid={}, sampled=None))
+    grid = edited(tiny, lambda d: d["search_space"].update(fixed={}, grid={k: [v] for k, v in hparams.items()},
+                                                           sampled=None))
+    assert ids(plan_runs(fixed)) == ids(plan_runs(grid)) == [plan_runs(tiny)[3].run_id]
+
+
+def test_seeds_and_training_recipe_change_ids(tiny):
+    base = set(ids(plan_runs(tiny)))
+    two_seeds = plan_runs(edited(tiny, lambda d: d.update(seeds=[0, 1])))
+    assert len(two_seeds) == 16 and len(set(ids(two_seeds))) == 16
+    assert base < set(ids(two_seeds))
+    by_config = collections.defaultdict(set)
+    for run in two_seeds:
+        by_config[tuple(run.hparams.items())].add(run.seed)
+    assert all(seeds == {0, 1} for seeds in by_config.values())
+    for edit in (lambda d: d["training"].update(batch_size=64),
+                 lambda d: d["dataset"].update(train_size=999),
+                 lambda d: d["architecture"].update(channels=8)):
+        assert base.isdisjoint(ids(plan_runs(edited(tiny, edit))))
+
+
+def test_different_hparams_give_different_ids(tiny):
+    base = edited(tiny, lambda d: d["search_space"].update(
+        fixed={}, sampled=None, grid={"optimizer": ["adam", "sgd"], "learning_rate": [0.1, 0.01], "l2": [0.0],
+                                      "init": ["normal"], "init_std": [0.1], "activation": ["relu"],
+                                      "dropout": [0.0], "train_fraction": [1.0]}))
+    runs = plan_runs(base)
+    assert len(runs) == 4 and len(set(ids(runs))) == 4
+    assert {(r.hparams["optimizer"], r.hparams["learning_rate"]) for r in runs} == {
+        ("adam", 0.1), ("adam", 0.01), ("sgd", 0.1), ("sgd", 0.01)}
+
+
+def test_repeated_sampled_configuration_is_planned_once(tiny):
+    def one_point(data):
+        data["search_space"]["sampled"]["axes"] = {"optimizer": {"choice": ["adam"]}}
+        data["search_space"]["fixed"] = {"learning_rate": 0.01, "l2": 0.0, "init": "normal", "init_std": 0.1,
+                                         "activation": "relu", "dropout": 0.0, "train_fraction": 1.0}
+
+    spec = edited(tiny, one_point)
+    assert len(list(configurations(spec))) == 8
+    assert len(plan_runs(spec)) == 1
+
+
+def test_sampled_draws_are_reproducible_and_within_bounds():
+    full = load_spec("cnn-mnist")
+    spec = edited(full, lambda d: d["search_space"]["sampled"].update(count=500))
+    draws = list(configurations(spec))
+    assert draws == list(configurations(edited(full, lambda d: d["search_space"]["sampled"].update(count=500))))
+    assert len(draws) == 500
+    for name, axis in spec.search_space.sampled.axes.items():
+        values = [d[name] for d in draws]
+        if axis.choice is not None:
+            assert set(values) == set(axis.choice), name  # 500 draws hit every choice
+        else:
+            low, high = axis.uniform or axis.log_uniform
+            assert all(low <= v <= high for v in values), name
+            assert len(set(values)) > 400, name  # continuous, not stuck
+    reseeded = list(configurations(edited(spec, lambda d: d["search_space"]["sampled"].update(seed=1))))
+    assert reseeded != draws
+
+
+def test_log_uniform_draws_spread_over_decades():
+    spec = edited(load_spec("cnn-mnist"), lambda d: d["search_space"]["sampled"].update(count=400))
+    rates = [d["learning_rate"] for d in configurations(spec)]  # log_uniform [5e-4, 5e-2]
+    low_decade = sum(r < 5e-3 for r in rates) / len(rates)
+    assert 0.35 < low_decade < 0.65  # a uniform draw would put ~9% below 5e-3
+
+
+def run_ids(count: int) -> list[str]:
+    return [content_hash({"fake_run": i}) for i in range(count)]
+
+
+def test_assign_splits_is_deterministic_and_partitions_runs(tiny):
+    runs = run_ids(1000)
+    assignment = assign_splits(runs, tiny)
+    assert assignment == assign_splits(list(reversed(runs)), tiny)  # independent of input order
+    assert set(assignment) == set(runs)  # every run, each in exactly one split (a dict)
+    counts = collections.Counter(assignment.values())
+    for split, fraction in tiny.splits.fractions.items():
+        assert abs(counts[split] - fraction * len(runs)) <= 1, (split, counts)
+    reseeded = assign_splits(runs, edited(tiny, lambda d: d["splits"].update(seed=1)))
+    assert collections.Counter(reseeded.values()) == counts and reseeded != assignment
+
+
+def test_assign_splits_is_stable_when_runs_are_added(tiny):
+    # The order is a keyed hash per run, so a run's rank never depends on the other ids.
+    runs = run_ids(200)
+    first, more = assign_splits(runs, tiny), assign_splits(runs + run_ids(400)[200:], tiny)
+    moved = sum(first[r] != more[r] for r in runs)
+    assert moved < 0.2 * len(runs)
+
+
+@pytest.mark.parametrize("count", range(3, 40))
+def test_every_split_gets_a_run_when_there_are_enough(tiny, count):
+    counts = collections.Counter(assign_splits(run_ids(count), tiny).values())
+    assert set(counts) == {"train", "validation", "test"}
+    assert sum(counts.values()) == count
+
+
+def test_too_few_runs_go_to_train_first(tiny):
+    assert set(assign_splits(run_ids(1), tiny).values()) == {"train"}
+    assert collections.Counter(assign_splits(run_ids(2), tiny).values())["train"] >= 1
+
+
+@pytest.mark.xfail(strict=True, reason="zoo/plan.py assign_splits: after bumping empty splits to 1, "
+                                       "counts[0] = max(n - sum(others), 0) can reach 0, so train is empty "
+                                       "(4 runs, fractions 0.1/0.1/0.8 -> train 0, validation 1, test 3)")
+@pytest.mark.parametrize("count", [3, 4, 5, 6, 7])
+def test_train_is_not_emptied_by_a_skewed_split(tiny, count):
+    spec = edited(tiny, lambda d: d["splits"].update(fractions={"train": 0.1, "validation": 0.1, "test": 0.8}))
+    counts = collections.Counter(assign_splits(run_ids(count), spec).values())
+    assert min(counts[s] for s in ("train", "validation", "test")) >= 1, counts
