@@ -161,11 +161,11 @@ def test_assign_splits_is_stable_when_runs_are_added(tiny):
     assert moved < 0.2 * len(runs)
 
 
-@pytest.mark.parametrize("count", range(3, 40))
-def test_every_split_gets_a_run_when_there_are_enough(tiny, count):
-    counts = collections.Counter(assign_splits(run_ids(count), tiny).values())
-    assert set(counts) == {"train", "validation", "test"}
-    assert sum(counts.values()) == count
+def test_every_split_gets_a_run_when_there_are_enough(tiny):
+    for count in range(3, 40):
+        counts = collections.Counter(assign_splits(run_ids(count), tiny).values())
+        assert set(counts) == {"train", "validation", "test"}, (count, counts)
+        assert sum(counts.values()) == count
 
 
 def test_too_few_runs_go_to_train_first(tiny):
@@ -176,8 +176,8 @@ def test_too_few_runs_go_to_train_first(tiny):
 @pytest.mark.xfail(strict=True, reason="zoo/plan.py assign_splits: after bumping empty splits to 1, "
                                        "counts[0] = max(n - sum(others), 0) can reach 0, so train is empty "
                                        "(4 runs, fractions 0.1/0.1/0.8 -> train 0, validation 1, test 3)")
-@pytest.mark.parametrize("count", [3, 4, 5, 6, 7])
-def test_train_is_not_emptied_by_a_skewed_split(tiny, count):
+def test_train_is_not_emptied_by_a_skewed_split(tiny):
     spec = edited(tiny, lambda d: d["splits"].update(fractions={"train": 0.1, "validation": 0.1, "test": 0.8}))
-    counts = collections.Counter(assign_splits(run_ids(count), spec).values())
-    assert min(counts[s] for s in ("train", "validation", "test")) >= 1, counts
+    for count in range(3, 40):
+        counts = collections.Counter(assign_splits(run_ids(count), spec).values())
+        assert min(counts[s] for s in ("train", "validation", "test")) >= 1, (count, counts)
