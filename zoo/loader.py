@@ -24,6 +24,7 @@ import torch
 
 from zoo import safetensors_io
 from zoo.folder import read_manifest, resolve_config
+from zoo.parquet_pages import fixed_width_pages
 from zoo.record import parse_weights_metadata
 from zoo.weightspace import WeightBatch, WeightSpace
 
@@ -65,73 +66,146 @@ def _rows_view(chunk: pa.Array) -> np.ndarray | None:
     return data[offsets[0]:offsets[0] + len(chunk) * length].reshape(len(chunk), length)
 
 
-def _layout(first_row: bytes) -> tuple[WeightSpace, int, list[tuple[int, int]], bytes]:
-    header, start = safetensors_io.read_header(first_row)
-    _, _, space = parse_weights_metadata(header["__metadata__"])
-    ranges = [tuple(header[t.name]["data_offsets"]) for t in space.tensors]
-    for t in space.tensors:
-        if header[t.name]["dtype"] != "F32":
-            raise ValueError(f"tensor {t.name} is {header[t.name]['dtype']}; the fast loader reads float32 zoos")
-    return space, start, ranges, bytes(first_row[:start])
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """Where each tensor sits inside a row of one architecture."""
+
+    space: WeightSpace
+    start: int  # first byte of the safetensors data section
+    ranges: tuple[tuple[int, int], ...]  # per tensor, byte range within the data section
+    header: np.ndarray  # the shared header bytes, [0, start)
+
+    @classmethod
+    def of(cls, row: bytes) -> "_Layout":
+        header, start = safetensors_io.read_header(row)
+        _, _, space = parse_weights_metadata(header["__metadata__"])
+        for t in space.tensors:
+            if header[t.name]["dtype"] != "F32":
+                raise ValueError(f"tensor {t.name} is {header[t.name]['dtype']}; the fast loader reads float32 zoos")
+        ranges = tuple(tuple(header[t.name]["data_offsets"]) for t in space.tensors)
+        return cls(space, start, ranges, np.frombuffer(bytes(row[:start]), np.uint8))
+
+    def copy(self, rows: np.ndarray, skip: int, outputs: list[np.ndarray]) -> bool:
+        """Copies every tensor of `rows` (values starting at column `skip`) into `outputs`.
+
+        Returns False, copying nothing, when the rows do not share this layout's header.
+        """
+        start = skip + self.start
+        if rows.shape[1] != start + self.ranges[-1][1] or not (rows[:, skip:start] == self.header).all():
+            return False
+        if rows.shape[1] % 4 == 0 and (rows.ctypes.data + start) % 4 == 0:
+            words = rows.view(np.float32)  # copying 4-byte words is several times faster than bytes
+            for output, (begin, end) in zip(outputs, self.ranges):
+                np.copyto(output, words[:, (start + begin) // 4:(start + end) // 4])
+        else:
+            for output, (begin, end) in zip(outputs, self.ranges):
+                np.copyto(output.view(np.uint8), rows[:, start + begin:start + end])
+        return True
 
 
-def _copy_ranges(rows: np.ndarray, start: int, ranges: list[tuple[int, int]], outputs: list[np.ndarray]) -> None:
-    """Copies each tensor's byte range of every row into its output, as float32 (one strided copy)."""
-    if start % 4 == 0 and rows.shape[1] % 4 == 0 and rows.ctypes.data % 4 == 0:
-        floats = rows.view(np.float32)  # (rows, row_bytes / 4): copying 4-byte words is several times faster
-        for output, (begin, end) in zip(outputs, ranges):
-            np.copyto(output, floats[:, (start + begin) // 4:(start + end) // 4])
+def _decode_row(layout: _Layout, value: bytes, outputs: list[np.ndarray], row: int) -> None:
+    tensors, metadata = safetensors_io.decode(value)
+    if parse_weights_metadata(metadata)[2] != layout.space:
+        raise ValueError("rows of several architectures; filter by the `architecture` column first "
+                         "(load_split(..., architecture=ID))")
+    for output, spec in zip(outputs, layout.space.tensors):
+        output[row] = tensors[spec.name].reshape(-1).numpy()
+
+
+def _fill(layout: _Layout, jobs: list[tuple[np.ndarray, int, int]], fallback: list[tuple[pa.Array, int]],
+          outputs: list[np.ndarray], threads: int) -> None:
+    """Runs the block copies (in threads: numpy releases the GIL), then the per-row fallbacks."""
+
+    def run(job: tuple[np.ndarray, int, int]) -> None:
+        rows, skip, position = job
+        views = [o[position:position + len(rows)] for o in outputs]
+        if not layout.copy(rows, skip, views):
+            for i in range(len(rows)):
+                _decode_row(layout, rows[i, skip:].tobytes(), outputs, position + i)
+
+    if threads > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(run, jobs))
     else:
-        for output, (begin, end) in zip(outputs, ranges):
-            np.copyto(output.view(np.uint8), rows[:, start + begin:start + end])
+        for job in jobs:
+            run(job)
+    for chunk, position in fallback:
+        for i, value in enumerate(chunk):
+            _decode_row(layout, value.as_py(), outputs, position + i)
+
+
+def _batch(layout: _Layout, outputs: list[np.ndarray]) -> WeightBatch:
+    total = outputs[0].shape[0]
+    return WeightBatch(layout.space, tuple(torch.from_numpy(o).view(total, *t.shape)
+                                           for o, t in zip(outputs, layout.space.tensors)))
+
+
+def _allocate(layout: _Layout, total: int) -> list[np.ndarray]:
+    return [np.empty((total, t.numel), dtype=np.float32) for t in layout.space.tensors]
+
+
+def _arrow_jobs(column: pa.ChunkedArray | pa.Array, position: int, jobs: list, fallback: list) -> int:
+    for chunk in (column.chunks if isinstance(column, pa.ChunkedArray) else [column]):
+        rows = _rows_view(chunk)
+        if rows is not None:
+            jobs.append((rows, 0, position))
+        elif len(chunk):
+            fallback.append((chunk, position))
+        position += len(chunk)
+    return position
 
 
 def decode_weights(column: pa.ChunkedArray | pa.Array, *, threads: int = 2) -> WeightBatch:
-    """Decodes a `weights` column of one architecture into a WeightBatch."""
-    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    chunks = [c for c in chunks if len(c)]
-    if not chunks:
+    """Decodes an in-memory `weights` column of one architecture into a WeightBatch."""
+    if len(column) == 0:
         raise ValueError("no rows to decode")
-    space, start, ranges, header_bytes = _layout(chunks[0][0].as_py())
-    header = np.frombuffer(header_bytes, np.uint8)
-    total = sum(len(c) for c in chunks)
-    outputs = [np.empty((total, t.numel), dtype=np.float32) for t in space.tensors]
-    jobs, position = [], 0
-    for chunk in chunks:
-        rows = _rows_view(chunk)
-        stop = position + len(chunk)
-        if rows is not None and rows.shape[1] >= start and bool((rows[:, :start] == header).all()):
-            jobs.append((rows, [o[position:stop] for o in outputs]))
+    layout = _Layout.of(column[0].as_py())
+    outputs = _allocate(layout, len(column))
+    jobs, fallback = [], []
+    _arrow_jobs(column, 0, jobs, fallback)
+    _fill(layout, jobs, fallback, outputs, threads)
+    return _batch(layout, outputs)
+
+
+def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
+    """Decodes the `weights` column of Parquet shards, straight from the page cache when the
+    pages allow it (`zoo.parquet_pages`), else through Arrow."""
+    jobs, fallback, keep_alive, position, layout = [], [], [], 0, None
+    for path in files:
+        direct = fixed_width_pages(path, "weights")
+        if direct is not None:
+            mapped, pages = direct
+            keep_alive.append(mapped)
+            for page in pages:
+                jobs.append((page, 4, position))  # each value is preceded by its 4-byte length
+                position += len(page)
         else:
-            for i, value in enumerate(chunk):
-                tensors, metadata = safetensors_io.decode(value.as_py())
-                _, _, row_space = parse_weights_metadata(metadata)
-                if row_space != space:
-                    raise ValueError("rows of several architectures; filter by the `architecture` column first "
-                                     "(load_split(..., architecture=ID))")
-                for output, tensor_spec in zip(outputs, space.tensors):
-                    output[position + i] = tensors[tensor_spec.name].reshape(-1).numpy()
-        position = stop
-    if threads > 1 and len(jobs) > 1:  # numpy releases the GIL while copying
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(lambda job: _copy_ranges(job[0], start, ranges, job[1]), jobs))
-    else:
-        for rows, views in jobs:
-            _copy_ranges(rows, start, ranges, views)
-    tensors = tuple(torch.from_numpy(o).view(total, *t.shape) for o, t in zip(outputs, space.tensors))
-    return WeightBatch(space, tensors)
+            column = pq.read_table(path, columns=["weights"], memory_map=True)["weights"]
+            keep_alive.append(column)
+            position = _arrow_jobs(column, position, jobs, fallback)
+    if position == 0:
+        raise ValueError("no rows to decode")
+    first_rows, skip, _ = jobs[0] if jobs else (None, 0, 0)
+    first = first_rows[0, skip:].tobytes() if first_rows is not None else fallback[0][0][0].as_py()
+    layout = _Layout.of(first)
+    outputs = _allocate(layout, position)
+    _fill(layout, jobs, fallback, outputs, threads)
+    return _batch(layout, outputs)
 
 
 def load_split(folder: str | Path, config: str | None = None, split: str = "train", *,
                architecture: str | None = None) -> ZooSplit:
     """Reads one split of a packed zoo: stacked weights and the metadata columns."""
     files = split_files(folder, config, split)
-    tables = [pq.read_table(path, memory_map=True) for path in files]
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    if architecture is not None:
-        table = table.filter(pc.equal(table["architecture"], architecture))
-        if table.num_rows == 0:
-            raise ValueError(f"no rows of architecture {architecture!r} in split {split!r}")
-    weights = decode_weights(table["weights"])
-    metadata = table.drop_columns(["weights"]).to_pandas()
-    return ZooSplit(weights, metadata)
+    if architecture is None:
+        metadata = pq.read_table(files, columns=_metadata_columns(files[0])).to_pandas()
+        return ZooSplit(read_weights(files), metadata)
+    table = pq.read_table(files, memory_map=True)
+    table = table.filter(pc.equal(table["architecture"], architecture))
+    if table.num_rows == 0:
+        raise ValueError(f"no rows of architecture {architecture!r} in split {split!r}")
+    return ZooSplit(decode_weights(table["weights"]), table.drop_columns(["weights"]).to_pandas())
+
+
+def _metadata_columns(path: Path) -> list[str]:
+    return [name for name in pq.read_schema(path).names if name != "weights"]

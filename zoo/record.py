@@ -81,7 +81,7 @@ def arrow_schema(hparams_cls: type) -> pa.Schema:
     fields = [pa.field(name, pa.int64() if name in ("epoch", "seed") else pa.string()) for name in IDENTITY_COLUMNS]
     fields += [pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(hparams_cls)]
     fields += [pa.field(name, pa.float64()) for name in METRIC_NAMES]
-    fields += [pa.field("status", pa.string()), pa.field("weights", pa.large_binary())]
+    fields += [pa.field("status", pa.string()), pa.field("weights", pa.large_binary(), nullable=False)]  # REQUIRED: no level bytes in its pages
     return pa.schema(fields)
 
 

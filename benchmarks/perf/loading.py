@@ -25,7 +25,7 @@ import safetensors.torch
 import torch
 
 from zoo.families import METRIC_NAMES, create_family
-from zoo.loader import decode_weights
+from zoo.loader import read_weights
 from zoo.pack import write_shard
 from zoo.record import CheckpointRecord, arrow_schema, to_row
 
@@ -64,7 +64,7 @@ def best_of(repeat: int, function) -> float:
 
 
 def load_nfnzoo(paths: list[Path]):
-    return decode_weights(pq.read_table(paths, columns=["weights"], memory_map=True)["weights"])
+    return read_weights(paths)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,138 @@
+"""Direct reading of fixed-length PLAIN byte-array pages from a memory-mapped Parquet file.
+
+The `weights` column is written REQUIRED, PLAIN-encoded and uncompressed, so each data page
+is a Thrift page header followed by the values, each a 4-byte length and the bytes. When
+all values share one length, a page is a (values, 4 + length) byte matrix inside the file,
+and the fast loader copies each tensor's byte range straight from the page cache into its
+output: one copy, where going through Arrow costs two. Anything else (compression,
+dictionary pages, nulls, unequal lengths) returns None and the caller takes the Arrow path.
+
+Thrift compact protocol and page layout: the Apache Parquet format specification
+(parquet.thrift: PageHeader, DataPageHeader, DataPageHeaderV2).
+"""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+DATA_PAGE, DATA_PAGE_V2 = 0, 3
+
+
+class _Compact:
+    """Just enough of Thrift's compact protocol to read a PageHeader."""
+
+    def __init__(self, buffer, position: int):
+        self.buffer, self.position = buffer, position
+
+    def byte(self) -> int:
+        value = self.buffer[self.position]
+        self.position += 1
+        return value
+
+    def varint(self) -> int:
+        shift = result = 0
+        while True:
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+
+    def zigzag(self) -> int:
+        n = self.varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def value(self, kind: int):
+        if kind in (1, 2):  # booleans inside a struct carry their value in the type
+            return kind == 1
+        if kind == 3:
+            return self.byte()
+        if kind in (4, 5, 6):
+            return self.zigzag()
+        if kind == 7:
+            self.position += 8
+            return None
+        if kind == 8:
+            length = self.varint()
+            self.position += length
+            return None
+        if kind in (9, 10):
+            header = self.byte()
+            size = header >> 4 if header >> 4 != 15 else self.varint()
+            element = header & 0x0F
+            return [self.byte() == 1 if element in (1, 2) else self.value(element) for _ in range(size)]
+        if kind == 11:
+            size = self.varint()
+            if size:
+                types = self.byte()
+                for _ in range(size):
+                    self.value(types >> 4), self.value(types & 0x0F)
+            return None
+        if kind == 12:
+            return self.struct()
+        raise ValueError(f"unknown Thrift compact type {kind}")
+
+    def struct(self) -> dict[int, object]:
+        fields, last = {}, 0
+        while True:
+            header = self.byte()
+            if header == 0:
+                return fields
+            delta, kind = header >> 4, header & 0x0F
+            last = last + delta if delta else self.zigzag()
+            fields[last] = self.value(kind)
+
+
+def fixed_width_pages(path: Path, column: str) -> tuple[mmap.mmap, list[np.ndarray]] | None:
+    """The column's values as (values, 4 + length) uint8 views into the mapped file, or None."""
+    parquet = pq.ParquetFile(path)
+    metadata = parquet.metadata
+    index = parquet.schema_arrow.get_field_index(column)
+    if index < 0 or parquet.schema.column(index).max_definition_level != 0:
+        return None  # nullable: pages would carry definition levels
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    buffer = np.frombuffer(mapped, dtype=np.uint8)
+    pages: list[np.ndarray] = []
+    width = None
+    for group in range(metadata.num_row_groups):
+        chunk = metadata.row_group(group).column(index)
+        if chunk.compression != "UNCOMPRESSED" or chunk.has_dictionary_page:
+            return None
+        position = chunk.data_page_offset
+        end = position + chunk.total_compressed_size
+        rows = 0
+        while position < end:
+            reader = _Compact(mapped, position)
+            header = reader.struct()
+            size, body = header[3], reader.position
+            kind = header[1]
+            if kind == DATA_PAGE:
+                count, encoding = header[5][1], header[5][2]
+            elif kind == DATA_PAGE_V2:
+                v2 = header[8]
+                if v2.get(7, True) or v2.get(5, 0) or v2.get(6, 0):
+                    return None  # compressed, or carrying levels
+                count, encoding = v2[1], v2[4]
+            else:
+                return None
+            if encoding != 0:  # PLAIN
+                return None
+            if count:
+                length = int.from_bytes(mapped[body:body + 4], "little")
+                width = width or length + 4
+                if length + 4 != width or count * width != size:
+                    return None
+                page = buffer[body:body + size].reshape(count, width)
+                if not np.all(page[:, :4].view("<u4") == length):
+                    return None
+                pages.append(page)
+                rows += count
+            position = body + size
+        if rows != chunk.num_values:
+            return None
+    return mapped, pages
