@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import struct
 
 import pyarrow as pa
@@ -15,48 +14,23 @@ import torch
 from zoo import safetensors_io
 from zoo.families import METRIC_NAMES, create_family
 from zoo.families.cnn import CNNArchitecture, CNNHParams
-from zoo.record import (IDENTITY_COLUMNS, METADATA_KEY, CheckpointRecord, arrow_schema, encode_weights, from_row,
-                        parse_weights_metadata, to_row)
+from zoo.record import (IDENTITY_COLUMNS, METADATA_KEY, arrow_schema, encode_weights, from_row, parse_weights_metadata,
+                        to_row)
 from zoo.weightspace import WeightSpace
 
 ARCH = dataclasses.asdict(CNNArchitecture())
-HPARAMS = {"optimizer": "adam", "learning_rate": 0.003, "l2": 1e-6, "init": "normal", "init_std": 0.1,
-           "activation": "relu", "dropout": 0.1, "train_fraction": 0.5}
 HPARAM_NAMES = [f.name for f in dataclasses.fields(CNNHParams)]
 
 
-def cnn_weights(seed: int, architecture: dict = ARCH) -> dict[str, torch.Tensor]:
-    """A CNN state dict in weight-space order with seeded random values."""
+def cnn_weights(seed: int) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
-    shapes = create_family("cnn").build(architecture).state_dict()
+    shapes = create_family("cnn").build(ARCH).state_dict()
     return {name: torch.randn(tensor.shape, generator=generator) for name, tensor in shapes.items()}
-
-
-def make_record(seed: int = 0, *, status: str = "ok", architecture: dict = ARCH, epoch: int = 3) -> CheckpointRecord:
-    metrics = ({name: 0.1 * (i + 1) + seed for i, name in enumerate(METRIC_NAMES)} if status == "ok"
-               else dict.fromkeys(METRIC_NAMES, math.nan))
-    return CheckpointRecord(model_id=f"model{seed:04d}", run_id=f"run{seed:04d}", family="cnn", config="cnn-mnist",
-                            epoch=epoch, seed=seed, hparams=dict(HPARAMS), metrics=metrics, status=status,
-                            architecture=dict(architecture), weights=cnn_weights(seed, architecture))
 
 
 def header_bytes(buffer: bytes) -> bytes:
     _, start = safetensors_io.read_header(buffer)
     return buffer[:start]
-
-
-def assert_same_record(actual: CheckpointRecord, expected: CheckpointRecord) -> None:
-    for field in dataclasses.fields(CheckpointRecord):
-        if field.name not in ("weights", "metrics"):
-            assert getattr(actual, field.name) == getattr(expected, field.name), field.name
-    assert list(actual.metrics) == list(METRIC_NAMES)
-    for name in METRIC_NAMES:
-        a, e = actual.metrics[name], expected.metrics[name]
-        assert a == e or (math.isnan(a) and math.isnan(e)), name
-    assert list(actual.weights) == list(expected.weights)
-    for name, tensor in expected.weights.items():
-        assert actual.weights[name].dtype == tensor.dtype
-        assert torch.equal(actual.weights[name], tensor), name
 
 
 # --- safetensors_io -------------------------------------------------------------------------
@@ -104,7 +78,7 @@ def test_encoding_is_deterministic():
     assert first == safetensors_io.encode({k: v.clone() for k, v in weights.items()}, {"a": "1", "b": "2"})
 
 
-def test_same_architecture_gives_byte_identical_headers():
+def test_same_architecture_gives_byte_identical_headers(make_record):
     space = WeightSpace.from_state_dict(cnn_weights(0))
     first, second = make_record(5), make_record(6)
     assert WeightSpace.from_state_dict(first.weights) == WeightSpace.from_state_dict(second.weights) == space
@@ -161,7 +135,7 @@ def test_read_header_rejects_truncated_buffers(buffer, message):
 
 # --- records --------------------------------------------------------------------------------
 
-def test_weights_metadata_rebuilds_the_architecture():
+def test_weights_metadata_rebuilds_the_architecture(make_record):
     record = make_record(7)
     header, _ = safetensors_io.read_header(encode_weights(record))
     assert set(header["__metadata__"]) == {METADATA_KEY}
@@ -172,7 +146,7 @@ def test_weights_metadata_rebuilds_the_architecture():
                            "conv3.weight", "conv3.bias", "dense.weight", "dense.bias")
 
 
-def test_architecture_id_depends_on_the_architecture_only():
+def test_architecture_id_depends_on_the_architecture_only(make_record):
     assert make_record(1).architecture_id == make_record(2, epoch=0).architecture_id
     assert make_record(1).architecture_id != make_record(1, architecture={**ARCH, "channels": 8}).architecture_id
     # same layer shapes, different model: the id must still differ
@@ -180,7 +154,7 @@ def test_architecture_id_depends_on_the_architecture_only():
 
 
 @pytest.mark.parametrize("status", ["ok", "diverged"])
-def test_record_round_trips_through_a_row(status):
+def test_record_round_trips_through_a_row(status, make_record, assert_same_record):
     record = make_record(8, status=status)
     row = to_row(record)
     assert row["architecture"] == record.architecture_id
@@ -188,7 +162,7 @@ def test_record_round_trips_through_a_row(status):
 
 
 @pytest.mark.parametrize("status", ["ok", "diverged"])
-def test_record_round_trips_through_an_arrow_table(status):
+def test_record_round_trips_through_an_arrow_table(status, make_record, assert_same_record):
     records = [make_record(9, status=status), make_record(10)]
     schema = arrow_schema(CNNHParams)
     table = pa.Table.from_pylist([to_row(r) for r in records], schema=schema)
@@ -221,7 +195,7 @@ def test_arrow_schema_rejects_an_untyped_hyperparameter():
         arrow_schema(Odd)
 
 
-def test_row_weights_are_the_encoded_weights():
+def test_row_weights_are_the_encoded_weights(make_record):
     record = make_record(11)
     weights = to_row(record)["weights"]
     assert weights == encode_weights(record)

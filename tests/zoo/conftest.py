@@ -1,0 +1,62 @@
+"""Fixtures for zoo tests: hand-made checkpoint records of the CNN family.
+
+The trained tiny zoo itself (`tiny_zoo`, `tiny_zoo_copy`) lives in tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from zoo.families import METRIC_NAMES, create_family
+from zoo.families.cnn import CNNArchitecture, CNNHParams
+from zoo.record import CheckpointRecord
+
+ARCH = dataclasses.asdict(CNNArchitecture())
+HPARAMS = {"optimizer": "adam", "learning_rate": 0.003, "l2": 1e-6, "init": "normal", "init_std": 0.1,
+           "activation": "relu", "dropout": 0.1, "train_fraction": 0.5}
+HPARAM_NAMES = [f.name for f in dataclasses.fields(CNNHParams)]
+
+
+def cnn_weights(seed: int, architecture: dict = ARCH) -> dict[str, torch.Tensor]:
+    """A CNN state dict in weight-space order with seeded random values."""
+    generator = torch.Generator().manual_seed(seed)
+    shapes = create_family("cnn").build(architecture).state_dict()
+    return {name: torch.randn(tensor.shape, generator=generator) for name, tensor in shapes.items()}
+
+
+def make_record(seed: int = 0, *, status: str = "ok", architecture: dict = ARCH, epoch: int = 3) -> CheckpointRecord:
+    """A record with seeded random weights; a diverged one has NaN metrics."""
+    metrics = ({name: 0.1 * (i + 1) + seed for i, name in enumerate(METRIC_NAMES)} if status == "ok"
+               else dict.fromkeys(METRIC_NAMES, math.nan))
+    return CheckpointRecord(model_id=f"model{seed:04d}", run_id=f"run{seed:04d}", family="cnn", config="cnn-mnist",
+                            epoch=epoch, seed=seed, hparams=dict(HPARAMS), metrics=metrics, status=status,
+                            architecture=dict(architecture), weights=cnn_weights(seed, architecture))
+
+
+def assert_same_record(actual: CheckpointRecord, expected: CheckpointRecord) -> None:
+    """Every field equal (NaN metrics match NaN), weights equal in order, dtype and value."""
+    for field in dataclasses.fields(CheckpointRecord):
+        if field.name not in ("weights", "metrics"):
+            assert getattr(actual, field.name) == getattr(expected, field.name), field.name
+    assert sorted(actual.metrics) == sorted(METRIC_NAMES)
+    for name in METRIC_NAMES:
+        a, e = actual.metrics[name], expected.metrics[name]
+        assert a == e or (math.isnan(a) and math.isnan(e)), name
+    assert list(actual.weights) == list(expected.weights)
+    for name, tensor in expected.weights.items():
+        assert actual.weights[name].dtype == tensor.dtype
+        assert torch.equal(actual.weights[name], tensor), name
+
+
+@pytest.fixture(name="make_record")
+def make_record_fixture():
+    return make_record
+
+
+@pytest.fixture(name="assert_same_record")
+def assert_same_record_fixture():
+    return assert_same_record
