@@ -49,6 +49,8 @@ def synthetic_split(num_members: int, seed: int, *, diverged_fraction: float = 0
     from zoo.loader import ZooSplit  # the split container of the loader contract
 
     space = space or small_cnn_space()
+    if space.num_layers < 3:
+        raise ValueError(f"the synthetic accuracy reads 3 layer scales; the weight space has {space.num_layers} layers")
     generator = torch.Generator().manual_seed(seed)
     scales = 0.3 + 1.2 * torch.rand(num_members, space.num_layers, generator=generator)  # (N, L)
     tensors = tuple(scales[:, spec.layer].reshape(-1, *([1] * len(spec.shape)))
@@ -74,8 +76,12 @@ def synthetic_split(num_members: int, seed: int, *, diverged_fraction: float = 0
 
 
 def synthetic_splits(sizes: tuple[int, int, int] = (600, 200, 200), seed: int = 0,
-                     diverged_fraction: float = 0.05) -> dict:
-    """Train, validation and test splits of a synthetic zoo, each drawn from its own seed."""
+                     diverged_fraction: float = 0.05, space: WeightSpace | None = None) -> dict:
+    """Train, validation and test splits of a synthetic zoo, each drawn from its own seed.
+
+    `space` defaults to the Small CNN Zoo's; it needs at least 3 layers.
+    """
     names = ("train", "validation", "test")
-    return {name: synthetic_split(size, seed * 3 + offset, diverged_fraction=diverged_fraction, split=name)
+    return {name: synthetic_split(size, seed * 3 + offset, diverged_fraction=diverged_fraction, split=name,
+                                  space=space)
             for offset, (name, size) in enumerate(zip(names, sizes))}

@@ -13,17 +13,15 @@ from benchmarks.results import load_results, summarize
 from nfn_models import model_config
 from zoo.schema import SchemaError, to_data
 
-from conftest import DATASET, FAST_TASK, write_manifest  # noqa: I001  (tests/benchmarks/conftest.py)
 
-
-def test_results_file_matches_the_documented_schema(results_path):
+def test_results_file_matches_the_documented_schema(results_path, dataset_info, fast_task):
     results = load_results(results_path)  # validates every key and type
     data = json.loads(results_path.read_text())
     assert data["schema_version"] == 1
     assert (data["task"], data["model"]) == ("generalization", "statnn")
     assert data["model_config"] == to_data(model_config("statnn"))
-    assert data["task_config"]["epochs"] == FAST_TASK["epochs"]
-    assert data["dataset"] == DATASET
+    assert data["task_config"]["epochs"] == fast_task["epochs"]
+    assert data["dataset"] == dataset_info
     assert data["seeds"] == [0, 1, 2]
     assert [entry["seed"] for entry in data["per_seed"]] == [0, 1, 2]
     assert data["package_version"] == zoo.__version__
@@ -34,7 +32,7 @@ def test_results_file_matches_the_documented_schema(results_path):
         assert set(entry.metrics) == {"kendall_tau", "r2", "rmse"}
         assert entry.train_time_s > 0
         assert entry.peak_memory_mb > 10  # the process's peak RSS
-        assert 1 <= entry.selection["epoch"] <= FAST_TASK["epochs"]
+        assert 1 <= entry.selection["epoch"] <= fast_task["epochs"]
 
 
 def test_summary_is_the_mean_and_sample_std_of_the_seeds(results_path):
@@ -57,9 +55,9 @@ def test_predictions_sidecar(results_path, splits):
     assert table.groupby("seed").size().to_dict() == {0: ok_test_rows, 1: ok_test_rows, 2: ok_test_rows}
 
 
-def test_files_are_written_atomically_and_progress_goes_to_stderr(splits, tmp_path, capsys):
+def test_files_are_written_atomically_and_progress_goes_to_stderr(splits, dataset_info, tmp_path, capsys):
     out = tmp_path / "deep" / "mlp.json"
-    run_on_splits("generalization", "mlp", splits, DATASET, [3, 4], out, {"hidden_sizes": [8]},
+    run_on_splits("generalization", "mlp", splits, dataset_info, [3, 4], out, {"hidden_sizes": [8]},
                   {"epochs": 1})
     assert sorted(p.name for p in out.parent.iterdir()) == ["mlp.json", "mlp.predictions.csv"]  # no temporaries
     stderr = capsys.readouterr().err
@@ -67,18 +65,18 @@ def test_files_are_written_atomically_and_progress_goes_to_stderr(splits, tmp_pa
     assert f"wrote {out}" in stderr
 
 
-def test_without_an_output_path_nothing_is_written(splits, tmp_path, monkeypatch):
+def test_without_an_output_path_nothing_is_written(splits, dataset_info, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    results = run_on_splits("generalization", "mlp", splits, DATASET, [0], None, {"hidden_sizes": [8]},
+    results = run_on_splits("generalization", "mlp", splits, dataset_info, [0], None, {"hidden_sizes": [8]},
                             {"epochs": 1}, progress=False)
     assert results["predictions"] is None and results["summary"]["kendall_tau"]["std"] == 0.0
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("seeds, message", [([], "at least one seed"), ([1, 1, 2], "unique"), ([0.5], "integers")])
-def test_bad_seeds_are_refused(splits, seeds, message):
+def test_bad_seeds_are_refused(splits, dataset_info, seeds, message):
     with pytest.raises(ValueError, match=message):
-        run_on_splits("generalization", "statnn", splits, DATASET, seeds, None)
+        run_on_splits("generalization", "statnn", splits, dataset_info, seeds, None)
 
 
 def test_bad_overrides_fail_before_loading_data(tmp_path):
@@ -98,7 +96,7 @@ def test_load_splits_reads_the_manifest(dataset_folder, splits):
                        "family": "cnn"}
 
 
-def test_load_splits_config_errors(tmp_path):
+def test_load_splits_config_errors(tmp_path, write_manifest):
     folder = write_manifest(tmp_path / "two", {"a": "1" * 64, "b": "2" * 64})
     with pytest.raises(ValueError, match="choose one with --config"):
         load_splits(folder, None)
@@ -109,7 +107,7 @@ def test_load_splits_config_errors(tmp_path):
 def test_run_benchmark_end_to_end(dataset_folder, tmp_path):
     out = tmp_path / "results" / "statnn.json"
     results = run_benchmark("generalization", "statnn", dataset_folder, "synthetic", [0, 1, 2], out,
-                            task_overrides={"epochs": 2}, progress=False)
+                            task_overrides={"epochs": 1}, progress=False)
     assert load_results(out).dataset.dataset_hash == "cd" * 32
     assert json.loads(out.read_text()) == results
     assert predictions_path(out).exists()

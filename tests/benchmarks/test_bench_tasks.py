@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.synthetic import synthetic_split, synthetic_splits
+from benchmarks.synthetic import small_cnn_space, synthetic_split, synthetic_splits
 from benchmarks.tasks import Task, create_task, list_tasks, register_task
 from zoo.registry import UnknownNameError
 from zoo.loader import ZooSplit
@@ -66,20 +66,22 @@ def test_task_registration_checks():
 
 
 def test_statnn_learns_the_synthetic_zoo():
-    splits = synthetic_splits((400, 120, 120), seed=3)
-    result = create_task("generalization", epochs=8, batch_size=32).run(splits, "statnn", {}, seed=0)
+    splits = synthetic_splits((300, 100, 100), seed=3, space=small_cnn_space(channels=8))
+    result = create_task("generalization", epochs=6, batch_size=32).run(splits, "statnn", {}, seed=0)
     assert result.metrics["kendall_tau"] > 0.6
     assert result.metrics["r2"] > 0.5
-    assert 1 <= result.selection["epoch"] <= 8
+    assert 1 <= result.selection["epoch"] <= 6
 
 
 def test_a_run_is_reproducible_and_leaves_global_rng_alone(splits):
-    task = create_task("generalization", **FAST)
+    # the MLP has dropout, so this also covers randomness drawn during training
+    task = create_task("generalization", epochs=2, batch_size=32)
+    small = {"hidden_sizes": [32], "dropout": 0.2}
     before = torch.get_rng_state()
-    first = task.run(splits, "statnn", {}, seed=5)
+    first = task.run(splits, "mlp", small, seed=5)
     assert torch.equal(torch.get_rng_state(), before)
-    second = task.run(splits, "statnn", {}, seed=5)
-    other = task.run(splits, "statnn", {}, seed=6)
+    second = task.run(splits, "mlp", small, seed=5)
+    other = task.run(splits, "mlp", small, seed=6)
     assert first.metrics == second.metrics
     np.testing.assert_array_equal(first.predictions["prediction"], second.predictions["prediction"])
     assert not np.allclose(first.predictions["prediction"], other.predictions["prediction"])
@@ -102,7 +104,8 @@ def test_model_selection_never_looks_at_the_test_split(splits):
     ok = shuffled["status"] == "ok"
     shuffled.loc[ok, "test_accuracy"] = np.random.default_rng(0).permutation(shuffled.loc[ok, "test_accuracy"].to_numpy())
     altered = {**splits, "test": ZooSplit(test.weights, shuffled)}
-    original, changed = task.run(splits, "statnn", {}, seed=0), task.run(altered, "statnn", {}, seed=0)
+    small = {"hidden_sizes": [16]}
+    original, changed = task.run(splits, "mlp", small, seed=0), task.run(altered, "mlp", small, seed=0)
     assert original.selection == changed.selection
     np.testing.assert_array_equal(original.predictions["prediction"], changed.predictions["prediction"])
     assert original.metrics != changed.metrics
