@@ -1,5 +1,9 @@
 """Shared fixtures: one tiny real zoo per session, trained on MNIST without Ray and packed.
 
+Torch runs on one intra-op thread in every test, as each Ray trial does
+(`zoo.worker.configure_threads`): float reductions, hence trained weights, depend on the
+thread count, and on 2-core machines extra threads only contend.
+
 `tiny_zoo` is the packed folder (specs/, staging/, data/, manifest.json, README.md). Its
 files are made read-only so a test that mutates it by mistake fails loudly; a test that
 needs to change a zoo takes `tiny_zoo_copy`, a writable copy in its own `tmp_path`.
@@ -15,6 +19,18 @@ from pathlib import Path
 import pytest
 
 from zoo.spec import ZooSpec, load_spec, spec_from_data
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    import torch
+
+    from zoo.worker import configure_threads
+
+    previous = torch.get_num_threads()
+    configure_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 def make_tiny_spec() -> ZooSpec:

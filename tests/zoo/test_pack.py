@@ -1,0 +1,178 @@
+"""Packing staging into Parquet shards, manifest and card: complete, split by run, reproducible."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import safetensors.torch
+import torch
+import yaml
+
+from zoo.families import METRIC_NAMES
+from zoo.folder import MANIFEST, STAGING_FOLDER, read_manifest
+from zoo.loader import load_split
+from zoo.pack import pack, sha256_file
+from zoo.plan import assign_splits, plan_runs
+from zoo.record import from_row
+from zoo.staging import Staging
+from zoo.verify import verify
+
+CONFIG = "cnn-mnist"
+SHARD_NAME = re.compile(r"^(train|validation|test)-(\d{5})-of-(\d{5})\.parquet$")
+HPARAM_NAMES = ("optimizer", "learning_rate", "l2", "init", "init_std", "activation", "dropout", "train_fraction")
+
+
+def shard_files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in (folder / "data").rglob("*") if p.is_file())
+
+
+def read_rows(folder: Path) -> dict[str, list[dict]]:
+    """Every packed row by split, in shard order, straight from Parquet."""
+    manifest = read_manifest(folder)
+    rows = collections.defaultdict(list)
+    for entry in manifest["configs"][CONFIG]["files"]:
+        rows[entry["split"]].extend(pq.read_table(folder / entry["path"]).to_pylist())
+    return rows
+
+
+@pytest.fixture(scope="module")
+def staged(tiny_zoo: Path) -> dict:
+    staging = Staging(tiny_zoo / STAGING_FOLDER)
+    return {model_id: staging.read(model_id) for model_id in staging.model_ids()}
+
+
+def test_every_staged_record_is_packed_once_in_its_runs_split(tiny_zoo, tiny_zoo_spec, staged, assert_same_record):
+    split_of = assign_splits([r.run_id for r in plan_runs(tiny_zoo_spec)], tiny_zoo_spec)
+    rows = read_rows(tiny_zoo)
+    seen = collections.Counter(row["model_id"] for split_rows in rows.values() for row in split_rows)
+    assert seen == collections.Counter(list(staged))  # each staged checkpoint exactly once, nothing else
+    for split, split_rows in rows.items():
+        for row in split_rows:
+            record = staged[row["model_id"]]
+            assert split == split_of[record.run_id]
+            assert row["architecture"] == record.architecture_id
+            assert_same_record(from_row(row, HPARAM_NAMES), record)
+            loaded = safetensors.torch.load(row["weights"])
+            assert all(torch.equal(loaded[name], tensor) for name, tensor in record.weights.items())
+    runs_per_split = {split: {row["run_id"] for row in split_rows} for split, split_rows in rows.items()}
+    assert sum(len(r) for r in runs_per_split.values()) == len(set().union(*runs_per_split.values()))
+
+
+def test_load_split_matches_the_staged_records(tiny_zoo, staged):
+    for split in ("train", "validation", "test"):
+        loaded = load_split(tiny_zoo, CONFIG, split)
+        assert len(loaded) == len(loaded.weights) > 0
+        for i, row in loaded.metadata.iterrows():
+            record = staged[row["model_id"]]
+            assert (row["run_id"], row["epoch"], row["seed"], row["status"]) == (
+                record.run_id, record.epoch, record.seed, record.status)
+            assert {name: row[name] for name in HPARAM_NAMES} == record.hparams
+            assert {name: row[name] for name in METRIC_NAMES} == record.metrics
+            state_dict = loaded.weights.state_dict(i)
+            assert list(state_dict) == list(record.weights)
+            assert all(torch.equal(state_dict[n], t) for n, t in record.weights.items())
+
+
+def test_rows_are_ordered_by_plan_position_then_epoch(tiny_zoo, tiny_zoo_spec):
+    position = {r.run_id: r.index for r in plan_runs(tiny_zoo_spec)}
+    for split_rows in read_rows(tiny_zoo).values():
+        keys = [(position[row["run_id"]], row["epoch"]) for row in split_rows]
+        assert keys == sorted(keys)
+
+
+def test_packing_twice_is_byte_identical(tiny_zoo, tiny_zoo_copy):
+    pack(tiny_zoo_copy)
+    assert shard_files(tiny_zoo_copy) == shard_files(tiny_zoo)
+    for name in shard_files(tiny_zoo) + [MANIFEST, "README.md"]:
+        assert (tiny_zoo_copy / name).read_bytes() == (tiny_zoo / name).read_bytes(), name
+
+
+def test_shards_are_named_by_split_index_and_count(tiny_zoo):
+    manifest = read_manifest(tiny_zoo)
+    files = manifest["configs"][CONFIG]["files"]
+    assert shard_files(tiny_zoo) == sorted(f["path"] for f in files)  # no leftovers, nothing unlisted
+    for entry in files:
+        folder, name = entry["path"].rsplit("/", 1)
+        assert folder == f"data/{CONFIG}"
+        match = SHARD_NAME.match(name)
+        assert match and match.group(1) == entry["split"]
+        assert (int(match.group(2)), int(match.group(3))) == (0, 1)  # one shard per split at the default size
+
+
+def test_manifest_counts_and_checksums_match_the_files(tiny_zoo, tiny_zoo_spec):
+    manifest = read_manifest(tiny_zoo)
+    entry = manifest["configs"][CONFIG]
+    rows = read_rows(tiny_zoo)
+    for file in entry["files"]:
+        path = tiny_zoo / file["path"]
+        assert file["sha256"] == sha256_file(path)
+        assert file["bytes"] == path.stat().st_size
+        assert file["rows"] == pq.ParquetFile(path).metadata.num_rows
+    assert entry["splits"] == {split: len(r) for split, r in rows.items()}
+    assert entry["runs"] == {split: len({row["run_id"] for row in r}) for split, r in rows.items()}
+    assert entry["packed_checkpoints"] == entry["planned_checkpoints"] == 18 and entry["complete"] is True
+    assert entry["status"] == dict(collections.Counter(row["status"] for r in rows.values() for row in r))
+    assert entry["spec_hash"] == tiny_zoo_spec.hash() and entry["spec"] == tiny_zoo_spec.to_data()
+    (arch_id, arch), = entry["architectures"].items()
+    assert arch["num_params"] == 4970 and arch["architecture"] == tiny_zoo_spec.architecture
+    assert {row["architecture"] for r in rows.values() for row in r} == {arch_id}
+    assert [c["name"] for c in entry["columns"]][-2:] == ["status", "weights"]
+
+
+def test_card_lists_every_split_with_a_shard_glob(tiny_zoo):
+    text = (tiny_zoo / "README.md").read_text()
+    header = yaml.safe_load(text.split("---\n")[1])
+    (config,) = header["configs"]
+    assert config["config_name"] == CONFIG
+    assert config["data_files"] == [{"split": s, "path": f"data/{CONFIG}/{s}-*.parquet"}
+                                    for s in ("train", "validation", "test")]
+    assert "4,970 parameters" in text and "Incomplete" not in text
+
+
+def test_small_shards_split_a_config_and_load_in_order(tiny_zoo, tiny_zoo_copy):
+    row_bytes = len(read_rows(tiny_zoo)["train"][0]["weights"])
+    manifest = pack(tiny_zoo_copy, max_shard_bytes=5 * row_bytes)
+    files = manifest["configs"][CONFIG]["files"]
+    by_split = collections.defaultdict(list)
+    for entry in files:
+        by_split[entry["split"]].append(entry)
+    for split, entries in by_split.items():
+        count = len(entries)
+        assert [e["path"].rsplit("/", 1)[1] for e in entries] == [f"{split}-{i:05d}-of-{count:05d}.parquet"
+                                                                 for i in range(count)]
+        assert all(e["rows"] <= 5 for e in entries)
+    assert len(by_split["train"]) == 3  # 12 train rows at 5 per shard
+    assert shard_files(tiny_zoo_copy) == sorted(e["path"] for e in files)  # the old single shards are gone
+    for split in by_split:
+        many, one = load_split(tiny_zoo_copy, CONFIG, split), load_split(tiny_zoo, CONFIG, split)
+        assert many.metadata.equals(one.metadata)
+        assert torch.equal(many.weights.flatten(), one.weights.flatten())
+    assert verify(tiny_zoo_copy).ok
+
+
+def test_packing_a_partly_staged_zoo_marks_it_incomplete(tiny_zoo_copy, tiny_zoo_spec):
+    staging = Staging(tiny_zoo_copy / STAGING_FOLDER)
+    removed = plan_runs(tiny_zoo_spec)[0].model_ids
+    for model_id in removed:
+        staging.path(model_id).unlink()
+    entry = pack(tiny_zoo_copy)["configs"][CONFIG]
+    assert (entry["packed_checkpoints"], entry["planned_checkpoints"], entry["complete"]) == (15, 18, False)
+    packed = {row["model_id"] for rows in read_rows(tiny_zoo_copy).values() for row in rows}
+    assert packed.isdisjoint(removed) and len(packed) == 15
+    assert "**Incomplete:** 15 of 18 planned checkpoints." in (tiny_zoo_copy / "README.md").read_text()
+    assert json.loads((tiny_zoo_copy / MANIFEST).read_text())["configs"][CONFIG]["complete"] is False
+
+
+def test_pack_without_a_staged_zoo_explains_what_to_run(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no staged zoo .* run `nfnzoo generate` first"):
+        pack(tmp_path)
+
+
+def test_pack_of_an_unknown_config_names_the_staged_ones(tiny_zoo_copy):
+    with pytest.raises(ValueError, match=r"no staged config 'cnn-cifar' .* staged: \['cnn-mnist'\]"):
+        pack(tiny_zoo_copy, configs=["cnn-cifar"])
