@@ -44,12 +44,12 @@ def _parse_value(text: str) -> Any:
 
 def split_overrides(assignments: list[str], model: str, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Routes `--set` assignments to the model's or the task's hyperparameters."""
-    from benchmarks.tasks import get_task_class
-    from nfn_models.registry import MODELS
+    from benchmarks.tasks import task_config
+    from nfn_models import model_config
 
     fields = {
-        "model": {f.name for f in dataclasses.fields(MODELS.get(model).Config)},
-        "task": {f.name for f in dataclasses.fields(get_task_class(task).Config)},
+        "model": {f.name for f in dataclasses.fields(model_config(model))},
+        "task": {f.name for f in dataclasses.fields(task_config(task))},
     }
     overrides: dict[str, dict[str, Any]] = {"model": {}, "task": {}}
     for assignment in assignments:
