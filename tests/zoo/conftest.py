@@ -1,4 +1,4 @@
-"""Fixtures for zoo tests: hand-made checkpoint records of the CNN family.
+"""Fixtures for zoo tests: hand-made CNN checkpoint records, and a packed zoo read by `datasets`.
 
 The trained tiny zoo itself (`tiny_zoo`, `tiny_zoo_copy`) lives in tests/conftest.py.
 """
@@ -6,7 +6,10 @@ The trained tiny zoo itself (`tiny_zoo`, `tiny_zoo_copy`) lives in tests/conftes
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -60,3 +63,41 @@ def make_record_fixture():
 @pytest.fixture(name="assert_same_record")
 def assert_same_record_fixture():
     return assert_same_record
+
+
+# A script that reads a packed zoo the way a user of the Hub would: only `datasets` and
+# `safetensors` (numpy flavour), no zoo and no torch. It prints what it saw as JSON.
+READ_WITH_DATASETS = r"""
+import hashlib, json, sys
+import datasets
+from safetensors.numpy import load
+
+folder, config = sys.argv[1], sys.argv[2]
+zoo = datasets.load_dataset(folder, config)
+seen = {"imported_zoo": any(m == "zoo" or m.startswith("zoo.") for m in sys.modules), "splits": {}}
+for split, rows in zoo.items():
+    first = load(rows[0]["weights"])
+    seen["splits"][split] = {
+        "rows": rows.num_rows,
+        "columns": rows.column_names,
+        "features": {name: str(feature) for name, feature in rows.features.items()},
+        "model_ids": list(rows["model_id"]),
+        "weights_sha256": [hashlib.sha256(w).hexdigest() for w in rows["weights"]],
+        "first_row": {name: {"shape": list(a.shape), "dtype": str(a.dtype), "values": a.ravel().tolist()}
+                      for name, a in first.items()},
+    }
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture
+def read_with_datasets(offline_hf):
+    """read_with_datasets(folder, config) -> what `datasets.load_dataset` sees, in a fresh process."""
+
+    def read(folder, config: str) -> dict:
+        result = subprocess.run([sys.executable, "-c", READ_WITH_DATASETS, str(folder), config], env=offline_hf,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-4000:]
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    return read

@@ -1,0 +1,175 @@
+"""Verification: corrupted, missing or stray shards are reported by name; metrics are recomputed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from zoo.cli import main
+from zoo.folder import MANIFEST, read_manifest, write_json_atomic
+from zoo.pack import sha256_file
+from zoo.verify import verify
+
+CONFIG = "cnn-mnist"
+
+
+def shard(folder: Path, split: str) -> str:
+    (entry,) = [f for f in read_manifest(folder)["configs"][CONFIG]["files"] if f["split"] == split]
+    return entry["path"]
+
+
+def reseal(folder: Path) -> None:
+    """Rewrites the manifest's byte counts and checksums to match the shards on disk."""
+    manifest = read_manifest(folder)
+    for entry in manifest["configs"][CONFIG]["files"]:
+        entry["bytes"] = (folder / entry["path"]).stat().st_size
+        entry["sha256"] = sha256_file(folder / entry["path"])
+    write_json_atomic(folder / MANIFEST, manifest)
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_intact_zoo_verifies(tiny_zoo, capsys):
+    report = verify(tiny_zoo)
+    assert report.ok, report.problems
+    assert (report.files_checked, report.rows_checked) == (3, 18)
+    code, out, err = run_cli(["verify", str(tiny_zoo)], capsys)
+    assert code == 0, err
+    assert "checked 3 shards, 18 rows" in out and out.strip().endswith("ok")
+
+
+def test_truncated_and_flipped_shards_are_reported_by_name(tiny_zoo_copy, capsys):
+    truncated, flipped = shard(tiny_zoo_copy, "train"), shard(tiny_zoo_copy, "test")
+    path = tiny_zoo_copy / truncated
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    path = tiny_zoo_copy / flipped
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2  # inside the uncompressed weights pages: still readable Parquet
+    data[middle:middle + 8] = bytes(b ^ 0xFF for b in data[middle:middle + 8])
+    path.write_bytes(bytes(data))
+
+    problems = verify(tiny_zoo_copy).problems
+    assert any(p.startswith(f"{truncated}: ") and "manifest says" in p and "truncated" in p for p in problems)
+    assert any(p.startswith(f"{truncated}: not readable as Parquet") for p in problems)
+    assert any(p == f"{flipped}: sha256 differs from the manifest (corrupted)" for p in problems)
+    assert not any(shard(tiny_zoo_copy, "validation") in p for p in problems)  # the intact shard is not blamed
+
+    code, out, err = run_cli(["verify", str(tiny_zoo_copy)], capsys)
+    assert code == 1
+    assert "nfnzoo verify: error:" in err and truncated in err and flipped in err
+    assert not out.strip().endswith("ok")
+
+
+def test_stray_shard_is_reported(tiny_zoo_copy, capsys):
+    stray = f"data/{CONFIG}/train-00001-of-00002.parquet"
+    shutil.copyfile(tiny_zoo_copy / shard(tiny_zoo_copy, "train"), tiny_zoo_copy / stray)
+    assert verify(tiny_zoo_copy).problems == [f"{stray}: not listed in the manifest"]
+    assert run_cli(["verify", str(tiny_zoo_copy)], capsys)[0] == 1
+
+
+def test_missing_shard_is_reported(tiny_zoo_copy):
+    missing = shard(tiny_zoo_copy, "validation")
+    (tiny_zoo_copy / missing).unlink()
+    report = verify(tiny_zoo_copy)
+    assert report.problems == [f"{missing}: missing"]
+    assert report.files_checked == 2
+
+
+def test_missing_manifest_is_reported(tiny_zoo_copy, capsys):
+    (tiny_zoo_copy / MANIFEST).unlink()
+    (problem,) = verify(tiny_zoo_copy).problems
+    assert "no manifest.json" in problem and "nfnzoo pack" in problem
+    code, _, err = run_cli(["verify", str(tiny_zoo_copy)], capsys)
+    assert code == 1 and "no manifest.json" in err
+
+
+def test_unparsable_manifest_is_reported(tiny_zoo_copy):
+    (tiny_zoo_copy / MANIFEST).write_text("{not json")
+    assert not verify(tiny_zoo_copy).ok
+
+
+def test_manifest_row_count_and_schema_are_checked(tiny_zoo_copy):
+    manifest = read_manifest(tiny_zoo_copy)
+    entry = manifest["configs"][CONFIG]
+    entry["files"][0]["rows"] += 1
+    entry["columns"][0]["type"] = "int64"
+    write_json_atomic(tiny_zoo_copy / MANIFEST, manifest)
+    path = entry["files"][0]["path"]
+    rows = entry["files"][0]["rows"]
+    problems = verify(tiny_zoo_copy).problems
+    assert f"{path}: {rows - 1} rows, manifest says {rows}" in problems
+    assert sum("schema differs from the manifest's columns" in p for p in problems) == 3
+
+
+def test_missing_card_is_reported(tiny_zoo_copy):
+    (tiny_zoo_copy / "README.md").unlink()
+    assert verify(tiny_zoo_copy).problems == ["README.md: missing or does not list the configs (re-run `nfnzoo pack`)"]
+
+
+def test_verify_json_report_is_written(tiny_zoo, tmp_path, capsys):
+    target = tmp_path / "report.json"
+    assert run_cli(["verify", str(tiny_zoo), "--json", str(target)], capsys)[0] == 0
+    report = json.loads(target.read_text())
+    assert (report["files_checked"], report["rows_checked"], report["problems"]) == (3, 18, [])
+
+
+# --- recomputation --------------------------------------------------------------------------
+
+def test_recompute_passes_on_the_real_zoo(tiny_zoo, capsys):
+    report = verify(tiny_zoo, recompute=4, seed=1)
+    assert report.ok, report.problems
+    assert len(report.recomputed) == 4
+    for result in report.recomputed:
+        assert set(result["metrics"]) == {"val_loss", "val_accuracy", "test_loss", "test_accuracy"}
+        assert all(m["match"] for m in result["metrics"].values()), result
+        assert all(m["stored"] == pytest.approx(m["recomputed"], rel=1e-4, abs=1e-6) for m in result["metrics"].values())
+    code, out, _ = run_cli(["verify", str(tiny_zoo), "--recompute", "2"], capsys)
+    assert code == 0 and out.count("recomputed cnn-mnist/") == 2
+
+
+def test_recompute_catches_a_tampered_metric(tiny_zoo_copy, capsys):
+    for entry in read_manifest(tiny_zoo_copy)["configs"][CONFIG]["files"]:
+        path = tiny_zoo_copy / entry["path"]
+        table = pq.read_table(path)
+        column = table.schema.get_field_index("test_accuracy")
+        shifted = pc.subtract(pc.add(table["test_accuracy"], 0.5), pc.floor(pc.add(table["test_accuracy"], 0.5)))
+        table = table.set_column(column, table.schema.field(column), shifted)
+        pq.write_table(table, path)
+    reseal(tiny_zoo_copy)
+
+    assert verify(tiny_zoo_copy).ok  # checksums, counts and schema agree: only recomputation can tell
+    report = verify(tiny_zoo_copy, recompute=3)
+    assert not report.ok
+    assert len(report.problems) == 3
+    assert all("test_accuracy stored" in p and "recomputed" in p for p in report.problems)
+    assert all(not result["metrics"]["test_accuracy"]["match"] and result["metrics"]["val_accuracy"]["match"]
+               for result in report.recomputed)
+    code, _, err = run_cli(["verify", str(tiny_zoo_copy), "--recompute", "1"], capsys)
+    assert code == 1 and "test_accuracy stored" in err
+
+
+def test_recompute_is_skipped_when_files_are_broken(tiny_zoo_copy):
+    (tiny_zoo_copy / shard(tiny_zoo_copy, "test")).unlink()
+    report = verify(tiny_zoo_copy, recompute=2)
+    assert not report.ok and report.recomputed == []
+
+
+def test_tampered_schema_field_type_still_fails(tiny_zoo_copy):
+    path = tiny_zoo_copy / shard(tiny_zoo_copy, "validation")
+    table = pq.read_table(path)
+    table = table.set_column(table.schema.get_field_index("epoch"), pa.field("epoch", pa.int32()),
+                             table["epoch"].cast(pa.int32()))
+    pq.write_table(table, path)
+    reseal(tiny_zoo_copy)
+    assert verify(tiny_zoo_copy).problems == [f"{shard(tiny_zoo_copy, 'validation')}: schema differs from the "
+                                              "manifest's columns"]
