@@ -1,0 +1,28 @@
+"""End to end on a real packed zoo (the session's `tiny_zoo`, tests/conftest.py): the real
+loader, the harness, the plot, and a leaderboard submission verified against the manifest."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.harness import run_benchmark
+from benchmarks.plots import scatter
+from leaderboards import render, submit
+from zoo.loader import dataset_hash, load_split
+
+
+def test_benchmark_and_submit_a_real_zoo(tiny_zoo, tmp_path):
+    out = tmp_path / "results" / "statnn.json"
+    results = run_benchmark("generalization", "statnn", tiny_zoo, None, [0, 1, 2], out,
+                            {"hidden_sizes": [16]}, {"epochs": 2, "batch_size": 4}, progress=False)
+    assert results["dataset"]["config"] == "cnn-mnist" and results["dataset"]["family"] == "cnn"
+    assert results["dataset"]["dataset_hash"] == dataset_hash(tiny_zoo, None)
+    test_ids = set(load_split(tiny_zoo, None, "test").metadata.query("status == 'ok'")["model_id"])
+    predictions = (tmp_path / "results" / "statnn.predictions.csv").read_text().splitlines()
+    assert len(predictions) == 1 + 3 * len(test_ids)
+    assert json.loads(out.read_text())["num_params"] == results["num_params"] > 0
+
+    assert scatter([out], tmp_path / "scatter.png").stat().st_size > 0
+    accepted = submit(out, tmp_path / "board")  # dataset.path is the zoo: verified and registered
+    assert accepted.registered_dataset.dataset_hash == results["dataset"]["dataset_hash"]
+    assert "| 1 | statnn |" in render(tmp_path / "board", tmp_path / "site")
