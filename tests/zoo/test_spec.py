@@ -71,7 +71,7 @@ def _delete(key: str) -> Callable[[dict], None]:
 # zoo/schema.py convert(): for `X | None` it tries each option and replaces X's specific error with
 # "expected SampledSpace or null, got dict {...}", so errors nested under the optional
 # `search_space.sampled` lose their key and expectation.
-OPTIONAL_SWALLOWS_ERROR = pytest.mark.xfail(strict=True, reason=(
+OPTIONAL_SWALLOWS_ERROR = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "zoo/schema.py convert(): a Union (here `sampled: SampledSpace | None`) swallows the nested SchemaError "
     "and reports only 'expected SampledSpace or null, got dict'"))
 
@@ -80,6 +80,12 @@ def case(mutate, key: str, expected: str, *, bug=None) -> tuple:
     return mutate, key, expected, bug
 
 
+def _axis(name: str, value) -> Callable[[dict], None]:
+    return _set("search_space", "sampled", "axes", name, value=value)
+
+
+AXES = "search_space.sampled.axes"
+
 # (mutation of the bundled spec, key named in the message, expectation named in the message)
 INVALID = {
     "unknown top-level key": case(_set("colour", value="red"), "colour", "unknown key; expected one of"),
@@ -87,29 +93,29 @@ INVALID = {
     "epochs not an integer": case(_set("training", "epochs", value="ten"), "training.epochs",
                                   "expected an integer, got str 'ten'"),
     "epochs a bool": case(_set("training", "epochs", value=True), "training.epochs", "expected an integer"),
-    "string in a float choice": case(_set("search_space", "sampled", "axes", "learning_rate", value={"choice": [0.01, "fast"]}),
-                                     "search_space.sampled.axes.learning_rate[1]", "expected a number, got str 'fast'"),
-    "value outside a literal": case(_set("search_space", "sampled", "axes", "optimizer", value={"choice": ["adam", "adamw"]}),
-                                    "search_space.sampled.axes.optimizer[1]", "expected one of ['adam', 'rmsprop'"),
+    "string in a float choice": case(_axis("learning_rate", {"choice": [0.01, "fast"]}),
+                                     f"{AXES}.learning_rate[1]", "expected a number, got str 'fast'"),
+    "value outside a literal": case(_axis("optimizer", {"choice": ["adam", "adamw"]}),
+                                    f"{AXES}.optimizer[1]", "expected one of ['adam', 'rmsprop'"),
     "empty grid axis": case(_move_axis_to("grid", "optimizer", []), "search_space.grid.optimizer", "empty axis"),
-    "empty choice": case(_set("search_space", "sampled", "axes", "optimizer", value={"choice": []}),
-                         "search_space.sampled.axes.optimizer.choice", "empty axis", bug=OPTIONAL_SWALLOWS_ERROR),
-    "two distributions": case(_set("search_space", "sampled", "axes", "dropout", value={"uniform": [0, 1], "choice": [0.1]}),
-                              "search_space.sampled.axes.dropout", "give exactly one of choice, uniform, log_uniform",
-                              bug=OPTIONAL_SWALLOWS_ERROR),
-    "reversed bounds": case(_set("search_space", "sampled", "axes", "dropout", value={"uniform": [0.7, 0.1]}),
-                            "search_space.sampled.axes.dropout.uniform", "low <= high", bug=OPTIONAL_SWALLOWS_ERROR),
-    "non-positive log bounds": case(_set("search_space", "sampled", "axes", "l2", value={"log_uniform": [0.0, 0.1]}),
-                                    "search_space.sampled.axes.l2.log_uniform", "positive bounds", bug=OPTIONAL_SWALLOWS_ERROR),
-    "zero sampled count": case(_set("search_space", "sampled", "count", value=0), "search_space.sampled.count", "at least 1",
-                               bug=OPTIONAL_SWALLOWS_ERROR),
+    "empty choice": case(_axis("optimizer", {"choice": []}), f"{AXES}.optimizer.choice", "empty axis",
+                         bug=OPTIONAL_SWALLOWS_ERROR),
+    "two distributions": case(_axis("dropout", {"uniform": [0, 1], "choice": [0.1]}), f"{AXES}.dropout",
+                              "give exactly one of choice, uniform, log_uniform", bug=OPTIONAL_SWALLOWS_ERROR),
+    "reversed bounds": case(_axis("dropout", {"uniform": [0.7, 0.1]}), f"{AXES}.dropout.uniform", "low <= high",
+                            bug=OPTIONAL_SWALLOWS_ERROR),
+    "non-positive log bounds": case(_axis("l2", {"log_uniform": [0.0, 0.1]}), f"{AXES}.l2.log_uniform",
+                                    "positive bounds", bug=OPTIONAL_SWALLOWS_ERROR),
+    "zero sampled count": case(_set("search_space", "sampled", "count", value=0), "search_space.sampled.count",
+                               "at least 1", bug=OPTIONAL_SWALLOWS_ERROR),
     "unknown key under sampled": case(_set("search_space", "sampled", "sead", value=1), "search_space.sampled.sead",
                                       "unknown key", bug=OPTIONAL_SWALLOWS_ERROR),
     "missing hyperparameter": case(_delete_axis("dropout"), "dropout",
                                    "hyperparameter not set; give it in fixed, grid or sampled.axes"),
-    "unknown hyperparameter": case(_set("search_space", "sampled", "axes", "momentum", value={"uniform": [0.0, 0.9]}),
-                                   "momentum", "unknown hyperparameter; expected one of ['activation', 'dropout'"),
-    "fractions not summing to 1": case(_set("splits", "fractions", value={"train": 0.7, "validation": 0.1, "test": 0.3}),
+    "unknown hyperparameter": case(_axis("momentum", {"uniform": [0.0, 0.9]}), "momentum",
+                                   "unknown hyperparameter; expected one of ['activation', 'dropout'"),
+    "fractions not summing to 1": case(_set("splits", "fractions", value={"train": 0.7, "validation": 0.1,
+                                                                          "test": 0.3}),
                                        "splits.fractions", "summing to 1"),
     "negative fraction": case(_set("splits", "fractions", value={"train": 1.1, "validation": -0.1}),
                               "splits.fractions", "positive fractions"),
@@ -121,9 +127,10 @@ INVALID = {
                                  "duplicates"),
     "no checkpoints": case(_set("training", "checkpoint_epochs", value=[]), "training.checkpoint_epochs",
                            "expected at least one"),
-    "hyperparameter in fixed and sampled": case(_duplicate("fixed", "optimizer", "adam"),
-                                                "search_space.sampled.axes.optimizer", "also set in search_space.fixed"),
-    "hyperparameter in fixed and grid": case(_fixed_and_grid, "search_space.grid.dropout", "also set in search_space.fixed"),
+    "hyperparameter in fixed and sampled": case(_duplicate("fixed", "optimizer", "adam"), f"{AXES}.optimizer",
+                                                "also set in search_space.fixed"),
+    "hyperparameter in fixed and grid": case(_fixed_and_grid, "search_space.grid.dropout",
+                                             "also set in search_space.fixed"),
     "unknown family": case(_set("family", value="transformer"), "family",
                            "unknown zoo family 'transformer'; valid names: cnn"),
     "unknown architecture field": case(_set("architecture", "width", value=8), "architecture.width", "unknown key"),
@@ -167,7 +174,8 @@ def test_error_in_a_profile_names_the_profile(tmp_path):
 
 
 def test_unknown_profile_lists_available_ones():
-    with pytest.raises(SchemaError, match=r"cnn-mnist\.yaml: profiles: no profile 'huge'; available: \['demo', 'tiny'\]"):
+    expected = r"cnn-mnist\.yaml: profiles: no profile 'huge'; available: \['demo', 'tiny'\]"
+    with pytest.raises(SchemaError, match=expected):
         load_spec("cnn-mnist", "huge")
 
 
@@ -244,8 +252,10 @@ def test_unknown_spec_name_lists_bundled_specs():
         resolve_spec_path("cnn-cifar")
 
 
-@pytest.mark.xfail(strict=True, reason="zoo/spec.py resolve_spec_path uses Path.exists(), so a directory named like "
-                                       "the spec (e.g. an --out folder) shadows the bundled spec: IsADirectoryError")
+@pytest.mark.xfail(
+    strict=True, raises=IsADirectoryError,
+    reason="zoo/spec.py resolve_spec_path uses Path.exists(), so a directory named like the spec (e.g. an --out "
+           "folder) shadows the bundled spec: IsADirectoryError")
 def test_directory_named_like_a_bundled_spec_does_not_shadow_it(tmp_path, monkeypatch):
     # `nfnzoo generate cnn-mnist --out cnn-mnist` run a second time (to resume) hits this.
     monkeypatch.chdir(tmp_path)
@@ -253,8 +263,10 @@ def test_directory_named_like_a_bundled_spec_does_not_shadow_it(tmp_path, monkey
     assert load_spec("cnn-mnist", "tiny") == load_spec(SPECS_DIR / "cnn-mnist.yaml", "tiny")
 
 
-@pytest.mark.xfail(strict=True, reason="zoo/spec.py TrainingSpec.validate does not check batch_size >= 1; "
-                                       "batch_size: 0 loads and fails later inside training with range() arg 3")
+@pytest.mark.xfail(
+    strict=True, raises=pytest.fail.Exception,
+    reason="zoo/spec.py TrainingSpec.validate does not check batch_size >= 1; batch_size: 0 loads and fails "
+           "later inside training with range() arg 3")
 def test_zero_batch_size_is_rejected_on_load(tmp_path):
     path = write_spec(tmp_path, _set("training", "batch_size", value=0))
     with pytest.raises(SchemaError, match="training.batch_size"):
