@@ -12,8 +12,9 @@ import torch
 
 from zoo import safetensors_io
 from zoo.folder import MANIFEST, read_manifest, write_json_atomic
-from zoo.loader import dataset_hash, decode_weights, load_split, split_files
-from zoo.pack import dataset_hash_of, sha256_file
+from zoo.loader import dataset_hash, decode_weights, load_split, read_weights, split_files
+from zoo.pack import dataset_hash_of, sha256_file, write_shard
+from zoo.parquet_pages import fixed_width_pages
 from zoo.record import arrow_schema, to_row
 from zoo.families.cnn import CNNHParams
 
@@ -68,6 +69,66 @@ def test_misaligned_binary_buffer_takes_the_byte_copy_path(tiny_zoo):
     assert_matches_rows(decode_weights(array), rows)
 
 
+# --- reading shards: direct PLAIN pages when possible, Arrow otherwise ----------------------
+
+def _pack_settings(table: pa.Table) -> dict:
+    metadata = [n for n in table.schema.names if n != "weights"]
+    return dict(compression={**{n: "zstd" for n in metadata}, "weights": "none"}, use_dictionary=metadata,
+                write_statistics=metadata)
+
+
+def _nullable_weights(table: pa.Table) -> pa.Table:
+    fields = [pa.field("weights", pa.large_binary(), nullable=True) if f.name == "weights" else f
+              for f in table.schema]
+    return table.cast(pa.schema(fields))
+
+
+# name: (writer settings over pack's, table transform, whether the direct page path applies)
+WRITERS = {
+    "as packed": ({}, None, True),
+    "many pages and row groups": (dict(data_page_size=1, write_batch_size=2, row_group_size=5), None, True),
+    "data page v2": (dict(data_page_version="2.0", data_page_size=1, write_batch_size=3), None, True),
+    "compressed weights": (dict(compression="zstd"), None, False),
+    "dictionary weights": (dict(use_dictionary=True), None, False),
+    "nullable weights": ({}, _nullable_weights, False),
+}
+
+
+@pytest.mark.parametrize("settings, transform, direct", WRITERS.values(), ids=WRITERS.keys())
+def test_read_weights_equals_per_row_decoding_for_any_writer(tiny_zoo, tmp_path, settings, transform, direct):
+    (source,) = split_files(tiny_zoo, CONFIG, "train")
+    table = pq.read_table(source)
+    if transform is not None:
+        table = transform(table)
+    path = tmp_path / "shard.parquet"
+    pq.write_table(table, path, **{**_pack_settings(table), **settings})
+    pages = fixed_width_pages(path, "weights")
+    assert (pages is not None) == direct
+    if direct:
+        assert sum(len(page) for page in pages[1]) == table.num_rows
+        if "data_page_size" in settings:
+            assert len(pages[1]) > 2
+    rows = table["weights"].to_pylist()
+    for threads in (1, 2):
+        assert_matches_rows(read_weights([path], threads=threads), rows)
+
+
+def test_read_weights_concatenates_direct_and_arrow_shards(tiny_zoo, tmp_path):
+    tables = [pq.read_table(split_files(tiny_zoo, CONFIG, split)[0]) for split in SPLITS]
+    paths = []
+    for i, (table, settings) in enumerate(zip(tables, [dict(compression="zstd"), {}, dict(data_page_size=1,
+                                                                                          write_batch_size=1)])):
+        paths.append(tmp_path / f"{i}.parquet")
+        pq.write_table(table, paths[-1], **{**_pack_settings(table), **settings})
+    assert fixed_width_pages(paths[0], "weights") is None and fixed_width_pages(paths[2], "weights") is not None
+    rows = [w for table in tables for w in table["weights"].to_pylist()]
+    assert_matches_rows(read_weights(paths), rows)
+
+
+def test_fixed_width_pages_of_a_missing_column_is_none(tiny_zoo):
+    assert fixed_width_pages(split_files(tiny_zoo, CONFIG, "test")[0], "gradients") is None
+
+
 def test_empty_column_is_an_error():
     with pytest.raises(ValueError, match="no rows to decode"):
         decode_weights(pa.chunked_array([], type=pa.large_binary()))
@@ -104,10 +165,9 @@ def add_rows(folder: Path, split: str, records) -> None:
     manifest = read_manifest(folder)
     (entry,) = [f for f in manifest["configs"][CONFIG]["files"] if f["split"] == split]
     path = folder / entry["path"]
-    schema = arrow_schema(CNNHParams)
-    table = pa.concat_tables([pq.read_table(path), pa.Table.from_pylist([to_row(r) for r in records], schema=schema)])
-    pq.write_table(table, path)
-    entry.update(rows=table.num_rows, bytes=path.stat().st_size, sha256=sha256_file(path))
+    rows = pq.read_table(path).to_pylist() + [to_row(r) for r in records]
+    write_shard(rows, arrow_schema(CNNHParams), path, len(rows[0]["weights"]))  # pack's own writer
+    entry.update(rows=len(rows), bytes=path.stat().st_size, sha256=sha256_file(path))
     write_json_atomic(folder / MANIFEST, manifest)
 
 
