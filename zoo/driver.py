@@ -47,9 +47,8 @@ def default_runs_per_trial(num_runs: int, num_workers: int) -> int:
 def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir: str) -> None:
     from ray import tune
 
-    from zoo.worker import configure_threads, train_runs
+    from zoo.worker import train_runs
 
-    configure_threads(int(os.environ.get("NFNZOO_TRIAL_THREADS", "1")))
     spec = spec_from_data(spec_data)
     done = {"runs": 0, "written": 0}
 

@@ -25,7 +25,7 @@ import torch
 from zoo import safetensors_io
 from zoo.folder import read_manifest, resolve_config
 from zoo.parquet_pages import fixed_width_pages
-from zoo.record import parse_weights_metadata
+from zoo.record import METADATA_KEY, parse_weights_metadata
 from zoo.weightspace import WeightBatch, WeightSpace
 
 
@@ -71,6 +71,7 @@ class _Layout:
     """Where each tensor sits inside a row of one architecture."""
 
     space: WeightSpace
+    identity: str  # the architecture metadata every row of this layout carries
     start: int  # first byte of the safetensors data section
     ranges: tuple[tuple[int, int], ...]  # per tensor, byte range within the data section
     header: np.ndarray  # the shared header bytes, [0, start)
@@ -83,7 +84,8 @@ class _Layout:
             if header[t.name]["dtype"] != "F32":
                 raise ValueError(f"tensor {t.name} is {header[t.name]['dtype']}; the fast loader reads float32 zoos")
         ranges = tuple(tuple(header[t.name]["data_offsets"]) for t in space.tensors)
-        return cls(space, start, ranges, np.frombuffer(bytes(row[:start]), np.uint8))
+        identity = header["__metadata__"][METADATA_KEY]
+        return cls(space, identity, start, ranges, np.frombuffer(bytes(row[:start]), np.uint8))
 
     def _same_header(self, headers: np.ndarray) -> bool:
         if self.start % 8 == 0:  # safetensors pads headers to 8 bytes: compare 8-byte words
@@ -110,7 +112,7 @@ class _Layout:
 
 def _decode_row(layout: _Layout, value: bytes, outputs: list[np.ndarray], row: int) -> None:
     tensors, metadata = safetensors_io.decode(value)
-    if parse_weights_metadata(metadata)[2] != layout.space:
+    if metadata.get(METADATA_KEY) != layout.identity:
         raise ValueError("rows of several architectures; filter by the `architecture` column first "
                          "(load_split(..., architecture=ID))")
     for output, spec in zip(outputs, layout.space.tensors):

@@ -16,6 +16,7 @@ each row a contiguous safetensors file for the fast loader.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -105,7 +106,7 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
                     "layers": family.weight_space(record.architecture).to_json(),
                     "num_params": family.weight_space(record.architecture).num_params})
                 status_counts[record.status] = status_counts.get(record.status, 0) + 1
-                rows.append(to_row(record))
+                rows.append(to_row(dataclasses.replace(record, config=spec.name)))
             name = shard_name(split, index, count)
             write_shard(rows, schema, building / name, row_bytes)
             files.append({"path": f"data/{spec.name}/{name}", "split": split, "rows": len(rows),

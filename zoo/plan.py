@@ -15,7 +15,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from zoo.schema import to_data
+from zoo.families import get_family
+from zoo.schema import from_data, to_data
 from zoo.spec import ZooSpec, content_hash
 
 
@@ -65,9 +66,12 @@ def configurations(spec: ZooSpec) -> Iterator[dict[str, Any]]:
 
 def plan_runs(spec: ZooSpec) -> list[Run]:
     definition = run_definition(spec)
+    hparams_cls = get_family(spec.family).HParams
     runs: list[Run] = []
     seen: set[str] = set()
-    for hparams in configurations(spec):
+    for raw in configurations(spec):
+        # typed as the family declares (YAML's `1` for a float is 1.0), so equal values hash equally
+        hparams = to_data(from_data(hparams_cls, raw, f"spec {spec.name}", "hyperparameters"))
         for seed in spec.seeds:
             run_id = content_hash({**definition, "hparams": hparams, "seed": seed})
             if run_id in seen:  # a sampled axis can repeat a configuration; train it once
@@ -95,7 +99,12 @@ def assign_splits(run_ids: list[str], spec: ZooSpec) -> dict[str, str]:
             if counts[i] == 0:
                 counts[i] = 1
     # the first split (train) absorbs rounding, never below one run
-    counts[0] = max(len(order) - sum(counts[1:]), 0)
+    counts[0] = len(order) - sum(counts[1:])
+    while counts[0] < 1 and max(counts[1:], default=0) > 1:
+        largest = 1 + counts[1:].index(max(counts[1:]))
+        counts[largest] -= 1
+        counts[0] += 1
+    counts[0] = max(counts[0], 0)
     assignment: dict[str, str] = {}
     start = 0
     for name, count in zip(names, counts):

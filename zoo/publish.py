@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zoo.folder import read_manifest
 from zoo.verify import verify
 
-UPLOAD_PATTERNS = ["README.md", "manifest.json", "data/**/*.parquet"]
+
+
+def upload_patterns(folder: Path) -> list[str]:
+    """The card, the manifest and exactly the shards it lists (no leftovers of an interrupted pack)."""
+    manifest = read_manifest(folder)
+    shards = sorted(f["path"] for entry in manifest["configs"].values() for f in entry["files"])
+    return ["README.md", "manifest.json", *shards]
 
 
 class PublishError(RuntimeError):
@@ -33,9 +40,11 @@ def publish(folder: str | Path, repo_id: str, *, token: str | None = None, priva
 
         api = HfApi(token=token)
     api.create_repo(repo_id=repo_id, repo_type="dataset", exist_ok=True, private=private)
+    if revision is not None:
+        api.create_branch(repo_id=repo_id, branch=revision, repo_type="dataset", exist_ok=True)
     commit = api.upload_folder(
         folder_path=str(folder), repo_id=repo_id, repo_type="dataset", revision=revision,
-        allow_patterns=UPLOAD_PATTERNS,
+        allow_patterns=upload_patterns(folder),
         commit_message=message or f"Upload zoo ({report.files_checked} shards, {report.rows_checked} checkpoints)",
     )
     return str(getattr(commit, "commit_url", commit))

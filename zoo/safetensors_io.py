@@ -19,8 +19,9 @@ import torch
 
 DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
           torch.int64: "I64", torch.int32: "I32", torch.uint8: "U8", torch.bool: "BOOL"}
-NUMPY_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64, "I32": np.int32,
-                "U8": np.uint8, "BOOL": np.bool_}
+# numpy has no bfloat16: its bytes are read as uint16 and reinterpreted by torch
+NUMPY_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.uint16, "I64": np.int64,
+                "I32": np.int32, "U8": np.uint8, "BOOL": np.bool_}
 TORCH_DTYPES = {name: dtype for dtype, name in DTYPES.items()}
 
 
@@ -32,7 +33,7 @@ def encode(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = N
     offset, chunks = 0, []
     for name, tensor in tensors.items():
         tensor = tensor.detach().cpu().contiguous()
-        data = tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        data = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
         header[name] = {"dtype": DTYPES[tensor.dtype], "shape": list(tensor.shape),
                         "data_offsets": [offset, offset + len(data)]}
         chunks.append(data)
@@ -59,7 +60,10 @@ def decode(buffer: bytes | memoryview) -> tuple[dict[str, torch.Tensor], dict[st
     tensors = {}
     for name, info in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
         begin, end = info["data_offsets"]
-        array = np.frombuffer(buffer, dtype=NUMPY_DTYPES[info["dtype"]], count=(end - begin) // np.dtype(NUMPY_DTYPES[info["dtype"]]).itemsize,
-                              offset=start + begin)
-        tensors[name] = torch.from_numpy(array.copy()).reshape(info["shape"])
+        dtype = np.dtype(NUMPY_DTYPES[info["dtype"]])
+        array = np.frombuffer(buffer, dtype=dtype, count=(end - begin) // dtype.itemsize, offset=start + begin)
+        tensor = torch.from_numpy(array.copy())
+        if info["dtype"] == "BF16":
+            tensor = tensor.view(torch.bfloat16)
+        tensors[name] = tensor.reshape(info["shape"])
     return tensors, metadata

@@ -17,12 +17,14 @@ class SchemaError(ValueError):
     """A data file does not match its schema; the message names file, key and expectation."""
 
     def __init__(self, where: str, key: str, message: str):
-        self.where, self.key = where, key
+        self.where, self.key, self.reason = where, key, message
         super().__init__(f"{where}: {key or '<root>'}: {message}")
 
 
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
     if origin in (Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(tp))
     if origin is not None:
@@ -30,8 +32,6 @@ def _type_name(tp: Any) -> str:
         return f"{getattr(origin, '__name__', origin)}[{args}]"
     if tp is type(None):
         return "null"
-    if typing.get_origin(tp) is typing.Literal:
-        return " | ".join(repr(a) for a in typing.get_args(tp))
     return getattr(tp, "__name__", str(tp))
 
 
@@ -46,12 +46,21 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
             raise SchemaError(where, key, f"expected one of {list(args)}, got {value!r}")
         return value
     if origin in (Union, types.UnionType):
-        errors = []
-        for option in args:
+        if value is None and type(None) in args:
+            return None
+        options = [option for option in args if option is not type(None)]
+        if len(options) == 1:  # Optional[X]: X's own error names the key and the reason
+            try:
+                return convert(options[0], value, where, key)
+            except SchemaError as error:
+                if error.key != key:  # nested: the inner key and reason say it best
+                    raise
+                raise SchemaError(where, key, f"{error.reason} (or null)") from None
+        for option in options:
             try:
                 return convert(option, value, where, key)
-            except SchemaError as error:
-                errors.append(error)
+            except SchemaError:
+                continue
         raise SchemaError(where, key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
     if tp is type(None):
         if value is not None:

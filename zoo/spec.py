@@ -110,6 +110,10 @@ class TrainingSpec:
     eval_batch_size: int = 2000
 
     def validate(self, where: str, key: str) -> None:
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            if getattr(self, name) < (0 if name == "epochs" else 1):
+                raise SchemaError(where, f"{key}.{name}", f"expected at least {0 if name == 'epochs' else 1}, "
+                                                          f"got {getattr(self, name)}")
         if not self.checkpoint_epochs:
             raise SchemaError(where, f"{key}.checkpoint_epochs", "empty; expected at least one epoch")
         bad = [e for e in self.checkpoint_epochs if not 0 <= e <= self.epochs]
@@ -205,7 +209,7 @@ def _merge(base: Any, override: Any) -> Any:
 def resolve_spec_path(spec: str | Path) -> Path:
     """A path, or the name of a bundled spec (``cnn-mnist`` -> zoo/specs/cnn-mnist.yaml)."""
     path = Path(spec)
-    if path.exists():
+    if path.is_file():
         return path
     bundled = SPECS_DIR / f"{spec}.yaml"
     if bundled.exists():

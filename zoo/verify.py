@@ -109,10 +109,11 @@ def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0) -> VerifyRe
         for file_entry in entry["files"]:
             listed.add(file_entry["path"])
             _check_file(folder, file_entry, entry["columns"], report)
-        for stray in sorted((folder / "data" / name).glob("*.parquet")):
-            relative = stray.relative_to(folder).as_posix()
-            if relative not in listed:
-                report.problems.append(f"{relative}: not listed in the manifest")
+    for stray in sorted((folder / "data").glob("**/*.parquet")):
+        relative = stray.relative_to(folder)
+        if relative.as_posix() not in listed and not any(part.startswith(".") for part in relative.parts):
+            # dot folders are pack's scratch space: never loaded, never uploaded
+            report.problems.append(f"{relative.as_posix()}: not listed in the manifest")
     card = folder / "README.md"
     if not card.exists() or f"config_name: {sorted(manifest['configs'])[0]}" not in card.read_text():
         report.problems.append("README.md: missing or does not list the configs (re-run `nfnzoo pack`)")

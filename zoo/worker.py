@@ -17,10 +17,25 @@ from zoo.record import CheckpointRecord
 from zoo.spec import ZooSpec
 from zoo.staging import Staging
 
+TRAINING_THREADS = 1  # one run per core: reproducible, and more threads only contend for tiny models
+
 
 def train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, *, data=None,
                on_run_done: Callable[[Run, int], None] | None = None) -> int:
-    """Trains the runs that have missing checkpoints; returns the number of checkpoints written."""
+    """Trains the runs that have missing checkpoints; returns the number of checkpoints written.
+
+    Torch runs on `TRAINING_THREADS` threads meanwhile: reduction order, and so the exact
+    weights, depend on the thread count, and a resumed run must retrace its original path.
+    """
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(TRAINING_THREADS)
+    try:
+        return _train_runs(spec, runs, staging, data, on_run_done)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, data, on_run_done) -> int:
     family = create_family(spec.family)
     written = 0
     for run in runs:
@@ -47,5 +62,5 @@ def train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, *, data=Non
 
 
 def configure_threads(num_threads: int) -> None:
-    """One trial per core: intra-op threads beyond the trial's share only contend."""
+    """Sets torch's intra-op threads (tests use one, as training does)."""
     torch.set_num_threads(max(1, num_threads))

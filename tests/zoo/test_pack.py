@@ -178,11 +178,6 @@ def test_pack_of_an_unknown_config_names_the_staged_ones(tiny_zoo_copy):
         pack(tiny_zoo_copy, configs=["cnn-cifar"])
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="zoo/pack.py pack_config writes to_row(record) with the staged record's `config`; run ids do not "
-           "include the spec name, so a second config whose runs are already staged gets rows labelled with the "
-           "first config's name")
 def test_rows_carry_the_name_of_the_config_they_are_packed_into(tiny_zoo_copy, tiny_zoo_spec):
     import dataclasses
 

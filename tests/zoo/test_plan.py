@@ -173,10 +173,6 @@ def test_too_few_runs_go_to_train_first(tiny):
     assert collections.Counter(assign_splits(run_ids(2), tiny).values())["train"] >= 1
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="zoo/plan.py assign_splits: after bumping empty splits to 1, counts[0] = max(n - sum(others), 0) can "
-           "reach 0, so train is empty (4 runs, fractions 0.1/0.1/0.8 -> train 0, validation 1, test 3)")
 def test_train_is_not_emptied_by_a_skewed_split(tiny):
     spec = edited(tiny, lambda d: d["splits"].update(fractions={"train": 0.1, "validation": 0.1, "test": 0.8}))
     for count in range(3, 40):
@@ -184,11 +180,6 @@ def test_train_is_not_emptied_by_a_skewed_split(tiny):
         assert min(counts[s] for s in ("train", "validation", "test")) >= 1, (count, counts)
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="zoo/spec.py _check_hyperparameters converts values only to check them and drops the result, so "
-           "hparams keep YAML's int for float fields and `learning_rate: 1` hashes to another run id than "
-           "`learning_rate: 1.0`")
 def test_integer_spelling_of_a_float_hyperparameter_is_the_same_run(tiny):
     hparams = {"optimizer": "adam", "learning_rate": 1.0, "l2": 0.0, "init": "normal", "init_std": 0.1,
                "activation": "relu", "dropout": 0.0, "train_fraction": 1.0}

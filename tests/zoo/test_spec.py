@@ -68,14 +68,6 @@ def _delete(key: str) -> Callable[[dict], None]:
     return lambda raw: raw.pop(key)
 
 
-# zoo/schema.py convert(): for `X | None` it tries each option and replaces X's specific error with
-# "expected SampledSpace or null, got dict {...}", so errors nested under the optional
-# `search_space.sampled` lose their key and expectation.
-OPTIONAL_SWALLOWS_ERROR = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "zoo/schema.py convert(): a Union (here `sampled: SampledSpace | None`) swallows the nested SchemaError "
-    "and reports only 'expected SampledSpace or null, got dict'"))
-
-
 def case(mutate, key: str, expected: str, *, bug=None) -> tuple:
     return mutate, key, expected, bug
 
@@ -98,18 +90,16 @@ INVALID = {
     "value outside a literal": case(_axis("optimizer", {"choice": ["adam", "adamw"]}),
                                     f"{AXES}.optimizer[1]", "expected one of ['adam', 'rmsprop'"),
     "empty grid axis": case(_move_axis_to("grid", "optimizer", []), "search_space.grid.optimizer", "empty axis"),
-    "empty choice": case(_axis("optimizer", {"choice": []}), f"{AXES}.optimizer.choice", "empty axis",
-                         bug=OPTIONAL_SWALLOWS_ERROR),
+    "empty choice": case(_axis("optimizer", {"choice": []}), f"{AXES}.optimizer.choice", "empty axis"),
     "two distributions": case(_axis("dropout", {"uniform": [0, 1], "choice": [0.1]}), f"{AXES}.dropout",
-                              "give exactly one of choice, uniform, log_uniform", bug=OPTIONAL_SWALLOWS_ERROR),
-    "reversed bounds": case(_axis("dropout", {"uniform": [0.7, 0.1]}), f"{AXES}.dropout.uniform", "low <= high",
-                            bug=OPTIONAL_SWALLOWS_ERROR),
+                              "give exactly one of choice, uniform, log_uniform"),
+    "reversed bounds": case(_axis("dropout", {"uniform": [0.7, 0.1]}), f"{AXES}.dropout.uniform", "low <= high"),
     "non-positive log bounds": case(_axis("l2", {"log_uniform": [0.0, 0.1]}), f"{AXES}.l2.log_uniform",
-                                    "positive bounds", bug=OPTIONAL_SWALLOWS_ERROR),
+                                    "positive bounds"),
     "zero sampled count": case(_set("search_space", "sampled", "count", value=0), "search_space.sampled.count",
-                               "at least 1", bug=OPTIONAL_SWALLOWS_ERROR),
+                               "at least 1"),
     "unknown key under sampled": case(_set("search_space", "sampled", "sead", value=1), "search_space.sampled.sead",
-                                      "unknown key", bug=OPTIONAL_SWALLOWS_ERROR),
+                                      "unknown key"),
     "missing hyperparameter": case(_delete_axis("dropout"), "dropout",
                                    "hyperparameter not set; give it in fixed, grid or sampled.axes"),
     "unknown hyperparameter": case(_axis("momentum", {"uniform": [0.0, 0.9]}), "momentum",
@@ -137,7 +127,7 @@ INVALID = {
     "architecture wrong type": case(_set("architecture", "channels", value=16.5), "architecture.channels",
                                     "expected an integer"),
     "optional given a wrong type": case(_set("dataset", "train_size", value="big"), "dataset.train_size",
-                                        "expected int or null, got str 'big'"),
+                                        "expected an integer, got str 'big' (or null)"),
     "missing section": case(_delete("training"), "training", "missing; expected TrainingSpec"),
     "empty seeds": case(_set("seeds", value=[]), "seeds", "expected at least one seed"),
     "profile set in the file": case(_set("profile", value="tiny"), "profile", "is set by load_spec"),
@@ -252,10 +242,6 @@ def test_unknown_spec_name_lists_bundled_specs():
         resolve_spec_path("cnn-cifar")
 
 
-@pytest.mark.xfail(
-    strict=True, raises=IsADirectoryError,
-    reason="zoo/spec.py resolve_spec_path uses Path.exists(), so a directory named like the spec (e.g. an --out "
-           "folder) shadows the bundled spec: IsADirectoryError")
 def test_directory_named_like_a_bundled_spec_does_not_shadow_it(tmp_path, monkeypatch):
     # `nfnzoo generate cnn-mnist --out cnn-mnist` run a second time (to resume) hits this.
     monkeypatch.chdir(tmp_path)
@@ -263,10 +249,6 @@ def test_directory_named_like_a_bundled_spec_does_not_shadow_it(tmp_path, monkey
     assert load_spec("cnn-mnist", "tiny") == load_spec(SPECS_DIR / "cnn-mnist.yaml", "tiny")
 
 
-@pytest.mark.xfail(
-    strict=True, raises=pytest.fail.Exception,
-    reason="zoo/spec.py TrainingSpec.validate does not check batch_size >= 1; batch_size: 0 loads and fails "
-           "later inside training with range() arg 3")
 def test_zero_batch_size_is_rejected_on_load(tmp_path):
     path = write_spec(tmp_path, _set("training", "batch_size", value=0))
     with pytest.raises(SchemaError, match="training.batch_size"):

@@ -62,11 +62,6 @@ def test_only_missing_epochs_of_several_runs_are_written(tiny_zoo_copy: Path, ti
     assert {m: staging.path(m).read_bytes() for m in victims} == originals
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="zoo/worker.py train_runs does not pin torch's intra-op thread count, and trained weights depend on "
-           "it: a run resumed under another thread count writes checkpoints from a different trajectory than the"
-           " staged ones")
 def test_resume_under_another_thread_count_is_byte_identical(tiny_zoo: Path, tiny_zoo_copy: Path, tiny_zoo_spec):
     staging = Staging(tiny_zoo_copy / STAGING_FOLDER)
     run = min(plan_runs(tiny_zoo_spec), key=lambda r: r.hparams["train_fraction"])  # the cheapest run
