@@ -76,3 +76,32 @@ def test_interrupted_generation_resumes_without_duplicates(tmp_path):
     third = _generate(spec_path, out)
     output, _ = third.communicate(timeout=120)
     assert third.returncode == 0 and f"staged 0 new checkpoints ({len(planned):,} already staged)" in output, output
+
+
+def test_failing_trial_is_retried_reported_and_loses_nothing(tmp_path):
+    spec_path = _spec_file(tmp_path)
+    out = tmp_path / "zoo"
+    spec = load_spec(spec_path, "tiny")
+    planned = [m for run in plan_runs(spec) for m in run.model_ids]
+    staging = Staging(out / "staging")
+    # A real, persistent I/O failure: a file where one checkpoint's staging sub-folder goes.
+    blocked = plan_runs(spec)[5].model_ids[0]
+    blocker = staging.path(blocked).parent
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a folder")
+    doomed = [m for m in planned if staging.path(m).parent == blocker]
+
+    first = _generate(spec_path, out)
+    output, _ = first.communicate(timeout=300)
+    assert first.returncode == 1, output
+    assert "Tune retries it" in output and "trials failed after retries" in output, output
+    staged = set(staging.model_ids())
+    assert staged and staged.isdisjoint(doomed)
+    assert not (out / "data").exists(), "an incomplete job must not be packed as if it were whole"
+
+    blocker.unlink()
+    second = _generate(spec_path, out)
+    output, _ = second.communicate(timeout=300)
+    assert second.returncode == 0, output
+    assert f"({len(staged):,} already staged)" in output, output
+    assert staging.model_ids() == sorted(planned)
