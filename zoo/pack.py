@@ -76,7 +76,7 @@ def write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int)
 def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> dict:
     """Writes data/<config>/ for one spec and returns its manifest entry."""
     family = create_family(spec.family)
-    schema = arrow_schema(family.HParams)
+    schema = arrow_schema(family.HParams, family.METRICS)
     runs = plan_runs(spec)
     split_of = assign_splits([r.run_id for r in runs], spec)
     staged = set(staging.model_ids())

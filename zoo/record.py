@@ -18,7 +18,6 @@ import pyarrow as pa
 import torch
 
 from zoo import safetensors_io
-from zoo.families import METRIC_NAMES
 from zoo.spec import content_hash
 from zoo.weightspace import WeightSpace
 
@@ -75,12 +74,12 @@ def _arrow_type(tp: Any) -> pa.DataType:
     raise TypeError(f"hyperparameter type {tp!r} has no column type")
 
 
-def arrow_schema(hparams_cls: type) -> pa.Schema:
-    """Flat typed columns: identity, one per hyperparameter, metrics, status, weights."""
+def arrow_schema(hparams_cls: type, metrics: dict[str, type]) -> pa.Schema:
+    """Flat typed columns: identity, one per hyperparameter, one per metric, status, weights."""
     hints = typing.get_type_hints(hparams_cls)
     fields = [pa.field(name, pa.int64() if name in ("epoch", "seed") else pa.string()) for name in IDENTITY_COLUMNS]
     fields += [pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(hparams_cls)]
-    fields += [pa.field(name, pa.float64()) for name in METRIC_NAMES]
+    fields += [pa.field(name, _arrow_type(kind)) for name, kind in metrics.items()]
     fields += [pa.field("status", pa.string()), pa.field("weights", pa.large_binary(), nullable=False)]  # REQUIRED: no level bytes in its pages
     return pa.schema(fields)
 
@@ -90,18 +89,18 @@ def to_row(record: CheckpointRecord, weights: bytes | None = None) -> dict[str, 
     row = {"model_id": record.model_id, "run_id": record.run_id, "family": record.family, "config": record.config,
            "architecture": record.architecture_id, "epoch": record.epoch, "seed": record.seed}
     row.update(record.hparams)
-    row.update({name: float(record.metrics[name]) for name in METRIC_NAMES})
+    row.update(record.metrics)
     row["status"] = record.status
     row["weights"] = weights if weights is not None else encode_weights(record)
     return row
 
 
-def from_row(row: dict[str, Any], hparam_names: typing.Iterable[str]) -> CheckpointRecord:
+def from_row(row: dict[str, Any], hparam_names: typing.Iterable[str], metric_names: typing.Iterable[str]) -> CheckpointRecord:
     tensors, metadata = safetensors_io.decode(row["weights"])
     family, architecture, space = parse_weights_metadata(metadata)
     weights = {name: tensors[name] for name in space.names}
     return CheckpointRecord(
         model_id=row["model_id"], run_id=row["run_id"], family=row["family"], config=row["config"],
         epoch=row["epoch"], seed=row["seed"], hparams={name: row[name] for name in hparam_names},
-        metrics={name: row[name] for name in METRIC_NAMES}, status=row["status"],
+        metrics={name: row[name] for name in metric_names}, status=row["status"],
         architecture=architecture, weights=weights)

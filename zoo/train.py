@@ -17,8 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.data import ImageData, TaskData
-from zoo.families import METRIC_NAMES
 from zoo.spec import DatasetSpec, TrainingSpec, content_hash
+
+CLASSIFICATION_METRICS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "test_loss", "test_accuracy")
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
@@ -89,7 +90,7 @@ def train_classifier(model: nn.Module, optimizer: torch.optim.Optimizer, l2: flo
             if l2 > 0:
                 loss = loss + l2 * sum((w * w).sum() for w in weights)
             if not torch.isfinite(loss):
-                nan_metrics = dict.fromkeys(METRIC_NAMES, math.nan)
+                nan_metrics = dict.fromkeys(CLASSIFICATION_METRICS, math.nan)
                 for later in sorted(e for e in checkpoints if e >= epoch):
                     yield later, nan_metrics, "diverged"
                 return
@@ -101,7 +102,7 @@ def train_classifier(model: nn.Module, optimizer: torch.optim.Optimizer, l2: flo
             finite = all(math.isfinite(v) for v in metrics.values())
             yield epoch, metrics, "ok" if finite else "diverged"
             if not finite:
-                nan_metrics = dict.fromkeys(METRIC_NAMES, math.nan)
+                nan_metrics = dict.fromkeys(CLASSIFICATION_METRICS, math.nan)
                 for later in sorted(e for e in checkpoints if e > epoch):
                     yield later, nan_metrics, "diverged"
                 return

@@ -37,27 +37,27 @@ def train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, *, data=Non
 
 def _train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, data, on_run_done) -> int:
     family = create_family(spec.family)
+    missing = {run.run_id: set(staging.missing(run.model_ids)) for run in runs}
+    todo = [run for run in runs if missing[run.run_id]]
     written = 0
+
+    def emit(run: Run, result: CheckpointResult) -> None:
+        nonlocal written
+        model_id = next(c.model_id for c in run.checkpoints if c.epoch == result.epoch)
+        if model_id in missing[run.run_id]:
+            staging.write(CheckpointRecord(
+                model_id=model_id, run_id=run.run_id, family=spec.family, config=spec.name,
+                epoch=result.epoch, seed=run.seed, hparams=run.hparams, metrics=result.metrics,
+                status=result.status, architecture=spec.architecture, weights=result.weights))
+            written += 1
+        if result.epoch == run.checkpoints[-1].epoch and on_run_done is not None:
+            on_run_done(run, len(missing[run.run_id]))
+
     for run in runs:
-        missing = set(staging.missing(run.model_ids))
-        if missing:
-            if data is None:
-                data = family.load_data(spec)
-            ids = {c.epoch: c.model_id for c in run.checkpoints}
-
-            def emit(result: CheckpointResult, run: Run = run) -> None:
-                nonlocal written
-                model_id = ids[result.epoch]
-                if model_id in missing:
-                    staging.write(CheckpointRecord(
-                        model_id=model_id, run_id=run.run_id, family=spec.family, config=spec.name,
-                        epoch=result.epoch, seed=run.seed, hparams=run.hparams, metrics=result.metrics,
-                        status=result.status, architecture=spec.architecture, weights=result.weights))
-                    written += 1
-
-            family.train_run(spec, run, data, emit)
-        if on_run_done is not None:
-            on_run_done(run, len(missing))
+        if not missing[run.run_id] and on_run_done is not None:
+            on_run_done(run, 0)
+    if todo:
+        family.train_population(spec, todo, data if data is not None else family.load_data(spec), emit)
     return written
 
 

@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 import safetensors.torch
 import torch
 
-from zoo.families import METRIC_NAMES, create_family
+from zoo.families import create_family
+from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
 from zoo.loader import read_weights
 from zoo.pack import write_shard
 from zoo.record import CheckpointRecord, arrow_schema, to_row
@@ -39,7 +40,7 @@ def build_split(folder: Path, rows: int, seed: int = 0) -> tuple[list[Path], int
     family = create_family("cnn")
     shapes = {name: t.shape for name, t in family.build(ARCHITECTURE).state_dict().items()}
     generator = torch.Generator().manual_seed(seed)
-    schema = arrow_schema(family.HParams)
+    schema = arrow_schema(family.HParams, family.METRICS)
     paths, batch, row_bytes = [], [], 0
     for i in range(rows):
         weights = {name: torch.randn(shape, generator=generator) for name, shape in shapes.items()}

@@ -14,7 +14,8 @@ import sys
 import pytest
 import torch
 
-from zoo.families import METRIC_NAMES, create_family
+from zoo.families import create_family
+from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
 from zoo.families.cnn import CNNArchitecture, CNNHParams
 from zoo.record import CheckpointRecord
 

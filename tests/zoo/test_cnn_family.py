@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from zoo.data import data_roots, find_local, load_task_data
-from zoo.families import FAMILIES, METRIC_NAMES, create_family, list_families, register_family
+from zoo.families import FAMILIES, create_family, list_families, register_family
+from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
 from zoo.families.cnn import CNNFamily
 from zoo.folder import STAGING_FOLDER, save_spec
 from zoo.info import describe

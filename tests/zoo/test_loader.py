@@ -16,7 +16,7 @@ from zoo.loader import dataset_hash, decode_weights, load_split, read_weights, s
 from zoo.pack import dataset_hash_of, sha256_file, write_shard
 from zoo.parquet_pages import fixed_width_pages
 from zoo.record import arrow_schema, to_row
-from zoo.families.cnn import CNNHParams
+from zoo.families.cnn import CNNFamily, CNNHParams
 
 CONFIG = "cnn-mnist"
 SPLITS = ("train", "validation", "test")
@@ -136,7 +136,7 @@ def test_empty_column_is_an_error():
 
 def test_load_split_metadata_has_every_column_but_weights(tiny_zoo):
     loaded = load_split(tiny_zoo, CONFIG, "train")
-    schema = arrow_schema(CNNHParams)
+    schema = arrow_schema(CNNHParams, CNNFamily.METRICS)
     assert list(loaded.metadata.columns) == [n for n in schema.names if n != "weights"]
     assert len(loaded) == 12 and len(loaded.weights) == 12
     assert load_split(tiny_zoo, None, "train").metadata.equals(loaded.metadata)  # the only config
@@ -166,7 +166,7 @@ def add_rows(folder: Path, split: str, records) -> None:
     (entry,) = [f for f in manifest["configs"][CONFIG]["files"] if f["split"] == split]
     path = folder / entry["path"]
     rows = pq.read_table(path).to_pylist() + [to_row(r) for r in records]
-    write_shard(rows, arrow_schema(CNNHParams), path, len(rows[0]["weights"]))  # pack's own writer
+    write_shard(rows, arrow_schema(CNNHParams, CNNFamily.METRICS), path, len(rows[0]["weights"]))  # pack's own writer
     entry.update(rows=len(rows), bytes=path.stat().st_size, sha256=sha256_file(path))
     write_json_atomic(folder / MANIFEST, manifest)
 

@@ -13,7 +13,7 @@ import safetensors.torch
 import torch
 import yaml
 
-from zoo.families import METRIC_NAMES
+from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
 from zoo.folder import MANIFEST, STAGING_FOLDER, read_manifest
 from zoo.loader import load_split
 from zoo.pack import pack, sha256_file
@@ -56,7 +56,7 @@ def test_every_staged_record_is_packed_once_in_its_runs_split(tiny_zoo, tiny_zoo
             record = staged[row["model_id"]]
             assert split == split_of[record.run_id]
             assert row["architecture"] == record.architecture_id
-            assert_same_record(from_row(row, HPARAM_NAMES), record)
+            assert_same_record(from_row(row, HPARAM_NAMES, METRIC_NAMES), record)
             loaded = safetensors.torch.load(row["weights"])
             assert all(torch.equal(loaded[name], tensor) for name, tensor in record.weights.items())
     runs_per_split = {split: {row["run_id"] for row in split_rows} for split, split_rows in rows.items()}

@@ -12,8 +12,9 @@ import safetensors.torch
 import torch
 
 from zoo import safetensors_io
-from zoo.families import METRIC_NAMES, create_family
-from zoo.families.cnn import CNNArchitecture, CNNHParams
+from zoo.families import create_family
+from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
+from zoo.families.cnn import CNNArchitecture, CNNFamily, CNNHParams
 from zoo.record import (IDENTITY_COLUMNS, METADATA_KEY, arrow_schema, encode_weights, from_row, parse_weights_metadata,
                         to_row)
 from zoo.weightspace import WeightSpace
@@ -154,21 +155,21 @@ def test_record_round_trips_through_a_row(status, make_record, assert_same_recor
     record = make_record(8, status=status)
     row = to_row(record)
     assert row["architecture"] == record.architecture_id
-    assert_same_record(from_row(row, HPARAM_NAMES), record)
+    assert_same_record(from_row(row, HPARAM_NAMES, METRIC_NAMES), record)
 
 
 @pytest.mark.parametrize("status", ["ok", "diverged"])
 def test_record_round_trips_through_an_arrow_table(status, make_record, assert_same_record):
     records = [make_record(9, status=status), make_record(10)]
-    schema = arrow_schema(CNNHParams)
+    schema = arrow_schema(CNNHParams, CNNFamily.METRICS)
     table = pa.Table.from_pylist([to_row(r) for r in records], schema=schema)
     assert table.schema == schema
     for record, row in zip(records, table.to_pylist()):
-        assert_same_record(from_row(row, HPARAM_NAMES), record)
+        assert_same_record(from_row(row, HPARAM_NAMES, METRIC_NAMES), record)
 
 
 def test_arrow_schema_columns_are_typed_and_ordered():
-    schema = arrow_schema(CNNHParams)
+    schema = arrow_schema(CNNHParams, CNNFamily.METRICS)
     expected = (list(IDENTITY_COLUMNS) + HPARAM_NAMES + list(METRIC_NAMES) + ["status", "weights"])
     assert schema.names == expected
     types = {field.name: field.type for field in schema}
@@ -188,7 +189,7 @@ def test_arrow_schema_rejects_an_untyped_hyperparameter():
         widths: list
 
     with pytest.raises(TypeError, match="has no column type"):
-        arrow_schema(Odd)
+        arrow_schema(Odd, CNNFamily.METRICS)
 
 
 def test_row_weights_are_the_encoded_weights(make_record):

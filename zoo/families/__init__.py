@@ -1,33 +1,53 @@
 """Zoo families: one module per family (the model, its weight space, its training recipe).
 
-A family is a class registered with `@register_family(name)` that provides:
+A family is a `Family` subclass registered with `@register_family(name)` that provides:
 - ``Architecture`` and ``HParams``: frozen dataclasses the spec is validated against;
-- ``weight_space(architecture)``: the ordered parameter tensors (`zoo.weightspace`);
+- ``METRICS``: the typed per-checkpoint result columns (name -> float or int);
+- ``build(architecture, hparams)``: the member model; ``weight_space(architecture)``: its
+  ordered parameter tensors (`zoo.weightspace`);
+- ``symmetry(architecture, hparams)``: the group acting on its weights (`zoo.symmetry`);
 - ``load_data(spec)``: the data every run of a config shares;
-- ``train_run(spec, run, data, emit)``: trains one run, calling ``emit(CheckpointResult)``
-  at each checkpoint epoch (and for the rest once it diverges);
-- ``evaluate(spec, hparams, weights, data)``: the stored metrics of a checkpoint, recomputed.
+- ``train_population(spec, runs, data, emit)``: trains runs, calling ``emit(run, result)`` at
+  each checkpoint epoch of each run (and for the rest once a run diverges); the default
+  trains them one at a time with ``train_run(spec, run, data, emit_one)``;
+- ``evaluate(spec, hparams, weights, data)``: the metrics that depend only on the weights, recomputed;
+- ``forward_flops(architecture)`` and ``examples_per_run(spec, hparams)``: for planning.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import torch
 
 from zoo.registry import Registry
 
 FAMILIES: Registry[type] = Registry("zoo family")
-METRIC_NAMES = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "test_loss", "test_accuracy")
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointResult:
     epoch: int
     weights: dict[str, torch.Tensor]  # ordered as the family's weight space, float32 on the CPU
-    metrics: dict[str, float]  # every name in METRIC_NAMES (NaN once diverged)
+    metrics: dict[str, float | int]  # every column of the family's METRICS (float ones NaN once diverged)
     status: str  # "ok" or "diverged"
+
+
+class Family:
+    """Defaults shared by the families; see the module docstring for the contract."""
+
+    name: str
+    Architecture: type
+    HParams: type
+    METRICS: dict[str, type]
+
+    def train_run(self, spec, run, data, emit: Callable[[CheckpointResult], None]) -> None:
+        raise NotImplementedError(f"family {self.name!r} trains populations only")
+
+    def train_population(self, spec, runs: Sequence, data, emit: Callable[[Any, CheckpointResult], None]) -> None:
+        for run in runs:
+            self.train_run(spec, run, data, lambda result, run=run: emit(run, result))
 
 
 def register_family(name: str):

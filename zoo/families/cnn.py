@@ -20,11 +20,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.data import TaskData, load_task_data
-from zoo.families import CheckpointResult, register_family
-from zoo.train import OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
+from zoo.families import CheckpointResult, Family, register_family
+from zoo.train import CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
+from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.weightspace import WeightSpace
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "tanh": torch.tanh}
+# the hidden-unit rescalings each activation commutes with (zoo.symmetry.feedforward)
+SYMMETRY_MODES: dict[str, str] = {"relu": "scale", "tanh": "sign"}
 
 INITIALIZERS: dict[str, Callable[[torch.Tensor, float, torch.Generator], torch.Tensor]] = {
     "normal": lambda w, std, g: nn.init.normal_(w, 0.0, std, generator=g),
@@ -79,9 +82,10 @@ class SmallCNN(nn.Module):
 
 
 @register_family("cnn")
-class CNNFamily:
+class CNNFamily(Family):
     Architecture = CNNArchitecture
     HParams = CNNHParams
+    METRICS = dict.fromkeys(CLASSIFICATION_METRICS, float)
 
     def build(self, architecture: dict, hparams: dict | None = None) -> SmallCNN:
         arch = CNNArchitecture(**architecture)
@@ -92,6 +96,10 @@ class CNNFamily:
 
     def weight_space(self, architecture: dict) -> WeightSpace:
         return WeightSpace.from_state_dict(self.build(architecture).state_dict())
+
+    def symmetry(self, architecture: dict, hparams: dict) -> FeedforwardSymmetry:
+        """Permutations of each conv layer's channels, with positive scaling (ReLU) or sign flips (tanh)."""
+        return FeedforwardSymmetry(self.weight_space(architecture), SYMMETRY_MODES[hparams["activation"]])
 
     def load_data(self, spec) -> TaskData:
         data = load_task_data(spec.dataset)

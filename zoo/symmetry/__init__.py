@@ -1,0 +1,34 @@
+"""Symmetry groups of weight spaces, as pure functions on batches of weights.
+
+Every family declares the group acting on its members' weights (`Family.symmetry`), an
+object with four pure methods, each element batched along a leading dimension so B members
+get B independent group elements at once:
+
+- ``sample(generator, batch_size)``: a seeded random element;
+- ``act(element, weights)``: the transformed `WeightBatch` (function-preserving for a true
+  symmetry of the architecture);
+- ``inverse(element)``;
+- ``compose(first, second)``: the element acting as ``first`` after ``second``, i.e.
+  ``act(compose(a, b), w) == act(a, act(b, w))``.
+
+The zoo's augmentation, the NFN layers' equivariance tests and the families'
+function-preservation tests all use these same functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+
+from zoo.weightspace import WeightBatch
+
+
+class Symmetry(Protocol):
+    def sample(self, generator: torch.Generator, batch_size: int) -> Any: ...
+
+    def act(self, element: Any, weights: WeightBatch) -> WeightBatch: ...
+
+    def inverse(self, element: Any) -> Any: ...
+
+    def compose(self, first: Any, second: Any) -> Any: ...
