@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as error:
         print(f"nfnzoo {args.command}: error: {error}", file=sys.stderr)
         return error.exit_code
+    except BrokenPipeError:  # `nfnzoo ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"nfnzoo {args.command}: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

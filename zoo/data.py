@@ -73,28 +73,41 @@ def _to_image_data(images: np.ndarray, labels: np.ndarray) -> ImageData:
     x = torch.from_numpy(np.ascontiguousarray(images)).float().div_(255.0)
     if x.ndim == 3:
         x = x.unsqueeze(1)  # (N, 1, H, W)
+    else:
+        x = x.permute(0, 3, 1, 2)  # (N, H, W, C) -> (N, C, H, W)
     return ImageData(x.contiguous(), torch.from_numpy(labels.astype(np.int64)))
 
 
-def _torchvision(name: str, train: bool):
+def _torchvision(name: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Images (N, H, W) or (N, H, W, C) uint8 and labels, through torchvision's downloader."""
     import torchvision
 
-    dataset = getattr(torchvision.datasets, name)(root=str(CACHE_DIR / "torchvision"), train=train, download=True)
+    root = str(CACHE_DIR / "torchvision")
+    try:
+        if name == "SVHN":  # SVHN names its splits and stores channels first
+            dataset = torchvision.datasets.SVHN(root=root, split="train" if train else "test", download=True)
+            return np.asarray(dataset.data).transpose(0, 2, 3, 1), np.asarray(dataset.labels)
+        dataset = getattr(torchvision.datasets, name)(root=root, train=train, download=True)
+    except (OSError, RuntimeError) as error:  # offline, or the mirror is down
+        raise DataUnavailable(f"{name} is not available locally (looked in {[str(r) for r in data_roots()]}) "
+                              f"and could not be downloaded: {error}") from error
     return np.asarray(dataset.data), np.asarray(dataset.targets)
+
+
+class DataUnavailable(RuntimeError):
+    """No local copy and no reachable online source."""
+
+
+def _grayscale(images: np.ndarray) -> np.ndarray:
+    """(N, H, W, 3) uint8 -> (N, H, W) uint8 with ITU-R 601 luma weights (as PIL's "L" mode)."""
+    luma = images.astype(np.float32) @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    return np.clip(np.rint(luma), 0, 255).astype(np.uint8)
 
 
 @SOURCES.register("mnist")
 def mnist() -> tuple[ImageData, ImageData, int]:
     """MNIST: 60,000 train / 10,000 test, the original order (LeCun, Cortes, Burges)."""
-    local = find_local("mnist/mnist.npz")
-    if local is not None:
-        with np.load(local) as arrays:
-            train = _to_image_data(arrays["x_train"], arrays["y_train"])
-            test = _to_image_data(arrays["x_test"], arrays["y_test"])
-    else:
-        train = _to_image_data(*_torchvision("MNIST", True))
-        test = _to_image_data(*_torchvision("MNIST", False))
-    return train, test, 10
+    return _local_npz("mnist/mnist.npz") or _online("MNIST")
 
 
 def load_task_data(spec: DatasetSpec) -> TaskData:
@@ -113,3 +126,44 @@ def load_task_data(spec: DatasetSpec) -> TaskData:
     if spec.test_size is not None and spec.test_size < len(test):
         test = test.subset(np.sort(rng.permutation(len(test))[:spec.test_size]))
     return TaskData(train, validation, test, num_classes)
+
+
+def _online(name: str, transform=lambda images: images) -> tuple[ImageData, ImageData, int]:
+    train_images, train_labels = _torchvision(name, True)
+    test_images, test_labels = _torchvision(name, False)
+    return (_to_image_data(transform(train_images), train_labels),
+            _to_image_data(transform(test_images), test_labels), 10)
+
+
+@SOURCES.register("fashion_mnist")
+def fashion_mnist() -> tuple[ImageData, ImageData, int]:
+    """Fashion-MNIST: 60,000 / 10,000 grayscale 28x28 (Xiao, Rasul, Vollgraf 2017)."""
+    return _local_npz("fashion_mnist/fashion_mnist.npz") or _online("FashionMNIST")
+
+
+@SOURCES.register("cifar10")
+def cifar10() -> tuple[ImageData, ImageData, int]:
+    """CIFAR-10 in color: 50,000 / 10,000 32x32x3 (Krizhevsky 2009)."""
+    return _local_npz("cifar10/cifar10.npz") or _online("CIFAR10")
+
+
+@SOURCES.register("cifar10_gs")
+def cifar10_grayscale() -> tuple[ImageData, ImageData, int]:
+    """CIFAR-10 in grayscale, as in the Small CNN Zoo's CIFAR10-GS."""
+    return _local_npz("cifar10/cifar10.npz", _grayscale) or _online("CIFAR10", _grayscale)
+
+
+@SOURCES.register("svhn_gs")
+def svhn_grayscale() -> tuple[ImageData, ImageData, int]:
+    """SVHN (cropped digits) in grayscale: 73,257 / 26,032 32x32, as in the Small CNN Zoo's SVHN-GS."""
+    return _local_npz("svhn/svhn.npz", _grayscale) or _online("SVHN", _grayscale)
+
+
+def _local_npz(relative: str, transform=lambda images: images) -> tuple[ImageData, ImageData, int] | None:
+    """A local copy laid out like mnist.npz: x_train, y_train, x_test, y_test (channels last)."""
+    local = find_local(relative)
+    if local is None:
+        return None
+    with np.load(local) as arrays:
+        return (_to_image_data(transform(arrays["x_train"]), arrays["y_train"].reshape(-1)),
+                _to_image_data(transform(arrays["x_test"]), arrays["y_test"].reshape(-1)), 10)

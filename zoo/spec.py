@@ -218,6 +218,25 @@ def resolve_spec_path(spec: str | Path) -> Path:
     raise FileNotFoundError(f"no spec file {str(spec)!r}; bundled specs: {', '.join(names)}")
 
 
+def _resolve_extends(raw: dict, path: Path, where: str, seen: tuple[Path, ...] = ()) -> dict:
+    """`extends: NAME` (a bundled spec or a path beside this one) deep-merges this file onto it."""
+    base = raw.pop("extends", None)
+    if base is None:
+        return raw
+    if not isinstance(base, str):
+        raise SchemaError(where, "extends", f"expected a spec name or path, got {base!r}")
+    beside = path.parent / base
+    try:
+        base_path = beside if beside.is_file() else resolve_spec_path(base)
+    except FileNotFoundError as error:
+        raise SchemaError(where, "extends", str(error)) from None
+    if base_path.resolve() in seen or base_path.resolve() == path.resolve():
+        raise SchemaError(where, "extends", f"{base} extends itself")
+    base_raw = yaml.safe_load(base_path.read_text())
+    base_raw = _resolve_extends(base_raw, base_path, str(base_path), seen + (path.resolve(),))
+    return _merge(base_raw, raw)
+
+
 def load_spec(path: str | Path, profile: str | None = None) -> ZooSpec:
     """Reads and validates a spec file, applying the named profile."""
     path = resolve_spec_path(path)
@@ -228,6 +247,7 @@ def load_spec(path: str | Path, profile: str | None = None) -> ZooSpec:
         raise SchemaError(where, "", f"not valid YAML: {error}") from None
     if not isinstance(raw, dict):
         raise SchemaError(where, "", "expected a mapping at the top level")
+    raw = _resolve_extends(raw, path, where)
     profiles = raw.pop("profiles", None) or {}
     if not isinstance(profiles, dict):
         raise SchemaError(where, "profiles", "expected a mapping of profile name -> overrides")
