@@ -25,11 +25,9 @@ def _generate(args: argparse.Namespace) -> int:
     checkpoints = sum(len(r.checkpoints) for r in runs)
     print(f"{spec.name} ({args.profile or 'full'}): {len(runs):,} runs, {checkpoints:,} checkpoints")
     if args.dry_run:
-        from zoo.families import create_family
+        from zoo.estimate import estimate
 
-        family = create_family(spec.family)
-        params = family.weight_space(spec.architecture).num_params
-        print(f"parameters per checkpoint: {params:,}; weights: {checkpoints * params * 4 / 1e9:.3f} GB")
+        print("\n".join(estimate(spec).lines()[1:]))
         return 0
     from zoo.driver import generate
 

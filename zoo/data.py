@@ -69,6 +69,35 @@ def find_local(relative: str) -> Path | None:
 SOURCES: Registry[Callable[[], tuple[ImageData, ImageData, int]]] = Registry("data source")
 
 
+@dataclasses.dataclass(frozen=True)
+class SourceInfo:
+    """What planning needs to know of a source without loading it."""
+
+    train_size: int
+    test_size: int
+    image_shape: tuple[int, int, int]  # (C, H, W)
+    num_classes: int
+
+
+SOURCE_INFO = {
+    "mnist": SourceInfo(60000, 10000, (1, 28, 28), 10),
+    "fashion_mnist": SourceInfo(60000, 10000, (1, 28, 28), 10),
+    "cifar10": SourceInfo(50000, 10000, (3, 32, 32), 10),
+    "cifar10_gs": SourceInfo(50000, 10000, (1, 32, 32), 10),
+    "svhn_gs": SourceInfo(73257, 26032, (1, 32, 32), 10),
+}
+
+
+def split_sizes(spec: DatasetSpec) -> tuple[int, int, int]:
+    """(train pool, validation, test) sizes `load_task_data(spec)` gives, without loading."""
+    info = SOURCE_INFO[spec.name]
+    train = info.train_size - spec.validation_size
+    if spec.train_size is not None:
+        train = min(train, spec.train_size)
+    test = min(info.test_size, spec.test_size) if spec.test_size is not None else info.test_size
+    return train, spec.validation_size, test
+
+
 def _to_image_data(images: np.ndarray, labels: np.ndarray) -> ImageData:
     x = torch.from_numpy(np.ascontiguousarray(images)).float().div_(255.0)
     if x.ndim == 3:

@@ -8,6 +8,7 @@ key, a missing key, a wrong type or an empty list/dict where one is not allowed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, Union
@@ -95,12 +96,17 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
     raise TypeError(f"schema type {tp!r} is not supported")  # a programming error, not the user's
 
 
+@functools.cache
+def _fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field]]:
+    """A dataclass's resolved type hints and init fields (resolving hints is slow; classes don't change)."""
+    return typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls) if f.init}
+
+
 def from_data(cls: type, data: Any, where: str, key: str = "") -> Any:
     """Builds dataclass `cls` from a mapping, rejecting unknown and missing keys."""
     if not isinstance(data, dict):
         raise SchemaError(where, key, f"expected a mapping for {cls.__name__}, got {type(data).__name__} {data!r}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints, fields = _fields(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
         path = f"{key}.{unknown[0]}" if key else str(unknown[0])

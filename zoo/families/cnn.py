@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.data import TaskData, load_task_data
+from zoo.data import SOURCE_INFO, TaskData, load_task_data, split_sizes
 from zoo.families import CheckpointResult, Family, register_family
 from zoo.train import CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
 from zoo.symmetry.feedforward import FeedforwardSymmetry
@@ -125,6 +125,25 @@ class CNNFamily(Family):
                                                        spec.training, run.seed):
             weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
             emit(CheckpointResult(epoch, weights, metrics, status))
+
+    def forward_flops(self, spec) -> int:
+        """FLOPs (2 per multiply-add) of one example's forward pass."""
+        arch = CNNArchitecture(**spec.architecture)
+        _, height, width = SOURCE_INFO[spec.dataset.name].image_shape
+        flops, channels = 0, arch.in_channels
+        for _ in range(arch.num_conv_layers):
+            height, width = -(-height // arch.stride), -(-width // arch.stride)  # "same" padding
+            flops += 2 * height * width * arch.channels * channels * arch.kernel_size ** 2
+            channels = arch.channels
+        return flops + 2 * channels * arch.num_classes
+
+    def run_flops(self, spec, hparams: dict) -> float:
+        """Training (forward + backward ~ 3 forwards) and checkpoint evaluation of one run."""
+        train, validation, test = split_sizes(spec.dataset)
+        seen = math.ceil(hparams["train_fraction"] * train)
+        evaluated = min(seen, spec.dataset.eval_train_size) + validation + test
+        forward = self.forward_flops(spec)
+        return forward * (3 * seen * spec.training.epochs + evaluated * len(spec.training.checkpoint_epochs))
 
     def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor], data: TaskData) -> dict[str, float]:
         """Validation and test metrics of stored weights (train metrics depend on the run's subset)."""
