@@ -34,13 +34,17 @@ def seeded_generator(seed: int, stream: str) -> torch.Generator:
     return torch.Generator().manual_seed(int(content_hash({"seed": seed, "stream": stream}, 15), 16))
 
 
-def run_train_subset(train: ImageData, fraction: float, seed: int) -> ImageData:
-    """The run's own seeded share of the training pool."""
+def train_subset_index(pool_size: int, fraction: float, seed: int) -> torch.Tensor:
+    """Sorted indices of the run's own seeded share of a training pool."""
     if not 0 < fraction <= 1:
         raise ValueError(f"train_fraction must be in (0, 1], got {fraction}")
-    count = max(1, math.ceil(fraction * len(train)))
-    index = torch.randperm(len(train), generator=seeded_generator(seed, "train_subset"))[:count]
-    return train.subset(index.sort().values)
+    count = max(1, math.ceil(fraction * pool_size))
+    return torch.randperm(pool_size, generator=seeded_generator(seed, "train_subset"))[:count].sort().values
+
+
+def run_train_subset(train: ImageData, fraction: float, seed: int) -> ImageData:
+    """The run's own seeded share of the training pool."""
+    return train.subset(train_subset_index(len(train), fraction, seed))
 
 
 @torch.no_grad()

@@ -21,6 +21,7 @@ from torch import nn
 
 from zoo.data import SOURCE_INFO, TaskData, load_task_data, split_sizes
 from zoo.families import CheckpointResult, Family, register_family
+from zoo.population import populations, train_classifier_population
 from zoo.train import CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.weightspace import WeightSpace
@@ -81,11 +82,25 @@ class SmallCNN(nn.Module):
         return self.dense(h.mean(dim=(2, 3)))  # global average pooling: (B, channels) -> (B, classes)
 
 
+def _member_convolutions(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int,
+                         padding: int) -> torch.Tensor:
+    """(K, B, C, H, W) -> (K, B, O, H', W'), each member with its own kernel (see population_forward)."""
+    K, batch = h.shape[:2]
+    if h.is_cuda:
+        grouped = h.transpose(0, 1).reshape(batch, K * h.shape[2], *h.shape[3:])
+        out = F.conv2d(grouped, weight.reshape(-1, *weight.shape[2:]), bias.reshape(-1), stride, padding, groups=K)
+        return out.view(batch, K, weight.shape[1], *out.shape[2:]).transpose(0, 1)
+    return torch.stack([F.conv2d(h[k], weight[k], bias[k], stride, padding) for k in range(K)])
+
+
 @register_family("cnn")
 class CNNFamily(Family):
     Architecture = CNNArchitecture
     HParams = CNNHParams
     METRICS = dict.fromkeys(CLASSIFICATION_METRICS, float)
+
+    def __init__(self, population_size: int = 64):
+        self.population_size = population_size  # runs trained together; bounds a worker's memory
 
     def build(self, architecture: dict, hparams: dict | None = None) -> SmallCNN:
         arch = CNNArchitecture(**architecture)
@@ -109,22 +124,58 @@ class CNNFamily(Family):
                              f"{arch.num_classes} classes; {spec.dataset.name} has {data.train.x.shape[1]} and {data.num_classes}")
         return data
 
+    def initial_weights(self, spec, run) -> dict[str, torch.Tensor]:
+        """The run's initialization, drawn from its own generator in parameter order (biases 0)."""
+        hp = CNNHParams(**run.hparams)
+        init = seeded_generator(run.seed, "init")
+        weights = {}
+        for name, parameter in self.build(spec.architecture).state_dict().items():
+            weights[name] = (INITIALIZERS[hp.init](torch.empty_like(parameter), hp.init_std, init)
+                             if name.endswith("weight") else torch.zeros_like(parameter))
+        return weights
+
     def train_run(self, spec, run, data: TaskData, emit: Callable[[CheckpointResult], None]) -> None:
+        """One run alone, with torch.optim: the reference the population trainer must match."""
         hp = CNNHParams(**run.hparams)
         model = self.build(spec.architecture, run.hparams)
-        init = seeded_generator(run.seed, "init")
-        with torch.no_grad():
-            for name, parameter in model.named_parameters():
-                if name.endswith("weight"):
-                    INITIALIZERS[hp.init](parameter, hp.init_std, init)
-                else:
-                    parameter.zero_()
+        model.load_state_dict(self.initial_weights(spec, run))
         optimizer = OPTIMIZERS[hp.optimizer](model.parameters(), hp.learning_rate)
         train = run_train_subset(data.train, hp.train_fraction, run.seed)
         for epoch, metrics, status in train_classifier(model, optimizer, hp.l2, train, data, spec.dataset,
                                                        spec.training, run.seed):
             weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
             emit(CheckpointResult(epoch, weights, metrics, status))
+
+    def train_population(self, spec, runs, data: TaskData, emit) -> None:
+        """Runs sharing an optimizer and a train fraction train together (`zoo.population`)."""
+        key = lambda run: (run.hparams["optimizer"], run.hparams["train_fraction"])  # noqa: E731
+        for population in populations(runs, self.population_size, key):
+            train_classifier_population(self, spec, population, data, emit)
+
+    def population_forward(self, architecture: dict, params: dict[str, torch.Tensor], x: torch.Tensor, *,
+                           activations: list[str], masks=None, shared_input: bool = False) -> torch.Tensor:
+        """Logits (K, B, classes) of K members: x is (K, B, C, H, W), or (B, C, H, W) when shared.
+
+        On a GPU the members' convolutions run as one grouped convolution over K * channels.
+        On the CPU they run member by member: oneDNN's grouped convolution is no faster per
+        FLOP here (measured), and its rounding depends on K, while member-by-member results
+        are bitwise independent of who else is in the population, so a resumed run retraces
+        its first trajectory exactly. The dense layer is one batched matrix product.
+        `masks(layer, shape)` gives dropout masks (K, *shape).
+        """
+        arch = CNNArchitecture(**architecture)
+        K = len(activations)
+        relu = torch.tensor([a == "relu" for a in activations], device=x.device).view(K, 1, 1, 1, 1)
+        h = x.expand(K, *x.shape) if shared_input else x  # (K, B, C, H, W)
+        for i in range(1, arch.num_conv_layers + 1):
+            weight, bias = params[f"conv{i}.weight"], params[f"conv{i}.bias"]  # (K, O, I, k, k), (K, O)
+            h = _member_convolutions(h, weight, bias, arch.stride, arch.kernel_size // 2)  # (K, B, O, H', W')
+            h = torch.where(relu, F.relu(h), torch.tanh(h)) if not relu.all() else F.relu(h)
+            mask = masks(i, tuple(h.shape[1:])) if masks is not None else None
+            if mask is not None:
+                h = h * mask.to(h.device)
+        pooled = h.flatten(3).mean(dim=3)  # global average pooling: (K, B, O)
+        return torch.baddbmm(params["dense.bias"].unsqueeze(1), pooled, params["dense.weight"].transpose(1, 2))
 
     def forward_flops(self, spec) -> int:
         """FLOPs (2 per multiply-add) of one example's forward pass."""
