@@ -34,7 +34,9 @@ def _generate(args: argparse.Namespace) -> int:
     report = generate(spec, args.out, num_cpus=args.num_cpus, address=args.address,
                       runs_per_trial=args.runs_per_trial, max_failures=args.max_failures)
     print(f"staged {report.written:,} new checkpoints ({report.already_staged:,} already staged) "
-          f"in {report.trials} trials, {report.wall_time_s:.1f} s")
+          f"in {report.trials} trials, {report.wall_time_s:.1f} s"
+          + (f" (Ray scheduling overhead {100 * report.scheduling_overhead:.0f}% of the workers' time)"
+             if report.trials else ""))
     if report.failed_trials:
         raise CommandError(f"{len(report.failed_trials)} trials failed after retries (staged checkpoints are kept; "
                            "run the same command again to resume):\n  " + "\n  ".join(report.failed_trials))

@@ -35,6 +35,15 @@ class GenerateReport:
     trials: int
     failed_trials: tuple[str, ...]  # error messages of trials that failed after their retries
     wall_time_s: float
+    workers: int = 0  # CPUs of the Ray cluster
+    fit_time_s: float = 0.0  # Tune's fit, start to end (the Ray instance's start-up excluded)
+    busy_time_s: float = 0.0  # trials' own time (data, training, writing), summed over trials
+
+    @property
+    def scheduling_overhead(self) -> float:
+        """The share of the workers' time during the fit not spent inside trials."""
+        capacity = self.fit_time_s * min(self.workers, self.trials)
+        return 1.0 - self.busy_time_s / capacity if capacity else 0.0
 
 
 def default_runs_per_trial(num_runs: int, num_workers: int) -> int:
@@ -49,30 +58,36 @@ def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir:
 
     from zoo.worker import train_runs
 
+    start = time.perf_counter()
     spec = spec_from_data(spec_data)
     done = {"runs": 0, "written": 0}
 
-    def report(run: Run, written: int) -> None:
-        done["runs"] += 1
+    def report(run: Run | None = None, written: int = 0) -> None:
+        done["runs"] += run is not None
         done["written"] += written
-        tune.report({"runs_done": done["runs"], "checkpoints_written": done["written"]})
+        tune.report({"runs_done": done["runs"], "checkpoints_written": done["written"],
+                     "busy_s": time.perf_counter() - start})
 
     train_runs(spec, batches[config["batch"]], Staging(staging_dir), on_run_done=report)
+    report()  # the trial's whole busy time, writing included
 
 
-def _progress_callback(total_runs: int):
+def _progress_callback(total_runs: int, show: bool):
     from ray import tune
     from tqdm import tqdm
 
     class Progress(tune.Callback):
         def __init__(self) -> None:
-            self.bar = tqdm(total=total_runs, unit="run", desc="training", file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(total=total_runs, unit="run", desc="training", file=sys.stderr, dynamic_ncols=True,
+                            disable=not show)
             self.seen: dict[str, int] = {}
+            self.busy: dict[str, float] = {}  # each trial's latest busy time
 
         def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
             runs_done = int(result.get("runs_done", 0))
             self.bar.update(runs_done - self.seen.get(trial.trial_id, 0))
             self.seen[trial.trial_id] = runs_done
+            self.busy[trial.trial_id] = float(result.get("busy_s", 0.0))
 
         def on_trial_error(self, iteration, trials, trial, **info) -> None:
             self.bar.write(f"trial {trial.trial_id} failed; Tune retries it (staged checkpoints are kept)")
@@ -121,6 +136,7 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
         batches = [todo[i:i + size] for i in range(0, len(todo), size)]
         storage = out_dir / ".tune"
         shutil.rmtree(storage, ignore_errors=True)  # Tune's bookkeeping only; our state is the staging folder
+        progress_callback = _progress_callback(len(todo), progress)
         trainable = tune.with_resources(
             tune.with_parameters(_trial, spec_data=spec.to_data(), batches=batches, staging_dir=str(staging.root)),
             {"cpu": 1})
@@ -130,13 +146,16 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
             run_config=tune.RunConfig(
                 name=f"generate-{spec.name}", storage_path=str(storage), verbose=0,
                 failure_config=tune.FailureConfig(max_failures=max_failures),
-                callbacks=[_progress_callback(len(todo))] if progress else [],
+                callbacks=[progress_callback],
             ),
         )
+        fit_start = time.perf_counter()
         results = tuner.fit()
+        fit_time = time.perf_counter() - fit_start
         failed = tuple(str(error).strip().splitlines()[-1] if str(error).strip() else repr(error) for error in results.errors)
     finally:
         if started_here:
             ray.shutdown()
     written = total - already - sum(len(staging.missing(r.model_ids)) for r in todo)
-    return GenerateReport(len(runs), total, already, written, len(batches), failed, time.perf_counter() - start)
+    return GenerateReport(len(runs), total, already, written, len(batches), failed, time.perf_counter() - start,
+                          workers, fit_time, sum(progress_callback.busy.values()))

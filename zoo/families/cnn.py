@@ -82,15 +82,18 @@ class SmallCNN(nn.Module):
         return self.dense(h.mean(dim=(2, 3)))  # global average pooling: (B, channels) -> (B, classes)
 
 
-def _member_convolutions(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int,
-                         padding: int) -> torch.Tensor:
-    """(K, B, C, H, W) -> (K, B, O, H', W'), each member with its own kernel (see population_forward)."""
+def _member_layer(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int, padding: int,
+                  activations: list[Callable]) -> torch.Tensor:
+    """activation(conv(h)): (K, B, C, H, W) -> (K, B, O, H', W'), each member with its own kernel
+    and activation (see population_forward)."""
     K, batch = h.shape[:2]
     if h.is_cuda:
         grouped = h.transpose(0, 1).reshape(batch, K * h.shape[2], *h.shape[3:])
         out = F.conv2d(grouped, weight.reshape(-1, *weight.shape[2:]), bias.reshape(-1), stride, padding, groups=K)
-        return out.view(batch, K, weight.shape[1], *out.shape[2:]).transpose(0, 1)
-    return torch.stack([F.conv2d(h[k], weight[k], bias[k], stride, padding) for k in range(K)])
+        out = out.view(batch, K, weight.shape[1], *out.shape[2:]).transpose(0, 1)
+        relu = torch.tensor([a is F.relu for a in activations], device=h.device).view(K, 1, 1, 1, 1)
+        return torch.where(relu, F.relu(out), torch.tanh(out))
+    return torch.stack([activations[k](F.conv2d(h[k], weight[k], bias[k], stride, padding)) for k in range(K)])
 
 
 @register_family("cnn")
@@ -165,12 +168,11 @@ class CNNFamily(Family):
         """
         arch = CNNArchitecture(**architecture)
         K = len(activations)
-        relu = torch.tensor([a == "relu" for a in activations], device=x.device).view(K, 1, 1, 1, 1)
+        functions = [ACTIVATIONS[a] for a in activations]
         h = x.expand(K, *x.shape) if shared_input else x  # (K, B, C, H, W)
         for i in range(1, arch.num_conv_layers + 1):
             weight, bias = params[f"conv{i}.weight"], params[f"conv{i}.bias"]  # (K, O, I, k, k), (K, O)
-            h = _member_convolutions(h, weight, bias, arch.stride, arch.kernel_size // 2)  # (K, B, O, H', W')
-            h = torch.where(relu, F.relu(h), torch.tanh(h)) if not relu.all() else F.relu(h)
+            h = _member_layer(h, weight, bias, arch.stride, arch.kernel_size // 2, functions)  # (K, B, O, H', W')
             mask = masks(i, tuple(h.shape[1:])) if masks is not None else None
             if mask is not None:
                 h = h * mask.to(h.device)
