@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo test bench-loading venv clean
+.PHONY: demo test bench-loading bench-generation venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ test: $(STAMP)
 
 bench-loading: $(STAMP)
 	$(BIN)/python -m benchmarks.perf.loading
+
+bench-generation: $(STAMP)
+	$(BIN)/python -m benchmarks.perf.generation
 
 clean:
 	rm -rf runs results .pytest_cache
