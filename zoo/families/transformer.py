@@ -1,0 +1,449 @@
+"""The Transformer family: the Small Transformer Zoo member of Tran et al. 2025.
+
+"Equivariant Neural Functional Networks for Transformers" (Tran, Vo, The, Tran Huu,
+Nguyen-Nhat, Tran, Pham, Nguyen; ICLR 2025), Sec. 6 and their released code
+(github.com/Fsoft-AIC/Transformer-NFN, `vision_task/` and `text_classification/`): an input
+stem, 2 encoder blocks of d_model 32 with 2 heads of d_k = d_v = 16 (Q/K/V/O linear maps
+without bias) and an MLP 32 -> 64 -> 32 with ReLU, each sublayer preceded by a LayerNorm
+without scale or shift, a final LayerNorm, mean pooling over tokens and a head
+Linear(32, 32), ReLU, Linear(32, classes). Dropout follows the stem and each sublayer.
+
+- MNIST: a patch embedding Conv2d(1, 32, kernel 4, stride 4) (49 tokens) plus the fixed
+  sinusoidal positional encoding; 18,506 parameters.
+- AG News: frozen word vectors (`zoo.text`: MiniLM's input embeddings, PCA to 32 dims; not
+  stored) plus the positional encoding, 64 WordPiece tokens with the padding masked out of
+  attention and pooling (the released code masked nothing); 17,764 parameters.
+
+Residual connections are an option (`residual`), OFF as in the released zoo (its skip
+connections are commented out). The symmetry group depends on it: without residuals the
+model dimension between sublayers can be permuted as well (`zoo.symmetry.attention`).
+
+State-dict keys follow the released zoo (``encoder.0.attention.queries.weight``, ...), so
+NFN code written for it reads these checkpoints; the weights are exactly the trainable
+parameters, in forward order (the positional encoding and word vectors are not stored).
+
+Training (the released sweeps, `*/sweep_scripts/sweep_config_v2_*.yml`): 100 epochs of
+batches of 128, cross-entropy, L2 as the optimizer's coupled weight decay on every tensor,
+weights from a normal of std `init_std` truncated at +-2 (PyTorch's default bounds, their
+`init_weights`), zero biases. Learning rate per epoch: linear warm-up over `warmup_epochs`,
+then cosine decay reaching `final_learning_rate` at the end of training (their LinearLR +
+CosineAnnealingLR, stepped once per epoch, not per step). Images enter as (x - 0.5) / 0.5
+and are randomly shifted by up to `crop_padding` = 2 pixels while training (their
+RandomCrop(28, padding=2) and Normalize(0.5, 0.5)). Changes: the "best" checkpoint is picked
+on a validation split held out of the training data (theirs: on the test set), and every
+random draw (init, train subset, shuffles, crops, dropout) comes from an explicit seeded
+generator.
+
+The "best" checkpoint: a run's checkpoints are planned before training, with ids hashing
+(run, epoch), but the best epoch is known only at the end. The plan's epoch-0 checkpoint
+(`BEST_SLOT`; this family never stores the initialization) therefore holds the weights of the
+epoch with the highest validation accuracy (ties: the earlier; the initialization competes,
+so a run that never improves still has one). Every row carries `is_best` (True only on that
+row) and `best_epoch` (the epoch those weights are from, the same on all rows of a run).
+
+The released sweeps couple the learning rates and init stds to the optimizer (Adam/RMSprop:
+8 rates 3e-4..5e-2, stds 0.1..0.5; SGD/SGD-momentum: 8 rates 1e-3..7e-2, stds 0.1..0.3), a
+union of two grids that a spec's single cross product cannot state. Until specs can, the
+hyperparameters are `learning_rate_index` and `init_std_index` into the optimizer's list
+(`LEARNING_RATES`, `INIT_STDS`); `TransformerHParams.learning_rate` / `.init_std` resolve them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.data import TaskData, load_task_data
+from zoo.families import CheckpointResult, Family, register_family
+from zoo.schema import SchemaError
+from zoo.symmetry.attention import AttentionSymmetry
+from zoo.train import CLASSIFICATION_METRICS, evaluate, evaluate_sets, run_train_subset, seeded_generator
+from zoo.weightspace import WeightSpace
+
+ADAPTIVE_LEARNING_RATES = (3e-4, 5e-4, 1e-3, 3e-3, 5e-3, 1e-2, 3e-2, 5e-2)
+SGD_LEARNING_RATES = (1e-3, 3e-3, 5e-3, 7e-3, 1e-2, 3e-2, 5e-2, 7e-2)
+LEARNING_RATES = {"adam": ADAPTIVE_LEARNING_RATES, "rmsprop": ADAPTIVE_LEARNING_RATES,
+                  "sgd": SGD_LEARNING_RATES, "sgd_momentum": SGD_LEARNING_RATES}
+INIT_STDS = {"adam": (0.1, 0.2, 0.3, 0.4, 0.5), "rmsprop": (0.1, 0.2, 0.3, 0.4, 0.5),
+             "sgd": (0.1, 0.15, 0.2, 0.25, 0.3), "sgd_momentum": (0.1, 0.15, 0.2, 0.25, 0.3)}
+
+OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {  # (parameters, learning rate, L2)
+    "adam": lambda params, lr, l2: torch.optim.Adam(params, lr=lr, weight_decay=l2),
+    "rmsprop": lambda params, lr, l2: torch.optim.RMSprop(params, lr=lr, weight_decay=l2),
+    "sgd": lambda params, lr, l2: torch.optim.SGD(params, lr=lr, weight_decay=l2),
+    "sgd_momentum": lambda params, lr, l2: torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=l2),
+}
+INIT_BOUND = 2.0  # truncation of the initial weights, absolute (PyTorch's trunc_normal_ default)
+BEST_SLOT = 0  # the planned checkpoint epoch that holds the best-validation weights
+IMAGE_SOURCE_SIZES = {"mnist": (60_000, 10_000)}  # (training pool, test), for planning without loading
+METRICS: dict[str, type] = {**dict.fromkeys(CLASSIFICATION_METRICS, float), "is_best": bool, "best_epoch": int}
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerArchitecture:
+    input: Literal["image_patches", "word_embeddings"] = "image_patches"
+    in_channels: int = 1  # image_patches: image channels
+    image_size: int = 28  # image_patches: square images
+    patch_size: int = 4  # image_patches: conv kernel = stride, (28 / 4)^2 = 49 tokens
+    pixel_mean: float = 0.5  # image_patches: pixels in [0, 1] enter as (x - mean) / std, [-1, 1] as released
+    pixel_std: float = 0.5
+    max_length: int = 64  # word_embeddings: tokens per text (~88% of AG News articles fit)
+    word_embeddings: str = ""  # word_embeddings: the frozen vectors' source, see zoo.text
+    word_embeddings_sha256: str = ""  # ... of the source table, to rebuild and check the input
+    reduced_embeddings_sha256: str = ""  # ... of the PCA-reduced table the member reads
+    tokenizer_sha256: str = ""  # ... of the WordPiece tokenizer file
+    d_model: int = 32
+    num_blocks: int = 2
+    num_heads: int = 2
+    head_dim: int = 16  # d_k = d_v
+    mlp_dim: int = 64
+    num_classes: int = 10
+    residual: bool = False  # off in the released zoo; changes the symmetry group
+
+    def validate(self, where: str, key: str) -> None:
+        if self.d_model % 2:
+            raise SchemaError(where, f"{key}.d_model", f"the sinusoidal encoding needs an even width, got {self.d_model}")
+        if self.input == "image_patches" and self.image_size % self.patch_size:
+            raise SchemaError(where, f"{key}.patch_size", f"must divide image_size {self.image_size}, got {self.patch_size}")
+        if self.input == "word_embeddings":
+            for name in ("word_embeddings", "word_embeddings_sha256", "reduced_embeddings_sha256", "tokenizer_sha256"):
+                if not getattr(self, name):
+                    raise SchemaError(where, f"{key}.{name}", "required for input word_embeddings (see zoo/text.py)")
+
+    @property
+    def num_tokens(self) -> int:
+        return (self.image_size // self.patch_size) ** 2 if self.input == "image_patches" else self.max_length
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerHParams:
+    optimizer: Literal["adam", "rmsprop", "sgd", "sgd_momentum"]
+    learning_rate_index: int  # into LEARNING_RATES[optimizer]
+    init_std_index: int  # into INIT_STDS[optimizer]
+    l2: float  # the optimizer's weight decay (coupled L2)
+    dropout: float  # after the stem and after each attention and MLP sublayer
+    train_fraction: float  # share of the training pool this run sees
+    warmup_epochs: int  # linear warm-up of the learning rate
+    crop_padding: int  # images: random crops of the zero-padded image while training (0: none)
+    final_learning_rate: float  # where the cosine decay ends
+
+    def validate(self, where: str, key: str) -> None:
+        for name, table in (("learning_rate_index", LEARNING_RATES), ("init_std_index", INIT_STDS)):
+            values = table[self.optimizer]
+            if not 0 <= getattr(self, name) < len(values):
+                raise SchemaError(where, f"{key}.{name}", f"expected 0..{len(values) - 1} (an index into "
+                                                          f"{list(values)} for {self.optimizer}), got {getattr(self, name)}")
+        if not 0 <= self.dropout < 1 or self.warmup_epochs < 0 or self.crop_padding < 0:
+            raise SchemaError(where, key, f"expected 0 <= dropout < 1, warmup_epochs >= 0 and crop_padding >= 0, got "
+                                          f"{self.dropout}, {self.warmup_epochs}, {self.crop_padding}")
+
+    @property
+    def learning_rate(self) -> float:
+        return LEARNING_RATES[self.optimizer][self.learning_rate_index]
+
+    @property
+    def init_std(self) -> float:
+        return INIT_STDS[self.optimizer][self.init_std_index]
+
+
+def learning_rate_at(epoch: int, hp: TransformerHParams, epochs: int) -> float:
+    """The rate of 1-based `epoch`: the schedule's value at the epoch's start, t = epoch - 1."""
+    t, warmup = epoch - 1, hp.warmup_epochs
+    if t < warmup:
+        return hp.learning_rate * (t + 1) / warmup
+    progress = (t - warmup) / max(1, epochs - warmup)
+    return hp.final_learning_rate + (hp.learning_rate - hp.final_learning_rate) * (1 + math.cos(math.pi * progress)) / 2
+
+
+def sinusoidal_encoding(length: int, width: int) -> torch.Tensor:
+    """Vaswani et al. 2017, Sec. 3.5: PE[t, 2i] = sin(t / 10000^(2i/width)), PE[t, 2i+1] = cos(...)."""
+    position = torch.arange(length, dtype=torch.float64)[:, None]
+    frequency = torch.exp(torch.arange(0, width, 2, dtype=torch.float64) * (-math.log(10000.0) / width))
+    encoding = torch.zeros(length, width, dtype=torch.float64)
+    encoding[:, 0::2], encoding[:, 1::2] = torch.sin(position * frequency), torch.cos(position * frequency)
+    return encoding.float()
+
+
+def _dropout(h: torch.Tensor, rate: float, training: bool, generator: torch.Generator | None) -> torch.Tensor:
+    if not training or rate == 0:
+        return h
+    keep = torch.empty_like(h).bernoulli_(1 - rate, generator=generator)
+    return h * keep / (1 - rate)
+
+
+def random_crops(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
+    """Each image shifted by up to `padding` pixels: a random crop of the zero-padded image (the
+    released zoo's RandomCrop(size, padding=2), with a seeded generator)."""
+    batch, _, height, width = x.shape
+    padded = F.pad(x, (padding,) * 4)
+    offsets = torch.randint(0, 2 * padding + 1, (2, batch), generator=generator)
+    rows = (offsets[0][:, None] + torch.arange(height))[:, :, None]  # (B, H, 1)
+    cols = (offsets[1][:, None] + torch.arange(width))[:, None, :]  # (B, 1, W)
+    return padded[torch.arange(batch)[:, None, None], :, rows, cols].permute(0, 3, 1, 2)  # (B, C, H, W)
+
+
+class PatchEmbedding(nn.Module):
+    def __init__(self, arch: TransformerArchitecture):
+        super().__init__()
+        self.pixel_mean, self.pixel_std = arch.pixel_mean, arch.pixel_std
+        self.conv1 = nn.Conv2d(arch.in_channels, arch.d_model, arch.patch_size, arch.patch_size)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
+        x = (x - self.pixel_mean) / self.pixel_std
+        return self.conv1(x).flatten(2).transpose(1, 2), None  # (B, C, H, W) -> (B, T, D); no padding
+
+
+class WordEmbedding(nn.Module):
+    """Frozen word vectors (a buffer, not a parameter), loaded and checked on first use."""
+
+    def __init__(self, arch: TransformerArchitecture):
+        super().__init__()
+        self.arch = arch
+        self.register_buffer("table", torch.empty(0, arch.d_model), persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.table.numel() == 0:
+            from zoo.text import checked_word_embeddings
+
+            a = self.arch
+            table = checked_word_embeddings(a.word_embeddings, a.d_model, source_sha256=a.word_embeddings_sha256,
+                                            reduced_sha256=a.reduced_embeddings_sha256,
+                                            tokenizer_sha256=a.tokenizer_sha256).table
+            self.table = table.to(self.table.dtype)  # follows model.to(dtype) done before the first call
+        from zoo.text import PAD_ID
+
+        return F.embedding(tokens, self.table), tokens != PAD_ID  # (B, T, D), (B, T)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, arch: TransformerArchitecture):
+        super().__init__()
+        self.num_heads, self.head_dim = arch.num_heads, arch.head_dim
+        inner = arch.num_heads * arch.head_dim
+        self.queries = nn.Linear(arch.d_model, inner, bias=False)  # heads stacked along the output rows
+        self.keys = nn.Linear(arch.d_model, inner, bias=False)
+        self.values = nn.Linear(arch.d_model, inner, bias=False)
+        self.out_projection = nn.Linear(inner, arch.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        batch, tokens, _ = x.shape
+        q, k, v = (m(x).view(batch, tokens, self.num_heads, self.head_dim).transpose(1, 2)
+                   for m in (self.queries, self.keys, self.values))  # (B, H, T, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, T, T)
+        if mask is not None:
+            scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))  # padding is never attended to
+        heads = torch.softmax(scores, dim=-1) @ v  # (B, H, T, d_v)
+        return self.out_projection(heads.transpose(1, 2).reshape(batch, tokens, -1))  # (B, T, D)
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, arch: TransformerArchitecture):
+        super().__init__()
+        self.residual = arch.residual
+        self.attention = SelfAttention(arch)
+        self.fc1 = nn.Linear(arch.d_model, arch.mlp_dim)
+        self.fc2 = nn.Linear(arch.mlp_dim, arch.d_model)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, drop: Callable) -> torch.Tensor:
+        width = (x.shape[-1],)
+        h = drop(self.attention(F.layer_norm(x, width), mask))
+        x = x + h if self.residual else h
+        h = drop(self.fc2(F.relu(self.fc1(F.layer_norm(x, width)))))
+        return x + h if self.residual else h
+
+
+class Classifier(nn.Module):
+    def __init__(self, arch: TransformerArchitecture):
+        super().__init__()
+        self.fc1 = nn.Linear(arch.d_model, arch.d_model)
+        self.fc2 = nn.Linear(arch.d_model, arch.num_classes)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        if mask is None:
+            pooled = x.mean(dim=1)
+        else:  # the mean over the text's tokens only
+            weights = mask.to(x.dtype)[..., None]
+            pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1)
+        return self.fc2(F.relu(self.fc1(pooled)))  # (B, D) -> (B, classes)
+
+
+class SmallTransformer(nn.Module):
+    def __init__(self, arch: TransformerArchitecture, dropout: float = 0.0):
+        super().__init__()
+        self.dropout = dropout
+        self.embedding = PatchEmbedding(arch) if arch.input == "image_patches" else WordEmbedding(arch)
+        self.register_buffer("positional_encoding", sinusoidal_encoding(arch.num_tokens, arch.d_model), persistent=False)
+        self.encoder = nn.ModuleList(EncoderBlock(arch) for _ in range(arch.num_blocks))
+        self.classifier = Classifier(arch)
+
+    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        def drop(h: torch.Tensor) -> torch.Tensor:
+            return _dropout(h, self.dropout, self.training, generator)
+
+        h, mask = self.embedding(x)  # (B, T, D)
+        h = drop(h + self.positional_encoding[:h.shape[1]])
+        for block in self.encoder:
+            h = block(h, mask, drop)
+        return self.classifier(F.layer_norm(h, h.shape[-1:]), mask)
+
+
+def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+
+@register_family("transformer")
+class TransformerFamily(Family):
+    Architecture = TransformerArchitecture
+    HParams = TransformerHParams
+    METRICS = METRICS
+
+    def build(self, architecture: dict, hparams: dict | None = None) -> SmallTransformer:
+        dropout = 0.0 if hparams is None else float(hparams["dropout"])
+        return SmallTransformer(TransformerArchitecture(**architecture), dropout)
+
+    def weight_space(self, architecture: dict) -> WeightSpace:
+        """Every trainable tensor, in forward order; a layer per linear map (Q, K, V, O separately)."""
+        return WeightSpace.from_state_dict(self.build(architecture).state_dict())
+
+    def symmetry(self, architecture: dict, hparams: dict | None = None) -> AttentionSymmetry:
+        """Heads, GL(d_k) x GL(d_v) per head, MLP units with positive scaling, and (no residuals) model dims."""
+        arch = TransformerArchitecture(**architecture)
+        return AttentionSymmetry(self.weight_space(architecture), arch.num_heads, arch.residual)
+
+    def load_data(self, spec) -> TaskData:
+        arch = TransformerArchitecture(**spec.architecture)
+        if arch.input == "image_patches":
+            data = load_task_data(spec.dataset)
+            found, expected = tuple(data.train.x.shape[1:]), (arch.in_channels, arch.image_size, arch.image_size)
+        else:
+            from zoo.text import checked_word_embeddings, load_text_task_data
+
+            checked_word_embeddings(arch.word_embeddings, arch.d_model, source_sha256=arch.word_embeddings_sha256,
+                                    reduced_sha256=arch.reduced_embeddings_sha256, tokenizer_sha256=arch.tokenizer_sha256)
+            data = load_text_task_data(spec.dataset, arch.max_length, arch.word_embeddings)
+            found, expected = tuple(data.train.x.shape[1:]), (arch.max_length,)
+        if found != expected or data.num_classes != arch.num_classes:
+            raise ValueError(f"{spec.name}: architecture ({arch.input}) expects inputs {expected} and {arch.num_classes} "
+                             f"classes; {spec.dataset.name} has {found} and {data.num_classes}")
+        return data
+
+    def train_run(self, spec, run, data: TaskData, emit: Callable[[CheckpointResult], None]) -> None:
+        for result in self._train(spec, run, data):
+            emit(result)
+
+    def _train(self, spec, run, data: TaskData) -> list[CheckpointResult]:
+        """Trains one run; returns its checkpoints in plan order (the best is known only at the end)."""
+        hp, training = TransformerHParams(**run.hparams), spec.training
+        if hp.warmup_epochs > training.epochs:
+            raise ValueError(f"{spec.name}: warmup_epochs={hp.warmup_epochs} exceeds training.epochs={training.epochs}")
+        model = self.build(spec.architecture, run.hparams)
+        init = seeded_generator(run.seed, "init")
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if name.endswith("weight"):
+                    nn.init.trunc_normal_(parameter, 0.0, hp.init_std, -INIT_BOUND, INIT_BOUND, generator=init)
+                else:
+                    parameter.zero_()
+        optimizer = OPTIMIZERS[hp.optimizer](model.parameters(), hp.learning_rate, hp.l2)
+        train = run_train_subset(data.train, hp.train_fraction, run.seed)
+        eval_train = train.subset(torch.arange(min(len(train), spec.dataset.eval_train_size)))
+        shuffle, dropout = seeded_generator(run.seed, "shuffle"), seeded_generator(run.seed, "dropout")
+        crops = seeded_generator(run.seed, "crop")
+        if hp.crop_padding and train.x.ndim != 4:
+            raise ValueError(f"{spec.name}: crop_padding={hp.crop_padding} needs images; use 0 for {spec.dataset.name}")
+        regular = sorted(e for e in training.checkpoint_epochs if e != BEST_SLOT)
+        batch_size, eval_batch = training.batch_size, training.eval_batch_size
+
+        def validation_score() -> tuple[float, float]:
+            loss, accuracy = evaluate(model, data.validation, eval_batch)
+            return (accuracy, -loss) if math.isfinite(loss) else (-math.inf, -math.inf)
+
+        best_score, best_epoch, best_weights = validation_score(), 0, _state(model)
+        kept: dict[int, tuple[dict, dict]] = {}  # epoch -> (weights, metrics)
+        for epoch in range(1, training.epochs + 1):
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate_at(epoch, hp, training.epochs)
+            model.train()
+            order = torch.randperm(len(train), generator=shuffle)
+            finite = True
+            for start in range(0, len(train), batch_size):
+                index = order[start:start + batch_size]
+                x = train.x[index] if not hp.crop_padding else random_crops(train.x[index], hp.crop_padding, crops)
+                loss = F.cross_entropy(model(x, generator=dropout), train.y[index])
+                if not torch.isfinite(loss):
+                    finite = False
+                    break
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+            score = validation_score() if finite else (-math.inf, -math.inf)
+            if score[0] == -math.inf:
+                break  # diverged: the remaining regular checkpoints are recorded as such below
+            if score > best_score:
+                best_score, best_epoch, best_weights = score, epoch, _state(model)
+            if epoch in regular:
+                kept[epoch] = (_state(model), evaluate_sets(model, {"train": eval_train, "val": data.validation,
+                                                                    "test": data.test}, eval_batch))
+        last = (_state(model), dict.fromkeys(CLASSIFICATION_METRICS, math.nan))  # for epochs after a divergence
+        results = [self._result(epoch, *kept.get(epoch, last), False, best_epoch) for epoch in regular]
+        if BEST_SLOT in training.checkpoint_epochs:
+            model.load_state_dict(best_weights)
+            metrics = evaluate_sets(model, {"train": eval_train, "val": data.validation, "test": data.test}, eval_batch)
+            results.insert(0, self._result(BEST_SLOT, best_weights, metrics, True, best_epoch))
+        return results
+
+    @staticmethod
+    def _result(epoch: int, weights: dict, metrics: dict, is_best: bool, best_epoch: int) -> CheckpointResult:
+        status = "ok" if all(math.isfinite(v) for v in metrics.values()) else "diverged"
+        return CheckpointResult(epoch, weights, {**metrics, "is_best": is_best, "best_epoch": best_epoch}, status)
+
+    def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor], data: TaskData) -> dict[str, float]:
+        """Validation and test metrics of stored weights (train metrics depend on the run's subset)."""
+        model = self.build(spec.architecture)
+        model.load_state_dict(weights)
+        return evaluate_sets(model, {"val": data.validation, "test": data.test}, spec.training.eval_batch_size)
+
+    # --- planning ---------------------------------------------------------------------------
+
+    def forward_flops(self, spec_or_architecture) -> int:
+        """FLOPs (2 per multiply-add) of one example's forward pass: the matmuls and the patch conv
+        (LayerNorms, softmax, pooling and biases are negligible). Takes an architecture or a spec."""
+        architecture = getattr(spec_or_architecture, "architecture", spec_or_architecture)
+        a = TransformerArchitecture(**architecture)
+        tokens, inner = a.num_tokens, a.num_heads * a.head_dim
+        stem = tokens * a.d_model * a.in_channels * a.patch_size ** 2 if a.input == "image_patches" else 0
+        attention = 3 * tokens * a.d_model * inner + 2 * tokens * tokens * inner + tokens * inner * a.d_model
+        mlp = 2 * tokens * a.d_model * a.mlp_dim
+        head = a.d_model * a.d_model + a.d_model * a.num_classes
+        return 2 * (stem + a.num_blocks * (attention + mlp) + head)
+
+    def examples_per_run(self, spec, hparams: dict) -> int:
+        """Training examples one run processes (forward and backward)."""
+        return spec.training.epochs * math.ceil(float(hparams["train_fraction"]) * self._split_sizes(spec)[0])
+
+    def run_flops(self, spec, hparams: dict) -> float:
+        """Training (~3 forwards per example), the per-epoch validation, and the checkpoint evaluations."""
+        train, validation, test = self._split_sizes(spec)
+        seen = math.ceil(float(hparams["train_fraction"]) * train)
+        evaluated = min(seen, spec.dataset.eval_train_size) + validation + test
+        forward = self.forward_flops(spec.architecture)
+        return forward * (3 * self.examples_per_run(spec, hparams) + validation * (spec.training.epochs + 1)
+                          + evaluated * len(spec.training.checkpoint_epochs))
+
+    @staticmethod
+    def _split_sizes(spec) -> tuple[int, int, int]:
+        from zoo.text import SOURCE_SIZES
+
+        sizes = {**IMAGE_SOURCE_SIZES, **SOURCE_SIZES}
+        if spec.dataset.name not in sizes:
+            raise ValueError(f"no planning sizes for data set {spec.dataset.name!r}; known: {sorted(sizes)}")
+        pool, test = sizes[spec.dataset.name]
+        train = pool - spec.dataset.validation_size
+        train = min(train, spec.dataset.train_size) if spec.dataset.train_size is not None else train
+        test = min(test, spec.dataset.test_size) if spec.dataset.test_size is not None else test
+        return train, spec.dataset.validation_size, test
