@@ -1,23 +1,23 @@
 """Planning: a spec expands deterministically into runs and their checkpoints.
 
-Runs are the cross product of the grid axes, the sampled configurations (drawn with the
-sampled space's own seed) and the training seeds. A run's id is a content hash of what
-defines its training (family, data set, architecture, training recipe, hyperparameters,
-seed), and a checkpoint's id hashes the run id with the epoch: planning twice gives the
-same ids, so a re-run skips what exists and never duplicates rows.
+Runs are the cross product of the grid axes (value lists or integer ranges), the sampled
+configurations (drawn with the sampled space's own seed) and the training seeds. A run's
+id is a content hash of what defines its training (family, data set, architecture, training
+recipe, hyperparameters, seed), and a checkpoint's id hashes the run id with the epoch:
+planning twice gives the same ids, so a re-run skips what exists and never duplicates rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from zoo.families import get_family
 from zoo.schema import from_data, to_data
-from zoo.spec import ZooSpec, content_hash
+from zoo.spec import ZooSpec, axis_values, content_hash
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,7 @@ def configurations(spec: ZooSpec) -> Iterator[dict[str, Any]]:
         draws = [{name: space.sampled.axes[name].sample(rng) for name in axes} for _ in range(space.sampled.count)]
     else:
         draws = [{}]
-    for point in itertools.product(*(space.grid[name] for name in grid_names)):
+    for point in itertools.product(*(axis_values(space.grid[name]) for name in grid_names)):
         for draw in draws:
             yield {**space.fixed, **dict(zip(grid_names, point)), **draw}
 
@@ -85,11 +85,32 @@ def plan_runs(spec: ZooSpec) -> list[Run]:
     return runs
 
 
-def assign_splits(run_ids: list[str], spec: ZooSpec) -> dict[str, str]:
+def assign_splits(run_ids: list[str], spec: ZooSpec, runs: Sequence[Run] | None = None) -> dict[str, str]:
+    """Run id -> split: by the spec's index ranges (`splits.by`) or its seeded fractions.
+
+    Every checkpoint of a run lands in its run's split, so no run crosses splits. Index
+    ranges read each run's hyperparameters from `runs` (planned here when not given).
+    """
+    if spec.splits.by is None:
+        return _split_by_fractions(run_ids, spec)
+    by = spec.splits.by
+    hparams = {run.run_id: run.hparams for run in (runs if runs is not None else plan_runs(spec))}
+    assignment: dict[str, str] = {}
+    for run_id in run_ids:
+        if run_id not in hparams:
+            raise ValueError(f"run {run_id} is not in the plan of spec {spec.name!r}")
+        split = by.split_of(hparams[run_id][by.key])
+        if split is None:  # load_spec rejects such plans; a hand-built spec can still have one
+            raise ValueError(f"run {run_id}: {by.key}={hparams[run_id][by.key]} falls in no split of "
+                             f"{spec.name!r} (splits.by.ranges: {dict(by.ranges)})")
+        assignment[run_id] = split
+    return assignment
+
+
+def _split_by_fractions(run_ids: list[str], spec: ZooSpec) -> dict[str, str]:
     """Seeded split of runs: sort by a keyed hash, cut by the fractions.
 
-    Every checkpoint of a run lands in its run's split, so no run crosses splits. Each split
-    with a positive fraction gets at least one run when there are enough runs.
+    Each split with a positive fraction gets at least one run when there are enough runs.
     """
     order = sorted(run_ids, key=lambda r: content_hash({"split_seed": spec.splits.seed, "run_id": r}))
     names = [s for s in ("train", "validation", "test") if s in spec.splits.fractions]

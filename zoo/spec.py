@@ -3,8 +3,13 @@
 A spec names the family, the data set, the architecture, the hyperparameter search space
 (fixed values, grid axes, and sampled axes with their own seed), the training seeds, the
 epochs and checkpoint epochs, the dataset splits, and named profiles that override any of
-these (``tiny`` for tests and the demo). Loading validates everything against the family:
-an unknown key, a wrong type or an empty axis is a `SchemaError` naming the file and key.
+these (``tiny`` for tests and the demo). A grid axis is a list of values or a compact
+integer range, ``{range: [start, stop]}`` or ``{range: [start, stop, step]}`` (Python's
+half-open `range`: 70,000 image indices need not be a YAML list). Runs go to splits by
+seeded fractions, or by half-open ranges of one integer hyperparameter (``splits.by``), the
+classic fixed splits of data sets whose runs are their images. Loading validates everything
+against the family: an unknown key, a wrong type or an empty axis is a `SchemaError` naming
+the file and key.
 """
 
 from __future__ import annotations
@@ -71,14 +76,43 @@ class SampledSpace:
 
 
 @dataclasses.dataclass(frozen=True)
+class GridRange:
+    """A grid axis of integers written compactly: ``{range: [start, stop]}`` or ``[start, stop, step]``."""
+
+    range: tuple[Any, ...]  # Python's range(start, stop[, step]): stop excluded, step > 0
+
+    def check(self, where: str, key: str) -> None:
+        # Called by SearchSpace.validate, not as `validate` by the schema: a Union's options
+        # swallow their own errors, and this message should reach the user.
+        bounds = list(self.range)
+        if not 2 <= len(bounds) <= 3 or any(isinstance(b, bool) or not isinstance(b, int) for b in bounds):
+            raise SchemaError(where, f"{key}.range", f"expected [start, stop] or [start, stop, step] integers, got {bounds}")
+        if len(bounds) == 3 and bounds[2] < 1:
+            raise SchemaError(where, f"{key}.range", f"expected a positive step, got {bounds[2]}")
+        if not bounds[0] < bounds[1]:
+            raise SchemaError(where, f"{key}.range", f"expected start < stop, got {bounds}")
+
+    def values(self) -> range:
+        return range(*self.range)
+
+
+def axis_values(values: tuple[Any, ...] | GridRange) -> typing.Sequence[Any]:
+    """A grid axis's values in order (a `range` for a `GridRange`, without listing it)."""
+    return values.values() if isinstance(values, GridRange) else values
+
+
+@dataclasses.dataclass(frozen=True)
 class SearchSpace:
     fixed: dict[str, Any] = dataclasses.field(default_factory=dict)  # same value for every run
-    grid: dict[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)  # full cross product
+    # full cross product; an axis is a list of values or a GridRange
+    grid: dict[str, tuple[Any, ...] | GridRange] = dataclasses.field(default_factory=dict)
     sampled: SampledSpace | None = None  # random configurations, crossed with the grid
 
     def validate(self, where: str, key: str) -> None:
         for name, values in self.grid.items():
-            if not values:
+            if isinstance(values, GridRange):
+                values.check(where, f"{key}.grid.{name}")
+            elif not values:
                 raise SchemaError(where, f"{key}.grid.{name}", "empty axis; expected at least one value")
         names = [list(self.fixed), list(self.grid), list(self.sampled.axes) if self.sampled else []]
         seen: dict[str, str] = {}
@@ -124,11 +158,65 @@ class TrainingSpec:
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitSpec:
-    seed: int  # seeds the assignment of runs to splits
-    fractions: dict[str, float]  # e.g. {train: 0.7, validation: 0.1, test: 0.2}
+class IndexSplits:
+    """Fixed splits by one integer hyperparameter: run -> the split whose [start, stop) holds its value."""
+
+    key: str  # an integer hyperparameter of the family, e.g. image_index
+    ranges: dict[str, tuple[int, ...]]  # split -> [start, stop), e.g. {train: [0, 45000], ...}
 
     def validate(self, where: str, key: str) -> None:
+        if not self.ranges:
+            raise SchemaError(where, f"{key}.ranges", "empty; expected split -> [start, stop]")
+        for name, bounds in self.ranges.items():
+            if name not in SPLIT_NAMES:
+                raise SchemaError(where, f"{key}.ranges.{name}", f"unknown split; expected one of {list(SPLIT_NAMES)}")
+            if len(bounds) != 2 or not bounds[0] < bounds[1]:
+                raise SchemaError(where, f"{key}.ranges.{name}", f"expected [start, stop] with start < stop, "
+                                                                 f"got {list(bounds)}")
+        ordered = sorted((bounds[0], bounds[1], name) for name, bounds in self.ranges.items())
+        for (_, stop, name), (start, _, other) in zip(ordered, ordered[1:]):
+            if start < stop:
+                raise SchemaError(where, f"{key}.ranges", f"{name} and {other} overlap; ranges are [start, stop), "
+                                                          "stop excluded")
+
+    def split_of(self, value: int) -> str | None:
+        for name, (start, stop) in self.ranges.items():
+            if start <= value < stop:
+                return name
+        return None
+
+    def first_uncovered(self, values: typing.Sequence[int]) -> int | None:
+        """The first of `values` (a list or a `range`) that no split holds, or None."""
+        if not isinstance(values, range):
+            return next((v for v in values if self.split_of(v) is None), None)
+        if not values:
+            return None
+        # gaps between the sorted ranges, then the first range element in each gap
+        edges = sorted(tuple(bounds) for bounds in self.ranges.values())
+        gaps, low = [], values.start
+        for start, stop in edges:
+            if low < start:
+                gaps.append((low, start))
+            low = max(low, stop)
+        gaps.append((low, values.stop))
+        for low, high in gaps:
+            first = values.start + max(0, -(-(low - values.start) // values.step)) * values.step
+            if low <= first < min(high, values.stop):
+                return first
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSpec:
+    seed: int = 0  # seeds the assignment of runs to splits by fractions
+    fractions: dict[str, float] | None = None  # e.g. {train: 0.7, validation: 0.1, test: 0.2}
+    by: IndexSplits | None = None  # or fixed splits by an integer hyperparameter's ranges
+
+    def validate(self, where: str, key: str) -> None:
+        if (self.fractions is None) == (self.by is None):
+            raise SchemaError(where, key or "splits", "give exactly one of fractions (seeded) or by (index ranges)")
+        if self.fractions is None:
+            return
         unknown = sorted(set(self.fractions) - set(SPLIT_NAMES))
         if unknown:
             raise SchemaError(where, f"{key}.fractions.{unknown[0]}", f"unknown split; expected one of {list(SPLIT_NAMES)}")
@@ -160,6 +248,8 @@ class ZooSpec:
             raise SchemaError(where, "family", str(error)) from None
         from_data(family.Architecture, self.architecture, where, "architecture")
         _check_hyperparameters(family.HParams, self.search_space, where)
+        if self.splits.by is not None:
+            _check_index_splits(family.HParams, self.search_space, self.splits.by, where)
 
     def to_data(self) -> dict:
         return to_data(self)
@@ -184,6 +274,11 @@ def _check_hyperparameters(hparams_cls: type, space: SearchSpace, where: str) ->
     for name, value in space.fixed.items():
         convert(hints[name], value, where, f"search_space.fixed.{name}")
     for name, values in space.grid.items():
+        if isinstance(values, GridRange):
+            if hints[name] is not int:
+                raise SchemaError(where, f"search_space.grid.{name}",
+                                  f"a range axis needs an integer hyperparameter; {name} is {hints[name]}")
+            continue
         for i, value in enumerate(values):
             convert(hints[name], value, where, f"search_space.grid.{name}[{i}]")
     if space.sampled:
@@ -191,6 +286,29 @@ def _check_hyperparameters(hparams_cls: type, space: SearchSpace, where: str) ->
             values = axis.choice if axis.choice is not None else (axis.uniform or axis.log_uniform)
             for i, value in enumerate(values):
                 convert(hints[name], value, where, f"search_space.sampled.axes.{name}[{i}]")
+
+
+def _check_index_splits(hparams_cls: type, space: SearchSpace, by: IndexSplits, where: str) -> None:
+    """The split key is an integer hyperparameter, and every value the plan can give it has a split."""
+    hints = typing.get_type_hints(hparams_cls)
+    if hints.get(by.key) is not int:
+        integers = sorted(name for name, hint in hints.items() if hint is int)
+        raise SchemaError(where, "splits.by.key", f"expected an integer hyperparameter (one of {integers}), "
+                                                  f"got {by.key!r}")
+    if by.key in space.fixed:
+        planned, section = [space.fixed[by.key]], f"search_space.fixed.{by.key}"
+    elif by.key in space.grid:
+        planned, section = axis_values(space.grid[by.key]), f"search_space.grid.{by.key}"
+    else:
+        axis = space.sampled.axes[by.key]
+        if axis.choice is None:
+            raise SchemaError(where, f"search_space.sampled.axes.{by.key}",
+                              "a split key must take listed values (fixed, grid or choice)")
+        planned, section = axis.choice, f"search_space.sampled.axes.{by.key}"
+    uncovered = by.first_uncovered(planned)
+    if uncovered is not None:
+        raise SchemaError(where, "splits.by.ranges", f"{by.key}={uncovered} (from {section}) falls in no split; "
+                                                     f"ranges are [start, stop): {to_data(by.ranges)}")
 
 
 def _merge(base: Any, override: Any) -> Any:

@@ -70,4 +70,5 @@ get_family = create_family
 
 # Families register themselves on import.
 from zoo.families import cnn  # noqa: E402,F401
+from zoo.families import inr  # noqa: E402,F401
 from zoo.families import transformer  # noqa: E402,F401
