@@ -82,8 +82,6 @@ class GridRange:
     range: tuple[Any, ...]  # Python's range(start, stop[, step]): stop excluded, step > 0
 
     def check(self, where: str, key: str) -> None:
-        # Called by SearchSpace.validate, not as `validate` by the schema: a Union's options
-        # swallow their own errors, and this message should reach the user.
         bounds = list(self.range)
         if not 2 <= len(bounds) <= 3 or any(isinstance(b, bool) or not isinstance(b, int) for b in bounds):
             raise SchemaError(where, f"{key}.range", f"expected [start, stop] or [start, stop, step] integers, got {bounds}")
@@ -101,17 +99,36 @@ def axis_values(values: tuple[Any, ...] | GridRange) -> typing.Sequence[Any]:
     return values.values() if isinstance(values, GridRange) else values
 
 
+def _grid_axis(values: Any) -> Any:
+    """A grid axis as written (a list, or a mapping with one key `range`) -> a tuple or a GridRange.
+
+    Anything else is left as it is, for `SearchSpace.validate` to report.
+    """
+    if isinstance(values, list):
+        return tuple(values)
+    if isinstance(values, dict) and set(values) == {"range"} and isinstance(values["range"], (list, tuple)):
+        return GridRange(tuple(values["range"]))
+    return values
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchSpace:
     fixed: dict[str, Any] = dataclasses.field(default_factory=dict)  # same value for every run
-    # full cross product; an axis is a list of values or a GridRange
-    grid: dict[str, tuple[Any, ...] | GridRange] = dataclasses.field(default_factory=dict)
+    # full cross product; an axis is a list of values, or {range: [start, stop(, step)]} (a GridRange).
+    # Typed Any and checked in `validate`: a Union type would swallow the range's own error message.
+    grid: dict[str, Any] = dataclasses.field(default_factory=dict)
     sampled: SampledSpace | None = None  # random configurations, crossed with the grid
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grid", {name: _grid_axis(values) for name, values in self.grid.items()})
 
     def validate(self, where: str, key: str) -> None:
         for name, values in self.grid.items():
             if isinstance(values, GridRange):
                 values.check(where, f"{key}.grid.{name}")
+            elif not isinstance(values, tuple):
+                raise SchemaError(where, f"{key}.grid.{name}", "expected a list of values or {range: [start, stop]} "
+                                                               f"or {{range: [start, stop, step]}}, got {values!r}")
             elif not values:
                 raise SchemaError(where, f"{key}.grid.{name}", "empty axis; expected at least one value")
         names = [list(self.fixed), list(self.grid), list(self.sampled.axes) if self.sampled else []]

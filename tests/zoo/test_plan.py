@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import hashlib
 
 import pytest
@@ -189,3 +190,45 @@ def test_integer_spelling_of_a_float_hyperparameter_is_the_same_run(tiny):
     (a,), (b,) = plan_runs(as_floats), plan_runs(as_ints)
     assert b.hparams == a.hparams and all(type(b.hparams[k]) is type(v) for k, v in a.hparams.items())
     assert b.run_id == a.run_id
+
+
+# --- integer range axes and index-range splits (the INR family's image_index) ---------------
+
+@pytest.fixture(scope="module")
+def inr_tiny():
+    return load_spec("inr-mnist", "tiny")  # image_index: range(0, 70000, 2500); splits by image index
+
+
+def test_range_axis_plans_the_runs_of_the_list_it_abbreviates(inr_tiny):
+    listed = edited(inr_tiny, lambda d: d["search_space"]["grid"].update(image_index=list(range(0, 70000, 2500))))
+    assert plan_runs(inr_tiny) == plan_runs(listed)
+    assert [r.hparams["image_index"] for r in plan_runs(inr_tiny)] == list(range(0, 70000, 2500))
+    crossed = edited(inr_tiny, lambda d: (d["search_space"]["fixed"].clear(),
+                                          d["search_space"]["grid"].update(learning_rate=[1e-3, 1e-4])))
+    points = [(c["image_index"], c["learning_rate"]) for c in configurations(crossed)]
+    assert len(points) == 56 and points[:3] == [(0, 1e-3), (0, 1e-4), (2500, 1e-3)]  # crossed like any grid axis
+
+
+def test_index_range_splits_follow_the_key(inr_tiny):
+    runs = plan_runs(inr_tiny)
+    split_of = assign_splits([r.run_id for r in runs], inr_tiny, runs)
+    assert split_of == assign_splits([r.run_id for r in runs], inr_tiny)  # plans itself when not given runs
+    for run in runs:
+        index = run.hparams["image_index"]
+        assert split_of[run.run_id] == ("train" if index < 45000 else "validation" if index < 50000 else "test")
+    assert collections.Counter(split_of.values()) == {"train": 18, "validation": 2, "test": 8}
+    # a run's split does not depend on the other runs, unlike a cut by fractions
+    assert assign_splits([runs[20].run_id], inr_tiny, runs) == {runs[20].run_id: "test"}
+    reseeded = edited(inr_tiny, lambda d: d["splits"].update(seed=7))
+    assert assign_splits([r.run_id for r in runs], reseeded, runs) == split_of
+
+
+def test_index_range_splits_refuse_runs_they_cannot_place(inr_tiny):
+    with pytest.raises(ValueError, match="is not in the plan of spec 'inr-mnist'"):
+        assign_splits(["not-a-run"], inr_tiny)
+    # load_spec refuses a plan with uncovered values; a spec built in code can still have one
+    narrowed = dataclasses.replace(inr_tiny, splits=dataclasses.replace(
+        inr_tiny.splits, by=dataclasses.replace(inr_tiny.splits.by, ranges={"train": (0, 45000)})))
+    runs = plan_runs(narrowed)
+    with pytest.raises(ValueError, match="image_index=45000 falls in no split of 'inr-mnist'"):
+        assign_splits([r.run_id for r in runs], narrowed, runs)

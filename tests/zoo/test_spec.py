@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from zoo.schema import SchemaError
-from zoo.spec import SPECS_DIR, load_spec, resolve_spec_path, spec_from_data
+from zoo.spec import SPECS_DIR, GridRange, IndexSplits, axis_values, load_spec, resolve_spec_path, spec_from_data
 
 
 def bundled_raw() -> dict:
@@ -253,3 +253,85 @@ def test_zero_batch_size_is_rejected_on_load(tmp_path):
     path = write_spec(tmp_path, _set("training", "batch_size", value=0))
     with pytest.raises(SchemaError, match="training.batch_size"):
         load_spec(path)
+
+
+# --- integer range axes and index-range splits (the INR family's image_index) ---------------
+
+def write_inr_spec(folder: Path, mutate: Callable[[dict], None]) -> Path:
+    raw = yaml.safe_load((SPECS_DIR / "inr-mnist.yaml").read_text())
+    mutate(raw)
+    path = folder / "inr.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _image_axis(value) -> Callable[[dict], None]:
+    return _set("search_space", "grid", "image_index", value=value)
+
+
+def _split_ranges(**ranges) -> Callable[[dict], None]:
+    return _set("splits", "by", "ranges", value={"train": [0, 45000], "validation": [45000, 50000],
+                                                 "test": [50000, 70000], **ranges})
+
+
+def _learning_rate_range(raw: dict) -> None:
+    del raw["search_space"]["fixed"]["learning_rate"]
+    raw["search_space"]["grid"]["learning_rate"] = {"range": [1, 3]}
+
+
+def _both_split_rules(raw: dict) -> None:
+    raw["splits"]["fractions"] = {"train": 0.7, "validation": 0.1, "test": 0.2}
+
+
+GRID = "search_space.grid.image_index"
+INVALID_INDEXING = {
+    "reversed range": case(_image_axis({"range": [5, 3]}), f"{GRID}.range", "expected start < stop, got [5, 3]"),
+    "float bound": case(_image_axis({"range": [0, 1.5]}), f"{GRID}.range",
+                        "expected [start, stop] or [start, stop, step] integers, got [0, 1.5]"),
+    "one bound": case(_image_axis({"range": [70000]}), f"{GRID}.range", "expected [start, stop] or [start, stop, step]"),
+    "zero step": case(_image_axis({"range": [0, 70000, 0]}), f"{GRID}.range", "expected a positive step, got 0"),
+    "misspelled range": case(_image_axis({"rnage": [0, 10]}), GRID,
+                             "expected a list of values or {range: [start, stop]} or {range: [start, stop, step]}"),
+    "range of a float hyperparameter": case(_learning_rate_range, "search_space.grid.learning_rate",
+                                            "a range axis needs an integer hyperparameter"),
+    "split key not an integer": case(_set("splits", "by", "key", value="learning_rate"), "splits.by.key",
+                                     "expected an integer hyperparameter (one of ['image_index'])"),
+    "unknown split": case(_set("splits", "by", "ranges", value={"train": [0, 45000], "holdout": [45000, 70000]}),
+                          "splits.by.ranges.holdout", "unknown split; expected one of ['train', 'validation', 'test']"),
+    "empty split range": case(_split_ranges(validation=[45000, 45000]), "splits.by.ranges.validation",
+                              "expected [start, stop] with start < stop, got [45000, 45000]"),
+    "overlapping splits": case(_split_ranges(train=[0, 46000]), "splits.by.ranges",
+                               "train and validation overlap"),
+    "image in no split": case(_split_ranges(test=[50000, 69999]), "splits.by.ranges",
+                              "image_index=69999 (from search_space.grid.image_index) falls in no split"),
+    "both split rules": case(_both_split_rules, "splits", "give exactly one of fractions (seeded) or by"),
+    "no split rule": case(_set("splits", value={"seed": 0}), "splits", "give exactly one of fractions (seeded) or by"),
+}
+
+
+@pytest.mark.parametrize("mutate, key, expected", [c[:3] for c in INVALID_INDEXING.values()], ids=INVALID_INDEXING.keys())
+def test_invalid_range_axis_or_index_split_names_key_and_expectation(tmp_path, mutate, key, expected):
+    path = write_inr_spec(tmp_path, mutate)
+    with pytest.raises(SchemaError) as caught:
+        load_spec(path)
+    message = str(caught.value)
+    assert message.startswith(str(path)) and f": {key}: " in message and expected in message, message
+
+
+def test_range_axis_round_trips_and_lists_its_values(tmp_path):
+    ranged = load_spec(write_inr_spec(tmp_path, _image_axis({"range": [10, 20, 3]})))
+    assert ranged.search_space.grid["image_index"] == GridRange((10, 20, 3))
+    assert list(axis_values(ranged.search_space.grid["image_index"])) == [10, 13, 16, 19]
+    assert ranged.to_data()["search_space"]["grid"] == {"image_index": {"range": [10, 20, 3]}}
+    assert spec_from_data(ranged.to_data()) == ranged
+    assert load_spec("inr-mnist").search_space.grid["image_index"].values() == range(70000)
+
+
+def test_first_uncovered_value_of_a_stepped_range():
+    splits = IndexSplits("image_index", {"train": (0, 10), "test": (20, 30)})
+    assert splits.first_uncovered(range(0, 30, 20)) is None  # 0 and 20: the gap [10, 20) holds no value
+    assert splits.first_uncovered(range(0, 30, 5)) == 10
+    assert splits.first_uncovered(range(25, 40, 2)) == 31
+    assert splits.first_uncovered(range(3, 30, 7)) == 10  # 3, 10, ...
+    assert splits.first_uncovered([1, 12]) == 12 and splits.first_uncovered([]) is None
+    assert (splits.split_of(9), splits.split_of(10), splits.split_of(20)) == ("train", None, "test")

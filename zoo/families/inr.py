@@ -149,6 +149,9 @@ def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords:
 
 
 def fit_metrics(mse: float, label: int) -> dict[str, float | int]:
+    """The METRICS of one fit; a diverged fit (non-finite MSE) has NaN for both float metrics."""
+    if not math.isfinite(mse):
+        return {"label": label, "psnr": math.nan, "mse": math.nan}
     psnr = 10 * math.log10(INTENSITY_RANGE ** 2 / mse) if mse > 0 else math.inf
     return {"label": label, "psnr": psnr, "mse": mse}
 
@@ -245,10 +248,11 @@ class INRFamily(Family):
                      for run, hp in zip(population, hparams)]
             results = fit_population(arch, inits, data.x[index], [hp.learning_rate for hp in hparams],
                                      spec.training.epochs, spec.training.checkpoint_epochs)
+            labels = data.y[index].tolist()
             for step in sorted(results):
                 weights, mses, finite = results[step]
                 for member, run in enumerate(population):
-                    metrics = fit_metrics(mses[member] if finite[member] else math.nan, int(data.y[index[member]]))
+                    metrics = fit_metrics(mses[member] if finite[member] else math.nan, labels[member])
                     emit(run, CheckpointResult(step, weights[member], metrics, "ok" if finite[member] else "diverged"))
 
     def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor], data: ImageData) -> dict[str, float | int]:
