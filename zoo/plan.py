@@ -1,15 +1,17 @@
 """Planning: a spec expands deterministically into runs and their checkpoints.
 
 Runs are the cross product of the grid axes (value lists or integer ranges), the sampled
-configurations (drawn with the sampled space's own seed) and the training seeds. A run's
-id is a content hash of what defines its training (family, data set, architecture, training
-recipe, hyperparameters, seed), and a checkpoint's id hashes the run id with the epoch:
-planning twice gives the same ids, so a re-run skips what exists and never duplicates rows.
+configurations (drawn with the sampled space's own seed) and the training seeds. A run's id
+is a content hash of what defines its training, ``content_hash({"definition": D, "hparams":
+..., "seed": ...})`` with D the 64-digit hash of (family, data set, architecture, training
+recipe); a checkpoint's id is ``sha256("<run_id>/<epoch>")[:20]``. Planning twice gives the
+same ids, so a re-run skips what exists and never duplicates rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 from typing import Any, Iterator, Sequence
 
@@ -64,8 +66,12 @@ def configurations(spec: ZooSpec) -> Iterator[dict[str, Any]]:
             yield {**space.fixed, **dict(zip(grid_names, point)), **draw}
 
 
+def checkpoint_id(run_id: str, epoch: int) -> str:
+    return hashlib.sha256(f"{run_id}/{epoch}".encode()).hexdigest()[:20]
+
+
 def plan_runs(spec: ZooSpec) -> list[Run]:
-    definition = run_definition(spec)
+    definition = content_hash(run_definition(spec), 64)  # hashed once; each run id hashes this digest
     hparams_cls = get_family(spec.family).HParams
     runs: list[Run] = []
     seen: set[str] = set()
@@ -73,14 +79,12 @@ def plan_runs(spec: ZooSpec) -> list[Run]:
         # typed as the family declares (YAML's `1` for a float is 1.0), so equal values hash equally
         hparams = to_data(from_data(hparams_cls, raw, f"spec {spec.name}", "hyperparameters"))
         for seed in spec.seeds:
-            run_id = content_hash({**definition, "hparams": hparams, "seed": seed})
+            run_id = content_hash({"definition": definition, "hparams": hparams, "seed": seed})
             if run_id in seen:  # a sampled axis can repeat a configuration; train it once
                 continue
             seen.add(run_id)
-            checkpoints = tuple(
-                Checkpoint(content_hash({"run_id": run_id, "epoch": epoch}), epoch)
-                for epoch in sorted(spec.training.checkpoint_epochs)
-            )
+            checkpoints = tuple(Checkpoint(checkpoint_id(run_id, epoch), epoch)
+                                for epoch in sorted(spec.training.checkpoint_epochs))
             runs.append(Run(run_id, len(runs), dict(sorted(hparams.items())), seed, checkpoints))
     return runs
 

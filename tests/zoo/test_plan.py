@@ -52,11 +52,12 @@ def test_planning_twice_gives_identical_ids(tiny):
 
 
 def test_ids_are_the_documented_content_hashes(tiny):
-    definition = run_definition(tiny)
+    definition = content_hash(run_definition(tiny), 64)
     for run in plan_runs(tiny):
-        assert run.run_id == content_hash({**definition, "hparams": run.hparams, "seed": run.seed})
+        assert run.run_id == content_hash({"definition": definition, "hparams": run.hparams, "seed": run.seed})
         for checkpoint in run.checkpoints:
-            assert checkpoint.model_id == content_hash({"run_id": run.run_id, "epoch": checkpoint.epoch})
+            expected = hashlib.sha256(f"{run.run_id}/{checkpoint.epoch}".encode()).hexdigest()[:20]
+            assert checkpoint.model_id == expected
 
 
 def test_ids_do_not_depend_on_splits_name_or_description(tiny):
