@@ -10,7 +10,6 @@ re-evaluates them on the stored validation and test sets, failing if the metrics
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +21,6 @@ from zoo.families import create_family
 from zoo.folder import read_manifest
 from zoo.pack import sha256_file
 from zoo.spec import spec_from_data
-
-LOSS_RTOL = 1e-4  # float reduction order differs with thread counts
-
 
 @dataclasses.dataclass
 class VerifyReport:
@@ -74,7 +70,6 @@ def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, repo
     picks: dict[str, int] = {}
     for split in rng.choice(splits, size=count):
         picks[str(split)] = picks.get(str(split), 0) + 1
-    tolerance = {"val": 1.5 / len(data.validation), "test": 1.5 / len(data.test)}
     for split, n in sorted(picks.items()):
         loaded = load_split(folder, name, split)
         candidates = np.flatnonzero(loaded.metadata["status"].to_numpy() == "ok")
@@ -85,10 +80,8 @@ def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, repo
             metrics = family.evaluate(spec, hparams, loaded.weights.state_dict(row), data)
             result = {"config": name, "split": split, "model_id": stored["model_id"], "metrics": {}}
             for key, value in metrics.items():
-                prefix, kind = key.split("_", 1)
                 expected = float(stored[key])
-                close = (abs(value - expected) <= tolerance[prefix] if kind == "accuracy"
-                         else math.isclose(value, expected, rel_tol=LOSS_RTOL, abs_tol=1e-6))
+                close = family.metric_matches(key, expected, value, data)
                 result["metrics"][key] = {"stored": expected, "recomputed": value, "match": close}
                 if not close:
                     report.problems.append(f"{name}/{split} {stored['model_id']}: {key} stored {expected:.6g}, "

@@ -314,9 +314,6 @@ def test_tiny_zoo_packs_loads_and_verifies(tiny_inr_zoo, mnist, read_with_datase
     assert report.ok, report.problems
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="zoo/verify.py recomputes with classification tolerances (data.validation); "
-                          "it needs to ask the family (INRFamily.metric_matches)")
 def test_tiny_zoo_metrics_recompute(tiny_inr_zoo):
     _, folder = tiny_inr_zoo
     report = verify(folder, recompute=3)

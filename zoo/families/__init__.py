@@ -17,6 +17,7 @@ A family is a `Family` subclass registered with `@register_family(name)` that pr
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable, Sequence
 
 import torch
@@ -44,6 +45,11 @@ class Family:
 
     def train_run(self, spec, run, data, emit: Callable[[CheckpointResult], None]) -> None:
         raise NotImplementedError(f"family {self.name!r} trains populations only")
+
+    def metric_matches(self, name: str, stored: float, recomputed: float, data) -> bool:
+        """Whether a recomputed metric agrees with the stored one (`nfnzoo verify --recompute`):
+        to float32 reduction order, which differs between thread counts and batch shapes."""
+        return math.isclose(stored, recomputed, rel_tol=1e-4, abs_tol=1e-6)
 
     def train_population(self, spec, runs: Sequence, data, emit: Callable[[Any, CheckpointResult], None]) -> None:
         for run in runs:
