@@ -35,6 +35,7 @@ import dataclasses
 import math
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -45,7 +46,9 @@ from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.train import seeded_generator
 from zoo.weightspace import WeightSpace
 
-POPULATION_SIZE = 256  # members per tensor program: ~0.2 GB of activations on 28x28 images, near full speed
+# Members per tensor program. Measured on one core (a Ray worker's): 16 to 256 within 10% of
+# each other, 1,024 at half speed (its activations outgrow the caches); 64 holds ~50 MB.
+POPULATION_SIZE = 64
 INTENSITY_RANGE = 2.0  # targets span [-1, 1]
 
 
@@ -130,6 +133,33 @@ def pixel_targets(images: torch.Tensor) -> torch.Tensor:
     return (images * 2 - 1).flatten(2).transpose(1, 2).contiguous()
 
 
+class _Sine(torch.autograd.Function):
+    """sin(z), keeping cos(z) for the backward pass.
+
+    On the CPU both come from NumPy's SIMD kernels, measured 2.4x faster than torch.sin and
+    torch.cos here (1.1 ms vs 2.6 ms for 1.6M float32 values, AVX-512): the sines are a third
+    of a fitting step. Elsewhere, torch's own.
+    """
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor) -> torch.Tensor:
+        sine, cosine = _sin_cos(z, with_cos=ctx.needs_input_grad[0])
+        ctx.save_for_backward(cosine)
+        return sine
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (cosine,) = ctx.saved_tensors
+        return grad * cosine
+
+
+def _sin_cos(z: torch.Tensor, with_cos: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if z.device.type == "cpu" and z.dtype == torch.float32 and z.is_contiguous():
+        values = z.detach().numpy()
+        return torch.from_numpy(np.sin(values)), torch.from_numpy(np.cos(values)) if with_cos else None
+    return torch.sin(z), torch.cos(z) if with_cos else None
+
+
 def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords: torch.Tensor) -> torch.Tensor:
     """B SIRENs at once: params in weight-space order, each (B, ...); coords (P, in) -> (B, P, out)."""
     members = params[0].shape[0]
@@ -144,7 +174,7 @@ def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords:
             return torch.baddbmm(bias.unsqueeze(2), weight, h.transpose(1, 2)).transpose(1, 2)  # (B, P, out)
         # omega (W h + b) as (omega W) h + omega b: scales the small tensors, not (B, P, out)
         omega = omegas(arch)[layer]
-        h = torch.sin(torch.baddbmm(omega * bias.unsqueeze(1), h, (omega * weight).transpose(1, 2)))  # (B, P, out)
+        h = _Sine.apply(torch.baddbmm(omega * bias.unsqueeze(1), h, (omega * weight).transpose(1, 2)))  # (B, P, out)
     raise AssertionError("unreachable: the loop returns at the output layer")
 
 
@@ -266,10 +296,10 @@ class INRFamily(Family):
         return fit_metrics(mse, int(data.y[index]))
 
     def metric_matches(self, name: str, stored: float, recomputed: float, data: ImageData) -> bool:
-        """For `nfnzoo verify --recompute`: the label exactly, MSE and PSNR to float32 reduction order."""
+        """For `nfnzoo verify --recompute`: the label exactly, MSE and PSNR as any float metric."""
         if name == "label":
             return int(stored) == int(recomputed)
-        return math.isclose(stored, recomputed, rel_tol=1e-4, abs_tol=1e-6)
+        return super().metric_matches(name, stored, recomputed, data)
 
     # --- planning -------------------------------------------------------------------------
 
