@@ -18,15 +18,17 @@ pixel grid as coordinates in [-1, 1]^2 (`linspace(-1, 1, size)` per axis, (row, 
 order, pixels row-major, channels last) and intensities scaled from [0, 1] to [-1, 1]
 (torchvision's Normalize(0.5, 0.5)); full batch (every pixel every step), loss the mean
 squared error over pixels and channels, Adam (Kingma & Ba 2015, Algorithm 1; beta = (0.9,
-0.999), eps = 1e-8, as torch.optim.Adam; `zoo.optim_stacked`). Fitting steps play the role of epochs. PSNR = 10 log10(R^2 / MSE) with
-R = 2, the intensity range, i.e. the PSNR of the image on the usual [0, 1] scale.
+0.999), eps = 1e-8, torch.optim.Adam's arithmetic in `zoo.optim_stacked`). Fitting steps
+play the role of epochs. PSNR = 10 log10(R^2 / MSE) with R = 2 the intensity range, i.e.
+the PSNR of the image on the usual [0, 1] scale.
 
 A population of images is fitted in one tensor program: every parameter is stacked on a
 leading member dimension (B, ...), the layers are batched matrix products, and the loss is
 the *sum* of the members' losses, so each member's gradient is its own; Adam is elementwise
-and takes a per-member learning rate, so each member follows the trajectory it would alone.
-A member whose loss turns non-finite is frozen where it diverged and recorded "diverged";
-masking keeps its NaNs out of every update.
+and takes a per-member learning rate, so each member follows the trajectory it would alone,
+bitwise (every kernel's arithmetic is independent of B; see `siren_forward`). A member whose
+loss turns non-finite is frozen where it diverged and recorded "diverged"; masking keeps
+its NaNs out of every update.
 """
 
 from __future__ import annotations
