@@ -58,7 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.data import TaskData, load_task_data
+from zoo.data import SOURCE_INFO, TaskData, load_task_data, split_sizes
 from zoo.families import CheckpointResult, Family, register_family
 from zoo.schema import SchemaError
 from zoo.symmetry.attention import AttentionSymmetry
@@ -80,7 +80,6 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {  # (parameters, 
 }
 INIT_BOUND = 2.0  # truncation of the initial weights, absolute (PyTorch's trunc_normal_ default)
 BEST_SLOT = 0  # the planned checkpoint epoch that holds the best-validation weights
-IMAGE_SOURCE_SIZES = {"mnist": (60_000, 10_000)}  # (training pool, test), for planning without loading
 METRICS: dict[str, type] = {**dict.fromkeys(CLASSIFICATION_METRICS, float), "is_best": bool, "best_epoch": int}
 
 
@@ -359,11 +358,16 @@ class TransformerFamily(Family):
         regular = sorted(e for e in training.checkpoint_epochs if e != BEST_SLOT)
         batch_size, eval_batch = training.batch_size, training.eval_batch_size
 
-        def validation_score() -> tuple[float, float]:
-            loss, accuracy = evaluate(model, data.validation, eval_batch)
+        def checkpoint_metrics(validation: tuple[float, float]) -> dict[str, float]:
+            train_loss, train_accuracy = evaluate(model, eval_train, eval_batch)
+            test_loss, test_accuracy = evaluate(model, data.test, eval_batch)
+            return dict(zip(CLASSIFICATION_METRICS, (train_loss, train_accuracy, *validation, test_loss, test_accuracy)))
+
+        def score(validation: tuple[float, float]) -> tuple[float, float]:  # higher accuracy, then lower loss
+            loss, accuracy = validation
             return (accuracy, -loss) if math.isfinite(loss) else (-math.inf, -math.inf)
 
-        best_score, best_epoch, best_weights = validation_score(), 0, _state(model)
+        best_score, best_epoch, best_weights = score(evaluate(model, data.validation, eval_batch)), 0, _state(model)
         kept: dict[int, tuple[dict, dict]] = {}  # epoch -> (weights, metrics)
         for epoch in range(1, training.epochs + 1):
             for group in optimizer.param_groups:
@@ -381,19 +385,18 @@ class TransformerFamily(Family):
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-            score = validation_score() if finite else (-math.inf, -math.inf)
-            if score[0] == -math.inf:
+            validation = evaluate(model, data.validation, eval_batch) if finite else (math.nan, math.nan)
+            if score(validation)[0] == -math.inf:
                 break  # diverged: the remaining regular checkpoints are recorded as such below
-            if score > best_score:
-                best_score, best_epoch, best_weights = score, epoch, _state(model)
+            if score(validation) > best_score:
+                best_score, best_epoch, best_weights = score(validation), epoch, _state(model)
             if epoch in regular:
-                kept[epoch] = (_state(model), evaluate_sets(model, {"train": eval_train, "val": data.validation,
-                                                                    "test": data.test}, eval_batch))
+                kept[epoch] = (_state(model), checkpoint_metrics(validation))
         last = (_state(model), dict.fromkeys(CLASSIFICATION_METRICS, math.nan))  # for epochs after a divergence
         results = [self._result(epoch, *kept.get(epoch, last), False, best_epoch) for epoch in regular]
         if BEST_SLOT in training.checkpoint_epochs:
             model.load_state_dict(best_weights)
-            metrics = evaluate_sets(model, {"train": eval_train, "val": data.validation, "test": data.test}, eval_batch)
+            metrics = checkpoint_metrics(evaluate(model, data.validation, eval_batch))
             results.insert(0, self._result(BEST_SLOT, best_weights, metrics, True, best_epoch))
         return results
 
@@ -437,12 +440,15 @@ class TransformerFamily(Family):
 
     @staticmethod
     def _split_sizes(spec) -> tuple[int, int, int]:
+        """(training pool, validation, test) sizes the data loader gives, without loading."""
+        if spec.dataset.name in SOURCE_INFO:
+            return split_sizes(spec.dataset)
         from zoo.text import SOURCE_SIZES
 
-        sizes = {**IMAGE_SOURCE_SIZES, **SOURCE_SIZES}
-        if spec.dataset.name not in sizes:
-            raise ValueError(f"no planning sizes for data set {spec.dataset.name!r}; known: {sorted(sizes)}")
-        pool, test = sizes[spec.dataset.name]
+        if spec.dataset.name not in SOURCE_SIZES:
+            raise ValueError(f"no planning sizes for data set {spec.dataset.name!r}; "
+                             f"known: {sorted(SOURCE_INFO) + sorted(SOURCE_SIZES)}")
+        pool, test = SOURCE_SIZES[spec.dataset.name]
         train = pool - spec.dataset.validation_size
         train = min(train, spec.dataset.train_size) if spec.dataset.train_size is not None else train
         test = min(test, spec.dataset.test_size) if spec.dataset.test_size is not None else test
