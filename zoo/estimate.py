@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 from zoo.families import create_family
 from zoo.plan import plan_runs
 from zoo.spec import ZooSpec
 
+THROUGHPUT_FILE = Path(__file__).with_name("throughput.json")  # written by benchmarks.perf.generation --save
 ROW_OVERHEAD_BYTES = 2048  # safetensors header (~1.4 KB for a small CNN) + Parquet framing + metadata columns
 
 
@@ -18,12 +21,20 @@ class Estimate:
     params: int  # per checkpoint
     training_flops: float  # all runs: training and checkpoint evaluation
     dataset_bytes: int  # the packed dataset, approximately
+    device_hours: dict[str, float] = dataclasses.field(default_factory=dict)  # "cpu" (core-hours), "cuda" ...
 
     def lines(self) -> list[str]:
-        return [f"runs: {self.runs:,}; checkpoints: {self.checkpoints:,}",
-                f"parameters per checkpoint: {self.params:,}",
-                f"training FLOPs (training + evaluation): {self.training_flops:.3e}",
-                f"expected dataset size: {self.dataset_bytes / 1e9:.3f} GB"]
+        lines = [f"runs: {self.runs:,}; checkpoints: {self.checkpoints:,}",
+                 f"parameters per checkpoint: {self.params:,}",
+                 f"training FLOPs (training + evaluation): {self.training_flops:.3e}",
+                 f"expected dataset size: {self.dataset_bytes / 1e9:.3f} GB"]
+        names = {"cpu": "core-hours", "cuda": "GPU-hours"}
+        for device, hours in self.device_hours.items():
+            lines.append(f"estimated {names.get(device, device + '-hours')}: {hours:,.1f} "
+                         f"(at the throughput measured by make bench-generation)")
+        if not self.device_hours:
+            lines.append("estimated hours: no measured throughput for this family (run make bench-generation --save)")
+        return lines
 
 
 def estimate(spec: ZooSpec) -> Estimate:
@@ -32,4 +43,13 @@ def estimate(spec: ZooSpec) -> Estimate:
     params = family.weight_space(spec.architecture).num_params
     checkpoints = sum(len(r.checkpoints) for r in runs)
     flops = sum(family.run_flops(spec, run.hparams) for run in runs)
-    return Estimate(len(runs), checkpoints, params, flops, checkpoints * (4 * params + ROW_OVERHEAD_BYTES))
+    hours = {device: flops / rates[spec.family]["flops_per_second"] / 3600
+             for device, rates in measured_throughput().items() if spec.family in rates}
+    return Estimate(len(runs), checkpoints, params, flops, checkpoints * (4 * params + ROW_OVERHEAD_BYTES), hours)
+
+
+def measured_throughput(path: Path = THROUGHPUT_FILE) -> dict[str, dict[str, dict]]:
+    """device -> family -> {"flops_per_second", "measured"}, as the generation benchmark saved it."""
+    if not path.exists():
+        return {}
+    return {device: rates for device, rates in json.loads(path.read_text()).items() if not device.startswith("_")}

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
+import json
 import time
+from pathlib import Path
 
 import torch
 
+from zoo.estimate import THROUGHPUT_FILE
 from zoo.families import create_family, list_families
 from zoo.plan import plan_runs
 from zoo.schema import to_data
@@ -85,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--families", default=",".join(f for f in WORKLOADS if f in list_families()))
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a Ray trial uses one)")
+    parser.add_argument("--save", action="store_true",
+                        help="record the population throughput for `nfnzoo generate --dry-run` (zoo/throughput.json)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     peak = matmul_flops()
@@ -95,6 +101,17 @@ def main(argv: list[str] | None = None) -> None:
           f"{'solo GF/s':>10}{'pop GF/s':>10}{'x matmul':>9}")
     for row in rows:
         print(row.row(peak))
+    if args.save:
+        save_throughput(rows, "cuda" if torch.cuda.is_available() else "cpu")
+
+
+def save_throughput(rows: list[Measurement], device: str, path: Path = THROUGHPUT_FILE) -> None:
+    data = json.loads(path.read_text()) if path.exists() else {}
+    today = datetime.date.today().isoformat()
+    for row in rows:
+        data.setdefault(device, {})[row.family] = {"flops_per_second": row.flops / row.population_s, "measured": today}
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"saved the population throughput of {[r.family for r in rows]} on {device} to {path}")
 
 
 if __name__ == "__main__":

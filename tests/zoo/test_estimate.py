@@ -71,3 +71,17 @@ def test_online_sources_load_when_a_copy_is_reachable(name, relative):
     info = SOURCE_INFO[name]
     assert (len(train), len(test), classes) == (info.train_size, info.test_size, info.num_classes)
     assert tuple(train.x.shape[1:]) == info.image_shape
+
+
+def test_core_hours_come_from_the_measured_throughput(tmp_path, monkeypatch):
+    import zoo.estimate as estimate_module
+
+    spec = load_spec("cnn-mnist", "tiny")
+    measured = tmp_path / "throughput.json"
+    measured.write_text('{"_about": "x", "cpu": {"cnn": {"flops_per_second": 1e9, "measured": "today"}}}')
+    monkeypatch.setattr(estimate_module, "THROUGHPUT_FILE", measured)
+    result = estimate(spec)
+    assert result.device_hours == {"cpu": pytest.approx(result.training_flops / 1e9 / 3600)}
+    assert any(line.startswith("estimated core-hours") for line in result.lines())
+    measured.write_text('{"cpu": {"inr": {"flops_per_second": 1e9, "measured": "today"}}}')
+    assert estimate(spec).device_hours == {}
