@@ -48,8 +48,9 @@ def estimate(spec: ZooSpec) -> Estimate:
     return Estimate(len(runs), checkpoints, params, flops, checkpoints * (4 * params + ROW_OVERHEAD_BYTES), hours)
 
 
-def measured_throughput(path: Path = THROUGHPUT_FILE) -> dict[str, dict[str, dict]]:
+def measured_throughput(path: Path | None = None) -> dict[str, dict[str, dict]]:
     """device -> family -> {"flops_per_second", "measured"}, as the generation benchmark saved it."""
+    path = path or THROUGHPUT_FILE
     if not path.exists():
         return {}
     return {device: rates for device, rates in json.loads(path.read_text()).items() if not device.startswith("_")}
