@@ -84,7 +84,8 @@ class GridRange:
     def check(self, where: str, key: str) -> None:
         bounds = list(self.range)
         if not 2 <= len(bounds) <= 3 or any(isinstance(b, bool) or not isinstance(b, int) for b in bounds):
-            raise SchemaError(where, f"{key}.range", f"expected [start, stop] or [start, stop, step] integers, got {bounds}")
+            raise SchemaError(where, f"{key}.range",
+                              f"expected [start, stop] or [start, stop, step] integers, got {bounds}")
         if len(bounds) == 3 and bounds[2] < 1:
             raise SchemaError(where, f"{key}.range", f"expected a positive step, got {bounds[2]}")
         if not bounds[0] < bounds[1]:

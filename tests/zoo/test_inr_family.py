@@ -142,7 +142,8 @@ def test_tiny_population_fits_mnist_images(tiny_inr_zoo, mnist):
         assert final.metrics["psnr"] > early.metrics["psnr"] + 3  # still improving between the checkpoints
         assert math.isclose(final.metrics["psnr"], 10 * math.log10(4 / final.metrics["mse"]))
     # untrained, a SIREN is far from its image: the fit did the work
-    untrained = create_family("inr").evaluate(spec, {"image_index": 0}, init_siren(INRArchitecture(), seeded_generator(0, "siren_init/0")), mnist)
+    initial = init_siren(INRArchitecture(), seeded_generator(0, "siren_init/0"))
+    untrained = create_family("inr").evaluate(spec, {"image_index": 0}, initial, mnist)
     assert untrained["psnr"] < 10
 
 
@@ -290,7 +291,8 @@ def test_every_inr_spec_and_profile_loads():
             assert spec.splits == full.splits and spec.architecture == full.architecture
     assert load_spec("inr-fashion-mnist").dataset.name == "fashion_mnist"
     cifar = load_spec("inr-cifar10", "tiny")
-    assert (cifar.architecture["out_features"], cifar.architecture["image_size"], cifar.training.batch_size) == (3, 32, 1024)
+    architecture = cifar.architecture
+    assert (architecture["out_features"], architecture["image_size"], cifar.training.batch_size) == (3, 32, 1024)
     assert len(plan_runs(cifar)) == 24
 
 

@@ -190,9 +190,11 @@ def fit_metrics(mse: float, label: int) -> dict[str, float | int]:
 
 # --- batched fitting ------------------------------------------------------------------------
 
+Fitted = tuple[list[dict[str, torch.Tensor]], list[float], list[bool]]  # weights, MSE, finite; per member
+
+
 def fit_population(arch: INRArchitecture, inits: Sequence[dict[str, torch.Tensor]], images: torch.Tensor,
-                   learning_rates: Sequence[float], steps: int,
-                   checkpoints: Sequence[int]) -> dict[int, tuple[list[dict[str, torch.Tensor]], list[float], list[bool]]]:
+                   learning_rates: Sequence[float], steps: int, checkpoints: Sequence[int]) -> dict[int, Fitted]:
     """Fits B SIRENs, one per image, in one tensor program.
 
     inits: B state dicts in weight-space order; images (B, C, H, W) in [0, 1], on the device
@@ -266,7 +268,8 @@ class INRFamily(Family):
                              f"{arch.pixels} pixels of an image (got {spec.training.batch_size})")
         return images
 
-    def train_population(self, spec, runs: Sequence, data: ImageData, emit: Callable[[Any, CheckpointResult], None]) -> None:
+    def train_population(self, spec, runs: Sequence, data: ImageData,
+                         emit: Callable[[Any, CheckpointResult], None]) -> None:
         arch = INRArchitecture(**spec.architecture)
         for start in range(0, len(runs), self.population_size):
             population = runs[start:start + self.population_size]
@@ -287,7 +290,8 @@ class INRFamily(Family):
                     metrics = fit_metrics(mses[member] if finite[member] else math.nan, labels[member])
                     emit(run, CheckpointResult(step, weights[member], metrics, "ok" if finite[member] else "diverged"))
 
-    def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor], data: ImageData) -> dict[str, float | int]:
+    def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor],
+                 data: ImageData) -> dict[str, float | int]:
         """The label, MSE and PSNR of stored weights on their image."""
         arch = INRArchitecture(**spec.architecture)
         index = int(hparams["image_index"])
