@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from zoo.families import create_family
 from zoo.folder import read_manifest, resolve_config
 from zoo.spec import SPLIT_NAMES
 
@@ -25,9 +26,8 @@ def describe(folder: str | Path, config: str | None = None) -> str:
     config = resolve_config(manifest, config, folder)
     entry = manifest["configs"][config]
     files = [folder / f["path"] for f in entry["files"]]
-    table = pq.read_table(files, columns=["epoch", "status", "test_accuracy", "run_id"]) if len(files) > 1 else \
-        pq.read_table(files[0], columns=["epoch", "status", "test_accuracy", "run_id"])
-    frame = table.to_pandas()
+    metric, low, high = create_family(entry["family"]).HEADLINE
+    frame = pq.read_table(files, columns=["epoch", "status", metric, "run_id"]).to_pandas()
     lines = [f"{folder} [{config}] family={entry['family']} profile={entry['spec'].get('profile') or 'full'}",
              f"checkpoints: {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned; "
              f"runs: {frame['run_id'].nunique():,}; status: " + ", ".join(f"{k} {v:,}" for k, v in entry["status"].items()),
@@ -35,11 +35,11 @@ def describe(folder: str | Path, config: str | None = None) -> str:
                                     for s in SPLIT_NAMES if s in entry["splits"]),
              f"dataset hash: {entry['dataset_hash']}"]
     ok = frame[frame["status"] == "ok"]
-    lines.append("test accuracy by epoch (ok rows):   min    q25    median q75    max    histogram 0..1")
+    lines.append(f"{metric} by epoch (ok rows):".ljust(36) + f"min    q25    median q75    max    histogram {low:g}..{high:g}")
     for epoch, group in ok.groupby("epoch"):
-        q = np.quantile(group["test_accuracy"], [0, 0.25, 0.5, 0.75, 1])
+        q = np.quantile(group[metric], [0, 0.25, 0.5, 0.75, 1])
         lines.append(f"  epoch {epoch:>4} ({len(group):>6,} rows)          " + " ".join(f"{v:.3f}" for v in q)
-                     + f"  |{histogram(group['test_accuracy'].to_numpy())}|")
+                     + f"  |{histogram(group[metric].to_numpy(), low=low, high=high)}|")
     for arch_id, info in sorted(entry["architectures"].items()):
         lines.append(f"architecture {arch_id}: {info['num_params']:,} parameters")
         for layer in info["layers"]:

@@ -78,7 +78,7 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
     family = create_family(spec.family)
     schema = arrow_schema(family.HParams, family.METRICS)
     runs = plan_runs(spec)
-    split_of = assign_splits([r.run_id for r in runs], spec)
+    split_of = assign_splits([r.run_id for r in runs], spec, runs=runs)
     staged = set(staging.model_ids())
     by_split: dict[str, list[str]] = {name: [] for name in SPLIT_NAMES}
     for run in runs:  # plan order, epochs ascending

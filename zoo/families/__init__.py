@@ -2,7 +2,8 @@
 
 A family is a `Family` subclass registered with `@register_family(name)` that provides:
 - ``Architecture`` and ``HParams``: frozen dataclasses the spec is validated against;
-- ``METRICS``: the typed per-checkpoint result columns (name -> float or int);
+- ``METRICS``: the typed per-checkpoint result columns (name -> float or int), and
+  ``HEADLINE``: the one `nfnzoo info` summarizes, with its histogram range;
 - ``build(architecture, hparams)``: the member model; ``weight_space(architecture)``: its
   ordered parameter tensors (`zoo.weightspace`);
 - ``symmetry(architecture, hparams)``: the group acting on its weights (`zoo.symmetry`);
@@ -11,7 +12,7 @@ A family is a `Family` subclass registered with `@register_family(name)` that pr
   each checkpoint epoch of each run (and for the rest once a run diverges); the default
   trains them one at a time with ``train_run(spec, run, data, emit_one)``;
 - ``evaluate(spec, hparams, weights, data)``: the metrics that depend only on the weights, recomputed;
-- ``forward_flops(architecture)`` and ``examples_per_run(spec, hparams)``: for planning.
+- ``run_flops(spec, hparams)``: the FLOPs of one run, training and evaluation, for planning.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Family:
     Architecture: type
     HParams: type
     METRICS: dict[str, type]
+    HEADLINE: tuple[str, float, float] = ("test_accuracy", 0.0, 1.0)  # metric, histogram low, high
 
     def train_run(self, spec, run, data, emit: Callable[[CheckpointResult], None]) -> None:
         raise NotImplementedError(f"family {self.name!r} trains populations only")
