@@ -234,6 +234,7 @@ class INRFamily(Family):
     Architecture = INRArchitecture
     HParams = INRHParams
     METRICS = {"label": int, "psnr": float, "mse": float}
+    HEADLINE = ("psnr", 0.0, 60.0)  # dB; 8-bit images top out near 59
     population_size = POPULATION_SIZE
 
     def build(self, architecture: dict, hparams: dict | None = None) -> Siren:
