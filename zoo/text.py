@@ -7,7 +7,7 @@ and is NOT stored in the checkpoints: the architecture records the sha256 of the
 of the reduced table and of the tokenizer, so anyone can rebuild it and check it bit for bit.
 This replaces the released Small Transformer Zoo's word2vec (GoogleNews) vectors reduced with
 scikit-learn's PCA (Tran et al. 2025, "Equivariant Neural Functional Networks for
-Transformers", Sec. 6 / App. on the AGNews-Transformers zoo): those are not reachable offline.
+Transformers", its AGNews-Transformers zoo): those are not reachable offline.
 
 The PCA is deterministic: float64 covariance of the whole vocabulary (30,522 rows, centred),
 its leading eigenvectors with each one's largest-magnitude entry made positive, the projection

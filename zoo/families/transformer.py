@@ -1,7 +1,7 @@
 """The Transformer family: the Small Transformer Zoo member of Tran et al. 2025.
 
 "Equivariant Neural Functional Networks for Transformers" (Tran, Vo, The, Tran Huu,
-Nguyen-Nhat, Tran, Pham, Nguyen; ICLR 2025), Sec. 6 and their released code
+Nguyen-Nhat, Tran, Pham, Nguyen; ICLR 2025), its Small Transformer Zoo and their released code
 (github.com/Fsoft-AIC/Transformer-NFN, `vision_task/` and `text_classification/`): an input
 stem, 2 encoder blocks of d_model 32 with 2 heads of d_k = d_v = 16 (Q/K/V/O linear maps
 without bias) and an MLP 32 -> 64 -> 32 with ReLU, each sublayer preceded by a LayerNorm

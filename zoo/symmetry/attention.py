@@ -1,8 +1,8 @@
 """Symmetries of the Transformer family's weights (pre-LayerNorm encoder blocks, ReLU MLPs).
 
 Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025):
-Sec. 3 shows that the maximal group preserving a multi-head attention map is
-(GL(d_k)^h x GL(d_v)^h) ⋊ S_h, and Sec. 4 lets it act on an encoder block's weights together
+determines the maximal group preserving a multi-head attention map,
+(GL(d_k)^h x GL(d_v)^h) ⋊ S_h, and lets it act on an encoder block's weights together
 with permutations of the model dimension after the attention (pi_O) and of the MLP's hidden
 units (pi_A). In the paper's row-vector convention (W_Q^(i), W_K^(i) in R^{D x d_k},
 W_V^(i) in R^{D x d_v}, W_O^(i) in R^{d_v x D}, W_A in R^{D x D_A}, W_B in R^{D_A x D}),
