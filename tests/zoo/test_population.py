@@ -103,3 +103,20 @@ def test_mixed_optimizers_are_refused(setting):
     runs = _runs(spec, "sgd", 2) + _runs(spec, "adam", 2)
     with pytest.raises(ValueError, match="one optimizer"):
         train_classifier_population(family, spec, runs, data, lambda run, result: None)
+
+
+def test_inr_population_matches_its_reference_solo_loop():
+    spec = load_spec("inr-mnist", "tiny")
+    family = create_family("inr")
+    data = family.load_data(spec)
+    runs = plan_runs(spec)[:3]
+    solo, together = {}, {}
+    for run in runs:
+        family.train_run(spec, run, data, lambda r, run=run: solo.setdefault((run.run_id, r.epoch), r))
+    family.train_population(spec, runs, data, lambda run, r: together.setdefault((run.run_id, r.epoch), r))
+    assert set(solo) == set(together) and len(solo) == len(runs) * len(spec.training.checkpoint_epochs)
+    for key, alone in solo.items():
+        assert together[key].metrics["label"] == alone.metrics["label"]
+        assert math.isclose(together[key].metrics["psnr"], alone.metrics["psnr"], rel_tol=1e-4)
+        for name, tensor in alone.weights.items():  # nn.Module + torch.optim.Adam vs the stacked program
+            assert torch.allclose(together[key].weights[name], tensor, rtol=1e-4, atol=1e-5), (key, name)

@@ -291,6 +291,32 @@ class INRFamily(Family):
                     metrics = fit_metrics(mses[member] if finite[member] else math.nan, labels[member])
                     emit(run, CheckpointResult(step, weights[member], metrics, "ok" if finite[member] else "diverged"))
 
+    def train_run(self, spec, run, data: ImageData, emit: Callable[[CheckpointResult], None]) -> None:
+        """One image fitted alone with `nn.Module` and `torch.optim.Adam`, the way the reference
+        INR data sets were made: the baseline the population trainer is measured against, and
+        equal to the population's fit to float32 rounding."""
+        arch, hp = INRArchitecture(**spec.architecture), INRHParams(**run.hparams)
+        model = self.build(spec.architecture)
+        model.load_state_dict(init_siren(arch, seeded_generator(run.seed, f"siren_init/{hp.image_index}")))
+        optimizer = torch.optim.Adam(model.parameters(), lr=hp.learning_rate)
+        coords = coordinate_grid(arch.image_size)
+        target = pixel_targets(data.x[hp.image_index:hp.image_index + 1])[0]  # (P, C)
+        label, wanted = int(data.y[hp.image_index]), set(spec.training.checkpoint_epochs)
+        for step in range(spec.training.epochs + 1):
+            with torch.set_grad_enabled(step < spec.training.epochs):
+                loss = (model(coords) - target).pow(2).mean()
+            finite = bool(torch.isfinite(loss))
+            if step in wanted or not finite:
+                weights = {name: t.detach().clone() for name, t in model.state_dict().items()}
+                for epoch in sorted(e for e in wanted if e >= step) if not finite else [step]:
+                    emit(CheckpointResult(epoch, weights, fit_metrics(loss.item() if finite else math.nan, label),
+                                          "ok" if finite else "diverged"))
+            if not finite or step == spec.training.epochs:
+                return
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
     def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor],
                  data: ImageData) -> dict[str, float | int]:
         """The label, MSE and PSNR of stored weights on their image."""
