@@ -8,8 +8,9 @@ Layout (what `datasets.load_dataset(folder, config)` reads with no custom code):
 
 Runs are assigned to splits by a seeded hash of their ids over the whole plan, so checkpoints
 of one run never cross splits and the assignment does not depend on what is staged yet. Rows
-are ordered by (run's plan position, epoch) and every writer setting is fixed, so packing the
-same staging folder twice gives byte-identical shards. Weights are stored uncompressed
+are ordered by (run's plan position, checkpoint's plan position: epochs ascending, then the best)
+and every writer setting is fixed, so packing the same staging folder twice gives
+byte-identical shards. Weights are stored uncompressed
 without dictionary encoding or statistics: float bytes do not compress, and plain pages keep
 each row a contiguous safetensors file for the fast loader.
 """
@@ -81,7 +82,7 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
     split_of = assign_splits([r.run_id for r in runs], spec, runs=runs)
     staged = set(staging.model_ids())
     by_split: dict[str, list[str]] = {name: [] for name in SPLIT_NAMES}
-    for run in runs:  # plan order, epochs ascending
+    for run in runs:  # plan order, then each run's checkpoints in plan order (epochs ascending, the best last)
         by_split[split_of[run.run_id]].extend(m for m in run.model_ids if m in staged)
     planned = sum(len(r.checkpoints) for r in runs)
 

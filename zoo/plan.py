@@ -1,11 +1,15 @@
 """Planning: a spec expands deterministically into runs and their checkpoints.
 
 Runs are the cross product of the grid axes (value lists or integer ranges), the sampled
-configurations (drawn with the sampled space's own seed) and the training seeds. A run's id
+configurations (drawn with the sampled space's own seed) and the training seeds; with a union
+of grids (``search_space.grids``), the plan is each sub-grid's cross product in turn. A run's id
 is a content hash of what defines its training, ``content_hash({"definition": D, "hparams":
 ..., "seed": ...})`` with D the 64-digit hash of (family, data set, architecture, training
-recipe); a checkpoint's id is ``sha256("<run_id>/<epoch>")[:20]``. Planning twice gives the
-same ids, so a re-run skips what exists and never duplicates rows.
+recipe); a checkpoint's id is ``sha256("<run_id>/<epoch>")[:20]``, and the best-validation
+checkpoint of a ``training.keep_best`` spec is ``sha256("<run_id>/best")[:20]``, planned after
+the run's regular checkpoints with the sentinel epoch `BEST_EPOCH` (its real epoch is known
+only after training, and recorded in its row). Planning twice gives the same ids, so a re-run
+skips what exists and never duplicates rows.
 """
 
 from __future__ import annotations
@@ -22,10 +26,14 @@ from zoo.schema import from_data, to_data
 from zoo.spec import ZooSpec, axis_values, content_hash
 
 
+BEST_EPOCH = -1  # the planned epoch of a best checkpoint: a sentinel, the real epoch is in its row
+
+
 @dataclasses.dataclass(frozen=True)
 class Checkpoint:
     model_id: str
-    epoch: int
+    epoch: int  # the epoch whose weights it holds; BEST_EPOCH for the best checkpoint
+    best: bool = False  # the weights of the best validation epoch (training.keep_best)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,30 +51,38 @@ class Run:
 
 def run_definition(spec: ZooSpec) -> dict:
     """The part of a spec that determines how a run trains (not its search space or splits)."""
+    training = to_data(spec.training)
+    if not training["keep_best"]:  # added later: left out when off, so older specs keep their run ids
+        del training["keep_best"]
     return {
         "family": spec.family,
         "dataset": to_data(spec.dataset),
         "architecture": spec.architecture,
-        "training": to_data(spec.training),
+        "training": training,
     }
 
 
 def configurations(spec: ZooSpec) -> Iterator[dict[str, Any]]:
-    """Hyperparameter dicts in plan order: grid points x sampled draws."""
+    """Hyperparameter dicts in plan order: for each sub-grid in turn (one empty sub-grid without
+    `grids`), the points of `grid` + that sub-grid (axes crossed in sorted-name order) x the
+    sampled draws (the same draws for every sub-grid)."""
     space = spec.search_space
-    grid_names = sorted(space.grid)
     if space.sampled is not None:
         rng = np.random.default_rng(space.sampled.seed)
         axes = sorted(space.sampled.axes)
         draws = [{name: space.sampled.axes[name].sample(rng) for name in axes} for _ in range(space.sampled.count)]
     else:
         draws = [{}]
-    for point in itertools.product(*(axis_values(space.grid[name]) for name in grid_names)):
-        for draw in draws:
-            yield {**space.fixed, **dict(zip(grid_names, point)), **draw}
+    for subgrid in space.grids or ({},):
+        grid = {**space.grid, **subgrid}
+        grid_names = sorted(grid)
+        for point in itertools.product(*(axis_values(grid[name]) for name in grid_names)):
+            for draw in draws:
+                yield {**space.fixed, **dict(zip(grid_names, point)), **draw}
 
 
-def checkpoint_id(run_id: str, epoch: int) -> str:
+def checkpoint_id(run_id: str, epoch: int | str) -> str:
+    """``sha256("<run_id>/<epoch>")[:20]``; ``epoch="best"`` for the best-validation checkpoint."""
     return hashlib.sha256(f"{run_id}/{epoch}".encode()).hexdigest()[:20]
 
 
@@ -85,6 +101,8 @@ def plan_runs(spec: ZooSpec) -> list[Run]:
             seen.add(run_id)
             checkpoints = tuple(Checkpoint(checkpoint_id(run_id, epoch), epoch)
                                 for epoch in sorted(spec.training.checkpoint_epochs))
+            if spec.training.keep_best:
+                checkpoints += (Checkpoint(checkpoint_id(run_id, "best"), BEST_EPOCH, best=True),)
             runs.append(Run(run_id, len(runs), dict(sorted(hparams.items())), seed, checkpoints))
     return runs
 

@@ -5,7 +5,10 @@ A spec names the family, the data set, the architecture, the hyperparameter sear
 epochs and checkpoint epochs, the dataset splits, and named profiles that override any of
 these (``tiny`` for tests and the demo). A grid axis is a list of values or a compact
 integer range, ``{range: [start, stop]}`` or ``{range: [start, stop, step]}`` (Python's
-half-open `range`: 70,000 image indices need not be a YAML list). Runs go to splits by
+half-open `range`: 70,000 image indices need not be a YAML list). A search space can also be a
+union of grids (``grids``): each sub-grid names the same hyperparameters with its own values
+(Adam's learning rates are not SGD's) and is crossed with ``grid`` and the sampled draws; the
+plan is the sub-grids' plans one after another. Runs go to splits by
 seeded fractions, or by half-open ranges of one integer hyperparameter (``splits.by``), the
 classic fixed splits of data sets whose runs are their images. Loading validates everything
 against the family: an unknown key, a wrong type or an empty axis is a `SchemaError` naming
@@ -119,19 +122,28 @@ class SearchSpace:
     # Typed Any and checked in `validate`: a Union type would swallow the range's own error message.
     grid: dict[str, Any] = dataclasses.field(default_factory=dict)
     sampled: SampledSpace | None = None  # random configurations, crossed with the grid
+    # a union of grids: each sub-grid (axes as in `grid`, all naming the same hyperparameters) is
+    # crossed with `grid` and the sampled draws, for values that depend on each other (optimizer ->
+    # its learning rates). Typed Any per axis, like `grid`.
+    grids: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", {name: _grid_axis(values) for name, values in self.grid.items()})
+        object.__setattr__(self, "grids", tuple(
+            {name: _grid_axis(values) for name, values in subgrid.items()} if isinstance(subgrid, dict) else subgrid
+            for subgrid in self.grids))
 
     def validate(self, where: str, key: str) -> None:
-        for name, values in self.grid.items():
-            if isinstance(values, GridRange):
-                values.check(where, f"{key}.grid.{name}")
-            elif not isinstance(values, tuple):
-                raise SchemaError(where, f"{key}.grid.{name}", "expected a list of values or {range: [start, stop]} "
-                                                               f"or {{range: [start, stop, step]}}, got {values!r}")
-            elif not values:
-                raise SchemaError(where, f"{key}.grid.{name}", "empty axis; expected at least one value")
+        _check_axes(self.grid, where, f"{key}.grid")
+        for i, subgrid in enumerate(self.grids):
+            if not isinstance(subgrid, dict) or not subgrid:
+                raise SchemaError(where, f"{key}.grids[{i}]", f"expected a non-empty mapping of hyperparameter -> "
+                                                              f"values, got {subgrid!r}")
+            _check_axes(subgrid, where, f"{key}.grids[{i}]")
+            if set(subgrid) != set(self.grids[0]):
+                raise SchemaError(where, f"{key}.grids[{i}]", f"names {sorted(subgrid)}; every sub-grid must name "
+                                                              f"the same hyperparameters as grids[0]: "
+                                                              f"{sorted(self.grids[0])}")
         names = [list(self.fixed), list(self.grid), list(self.sampled.axes) if self.sampled else []]
         seen: dict[str, str] = {}
         for section, section_names in zip(("fixed", "grid", "sampled.axes"), names):
@@ -139,9 +151,27 @@ class SearchSpace:
                 if name in seen:
                     raise SchemaError(where, f"{key}.{section}.{name}", f"also set in {key}.{seen[name]}; set it once")
                 seen[name] = section
+        for i, subgrid in enumerate(self.grids):
+            for name in subgrid:
+                if name in seen:
+                    raise SchemaError(where, f"{key}.grids[{i}].{name}", f"also set in {key}.{seen[name]}; "
+                                                                          "set it once")
 
     def names(self) -> set[str]:
-        return set(self.fixed) | set(self.grid) | (set(self.sampled.axes) if self.sampled else set())
+        grids = set(self.grids[0]) if self.grids else set()
+        return set(self.fixed) | set(self.grid) | (set(self.sampled.axes) if self.sampled else set()) | grids
+
+
+def _check_axes(axes: dict[str, Any], where: str, key: str) -> None:
+    """Each grid axis is a non-empty list of values or a valid GridRange."""
+    for name, values in axes.items():
+        if isinstance(values, GridRange):
+            values.check(where, f"{key}.{name}")
+        elif not isinstance(values, tuple):
+            raise SchemaError(where, f"{key}.{name}", "expected a list of values or {range: [start, stop]} "
+                                                      f"or {{range: [start, stop, step]}}, got {values!r}")
+        elif not values:
+            raise SchemaError(where, f"{key}.{name}", "empty axis; expected at least one value")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +190,9 @@ class TrainingSpec:
     batch_size: int
     checkpoint_epochs: tuple[int, ...]  # epoch 0 is the initialization
     eval_batch_size: int = 2000
+    # also keep the weights of the epoch with the best validation score, as one more planned
+    # checkpoint per run (`zoo.plan`: its slot's epoch is BEST_EPOCH; its row records the real epoch)
+    keep_best: bool = False
 
     def validate(self, where: str, key: str) -> None:
         for name in ("epochs", "batch_size", "eval_batch_size"):
@@ -273,7 +306,14 @@ class ZooSpec:
         return to_data(self)
 
     def hash(self) -> str:
-        return content_hash(self.to_data())
+        """The content hash of the resolved spec; options left at their defaults that older specs
+        did not have (`search_space.grids`, `training.keep_best`) are left out, so their hashes stay."""
+        data = self.to_data()
+        if not data["search_space"]["grids"]:
+            del data["search_space"]["grids"]
+        if not data["training"]["keep_best"]:
+            del data["training"]["keep_best"]
+        return content_hash(data)
 
 
 def content_hash(data: Any, length: int = 20) -> str:
@@ -288,17 +328,20 @@ def _check_hyperparameters(hparams_cls: type, space: SearchSpace, where: str) ->
     for name in sorted(space.names() - required):
         raise SchemaError(where, f"search_space: {name}", f"unknown hyperparameter; expected one of {sorted(required)}")
     for name in sorted(required - space.names()):
-        raise SchemaError(where, f"search_space: {name}", "hyperparameter not set; give it in fixed, grid or sampled.axes")
+        raise SchemaError(where, f"search_space: {name}", "hyperparameter not set; give it in fixed, grid, grids or sampled.axes")
     for name, value in space.fixed.items():
         convert(hints[name], value, where, f"search_space.fixed.{name}")
-    for name, values in space.grid.items():
-        if isinstance(values, GridRange):
-            if hints[name] is not int:
-                raise SchemaError(where, f"search_space.grid.{name}",
-                                  f"a range axis needs an integer hyperparameter; {name} is {hints[name]}")
-            continue
-        for i, value in enumerate(values):
-            convert(hints[name], value, where, f"search_space.grid.{name}[{i}]")
+    sections = [("search_space.grid", space.grid)]
+    sections += [(f"search_space.grids[{i}]", subgrid) for i, subgrid in enumerate(space.grids)]
+    for section, axes in sections:
+        for name, values in axes.items():
+            if isinstance(values, GridRange):
+                if hints[name] is not int:
+                    raise SchemaError(where, f"{section}.{name}",
+                                      f"a range axis needs an integer hyperparameter; {name} is {hints[name]}")
+                continue
+            for i, value in enumerate(values):
+                convert(hints[name], value, where, f"{section}.{name}[{i}]")
     if space.sampled:
         for name, axis in space.sampled.axes.items():
             values = axis.choice if axis.choice is not None else (axis.uniform or axis.log_uniform)
@@ -317,6 +360,14 @@ def _check_index_splits(hparams_cls: type, space: SearchSpace, by: IndexSplits, 
         planned, section = [space.fixed[by.key]], f"search_space.fixed.{by.key}"
     elif by.key in space.grid:
         planned, section = axis_values(space.grid[by.key]), f"search_space.grid.{by.key}"
+    elif space.grids and by.key in space.grids[0]:
+        for i, subgrid in enumerate(space.grids):
+            uncovered = by.first_uncovered(axis_values(subgrid[by.key]))
+            if uncovered is not None:
+                raise SchemaError(where, "splits.by.ranges", f"{by.key}={uncovered} (from search_space.grids[{i}]."
+                                                             f"{by.key}) falls in no split; ranges are [start, stop): "
+                                                             f"{to_data(by.ranges)}")
+        return
     else:
         axis = space.sampled.axes[by.key]
         if axis.choice is None:

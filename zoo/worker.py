@@ -41,16 +41,21 @@ def _train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, data, on_r
     todo = [run for run in runs if missing[run.run_id]]
     written = 0
 
+    emitted = dict.fromkeys(missing, 0)  # run -> checkpoints emitted: the run is done when all were
+
     def emit(run: Run, result: CheckpointResult) -> None:
         nonlocal written
-        model_id = next(c.model_id for c in run.checkpoints if c.epoch == result.epoch)
+        # the best checkpoint is found by its flag (its epoch is the real best epoch, not the plan's)
+        model_id = next(c.model_id for c in run.checkpoints
+                        if c.best == result.best and (result.best or c.epoch == result.epoch))
         if model_id in missing[run.run_id]:
             staging.write(CheckpointRecord(
                 model_id=model_id, run_id=run.run_id, family=spec.family, config=spec.name,
                 epoch=result.epoch, seed=run.seed, hparams=run.hparams, metrics=result.metrics,
                 status=result.status, architecture=spec.architecture, weights=result.weights))
             written += 1
-        if result.epoch == run.checkpoints[-1].epoch and on_run_done is not None:
+        emitted[run.run_id] += 1
+        if emitted[run.run_id] == len(run.checkpoints) and on_run_done is not None:
             on_run_done(run, len(missing[run.run_id]))
 
     for run in runs:

@@ -9,7 +9,7 @@ import hashlib
 
 import pytest
 
-from zoo.plan import assign_splits, configurations, plan_runs, run_definition
+from zoo.plan import BEST_EPOCH, assign_splits, configurations, plan_runs, run_definition
 from zoo.spec import content_hash, load_spec, spec_from_data
 
 
@@ -233,3 +233,57 @@ def test_index_range_splits_refuse_runs_they_cannot_place(inr_tiny):
     runs = plan_runs(narrowed)
     with pytest.raises(ValueError, match="image_index=45000 falls in no split of 'inr-mnist'"):
         assign_splits([r.run_id for r in runs], narrowed, runs)
+
+
+# --- a union of grids (search_space.grids) and the best checkpoint (training.keep_best) ----------
+
+def with_grids(spec, grids, **grid):
+    """`spec` (cnn-mnist tiny) with optimizer and learning rate (and the `grid` axes) moved from the
+    sampled axes into `grids` (and `grid`)."""
+    def edit(data):
+        space = data["search_space"]
+        for name in ("optimizer", "learning_rate", *grid):
+            space["sampled"]["axes"].pop(name, None)
+        space.update(grids=grids, grid=grid)
+    return edited(spec, edit)
+
+
+def test_grids_plan_each_sub_grid_in_turn_crossed_with_grid_and_draws(tiny):
+    spec = with_grids(tiny, [{"optimizer": ["adam", "rmsprop"], "learning_rate": [1e-3, 1e-2, 1e-1]},
+                             {"optimizer": ["sgd"], "learning_rate": [0.5, 0.7]}], dropout=[0.0, 0.5])
+    count = spec.search_space.sampled.count
+    configs = list(configurations(spec))
+    assert len(configs) == (2 * 3 + 1 * 2) * 2 * count
+    points = [(c["optimizer"], c["learning_rate"], c["dropout"]) for c in configs[::count]]
+    # sorted axis names (dropout, learning_rate, optimizer), last fastest; the first sub-grid, then the second
+    assert points[:4] == [("adam", 1e-3, 0.0), ("rmsprop", 1e-3, 0.0), ("adam", 1e-2, 0.0), ("rmsprop", 1e-2, 0.0)]
+    assert {p[0] for p in points[:12]} == {"adam", "rmsprop"} and points[5:7] == [("rmsprop", 1e-1, 0.0),
+                                                                                   ("adam", 1e-3, 0.5)]
+    assert points[12:] == [("sgd", 0.5, 0.0), ("sgd", 0.7, 0.0), ("sgd", 0.5, 0.5), ("sgd", 0.7, 0.5)]
+    assert {c["optimizer"] for c in configs if c["learning_rate"] > 0.1} == {"sgd"}  # never crossed across sub-grids
+    draws = [{k: c[k] for k in spec.search_space.sampled.axes} for c in configs]
+    assert draws[:count] == draws[count:2 * count]  # the same sampled draws under every grid point
+    runs = plan_runs(spec)
+    assert len(runs) == len(configs) * len(spec.seeds) and plan_runs(spec) == runs
+
+
+def test_a_single_sub_grid_plans_like_the_grid_it_spells(tiny):
+    axes = {"optimizer": ["adam", "sgd"], "learning_rate": [1e-3, 1e-2]}
+    as_grids, as_grid = with_grids(tiny, [axes]), with_grids(tiny, [], **axes)
+    assert as_grids.search_space.grids and not as_grid.search_space.grids
+    assert plan_runs(as_grids) == plan_runs(as_grid)
+    assert as_grids.search_space.names() == as_grid.search_space.names()
+
+
+def test_keep_best_plans_one_more_checkpoint_per_run_with_its_own_id(tiny):
+    kept = edited(tiny, lambda d: d["training"].update(keep_best=True))
+    plain, runs = plan_runs(tiny), plan_runs(kept)
+    assert "keep_best" not in run_definition(tiny)["training"]  # off: the run ids of older specs stay
+    assert ids(runs) != ids(plain)  # on: it changes what a run's checkpoints are
+    for run in runs:
+        *regular, best = run.checkpoints
+        assert [(c.epoch, c.best) for c in regular] == [(0, False), (1, False), (2, False)]
+        assert (best.epoch, best.best) == (BEST_EPOCH, True)
+        assert best.model_id == hashlib.sha256(f"{run.run_id}/best".encode()).hexdigest()[:20]
+        assert all(c.model_id == hashlib.sha256(f"{run.run_id}/{c.epoch}".encode()).hexdigest()[:20] for c in regular)
+    assert len(set(model_ids(runs))) == 4 * len(runs)

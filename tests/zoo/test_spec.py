@@ -78,6 +78,27 @@ def _axis(name: str, value) -> Callable[[dict], None]:
 
 AXES = "search_space.sampled.axes"
 
+
+def _grids(*subgrids) -> Callable[[dict], None]:
+    """Moves optimizer and learning_rate from the sampled axes into `search_space.grids`."""
+    def mutate(raw: dict) -> None:
+        axes(raw).pop("optimizer")
+        axes(raw).pop("learning_rate")
+        raw["search_space"]["grids"] = [dict(g) for g in subgrids]
+
+    return mutate
+
+
+def _grids_and(section: str, name: str, value) -> Callable[[dict], None]:
+    def mutate(raw: dict) -> None:
+        _grids({"optimizer": ["adam"], "learning_rate": [1e-3]})(raw)
+        if section == "sampled":
+            axes(raw)[name] = {"choice": value}
+        else:
+            raw["search_space"].setdefault(section, {})[name] = value
+
+    return mutate
+
 # (mutation of the bundled spec, key named in the message, expectation named in the message)
 INVALID = {
     "unknown top-level key": case(_set("colour", value="red"), "colour", "unknown key; expected one of"),
@@ -101,7 +122,7 @@ INVALID = {
     "unknown key under sampled": case(_set("search_space", "sampled", "sead", value=1), "search_space.sampled.sead",
                                       "unknown key"),
     "missing hyperparameter": case(_delete_axis("dropout"), "dropout",
-                                   "hyperparameter not set; give it in fixed, grid or sampled.axes"),
+                                   "hyperparameter not set; give it in fixed, grid, grids or sampled.axes"),
     "unknown hyperparameter": case(_axis("momentum", {"uniform": [0.0, 0.9]}), "momentum",
                                    "unknown hyperparameter; expected one of ['activation', 'dropout'"),
     "fractions not summing to 1": case(_set("splits", "fractions", value={"train": 0.7, "validation": 0.1,
@@ -121,6 +142,26 @@ INVALID = {
                                                 "also set in search_space.fixed"),
     "hyperparameter in fixed and grid": case(_fixed_and_grid, "search_space.grid.dropout",
                                              "also set in search_space.fixed"),
+    "empty sub-grid axis": case(_grids({"optimizer": ["adam"], "learning_rate": [1e-3]},
+                                       {"optimizer": ["sgd"], "learning_rate": []}),
+                                "search_space.grids[1].learning_rate", "empty axis"),
+    "empty sub-grid": case(_grids({"optimizer": ["adam"], "learning_rate": [1e-3]}, {}), "search_space.grids[1]",
+                           "expected a non-empty mapping"),
+    "sub-grids naming different hyperparameters": case(
+        _grids({"optimizer": ["adam"], "learning_rate": [1e-3]}, {"optimizer": ["sgd"]}), "search_space.grids[1]",
+        "every sub-grid must name the same hyperparameters as grids[0]: ['learning_rate', 'optimizer']"),
+    "sub-grid value of a wrong type": case(_grids({"optimizer": ["adam"], "learning_rate": [1e-3]},
+                                                  {"optimizer": ["sgd"], "learning_rate": ["fast"]}),
+                                           "search_space.grids[1].learning_rate[0]", "expected a number"),
+    "sub-grid value outside a literal": case(_grids({"optimizer": ["adamw"], "learning_rate": [1e-3]}),
+                                             "search_space.grids[0].optimizer[0]", "expected one of ['adam'"),
+    "hyperparameter in grids and fixed": case(_grids_and("fixed", "optimizer", "adam"),
+                                              "search_space.grids[0].optimizer", "also set in search_space.fixed"),
+    "hyperparameter in grids and grid": case(_grids_and("grid", "learning_rate", [1e-2]),
+                                             "search_space.grids[0].learning_rate", "also set in search_space.grid"),
+    "hyperparameter in grids and sampled": case(_grids_and("sampled", "optimizer", ["sgd"]),
+                                                "search_space.grids[0].optimizer",
+                                                "also set in search_space.sampled.axes"),
     "unknown family": case(_set("family", value="resnet"), "family",
                            "unknown zoo family 'resnet'; valid names: cnn"),
     "unknown architecture field": case(_set("architecture", "width", value=8), "architecture.width", "unknown key"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import typing
 from collections import Counter
 
 import pytest
@@ -11,11 +10,11 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from zoo.families import create_family
-from zoo.families.transformer import INIT_STDS, LEARNING_RATES, BEST_SLOT, TransformerHParams, learning_rate_at
+from zoo.families.transformer import TransformerHParams, learning_rate_at
 from zoo.folder import STAGING_FOLDER, save_spec
 from zoo.loader import load_split
 from zoo.pack import pack
-from zoo.plan import plan_runs
+from zoo.plan import BEST_EPOCH, plan_runs
 from zoo.schema import SchemaError
 from zoo.spec import load_spec, spec_from_data
 from zoo.staging import Staging
@@ -25,7 +24,7 @@ from zoo.verify import verify
 from zoo.worker import train_runs
 
 SPECS = ["transformer-mnist", "transformer-agnews"]
-SENSIBLE = {"optimizer": "adam", "learning_rate_index": 2, "init_std_index": 2, "l2": 1e-6, "dropout": 0.0,
+SENSIBLE = {"optimizer": "adam", "learning_rate": 1e-3, "init_std": 0.3, "l2": 1e-6, "dropout": 0.0,
             "train_fraction": 1.0, "warmup_epochs": 1, "final_learning_rate": 1e-5}
 
 
@@ -33,8 +32,8 @@ def fixed_spec(name: str, hparams: dict, *, epochs: int, **dataset):
     """The tiny profile of `name` with one fixed configuration, validated like a file."""
     data = load_spec(name, "tiny").to_data()
     crop = data["search_space"]["fixed"]["crop_padding"]
-    data["search_space"] = {"fixed": {"crop_padding": crop, **hparams}, "grid": {}, "sampled": None}
-    data["training"].update(epochs=epochs, checkpoint_epochs=list(range(epochs + 1)))
+    data["search_space"] = {"fixed": {"crop_padding": crop, **hparams}, "grid": {}, "sampled": None, "grids": []}
+    data["training"].update(epochs=epochs, checkpoint_epochs=list(range(epochs + 1)), keep_best=True)
     data["dataset"].update(dataset)
     return spec_from_data(data, "test_transformer_family")
 
@@ -93,16 +92,16 @@ def test_architecture_and_hyperparameters_are_validated():
     with pytest.raises(SchemaError, match="reduced_embeddings_sha256: required"):
         spec_from_data(data, "agnews")
     data = load_spec("transformer-mnist", "tiny").to_data()
-    data["search_space"]["grid"]["learning_rate_index"] = [8]
-    with pytest.raises(SchemaError, match=r"learning_rate_index: expected 0\.\.7"):
+    data["search_space"]["grids"][1]["learning_rate"] = [5e-2, 0.0]
+    with pytest.raises(SchemaError, match=r"learning_rate: expected a positive value, got 0\.0"):
         plan_runs(spec_from_data(data, "mnist"))
-    hp = TransformerHParams(**{**SENSIBLE, "optimizer": "sgd", "learning_rate_index": 3, "init_std_index": 4,
-                               "crop_padding": 0})
-    assert (hp.learning_rate, hp.init_std) == (7e-3, 0.3)
+    data["search_space"]["grids"][1]["learning_rate"] = ["fast"]
+    with pytest.raises(SchemaError, match=r"search_space\.grids\[1\]\.learning_rate\[0\]"):
+        spec_from_data(data, "mnist")
 
 
 def test_learning_rate_warms_up_linearly_then_decays_to_the_final_rate():
-    hp = TransformerHParams(**{**SENSIBLE, "learning_rate_index": 7, "warmup_epochs": 10, "crop_padding": 0})
+    hp = TransformerHParams(**{**SENSIBLE, "learning_rate": 5e-2, "warmup_epochs": 10, "crop_padding": 0})
     rates = [learning_rate_at(epoch, hp, 100) for epoch in range(1, 101)]
     assert rates[:10] == pytest.approx([5e-2 * (e + 1) / 10 for e in range(10)])  # lr / 10 ... lr
     assert rates[10] == pytest.approx(5e-2) and all(a > b for a, b in zip(rates[10:], rates[11:]))
@@ -117,7 +116,8 @@ def test_specs_plan_the_released_grid_16000_runs_and_64000_checkpoints(name):
     spec = load_spec(name)
     runs = plan_runs(spec)
     assert len(runs) == 16000 and sum(len(r.checkpoints) for r in runs) == 64000  # x 2 data sets = 128,000
-    assert spec.training.checkpoint_epochs == (BEST_SLOT, 50, 75, 100)
+    assert spec.training.checkpoint_epochs == (50, 75, 100) and spec.training.keep_best
+    assert all([c.epoch for c in r.checkpoints] == [50, 75, 100, BEST_EPOCH] and r.checkpoints[-1].best for r in runs)
     assert (spec.training.epochs, spec.training.batch_size) == (100, 128)
     values = Counter()
     for run in runs:
@@ -153,23 +153,23 @@ def test_word_vectors_that_differ_from_the_recorded_hash_are_refused():
 
 # --- training ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, init_std_index, floor", [("transformer-mnist", 2, 0.25), ("transformer-agnews", 0, 0.55)])
-def test_a_sensible_run_beats_chance_and_keeps_its_best_validation_epoch(name, init_std_index, floor):
+@pytest.mark.parametrize("name, init_std, floor", [("transformer-mnist", 0.3, 0.25), ("transformer-agnews", 0.1, 0.55)])
+def test_a_sensible_run_beats_chance_and_keeps_its_best_validation_epoch(name, init_std, floor):
     # 3 epochs on 2,000 examples: Adam at 1e-3, init std 0.3 (MNIST) or 0.1 (AG News)
-    results = train_one(fixed_spec(name, {**SENSIBLE, "init_std_index": init_std_index}, epochs=3, train_size=2000))
-    by_epoch = {r.epoch: r for r in results}
-    assert [r.epoch for r in results] == [0, 1, 2, 3] and {r.status for r in results} == {"ok"}
-    assert set(results[0].metrics) == {*CLASSIFICATION_METRICS, "is_best", "best_epoch"}
-    best, last = by_epoch[BEST_SLOT], by_epoch[3]
+    results = train_one(fixed_spec(name, {**SENSIBLE, "init_std": init_std}, epochs=3, train_size=2000))
+    *regular, best = results
+    by_epoch = {r.epoch: r for r in regular}
+    assert [r.epoch for r in regular] == [0, 1, 2, 3] and {r.status for r in results} == {"ok"}
+    assert set(best.metrics) == {*CLASSIFICATION_METRICS, "is_best"}
+    last = by_epoch[3]
     chance = 0.1 if "mnist" in name else 0.25
     assert last.metrics["test_accuracy"] > max(floor, chance + 0.1) and last.metrics["train_loss"] < math.log(1 / chance)
-    # the epoch-0 slot holds the best validation epoch: same weights and metrics as that epoch's row
-    assert best.metrics["is_best"] is True and not any(r.metrics["is_best"] for r in results[1:])
-    epoch = best.metrics["best_epoch"]
-    assert 1 <= epoch <= 3 and {r.metrics["best_epoch"] for r in results} == {epoch}
-    assert best.metrics["val_accuracy"] == max(r.metrics["val_accuracy"] for r in results)
-    assert all(torch.equal(best.weights[k], by_epoch[epoch].weights[k]) for k in best.weights)
-    assert best.metrics["test_accuracy"] == by_epoch[epoch].metrics["test_accuracy"]
+    # emitted last, flagged best, under its real epoch: same weights and metrics as that epoch's row
+    assert best.best and best.metrics["is_best"] is True and not any(r.best or r.metrics["is_best"] for r in regular)
+    assert 1 <= best.epoch <= 3
+    assert best.metrics["val_accuracy"] == max(r.metrics["val_accuracy"] for r in regular)
+    assert all(torch.equal(best.weights[k], by_epoch[best.epoch].weights[k]) for k in best.weights)
+    assert best.metrics["test_accuracy"] == by_epoch[best.epoch].metrics["test_accuracy"]
 
 
 def test_training_is_reproducible_with_dropout_and_crops():
@@ -184,11 +184,11 @@ def test_a_diverging_run_records_nan_checkpoints_and_keeps_its_best():
     # no warm-up; epoch 2 runs at (lr + final) / 2 ~ 5e8: SGD diverges
     hparams = {**SENSIBLE, "optimizer": "sgd", "warmup_epochs": 0, "final_learning_rate": 1e9}
     spec = fixed_spec("transformer-agnews", hparams, epochs=2, train_size=300, validation_size=100, test_size=100)
-    by_epoch = {r.epoch: r for r in train_one(spec)}
+    *regular, best = train_one(spec)
+    by_epoch = {r.epoch: r for r in regular}
     assert by_epoch[1].status == "ok" and by_epoch[2].status == "diverged"
     assert all(math.isnan(by_epoch[2].metrics[m]) for m in CLASSIFICATION_METRICS)
-    best = by_epoch[BEST_SLOT]
-    assert best.status == "ok" and best.metrics["is_best"] and best.metrics["best_epoch"] in (0, 1)
+    assert best.best and best.status == "ok" and best.metrics["is_best"] and best.epoch in (0, 1)
     assert all(math.isfinite(best.metrics[m]) for m in CLASSIFICATION_METRICS)
 
 
@@ -198,7 +198,11 @@ def test_tiny_agnews_zoo_stages_packs_verifies_and_loads(tmp_path, read_with_dat
     spec = load_spec("transformer-agnews", "tiny")
     save_spec(spec, tmp_path)
     runs = plan_runs(spec)
-    assert train_runs(spec, runs, Staging(tmp_path / STAGING_FOLDER)) == 12  # 4 runs x (best, 1, 2)
+    finished = []
+    written = train_runs(spec, runs, Staging(tmp_path / STAGING_FOLDER),
+                         on_run_done=lambda run, n: finished.append((run.run_id, n)))
+    assert written == 12  # 4 runs x (1, 2, best)
+    assert finished == [(run.run_id, 3) for run in runs]  # once per run, after its best checkpoint
     entry = pack(tmp_path)["configs"][spec.name]
     assert entry["complete"] and entry["packed_checkpoints"] == 12
     (architecture,) = entry["architectures"].values()
@@ -207,19 +211,17 @@ def test_tiny_agnews_zoo_stages_packs_verifies_and_loads(tmp_path, read_with_dat
     seen = read_with_datasets(tmp_path, spec.name)  # plain `datasets`, no zoo
     assert seen["imported_zoo"] is False
     split, got = next(iter(seen["splits"].items()))
-    assert got["features"]["is_best"] == "Value('bool')" and got["features"]["best_epoch"] == "Value('int64')"
-    assert got["features"]["learning_rate_index"] == "Value('int64')"
+    assert got["features"]["is_best"] == "Value('bool')" and "best_epoch" not in got["features"]
+    assert got["features"]["learning_rate"] == "Value('float64')" and got["features"]["init_std"] == "Value('float64')"
     assert sorted(got["first_row"]) == sorted(create_family("transformer").weight_space(spec.architecture).names)
     loaded = load_split(tmp_path, spec.name, split)
     assert len(loaded) == got["rows"] and loaded.weights.space.num_params == 17764
     rows = loaded.metadata
-    assert (rows["is_best"] == (rows["epoch"] == BEST_SLOT)).all()
+    best_ids = {r.checkpoints[-1].model_id for r in runs}
+    assert (rows["is_best"] == rows["model_id"].isin(best_ids)).all() and rows["is_best"].any()
+    assert rows[rows["is_best"]]["epoch"].between(0, 2).all()  # the real epoch of the best weights
+    # packed in plan order: each run's regular epochs ascending, then its best
+    assert list(rows["model_id"]) == [m for r in runs for m in r.model_ids if m in set(rows["model_id"])]
     report = verify(tmp_path, recompute=3)  # the stored val/test metrics are recomputed from the weights
     assert report.ok, report.problems
     assert len(report.recomputed) == 3 and all(m["match"] for r in report.recomputed for m in r["metrics"].values())
-
-
-def test_learning_rate_and_init_std_tables_cover_every_optimizer():
-    optimizers = set(typing.get_args(typing.get_type_hints(TransformerHParams)["optimizer"]))
-    assert set(LEARNING_RATES) == set(INIT_STDS) == optimizers == {"adam", "rmsprop", "sgd", "sgd_momentum"}
-    assert {len(v) for v in LEARNING_RATES.values()} == {8} and {len(v) for v in INIT_STDS.values()} == {5}

@@ -74,3 +74,31 @@ def test_resume_under_another_thread_count_is_byte_identical(tiny_zoo: Path, tin
     finally:
         torch.set_num_threads(previous)
     assert staging.path(victim).read_bytes() == Staging(tiny_zoo / STAGING_FOLDER).path(victim).read_bytes()
+
+
+def test_best_checkpoint_is_written_under_its_real_epoch_and_each_run_reported_once(tmp_path: Path):
+    from zoo.plan import BEST_EPOCH
+    from zoo.spec import load_spec
+
+    spec = load_spec("transformer-mnist", "tiny")  # training.keep_best: epochs 1, 2 and the best
+    runs = plan_runs(spec)[:2]
+    staging = Staging(tmp_path / STAGING_FOLDER)
+    finished = []
+    report = lambda run, n: finished.append((run.run_id, n))  # noqa: E731
+    assert train_runs(spec, runs, staging, on_run_done=report) == 6
+    assert finished == [(run.run_id, 3) for run in runs]  # once per run, after its last (best) checkpoint
+    for run in runs:
+        *regular, best = run.checkpoints
+        assert best.best and best.epoch == BEST_EPOCH
+        record = staging.read(best.model_id)
+        assert record.metrics["is_best"] is True and record.epoch in (0, 1, 2)  # the real epoch, not the sentinel
+        assert not any(staging.read(c.model_id).metrics["is_best"] for c in regular)
+        if record.epoch in (1, 2):  # the same weights as that epoch's checkpoint
+            same = next(c for c in regular if c.epoch == record.epoch)
+            weights = staging.read(same.model_id).weights
+            assert all(torch.equal(record.weights[k], weights[k]) for k in weights)
+    # only the best is missing: the run retrains, writes it alone, and is reported once
+    staging.path(runs[0].checkpoints[-1].model_id).unlink()
+    finished.clear()
+    assert train_runs(spec, runs, staging, on_run_done=report) == 1
+    assert sorted(finished) == sorted([(runs[0].run_id, 1), (runs[1].run_id, 0)])

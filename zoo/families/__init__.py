@@ -9,7 +9,8 @@ A family is a `Family` subclass registered with `@register_family(name)` that pr
 - ``symmetry(architecture, hparams)``: the group acting on its weights (`zoo.symmetry`);
 - ``load_data(spec)``: the data every run of a config shares;
 - ``train_population(spec, runs, data, emit)``: trains runs, calling ``emit(run, result)`` at
-  each checkpoint epoch of each run (and for the rest once a run diverges); the default
+  each checkpoint epoch of each run (and for the rest once a run diverges), and once with
+  ``best=True`` at the end when the spec keeps the best checkpoint; the default
   trains them one at a time with ``train_run(spec, run, data, emit_one)``;
 - ``evaluate(spec, hparams, weights, data)``: the metrics that depend only on the weights, recomputed;
 - ``run_flops(spec, hparams)``: the FLOPs of one run, training and evaluation, for planning.
@@ -30,10 +31,11 @@ FAMILIES: Registry[type] = Registry("zoo family")
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointResult:
-    epoch: int
+    epoch: int  # the epoch whose weights these are (for the best checkpoint: the best epoch itself)
     weights: dict[str, torch.Tensor]  # ordered as the family's weight space, float32 on the CPU
     metrics: dict[str, float | int]  # every column of the family's METRICS (float ones NaN once diverged)
     status: str  # "ok" or "diverged"
+    best: bool = False  # the run's planned best-validation checkpoint (training.keep_best)
 
 
 class Family:

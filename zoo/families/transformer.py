@@ -34,18 +34,16 @@ on a validation split held out of the training data (theirs: on the test set), a
 random draw (init, train subset, shuffles, crops, dropout) comes from an explicit seeded
 generator.
 
-The "best" checkpoint: a run's checkpoints are planned before training, with ids hashing
-(run, epoch), but the best epoch is known only at the end. The plan's epoch-0 checkpoint
-(`BEST_SLOT`; this family never stores the initialization) therefore holds the weights of the
-epoch with the highest validation accuracy (ties: the earlier; the initialization competes,
-so a run that never improves still has one). Every row carries `is_best` (True only on that
-row) and `best_epoch` (the epoch those weights are from, the same on all rows of a run).
+The "best" checkpoint: the specs keep it (`training.keep_best`), a planned checkpoint of its own
+per run (`zoo.plan`) that holds the weights of the epoch with the highest validation accuracy
+(ties: the lower loss, then the earlier; the initialization competes, so a run that never
+improves still has one). It is emitted with ``best=True`` at the end of training, its row's
+`epoch` is the real best epoch, and `is_best` is True on that row only.
 
 The released sweeps couple the learning rates and init stds to the optimizer (Adam/RMSprop:
-8 rates 3e-4..5e-2, stds 0.1..0.5; SGD/SGD-momentum: 8 rates 1e-3..7e-2, stds 0.1..0.3), a
-union of two grids that a spec's single cross product cannot state. Until specs can, the
-hyperparameters are `learning_rate_index` and `init_std_index` into the optimizer's list
-(`LEARNING_RATES`, `INIT_STDS`); `TransformerHParams.learning_rate` / `.init_std` resolve them.
+8 rates 3e-4..5e-2, stds 0.1..0.5; SGD/SGD-momentum: 8 rates 1e-3..7e-2, stds 0.1..0.3): the
+specs state it as a union of two grids (`search_space.grids`), and the hyperparameters are the
+real values.
 """
 
 from __future__ import annotations
@@ -65,13 +63,6 @@ from zoo.symmetry.attention import AttentionSymmetry
 from zoo.train import CLASSIFICATION_METRICS, evaluate, evaluate_sets, run_train_subset, seeded_generator
 from zoo.weightspace import WeightSpace
 
-ADAPTIVE_LEARNING_RATES = (3e-4, 5e-4, 1e-3, 3e-3, 5e-3, 1e-2, 3e-2, 5e-2)
-SGD_LEARNING_RATES = (1e-3, 3e-3, 5e-3, 7e-3, 1e-2, 3e-2, 5e-2, 7e-2)
-LEARNING_RATES = {"adam": ADAPTIVE_LEARNING_RATES, "rmsprop": ADAPTIVE_LEARNING_RATES,
-                  "sgd": SGD_LEARNING_RATES, "sgd_momentum": SGD_LEARNING_RATES}
-INIT_STDS = {"adam": (0.1, 0.2, 0.3, 0.4, 0.5), "rmsprop": (0.1, 0.2, 0.3, 0.4, 0.5),
-             "sgd": (0.1, 0.15, 0.2, 0.25, 0.3), "sgd_momentum": (0.1, 0.15, 0.2, 0.25, 0.3)}
-
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {  # (parameters, learning rate, L2)
     "adam": lambda params, lr, l2: torch.optim.Adam(params, lr=lr, weight_decay=l2),
     "rmsprop": lambda params, lr, l2: torch.optim.RMSprop(params, lr=lr, weight_decay=l2),
@@ -79,8 +70,7 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {  # (parameters, 
     "sgd_momentum": lambda params, lr, l2: torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=l2),
 }
 INIT_BOUND = 2.0  # truncation of the initial weights, absolute (PyTorch's trunc_normal_ default)
-BEST_SLOT = 0  # the planned checkpoint epoch that holds the best-validation weights
-METRICS: dict[str, type] = {**dict.fromkeys(CLASSIFICATION_METRICS, float), "is_best": bool, "best_epoch": int}
+METRICS: dict[str, type] = {**dict.fromkeys(CLASSIFICATION_METRICS, float), "is_best": bool}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +112,8 @@ class TransformerArchitecture:
 @dataclasses.dataclass(frozen=True)
 class TransformerHParams:
     optimizer: Literal["adam", "rmsprop", "sgd", "sgd_momentum"]
-    learning_rate_index: int  # into LEARNING_RATES[optimizer]
-    init_std_index: int  # into INIT_STDS[optimizer]
+    learning_rate: float  # the peak rate, after warm-up
+    init_std: float  # std of the truncated-normal initial weights
     l2: float  # the optimizer's weight decay (coupled L2)
     dropout: float  # after the stem and after each attention and MLP sublayer
     train_fraction: float  # share of the training pool this run sees
@@ -132,22 +122,12 @@ class TransformerHParams:
     final_learning_rate: float  # where the cosine decay ends
 
     def validate(self, where: str, key: str) -> None:
-        for name, table in (("learning_rate_index", LEARNING_RATES), ("init_std_index", INIT_STDS)):
-            values = table[self.optimizer]
-            if not 0 <= getattr(self, name) < len(values):
-                raise SchemaError(where, f"{key}.{name}", f"expected 0..{len(values) - 1} (an index into "
-                                                          f"{list(values)} for {self.optimizer}), got {getattr(self, name)}")
+        for name in ("learning_rate", "init_std"):
+            if not getattr(self, name) > 0:
+                raise SchemaError(where, f"{key}.{name}", f"expected a positive value, got {getattr(self, name)}")
         if not 0 <= self.dropout < 1 or self.warmup_epochs < 0 or self.crop_padding < 0:
             raise SchemaError(where, key, f"expected 0 <= dropout < 1, warmup_epochs >= 0 and crop_padding >= 0, got "
                                           f"{self.dropout}, {self.warmup_epochs}, {self.crop_padding}")
-
-    @property
-    def learning_rate(self) -> float:
-        return LEARNING_RATES[self.optimizer][self.learning_rate_index]
-
-    @property
-    def init_std(self) -> float:
-        return INIT_STDS[self.optimizer][self.init_std_index]
 
 
 def learning_rate_at(epoch: int, hp: TransformerHParams, epochs: int) -> float:
@@ -355,7 +335,7 @@ class TransformerFamily(Family):
         crops = seeded_generator(run.seed, "crop")
         if hp.crop_padding and train.x.ndim != 4:
             raise ValueError(f"{spec.name}: crop_padding={hp.crop_padding} needs images; use 0 for {spec.dataset.name}")
-        regular = sorted(e for e in training.checkpoint_epochs if e != BEST_SLOT)
+        regular = sorted(training.checkpoint_epochs)
         batch_size, eval_batch = training.batch_size, training.eval_batch_size
 
         def checkpoint_metrics(validation: tuple[float, float]) -> dict[str, float]:
@@ -367,8 +347,11 @@ class TransformerFamily(Family):
             loss, accuracy = validation
             return (accuracy, -loss) if math.isfinite(loss) else (-math.inf, -math.inf)
 
-        best_score, best_epoch, best_weights = score(evaluate(model, data.validation, eval_batch)), 0, _state(model)
+        validation = evaluate(model, data.validation, eval_batch)
+        best_score, best_epoch, best_weights = score(validation), 0, _state(model)
         kept: dict[int, tuple[dict, dict]] = {}  # epoch -> (weights, metrics)
+        if 0 in regular:  # the initialization
+            kept[0] = (_state(model), checkpoint_metrics(validation))
         for epoch in range(1, training.epochs + 1):
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate_at(epoch, hp, training.epochs)
@@ -393,17 +376,17 @@ class TransformerFamily(Family):
             if epoch in regular:
                 kept[epoch] = (_state(model), checkpoint_metrics(validation))
         last = (_state(model), dict.fromkeys(CLASSIFICATION_METRICS, math.nan))  # for epochs after a divergence
-        results = [self._result(epoch, *kept.get(epoch, last), False, best_epoch) for epoch in regular]
-        if BEST_SLOT in training.checkpoint_epochs:
+        results = [self._result(epoch, *kept.get(epoch, last)) for epoch in regular]
+        if training.keep_best:
             model.load_state_dict(best_weights)
             metrics = checkpoint_metrics(evaluate(model, data.validation, eval_batch))
-            results.insert(0, self._result(BEST_SLOT, best_weights, metrics, True, best_epoch))
+            results.append(self._result(best_epoch, best_weights, metrics, best=True))
         return results
 
     @staticmethod
-    def _result(epoch: int, weights: dict, metrics: dict, is_best: bool, best_epoch: int) -> CheckpointResult:
+    def _result(epoch: int, weights: dict, metrics: dict, best: bool = False) -> CheckpointResult:
         status = "ok" if all(math.isfinite(v) for v in metrics.values()) else "diverged"
-        return CheckpointResult(epoch, weights, {**metrics, "is_best": is_best, "best_epoch": best_epoch}, status)
+        return CheckpointResult(epoch, weights, {**metrics, "is_best": best}, status, best=best)
 
     def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor], data: TaskData) -> dict[str, float]:
         """Validation and test metrics of stored weights (train metrics depend on the run's subset)."""
@@ -436,7 +419,7 @@ class TransformerFamily(Family):
         evaluated = min(seen, spec.dataset.eval_train_size) + validation + test
         forward = self.forward_flops(spec.architecture)
         return forward * (3 * self.examples_per_run(spec, hparams) + validation * (spec.training.epochs + 1)
-                          + evaluated * len(spec.training.checkpoint_epochs))
+                          + evaluated * (len(spec.training.checkpoint_epochs) + spec.training.keep_best))
 
     @staticmethod
     def _split_sizes(spec) -> tuple[int, int, int]:
