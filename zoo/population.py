@@ -152,8 +152,8 @@ def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
             x, y = data.train.x[index], data.train.y[index]  # (K, b, C, H, W), (K, b)
             logits = family.population_forward(spec.architecture, params, x, activations=activations,
                                                 masks=members.masks(active))  # (K, b, classes)
-            K_, b, classes = logits.shape
-            losses = F.cross_entropy(logits.reshape(K_ * b, classes), y.reshape(-1), reduction="none").view(K, b).mean(1)
+            _, b, classes = logits.shape
+            losses = F.cross_entropy(logits.reshape(K * b, classes), y.reshape(-1), reduction="none").view(K, b).mean(1)
             losses = losses + members.l2 * sum((w * w).flatten(1).sum(1) for w in weights)
             finite = torch.isfinite(losses.detach())
             stepping = active & finite  # a member stops before the step whose loss is not finite, as alone
