@@ -1,7 +1,8 @@
 """Optimizers over stacked parameters: one tensor holds K members, each with its own learning rate.
 
 Each update is the single-tensor update of `torch.optim` (Adam, RMSprop, SGD, SGD with
-momentum 0.9, at torch's defaults), written elementwise over the member dimension with a
+momentum 0.9, at torch's defaults; optionally a per-member coupled `weight_decay`, added to
+the gradient as torch.optim adds it), written elementwise over the member dimension with a
 per-member learning rate and a per-member `active` mask: an inactive member's parameters
 and state do not move. A member trained here follows its solo `torch.optim` trajectory to
 float32 rounding (the scalar factors are applied in a different order).
@@ -29,6 +30,7 @@ class StackedOptimizer:
     kind: str
     state: list[dict[str, torch.Tensor]] = dataclasses.field(default_factory=list)
     steps: torch.Tensor | None = None  # (K,) steps taken per member (Adam's bias correction)
+    weight_decay: torch.Tensor | None = None  # (K,) coupled L2 as torch.optim's weight_decay (None: none)
 
     def __post_init__(self) -> None:
         if self.kind not in UPDATES:
@@ -43,7 +45,10 @@ class StackedOptimizer:
         for param, state in zip(self.params, self.state):
             if param.grad is None:
                 continue
-            UPDATES[self.kind](param, param.grad, state, self, active)
+            grad = param.grad
+            if self.weight_decay is not None:  # torch.optim: grad = grad + weight_decay * param, before the update
+                grad = grad + _per_member(self.weight_decay, param) * param
+            UPDATES[self.kind](param, grad, state, self, active)
 
     def zero_grad(self) -> None:
         for param in self.params:

@@ -58,6 +58,7 @@ from torch import nn
 
 from zoo.data import SOURCE_INFO, TaskData, load_task_data, split_sizes
 from zoo.families import CheckpointResult, Family, register_family
+from zoo.population import populations
 from zoo.schema import SchemaError
 from zoo.symmetry.attention import AttentionSymmetry
 from zoo.train import CLASSIFICATION_METRICS, evaluate, evaluate_sets, run_train_subset, seeded_generator
@@ -281,6 +282,9 @@ class TransformerFamily(Family):
     HParams = TransformerHParams
     METRICS = METRICS
 
+    def __init__(self, population_size: int = 32):
+        self.population_size = population_size  # runs trained together; bounds a worker's memory
+
     def build(self, architecture: dict, hparams: dict | None = None) -> SmallTransformer:
         dropout = 0.0 if hparams is None else float(hparams["dropout"])
         return SmallTransformer(TransformerArchitecture(**architecture), dropout)
@@ -311,6 +315,27 @@ class TransformerFamily(Family):
                              f"classes; {spec.dataset.name} has {found} and {data.num_classes}")
         return data
 
+    def initial_weights(self, spec, run) -> dict[str, torch.Tensor]:
+        """The run's initialization, drawn from its own generator in parameter order (biases 0)."""
+        hp, init = TransformerHParams(**run.hparams), seeded_generator(run.seed, "init")
+        model = self.build(spec.architecture)
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if name.endswith("weight"):
+                    nn.init.trunc_normal_(parameter, 0.0, hp.init_std, -INIT_BOUND, INIT_BOUND, generator=init)
+                else:
+                    parameter.zero_()
+        return _state(model)
+
+    def train_population(self, spec, runs, data: TaskData, emit) -> None:
+        """Runs sharing an optimizer and a train fraction (equal steps per epoch) train together,
+        in chunks of `population_size` (`zoo.families.transformer_population`)."""
+        from zoo.families.transformer_population import train_transformer_population  # imports this module
+
+        key = lambda run: (run.hparams["optimizer"], run.hparams["train_fraction"])  # noqa: E731
+        for population in populations(runs, self.population_size, key):
+            train_transformer_population(self, spec, population, data, emit)
+
     def train_run(self, spec, run, data: TaskData, emit: Callable[[CheckpointResult], None]) -> None:
         for result in self._train(spec, run, data):
             emit(result)
@@ -321,13 +346,7 @@ class TransformerFamily(Family):
         if hp.warmup_epochs > training.epochs:
             raise ValueError(f"{spec.name}: warmup_epochs={hp.warmup_epochs} exceeds training.epochs={training.epochs}")
         model = self.build(spec.architecture, run.hparams)
-        init = seeded_generator(run.seed, "init")
-        with torch.no_grad():
-            for name, parameter in model.named_parameters():
-                if name.endswith("weight"):
-                    nn.init.trunc_normal_(parameter, 0.0, hp.init_std, -INIT_BOUND, INIT_BOUND, generator=init)
-                else:
-                    parameter.zero_()
+        model.load_state_dict(self.initial_weights(spec, run))
         optimizer = OPTIMIZERS[hp.optimizer](model.parameters(), hp.learning_rate, hp.l2)
         train = run_train_subset(data.train, hp.train_fraction, run.seed)
         eval_train = train.subset(torch.arange(min(len(train), spec.dataset.eval_train_size)))

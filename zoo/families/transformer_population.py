@@ -1,0 +1,214 @@
+"""Population training of the Transformer family: K runs in one tensor program (`zoo.population`).
+
+Every trainable tensor is stacked on a leading member dimension (K, ...) and each layer is
+computed for all members at once: the 4x4 stride-4 patch convolution as a reshape plus a
+batched matrix product, Q/K/V/O and the MLP and head as batched products, LayerNorm without
+affine and the pooling over the member dimension; the word vectors are frozen and shared.
+What differs between members is a tensor or a per-member generator, drawn exactly as the
+solo `TransformerFamily.train_run` draws it: initialization, train subset, batch order,
+crops, dropout masks (in the solo order: stem, then attention and MLP of each block),
+the per-epoch learning rate (warm-up + cosine) and the coupled L2 (`StackedOptimizer`'s
+`weight_decay`, as torch.optim applies it). A member whose training loss or validation turns
+non-finite is recorded as diverged for its remaining checkpoints, zeroed and frozen, as its
+solo run records it; its best checkpoint is still emitted at the end.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from zoo.data import TaskData
+from zoo.families import CheckpointResult
+from zoo.families.transformer import TransformerArchitecture, learning_rate_at, random_crops, sinusoidal_encoding
+from zoo.optim_stacked import StackedOptimizer
+from zoo.population import _accumulate, _Members
+from zoo.train import CLASSIFICATION_METRICS, seeded_generator
+
+EVAL_ROWS = 16384  # examples x members per evaluation batch: bounds the (K, B, H, T, T) attention scores
+
+
+def _linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-member x W^T + b: h (K, ..., I), weight (K, O, I), bias (K, O) -> (K, ..., O)."""
+    K, shape = h.shape[0], h.shape[1:-1]
+    flat = h.reshape(K, -1, h.shape[-1])  # (K, N, I)
+    out = torch.bmm(flat, weight.transpose(1, 2)) if bias is None else torch.baddbmm(bias.unsqueeze(1), flat,
+                                                                                      weight.transpose(1, 2))
+    return out.view(K, *shape, weight.shape[1])
+
+
+class PopulationTransformer:
+    """The `SmallTransformer` forward for K stacked members; `embedding` is a solo model's stem
+    (only its frozen word table is read, for `word_embeddings`)."""
+
+    def __init__(self, arch: TransformerArchitecture, embedding):
+        self.arch, self.embedding = arch, embedding
+        self.positional_encoding = sinusoidal_encoding(arch.num_tokens, arch.d_model)
+
+    def stem(self, params: dict, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x: (K, B, C, H, W) images or (K, B, T) tokens -> (K, B, T, D) and a padding mask (K, B, T)."""
+        a = self.arch
+        if a.input == "word_embeddings":
+            table, mask = self.embedding(x.reshape(-1, x.shape[-1]))  # loads the shared frozen table once
+            return table.view(*x.shape, a.d_model), mask.view(x.shape)
+        K, B, C, H, W = x.shape
+        p = a.patch_size
+        x = (x - a.pixel_mean) / a.pixel_std
+        patches = x.view(K, B, C, H // p, p, W // p, p).permute(0, 1, 3, 5, 2, 4, 6)  # (K, B, H/p, W/p, C, p, p)
+        patches = patches.reshape(K, B, (H // p) * (W // p), C * p * p)
+        weight = params["embedding.conv1.weight"].flatten(2)  # (K, D, C p p)
+        return _linear(patches, weight, params["embedding.conv1.bias"]), None  # (K, B, T, D)
+
+    def attention(self, params: dict, prefix: str, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        a = self.arch
+        K, B, T, _ = x.shape
+        q, k, v = (_linear(x, params[f"{prefix}.{m}.weight"]).view(K, B, T, a.num_heads, a.head_dim).transpose(2, 3)
+                   for m in ("queries", "keys", "values"))  # (K, B, H, T, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(a.head_dim)  # (K, B, H, T, T)
+        if mask is not None:
+            scores = scores.masked_fill(~mask[:, :, None, None, :], float("-inf"))
+        heads = torch.softmax(scores, dim=-1) @ v  # (K, B, H, T, d)
+        return _linear(heads.transpose(2, 3).reshape(K, B, T, -1), params[f"{prefix}.out_projection.weight"])
+
+    def __call__(self, params: dict, x: torch.Tensor, masks: Callable | None = None) -> torch.Tensor:
+        """Logits (K, B, classes); `masks(layer, shape)` gives dropout masks (K, *shape) or None."""
+        a = self.arch
+
+        def drop(h: torch.Tensor, layer: int) -> torch.Tensor:
+            mask = masks(layer, tuple(h.shape[1:])) if masks is not None else None
+            return h if mask is None else h * mask
+
+        h, mask = self.stem(params, x)
+        h = drop(h + self.positional_encoding[:h.shape[2]], 0)
+        width = (a.d_model,)
+        for i in range(a.num_blocks):
+            prefix = f"encoder.{i}"
+            z = drop(self.attention(params, f"{prefix}.attention", F.layer_norm(h, width), mask), 2 * i + 1)
+            h = h + z if a.residual else z
+            z = F.relu(_linear(F.layer_norm(h, width), params[f"{prefix}.fc1.weight"], params[f"{prefix}.fc1.bias"]))
+            z = drop(_linear(z, params[f"{prefix}.fc2.weight"], params[f"{prefix}.fc2.bias"]), 2 * i + 2)
+            h = h + z if a.residual else z
+        h = F.layer_norm(h, width)
+        if mask is None:
+            pooled = h.mean(dim=2)  # (K, B, D)
+        else:
+            weights = mask.to(h.dtype)[..., None]
+            pooled = (h * weights).sum(dim=2) / weights.sum(dim=2).clamp_min(1)
+        hidden = F.relu(_linear(pooled, params["classifier.fc1.weight"], params["classifier.fc1.bias"]))
+        return _linear(hidden, params["classifier.fc2.weight"], params["classifier.fc2.bias"])
+
+
+@torch.no_grad()
+def _evaluate(model: PopulationTransformer, spec, params: dict, members: _Members, data: TaskData,
+              only_validation: bool = False) -> list[dict[str, float]]:
+    """Each member's metrics (eval mode), as its solo `evaluate` computes them; NaN where not computed."""
+    K = len(members)
+    batch_size = max(1, min(spec.training.eval_batch_size, EVAL_ROWS // K))
+    sums = {name: [0.0] * K for name in CLASSIFICATION_METRICS}
+    count_train = min(members.subsets.shape[1], spec.dataset.eval_train_size)
+    sets = [("val", data.validation)] if only_validation else [("val", data.validation), ("test", data.test)]
+    if not only_validation:
+        for start in range(0, count_train, batch_size):
+            index = members.subsets[:, start:min(start + batch_size, count_train)]  # (K, b)
+            _accumulate(sums, "train", model(params, data.train.x[index]), data.train.y[index])
+    for prefix, examples in sets:
+        for start in range(0, len(examples), batch_size):
+            x, y = examples.x[start:start + batch_size], examples.y[start:start + batch_size]
+            _accumulate(sums, prefix, model(params, x.expand(K, *x.shape)), y.expand(K, -1))
+    sizes = {"train": count_train, "val": len(data.validation), "test": len(data.test)}
+    computed = {"val"} if only_validation else set(sizes)
+    return [{name: sums[name][k] / sizes[name.split("_")[0]] if name.split("_")[0] in computed else math.nan
+             for name in CLASSIFICATION_METRICS} for k in range(K)]
+
+
+def _score(metrics: dict[str, float]) -> tuple[float, float]:  # higher accuracy, then lower loss
+    loss, accuracy = metrics["val_loss"], metrics["val_accuracy"]
+    return (accuracy, -loss) if math.isfinite(loss) else (-math.inf, -math.inf)
+
+
+def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
+                                 emit: Callable[[object, CheckpointResult], None]) -> None:
+    """Trains runs that share an optimizer and a train fraction as one population."""
+    members = _Members(family, runs, data)
+    K, training, hparams = len(members), spec.training, members.hparams
+    for hp in hparams:
+        if hp.warmup_epochs > training.epochs:
+            raise ValueError(f"{spec.name}: warmup_epochs={hp.warmup_epochs} exceeds training.epochs={training.epochs}")
+        if hp.crop_padding and data.train.x.ndim != 4:
+            raise ValueError(f"{spec.name}: crop_padding={hp.crop_padding} needs images; use 0 for {spec.dataset.name}")
+    arch = TransformerArchitecture(**spec.architecture)
+    model = PopulationTransformer(arch, family.build(spec.architecture).embedding)
+    initial = [family.initial_weights(spec, run) for run in runs]
+    names = list(initial[0])
+    params = {name: torch.stack([w[name] for w in initial]).requires_grad_() for name in names}
+    optimizer = StackedOptimizer(list(params.values()), members.learning_rate, hparams[0].optimizer,
+                                 weight_decay=torch.tensor([hp.l2 for hp in hparams], dtype=torch.float64))
+    crops = [seeded_generator(run.seed, "crop") for run in runs]
+    active = torch.ones(K, dtype=torch.bool)
+    regular = sorted(training.checkpoint_epochs)
+
+    def snapshot(source: dict, k: int) -> dict[str, torch.Tensor]:
+        return {name: source[name][k].detach().clone() for name in names}
+
+    def retire(k: int, epoch: int) -> None:
+        """Records member k as diverged at `epoch` and after (as its solo run), then zeroes and freezes it."""
+        weights = snapshot(params, k)
+        for e in (e for e in regular if e >= epoch):
+            emit(members.runs[k], family._result(e, weights, dict.fromkeys(CLASSIFICATION_METRICS, math.nan)))
+        active[k] = False
+        with torch.no_grad():
+            for tensor in params.values():
+                tensor[k] = 0.0
+
+    metrics = _evaluate(model, spec, params, members, data, only_validation=0 not in regular)
+    best_score = [_score(m) for m in metrics]
+    best_epoch = [0] * K
+    best = {name: tensor.detach().clone() for name, tensor in params.items()}
+    if 0 in regular:
+        for k in range(K):
+            emit(members.runs[k], family._result(0, snapshot(params, k), metrics[k]))
+    size = members.subsets.shape[1]
+    for epoch in range(1, training.epochs + 1):
+        if not active.any():
+            break
+        optimizer.learning_rate = torch.tensor([learning_rate_at(epoch, hp, training.epochs) for hp in hparams],
+                                               dtype=torch.float64)
+        orders = [torch.randperm(size, generator=members.shuffle[k]) if active[k] else torch.arange(size)
+                  for k in range(K)]
+        for start in range(0, size, training.batch_size):
+            index = members.subsets.gather(1, torch.stack(orders)[:, start:start + training.batch_size])  # (K, b)
+            x = data.train.x[index]  # (K, b, ...)
+            x = torch.stack([random_crops(x[k], hparams[k].crop_padding, crops[k])
+                             if hparams[k].crop_padding and active[k] else x[k] for k in range(K)])
+            logits = model(params, x, members.masks(active))  # (K, b, classes)
+            _, b, classes = logits.shape
+            losses = F.cross_entropy(logits.reshape(K * b, classes), data.train.y[index].reshape(-1),
+                                     reduction="none").view(K, b).mean(1)
+            finite = torch.isfinite(losses.detach())
+            stepping = active & finite  # a member stops before the step whose loss is not finite, as alone
+            optimizer.zero_grad()
+            torch.where(stepping, losses, torch.zeros_like(losses)).sum().backward()
+            optimizer.step(stepping)
+            for k in torch.nonzero(active & ~finite).flatten().tolist():
+                retire(k, epoch)
+        checkpointing = epoch in regular
+        metrics = _evaluate(model, spec, params, members, data, only_validation=not checkpointing)
+        for k in range(K):
+            if not active[k]:
+                continue
+            if _score(metrics[k])[0] == -math.inf:
+                retire(k, epoch)
+                continue
+            if _score(metrics[k]) > best_score[k]:
+                best_score[k], best_epoch[k] = _score(metrics[k]), epoch
+                with torch.no_grad():
+                    for name in names:
+                        best[name][k] = params[name][k]
+            if checkpointing:
+                emit(members.runs[k], family._result(epoch, snapshot(params, k), metrics[k]))
+    if training.keep_best:
+        for k, metrics_k in enumerate(_evaluate(model, spec, best, members, data)):
+            emit(members.runs[k], family._result(best_epoch[k], snapshot(best, k), metrics_k, best=True))
