@@ -73,14 +73,33 @@ class _Members:
         return draw
 
 
+EVAL_ROWS = 16384  # examples x members evaluated at once: bounds a worker's memory whatever K is
+
+
 @torch.no_grad()
 def _evaluate(family, spec, params, members: _Members, data: TaskData) -> list[dict[str, float]]:
-    """Each member's train/val/test loss and accuracy, as its solo evaluation computes them."""
-    arch, batch_size, K = spec.architecture, spec.training.eval_batch_size, len(members)
-    activations = [h.activation for h in members.hparams]
+    """Each member's train/val/test loss and accuracy, as its solo evaluation computes them.
+
+    Members are evaluated in chunks of at most EVAL_ROWS / eval_batch_size; on the CPU each
+    member's forward is its own, so chunking changes no result.
+    """
+    K, batch_size = len(members), spec.training.eval_batch_size
+    chunk = max(1, EVAL_ROWS // batch_size)
+    results: list[dict[str, float]] = []
+    for low in range(0, K, chunk):
+        members_slice = slice(low, min(K, low + chunk))
+        results += _evaluate_members(family, spec, {name: p[members_slice] for name, p in params.items()},
+                                     [h.activation for h in members.hparams[members_slice]],
+                                     members.subsets[members_slice], data)
+    return results
+
+
+def _evaluate_members(family, spec, params, activations: list[str], subsets: torch.Tensor,
+                      data: TaskData) -> list[dict[str, float]]:
+    arch, batch_size, K = spec.architecture, spec.training.eval_batch_size, len(activations)
     sums = {name: [0.0] * K for name in CLASSIFICATION_METRICS}
-    count_train = min(members.subsets.shape[1], spec.dataset.eval_train_size)
-    train_index = members.subsets[:, :count_train]  # (K, M): the first examples of each member's subset
+    count_train = min(subsets.shape[1], spec.dataset.eval_train_size)
+    train_index = subsets[:, :count_train]  # (K, M): the first examples of each member's subset
     for start in range(0, count_train, batch_size):
         index = train_index[:, start:start + batch_size]
         logits = family.population_forward(arch, params, data.train.x[index], activations=activations)

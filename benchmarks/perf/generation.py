@@ -85,13 +85,55 @@ def measure(name: str) -> Measurement:
                        sum(family.run_flops(spec, run.hparams) for run in runs))
 
 
+# Hyperparameters every member of a memory measurement shares, so that all K form one population.
+SHARED = {"cnn": {"optimizer": "adam", "train_fraction": 0.5}, "inr": {}}
+
+
+def _peak_memory(name: str, size: int, queue) -> None:
+    """In a fresh process: RSS after loading the data, and the peak while training one population."""
+    import resource
+
+    torch.set_num_threads(1)
+    spec_name, profile, _, overrides = WORKLOADS[name]
+    spec = spec_from_data(_merge(to_data(load_spec(spec_name, profile)), overrides))
+    family = create_family(name)
+    family.population_size = size
+    data = family.load_data(spec)
+    runs = [dataclasses.replace(run, hparams={**run.hparams, **SHARED[name]}) for run in plan_runs(spec)]
+    runs = (runs * (size // len(runs) + 1))[:size]  # repeats are fine: memory depends on K, not on the runs
+    with open("/proc/self/statm") as statm:  # resident pages now (ru_maxrss would include the load's peak)
+        baseline = int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+    family.train_population(spec, runs, data, lambda run, result: None)
+    queue.put((baseline, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+
+
+def memory_table(families: list[str], sizes: tuple[int, ...] = (1, 16, 64)) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    print(f"{'family':<12}{'K':>5}{'after data (MB)':>18}{'peak (MB)':>12}{'peak-data (MB)':>15}")
+    for name in families:
+        for size in sizes:
+            queue = context.Queue()
+            process = context.Process(target=_peak_memory, args=(name, size, queue))
+            process.start()
+            baseline, peak = queue.get()
+            process.join()
+            print(f"{name:<12}{size:>5}{baseline:>18.0f}{peak:>12.0f}{peak - baseline:>15.0f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--families", default=",".join(f for f in WORKLOADS if f in list_families()))
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a Ray trial uses one)")
     parser.add_argument("--save", action="store_true",
                         help="record the population throughput for `nfnzoo generate --dry-run` (zoo/throughput.json)")
+    parser.add_argument("--memory", action="store_true",
+                        help="instead: peak memory of one worker training a population of K (1, 16, 64)")
     args = parser.parse_args(argv)
+    if args.memory:
+        memory_table([f for f in args.families.split(",") if f in SHARED])
+        return
     torch.set_num_threads(args.threads)
     peak = matmul_flops()
     rows = [measure(name) for name in args.families.split(",")]
