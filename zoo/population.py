@@ -122,6 +122,20 @@ def _accumulate(sums: dict, prefix: str, logits: torch.Tensor, y: torch.Tensor) 
         sums[f"{prefix}_accuracy"][k] += hits
 
 
+def masked_step(losses: torch.Tensor, active: torch.Tensor, optimizer: StackedOptimizer) -> list[int]:
+    """One update of the members whose loss is finite; returns the members that just diverged.
+
+    The loss is the sum of the members' losses, so each gradient is the member's own; a member
+    stops before the step whose loss is not finite, as it would alone.
+    """
+    finite = torch.isfinite(losses.detach())
+    stepping = active & finite
+    optimizer.zero_grad()
+    torch.where(stepping, losses, torch.zeros_like(losses)).sum().backward()
+    optimizer.step(stepping)
+    return torch.nonzero(active & ~finite).flatten().tolist()
+
+
 def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
                                 emit: Callable[[object, CheckpointResult], None]) -> None:
     """Trains runs that share an optimizer and a train fraction as one population."""
@@ -174,12 +188,7 @@ def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
             _, b, classes = logits.shape
             losses = F.cross_entropy(logits.reshape(K * b, classes), y.reshape(-1), reduction="none").view(K, b).mean(1)
             losses = losses + members.l2 * sum((w * w).flatten(1).sum(1) for w in weights)
-            finite = torch.isfinite(losses.detach())
-            stepping = active & finite  # a member stops before the step whose loss is not finite, as alone
-            optimizer.zero_grad()
-            torch.where(stepping, losses, torch.zeros_like(losses)).sum().backward()
-            optimizer.step(stepping)
-            for k in torch.nonzero(active & ~finite).flatten().tolist():
+            for k in masked_step(losses, active, optimizer):
                 retire(k, epoch, inclusive=True)
         if epoch in checkpoints:
             checkpoint(epoch)

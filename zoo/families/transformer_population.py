@@ -25,7 +25,7 @@ from zoo.data import TaskData
 from zoo.families import CheckpointResult
 from zoo.families.transformer import TransformerArchitecture, learning_rate_at, random_crops, sinusoidal_encoding
 from zoo.optim_stacked import StackedOptimizer
-from zoo.population import _accumulate, _Members
+from zoo.population import _accumulate, _Members, masked_step
 from zoo.train import CLASSIFICATION_METRICS, seeded_generator
 
 EVAL_ROWS = 16384  # examples x members per evaluation batch: bounds the (K, B, H, T, T) attention scores
@@ -187,12 +187,7 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
             _, b, classes = logits.shape
             losses = F.cross_entropy(logits.reshape(K * b, classes), data.train.y[index].reshape(-1),
                                      reduction="none").view(K, b).mean(1)
-            finite = torch.isfinite(losses.detach())
-            stepping = active & finite  # a member stops before the step whose loss is not finite, as alone
-            optimizer.zero_grad()
-            torch.where(stepping, losses, torch.zeros_like(losses)).sum().backward()
-            optimizer.step(stepping)
-            for k in torch.nonzero(active & ~finite).flatten().tolist():
+            for k in masked_step(losses, active, optimizer):
                 retire(k, epoch)
         checkpointing = epoch in regular
         metrics = _evaluate(model, spec, params, members, data, only_validation=not checkpointing)
