@@ -7,7 +7,6 @@ how to read the weights. Written from the manifest alone, so it is deterministic
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml

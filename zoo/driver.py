@@ -17,7 +17,6 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from zoo.plan import Run, plan_runs
 from zoo.folder import STAGING_FOLDER, save_spec

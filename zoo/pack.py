@@ -102,10 +102,11 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
             rows = []
             for model_id in model_ids[index * per_shard:(index + 1) * per_shard]:
                 record = staging.read(model_id)
-                architectures.setdefault(record.architecture_id, {
-                    "family": record.family, "architecture": record.architecture,
-                    "layers": family.weight_space(record.architecture).to_json(),
-                    "num_params": family.weight_space(record.architecture).num_params})
+                if record.architecture_id not in architectures:  # building a weight space builds a model
+                    space = family.weight_space(record.architecture)
+                    architectures[record.architecture_id] = {
+                        "family": record.family, "architecture": record.architecture,
+                        "layers": space.to_json(), "num_params": space.num_params}
                 status_counts[record.status] = status_counts.get(record.status, 0) + 1
                 rows.append(to_row(dataclasses.replace(record, config=spec.name)))
             name = shard_name(split, index, count)
