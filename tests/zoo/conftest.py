@@ -56,6 +56,24 @@ def assert_same_record(actual: CheckpointRecord, expected: CheckpointRecord) -> 
         assert torch.equal(actual.weights[name], tensor), name
 
 
+def assert_members_match(solo: dict, together: dict, weight_tolerance: float, metric_tolerance: float) -> None:
+    """Checkpoints of members trained alone and in a population agree to the tolerances."""
+    assert set(solo) == set(together)
+    for key, alone in solo.items():
+        member = together[key]
+        assert member.status == alone.status == "ok"
+        for name, tensor in alone.weights.items():
+            assert torch.allclose(member.weights[name], tensor, rtol=weight_tolerance, atol=weight_tolerance), (key, name)
+        for metric, value in alone.metrics.items():
+            assert math.isclose(member.metrics[metric], value, rel_tol=metric_tolerance, abs_tol=metric_tolerance), \
+                (key, metric)
+
+
+@pytest.fixture(name="assert_members_match")
+def assert_members_match_fixture():
+    return assert_members_match
+
+
 @pytest.fixture(name="make_record")
 def make_record_fixture():
     return make_record
