@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from zoo.families import create_family
 from zoo.plan import Run, plan_runs
 from zoo.folder import STAGING_FOLDER, save_spec
 from zoo.spec import ZooSpec, spec_from_data
@@ -132,6 +133,8 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     try:
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         size = runs_per_trial or default_runs_per_trial(len(todo), workers)
+        # runs that can share a population go to the same trials, so populations come out full
+        todo = sorted(todo, key=create_family(spec.family).population_key)
         batches = [todo[i:i + size] for i in range(0, len(todo), size)]
         storage = out_dir / ".tune"
         shutil.rmtree(storage, ignore_errors=True)  # Tune's bookkeeping only; our state is the staging folder

@@ -17,8 +17,8 @@ import torch
 
 
 def _per_member(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """(K,) -> (K, 1, ..., 1) broadcasting against `like` (K, ...)."""
-    return values.view(-1, *([1] * (like.ndim - 1))).to(like.dtype)
+    """(K,) -> (K, 1, ..., 1) broadcasting against `like` (K, ...), on its device."""
+    return values.view(-1, *([1] * (like.ndim - 1))).to(device=like.device, dtype=like.dtype)
 
 
 @dataclasses.dataclass
@@ -36,11 +36,12 @@ class StackedOptimizer:
         if self.kind not in UPDATES:
             raise ValueError(f"unknown optimizer {self.kind!r}; valid: {sorted(UPDATES)}")
         self.state = [{} for _ in self.params]
-        self.steps = torch.zeros(len(self.learning_rate), dtype=torch.float64)
+        self.steps = torch.zeros(len(self.learning_rate), dtype=torch.float64, device=self.learning_rate.device)
 
     @torch.no_grad()
     def step(self, active: torch.Tensor) -> None:
         """One update of the active members (`active`: (K,) bool)."""
+        active = active.to(self.steps.device)
         self.steps += active.to(torch.float64)
         for param, state in zip(self.params, self.state):
             if param.grad is None:
@@ -67,7 +68,7 @@ def _sgd(param, grad, state, opt: StackedOptimizer, active) -> None:
 def _sgd_momentum(param, grad, state, opt: StackedOptimizer, active, momentum: float = 0.9) -> None:
     if "momentum" not in state:
         state["momentum"] = torch.zeros_like(param)
-        state["started"] = torch.zeros(param.shape[0], dtype=torch.bool)
+        state["started"] = torch.zeros(param.shape[0], dtype=torch.bool, device=param.device)
     started = _per_member(state["started"], param).bool()
     buffer = torch.where(started, state["momentum"] * momentum + grad, grad)  # torch: first step buf = grad
     state["momentum"] = _masked(active, buffer, state["momentum"])

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from zoo.device import exact_float32, to_device, training_device
 from zoo.families import CheckpointResult, create_family
 from zoo.plan import Run
 from zoo.record import CheckpointRecord
@@ -62,7 +63,9 @@ def _train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, data, on_r
         if not missing[run.run_id] and on_run_done is not None:
             on_run_done(run, 0)
     if todo:
-        family.train_population(spec, todo, data if data is not None else family.load_data(spec), emit)
+        data = data if data is not None else family.load_data(spec)
+        exact_float32()
+        family.train_population(spec, todo, to_device(data, training_device()), emit)
     return written
 
 

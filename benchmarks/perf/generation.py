@@ -20,32 +20,63 @@ from pathlib import Path
 
 import torch
 
+from zoo.device import exact_float32, to_device, training_device
 from zoo.estimate import THROUGHPUT_FILE
 from zoo.families import create_family, list_families
 from zoo.plan import plan_runs
+from zoo.population import populations
 from zoo.schema import to_data
 from zoo.spec import load_spec, spec_from_data
 
+CPU = torch.device("cpu")
+
 # Per family: the spec and profile to draw runs from, how many runs, and spec overrides that
-# keep one measurement to tens of seconds on two cores.
+# keep one measurement to a minute on two cores. The runs are whole populations as the driver
+# packs them (`representative_runs`); the CNN's come from 3,000 runs sampled as the full
+# spec samples them (all optimizers, activations, dropout rates), on the demo's data.
 WORKLOADS = {
-    "cnn": ("cnn-mnist", "demo", 24, {"training": {"epochs": 2, "checkpoint_epochs": [2]}}),
-    "inr": ("inr-mnist", "tiny", 64, {}),
-    "transformer": ("transformer-mnist", "tiny", 16, {}),
+    "cnn": ("cnn-mnist", "demo", 32, {"training": {"epochs": 3, "checkpoint_epochs": [3]},
+                                      "search_space": {"sampled": {"count": 3000, "axes": {"dropout": {"uniform": [0.0, 0.7]}}}}}),
+    "inr": ("inr-mnist", "demo", 128, {"training": {"epochs": 200, "checkpoint_epochs": [100, 200]}}),
+    "transformer": ("transformer-mnist", None, 32, {
+        "dataset": {"train_size": 2000, "validation_size": 500, "test_size": 1000, "eval_train_size": 500},
+        "search_space": {"fixed": {"warmup_epochs": 1}},
+        "training": {"epochs": 2, "checkpoint_epochs": [2], "keep_best": False}}),
 }
 
 
-def matmul_flops(size: int = 2048, repeat: int = 3) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def representative_runs(family, runs: list, count: int, size: int) -> list:
+    """`count` runs as whole populations of `size`, as the driver packs them (runs sorted by the
+    family's population key, then cut), taken at evenly spaced places of that order so that
+    they span the keys (optimizers, train fractions, activations)."""
+    packed = populations(sorted(runs, key=family.population_key), size, family.population_key)
+    full = [population for population in packed if len(population) == size] or packed
+    wanted = max(1, count // size)
+    chosen = [full[i * len(full) // wanted] for i in range(min(wanted, len(full)))]
+    return [run for population in chosen for run in population][:count]
+
+
+def matmul_flops(size: int = 2048, repeat: int = 3, device: torch.device = CPU) -> float:
+    """FLOP/s of a float32 matrix product (on CUDA: 8192^2, TF32 off, as training runs)."""
+    if device.type == "cuda":
+        size = max(size, 8192)
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
     a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(repeat))
+    best = min(_timed(lambda: a @ b, device) for _ in range(repeat))
     return 2 * size ** 3 / best
 
 
-def _timed(function) -> float:
+def _timed(function, device: torch.device = CPU) -> float:
+    _synchronize(device)
     start = time.perf_counter()
     function()
+    _synchronize(device)
     return time.perf_counter() - start
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _merge(base: dict, override: dict) -> dict:
@@ -59,28 +90,42 @@ class Measurement:
     family: str
     runs: int
     checkpoints: int
-    solo_s: float
+    solo_s: float | None  # None: not measured (on a GPU only the populations are timed)
     population_s: float
     flops: float
 
     def row(self, peak: float) -> str:
-        solo_rate, pop_rate = self.checkpoints / self.solo_s, self.checkpoints / self.population_s
-        return (f"{self.family:<12}{self.runs:>6}{self.checkpoints:>8}{solo_rate:>12.2f}{pop_rate:>12.2f}"
-                f"{self.solo_s / self.population_s:>8.2f}x{self.flops / self.solo_s / 1e9:>10.2f}"
+        pop_rate = self.checkpoints / self.population_s
+        if self.solo_s is None:
+            solo = f"{'-':>12}{pop_rate:>12.2f}{'-':>9}{'-':>10}"
+        else:
+            solo = (f"{self.checkpoints / self.solo_s:>12.2f}{pop_rate:>12.2f}{self.solo_s / self.population_s:>8.2f}x"
+                    f"{self.flops / self.solo_s / 1e9:>10.2f}")
+        return (f"{self.family:<12}{self.runs:>6}{self.checkpoints:>8}{solo}"
                 f"{self.flops / self.population_s / 1e9:>10.2f}{self.flops / self.population_s / peak:>9.2f}")
 
 
-def measure(name: str) -> Measurement:
-    spec_name, profile, count, overrides = WORKLOADS[name]
+def measure(name: str, device: torch.device = CPU, runs_count: int | None = None,
+            population_size: int | None = None, profile: str | None = None) -> Measurement:
+    """Times the workload's runs one at a time (CPU only) and as populations on `device`;
+    `profile` replaces the workload's ("full": the spec without a profile)."""
+    spec_name, default_profile, count, overrides = WORKLOADS[name]
+    profile = default_profile if profile is None else (None if profile == "full" else profile)
     spec = spec_from_data(_merge(to_data(load_spec(spec_name, profile)), overrides))
     family = create_family(name)
-    runs = plan_runs(spec)[:count]
+    if population_size:
+        family.population_size = population_size
+    runs = representative_runs(family, plan_runs(spec), runs_count or count, family.population_size_on(device))
     data = family.load_data(spec)
-    checkpoints = []
-    solo = _timed(lambda: [family.train_run(spec, run, data, checkpoints.append) for run in runs])
+    solo, checkpoints = None, []
+    if device.type == "cpu":
+        solo = _timed(lambda: [family.train_run(spec, run, data, checkpoints.append) for run in runs])
     together = []
-    population = _timed(lambda: family.train_population(spec, runs, data, lambda run, r: together.append(r)))
-    assert len(checkpoints) == len(together), "both modes must produce every checkpoint"
+    placed = to_device(data, device)
+    population = _timed(lambda: family.train_population(spec, runs, placed, lambda run, r: together.append(r)),
+                        device)
+    if solo is not None:
+        assert len(checkpoints) == len(together), "both modes must produce every checkpoint"
     return Measurement(name, len(runs), len(together), solo, population,
                        sum(family.run_flops(spec, run.hparams) for run in runs))
 
@@ -126,6 +171,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--families", default=",".join(f for f in WORKLOADS if f in list_families()))
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a Ray trial uses one)")
+    parser.add_argument("--device", default=None,
+                        help="where the populations train (default: $NFNZOO_DEVICE, else CUDA when available); "
+                             "the one-at-a-time loop is timed on the CPU only")
+    parser.add_argument("--runs", type=int, default=None, help="runs per family (default: the workload's)")
+    parser.add_argument("--profile", default=None,
+                        help="spec profile to draw the runs from (default: the workload's; 'full': the whole spec)")
+    parser.add_argument("--population-size", type=int, default=None, help="members per population (default: the family's)")
     parser.add_argument("--save", action="store_true",
                         help="record the population throughput for `nfnzoo generate --dry-run` (zoo/throughput.json)")
     parser.add_argument("--memory", action="store_true",
@@ -135,16 +187,19 @@ def main(argv: list[str] | None = None) -> None:
         memory_table([f for f in args.families.split(",") if f in SHARED])
         return
     torch.set_num_threads(args.threads)
-    peak = matmul_flops()
-    rows = [measure(name) for name in args.families.split(",")]
-    peak = max(peak, matmul_flops())  # measured before and after, against drift
-    print(f"float32 matrix product (2048^2, {args.threads} thread(s)): {peak / 1e9:.1f} GFLOP/s")
+    device = training_device(args.device)
+    exact_float32()
+    peak = matmul_flops(device=device)
+    rows = [measure(name, device, args.runs, args.population_size, args.profile) for name in args.families.split(",")]
+    peak = max(peak, matmul_flops(device=device))  # measured before and after, against drift
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} thread(s)"
+    print(f"float32 matrix product ({where}): {peak / 1e9:.1f} GFLOP/s")
     print(f"{'family':<12}{'runs':>6}{'ckpts':>8}{'solo ck/s':>12}{'pop ck/s':>12}{'ratio':>9}"
           f"{'solo GF/s':>10}{'pop GF/s':>10}{'x matmul':>9}")
     for row in rows:
         print(row.row(peak))
     if args.save:
-        save_throughput(rows, "cuda" if torch.cuda.is_available() else "cpu")
+        save_throughput(rows, device.type)
 
 
 def save_throughput(rows: list[Measurement], device: str, path: Path = THROUGHPUT_FILE) -> None:

@@ -69,6 +69,16 @@ def assert_members_match(solo: dict, together: dict, weight_tolerance: float, me
                 (key, metric)
 
 
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device here: the population's GPU path runs where one is"))])
+def device(request) -> torch.device:
+    """Where a population trains in equivalence tests (its solo reference always runs on the CPU)."""
+    from zoo.device import exact_float32
+
+    exact_float32()
+    return torch.device(request.param)
+
+
 @pytest.fixture(name="assert_members_match")
 def assert_members_match_fixture():
     return assert_members_match

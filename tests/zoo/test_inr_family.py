@@ -19,7 +19,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from zoo.estimate import estimate
 from zoo.families import create_family
-from zoo.families.inr import (INRArchitecture, Siren, coordinate_grid, fit_population, init_siren,
+from zoo.families.inr_population import fit_population
+from zoo.families.inr import (INRArchitecture, Siren, coordinate_grid, init_siren,
                               pixel_targets, siren_forward)
 from zoo.folder import STAGING_FOLDER, save_spec
 from zoo.loader import load_split

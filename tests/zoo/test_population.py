@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from zoo.device import to_device
 from zoo.families import create_family
 from zoo.plan import plan_runs
 from zoo.population import populations, train_classifier_population
@@ -40,9 +41,11 @@ def _runs(spec, optimizer: str, count: int = 4, **overrides) -> list:
     return runs
 
 
-def _train(family, spec, data, runs, population: bool) -> dict:
+def _train(family, spec, data, runs, population: bool, device: torch.device = torch.device("cpu")) -> dict:
+    """Checkpoints by key; a population trains on `device`, solo runs on the CPU."""
     results = {}
     if population:
+        data = to_device(data, device)
         train_classifier_population(family, spec, runs, data, lambda run, r: results.setdefault((run.run_id, r.epoch), r))
     else:
         for run in runs:
@@ -51,13 +54,13 @@ def _train(family, spec, data, runs, population: bool) -> dict:
 
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
-def test_population_members_follow_their_solo_trajectories(setting, optimizer, assert_members_match):
+def test_population_members_follow_their_solo_trajectories(setting, optimizer, device, assert_members_match):
     spec, family, data = setting
     runs = _runs(spec, optimizer)
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        solo, together = _train(family, spec, data, runs, False), _train(family, spec, data, runs, True)
+        solo, together = _train(family, spec, data, runs, False), _train(family, spec, data, runs, True, device)
     finally:
         torch.set_num_threads(previous)
     assert len(solo) == 3 * len(runs)
@@ -67,11 +70,11 @@ def test_population_members_follow_their_solo_trajectories(setting, optimizer, a
     assert moved > 100 * TOLERANCE  # training really moved the weights, so agreement means something
 
 
-def test_a_diverging_member_is_recorded_and_does_not_poison_the_others(setting):
+def test_a_diverging_member_is_recorded_and_does_not_poison_the_others(setting, device):
     spec, family, data = setting
     runs = _runs(spec, "sgd")
     runs[1] = dataclasses.replace(runs[1], hparams={**runs[1].hparams, "learning_rate": 1e4, "init_std": 1e3, "activation": "relu"})
-    solo, together = _train(family, spec, data, runs, False), _train(family, spec, data, runs, True)
+    solo, together = _train(family, spec, data, runs, False), _train(family, spec, data, runs, True, device)
     diverged = {key for key, r in together.items() if r.status == "diverged"}
     assert diverged == {key for key, r in solo.items() if r.status == "diverged"}
     assert diverged and {run_id for run_id, _ in diverged} == {runs[1].run_id}
@@ -98,7 +101,14 @@ def test_mixed_optimizers_are_refused(setting):
         train_classifier_population(family, spec, runs, data, lambda run, result: None)
 
 
-def test_inr_population_matches_its_reference_solo_loop():
+# A SIREN fit (omega 30, Adam at 1e-3 in the tiny profile) amplifies float32 rounding: the largest
+# weight difference between the stacked fit and nn.Module + torch.optim.Adam was measured at
+# 2e-7 / 1e-6 / 1e-5 after 50 / 100 / 200 steps, the same for the autograd-based population fit
+# (7e-6 after 200), while the weights move by ~1e-2.
+INR_TOLERANCE = 5e-5
+
+
+def test_inr_population_matches_its_reference_solo_loop(device):
     spec = load_spec("inr-mnist", "tiny")
     family = create_family("inr")
     data = family.load_data(spec)
@@ -106,10 +116,14 @@ def test_inr_population_matches_its_reference_solo_loop():
     solo, together = {}, {}
     for run in runs:
         family.train_run(spec, run, data, lambda r, run=run: solo.setdefault((run.run_id, r.epoch), r))
-    family.train_population(spec, runs, data, lambda run, r: together.setdefault((run.run_id, r.epoch), r))
+    family.train_population(spec, runs, to_device(data, device),
+                            lambda run, r: together.setdefault((run.run_id, r.epoch), r))
     assert set(solo) == set(together) and len(solo) == len(runs) * len(spec.training.checkpoint_epochs)
     for key, alone in solo.items():
         assert together[key].metrics["label"] == alone.metrics["label"]
         assert math.isclose(together[key].metrics["psnr"], alone.metrics["psnr"], rel_tol=1e-4)
         for name, tensor in alone.weights.items():  # nn.Module + torch.optim.Adam vs the stacked program
-            assert torch.allclose(together[key].weights[name], tensor, rtol=1e-4, atol=1e-5), (key, name)
+            assert torch.allclose(together[key].weights[name], tensor, rtol=1e-4, atol=INR_TOLERANCE), (key, name)
+    initial = solo[(runs[0].run_id, min(spec.training.checkpoint_epochs))].weights
+    final = solo[(runs[0].run_id, max(spec.training.checkpoint_epochs))].weights
+    assert max((final[n] - initial[n]).abs().max().item() for n in final) > 100 * INR_TOLERANCE  # it really fitted

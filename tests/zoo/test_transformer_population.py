@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from zoo.device import to_device
 from zoo.families import create_family
 from zoo.plan import plan_runs
 from zoo.schema import to_data
@@ -43,9 +44,11 @@ def _runs(spec, optimizer: str, count: int = 3, **overrides) -> list:
     return runs
 
 
-def _train(family, spec, data, runs, population: bool) -> dict:
+def _train(family, spec, data, runs, population: bool, device: torch.device = torch.device("cpu")) -> dict:
+    """Checkpoints by key; a population trains on `device`, solo runs on the CPU."""
     results = {}
     if population:
+        data = to_device(data, device)
         family.train_population(spec, runs, data, lambda run, r: results.setdefault((run.run_id, r.epoch, r.best), r))
     else:
         for run in runs:
@@ -63,11 +66,12 @@ def _single_thread(function):
 
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
-def test_transformer_population_members_follow_their_solo_trajectories(setting, optimizer, assert_members_match):
+def test_transformer_population_members_follow_their_solo_trajectories(setting, optimizer, device,
+                                                                     assert_members_match):
     spec, family, data = setting
     runs = _runs(spec, optimizer)
     solo = _single_thread(lambda: _train(family, spec, data, runs, False))
-    together = _single_thread(lambda: _train(family, spec, data, runs, True))
+    together = _single_thread(lambda: _train(family, spec, data, runs, True, device))
     assert len(solo) == 4 * len(runs)
     tolerance = WEIGHT_TOLERANCE.get(optimizer, TOLERANCE)
     assert_members_match(solo, together, tolerance, TOLERANCE)
@@ -76,12 +80,12 @@ def test_transformer_population_members_follow_their_solo_trajectories(setting, 
     assert moved > 100 * tolerance  # training really moved the weights, so agreement means something
 
 
-def test_a_diverging_transformer_member_is_recorded_and_does_not_poison_the_others(setting):
+def test_a_diverging_transformer_member_is_recorded_and_does_not_poison_the_others(setting, device):
     spec, family, data = setting
     runs = _runs(spec, "sgd")
     runs[1] = dataclasses.replace(runs[1], hparams={**runs[1].hparams, "learning_rate": 1e30, "warmup_epochs": 0})
     solo = _single_thread(lambda: _train(family, spec, data, runs, False))
-    together = _single_thread(lambda: _train(family, spec, data, runs, True))
+    together = _single_thread(lambda: _train(family, spec, data, runs, True, device))
     assert set(solo) == set(together)
     diverged = {key for key, r in together.items() if r.status == "diverged"}
     assert diverged == {key for key, r in solo.items() if r.status == "diverged"}

@@ -8,6 +8,9 @@ A family is a `Family` subclass registered with `@register_family(name)` that pr
   ordered parameter tensors (`zoo.weightspace`);
 - ``symmetry(architecture, hparams)``: the group acting on its weights (`zoo.symmetry`);
 - ``load_data(spec)``: the data every run of a config shares;
+- ``POPULATION_SIZES``: members per population on each device type (`population_size_on`);
+- ``population_key(run)``: what runs must share to train in one population (the driver packs
+  runs with equal keys into the same trials); the default, ``()``, lets any runs share;
 - ``train_population(spec, runs, data, emit)``: trains runs, calling ``emit(run, result)`` at
   each checkpoint epoch of each run (and for the rest once a run diverges), and once with
   ``best=True`` at the end when the spec keeps the best checkpoint; the default
@@ -46,6 +49,16 @@ class Family:
     HParams: type
     METRICS: dict[str, type]
     HEADLINE: tuple[str, float, float] = ("test_accuracy", 0.0, 1.0)  # metric, histogram low, high
+    # runs trained together in one process, per device type (each family's measured choice);
+    # a larger population bounds nothing but memory, a smaller one wastes per-step overhead
+    POPULATION_SIZES: dict[str, int] = {"cpu": 1, "cuda": 1}
+
+    def __init__(self, population_size: int | None = None):
+        self.population_size = population_size  # overrides POPULATION_SIZES when set
+
+    def population_size_on(self, device: torch.device | str) -> int:
+        """Members per population on `device`: the override, else the family's measured choice."""
+        return self.population_size or self.POPULATION_SIZES.get(torch.device(device).type, 1)
 
     def train_run(self, spec, run, data, emit: Callable[[CheckpointResult], None]) -> None:
         raise NotImplementedError(f"family {self.name!r} trains populations only")
@@ -54,6 +67,9 @@ class Family:
         """Whether a recomputed metric agrees with the stored one (`nfnzoo verify --recompute`):
         to float32 reduction order, which differs between thread counts and batch shapes."""
         return math.isclose(stored, recomputed, rel_tol=1e-4, abs_tol=1e-6)
+
+    def population_key(self, run) -> tuple:
+        return ()
 
     def train_population(self, spec, runs: Sequence, data, emit: Callable[[Any, CheckpointResult], None]) -> None:
         for run in runs:

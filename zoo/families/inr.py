@@ -43,14 +43,10 @@ from torch import nn
 
 from zoo.data import SOURCES, ImageData
 from zoo.families import CheckpointResult, Family, register_family
-from zoo.optim_stacked import StackedOptimizer
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.train import seeded_generator
 from zoo.weightspace import WeightSpace
 
-# Members per tensor program. Measured on one core (a Ray worker's): 16 to 256 within 10% of
-# each other, 1,024 at half speed (its activations outgrow the caches); 64 holds ~50 MB.
-POPULATION_SIZE = 64
 INTENSITY_RANGE = 2.0  # targets span [-1, 1]
 
 
@@ -188,45 +184,6 @@ def fit_metrics(mse: float, label: int) -> dict[str, float | int]:
     return {"label": label, "psnr": psnr, "mse": mse}
 
 
-# --- batched fitting ------------------------------------------------------------------------
-
-Fitted = tuple[list[dict[str, torch.Tensor]], list[float], list[bool]]  # weights, MSE, finite; per member
-
-
-def fit_population(arch: INRArchitecture, inits: Sequence[dict[str, torch.Tensor]], images: torch.Tensor,
-                   learning_rates: Sequence[float], steps: int, checkpoints: Sequence[int]) -> dict[int, Fitted]:
-    """Fits B SIRENs, one per image, in one tensor program.
-
-    inits: B state dicts in weight-space order; images (B, C, H, W) in [0, 1], on the device
-    to fit on. Returns, per checkpoint step, the members' weights (on the CPU), their MSE and
-    whether each is still finite.
-    """
-    device = images.device
-    names = list(inits[0])
-    params = [torch.stack([init[name] for init in inits]).to(device).requires_grad_() for name in names]  # (B, ...)
-    optimizer = StackedOptimizer(params, torch.tensor(learning_rates, dtype=torch.float64, device=device), "adam")
-    coords = coordinate_grid(arch.image_size).to(device)  # (P, 2)
-    targets = pixel_targets(images)  # (B, P, C)
-    alive = torch.ones(len(inits), dtype=torch.bool, device=device)
-    wanted, results = set(checkpoints), {}
-    for step in range(steps + 1):  # the forward of step s measures the weights after s updates
-        with torch.set_grad_enabled(step < steps):
-            mse = (siren_forward(arch, params, coords) - targets).pow(2).mean(dim=(1, 2))  # (B,)
-        alive &= torch.isfinite(mse.detach())
-        if step in wanted:
-            stacked = [p.detach().cpu() for p in params]
-            weights = [{name: p[i].clone() for name, p in zip(names, stacked)} for i in range(len(inits))]
-            results[step] = (weights, mse.detach().tolist(), alive.tolist())
-        if step == steps:
-            break
-        # sum, not mean, over members: each member's gradient is exactly its own loss's gradient;
-        # a diverged member's NaNs stay in its own gradient, which the masked update ignores
-        torch.where(alive, mse, 0.0).sum().backward()
-        optimizer.step(alive)
-        optimizer.zero_grad()
-    return results
-
-
 # --- the family -----------------------------------------------------------------------------
 
 @register_family("inr")
@@ -235,7 +192,10 @@ class INRFamily(Family):
     HParams = INRHParams
     METRICS = {"label": int, "psnr": float, "mse": float}
     HEADLINE = ("psnr", 0.0, 60.0)  # dB; 8-bit images top out near 59
-    population_size = POPULATION_SIZE
+    # Members per tensor program. CPU, one core (a Ray worker's): 16 to 64 within 2% of each
+    # other per member, 128 11% slower (its activations outgrow the caches); 64 hold ~50 MB.
+    # H200: 4,096 fit 8,192 checkpoints of 200 steps in 2.3 s (benchmarks/perf/gpu_check.sh).
+    POPULATION_SIZES = {"cpu": 64, "cuda": 4096}
 
     def build(self, architecture: dict, hparams: dict | None = None) -> Siren:
         return Siren(INRArchitecture(**architecture))
@@ -271,9 +231,13 @@ class INRFamily(Family):
 
     def train_population(self, spec, runs: Sequence, data: ImageData,
                          emit: Callable[[Any, CheckpointResult], None]) -> None:
+        """Populations of `population_size_on` images, fitted on the device their images are on
+        (`zoo.families.inr_population`)."""
+        from zoo.families.inr_population import fit_population  # imports this module
         arch = INRArchitecture(**spec.architecture)
-        for start in range(0, len(runs), self.population_size):
-            population = runs[start:start + self.population_size]
+        size = self.population_size_on(data.x.device)
+        for start in range(0, len(runs), size):
+            population = runs[start:start + size]
             hparams = [INRHParams(**run.hparams) for run in population]
             index = [hp.image_index for hp in hparams]
             outside = [i for i in index if not 0 <= i < len(data)]

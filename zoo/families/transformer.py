@@ -194,7 +194,7 @@ class WordEmbedding(nn.Module):
             table = checked_word_embeddings(a.word_embeddings, a.d_model, source_sha256=a.word_embeddings_sha256,
                                             reduced_sha256=a.reduced_embeddings_sha256,
                                             tokenizer_sha256=a.tokenizer_sha256).table
-            self.table = table.to(self.table.dtype)  # follows model.to(dtype) done before the first call
+            self.table = table.to(self.table.device, self.table.dtype)  # follows model.to() done before the first call
         from zoo.text import PAD_ID
 
         return F.embedding(tokens, self.table), tokens != PAD_ID  # (B, T, D), (B, T)
@@ -282,8 +282,7 @@ class TransformerFamily(Family):
     HParams = TransformerHParams
     METRICS = METRICS
 
-    def __init__(self, population_size: int = 32):
-        self.population_size = population_size  # runs trained together; bounds a worker's memory
+    POPULATION_SIZES = {"cpu": 32, "cuda": 256}
 
     def build(self, architecture: dict, hparams: dict | None = None) -> SmallTransformer:
         dropout = 0.0 if hparams is None else float(hparams["dropout"])
@@ -327,13 +326,16 @@ class TransformerFamily(Family):
                     parameter.zero_()
         return _state(model)
 
+    def population_key(self, run) -> tuple:
+        return run.hparams["optimizer"], run.hparams["train_fraction"]
+
     def train_population(self, spec, runs, data: TaskData, emit) -> None:
         """Runs sharing an optimizer and a train fraction (equal steps per epoch) train together,
-        in chunks of `population_size` (`zoo.families.transformer_population`)."""
+        in chunks of `population_size_on` their device (`zoo.families.transformer_population`)."""
         from zoo.families.transformer_population import train_transformer_population  # imports this module
 
-        key = lambda run: (run.hparams["optimizer"], run.hparams["train_fraction"])  # noqa: E731
-        for population in populations(runs, self.population_size, key):
+        size = self.population_size_on(data.train.x.device)
+        for population in populations(runs, size, self.population_key):
             train_transformer_population(self, spec, population, data, emit)
 
     def train_run(self, spec, run, data: TaskData, emit: Callable[[CheckpointResult], None]) -> None:

@@ -44,9 +44,9 @@ class PopulationTransformer:
     """The `SmallTransformer` forward for K stacked members; `embedding` is a solo model's stem
     (only its frozen word table is read, for `word_embeddings`)."""
 
-    def __init__(self, arch: TransformerArchitecture, embedding):
-        self.arch, self.embedding = arch, embedding
-        self.positional_encoding = sinusoidal_encoding(arch.num_tokens, arch.d_model)
+    def __init__(self, arch: TransformerArchitecture, embedding, device: torch.device):
+        self.arch, self.embedding = arch, embedding.to(device)
+        self.positional_encoding = sinusoidal_encoding(arch.num_tokens, arch.d_model).to(device)
 
     def stem(self, params: dict, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x: (K, B, C, H, W) images or (K, B, T) tokens -> (K, B, T, D) and a padding mask (K, B, T)."""
@@ -140,18 +140,19 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
         if hp.crop_padding and data.train.x.ndim != 4:
             raise ValueError(f"{spec.name}: crop_padding={hp.crop_padding} needs images; use 0 for {spec.dataset.name}")
     arch = TransformerArchitecture(**spec.architecture)
-    model = PopulationTransformer(arch, family.build(spec.architecture).embedding)
+    model = PopulationTransformer(arch, family.build(spec.architecture).embedding, members.device)
     initial = [family.initial_weights(spec, run) for run in runs]
     names = list(initial[0])
-    params = {name: torch.stack([w[name] for w in initial]).requires_grad_() for name in names}
+    params = {name: torch.stack([w[name] for w in initial]).to(members.device).requires_grad_() for name in names}
     optimizer = StackedOptimizer(list(params.values()), members.learning_rate, hparams[0].optimizer,
-                                 weight_decay=torch.tensor([hp.l2 for hp in hparams], dtype=torch.float64))
+                                 weight_decay=torch.tensor([hp.l2 for hp in hparams], dtype=torch.float64,
+                                                           device=members.device))
     crops = [seeded_generator(run.seed, "crop") for run in runs]
     active = torch.ones(K, dtype=torch.bool)
     regular = sorted(training.checkpoint_epochs)
 
     def snapshot(source: dict, k: int) -> dict[str, torch.Tensor]:
-        return {name: source[name][k].detach().clone() for name in names}
+        return {name: source[name][k].detach().to("cpu", copy=True) for name in names}
 
     def retire(k: int, epoch: int) -> None:
         """Records member k as diverged at `epoch` and after (as its solo run), then zeroes and freezes it."""
@@ -175,11 +176,10 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
         if not active.any():
             break
         optimizer.learning_rate = torch.tensor([learning_rate_at(epoch, hp, training.epochs) for hp in hparams],
-                                               dtype=torch.float64)
-        orders = [torch.randperm(size, generator=members.shuffle[k]) if active[k] else torch.arange(size)
-                  for k in range(K)]
+                                               dtype=torch.float64, device=members.device)
+        orders = members.batch_orders(size, active)  # (K, N)
         for start in range(0, size, training.batch_size):
-            index = members.subsets.gather(1, torch.stack(orders)[:, start:start + training.batch_size])  # (K, b)
+            index = members.subsets.gather(1, orders[:, start:start + training.batch_size])  # (K, b)
             x = data.train.x[index]  # (K, b, ...)
             x = torch.stack([random_crops(x[k], hparams[k].crop_padding, crops[k])
                              if hparams[k].crop_padding and active[k] else x[k] for k in range(K)])
