@@ -53,6 +53,13 @@ def default_runs_per_trial(num_runs: int, num_workers: int) -> int:
     return max(1, min(256, math.ceil(num_runs / max(1, num_workers))))
 
 
+def pack_trials(runs: list[Run], family, size: int) -> list[list[Run]]:
+    """Trials of `size` runs, runs that can share a population (equal `population_key`) side by
+    side and in plan order within a key, so that each trial's populations come out full."""
+    ordered = sorted(runs, key=family.population_key)  # stable: plan order within a key
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+
+
 def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir: str) -> None:
     from ray import tune
 
@@ -133,9 +140,7 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     try:
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         size = runs_per_trial or default_runs_per_trial(len(todo), workers)
-        # runs that can share a population go to the same trials, so populations come out full
-        todo = sorted(todo, key=create_family(spec.family).population_key)
-        batches = [todo[i:i + size] for i in range(0, len(todo), size)]
+        batches = pack_trials(todo, create_family(spec.family), size)
         storage = out_dir / ".tune"
         shutil.rmtree(storage, ignore_errors=True)  # Tune's bookkeeping only; our state is the staging folder
         progress_callback = _progress_callback(len(todo), progress)

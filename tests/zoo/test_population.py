@@ -11,7 +11,8 @@ import torch
 from zoo.device import to_device
 from zoo.families import create_family
 from zoo.plan import plan_runs
-from zoo.population import populations, train_classifier_population
+from zoo.population import _Members, populations, train_classifier_population
+from zoo.train import seeded_generator
 from zoo.schema import to_data
 from zoo.spec import load_spec, spec_from_data
 
@@ -127,3 +128,46 @@ def test_inr_population_matches_its_reference_solo_loop(device):
     initial = solo[(runs[0].run_id, min(spec.training.checkpoint_epochs))].weights
     final = solo[(runs[0].run_id, max(spec.training.checkpoint_epochs))].weights
     assert max((final[n] - initial[n]).abs().max().item() for n in final) > 100 * INR_TOLERANCE  # it really fitted
+
+
+def test_dropout_masks_are_the_solo_runs_bernoulli_draws(setting):
+    """The population draws uniforms below 1 - p; a solo run calls bernoulli_(1 - p): same bits,
+    same generator state after (torch's CPU bernoulli_ samples a float64 uniform per element)."""
+    spec, family, data = setting
+    runs = _runs(spec, "sgd", 4)
+    rates = [0.0, 0.3, 0.65, 0.5]
+    runs = [dataclasses.replace(r, hparams={**r.hparams, "dropout": p}) for r, p in zip(runs, rates)]
+    members = _Members(family, runs, data)
+    active = torch.tensor([True, True, True, False])
+    draw = members.masks(active)
+    shapes = [(32, 16, 14, 14), (32, 16, 7, 7)]
+    drawn = [draw(layer, shape) for layer, shape in enumerate(shapes, start=1)]
+    for k, (run, p) in enumerate(zip(runs, rates)):
+        generator = seeded_generator(run.seed, "dropout")
+        for layer, shape in enumerate(shapes):
+            if p > 0 and active[k]:
+                expected = torch.empty(shape).bernoulli_(1 - p, generator=generator) / (1 - p)
+                assert torch.equal(drawn[layer][k], expected), (k, layer)
+            else:
+                assert torch.equal(drawn[layer][k], torch.ones(shape))  # no draw, and no dropout
+        after = torch.rand(8, generator=members.dropout_generators[k])
+        assert torch.equal(after, torch.rand(8, generator=generator)), k  # generators advanced alike
+    assert not torch.equal(drawn[0][1], drawn[0][2])
+
+
+def test_a_members_training_is_bitwise_independent_of_its_population(setting):
+    """Grouped convolutions compute each member alike whatever the others are (a population of
+    one included), so a run retrained on resume in another population retraces its weights."""
+    spec, family, data = setting
+    runs = _runs(spec, "adam", 4, activation="relu", dropout=0.2)
+    alone = _train(family, spec, data, runs[:1], True)
+    among = _train(family, spec, data, runs, True)
+    shuffled = _train(family, spec, data, [runs[2], runs[0]], True)
+    for key, result in alone.items():
+        for other in (among[key], shuffled[key]):
+            assert other.metrics == result.metrics
+            for name, tensor in result.weights.items():
+                assert torch.equal(other.weights[name], tensor), (key, name)
+    different = _train(family, spec, data, [dataclasses.replace(runs[0], seed=runs[0].seed + 1)], True)
+    assert not torch.equal(different[next(iter(alone))].weights["conv1.weight"],
+                           alone[next(iter(alone))].weights["conv1.weight"])  # the check can fail

@@ -33,11 +33,14 @@ def setting():
     return spec, family, family.load_data(spec)
 
 
+# Plain SGD at 0.1 with L2 1e-2 makes this tiny setting chaotic: float32 rounding differences
+# (fused vs explicit attention, cuBLAS vs oneDNN) grow to 3e-2 in validation accuracy within two
+# epochs, for the same code path; 0.05 keeps the trajectories comparable.
 def _runs(spec, optimizer: str, count: int = 3, **overrides) -> list:
     runs = []
     for i, run in enumerate((plan_runs(spec) * 2)[:count]):
         hparams = {**run.hparams, "optimizer": optimizer, "train_fraction": 0.5, "warmup_epochs": i % 2,
-                   "learning_rate": (0.003, 0.01)[i % 2] if optimizer in ("adam", "rmsprop") else (0.05, 0.1)[i % 2],
+                   "learning_rate": (0.003, 0.01)[i % 2] if optimizer in ("adam", "rmsprop") else (0.03, 0.05)[i % 2],
                    "l2": (1e-6, 1e-2)[i % 2], "dropout": (0.1, 0.0, 0.2)[i % 3],
                    "crop_padding": (2, 0)[i % 2], **overrides}
         runs.append(dataclasses.replace(run, run_id=f"{run.run_id}-{i}", seed=run.seed + i, hparams=hparams))

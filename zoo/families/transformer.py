@@ -282,7 +282,9 @@ class TransformerFamily(Family):
     HParams = TransformerHParams
     METRICS = METRICS
 
-    POPULATION_SIZES = {"cpu": 32, "cuda": 256}
+    # CPU, one core, batch 128 (benchmarks/perf/generation.py): 2 to 4 members per population
+    # train fastest; 8 are 7% and 16 17% slower per member (the activations outgrow the caches).
+    POPULATION_SIZES = {"cpu": 4, "cuda": 256}
 
     def build(self, architecture: dict, hparams: dict | None = None) -> SmallTransformer:
         dropout = 0.0 if hparams is None else float(hparams["dropout"])
