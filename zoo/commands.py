@@ -31,8 +31,12 @@ def _generate(args: argparse.Namespace) -> int:
         return 0
     from zoo.driver import generate
 
-    report = generate(spec, args.out, num_cpus=args.num_cpus, address=args.address,
-                      runs_per_trial=args.runs_per_trial, max_failures=args.max_failures)
+    try:
+        report = generate(spec, args.out, num_cpus=args.num_cpus, address=args.address,
+                          runs_per_trial=args.runs_per_trial, max_failures=args.max_failures,
+                          device=args.device, population_size=args.population_size)
+    except ValueError as error:  # a device that is not there
+        raise CommandError(str(error)) from None
     print(f"staged {report.written:,} new checkpoints ({report.already_staged:,} already staged) "
           f"in {report.trials} trials, {report.wall_time_s:.1f} s"
           + (f" (Ray scheduling overhead {100 * report.scheduling_overhead:.0f}% of the workers' time)"
@@ -108,6 +112,11 @@ def register(subparsers) -> None:
     p.add_argument("--address", default=None, help="join this Ray cluster (or set RAY_ADDRESS)")
     p.add_argument("--runs-per-trial", type=int, default=None, help="runs trained by one Ray trial")
     p.add_argument("--max-failures", type=int, default=2, help="retries of a failed trial")
+    p.add_argument("--device", default=None,
+                   help="where populations train: auto (default; CUDA when available), cpu, cuda, cuda:N "
+                        "(or set NFNZOO_DEVICE)")
+    p.add_argument("--population-size", type=int, default=None,
+                   help="runs trained together in one process (default: the family's choice for the device)")
     p.add_argument("--shard-mb", type=float, default=256, help="target shard size in MiB")
     p.add_argument("--no-pack", action="store_true", help="stage checkpoints only")
     p.add_argument("--dry-run", action="store_true", help="print the plan's size and stop")

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from zoo.device import training_device
 from zoo.families import create_family
 from zoo.plan import Run, plan_runs
 from zoo.folder import STAGING_FOLDER, save_spec
@@ -60,7 +61,8 @@ def pack_trials(runs: list[Run], family, size: int) -> list[list[Run]]:
     return [ordered[i:i + size] for i in range(0, len(ordered), size)]
 
 
-def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir: str) -> None:
+def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir: str, device: str | None,
+           population_size: int | None) -> None:
     from ray import tune
 
     from zoo.worker import train_runs
@@ -75,7 +77,8 @@ def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir:
         tune.report({"runs_done": done["runs"], "checkpoints_written": done["written"],
                      "busy_s": time.perf_counter() - start})
 
-    train_runs(spec, batches[config["batch"]], Staging(staging_dir), on_run_done=report)
+    train_runs(spec, batches[config["batch"]], Staging(staging_dir), on_run_done=report, device=device,
+               population_size=population_size)
     report()  # the trial's whole busy time, writing included
 
 
@@ -108,9 +111,17 @@ def _progress_callback(total_runs: int, show: bool):
 
 
 def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None, address: str | None = None,
-             runs_per_trial: int | None = None, max_failures: int = 2, progress: bool = True) -> GenerateReport:
-    """Trains every planned checkpoint of `spec` not yet staged under `out_dir`/staging."""
+             runs_per_trial: int | None = None, max_failures: int = 2, progress: bool = True,
+             device: str | None = None, population_size: int | None = None) -> GenerateReport:
+    """Trains every planned checkpoint of `spec` not yet staged under `out_dir`/staging.
+
+    `device` (default: $NFNZOO_DEVICE, else CUDA when the driver sees it) is where each trial
+    trains its populations; on CUDA every trial asks Ray for an equal share of the GPUs.
+    `population_size` overrides the family's members per population.
+    """
     start = time.perf_counter()
+    family = create_family(spec.family, population_size=population_size)  # checks the size
+    on_gpu = training_device(device).type == "cuda"  # checks the device, before Ray starts
     out_dir = Path(out_dir).resolve()
     save_spec(spec, out_dir)
     staging = Staging(out_dir / STAGING_FOLDER)
@@ -140,13 +151,21 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     try:
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         size = runs_per_trial or default_runs_per_trial(len(todo), workers)
-        batches = pack_trials(todo, create_family(spec.family), size)
+        batches = pack_trials(todo, family, size)
+        resources = {"cpu": 1}
+        if on_gpu:
+            gpus = ray.cluster_resources().get("GPU", 0)
+            if not gpus:
+                raise ValueError("device cuda requested, but the Ray cluster has no GPU resources")
+            resources["gpu"] = min(1.0, gpus / workers)
+            device = device or "cuda"
         storage = out_dir / ".tune"
         shutil.rmtree(storage, ignore_errors=True)  # Tune's bookkeeping only; our state is the staging folder
         progress_callback = _progress_callback(len(todo), progress)
         trainable = tune.with_resources(
-            tune.with_parameters(_trial, spec_data=spec.to_data(), batches=batches, staging_dir=str(staging.root)),
-            {"cpu": 1})
+            tune.with_parameters(_trial, spec_data=spec.to_data(), batches=batches, staging_dir=str(staging.root),
+                                 device=device, population_size=population_size),
+            resources)
         tuner = tune.Tuner(
             trainable,
             param_space={"batch": tune.grid_search(list(range(len(batches))))},

@@ -22,7 +22,8 @@ TRAINING_THREADS = 1  # one run per core: reproducible, and more threads only co
 
 
 def train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, *, data=None,
-               on_run_done: Callable[[Run, int], None] | None = None) -> int:
+               on_run_done: Callable[[Run, int], None] | None = None, device: str | None = None,
+               population_size: int | None = None) -> int:
     """Trains the runs that have missing checkpoints; returns the number of checkpoints written.
 
     Torch runs on `TRAINING_THREADS` threads meanwhile: reduction order, and so the exact
@@ -31,13 +32,14 @@ def train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, *, data=Non
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(TRAINING_THREADS)
     try:
-        return _train_runs(spec, runs, staging, data, on_run_done)
+        return _train_runs(spec, runs, staging, data, on_run_done, device, population_size)
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, data, on_run_done) -> int:
-    family = create_family(spec.family)
+def _train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, data, on_run_done, device,
+                population_size) -> int:
+    family = create_family(spec.family, population_size=population_size)
     missing = {run.run_id: set(staging.missing(run.model_ids)) for run in runs}
     todo = [run for run in runs if missing[run.run_id]]
     written = 0
@@ -65,7 +67,7 @@ def _train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, data, on_r
     if todo:
         data = data if data is not None else family.load_data(spec)
         exact_float32()
-        family.train_population(spec, todo, to_device(data, training_device()), emit)
+        family.train_population(spec, todo, to_device(data, training_device(device)), emit)
     return written
 
 

@@ -84,6 +84,14 @@ def test_generate_invalid_spec_or_profile_is_a_clean_error(tmp_path, capsys):
     assert code == 1 and "no profile 'huge'; available: ['demo', 'tiny']" in err
 
 
+def test_generate_bad_device_or_population_size_is_a_clean_error(tmp_path, capsys):
+    code, _, err = run(["generate", CONFIG, "--profile", "tiny", "--out", tmp_path, "--device", "tpu-ish"], capsys)
+    assert code == 1 and "unknown device 'tpu-ish'" in err and "Traceback" not in err
+    code, _, err = run(["generate", CONFIG, "--profile", "tiny", "--out", tmp_path, "--population-size", "0"], capsys)
+    assert code == 1 and "population size must be at least 1, got 0" in err
+    assert not (tmp_path / "staging").exists()  # refused before anything was written
+
+
 def test_pack_command_reports_and_warns_when_incomplete(tiny_zoo_copy, tiny_zoo_spec, capsys):
     code, out, _ = run(["pack", tiny_zoo_copy], capsys)
     assert code == 0

@@ -54,6 +54,8 @@ class Family:
     POPULATION_SIZES: dict[str, int] = {"cpu": 1, "cuda": 1}
 
     def __init__(self, population_size: int | None = None):
+        if population_size is not None and population_size < 1:
+            raise ValueError(f"population size must be at least 1, got {population_size}")
         self.population_size = population_size  # overrides POPULATION_SIZES when set
 
     def population_size_on(self, device: torch.device | str) -> int:
