@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check of population training (issue 4), as one short script for a CUDA machine:
 # the population-vs-solo equivalence tests with the populations on the GPU, then the
-# generation benchmark with populations on the GPU (default workloads, then large INR and
-# CNN populations). Uses the machine's own python3 (PyTorch with CUDA) and the repository
-# on PYTHONPATH; MNIST must be under $NFNZOO_DATA (mnist/mnist.npz). Output goes to $OUT.
+# generation benchmark with populations on the GPU (default workloads, then larger INR and
+# Transformer populations). Uses the machine's own python3 (PyTorch with CUDA) and the
+# repository on PYTHONPATH; MNIST must be under $NFNZOO_DATA (mnist/mnist.npz). Output: $OUT.
 set -u
 OUT=${OUT:-/tmp/nfnzoo-gpu-check}
 mkdir -p "$OUT"
@@ -11,9 +11,9 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHON
 export HF_HOME=$(mktemp -d)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" 2>&1 | tee -a "$OUT/gpu.txt"
-timeout 240 python3 -m pytest -q -p no:cacheprovider -k cuda \
-    tests/zoo/test_population.py tests/zoo/test_transformer_population.py 2>&1 | tee "$OUT/tests.txt"
+timeout 120 python3 -m pytest -q -p no:cacheprovider -k cuda tests/zoo/test_population.py \
+    tests/zoo/test_transformer_population.py tests/zoo/test_device.py 2>&1 | tee "$OUT/tests.txt"
 bench() { timeout "$1" python3 -m benchmarks.perf.generation --device cuda "${@:2}" 2>&1 | tee -a "$OUT/bench.txt"; }
 bench 150
-bench 90 --families inr --profile full --runs 4096 --population-size 4096
-bench 90 --families cnn --runs 96 --population-size 96
+bench 60 --families inr --profile full --runs 16384 --population-size 16384
+bench 90 --families transformer --runs 512 --population-size 256

@@ -63,7 +63,8 @@ def assert_members_match(solo: dict, together: dict, weight_tolerance: float, me
         member = together[key]
         assert member.status == alone.status == "ok"
         for name, tensor in alone.weights.items():
-            assert torch.allclose(member.weights[name], tensor, rtol=weight_tolerance, atol=weight_tolerance), (key, name)
+            assert torch.allclose(member.weights[name], tensor, rtol=weight_tolerance, atol=weight_tolerance), \
+                (key, name, f"max |difference| {(member.weights[name] - tensor).abs().max().item():.3g}")
         for metric, value in alone.metrics.items():
             assert math.isclose(member.metrics[metric], value, rel_tol=metric_tolerance, abs_tol=metric_tolerance), \
                 (key, metric)
