@@ -21,6 +21,7 @@ from pathlib import Path
 from zoo.device import training_device
 from zoo.families import create_family
 from zoo.plan import Run, plan_runs
+from zoo.population import populations
 from zoo.folder import STAGING_FOLDER, save_spec
 from zoo.spec import ZooSpec, spec_from_data
 from zoo.staging import Staging
@@ -54,11 +55,25 @@ def default_runs_per_trial(num_runs: int, num_workers: int) -> int:
     return max(1, min(256, math.ceil(num_runs / max(1, num_workers))))
 
 
-def pack_trials(runs: list[Run], family, size: int) -> list[list[Run]]:
-    """Trials of `size` runs, runs that can share a population (equal `population_key`) side by
-    side and in plan order within a key, so that each trial's populations come out full."""
+def pack_trials(runs: list[Run], family, spec: ZooSpec, trials: int, population_size: int) -> list[list[Run]]:
+    """Whole populations dealt into `trials` trials of about equal work.
+
+    Runs that can share a population (equal `population_key`) are cut, in plan order, into
+    populations as the worker will form them; each goes, largest first, to the trial with the
+    least work so far (the family's `run_flops`), so that no worker idles while another
+    finishes: sorting alone left one demo trial with 40% more work than the other.
+    """
     ordered = sorted(runs, key=family.population_key)  # stable: plan order within a key
-    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    work = {r.run_id: family.run_flops(spec, r.hparams) for r in runs}
+    units = populations(ordered, population_size, family.population_key)
+    units.sort(key=lambda unit: -sum(work[r.run_id] for r in unit))
+    bins: list[list[Run]] = [[] for _ in range(max(1, min(trials, len(units))))]
+    loads = [0.0] * len(bins)
+    for unit in units:
+        least = loads.index(min(loads))
+        bins[least] += unit
+        loads[least] += sum(work[r.run_id] for r in unit)
+    return [sorted(b, key=family.population_key) for b in bins]
 
 
 def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir: str, device: str | None,
@@ -151,7 +166,8 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     try:
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         size = runs_per_trial or default_runs_per_trial(len(todo), workers)
-        batches = pack_trials(todo, family, size)
+        device_type = "cuda" if on_gpu else "cpu"
+        batches = pack_trials(todo, family, spec, math.ceil(len(todo) / size), family.population_size_on(device_type))
         resources = {"cpu": 1}
         if on_gpu:
             gpus = ray.cluster_resources().get("GPU", 0)

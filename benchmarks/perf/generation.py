@@ -131,7 +131,8 @@ def measure(name: str, device: torch.device = CPU, runs_count: int | None = None
 
 
 # Hyperparameters every member of a memory measurement shares, so that all K form one population.
-SHARED = {"cnn": {"optimizer": "adam", "train_fraction": 0.5}, "inr": {}}
+SHARED = {"cnn": {"optimizer": "adam", "train_fraction": 0.5, "activation": "relu"}, "inr": {},
+          "transformer": {"optimizer": "adam", "train_fraction": 1.0}}
 
 
 def _peak_memory(name: str, size: int, queue) -> None:

@@ -12,21 +12,24 @@ from zoo.population import populations
 from zoo.spec import load_spec
 
 
-def test_trials_hold_whole_populations_in_plan_order():
+def test_trials_hold_whole_populations_and_equal_work():
     family = create_family("cnn")
-    runs = plan_runs(load_spec("cnn-mnist"))[:600]  # sampled: every optimizer, fraction, activation mixed
+    spec = load_spec("cnn-mnist")
+    runs = plan_runs(spec)[:600]  # sampled: every optimizer, fraction, activation mixed
     assert len({family.population_key(r) for r in runs[:16]}) > 4  # plan order scatters the keys
-    trials = pack_trials(runs, family, 64)
+    trials = pack_trials(runs, family, spec, 4, 16)
+    assert len(trials) == 4
     assert sorted(r.run_id for t in trials for r in t) == sorted(r.run_id for r in runs)
-    keys = [family.population_key(r) for t in trials for r in t]
-    assert keys == sorted(keys)  # one stretch per key, so populations fill up
-    position = {r.run_id: i for i, r in enumerate(runs)}
-    for key in set(keys):  # within a key, plan order
-        order = [position[r.run_id] for t in trials for r in t if family.population_key(r) == key]
-        assert order == sorted(order)
-    packed = [p for t in trials for p in populations(t, 8, family.population_key)]
-    naive = [p for i in range(0, len(runs), 64) for p in populations(runs[i:i + 64], 8, family.population_key)]
-    assert len(packed) < len(naive) / 2  # far fewer, fuller populations than cutting in plan order
+    formed = [p for t in trials for p in populations(t, 16, family.population_key)]
+    partial = [family.population_key(p[0]) for p in formed if len(p) < 16]
+    assert len(partial) == len(set(partial))  # at most one short population per key: they come out full
+    naive = [p for i in range(0, len(runs), 150) for p in populations(runs[i:i + 150], 16, family.population_key)]
+    assert len(formed) < len(naive) / 2  # far fewer, fuller populations than cutting in plan order
+    loads = [sum(family.run_flops(spec, r.hparams) for r in t) for t in trials]
+    biggest = max(sum(family.run_flops(spec, r.hparams) for r in p) for p in formed)
+    assert max(loads) - min(loads) <= biggest  # balanced to within one population's work
+    few = pack_trials(runs[:3], family, spec, 4, 16)  # fewer populations than trials: no empty trial
+    assert all(few) and sum(len(t) for t in few) == 3
 
 
 def test_population_keys_name_what_members_share():

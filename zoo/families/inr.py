@@ -22,13 +22,13 @@ squared error over pixels and channels, Adam (Kingma & Ba 2015, Algorithm 1; bet
 play the role of epochs. PSNR = 10 log10(R^2 / MSE) with R = 2 the intensity range, i.e.
 the PSNR of the image on the usual [0, 1] scale.
 
-A population of images is fitted in one tensor program: every parameter is stacked on a
-leading member dimension (B, ...), the layers are batched matrix products, and the loss is
-the *sum* of the members' losses, so each member's gradient is its own; Adam is elementwise
-and takes a per-member learning rate, so each member follows the trajectory it would alone,
-bitwise (every kernel's arithmetic is independent of B; see `siren_forward`). A member whose
-loss turns non-finite is frozen where it diverged and recorded "diverged"; masking keeps
-its NaNs out of every update.
+A population of images is fitted in one tensor program (`zoo.families.inr_population`):
+every parameter is stacked on a leading member dimension, the layers are batched matrix
+products, the gradient is written out by hand per member, and Adam is elementwise with a
+per-member learning rate, so each member follows the trajectory it would alone, bitwise in
+any population (every kernel's arithmetic is independent of the population) and to float32
+rounding against `nn.Module` + `torch.optim.Adam`. A member whose loss turns non-finite is
+frozen where it diverged and recorded "diverged"; masking keeps its NaNs out of every update.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import dataclasses
 import math
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -88,7 +87,8 @@ def omegas(arch: INRArchitecture) -> list[float]:
 
 
 class Siren(nn.Module):
-    """One SIREN as a plain module (for users and reference checks; training uses `siren_forward`)."""
+    """One SIREN as a plain module (for users and reference checks; populations train in
+    `zoo.families.inr_population`, stored weights are evaluated by `siren_forward`)."""
 
     def __init__(self, arch: INRArchitecture):
         super().__init__()
@@ -131,33 +131,6 @@ def pixel_targets(images: torch.Tensor) -> torch.Tensor:
     return (images * 2 - 1).flatten(2).transpose(1, 2).contiguous()
 
 
-class _Sine(torch.autograd.Function):
-    """sin(z), keeping cos(z) for the backward pass.
-
-    On the CPU both come from NumPy's SIMD kernels, measured 2.4x faster than torch.sin and
-    torch.cos here (1.1 ms vs 2.6 ms for 1.6M float32 values, AVX-512): the sines are a third
-    of a fitting step. Elsewhere, torch's own.
-    """
-
-    @staticmethod
-    def forward(ctx, z: torch.Tensor) -> torch.Tensor:
-        sine, cosine = _sin_cos(z, with_cos=ctx.needs_input_grad[0])
-        ctx.save_for_backward(cosine)
-        return sine
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        (cosine,) = ctx.saved_tensors
-        return grad * cosine
-
-
-def _sin_cos(z: torch.Tensor, with_cos: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    if z.device.type == "cpu" and z.dtype == torch.float32 and z.is_contiguous():
-        values = z.detach().numpy()
-        return torch.from_numpy(np.sin(values)), torch.from_numpy(np.cos(values)) if with_cos else None
-    return torch.sin(z), torch.cos(z) if with_cos else None
-
-
 def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords: torch.Tensor) -> torch.Tensor:
     """B SIRENs at once: params in weight-space order, each (B, ...); coords (P, in) -> (B, P, out)."""
     members = params[0].shape[0]
@@ -167,12 +140,11 @@ def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords:
         weight, bias = params[2 * layer], params[2 * layer + 1]  # (B, out, in), (B, out)
         if layer == last:
             # as (W h^T)^T: with P columns rather than out (often 1) the product stays a GEMM
-            # whose arithmetic does not depend on how many members share the call, so a
-            # member's fit is bitwise the same in any population (batched GEMV kernels are not)
+            # whose arithmetic does not depend on how many members share the call
             return torch.baddbmm(bias.unsqueeze(2), weight, h.transpose(1, 2)).transpose(1, 2)  # (B, P, out)
         # omega (W h + b) as (omega W) h + omega b: scales the small tensors, not (B, P, out)
         omega = omegas(arch)[layer]
-        h = _Sine.apply(torch.baddbmm(omega * bias.unsqueeze(1), h, (omega * weight).transpose(1, 2)))  # (B, P, out)
+        h = torch.sin(torch.baddbmm(omega * bias.unsqueeze(1), h, (omega * weight).transpose(1, 2)))  # (B, P, out)
     raise AssertionError("unreachable: the loop returns at the output layer")
 
 
