@@ -64,15 +64,15 @@ def pack_trials(runs: list[Run], family, spec: ZooSpec, trials: int, population_
     finishes: sorting alone left one demo trial with 40% more work than the other.
     """
     ordered = sorted(runs, key=family.population_key)  # stable: plan order within a key
-    work = {r.run_id: family.run_flops(spec, r.hparams) for r in runs}
-    units = populations(ordered, population_size, family.population_key)
-    units.sort(key=lambda unit: -sum(work[r.run_id] for r in unit))
+    units = [(sum(family.run_flops(spec, r.hparams) for r in unit), unit)
+             for unit in populations(ordered, population_size, family.population_key)]
+    units.sort(key=lambda weighed: -weighed[0])
     bins: list[list[Run]] = [[] for _ in range(max(1, min(trials, len(units))))]
     loads = [0.0] * len(bins)
-    for unit in units:
+    for work, unit in units:
         least = loads.index(min(loads))
         bins[least] += unit
-        loads[least] += sum(work[r.run_id] for r in unit)
+        loads[least] += work
     return [sorted(b, key=family.population_key) for b in bins]
 
 

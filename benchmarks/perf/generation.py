@@ -112,9 +112,7 @@ def measure(name: str, device: torch.device = CPU, runs_count: int | None = None
     spec_name, default_profile, count, overrides = WORKLOADS[name]
     profile = default_profile if profile is None else (None if profile == "full" else profile)
     spec = spec_from_data(_merge(to_data(load_spec(spec_name, profile)), overrides))
-    family = create_family(name)
-    if population_size:
-        family.population_size = population_size
+    family = create_family(name, population_size=population_size)
     runs = representative_runs(family, plan_runs(spec), runs_count or count, family.population_size_on(device))
     data = family.load_data(spec)
     solo, checkpoints = None, []
@@ -142,8 +140,7 @@ def _peak_memory(name: str, size: int, queue) -> None:
     torch.set_num_threads(1)
     spec_name, profile, _, overrides = WORKLOADS[name]
     spec = spec_from_data(_merge(to_data(load_spec(spec_name, profile)), overrides))
-    family = create_family(name)
-    family.population_size = size
+    family = create_family(name, population_size=size)
     data = family.load_data(spec)
     runs = [dataclasses.replace(run, hparams={**run.hparams, **SHARED[name]}) for run in plan_runs(spec)]
     runs = (runs * (size // len(runs) + 1))[:size]  # repeats are fine: memory depends on K, not on the runs

@@ -42,6 +42,7 @@ from torch import nn
 
 from zoo.data import SOURCES, ImageData
 from zoo.families import CheckpointResult, Family, register_family
+from zoo.population import populations
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.train import seeded_generator
 from zoo.weightspace import WeightSpace
@@ -207,9 +208,7 @@ class INRFamily(Family):
         (`zoo.families.inr_population`)."""
         from zoo.families.inr_population import fit_population  # imports this module
         arch = INRArchitecture(**spec.architecture)
-        size = self.population_size_on(data.x.device)
-        for start in range(0, len(runs), size):
-            population = runs[start:start + size]
+        for population in populations(runs, self.population_size_on(data.x.device), self.population_key):
             hparams = [INRHParams(**run.hparams) for run in population]
             index = [hp.image_index for hp in hparams]
             outside = [i for i in index if not 0 <= i < len(data)]

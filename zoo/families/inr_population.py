@@ -30,33 +30,25 @@ rounding (tested). The sines and cosines come from `zoo.simd` (NumPy's SIMD kern
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
-import numpy as np
 import torch
 
-from zoo.families.inr import INRArchitecture, layer_shapes, omegas, pixel_targets
+from zoo.families.inr import INRArchitecture, coordinate_grid, omegas, pixel_targets
 from zoo.optim_stacked import StackedOptimizer
 from zoo.simd import sin_cos
+from zoo.weightspace import WeightSpace
 
 Fitted = tuple[list[dict[str, torch.Tensor]], list[float], list[bool]]  # weights, MSE, finite; per member
 
 
-class _Layout:
-    """Where each layer's weight and bias sit in the flat (K, n) buffer; views into any such buffer."""
-
-    def __init__(self, arch: INRArchitecture):
-        self.shapes: list[tuple[int, ...]] = []
-        for fan_out, fan_in in layer_shapes(arch):
-            self.shapes += [(fan_out, fan_in), (fan_out,)]
-        self.offsets = np.cumsum([0] + [math.prod(s) for s in self.shapes]).tolist()
-
-    def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        """[W_0, b_0, W_1, b_1, ...] as views (K, out, in), (K, out) of `flat`."""
-        K = flat.shape[0]
-        return [flat[:, low:high].view(K, *shape)
-                for low, high, shape in zip(self.offsets, self.offsets[1:], self.shapes)]
+def _views(space: WeightSpace, flat: torch.Tensor) -> list[torch.Tensor]:
+    """Each tensor of `space`, in weight-space order, as a view (K, *shape) of the flat (K, n) buffer."""
+    views, low = [], 0
+    for spec in space.tensors:
+        views.append(flat[:, low:low + spec.numel].view(flat.shape[0], *spec.shape))
+        low += spec.numel
+    return views
 
 
 class SirenPopulation:
@@ -66,9 +58,9 @@ class SirenPopulation:
         if arch.in_features != 2:
             raise ValueError(f"a SIREN fits an image from its 2 pixel coordinates, not {arch.in_features}")
         self.arch, self.omegas = arch, omegas(arch)
-        self.axis = torch.linspace(-1, 1, arch.image_size, device=device)  # rows and columns alike
-        rows, columns = torch.meshgrid(self.axis, self.axis, indexing="ij")
-        self.inputs = torch.stack([rows.flatten(), columns.flatten(), torch.ones(arch.pixels, device=device)])  # (3, P)
+        self.axis = torch.linspace(-1, 1, arch.image_size).to(device)  # rows and columns alike, as coordinate_grid
+        grid = coordinate_grid(arch.image_size).to(device).T  # (2, P): rows, columns
+        self.inputs = torch.cat([grid, torch.ones(1, arch.pixels, device=device)])  # (3, P)
 
     def forward(self, params: Sequence[torch.Tensor]) -> tuple[torch.Tensor, list]:
         """Outputs (K, P, C) and what the gradient needs: per sine layer (input, cos(z))."""
@@ -129,11 +121,10 @@ def fit_population(arch: INRArchitecture, inits: Sequence[dict[str, torch.Tensor
     whether each is still finite.
     """
     device, K = images.device, len(inits)
-    names = list(inits[0])
-    layout = _Layout(arch)
-    flat = torch.cat([torch.stack([init[name] for init in inits]).flatten(1) for name in names], 1).to(device)
+    space = WeightSpace.from_state_dict(inits[0])
+    flat = torch.cat([torch.stack([init[name] for init in inits]).flatten(1) for name in space.names], 1).to(device)
     grad = torch.zeros_like(flat)
-    params, grads = layout.views(flat), layout.views(grad)
+    params, grads = _views(space, flat), _views(space, grad)
     optimizer = StackedOptimizer([flat], torch.tensor(learning_rates, dtype=torch.float64, device=device), "adam")
     model = SirenPopulation(arch, device)
     targets = pixel_targets(images)  # (K, P, C)
@@ -146,7 +137,8 @@ def fit_population(arch: INRArchitecture, inits: Sequence[dict[str, torch.Tensor
         alive &= torch.isfinite(mse)
         if step in wanted:
             stacked = flat.cpu()
-            weights = [{name: view[k].clone() for name, view in zip(names, layout.views(stacked))} for k in range(K)]
+            weights = [{name: view[k].clone() for name, view in zip(space.names, _views(space, stacked))}
+                       for k in range(K)]
             results[step] = (weights, mse.tolist(), alive.tolist())
         if step == steps:
             break
