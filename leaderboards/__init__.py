@@ -2,8 +2,14 @@
 
 `submit(results_path, root, dataset_dir)` validates a benchmark results file (SCHEMA.md)
 and stores it as a data file under `<root>/entries/`; `render(root, out_dir)` writes the
-ranked Markdown tables and plots. The default root is this package's folder, so accepted
-submissions are committed with a pull request; tests and demos pass their own root.
+ranked Markdown tables and plots.
+
+Two kinds of board: a user's own (`default_root()`: `$NFNZOO_LEADERBOARD`, else
+`runs/leaderboard` under the working directory, beside the zoos `nfnzoo generate` writes
+to `runs/`), which is where `nfnzoo leaderboard submit` writes unless told otherwise, and
+the project's official board (`OFFICIAL_ROOT`, this package's folder), whose entries are
+data files committed by pull request: maintainers submit to it explicitly with
+`--root leaderboards`. Following README's product path must never edit tracked files.
 
 The public names load lazily (PEP 562), so the CLI can register `nfnzoo leaderboard`
 without importing torch.
@@ -12,10 +18,18 @@ without importing torch.
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import Any
 
-DEFAULT_ROOT = Path(__file__).resolve().parent  # accepted entries are data files of this package
+OFFICIAL_ROOT = Path(__file__).resolve().parent  # the official board: entries are data files of this package
+USER_ROOT_VARIABLE = "NFNZOO_LEADERBOARD"
+
+
+def default_root() -> Path:
+    """A user's own board: `$NFNZOO_LEADERBOARD`, else `runs/leaderboard` in the working directory."""
+    return Path(os.environ.get(USER_ROOT_VARIABLE) or Path("runs") / "leaderboard")
+
 
 _EXPORTS = {
     "submit": "leaderboards.submission",
@@ -24,7 +38,7 @@ _EXPORTS = {
     "render": "leaderboards.renderer",
 }
 
-__all__ = ["DEFAULT_ROOT", *_EXPORTS]
+__all__ = ["OFFICIAL_ROOT", "default_root", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:

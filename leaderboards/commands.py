@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from leaderboards import DEFAULT_ROOT
+from leaderboards import USER_ROOT_VARIABLE, default_root
 from zoo.cli import CommandError
 from zoo.registry import UnknownNameError
 from zoo.schema import SchemaError
@@ -29,7 +29,7 @@ def render_command(args: argparse.Namespace) -> int:
     from leaderboards import render
 
     try:
-        text = render(args.root, args.out)
+        text = render(args.root if args.root is not None else default_root(), args.out)
     except (SchemaError, UnknownNameError, ValueError) as error:
         raise CommandError(str(error)) from None
     print(text, end="")
@@ -40,16 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds `nfnzoo leaderboard submit` and `nfnzoo leaderboard render`."""
     board = subparsers.add_parser("leaderboard", help="validate, store and render benchmark submissions")
     commands = board.add_subparsers(dest="leaderboard_command", required=True, metavar="ACTION")
-    root_help = f"the leaderboard folder (default: {DEFAULT_ROOT})"
+    root_help = (f"the leaderboard folder (default: your own board, ${USER_ROOT_VARIABLE} or runs/leaderboard; "
+                 "maintainers pass the checkout's leaderboards/ for the official board)")
 
     submit = commands.add_parser("submit", help="validate a results file and add it to the leaderboard")
     submit.add_argument("results", help="a results JSON written by `nfnzoo bench run`")
-    submit.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    submit.add_argument("--root", default=None, help=root_help)
     submit.add_argument("--dataset", default=None, metavar="DIR",
                         help="a local dataset folder to verify an unregistered dataset hash against")
     submit.set_defaults(handler=submit_command)
 
     render = commands.add_parser("render", help="write the leaderboard tables and plots, and print the tables")
-    render.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    render.add_argument("--root", default=None, help=root_help)
     render.add_argument("--out", required=True, metavar="DIR", help="the folder to write Markdown and PNGs to")
     render.set_defaults(handler=render_command)

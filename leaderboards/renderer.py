@@ -17,7 +17,6 @@ from pathlib import Path
 
 from benchmarks.files import replacing, write_text_atomic
 from benchmarks.tasks import get_task_class
-from leaderboards import DEFAULT_ROOT
 from leaderboards.datasets import KnownDataset, load_datasets
 from leaderboards.entries import Entry, load_entries
 
@@ -79,7 +78,7 @@ def _plot(task: str, metric: str, boards: list[tuple[str, list[Entry]]], out_pat
         plt.close(figure)
 
 
-def render(root: str | Path = DEFAULT_ROOT, out_dir: str | Path = DEFAULT_ROOT / "rendered") -> str:
+def render(root: str | Path, out_dir: str | Path) -> str:
     """Writes the leaderboard pages and plots to `out_dir`; returns the task pages' Markdown."""
     out_dir = Path(out_dir)
     known = load_datasets(root)

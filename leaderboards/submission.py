@@ -16,7 +16,7 @@ from pathlib import Path
 
 from benchmarks.files import read_json, write_json_atomic
 from benchmarks.results import Results
-from leaderboards import DEFAULT_ROOT
+from leaderboards import default_root
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
 from leaderboards.entries import content_hash, duplicate_key, entry_path, load_entries
 from leaderboards.validate import check_results
@@ -59,17 +59,18 @@ def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None)
     if not local.is_dir():
         return [f"dataset_hash {claimed.dataset_hash[:12]}… is not a known dataset (see {root / 'datasets.json'}) "
                 f"and no local dataset folder was found at {local}; pass --dataset DIR to verify it"], None
-    from zoo.loader import dataset_hash  # only needed to verify a local dataset
+    from zoo.integrity import verified_dataset_hash  # only needed to verify a local dataset
 
     try:
-        actual = dataset_hash(local, claimed.config)
+        actual = verified_dataset_hash(local, claimed.config)  # the shards' bytes, not just the manifest's word
     except (OSError, ValueError, KeyError) as error:
-        return [f"could not read the dataset hash of {local} (config {claimed.config!r}): {error}"], None
+        return [f"could not verify the dataset at {local} (config {claimed.config!r}): {error}"], None
     if actual != claimed.dataset_hash:
         return [f"the dataset at {local} (config {claimed.config!r}) has hash {actual[:12]}…, "
                 f"not the claimed {claimed.dataset_hash[:12]}…"], None
+    # an absolute path: the board may be read from anywhere, and a relative one names nothing there
     record = KnownDataset(name=local.resolve().name, config=claimed.config, dataset_hash=actual,
-                          family=claimed.family, source=f"local:{local}")
+                          family=claimed.family, source=f"local:{local.resolve()}")
     return [], record
 
 
@@ -85,14 +86,15 @@ def _check_duplicates(results: Results, hash_of_content: str, root: Path) -> lis
     return problems
 
 
-def submit(results_path: str | Path, root: str | Path = DEFAULT_ROOT,
+def submit(results_path: str | Path, root: str | Path | None = None,
            dataset_dir: str | Path | None = None) -> Accepted:
     """Validates a results file and stores it as an accepted entry under `root`.
 
-    Raises `SubmissionRejected` listing every problem. `dataset_dir` is a local dataset folder
-    to verify an unknown dataset hash against (default: the results' `dataset.path`).
+    `root` defaults to the user's own board (`leaderboards.default_root()`). Raises
+    `SubmissionRejected` listing every problem. `dataset_dir` is a local dataset folder to
+    verify an unknown dataset hash against (default: the results' `dataset.path`).
     """
-    root = Path(root)
+    root = Path(root) if root is not None else default_root()
     try:
         data = read_json(results_path)
     except ValueError as error:

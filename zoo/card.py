@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from zoo.atomic import write_text_atomic
 from zoo.spec import SPLIT_NAMES
 
 
@@ -88,6 +89,4 @@ Splits are made by training run, so checkpoints of one run never cross splits.
 
 
 def write_card(folder: Path, manifest: dict) -> Path:
-    path = Path(folder) / "README.md"
-    path.write_text(render_card(manifest))
-    return path
+    return write_text_atomic(Path(folder) / "README.md", render_card(manifest))

@@ -45,7 +45,8 @@ def _generate(args: argparse.Namespace) -> int:
         raise CommandError(f"{len(report.failed_trials)} trials failed after retries (staged checkpoints are kept; "
                            "run the same command again to resume):\n  " + "\n  ".join(report.failed_trials))
     if not args.no_pack:
-        return _pack(argparse.Namespace(folder=args.out, config=[spec.name], shard_mb=args.shard_mb))
+        return _pack(argparse.Namespace(folder=args.out, config=[spec.name], shard_mb=args.shard_mb,
+                                        allow_incomplete=getattr(args, "allow_incomplete", False)))
     return 0
 
 
@@ -53,7 +54,8 @@ def _pack(args: argparse.Namespace) -> int:
     from zoo.pack import pack
 
     try:
-        manifest = pack(args.folder, configs=args.config, max_shard_bytes=int(args.shard_mb * 2**20))
+        manifest = pack(args.folder, configs=args.config, max_shard_bytes=int(args.shard_mb * 2**20),
+                        allow_incomplete=args.allow_incomplete)
     except (FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
     for name in args.config or sorted(manifest["configs"]):
@@ -61,8 +63,9 @@ def _pack(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{k} {v:,}" for k, v in entry["splits"].items())
         print(f"packed {name}: {counts} ({len(entry['files'])} shards) -> {Path(args.folder) / 'data' / name}")
         if not entry["complete"]:
-            print(f"  warning: {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned checkpoints "
-                  "are staged; re-run `nfnzoo generate` to finish", file=sys.stderr)
+            print(f"  warning: incomplete: {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned "
+                  "checkpoints are packed (the card and `nfnzoo info` say so); re-run `nfnzoo generate` to finish",
+                  file=sys.stderr)
     return 0
 
 
@@ -79,8 +82,10 @@ def _info(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from zoo.verify import verify
 
-    report = verify(args.folder, recompute=args.recompute, seed=args.seed)
+    report = verify(args.folder, recompute=args.recompute, seed=args.seed, allow_incomplete=args.allow_incomplete)
     print(f"checked {report.files_checked} shards, {report.rows_checked:,} rows")
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for result in report.recomputed:
         worst = max(abs(m["recomputed"] - m["stored"]) for m in result["metrics"].values())
         print(f"  recomputed {result['config']}/{result['split']} {result['model_id']}: max |diff| {worst:.2e}")
@@ -126,6 +131,8 @@ def register(subparsers) -> None:
     p.add_argument("folder")
     p.add_argument("--config", action="append", help="pack only this config (repeatable)")
     p.add_argument("--shard-mb", type=float, default=256, help="target shard size in MiB")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="pack even if some planned checkpoints are not staged (the zoo is marked incomplete)")
     p.set_defaults(handler=_pack)
 
     p = subparsers.add_parser("info", help="counts, accuracy distribution and architecture of a packed zoo")
@@ -138,6 +145,8 @@ def register(subparsers) -> None:
     p.add_argument("--recompute", type=int, default=0, metavar="N", help="re-evaluate N random checkpoints")
     p.add_argument("--seed", type=int, default=0, help="seed for picking the checkpoints to recompute")
     p.add_argument("--json", default=None, help="also write the report as JSON")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="accept a zoo packed with fewer checkpoints than planned (a warning, not a failure)")
     p.set_defaults(handler=_verify)
 
     p = subparsers.add_parser("publish", help="upload a packed zoo to a Hugging Face Hub dataset repo")

@@ -13,6 +13,7 @@ import json
 import os
 from pathlib import Path
 
+from zoo import atomic
 from zoo.spec import ZooSpec, spec_from_data
 
 SPECS_FOLDER = "specs"
@@ -21,9 +22,8 @@ MANIFEST = "manifest.json"
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    os.replace(temporary, path)
+    """Key-sorted strict JSON, written atomically (`zoo.atomic`)."""
+    atomic.write_json_atomic(path, data, sort_keys=True)
 
 
 def save_spec(spec: ZooSpec, folder: Path) -> Path:
@@ -44,10 +44,23 @@ def load_saved_specs(folder: str | Path) -> list[ZooSpec]:
 
 
 def read_manifest(folder: str | Path) -> dict:
-    path = Path(folder) / MANIFEST
-    if not path.exists():
-        raise FileNotFoundError(f"{folder} is not a packed zoo: no {MANIFEST} (run `nfnzoo pack {folder}`)")
-    return json.loads(path.read_text())
+    """The folder's manifest; a missing, unreadable or malformed one is an error naming the file."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    if not path.is_file():
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such folder (give the folder `nfnzoo generate` wrote)")
+        hint = (f"it has staged checkpoints: run `nfnzoo pack {folder}`" if (folder / SPECS_FOLDER).is_dir()
+                else "give the folder that `nfnzoo generate` or `nfnzoo pack` wrote")
+        raise FileNotFoundError(f"{folder} is not a packed zoo: no {MANIFEST} ({hint})")
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable manifest ({error}); it may be truncated: "
+                         "re-run `nfnzoo pack` to rewrite it") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("configs"), dict):
+        raise ValueError(f"{path}: not a zoo manifest (expected a JSON object with a `configs` mapping)")
+    return manifest
 
 
 def resolve_config(manifest: dict, config: str | None, folder: str | Path = "") -> str:
@@ -60,3 +73,29 @@ def resolve_config(manifest: dict, config: str | None, folder: str | Path = "") 
     if config not in manifest["configs"]:
         raise ValueError(f"{folder} has no config {config!r}; it holds {names}")
     return config
+
+
+def check_writable(path: str | Path) -> Path:
+    """Makes folder `path` (and its parents) if missing and proves it writable, or raises.
+
+    Run before any expensive work (`nfnzoo generate` checks its output folders before Ray
+    starts), so that a read-only folder, or a path below a regular file, is a one-line
+    `ValueError` naming the path and the operating system's reason, not a traceback later.
+    The probe writes and removes a file: permission bits alone do not tell (root, ACLs,
+    read-only mounts).
+    """
+    path = Path(path)
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "is" if existing == path else f"is below {existing}, which is"
+        raise ValueError(f"cannot write to {path}: it {where} a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".nfnzoo-write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        where = f" ({error.filename})" if error.filename and Path(error.filename) not in (path, probe) else ""
+        raise ValueError(f"cannot write to {path}: {reason}{where}") from None
+    return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoo.families import create_family
@@ -26,10 +27,22 @@ def describe(folder: str | Path, config: str | None = None) -> str:
     config = resolve_config(manifest, config, folder)
     entry = manifest["configs"][config]
     files = [folder / f["path"] for f in entry["files"]]
+    if not files:
+        raise ValueError(f"{folder} config {config!r} is empty: no shards (0 of {entry['planned_checkpoints']:,} "
+                         "planned checkpoints packed); run `nfnzoo generate` to train it")
     metric, low, high = create_family(entry["family"]).HEADLINE
-    frame = pq.read_table(files, columns=["epoch", "status", metric, "run_id"]).to_pandas()
-    lines = [f"{folder} [{config}] family={entry['family']} profile={entry['spec'].get('profile') or 'full'}",
-             f"checkpoints: {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned; "
+    try:
+        frame = pq.read_table(files, columns=["epoch", "status", metric, "run_id"]).to_pandas()
+    except (pa.ArrowInvalid, OSError) as error:
+        raise ValueError(f"{folder} config {config!r}: a shard is not readable ({error}); "
+                         f"run `nfnzoo verify {folder}` to find it") from None
+    packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
+    completeness = "" if entry["complete"] else (
+        f"\nINCOMPLETE: {packed:,} of {planned:,} planned checkpoints are packed "
+        f"({planned - packed:,} missing); re-run `nfnzoo generate` to finish it")
+    lines = [f"{folder} [{config}] family={entry['family']} profile={entry['spec'].get('profile') or 'full'}"
+             + completeness,
+             f"checkpoints: {packed:,} of {planned:,} planned; "
              f"runs: {frame['run_id'].nunique():,}; status: " + ", ".join(f"{k} {v:,}" for k, v in entry["status"].items()),
              "splits: " + ", ".join(f"{s} {entry['splits'][s]:,} ({entry['runs'][s]:,} runs)"
                                     for s in SPLIT_NAMES if s in entry["splits"]),

@@ -7,6 +7,9 @@ header, and copies each tensor's byte range of all rows at once into a prealloca
 (rows, *shape) tensor: one strided copy per tensor, no per-row Python loop. Rows that do
 not share a header (several architectures) take a per-row path and must be narrowed to one
 architecture first.
+
+`load_split` first checks the sha256 of every shard it reads against `manifest.json`
+(`zoo.integrity`): a flipped byte is an error naming the shard, never a silently wrong weight.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import torch
 
 from zoo import safetensors_io
 from zoo.folder import read_manifest, resolve_config
+from zoo.integrity import check_shards
 from zoo.parquet_pages import fixed_width_pages
 from zoo.record import METADATA_KEY, parse_weights_metadata
 from zoo.weightspace import WeightBatch, WeightSpace
@@ -38,18 +42,25 @@ class ZooSplit:
         return len(self.metadata)
 
 
-def split_files(folder: str | Path, config: str | None, split: str) -> list[Path]:
+def split_entries(folder: str | Path, config: str | None, split: str) -> list[dict]:
+    """The manifest entries (path, split, rows, bytes, sha256) of one split's shards."""
     folder = Path(folder)
     manifest = read_manifest(folder)
     config = resolve_config(manifest, config, folder)
-    files = [folder / f["path"] for f in manifest["configs"][config]["files"] if f["split"] == split]
-    if not files:
+    entries = [f for f in manifest["configs"][config]["files"] if f["split"] == split]
+    if not entries:
         available = sorted(manifest["configs"][config]["splits"])
         raise ValueError(f"{folder} config {config!r} has no split {split!r}; it has {available}")
-    return files
+    return entries
+
+
+def split_files(folder: str | Path, config: str | None, split: str) -> list[Path]:
+    return [Path(folder) / f["path"] for f in split_entries(folder, config, split)]
 
 
 def dataset_hash(folder: str | Path, config: str | None = None) -> str:
+    """The dataset hash the manifest records (unchecked: `zoo.integrity.verified_dataset_hash`
+    checks the shards first)."""
     manifest = read_manifest(folder)
     return manifest["configs"][resolve_config(manifest, config, folder)]["dataset_hash"]
 
@@ -179,7 +190,7 @@ def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
     pages allow it (`zoo.parquet_pages`), else through Arrow."""
     jobs, fallback, keep_alive, position, layout = [], [], [], 0, None
     for path in files:
-        direct = fixed_width_pages(path, "weights")
+        direct = _readable(path, lambda: fixed_width_pages(path, "weights"))
         if direct is not None:
             mapped, pages = direct
             keep_alive.append(mapped)
@@ -187,7 +198,7 @@ def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
                 jobs.append((page, 4, position))  # each value is preceded by its 4-byte length
                 position += len(page)
         else:
-            column = pq.read_table(path, columns=["weights"], memory_map=True)["weights"]
+            column = _readable(path, lambda: pq.read_table(path, columns=["weights"], memory_map=True)["weights"])
             keep_alive.append(column)
             position = _arrow_jobs(column, position, jobs, fallback)
     if position == 0:
@@ -200,14 +211,41 @@ def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
     return _batch(layout, outputs)
 
 
+def _readable(paths: Path | list[Path], read):
+    """Runs `read()`; an unreadable Parquet file becomes an error that names it."""
+    try:
+        return read()
+    except (pa.ArrowInvalid, OSError) as error:
+        paths = [paths] if isinstance(paths, Path) else paths
+        culprit = next((p for p in paths if not _opens(p)), None)
+        where = str(culprit) if culprit is not None else ", ".join(map(str, paths))
+        raise ValueError(f"{where}: not readable as Parquet ({error}); run `nfnzoo verify` on its zoo") from None
+
+
+def _opens(path: Path) -> bool:
+    try:
+        pq.read_metadata(path)
+        return True
+    except (pa.ArrowInvalid, OSError):
+        return False
+
+
 def load_split(folder: str | Path, config: str | None = None, split: str = "train", *,
-               architecture: str | None = None) -> ZooSplit:
-    """Reads one split of a packed zoo: stacked weights and the metadata columns."""
-    files = split_files(folder, config, split)
+               architecture: str | None = None, check: bool = True) -> ZooSplit:
+    """Reads one split of a packed zoo: stacked weights and the metadata columns.
+
+    With `check` (the default) every shard's size and sha256 are checked against the
+    manifest first (`zoo.integrity.CorruptShardError` names a bad one); pass False only
+    when the caller has just checked them.
+    """
+    entries = split_entries(folder, config, split)
+    if check:
+        check_shards(folder, entries)
+    files = [Path(folder) / f["path"] for f in entries]
     if architecture is None:
-        metadata = pq.read_table(files, columns=_metadata_columns(files[0])).to_pandas()
+        metadata = _readable(files, lambda: pq.read_table(files, columns=_metadata_columns(files[0])).to_pandas())
         return ZooSplit(read_weights(files), metadata)
-    table = pq.read_table(files, memory_map=True)
+    table = _readable(files, lambda: pq.read_table(files, memory_map=True))
     table = table.filter(pc.equal(table["architecture"], architecture))
     if table.num_rows == 0:
         raise ValueError(f"no rows of architecture {architecture!r} in split {split!r}")
@@ -215,4 +253,4 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
 
 
 def _metadata_columns(path: Path) -> list[str]:
-    return [name for name in pq.read_schema(path).names if name != "weights"]
+    return [name for name in _readable(path, lambda: pq.read_schema(path)).names if name != "weights"]

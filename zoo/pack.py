@@ -18,13 +18,10 @@ each row a contiguous safetensors file for the fast loader.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import os
 import shutil
 from pathlib import Path
-from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,6 +30,7 @@ import zoo
 from zoo.card import write_card
 from zoo.folder import MANIFEST, STAGING_FOLDER, load_saved_specs, read_manifest, write_json_atomic
 from zoo.families import create_family
+from zoo.integrity import dataset_hash_of, sha256_file  # noqa: F401 (also part of this module's API)
 from zoo.plan import assign_splits, plan_runs
 from zoo.record import arrow_schema, to_row
 from zoo.spec import SPLIT_NAMES, ZooSpec
@@ -45,20 +43,6 @@ ROW_GROUP_BYTES = 32 * 2**20
 
 def shard_name(split: str, index: int, count: int) -> str:
     return f"{split}-{index:05d}-of-{count:05d}.parquet"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(2**22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def dataset_hash_of(files: Iterable[dict]) -> str:
-    """A config's content hash: its shards' paths and checksums (not versions or times)."""
-    listing = sorted((f["path"], f["sha256"]) for f in files)
-    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
 def write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int) -> None:
@@ -74,13 +58,31 @@ def write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int)
     )
 
 
-def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> dict:
+class IncompleteZooError(ValueError):
+    """Packing was asked of a config whose planned checkpoints are not all staged."""
+
+
+def check_complete(spec: ZooSpec, runs: list, staged: set[str], allow_incomplete: bool, folder: Path) -> None:
+    """Nothing staged is always an error; a partial config only when `allow_incomplete` is off."""
+    planned = sum(len(r.checkpoints) for r in runs)
+    have = sum(m in staged for r in runs for m in r.model_ids)
+    if have == 0:
+        raise IncompleteZooError(f"{folder}: config {spec.name} has no staged checkpoints (0 of {planned:,} "
+                                 f"planned); train it with `nfnzoo generate`")
+    if have < planned and not allow_incomplete:
+        raise IncompleteZooError(f"{folder}: config {spec.name} is incomplete: {have:,} of {planned:,} planned "
+                                 "checkpoints are staged; finish it by re-running the same `nfnzoo generate` "
+                                 "command, or pack it anyway with --allow-incomplete (marked incomplete)")
+
+
+def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+                runs: list | None = None, staged: set[str] | None = None) -> dict:
     """Writes data/<config>/ for one spec and returns its manifest entry."""
     family = create_family(spec.family)
     schema = arrow_schema(family.HParams, family.METRICS)
-    runs = plan_runs(spec)
+    runs = plan_runs(spec) if runs is None else runs
     split_of = assign_splits([r.run_id for r in runs], spec, runs=runs)
-    staged = set(staging.model_ids())
+    staged = set(staging.model_ids()) if staged is None else staged
     by_split: dict[str, list[str]] = {name: [] for name in SPLIT_NAMES}
     for run in runs:  # plan order, then each run's checkpoints in plan order (epochs ascending, the best last)
         by_split[split_of[run.run_id]].extend(m for m in run.model_ids if m in staged)
@@ -141,8 +143,14 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
     }
 
 
-def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, configs: list[str] | None = None) -> dict:
-    """Packs every config staged in `folder` (or the named ones); returns the manifest."""
+def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, configs: list[str] | None = None,
+         allow_incomplete: bool = False) -> dict:
+    """Packs every config staged in `folder` (or the named ones); returns the manifest.
+
+    Every config is checked before anything is written: one with nothing staged is an
+    `IncompleteZooError`, and so is a partial one unless `allow_incomplete` (its manifest
+    entry, card and `nfnzoo info` then say it is incomplete).
+    """
     folder = Path(folder)
     specs = load_saved_specs(folder)
     if not specs:
@@ -154,8 +162,12 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
         specs = [s for s in specs if s.name in configs]
     manifest = read_manifest(folder) if (folder / MANIFEST).exists() else {"configs": {}}
     staging = Staging(folder / STAGING_FOLDER)
+    staged = set(staging.model_ids())
+    plans = {spec.name: plan_runs(spec) for spec in specs}
     for spec in specs:
-        manifest["configs"][spec.name] = pack_config(spec, folder, staging, max_shard_bytes)
+        check_complete(spec, plans[spec.name], staged, allow_incomplete, folder)
+    for spec in specs:
+        manifest["configs"][spec.name] = pack_config(spec, folder, staging, max_shard_bytes, plans[spec.name], staged)
     manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
     write_json_atomic(folder / MANIFEST, manifest)
     write_card(folder, manifest)

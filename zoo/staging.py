@@ -1,6 +1,6 @@
 """The staging folder: one safetensors file per finished checkpoint, named by its id.
 
-Each file is written atomically (a temporary file in the same folder, flushed and fsynced,
+Each file is written atomically (`zoo.atomic`: a temporary file in the same folder, fsynced,
 then renamed), so a crash leaves either a whole checkpoint or none, and a resumed job
 skips exactly the checkpoints that exist. A staging file carries the full record in its
 metadata, so packing needs nothing else.
@@ -9,12 +9,11 @@ metadata, so packing needs nothing else.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 from zoo import safetensors_io
+from zoo.atomic import write_bytes_atomic
 from zoo.record import CheckpointRecord, parse_weights_metadata, weights_metadata
 from zoo.weightspace import WeightSpace
 
@@ -43,19 +42,7 @@ class Staging:
                     "hparams": record.hparams, "metrics": record.metrics, "status": record.status}
         metadata[RECORD_KEY] = json.dumps(identity, sort_keys=True, allow_nan=True)
         payload = safetensors_io.encode(record.weights, metadata)
-        target = self.path(record.model_id)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{record.model_id}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-        return target
+        return write_bytes_atomic(self.path(record.model_id), payload, durable=True)
 
     def read(self, model_id: str) -> CheckpointRecord:
         return read_staged(self.path(model_id))

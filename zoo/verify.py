@@ -2,7 +2,10 @@
 
 Checks every shard listed in ``manifest.json``: present, of the recorded size and sha256,
 readable as Parquet, with the recorded row count and the recorded schema; flags shards on
-disk that the manifest does not list and a card that does not list the configs. With
+disk that the manifest does not list and a card that does not list the configs. A zoo with
+nothing packed fails; an incomplete one (fewer checkpoints packed than planned, which
+`nfnzoo pack --allow-incomplete` writes) fails too unless ``allow_incomplete``, when it is a
+warning: a partial zoo is a legitimate thing to share only when someone chose it. With
 ``recompute=N`` it reloads N seeded-random checkpoints into the family's model and
 re-evaluates them on the stored validation and test sets, failing if the metrics differ.
 """
@@ -19,7 +22,7 @@ import pyarrow.parquet as pq
 from zoo.card import card_header
 from zoo.families import create_family
 from zoo.folder import read_manifest
-from zoo.pack import sha256_file
+from zoo.integrity import shard_problem
 from zoo.spec import spec_from_data
 
 @dataclasses.dataclass
@@ -27,6 +30,7 @@ class VerifyReport:
     files_checked: int = 0
     rows_checked: int = 0
     problems: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
     recomputed: list[dict] = dataclasses.field(default_factory=list)
 
     @property
@@ -36,15 +40,13 @@ class VerifyReport:
 
 def _check_file(folder: Path, entry: dict, columns: list[dict], report: VerifyReport) -> None:
     path = folder / entry["path"]
-    if not path.exists():
+    problem = shard_problem(path, entry)
+    if problem == "missing":
         report.problems.append(f"{entry['path']}: missing")
         return
     report.files_checked += 1
-    size = path.stat().st_size
-    if size != entry["bytes"]:
-        report.problems.append(f"{entry['path']}: {size} bytes, manifest says {entry['bytes']} (truncated or replaced)")
-    elif sha256_file(path) != entry["sha256"]:
-        report.problems.append(f"{entry['path']}: sha256 differs from the manifest (corrupted)")
+    if problem is not None:
+        report.problems.append(f"{entry['path']}: {problem}")
     try:
         metadata = pq.ParquetFile(path).metadata
         schema = pq.read_schema(path)
@@ -71,7 +73,7 @@ def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, repo
     for split in rng.choice(splits, size=count):
         picks[str(split)] = picks.get(str(split), 0) + 1
     for split, n in sorted(picks.items()):
-        loaded = load_split(folder, name, split)
+        loaded = load_split(folder, name, split, check=False)  # verify has just checked every shard
         candidates = np.flatnonzero(loaded.metadata["status"].to_numpy() == "ok")
         for row in rng.choice(candidates, size=min(n, len(candidates)), replace=False):
             row = int(row)
@@ -89,7 +91,22 @@ def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, repo
             report.recomputed.append(result)
 
 
-def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0) -> VerifyReport:
+def _check_completeness(name: str, entry: dict, allow_incomplete: bool, report: VerifyReport) -> None:
+    packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
+    if not entry["files"]:
+        report.problems.append(f"config {name}: empty, no shards ({packed:,} of {planned:,} planned checkpoints "
+                               "packed); run `nfnzoo generate` to train it")
+    elif not entry["complete"]:
+        message = (f"config {name}: incomplete, {packed:,} of {planned:,} planned checkpoints packed "
+                   "(re-run `nfnzoo generate` to finish it")
+        if allow_incomplete:
+            report.warnings.append(message + ")")
+        else:
+            report.problems.append(message + ", or pass --allow-incomplete to accept a partial zoo)")
+
+
+def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incomplete: bool = False) -> VerifyReport:
+    """Checks a packed zoo folder; see the module docstring for what counts as a problem."""
     folder = Path(folder)
     report = VerifyReport()
     try:
@@ -97,8 +114,12 @@ def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0) -> VerifyRe
     except (FileNotFoundError, ValueError) as error:
         report.problems.append(str(error))
         return report
+    if not manifest["configs"]:
+        report.problems.append(f"{folder / 'manifest.json'}: lists no configs; nothing is packed")
+        return report
     listed = set()
     for name, entry in sorted(manifest["configs"].items()):
+        _check_completeness(name, entry, allow_incomplete, report)
         for file_entry in entry["files"]:
             listed.add(file_entry["path"])
             _check_file(folder, file_entry, entry["columns"], report)

@@ -8,6 +8,7 @@ import pandas
 import pytest
 
 import zoo
+from zoo.integrity import dataset_hash_of
 from benchmarks.harness import load_splits, predictions_path, run_benchmark, run_on_splits
 from benchmarks.results import load_results, summarize
 from nfn_models import model_config
@@ -92,7 +93,7 @@ def test_bad_overrides_fail_before_loading_data(tmp_path):
 def test_load_splits_reads_the_manifest(dataset_folder, splits):
     loaded, dataset = load_splits(dataset_folder, None)
     assert loaded == {"train": splits["train"], "validation": splits["validation"], "test": splits["test"]}
-    assert dataset == {"path": str(dataset_folder), "config": "synthetic", "dataset_hash": "cd" * 32,
+    assert dataset == {"path": str(dataset_folder), "config": "synthetic", "dataset_hash": dataset_hash_of([]),
                        "family": "cnn"}
 
 
@@ -108,6 +109,6 @@ def test_run_benchmark_end_to_end(dataset_folder, tmp_path):
     out = tmp_path / "results" / "statnn.json"
     results = run_benchmark("generalization", "statnn", dataset_folder, "synthetic", [0, 1, 2], out,
                             task_overrides={"epochs": 1}, progress=False)
-    assert load_results(out).dataset.dataset_hash == "cd" * 32
+    assert load_results(out).dataset.dataset_hash == dataset_hash_of([])
     assert json.loads(out.read_text()) == results
     assert predictions_path(out).exists()

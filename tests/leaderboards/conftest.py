@@ -5,6 +5,7 @@ Results files are written directly (no training): what the leaderboard checks is
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -12,9 +13,13 @@ from typing import Any, Callable
 import pytest
 
 from benchmarks.results import summarize
+from zoo.integrity import dataset_hash_of
 
 KNOWN_HASH = "11" * 32  # listed in the board's datasets.json
-LOCAL_HASH = "22" * 32  # only in a local dataset folder's manifest.json
+# the local dataset folder's one shard: the leaderboard checks its bytes, not what is in it
+LOCAL_SHARD = {"path": "data/cnn-mnist/train-00000-of-00001.parquet", "split": "train", "rows": 700,
+               "bytes": 11, "sha256": hashlib.sha256(b"shard bytes").hexdigest()}
+LOCAL_HASH = dataset_hash_of([LOCAL_SHARD])  # only in a local dataset folder's manifest.json
 
 
 @pytest.fixture
@@ -30,12 +35,14 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def local_dataset(tmp_path: Path) -> Path:
-    """A dataset folder with a real manifest.json, as `nfnzoo pack` writes it (shards omitted)."""
+    """A dataset folder with a manifest.json as `nfnzoo pack` writes it and one stand-in shard
+    whose size and sha256 match it."""
     folder = tmp_path / "runs" / "cnn-local"
-    folder.mkdir(parents=True)
+    (folder / "data" / "cnn-mnist").mkdir(parents=True)
+    (folder / LOCAL_SHARD["path"]).write_bytes(b"shard bytes")
     manifest = {"package_version": "0.1.0", "format_version": 1, "configs": {"cnn-mnist": {
         "dataset_hash": LOCAL_HASH, "family": "cnn", "splits": {"train": 700, "validation": 150, "test": 150},
-        "spec_hash": "3" * 20, "files": []}}}
+        "spec_hash": "3" * 20, "files": [LOCAL_SHARD]}}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from leaderboards import DEFAULT_ROOT, SubmissionRejected, submit
+from leaderboards import OFFICIAL_ROOT, SubmissionRejected, submit
 from leaderboards.datasets import load_datasets
 from leaderboards.entries import content_hash, load_entries
 
@@ -57,7 +57,7 @@ def test_a_verified_local_dataset_is_registered(root, write_results, local_datas
     record = accepted.registered_dataset
     assert record is not None and record.dataset_hash == hashes["local"]
     assert (record.name, record.config, record.family) == ("cnn-local", "cnn-mnist", "cnn")
-    assert record.source == f"local:{local_dataset}"
+    assert record.source == f"local:{local_dataset.resolve()}"
     assert load_datasets(root)[hashes["local"]] == record
     assert "registered local dataset 'cnn-local'" in accepted.describe()
     # now known: a second submission on it needs no folder
@@ -71,9 +71,9 @@ def test_the_dataset_option_overrides_the_recorded_path(root, write_results, loc
     assert submit(path, root, dataset_dir=local_dataset).registered_dataset is not None
 
 
-def test_a_local_dataset_with_another_hash_is_rejected(root, write_results, local_dataset):
+def test_a_local_dataset_with_another_hash_is_rejected(root, write_results, local_dataset, hashes):
     path = write_results(dataset_hash="33" * 32, dataset_path=str(local_dataset))
-    with pytest.raises(SubmissionRejected, match=r"has hash 222222222222…, not the claimed 333333333333…"):
+    with pytest.raises(SubmissionRejected, match=rf"has hash {hashes['local'][:12]}…, not the claimed 333333333333…"):
         submit(path, root)
     assert "33" * 32 not in load_datasets(root)
 
@@ -100,8 +100,30 @@ def test_duplicates_are_rejected(root, write_results, make_data):
     assert len(load_entries(root)) == 3
 
 
-def test_the_default_root_is_the_package_and_its_data_files_are_valid():
-    assert DEFAULT_ROOT.name == "leaderboards" and (DEFAULT_ROOT / "SCHEMA.md").is_file()
-    load_datasets(DEFAULT_ROOT)  # raises on a malformed datasets.json
-    for path, entry in load_entries(DEFAULT_ROOT):  # every committed entry parses
+def test_a_corrupted_local_dataset_is_not_registered(root, write_results, local_dataset, hashes):
+    shard = next((local_dataset / "data").rglob("*.parquet"))
+    shard.write_bytes(b"shard bytez")  # same size, one byte changed: the manifest still claims the hash
+    path = write_results(dataset_hash=hashes["local"], dataset_path=str(local_dataset))
+    with pytest.raises(SubmissionRejected, match=r"could not verify the dataset .*sha256 differs from the manifest"):
+        submit(path, root)
+    assert hashes["local"] not in load_datasets(root)
+
+
+def test_submit_without_a_root_writes_to_the_users_own_board(write_results, local_dataset, hashes, tmp_path,
+                                                              monkeypatch):
+    official = {p: p.read_bytes() for p in OFFICIAL_ROOT.rglob("*") if p.is_file()}
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NFNZOO_LEADERBOARD", raising=False)
+    accepted = submit(write_results(name="mine.json", dataset_hash=hashes["local"], dataset_path=str(local_dataset)))
+    assert accepted.path.resolve().is_relative_to((tmp_path / "runs" / "leaderboard").resolve())
+    assert {p: p.read_bytes() for p in OFFICIAL_ROOT.rglob("*") if p.is_file()} == official  # no tracked file edited
+    monkeypatch.setenv("NFNZOO_LEADERBOARD", str(tmp_path / "elsewhere"))
+    accepted = submit(write_results(name="again.json", dataset_hash=hashes["local"], dataset_path=str(local_dataset)))
+    assert accepted.path.is_relative_to(tmp_path / "elsewhere")
+
+
+def test_the_official_board_is_the_package_and_its_data_files_are_valid():
+    assert OFFICIAL_ROOT.name == "leaderboards" and (OFFICIAL_ROOT / "SCHEMA.md").is_file()
+    load_datasets(OFFICIAL_ROOT)  # raises on a malformed datasets.json
+    for path, entry in load_entries(OFFICIAL_ROOT):  # every committed entry parses
         assert path.stem == entry.submission.id

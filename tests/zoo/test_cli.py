@@ -98,7 +98,16 @@ def test_pack_command_reports_and_warns_when_incomplete(tiny_zoo_copy, tiny_zoo_
     assert f"packed {CONFIG}: train 12, validation 3, test 3 (3 shards)" in out
     next((tiny_zoo_copy / "staging").rglob("*.safetensors")).unlink()
     code, _, err = run(["pack", tiny_zoo_copy, "--config", CONFIG], capsys)
-    assert code == 0 and "warning: 17 of 18 planned checkpoints are staged" in err
+    assert code == 1 and "incomplete: 17 of 18 planned checkpoints are staged" in err and "--allow-incomplete" in err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = run(["pack", tiny_zoo_copy, "--config", CONFIG, "--allow-incomplete"], capsys)
+    assert code == 0 and "warning: incomplete: 17 of 18 planned checkpoints are packed" in err
+    code, _, err = run(["verify", tiny_zoo_copy], capsys)
+    assert code == 1 and "incomplete, 17 of 18 planned checkpoints packed" in err
+    code, out, err = run(["verify", tiny_zoo_copy, "--allow-incomplete"], capsys)
+    assert code == 0 and "warning: config cnn-mnist: incomplete, 17 of 18" in err and out.strip().endswith("ok")
+    code, out, _ = run(["info", tiny_zoo_copy], capsys)
+    assert code == 0 and "INCOMPLETE: 17 of 18 planned checkpoints" in out
 
 
 def test_pack_command_on_an_empty_folder_fails_cleanly(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import shutil
 import re
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import yaml
 from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
 from zoo.folder import MANIFEST, STAGING_FOLDER, read_manifest
 from zoo.loader import load_split
-from zoo.pack import pack, sha256_file
+from zoo.pack import IncompleteZooError, pack, sha256_file
 from zoo.plan import assign_splits, plan_runs
 from zoo.record import from_row
 from zoo.staging import Staging
@@ -155,17 +156,31 @@ def test_small_shards_split_a_config_and_load_in_order(tiny_zoo, tiny_zoo_copy):
     assert verify(tiny_zoo_copy).ok
 
 
-def test_packing_a_partly_staged_zoo_marks_it_incomplete(tiny_zoo_copy, tiny_zoo_spec):
+def test_a_partly_staged_zoo_is_packed_only_when_asked_and_then_marked_incomplete(tiny_zoo_copy, tiny_zoo_spec):
     staging = Staging(tiny_zoo_copy / STAGING_FOLDER)
     removed = plan_runs(tiny_zoo_spec)[0].model_ids
     for model_id in removed:
         staging.path(model_id).unlink()
-    entry = pack(tiny_zoo_copy)["configs"][CONFIG]
+    before = {p: p.read_bytes() for p in sorted((tiny_zoo_copy / "data").rglob("*")) if p.is_file()}
+    with pytest.raises(IncompleteZooError, match=r"incomplete: 15 of 18 planned .* --allow-incomplete"):
+        pack(tiny_zoo_copy)
+    after = {p: p.read_bytes() for p in sorted((tiny_zoo_copy / "data").rglob("*")) if p.is_file()}
+    assert after == before  # the last complete pack is untouched
+    assert json.loads((tiny_zoo_copy / MANIFEST).read_text())["configs"][CONFIG]["complete"] is True
+    entry = pack(tiny_zoo_copy, allow_incomplete=True)["configs"][CONFIG]
     assert (entry["packed_checkpoints"], entry["planned_checkpoints"], entry["complete"]) == (15, 18, False)
     packed = {row["model_id"] for rows in read_rows(tiny_zoo_copy).values() for row in rows}
     assert packed.isdisjoint(removed) and len(packed) == 15
     assert "**Incomplete:** 15 of 18 planned checkpoints." in (tiny_zoo_copy / "README.md").read_text()
     assert json.loads((tiny_zoo_copy / MANIFEST).read_text())["configs"][CONFIG]["complete"] is False
+
+
+def test_nothing_staged_is_never_packed(tiny_zoo_copy):
+    shutil.rmtree(tiny_zoo_copy / STAGING_FOLDER)
+    for allow in (False, True):
+        with pytest.raises(IncompleteZooError, match=r"no staged checkpoints \(0 of 18 planned\)"):
+            pack(tiny_zoo_copy, allow_incomplete=allow)
+    assert json.loads((tiny_zoo_copy / MANIFEST).read_text())["configs"][CONFIG]["complete"] is True
 
 
 def test_pack_without_a_staged_zoo_explains_what_to_run(tmp_path):

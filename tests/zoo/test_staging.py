@@ -9,7 +9,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from zoo import staging as staging_module
+from zoo import atomic as atomic_module
 from zoo.staging import SUFFIX, Staging, read_staged
 
 
@@ -95,7 +95,7 @@ def test_crash_keeps_an_earlier_complete_version(tmp_path, make_record, monkeypa
     def crash(src, dst):
         raise OSError("simulated crash before the rename")
 
-    monkeypatch.setattr(staging_module.os, "replace", crash)
+    monkeypatch.setattr(atomic_module.os, "replace", crash)
     with pytest.raises(OSError):
         staging.write(make_record(8, epoch=4))
     monkeypatch.undo()

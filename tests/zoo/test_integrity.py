@@ -1,0 +1,139 @@
+"""Nothing corrupted reaches a result: shard checksums on load, unreadable files named, file modes.
+
+Every fault is made on a real packed zoo (`tiny_zoo_copy`): a byte flipped in the middle of a
+shard, a truncated shard, a truncated manifest, an edited dataset hash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from zoo.cli import main
+from zoo.folder import MANIFEST, read_manifest
+from zoo.integrity import CorruptShardError, verified_dataset_hash
+from zoo.loader import dataset_hash, load_split
+
+CONFIG = "cnn-mnist"
+
+
+def shard(folder: Path, split: str) -> Path:
+    (entry,) = [f for f in read_manifest(folder)["configs"][CONFIG]["files"] if f["split"] == split]
+    return folder / entry["path"]
+
+
+def flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def bench(folder: Path, out: Path, capsys) -> tuple[int, str]:
+    code = main(["bench", "run", "--task", "generalization", "--model", "mlp", "--data", str(folder),
+                 "--seeds", "0,1,2", "--out", str(out), "--set", "epochs=1", "--set", "model.hidden_sizes=[4]"])
+    return code, capsys.readouterr().err
+
+
+def test_a_flipped_byte_fails_the_benchmark_and_names_the_shard(tiny_zoo_copy, tmp_path, capsys):
+    train = shard(tiny_zoo_copy, "train")
+    flip_middle_byte(train)
+    code, err = bench(tiny_zoo_copy, tmp_path / "mlp.json", capsys)
+    assert code == 1
+    assert f"{train}: sha256 differs from the manifest (corrupted)" in err
+    assert not (tmp_path / "mlp.json").exists()  # nothing was trained on it, nothing written
+
+
+def flip_a_weight_byte(path: Path) -> None:
+    """Flips a byte inside the first row's first tensor (past its safetensors header)."""
+    first_row = pq.read_table(path, columns=["weights"])["weights"][0].as_py()
+    data = bytearray(path.read_bytes())
+    start = data.find(first_row[:64])
+    header_length = int.from_bytes(first_row[:8], "little")
+    data[start + 8 + header_length + 9] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+def test_load_split_checks_the_shards_it_reads(tiny_zoo, tiny_zoo_copy):
+    flip_a_weight_byte(shard(tiny_zoo_copy, "train"))
+    with pytest.raises(CorruptShardError, match="train-00000-of-00001.parquet: sha256 differs"):
+        load_split(tiny_zoo_copy, CONFIG, "train")
+    assert len(load_split(tiny_zoo_copy, CONFIG, "test")) == 3  # an intact split still loads
+    # the negative control: unchecked, the flipped byte goes through silently as a wrong weight
+    wrong = load_split(tiny_zoo_copy, CONFIG, "train", check=False).weights.flatten()
+    genuine = load_split(tiny_zoo, CONFIG, "train").weights.flatten()
+    assert (wrong != genuine).sum() == 1
+
+
+def test_a_truncated_shard_is_named_whether_checked_or_not(tiny_zoo_copy):
+    test = shard(tiny_zoo_copy, "test")
+    test.write_bytes(test.read_bytes()[:-100])
+    with pytest.raises(CorruptShardError, match=rf"{test}: \d+ bytes, manifest says \d+ \(truncated"):
+        load_split(tiny_zoo_copy, CONFIG, "test")
+    with pytest.raises(ValueError, match=rf"^{test}: not readable as Parquet"):
+        load_split(tiny_zoo_copy, CONFIG, "test", check=False)
+
+
+def test_an_edited_dataset_hash_is_not_recorded(tiny_zoo_copy, tmp_path, capsys):
+    manifest = json.loads((tiny_zoo_copy / MANIFEST).read_text())
+    genuine = manifest["configs"][CONFIG]["dataset_hash"]
+    assert verified_dataset_hash(tiny_zoo_copy) == genuine
+    manifest["configs"][CONFIG]["dataset_hash"] = "ab" * 32  # the bytes did not change; the claim did
+    (tiny_zoo_copy / MANIFEST).write_text(json.dumps(manifest))
+    assert dataset_hash(tiny_zoo_copy) == "ab" * 32  # what the manifest says, unchecked
+    code, err = bench(tiny_zoo_copy, tmp_path / "mlp.json", capsys)
+    assert code == 1 and f"records dataset hash abababababab…, but its shards' checksums give {genuine[:12]}…" in err
+
+
+@pytest.mark.parametrize("command", [["info"], ["verify"], ["bench"]])
+def test_a_truncated_manifest_is_named(tiny_zoo_copy, tmp_path, capsys, command):
+    path = tiny_zoo_copy / MANIFEST
+    path.write_text(path.read_text()[:200])
+    if command == ["bench"]:
+        code, err = bench(tiny_zoo_copy, tmp_path / "mlp.json", capsys)
+    else:
+        code, err = main(command + [str(tiny_zoo_copy)]), capsys.readouterr().err
+    assert code == 1 and f"{path}: not a readable manifest" in err and "truncated" in err
+    assert "Traceback" not in err
+
+
+def test_a_folder_that_is_no_zoo_gets_no_advice_to_pack_it(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("not a zoo")
+    assert main(["info", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "is not a packed zoo: no manifest.json" in err and "run `nfnzoo pack" not in err
+    assert main(["info", str(tmp_path / "nowhere")]) == 1
+    assert "no such folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_written_files_get_the_users_normal_mode(tiny_zoo, tmp_path, umask):
+    from benchmarks.harness import run_benchmark
+    from leaderboards import render, submit
+    from zoo.atomic import write_json_atomic
+    from zoo.folder import write_json_atomic as write_sorted_json
+    from zoo.staging import Staging
+    from zoo.staging import read_staged
+
+    previous = os.umask(umask)
+    try:
+        out = tmp_path / "results" / "mlp.json"
+        run_benchmark("generalization", "mlp", tiny_zoo, None, [0, 1, 2], out, {"hidden_sizes": [4]},
+                      {"epochs": 1}, progress=False)
+        accepted = submit(out, tmp_path / "board")
+        render(tmp_path / "board", tmp_path / "site")
+        some_id = next(iter(Staging(tiny_zoo / "staging").model_ids()))
+        staged = Staging(tmp_path / "staging").write(read_staged(Staging(tiny_zoo / "staging").path(some_id)))
+        written = [out, out.with_name("mlp.predictions.csv"), accepted.path, tmp_path / "board" / "datasets.json",
+                   tmp_path / "site" / "index.md", staged, write_json_atomic(tmp_path / "a.json", {})]
+        write_sorted_json(tmp_path / "b.json", {})
+        written.append(tmp_path / "b.json")
+    finally:
+        os.umask(previous)
+    expected = 0o666 & ~umask
+    assert {path.name: oct(stat.S_IMODE(path.stat().st_mode)) for path in written} == \
+        {path.name: oct(expected) for path in written}

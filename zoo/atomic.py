@@ -1,0 +1,72 @@
+"""Atomic file writes: a file is either complete or absent, never half written.
+
+Each write goes to a uniquely named temporary file beside the target and is renamed over it
+(`os.replace`), so an interrupted run never leaves half a file for the next reader; with
+`durable=True` the bytes are fsynced first (staged checkpoints, which a resumed job trusts).
+`tempfile.mkstemp` creates its file with mode 0600; the result is given the mode a plain
+`open()` would give it (0666 less the user's umask), so a shared results folder or a
+leaderboard entry is as readable as any other file the user writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (os.umask sets it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def default_file_mode() -> int:
+    """The mode `open(path, "w")` gives a new file: 0666 less the umask."""
+    return 0o666 & ~_umask()
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path, *, durable: bool = False) -> Iterator[Path]:
+    """Yields a temporary path beside `path`; on success it replaces `path`, on error it is removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        yield Path(temporary)
+        os.chmod(temporary, default_file_mode())
+        if durable:
+            with open(temporary, "rb") as written:
+                os.fsync(written.fileno())
+        os.replace(temporary, path)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = False) -> Path:
+    with replacing(path, durable=durable) as temporary:
+        temporary.write_bytes(data)
+    return Path(path)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Writes `text` (UTF-8) to `path`, creating parent folders, via a temporary file and a rename."""
+    with replacing(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json_atomic(path: str | Path, data: Any, *, sort_keys: bool = False) -> Path:
+    """Writes strict JSON (NaN and infinities are an error), indented, with a final newline."""
+    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys, allow_nan=False) + "\n")
