@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Callable
 
 from zoo.cli import CommandError
 from zoo.registry import UnknownNameError
@@ -27,11 +27,17 @@ def parse_seeds(text: str) -> list[int]:
     try:
         for part in filter(None, (p.strip() for p in text.split(","))):
             first, dash, last = part.partition("-")
-            seeds += list(range(int(first), int(last) + 1)) if dash and first else [int(part)]
+            if dash and first:
+                if int(first) > int(last):
+                    raise CommandError(f"--seeds: the range {part} is empty ({first} > {last}); "
+                                       f"write {last}-{first}")
+                seeds += list(range(int(first), int(last) + 1))
+            else:
+                seeds.append(int(part))
     except ValueError:
         raise CommandError(f"--seeds: expected integers like 0,1,2 or 0-4, got {text!r}") from None
     if not seeds:
-        raise CommandError("--seeds: give at least one seed")
+        raise CommandError(f"--seeds: no seed in {text!r}; give at least one, like 0,1,2 or 0-4")
     return seeds
 
 
@@ -95,12 +101,20 @@ def scatter_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds `nfnzoo bench run` and `nfnzoo bench scatter`."""
-    bench = subparsers.add_parser("bench", help="benchmark NFN models on zoo tasks")
+def _listing() -> str:
+    """The registered NFN models and benchmark tasks (imports them, so only when help is shown)."""
+    from benchmarks.tasks import list_tasks
+    from nfn_models import list_models
+
+    return f"NFN models (--model): {', '.join(list_models())}\nbenchmark tasks (--task): {', '.join(list_tasks())}"
+
+
+def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
+    """Adds `nfnzoo bench run` and `nfnzoo bench scatter`; returns the models-and-tasks listing."""
+    bench = subparsers.add_parser("bench", help="benchmark NFN models on zoo tasks", listing=_listing)
     commands = bench.add_subparsers(dest="bench_command", required=True, metavar="ACTION")
 
-    run = commands.add_parser("run", help="train and evaluate a model on a task over seeds")
+    run = commands.add_parser("run", help="train and evaluate a model on a task over seeds", listing=_listing)
     run.add_argument("--task", required=True, help="a registered task, e.g. generalization")
     run.add_argument("--model", required=True, help="a registered NFN model, e.g. statnn or mlp")
     run.add_argument("--data", required=True, help="the dataset folder (with manifest.json)")
@@ -116,3 +130,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plot.add_argument("results", nargs="+", help="results JSON files (their predictions CSVs beside them)")
     plot.add_argument("--out", required=True, help="the PNG to write")
     plot.set_defaults(handler=scatter_command)
+    return _listing

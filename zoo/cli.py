@@ -3,7 +3,10 @@
 Subcommands live with the library they wrap (`zoo.commands`, `benchmarks.commands`,
 `leaderboards.commands`) and are found through the `nfnzoo.commands` entry-point group, so
 this module imports nothing above `zoo`. A `register(subparsers)` function adds parsers
-whose `handler` default is a callable taking the parsed arguments and returning an exit code.
+whose `handler` default is a callable taking the parsed arguments and returning an exit code;
+it may return a callable giving lines for the top-level help (what it has registered: models,
+tasks), which is called only when help is shown, so building the parser imports no torch.
+Every option's help shows its default.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from zoo import __version__
 
 
 class CommandError(Exception):
@@ -21,11 +27,43 @@ class CommandError(Exception):
         self.exit_code = exit_code
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the listings' line breaks and appends each option's default to its help."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or not action.option_strings or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help may end with a listing computed only when help is shown."""
+
+    def __init__(self, *args: Any, listing: Callable[[], str] | None = None, **kwargs: Any):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.listing = listing
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        return f"{text}\n{self.listing().rstrip()}\n" if self.listing is not None else text
+
+
+def _listing(contributions: list[Callable[[], str]]) -> Callable[[], str]:
+    return lambda: "\n\n".join(contribute().rstrip() for contribute in contributions)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nfnzoo", description="Model zoos and benchmarks for neural functional networks.")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    contributions: list[Callable[[], str]] = []
+    parser = Parser(prog="nfnzoo", description="Model zoos and benchmarks for neural functional networks.",
+                    listing=_listing(contributions))
+    parser.add_argument("--version", action="version", version=f"nfnzoo {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for entry in sorted(entry_points(group="nfnzoo.commands"), key=lambda e: e.name):
-        entry.load()(subparsers)
+        contribution = entry.load()(subparsers)
+        if contribution is not None:
+            contributions.append(contribution)
     return parser
 
 
@@ -45,4 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m zoo.cli`: run the imported module's main, so that the CommandError the
+    # subcommands raise (zoo.cli's) is the class caught, not a twin defined in __main__
+    from zoo.cli import main as package_main
+
+    sys.exit(package_main())

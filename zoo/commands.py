@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 from zoo.cli import CommandError
 
@@ -108,7 +109,16 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers) -> None:
+def _listing() -> str:
+    """The bundled specs and the zoo families, for `nfnzoo --help`."""
+    from zoo.families import list_families
+    from zoo.spec import SPECS_DIR
+
+    specs = ", ".join(sorted(p.stem for p in SPECS_DIR.glob("*.yaml")))
+    return f"bundled specs (nfnzoo generate NAME): {specs}\nzoo families: {', '.join(list_families())}"
+
+
+def register(subparsers) -> Callable[[], str]:
     p = subparsers.add_parser("generate", help="train a zoo from a spec with Ray, then pack it")
     p.add_argument("spec", help="a spec file, or the name of a bundled spec (e.g. cnn-mnist)")
     p.add_argument("--profile", help="a profile of the spec, e.g. tiny")
@@ -128,7 +138,7 @@ def register(subparsers) -> None:
     p.set_defaults(handler=lambda a: _generate(_default_out(a)))
 
     p = subparsers.add_parser("pack", help="pack a staging folder into Parquet shards, card and manifest")
-    p.add_argument("folder")
+    p.add_argument("folder", help="the folder `nfnzoo generate` wrote (with specs/ and staging/)")
     p.add_argument("--config", action="append", help="pack only this config (repeatable)")
     p.add_argument("--shard-mb", type=float, default=256, help="target shard size in MiB")
     p.add_argument("--allow-incomplete", action="store_true",
@@ -136,12 +146,12 @@ def register(subparsers) -> None:
     p.set_defaults(handler=_pack)
 
     p = subparsers.add_parser("info", help="counts, accuracy distribution and architecture of a packed zoo")
-    p.add_argument("folder")
-    p.add_argument("--config", default=None)
+    p.add_argument("folder", help="a packed zoo folder (with manifest.json)")
+    p.add_argument("--config", default=None, help="the config to describe (default: the folder's only one)")
     p.set_defaults(handler=_info)
 
     p = subparsers.add_parser("verify", help="check shards against the manifest; optionally recompute metrics")
-    p.add_argument("folder")
+    p.add_argument("folder", help="a packed zoo folder (with manifest.json)")
     p.add_argument("--recompute", type=int, default=0, metavar="N", help="re-evaluate N random checkpoints")
     p.add_argument("--seed", type=int, default=0, help="seed for picking the checkpoints to recompute")
     p.add_argument("--json", default=None, help="also write the report as JSON")
@@ -150,11 +160,12 @@ def register(subparsers) -> None:
     p.set_defaults(handler=_verify)
 
     p = subparsers.add_parser("publish", help="upload a packed zoo to a Hugging Face Hub dataset repo")
-    p.add_argument("folder")
+    p.add_argument("folder", help="a packed zoo folder; it is verified before anything is uploaded")
     p.add_argument("--repo", required=True, help="ORG/NAME of the dataset repo")
-    p.add_argument("--private", action="store_true")
+    p.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist yet)")
     p.add_argument("--revision", default=None, help="branch to upload to")
     p.set_defaults(handler=_publish)
+    return _listing
 
 
 def _default_out(args: argparse.Namespace) -> argparse.Namespace:

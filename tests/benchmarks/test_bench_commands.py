@@ -27,6 +27,13 @@ def test_parse_seeds_errors(text):
         parse_seeds(text)
 
 
+def test_an_empty_seed_range_is_called_empty():
+    with pytest.raises(CommandError, match=r"--seeds: the range 5-2 is empty \(5 > 2\); write 2-5"):
+        parse_seeds("5-2")
+    with pytest.raises(CommandError, match="no seed in ','"):
+        parse_seeds(",")
+
+
 def test_set_routes_overrides_to_the_model_or_the_task():
     model, task = split_overrides(["model.hidden_sizes=[8,4]", "epochs=2", "activation=tanh", "task.lr=1e-2"],
                                   "statnn", "generalization")

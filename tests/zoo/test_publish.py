@@ -109,3 +109,32 @@ def test_leftovers_of_an_interrupted_pack_are_not_uploaded(tiny_zoo_copy, api):
     sent = uploaded(tiny_zoo_copy, kwargs["allow_patterns"]) - ignored
     assert leftover.relative_to(tiny_zoo_copy).as_posix() not in sent
 
+
+
+def publish_in_a_subprocess(folder: Path, env: dict[str, str]):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "zoo.cli", "publish", str(folder), "--repo", "org/zoo"],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_offline_mode_is_one_line_naming_it_and_the_token(tiny_zoo, offline_hf):
+    result = publish_in_a_subprocess(tiny_zoo, offline_hf)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "offline mode is on (HF_HUB_OFFLINE=1)" in line and "HF_TOKEN" in line and "hf auth login" in line
+
+
+def test_no_token_and_an_unreachable_hub_are_one_line_each(tiny_zoo, offline_hf):
+    # the loopback port 9 (discard) refuses connections: a Hub that cannot be reached, reached for here only
+    online = {**offline_hf, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    online.pop("HF_TOKEN", None)
+    result = publish_in_a_subprocess(tiny_zoo, online)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "no Hugging Face token found" in line and "HF_TOKEN" in line
+    result = publish_in_a_subprocess(tiny_zoo, {**online, "HF_TOKEN": "hf_not_a_real_token"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "cannot reach the Hugging Face Hub at http://127.0.0.1:9" in line and "ConnectError" in line
