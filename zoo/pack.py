@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import zoo
+from zoo.atomic import deferred_interrupts
 from zoo.card import write_card
 from zoo.folder import MANIFEST, STAGING_FOLDER, load_saved_specs, read_manifest, write_json_atomic
 from zoo.families import create_family
@@ -77,7 +78,8 @@ def check_complete(spec: ZooSpec, runs: list, staged: set[str], allow_incomplete
 
 def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
                 runs: list | None = None, staged: set[str] | None = None) -> dict:
-    """Writes data/<config>/ for one spec and returns its manifest entry."""
+    """Writes the shards of one spec into data/.<config>.building/ and returns its manifest entry;
+    `commit_config` then moves them to data/<config>/."""
     family = create_family(spec.family)
     schema = arrow_schema(family.HParams, family.METRICS)
     runs = plan_runs(spec) if runs is None else runs
@@ -88,8 +90,7 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
         by_split[split_of[run.run_id]].extend(m for m in run.model_ids if m in staged)
     planned = sum(len(r.checkpoints) for r in runs)
 
-    final = folder / "data" / spec.name
-    building = folder / "data" / f".{spec.name}.building"
+    building = _building(folder, spec.name)
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
     files, architectures, status_counts = [], {}, {}
@@ -115,14 +116,6 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
             write_shard(rows, schema, building / name, row_bytes)
             files.append({"path": f"data/{spec.name}/{name}", "split": split, "rows": len(rows),
                           "bytes": (building / name).stat().st_size, "sha256": sha256_file(building / name)})
-    if final.exists():
-        retired = folder / "data" / f".{spec.name}.retired"
-        shutil.rmtree(retired, ignore_errors=True)
-        os.replace(final, retired)
-        os.replace(building, final)
-        shutil.rmtree(retired)
-    else:
-        os.replace(building, final)
     splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
     packed = sum(splits.values())
     return {
@@ -141,6 +134,23 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
         "files": files,
         "columns": [{"name": f.name, "type": str(f.type)} for f in schema],
     }
+
+
+def _building(folder: Path, name: str) -> Path:
+    return folder / "data" / f".{name}.building"
+
+
+def commit_config(folder: Path, name: str) -> None:
+    """Replaces data/<name>/ with its freshly built shards (two renames)."""
+    final, building = folder / "data" / name, _building(folder, name)
+    if final.exists():
+        retired = folder / "data" / f".{name}.retired"
+        shutil.rmtree(retired, ignore_errors=True)
+        os.replace(final, retired)
+        os.replace(building, final)
+        shutil.rmtree(retired)
+    else:
+        os.replace(building, final)
 
 
 def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, configs: list[str] | None = None,
@@ -166,9 +176,18 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
     plans = {spec.name: plan_runs(spec) for spec in specs}
     for spec in specs:
         check_complete(spec, plans[spec.name], staged, allow_incomplete, folder)
-    for spec in specs:
-        manifest["configs"][spec.name] = pack_config(spec, folder, staging, max_shard_bytes, plans[spec.name], staged)
+    try:
+        entries = {spec.name: pack_config(spec, folder, staging, max_shard_bytes, plans[spec.name], staged)
+                   for spec in specs}
+    except BaseException:  # an error or Ctrl-C while building: the last pack stays as it was
+        for spec in specs:
+            shutil.rmtree(_building(folder, spec.name), ignore_errors=True)
+        raise
+    manifest["configs"].update(entries)
     manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
-    write_json_atomic(folder / MANIFEST, manifest)
-    write_card(folder, manifest)
+    with deferred_interrupts():  # shards, manifest and card change together or not at all
+        for name in entries:
+            commit_config(folder, name)
+        write_json_atomic(folder / MANIFEST, manifest)
+        write_card(folder, manifest)
     return manifest

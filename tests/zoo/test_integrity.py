@@ -137,3 +137,37 @@ def test_written_files_get_the_users_normal_mode(tiny_zoo, tmp_path, umask):
     expected = 0o666 & ~umask
     assert {path.name: oct(stat.S_IMODE(path.stat().st_mode)) for path in written} == \
         {path.name: oct(expected) for path in written}
+
+
+def test_an_interrupt_during_a_multi_file_change_waits_for_its_end():
+    import signal
+
+    from zoo.atomic import deferred_interrupts
+
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupts():
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("after the signal")  # still runs: the interrupt waits
+    assert steps == ["after the signal"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
+
+
+def test_an_interrupt_while_packing_leaves_the_last_pack_as_it_was(tiny_zoo_copy, monkeypatch):
+    from zoo import pack as pack_module
+
+    before = {p: p.read_bytes() for p in sorted(tiny_zoo_copy.rglob("*")) if p.is_file() and "staging" not in p.parts}
+    real = pack_module.write_shard
+    calls = []
+
+    def interrupted(*args, **kwargs):  # Ctrl-C arrives while the second shard is written
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pack_module, "write_shard", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pack_module.pack(tiny_zoo_copy, max_shard_bytes=1)
+    after = {p: p.read_bytes() for p in sorted(tiny_zoo_copy.rglob("*")) if p.is_file() and "staging" not in p.parts}
+    assert after == before  # no half-built folder, no changed shard, manifest or card
