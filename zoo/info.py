@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoo.families import create_family
 from zoo.folder import read_manifest, resolve_config
+from zoo.integrity import read_named
 from zoo.spec import SPLIT_NAMES
 
 BARS = " ▁▂▃▄▅▆▇█"
@@ -31,11 +31,7 @@ def describe(folder: str | Path, config: str | None = None) -> str:
         raise ValueError(f"{folder} config {config!r} is empty: no shards (0 of {entry['planned_checkpoints']:,} "
                          "planned checkpoints packed); run `nfnzoo generate` to train it")
     metric, low, high = create_family(entry["family"]).HEADLINE
-    try:
-        frame = pq.read_table(files, columns=["epoch", "status", metric, "run_id"]).to_pandas()
-    except (pa.ArrowInvalid, OSError) as error:
-        raise ValueError(f"{folder} config {config!r}: a shard is not readable ({error}); "
-                         f"run `nfnzoo verify {folder}` to find it") from None
+    frame = read_named(files, lambda: pq.read_table(files, columns=["epoch", "status", metric, "run_id"]).to_pandas())
     packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
     completeness = "" if entry["complete"] else (
         f"\nINCOMPLETE: {packed:,} of {planned:,} planned checkpoints are packed "

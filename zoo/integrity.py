@@ -11,7 +11,8 @@ Hashing is cheap next to what reads a zoo: sha256 runs at about 1.4 GiB/s per co
 (SHA extensions), a 20,000-checkpoint Small CNN split (406 MiB) in 0.3 s on two threads,
 against seconds to hours of training on it, so every benchmark load checks every shard and
 nothing is cached. `zoo.loader.load_split(..., check=False)` skips it for callers that
-have just checked.
+have just checked. `read_named` turns Arrow's errors on an unreadable shard ("Parquet magic
+bytes not found"), which do not say which file, into one that does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from zoo.folder import read_manifest, resolve_config
 
@@ -82,3 +86,22 @@ def verified_dataset_hash(folder: str | Path, config: str | None = None) -> str:
         raise CorruptShardError(f"{Path(folder) / 'manifest.json'}: config {config!r} records dataset hash "
                                 f"{entry['dataset_hash'][:12]}…, but its shards' checksums give {recorded[:12]}…")
     return recorded
+
+
+def read_named(paths: Path | list[Path], read):
+    """Runs `read()` of the Parquet files `paths`; an unreadable one becomes an error naming it."""
+    try:
+        return read()
+    except (pa.ArrowInvalid, OSError) as error:
+        paths = [paths] if isinstance(paths, Path) else paths
+        culprit = next((p for p in paths if not _opens(p)), None)
+        where = str(culprit) if culprit is not None else ", ".join(map(str, paths))
+        raise ValueError(f"{where}: not readable as Parquet ({error}); run `nfnzoo verify` on its zoo") from None
+
+
+def _opens(path: Path) -> bool:
+    try:
+        pq.read_metadata(path)
+        return True
+    except (pa.ArrowInvalid, OSError):
+        return False

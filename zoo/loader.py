@@ -27,7 +27,7 @@ import torch
 
 from zoo import safetensors_io
 from zoo.folder import read_manifest, resolve_config
-from zoo.integrity import check_shards
+from zoo.integrity import check_shards, read_named
 from zoo.parquet_pages import fixed_width_pages
 from zoo.record import METADATA_KEY, parse_weights_metadata
 from zoo.weightspace import WeightBatch, WeightSpace
@@ -190,7 +190,7 @@ def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
     pages allow it (`zoo.parquet_pages`), else through Arrow."""
     jobs, fallback, keep_alive, position, layout = [], [], [], 0, None
     for path in files:
-        direct = _readable(path, lambda: fixed_width_pages(path, "weights"))
+        direct = read_named(path, lambda: fixed_width_pages(path, "weights"))
         if direct is not None:
             mapped, pages = direct
             keep_alive.append(mapped)
@@ -198,7 +198,7 @@ def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
                 jobs.append((page, 4, position))  # each value is preceded by its 4-byte length
                 position += len(page)
         else:
-            column = _readable(path, lambda: pq.read_table(path, columns=["weights"], memory_map=True)["weights"])
+            column = read_named(path, lambda: pq.read_table(path, columns=["weights"], memory_map=True)["weights"])
             keep_alive.append(column)
             position = _arrow_jobs(column, position, jobs, fallback)
     if position == 0:
@@ -209,25 +209,6 @@ def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
     outputs = _allocate(layout, position)
     _fill(layout, jobs, fallback, outputs, threads)
     return _batch(layout, outputs)
-
-
-def _readable(paths: Path | list[Path], read):
-    """Runs `read()`; an unreadable Parquet file becomes an error that names it."""
-    try:
-        return read()
-    except (pa.ArrowInvalid, OSError) as error:
-        paths = [paths] if isinstance(paths, Path) else paths
-        culprit = next((p for p in paths if not _opens(p)), None)
-        where = str(culprit) if culprit is not None else ", ".join(map(str, paths))
-        raise ValueError(f"{where}: not readable as Parquet ({error}); run `nfnzoo verify` on its zoo") from None
-
-
-def _opens(path: Path) -> bool:
-    try:
-        pq.read_metadata(path)
-        return True
-    except (pa.ArrowInvalid, OSError):
-        return False
 
 
 def load_split(folder: str | Path, config: str | None = None, split: str = "train", *,
@@ -243,9 +224,9 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
         check_shards(folder, entries)
     files = [Path(folder) / f["path"] for f in entries]
     if architecture is None:
-        metadata = _readable(files, lambda: pq.read_table(files, columns=_metadata_columns(files[0])).to_pandas())
+        metadata = read_named(files, lambda: pq.read_table(files, columns=_metadata_columns(files[0])).to_pandas())
         return ZooSplit(read_weights(files), metadata)
-    table = _readable(files, lambda: pq.read_table(files, memory_map=True))
+    table = read_named(files, lambda: pq.read_table(files, memory_map=True))
     table = table.filter(pc.equal(table["architecture"], architecture))
     if table.num_rows == 0:
         raise ValueError(f"no rows of architecture {architecture!r} in split {split!r}")
@@ -253,4 +234,4 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
 
 
 def _metadata_columns(path: Path) -> list[str]:
-    return [name for name in _readable(path, lambda: pq.read_schema(path)).names if name != "weights"]
+    return [name for name in read_named(path, lambda: pq.read_schema(path)).names if name != "weights"]

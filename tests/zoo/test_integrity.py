@@ -78,6 +78,14 @@ def test_a_truncated_shard_is_named_whether_checked_or_not(tiny_zoo_copy):
         load_split(tiny_zoo_copy, CONFIG, "test", check=False)
 
 
+def test_info_names_a_truncated_shard(tiny_zoo_copy, capsys):
+    validation = shard(tiny_zoo_copy, "validation")
+    validation.write_bytes(validation.read_bytes()[:1000])
+    assert main(["info", str(tiny_zoo_copy)]) == 1
+    err = capsys.readouterr().err
+    assert f"{validation}: not readable as Parquet" in err and "Traceback" not in err
+
+
 def test_an_edited_dataset_hash_is_not_recorded(tiny_zoo_copy, tmp_path, capsys):
     manifest = json.loads((tiny_zoo_copy / MANIFEST).read_text())
     genuine = manifest["configs"][CONFIG]["dataset_hash"]
