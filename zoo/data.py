@@ -88,6 +88,11 @@ SOURCE_INFO = {
 }
 
 
+def image_source_names() -> list[str]:
+    """The image data sets `load_task_data` can load (`dataset.name`)."""
+    return SOURCES.names()
+
+
 def split_sizes(spec: DatasetSpec) -> tuple[int, int, int]:
     """(train pool, validation, test) sizes `load_task_data(spec)` gives, without loading."""
     info = SOURCE_INFO[spec.name]

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from zoo.data import TaskData
-from zoo.families import CheckpointResult
+from zoo.family import CheckpointResult
 from zoo.optim_stacked import StackedOptimizer
 from zoo.train import CLASSIFICATION_METRICS, seeded_generator, train_subset_index
 

@@ -2,7 +2,8 @@
 
 `from_data(cls, data, where)` builds a (frozen) dataclass from plain YAML/JSON data and
 raises `SchemaError` naming the file, the key path and what was expected for an unknown
-key, a missing key, a wrong type or an empty list/dict where one is not allowed.
+key, a missing key, a wrong type or an empty list/dict where one is not allowed. A type
+``Annotated[T, Domain(...)]`` (`zoo.domains`) is checked as T, then against its domain.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import dataclasses
 import functools
 import types
 import typing
-from typing import Any, Union
+from typing import Annotated, Any, Union
+
+from zoo.domains import domain_of
 
 
 class SchemaError(ValueError):
@@ -22,8 +25,14 @@ class SchemaError(ValueError):
         super().__init__(f"{where}: {key or '<root>'}: {message}")
 
 
+class DomainError(SchemaError):
+    """A value of the right type outside its field's domain (`zoo.domains`)."""
+
+
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _type_name(typing.get_args(tp)[0])
     if origin is typing.Literal:
         return " | ".join(repr(a) for a in typing.get_args(tp))
     if origin in (Union, types.UnionType):
@@ -42,6 +51,13 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
     args = typing.get_args(tp)
     if tp is Any:
         return value
+    if origin is Annotated:
+        value = convert(args[0], value, where, key)
+        domain = domain_of(tp)
+        reason = domain.violation(value) if domain is not None else None
+        if reason is not None:
+            raise DomainError(where, key, reason)
+        return value
     if origin is typing.Literal:
         if value not in args:
             raise SchemaError(where, key, f"expected one of {list(args)}, got {value!r}")
@@ -54,7 +70,7 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
             try:
                 return convert(options[0], value, where, key)
             except SchemaError as error:
-                if error.key != key:  # nested: the inner key and reason say it best
+                if error.key != key or isinstance(error, DomainError):  # the inner reason says it best
                     raise
                 raise SchemaError(where, key, f"{error.reason} (or null)") from None
         for option in options:
@@ -97,9 +113,14 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
 
 
 @functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """A dataclass's resolved type hints, domains kept (resolving hints is slow; classes don't change)."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+@functools.cache
 def _fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field]]:
-    """A dataclass's resolved type hints and init fields (resolving hints is slow; classes don't change)."""
-    return typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls) if f.init}
+    return type_hints(cls), {f.name: f for f in dataclasses.fields(cls) if f.init}
 
 
 def from_data(cls: type, data: Any, where: str, key: str = "") -> Any:

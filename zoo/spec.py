@@ -11,8 +11,10 @@ union of grids (``grids``): each sub-grid names the same hyperparameters with it
 plan is the sub-grids' plans one after another. Runs go to splits by
 seeded fractions, or by half-open ranges of one integer hyperparameter (``splits.by``), the
 classic fixed splits of data sets whose runs are their images. Loading validates everything
-against the family: an unknown key, a wrong type or an empty axis is a `SchemaError` naming
-the file and key.
+against the family, the base spec and every profile: an unknown key, a wrong type, a value
+outside its field's domain (`zoo.domains`), a data set the family cannot load or an empty axis
+is a `SchemaError` naming the file (and profile), the key, what was expected and what was given.
+The search space and its checks are in `zoo.search_space`.
 """
 
 from __future__ import annotations
@@ -21,184 +23,49 @@ import copy
 import dataclasses
 import hashlib
 import json
-import math
 import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from zoo.schema import SchemaError, convert, from_data, to_data
+from zoo.domains import Count, Fraction, Seed, Size, base_type
+from zoo.schema import SchemaError, from_data, to_data, type_hints
+# the search space lives in its own module; its names are part of this module's interface
+from zoo.search_space import (  # noqa: F401
+    GridRange,
+    SampledAxis,
+    SampledSpace,
+    SearchSpace,
+    axis_values,
+    check_hyperparameters,
+)
 
 SPLIT_NAMES = ("train", "validation", "test")
 SPECS_DIR = Path(__file__).parent / "specs"
 
 
 @dataclasses.dataclass(frozen=True)
-class SampledAxis:
-    """One sampled hyperparameter: exactly one of the distributions is given."""
-
-    choice: tuple[Any, ...] | None = None  # uniform over these values
-    uniform: tuple[float, ...] | None = None  # [low, high]
-    log_uniform: tuple[float, ...] | None = None  # [low, high], both > 0
-
-    def validate(self, where: str, key: str) -> None:
-        given = [name for name in ("choice", "uniform", "log_uniform") if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise SchemaError(where, key, f"give exactly one of choice, uniform, log_uniform (got {given or 'none'})")
-        values = getattr(self, given[0])
-        if given[0] == "choice" and not values:
-            raise SchemaError(where, f"{key}.choice", "empty axis; expected at least one value")
-        if given[0] != "choice":
-            if len(values) != 2 or not values[0] <= values[1]:
-                raise SchemaError(where, f"{key}.{given[0]}", f"expected [low, high] with low <= high, got {list(values)}")
-            if given[0] == "log_uniform" and values[0] <= 0:
-                raise SchemaError(where, f"{key}.log_uniform", f"expected positive bounds, got {list(values)}")
-
-    def sample(self, rng) -> Any:
-        """Draws one value with a `numpy.random.Generator`."""
-        if self.choice is not None:
-            return self.choice[int(rng.integers(len(self.choice)))]
-        if self.uniform is not None:
-            return float(f"{rng.uniform(*self.uniform):.6g}")
-        low, high = self.log_uniform
-        return float(f"{math.exp(rng.uniform(math.log(low), math.log(high))):.6g}")
-
-
-@dataclasses.dataclass(frozen=True)
-class SampledSpace:
-    seed: int  # seeds the draws, so planning is reproducible
-    count: int  # configurations drawn (crossed with every grid point)
-    axes: dict[str, SampledAxis]
-
-    def validate(self, where: str, key: str) -> None:
-        if self.count < 1:
-            raise SchemaError(where, f"{key}.count", f"expected at least 1, got {self.count}")
-        if not self.axes:
-            raise SchemaError(where, f"{key}.axes", "empty; expected at least one sampled axis")
-
-
-@dataclasses.dataclass(frozen=True)
-class GridRange:
-    """A grid axis of integers written compactly: ``{range: [start, stop]}`` or ``[start, stop, step]``."""
-
-    range: tuple[Any, ...]  # Python's range(start, stop[, step]): stop excluded, step > 0
-
-    def check(self, where: str, key: str) -> None:
-        bounds = list(self.range)
-        if not 2 <= len(bounds) <= 3 or any(isinstance(b, bool) or not isinstance(b, int) for b in bounds):
-            raise SchemaError(where, f"{key}.range",
-                              f"expected [start, stop] or [start, stop, step] integers, got {bounds}")
-        if len(bounds) == 3 and bounds[2] < 1:
-            raise SchemaError(where, f"{key}.range", f"expected a positive step, got {bounds[2]}")
-        if not bounds[0] < bounds[1]:
-            raise SchemaError(where, f"{key}.range", f"expected start < stop, got {bounds}")
-
-    def values(self) -> range:
-        return range(*self.range)
-
-
-def axis_values(values: tuple[Any, ...] | GridRange) -> typing.Sequence[Any]:
-    """A grid axis's values in order (a `range` for a `GridRange`, without listing it)."""
-    return values.values() if isinstance(values, GridRange) else values
-
-
-def _grid_axis(values: Any) -> Any:
-    """A grid axis as written (a list, or a mapping with one key `range`) -> a tuple or a GridRange.
-
-    Anything else is left as it is, for `SearchSpace.validate` to report.
-    """
-    if isinstance(values, list):
-        return tuple(values)
-    if isinstance(values, dict) and set(values) == {"range"} and isinstance(values["range"], (list, tuple)):
-        return GridRange(tuple(values["range"]))
-    return values
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchSpace:
-    fixed: dict[str, Any] = dataclasses.field(default_factory=dict)  # same value for every run
-    # full cross product; an axis is a list of values, or {range: [start, stop(, step)]} (a GridRange).
-    # Typed Any and checked in `validate`: a Union type would swallow the range's own error message.
-    grid: dict[str, Any] = dataclasses.field(default_factory=dict)
-    sampled: SampledSpace | None = None  # random configurations, crossed with the grid
-    # a union of grids: each sub-grid (axes as in `grid`, all naming the same hyperparameters) is
-    # crossed with `grid` and the sampled draws, for values that depend on each other (optimizer ->
-    # its learning rates). Typed Any per axis, like `grid`.
-    grids: tuple[dict[str, Any], ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "grid", {name: _grid_axis(values) for name, values in self.grid.items()})
-        object.__setattr__(self, "grids", tuple(
-            {name: _grid_axis(values) for name, values in subgrid.items()} if isinstance(subgrid, dict) else subgrid
-            for subgrid in self.grids))
-
-    def validate(self, where: str, key: str) -> None:
-        _check_axes(self.grid, where, f"{key}.grid")
-        for i, subgrid in enumerate(self.grids):
-            if not isinstance(subgrid, dict) or not subgrid:
-                raise SchemaError(where, f"{key}.grids[{i}]", f"expected a non-empty mapping of hyperparameter -> "
-                                                              f"values, got {subgrid!r}")
-            _check_axes(subgrid, where, f"{key}.grids[{i}]")
-            if set(subgrid) != set(self.grids[0]):
-                raise SchemaError(where, f"{key}.grids[{i}]", f"names {sorted(subgrid)}; every sub-grid must name "
-                                                              f"the same hyperparameters as grids[0]: "
-                                                              f"{sorted(self.grids[0])}")
-        names = [list(self.fixed), list(self.grid), list(self.sampled.axes) if self.sampled else []]
-        seen: dict[str, str] = {}
-        for section, section_names in zip(("fixed", "grid", "sampled.axes"), names):
-            for name in section_names:
-                if name in seen:
-                    raise SchemaError(where, f"{key}.{section}.{name}", f"also set in {key}.{seen[name]}; set it once")
-                seen[name] = section
-        for i, subgrid in enumerate(self.grids):
-            for name in subgrid:
-                if name in seen:
-                    raise SchemaError(where, f"{key}.grids[{i}].{name}", f"also set in {key}.{seen[name]}; "
-                                                                          "set it once")
-
-    def names(self) -> set[str]:
-        grids = set(self.grids[0]) if self.grids else set()
-        return set(self.fixed) | set(self.grid) | (set(self.sampled.axes) if self.sampled else set()) | grids
-
-
-def _check_axes(axes: dict[str, Any], where: str, key: str) -> None:
-    """Each grid axis is a non-empty list of values or a valid GridRange."""
-    for name, values in axes.items():
-        if isinstance(values, GridRange):
-            values.check(where, f"{key}.{name}")
-        elif not isinstance(values, tuple):
-            raise SchemaError(where, f"{key}.{name}", "expected a list of values or {range: [start, stop]} "
-                                                      f"or {{range: [start, stop, step]}}, got {values!r}")
-        elif not values:
-            raise SchemaError(where, f"{key}.{name}", "empty axis; expected at least one value")
-
-
-@dataclasses.dataclass(frozen=True)
 class DatasetSpec:
-    name: str  # a registered data source, e.g. "mnist"
-    validation_size: int  # examples held out of the training data (seeded) for model selection
-    seed: int = 0  # seeds the validation hold-out and the subsets below
-    train_size: int | None = None  # a seeded subset of the remaining training pool (small profiles)
-    test_size: int | None = None  # a seeded subset of the test split (small profiles)
-    eval_train_size: int = 10000  # training examples used to measure train loss/accuracy
+    name: str  # a data source the family loads (`Family.data_sources`), e.g. "mnist"
+    validation_size: Count  # examples held out of the training data (seeded) for model selection
+    seed: Seed = 0  # seeds the validation hold-out and the subsets below
+    train_size: Size | None = None  # a seeded subset of the remaining training pool (small profiles)
+    test_size: Size | None = None  # a seeded subset of the test split (small profiles)
+    eval_train_size: Size = 10000  # training examples used to measure train loss/accuracy
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainingSpec:
-    epochs: int
-    batch_size: int
-    checkpoint_epochs: tuple[int, ...]  # epoch 0 is the initialization
-    eval_batch_size: int = 2000
+    epochs: Count
+    batch_size: Size
+    checkpoint_epochs: tuple[Count, ...]  # epoch 0 is the initialization
+    eval_batch_size: Size = 2000
     # also keep the weights of the epoch with the best validation score, as one more planned
     # checkpoint per run (`zoo.plan`: its slot's epoch is BEST_EPOCH; its row records the real epoch)
     keep_best: bool = False
 
     def validate(self, where: str, key: str) -> None:
-        for name in ("epochs", "batch_size", "eval_batch_size"):
-            if getattr(self, name) < (0 if name == "epochs" else 1):
-                raise SchemaError(where, f"{key}.{name}", f"expected at least {0 if name == 'epochs' else 1}, "
-                                                          f"got {getattr(self, name)}")
         if not self.checkpoint_epochs:
             raise SchemaError(where, f"{key}.checkpoint_epochs", "empty; expected at least one epoch")
         bad = [e for e in self.checkpoint_epochs if not 0 <= e <= self.epochs]
@@ -259,8 +126,8 @@ class IndexSplits:
 
 @dataclasses.dataclass(frozen=True)
 class SplitSpec:
-    seed: int = 0  # seeds the assignment of runs to splits by fractions
-    fractions: dict[str, float] | None = None  # e.g. {train: 0.7, validation: 0.1, test: 0.2}
+    seed: Seed = 0  # seeds the assignment of runs to splits by fractions
+    fractions: dict[str, Fraction] | None = None  # e.g. {train: 0.7, validation: 0.1, test: 0.2}
     by: IndexSplits | None = None  # or fixed splits by an integer hyperparameter's ranges
 
     def validate(self, where: str, key: str) -> None:
@@ -282,7 +149,7 @@ class ZooSpec:
     dataset: DatasetSpec
     architecture: dict[str, Any]  # validated by the family's Architecture dataclass
     search_space: SearchSpace
-    seeds: tuple[int, ...]  # every configuration is trained once per seed
+    seeds: tuple[Seed, ...]  # every configuration is trained once per seed
     training: TrainingSpec
     splits: SplitSpec
     description: str = ""
@@ -298,7 +165,12 @@ class ZooSpec:
         except KeyError as error:
             raise SchemaError(where, "family", str(error)) from None
         from_data(family.Architecture, self.architecture, where, "architecture")
-        _check_hyperparameters(family.HParams, self.search_space, where)
+        sources = family.data_sources(self.architecture)
+        if self.dataset.name not in sources:
+            raise SchemaError(where, "dataset.name", f"unknown data set {self.dataset.name!r}; expected one of "
+                                                     f"{sorted(sources)} (what family {self.family} loads "
+                                                     "for this architecture)")
+        check_hyperparameters(family.HParams, self.search_space, where)
         if self.splits.by is not None:
             _check_index_splits(family.HParams, self.search_space, self.splits.by, where)
 
@@ -322,38 +194,11 @@ def content_hash(data: Any, length: int = 20) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
-def _check_hyperparameters(hparams_cls: type, space: SearchSpace, where: str) -> None:
-    hints = typing.get_type_hints(hparams_cls)
-    required = {f.name for f in dataclasses.fields(hparams_cls)}
-    for name in sorted(space.names() - required):
-        raise SchemaError(where, f"search_space: {name}", f"unknown hyperparameter; expected one of {sorted(required)}")
-    for name in sorted(required - space.names()):
-        raise SchemaError(where, f"search_space: {name}", "hyperparameter not set; give it in fixed, grid, grids or sampled.axes")
-    for name, value in space.fixed.items():
-        convert(hints[name], value, where, f"search_space.fixed.{name}")
-    sections = [("search_space.grid", space.grid)]
-    sections += [(f"search_space.grids[{i}]", subgrid) for i, subgrid in enumerate(space.grids)]
-    for section, axes in sections:
-        for name, values in axes.items():
-            if isinstance(values, GridRange):
-                if hints[name] is not int:
-                    raise SchemaError(where, f"{section}.{name}",
-                                      f"a range axis needs an integer hyperparameter; {name} is {hints[name]}")
-                continue
-            for i, value in enumerate(values):
-                convert(hints[name], value, where, f"{section}.{name}[{i}]")
-    if space.sampled:
-        for name, axis in space.sampled.axes.items():
-            values = axis.choice if axis.choice is not None else (axis.uniform or axis.log_uniform)
-            for i, value in enumerate(values):
-                convert(hints[name], value, where, f"search_space.sampled.axes.{name}[{i}]")
-
-
 def _check_index_splits(hparams_cls: type, space: SearchSpace, by: IndexSplits, where: str) -> None:
     """The split key is an integer hyperparameter, and every value the plan can give it has a split."""
-    hints = typing.get_type_hints(hparams_cls)
-    if hints.get(by.key) is not int:
-        integers = sorted(name for name, hint in hints.items() if hint is int)
+    hints = type_hints(hparams_cls)
+    if by.key not in hints or base_type(hints[by.key]) is not int:
+        integers = sorted(name for name, hint in hints.items() if base_type(hint) is int)
         raise SchemaError(where, "splits.by.key", f"expected an integer hyperparameter (one of {integers}), "
                                                   f"got {by.key!r}")
     if by.key in space.fixed:
@@ -425,7 +270,12 @@ def _resolve_extends(raw: dict, path: Path, where: str, seen: tuple[Path, ...] =
 
 
 def load_spec(path: str | Path, profile: str | None = None) -> ZooSpec:
-    """Reads and validates a spec file, applying the named profile."""
+    """Reads and validates a spec file, applying the named profile.
+
+    The base spec and every profile are validated, whichever profile is asked for: a profile
+    that overrides a key must not hide an error in the base, nor one profile's error wait
+    until someone selects it.
+    """
     path = resolve_spec_path(path)
     where = str(path)
     try:
@@ -440,13 +290,14 @@ def load_spec(path: str | Path, profile: str | None = None) -> ZooSpec:
         raise SchemaError(where, "profiles", "expected a mapping of profile name -> overrides")
     if "profile" in raw:
         raise SchemaError(where, "profile", "is set by load_spec(profile=...), not in the file")
-    if profile is not None:
-        if profile not in profiles:
-            raise SchemaError(where, "profiles", f"no profile {profile!r}; available: {sorted(profiles)}")
-        raw = _merge(raw, profiles[profile])
-        raw["profile"] = profile
-        where = f"{where} (profile {profile})"
-    return from_data(ZooSpec, raw, where)
+    if profile is not None and profile not in profiles:
+        raise SchemaError(where, "profiles", f"no profile {profile!r}; available: {sorted(profiles)}")
+    specs = {None: from_data(ZooSpec, raw, where)}
+    for name, overrides in profiles.items():
+        if not isinstance(overrides, dict):
+            raise SchemaError(where, f"profiles.{name}", f"expected a mapping of overrides, got {overrides!r}")
+        specs[name] = from_data(ZooSpec, {**_merge(raw, overrides), "profile": name}, f"{where} (profile {name})")
+    return specs[profile]
 
 
 def spec_from_data(data: dict, where: str = "<spec>") -> ZooSpec:

@@ -107,9 +107,9 @@ INVALID = {
                                   "expected an integer, got str 'ten'"),
     "epochs a bool": case(_set("training", "epochs", value=True), "training.epochs", "expected an integer"),
     "string in a float choice": case(_axis("learning_rate", {"choice": [0.01, "fast"]}),
-                                     f"{AXES}.learning_rate[1]", "expected a number, got str 'fast'"),
+                                     f"{AXES}.learning_rate.choice[1]", "expected a number, got str 'fast'"),
     "value outside a literal": case(_axis("optimizer", {"choice": ["adam", "adamw"]}),
-                                    f"{AXES}.optimizer[1]", "expected one of ['adam', 'rmsprop'"),
+                                    f"{AXES}.optimizer.choice[1]", "expected one of ['adam', 'rmsprop'"),
     "empty grid axis": case(_move_axis_to("grid", "optimizer", []), "search_space.grid.optimizer", "empty axis"),
     "empty choice": case(_axis("optimizer", {"choice": []}), f"{AXES}.optimizer.choice", "empty axis"),
     "two distributions": case(_axis("dropout", {"uniform": [0, 1], "choice": [0.1]}), f"{AXES}.dropout",
@@ -118,7 +118,7 @@ INVALID = {
     "non-positive log bounds": case(_axis("l2", {"log_uniform": [0.0, 0.1]}), f"{AXES}.l2.log_uniform",
                                     "positive bounds"),
     "zero sampled count": case(_set("search_space", "sampled", "count", value=0), "search_space.sampled.count",
-                               "at least 1"),
+                               "expected a positive integer (>= 1), got 0"),
     "unknown key under sampled": case(_set("search_space", "sampled", "sead", value=1), "search_space.sampled.sead",
                                       "unknown key"),
     "missing hyperparameter": case(_delete_axis("dropout"), "dropout",
@@ -129,7 +129,7 @@ INVALID = {
                                                                           "test": 0.3}),
                                        "splits.fractions", "summing to 1"),
     "negative fraction": case(_set("splits", "fractions", value={"train": 1.1, "validation": -0.1}),
-                              "splits.fractions", "positive fractions"),
+                              "splits.fractions.train", "expected a fraction in (0, 1], got 1.1"),
     "unknown split": case(_set("splits", "fractions", value={"train": 0.5, "holdout": 0.5}),
                           "splits.fractions.holdout", "unknown split; expected one of ['train', 'validation', 'test']"),
     "checkpoint beyond epochs": case(_set("training", "checkpoint_epochs", value=[0, 1, 87]),
@@ -199,8 +199,32 @@ def test_invalid_spec_error_names_file_key_and_expectation(tmp_path, mutate, key
 
 def test_error_in_a_profile_names_the_profile(tmp_path):
     path = write_spec(tmp_path, _set("profiles", "tiny", "training", "epochz", value=2))
-    load_spec(path)  # the base spec is fine; only the profile is broken
-    with pytest.raises(SchemaError, match=r"\(profile tiny\): training\.epochz: unknown key"):
+    # the base spec is fine; only the profile is broken, and every profile is checked on every load
+    for selected in (None, "tiny", "demo"):
+        with pytest.raises(SchemaError, match=r"\(profile tiny\): training\.epochz: unknown key"):
+            load_spec(path, selected)
+
+
+def test_a_profile_overriding_a_key_does_not_hide_an_error_in_the_base(tmp_path):
+    path = write_spec(tmp_path, _set("training", "epochs", value="eighty-six"))  # `tiny` sets epochs: 2
+    for selected in (None, "tiny", "demo"):
+        with pytest.raises(SchemaError) as caught:
+            load_spec(path, selected)
+        assert str(caught.value) == f"{path}: training.epochs: expected an integer, got str 'eighty-six'"
+
+
+def test_an_error_in_another_profile_is_reported_whichever_is_selected(tmp_path):
+    path = write_spec(tmp_path, _set("profiles", "demo", "search_space", "sampled", "axes", "dropout",
+                                     value={"uniform": [0.0, 1.5]}))
+    with pytest.raises(SchemaError) as caught:
+        load_spec(path, "tiny")
+    assert str(caught.value) == (f"{path} (profile demo): search_space.sampled.axes.dropout.uniform[1]: "
+                                 "expected a probability in [0, 1), got 1.5")
+
+
+def test_a_profile_that_is_not_a_mapping_is_reported(tmp_path):
+    path = write_spec(tmp_path, _set("profiles", "demo", value=["epochs", 2]))
+    with pytest.raises(SchemaError, match=r"spec\.yaml: profiles\.demo: expected a mapping of overrides"):
         load_spec(path, "tiny")
 
 
@@ -217,6 +241,26 @@ def test_malformed_file_is_a_schema_error(tmp_path, text, expected):
     path.write_text(text)
     with pytest.raises(SchemaError, match=expected):
         load_spec(path)
+
+
+def _bundled_profiles() -> list[tuple[str, str | None]]:
+    cases = []
+    for path in sorted(SPECS_DIR.glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text())
+        profiles = set(raw.get("profiles") or {})
+        base = raw.get("extends")
+        while base is not None:  # an extending spec inherits its base's profiles
+            base_raw = yaml.safe_load((SPECS_DIR / f"{base}.yaml").read_text())
+            profiles |= set(base_raw.get("profiles") or {})
+            base = base_raw.get("extends")
+        cases += [(path.stem, None)] + [(path.stem, name) for name in sorted(profiles)]
+    return cases
+
+
+@pytest.mark.parametrize("name, profile", _bundled_profiles(), ids=lambda v: str(v))
+def test_every_bundled_spec_loads_with_each_of_its_profiles(name, profile):
+    spec = load_spec(name, profile)
+    assert spec.name == name and spec.profile == profile
 
 
 def test_bundled_spec_loads_with_every_profile():

@@ -93,8 +93,8 @@ def test_architecture_and_hyperparameters_are_validated():
         spec_from_data(data, "agnews")
     data = load_spec("transformer-mnist", "tiny").to_data()
     data["search_space"]["grids"][1]["learning_rate"] = [5e-2, 0.0]
-    with pytest.raises(SchemaError, match=r"learning_rate: expected a positive value, got 0\.0"):
-        plan_runs(spec_from_data(data, "mnist"))
+    with pytest.raises(SchemaError, match=r"grids\[1\]\.learning_rate\[1\]: expected a learning rate \(> 0\), got 0\.0"):
+        spec_from_data(data, "mnist")  # on load now, not when planning
     data["search_space"]["grids"][1]["learning_rate"] = ["fast"]
     with pytest.raises(SchemaError, match=r"search_space\.grids\[1\]\.learning_rate\[0\]"):
         spec_from_data(data, "mnist")

@@ -20,8 +20,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo import simd
-from zoo.data import SOURCE_INFO, TaskData, load_task_data, split_sizes
-from zoo.families import CheckpointResult, Family, register_family
+from zoo.data import SOURCE_INFO, TaskData, image_source_names, load_task_data, split_sizes
+from zoo.domains import Classes, Coefficient, Fraction, LearningRate, Probability, Scale, Size
+from zoo.family import CheckpointResult, Family, register_family
 from zoo.population import populations, train_classifier_population
 from zoo.train import CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
 from zoo.symmetry.feedforward import FeedforwardSymmetry
@@ -43,24 +44,24 @@ INITIALIZERS: dict[str, Callable[[torch.Tensor, float, torch.Generator], torch.T
 
 @dataclasses.dataclass(frozen=True)
 class CNNArchitecture:
-    in_channels: int = 1  # 1 for MNIST and the grayscale variants
-    channels: int = 16  # every conv layer's width
-    num_conv_layers: int = 3
-    kernel_size: int = 3
-    stride: int = 2
-    num_classes: int = 10
+    in_channels: Size = 1  # 1 for MNIST and the grayscale variants
+    channels: Size = 16  # every conv layer's width
+    num_conv_layers: Size = 3
+    kernel_size: Size = 3
+    stride: Size = 2
+    num_classes: Classes = 10
 
 
 @dataclasses.dataclass(frozen=True)
 class CNNHParams:
     optimizer: Literal["adam", "rmsprop", "sgd", "sgd_momentum"]
-    learning_rate: float
-    l2: float  # coefficient of the sum of squared weights added to the loss
+    learning_rate: LearningRate
+    l2: Coefficient  # coefficient of the sum of squared weights added to the loss
     init: Literal["normal", "truncated_normal", "uniform"]
-    init_std: float  # standard deviation of the weight initialization (biases start at 0)
+    init_std: Scale  # standard deviation of the weight initialization (biases start at 0)
     activation: Literal["relu", "tanh"]
-    dropout: float  # rate after each convolution's activation
-    train_fraction: float  # share of the training pool this run sees
+    dropout: Probability  # rate after each convolution's activation
+    train_fraction: Fraction  # share of the training pool this run sees
 
 
 class SmallCNN(nn.Module):
@@ -146,6 +147,9 @@ class CNNFamily(Family):
     def symmetry(self, architecture: dict, hparams: dict) -> FeedforwardSymmetry:
         """Permutations of each conv layer's channels, with positive scaling (ReLU) or sign flips (tanh)."""
         return FeedforwardSymmetry(self.weight_space(architecture), SYMMETRY_MODES[hparams["activation"]])
+
+    def data_sources(self, architecture: dict) -> list[str]:
+        return image_source_names()
 
     def load_data(self, spec) -> TaskData:
         data = load_task_data(spec.dataset)

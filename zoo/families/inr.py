@@ -40,8 +40,9 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from zoo.data import SOURCES, ImageData
-from zoo.families import CheckpointResult, Family, register_family
+from zoo.data import SOURCES, ImageData, image_source_names
+from zoo.domains import Index, LearningRate, Scale, Size
+from zoo.family import CheckpointResult, Family, register_family
 from zoo.population import populations
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.train import seeded_generator
@@ -52,13 +53,13 @@ INTENSITY_RANGE = 2.0  # targets span [-1, 1]
 
 @dataclasses.dataclass(frozen=True)
 class INRArchitecture:
-    in_features: int = 2  # (row, column) coordinates
-    hidden_features: int = 32
-    num_sine_layers: int = 2  # sine layers before the linear output: 2 -> 32 -> 32 -> out
-    out_features: int = 1  # 1 for grayscale, 3 for color
-    image_size: int = 28  # the fitted grid is image_size x image_size; needed to render a member
-    first_omega_0: float = 30.0  # frequency factor of the first layer
-    hidden_omega_0: float = 30.0  # ... and of the later sine layers
+    in_features: Size = 2  # (row, column) coordinates
+    hidden_features: Size = 32
+    num_sine_layers: Size = 2  # sine layers before the linear output: 2 -> 32 -> 32 -> out
+    out_features: Size = 1  # 1 for grayscale, 3 for color
+    image_size: Size = 28  # the fitted grid is image_size x image_size; needed to render a member
+    first_omega_0: Scale = 30.0  # frequency factor of the first layer
+    hidden_omega_0: Scale = 30.0  # ... and of the later sine layers
 
     @property
     def pixels(self) -> int:
@@ -67,8 +68,8 @@ class INRArchitecture:
 
 @dataclasses.dataclass(frozen=True)
 class INRHParams:
-    image_index: int  # position in the source's training images followed by its test images
-    learning_rate: float  # Adam's step size
+    image_index: Index  # position in the source's training images followed by its test images
+    learning_rate: LearningRate  # Adam's step size
 
 
 # --- the member ---------------------------------------------------------------------------
@@ -179,6 +180,9 @@ class INRFamily(Family):
     def symmetry(self, architecture: dict, hparams: dict | None = None) -> FeedforwardSymmetry:
         """Hidden-unit permutations with sign flips: sine is odd, and not positively homogeneous."""
         return FeedforwardSymmetry(self.weight_space(architecture), "sign")
+
+    def data_sources(self, architecture: dict) -> list[str]:
+        return image_source_names()
 
     def load_data(self, spec) -> ImageData:
         """The source's training images followed by its test images: image_index indexes this."""

@@ -2,25 +2,8 @@
 
 "Equivariant Neural Functional Networks for Transformers" (Tran, Vo, The, Tran Huu,
 Nguyen-Nhat, Tran, Pham, Nguyen; ICLR 2025), its Small Transformer Zoo and their released code
-(github.com/Fsoft-AIC/Transformer-NFN, `vision_task/` and `text_classification/`): an input
-stem, 2 encoder blocks of d_model 32 with 2 heads of d_k = d_v = 16 (Q/K/V/O linear maps
-without bias) and an MLP 32 -> 64 -> 32 with ReLU, each sublayer preceded by a LayerNorm
-without scale or shift, a final LayerNorm, mean pooling over tokens and a head
-Linear(32, 32), ReLU, Linear(32, classes). Dropout follows the stem and each sublayer.
-
-- MNIST: a patch embedding Conv2d(1, 32, kernel 4, stride 4) (49 tokens) plus the fixed
-  sinusoidal positional encoding; 18,506 parameters.
-- AG News: frozen word vectors (`zoo.text`: MiniLM's input embeddings, PCA to 32 dims; not
-  stored) plus the positional encoding, 64 WordPiece tokens with the padding masked out of
-  attention and pooling (the released code masked nothing); 17,764 parameters.
-
-Residual connections are an option (`residual`), OFF as in the released zoo (its skip
-connections are commented out). The symmetry group depends on it: without residuals the
-model dimension between sublayers can be permuted as well (`zoo.symmetry.attention`).
-
-State-dict keys follow the released zoo (``encoder.0.attention.queries.weight``, ...), so
-NFN code written for it reads these checkpoints; the weights are exactly the trainable
-parameters, in forward order (the positional encoding and word vectors are not stored).
+(github.com/Fsoft-AIC/Transformer-NFN). The member (its architecture, modules and FLOPs) is in
+`zoo.families.transformer_model`; this module is the family: hyperparameters, data, training.
 
 Training (the released sweeps, `*/sweep_scripts/sweep_config_v2_*.yml`): 100 epochs of
 batches of 128, cross-entropy, L2 as the optimizer's coupled weight decay on every tensor,
@@ -56,10 +39,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.data import SOURCE_INFO, TaskData, load_task_data, split_sizes
-from zoo.families import CheckpointResult, Family, register_family
+from zoo.data import SOURCE_INFO, TaskData, image_source_names, load_task_data, split_sizes
+from zoo.domains import Coefficient, Count, FinalLearningRate, Fraction, LearningRate, Probability, Scale
+from zoo.families.transformer_model import (  # noqa: F401  (the member's names, re-exported)
+    SmallTransformer,
+    TransformerArchitecture,
+    forward_flops,
+    sinusoidal_encoding,
+)
+from zoo.family import CheckpointResult, Family, register_family
 from zoo.population import populations
-from zoo.schema import SchemaError
 from zoo.symmetry.attention import AttentionSymmetry
 from zoo.train import CLASSIFICATION_METRICS, evaluate, evaluate_sets, run_train_subset, seeded_generator
 from zoo.weightspace import WeightSpace
@@ -75,60 +64,16 @@ METRICS: dict[str, type] = {**dict.fromkeys(CLASSIFICATION_METRICS, float), "is_
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformerArchitecture:
-    input: Literal["image_patches", "word_embeddings"] = "image_patches"
-    in_channels: int = 1  # image_patches: image channels
-    image_size: int = 28  # image_patches: square images
-    patch_size: int = 4  # image_patches: conv kernel = stride, (28 / 4)^2 = 49 tokens
-    pixel_mean: float = 0.5  # image_patches: pixels in [0, 1] enter as (x - mean) / std, [-1, 1] as released
-    pixel_std: float = 0.5
-    max_length: int = 64  # word_embeddings: tokens per text (~88% of AG News articles fit)
-    word_embeddings: str = ""  # word_embeddings: the frozen vectors' source, see zoo.text
-    word_embeddings_sha256: str = ""  # ... of the source table, to rebuild and check the input
-    reduced_embeddings_sha256: str = ""  # ... of the PCA-reduced table the member reads
-    tokenizer_sha256: str = ""  # ... of the WordPiece tokenizer file
-    d_model: int = 32
-    num_blocks: int = 2
-    num_heads: int = 2
-    head_dim: int = 16  # d_k = d_v
-    mlp_dim: int = 64
-    num_classes: int = 10
-    residual: bool = False  # off in the released zoo; changes the symmetry group
-
-    def validate(self, where: str, key: str) -> None:
-        if self.d_model % 2:
-            raise SchemaError(where, f"{key}.d_model", f"the sinusoidal encoding needs an even width, got {self.d_model}")
-        if self.input == "image_patches" and self.image_size % self.patch_size:
-            raise SchemaError(where, f"{key}.patch_size", f"must divide image_size {self.image_size}, got {self.patch_size}")
-        if self.input == "word_embeddings":
-            for name in ("word_embeddings", "word_embeddings_sha256", "reduced_embeddings_sha256", "tokenizer_sha256"):
-                if not getattr(self, name):
-                    raise SchemaError(where, f"{key}.{name}", "required for input word_embeddings (see zoo/text.py)")
-
-    @property
-    def num_tokens(self) -> int:
-        return (self.image_size // self.patch_size) ** 2 if self.input == "image_patches" else self.max_length
-
-
-@dataclasses.dataclass(frozen=True)
 class TransformerHParams:
     optimizer: Literal["adam", "rmsprop", "sgd", "sgd_momentum"]
-    learning_rate: float  # the peak rate, after warm-up
-    init_std: float  # std of the truncated-normal initial weights
-    l2: float  # the optimizer's weight decay (coupled L2)
-    dropout: float  # after the stem and after each attention and MLP sublayer
-    train_fraction: float  # share of the training pool this run sees
-    warmup_epochs: int  # linear warm-up of the learning rate
-    crop_padding: int  # images: random crops of the zero-padded image while training (0: none)
-    final_learning_rate: float  # where the cosine decay ends
-
-    def validate(self, where: str, key: str) -> None:
-        for name in ("learning_rate", "init_std"):
-            if not getattr(self, name) > 0:
-                raise SchemaError(where, f"{key}.{name}", f"expected a positive value, got {getattr(self, name)}")
-        if not 0 <= self.dropout < 1 or self.warmup_epochs < 0 or self.crop_padding < 0:
-            raise SchemaError(where, key, f"expected 0 <= dropout < 1, warmup_epochs >= 0 and crop_padding >= 0, got "
-                                          f"{self.dropout}, {self.warmup_epochs}, {self.crop_padding}")
+    learning_rate: LearningRate  # the peak rate, after warm-up
+    init_std: Scale  # std of the truncated-normal initial weights
+    l2: Coefficient  # the optimizer's weight decay (coupled L2)
+    dropout: Probability  # after the stem and after each attention and MLP sublayer
+    train_fraction: Fraction  # share of the training pool this run sees
+    warmup_epochs: Count  # linear warm-up of the learning rate
+    crop_padding: Count  # images: random crops of the zero-padded image while training (0: none)
+    final_learning_rate: FinalLearningRate  # where the cosine decay ends
 
 
 def learning_rate_at(epoch: int, hp: TransformerHParams, epochs: int) -> float:
@@ -140,22 +85,6 @@ def learning_rate_at(epoch: int, hp: TransformerHParams, epochs: int) -> float:
     return hp.final_learning_rate + (hp.learning_rate - hp.final_learning_rate) * (1 + math.cos(math.pi * progress)) / 2
 
 
-def sinusoidal_encoding(length: int, width: int) -> torch.Tensor:
-    """Vaswani et al. 2017, Sec. 3.5: PE[t, 2i] = sin(t / 10000^(2i/width)), PE[t, 2i+1] = cos(...)."""
-    position = torch.arange(length, dtype=torch.float64)[:, None]
-    frequency = torch.exp(torch.arange(0, width, 2, dtype=torch.float64) * (-math.log(10000.0) / width))
-    encoding = torch.zeros(length, width, dtype=torch.float64)
-    encoding[:, 0::2], encoding[:, 1::2] = torch.sin(position * frequency), torch.cos(position * frequency)
-    return encoding.float()
-
-
-def _dropout(h: torch.Tensor, rate: float, training: bool, generator: torch.Generator | None) -> torch.Tensor:
-    if not training or rate == 0:
-        return h
-    keep = torch.empty_like(h).bernoulli_(1 - rate, generator=generator)
-    return h * keep / (1 - rate)
-
-
 def random_crops(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
     """Each image shifted by up to `padding` pixels: a random crop of the zero-padded image (the
     released zoo's RandomCrop(size, padding=2), with a seeded generator)."""
@@ -165,111 +94,6 @@ def random_crops(x: torch.Tensor, padding: int, generator: torch.Generator) -> t
     rows = (offsets[0][:, None] + torch.arange(height))[:, :, None]  # (B, H, 1)
     cols = (offsets[1][:, None] + torch.arange(width))[:, None, :]  # (B, 1, W)
     return padded[torch.arange(batch)[:, None, None], :, rows, cols].permute(0, 3, 1, 2)  # (B, C, H, W)
-
-
-class PatchEmbedding(nn.Module):
-    def __init__(self, arch: TransformerArchitecture):
-        super().__init__()
-        self.pixel_mean, self.pixel_std = arch.pixel_mean, arch.pixel_std
-        self.conv1 = nn.Conv2d(arch.in_channels, arch.d_model, arch.patch_size, arch.patch_size)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
-        x = (x - self.pixel_mean) / self.pixel_std
-        return self.conv1(x).flatten(2).transpose(1, 2), None  # (B, C, H, W) -> (B, T, D); no padding
-
-
-class WordEmbedding(nn.Module):
-    """Frozen word vectors (a buffer, not a parameter), loaded and checked on first use."""
-
-    def __init__(self, arch: TransformerArchitecture):
-        super().__init__()
-        self.arch = arch
-        self.register_buffer("table", torch.empty(0, arch.d_model), persistent=False)
-
-    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.table.numel() == 0:
-            from zoo.text import checked_word_embeddings
-
-            a = self.arch
-            table = checked_word_embeddings(a.word_embeddings, a.d_model, source_sha256=a.word_embeddings_sha256,
-                                            reduced_sha256=a.reduced_embeddings_sha256,
-                                            tokenizer_sha256=a.tokenizer_sha256).table
-            self.table = table.to(self.table.device, self.table.dtype)  # follows model.to() done before the first call
-        from zoo.text import PAD_ID
-
-        return F.embedding(tokens, self.table), tokens != PAD_ID  # (B, T, D), (B, T)
-
-
-class SelfAttention(nn.Module):
-    def __init__(self, arch: TransformerArchitecture):
-        super().__init__()
-        self.num_heads, self.head_dim = arch.num_heads, arch.head_dim
-        inner = arch.num_heads * arch.head_dim
-        self.queries = nn.Linear(arch.d_model, inner, bias=False)  # heads stacked along the output rows
-        self.keys = nn.Linear(arch.d_model, inner, bias=False)
-        self.values = nn.Linear(arch.d_model, inner, bias=False)
-        self.out_projection = nn.Linear(inner, arch.d_model, bias=False)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        batch, tokens, _ = x.shape
-        q, k, v = (m(x).view(batch, tokens, self.num_heads, self.head_dim).transpose(1, 2)
-                   for m in (self.queries, self.keys, self.values))  # (B, H, T, d)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, T, T)
-        if mask is not None:
-            scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))  # padding is never attended to
-        heads = torch.softmax(scores, dim=-1) @ v  # (B, H, T, d_v)
-        return self.out_projection(heads.transpose(1, 2).reshape(batch, tokens, -1))  # (B, T, D)
-
-
-class EncoderBlock(nn.Module):
-    def __init__(self, arch: TransformerArchitecture):
-        super().__init__()
-        self.residual = arch.residual
-        self.attention = SelfAttention(arch)
-        self.fc1 = nn.Linear(arch.d_model, arch.mlp_dim)
-        self.fc2 = nn.Linear(arch.mlp_dim, arch.d_model)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, drop: Callable) -> torch.Tensor:
-        width = (x.shape[-1],)
-        h = drop(self.attention(F.layer_norm(x, width), mask))
-        x = x + h if self.residual else h
-        h = drop(self.fc2(F.relu(self.fc1(F.layer_norm(x, width)))))
-        return x + h if self.residual else h
-
-
-class Classifier(nn.Module):
-    def __init__(self, arch: TransformerArchitecture):
-        super().__init__()
-        self.fc1 = nn.Linear(arch.d_model, arch.d_model)
-        self.fc2 = nn.Linear(arch.d_model, arch.num_classes)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        if mask is None:
-            pooled = x.mean(dim=1)
-        else:  # the mean over the text's tokens only
-            weights = mask.to(x.dtype)[..., None]
-            pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1)
-        return self.fc2(F.relu(self.fc1(pooled)))  # (B, D) -> (B, classes)
-
-
-class SmallTransformer(nn.Module):
-    def __init__(self, arch: TransformerArchitecture, dropout: float = 0.0):
-        super().__init__()
-        self.dropout = dropout
-        self.embedding = PatchEmbedding(arch) if arch.input == "image_patches" else WordEmbedding(arch)
-        self.register_buffer("positional_encoding", sinusoidal_encoding(arch.num_tokens, arch.d_model), persistent=False)
-        self.encoder = nn.ModuleList(EncoderBlock(arch) for _ in range(arch.num_blocks))
-        self.classifier = Classifier(arch)
-
-    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        def drop(h: torch.Tensor) -> torch.Tensor:
-            return _dropout(h, self.dropout, self.training, generator)
-
-        h, mask = self.embedding(x)  # (B, T, D)
-        h = drop(h + self.positional_encoding[:h.shape[1]])
-        for block in self.encoder:
-            h = block(h, mask, drop)
-        return self.classifier(F.layer_norm(h, h.shape[-1:]), mask)
 
 
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -298,6 +122,14 @@ class TransformerFamily(Family):
         """Heads, GL(d_k) x GL(d_v) per head, MLP units with positive scaling, and (no residuals) model dims."""
         arch = TransformerArchitecture(**architecture)
         return AttentionSymmetry(self.weight_space(architecture), arch.num_heads, arch.residual)
+
+    def data_sources(self, architecture: dict) -> list[str]:
+        """Image data sets for patches; text data sets (`zoo.text`) for word embeddings."""
+        if TransformerArchitecture(**architecture).input == "image_patches":
+            return image_source_names()
+        from zoo.text import TEXT_SOURCES
+
+        return TEXT_SOURCES.names()
 
     def load_data(self, spec) -> TaskData:
         arch = TransformerArchitecture(**spec.architecture)
@@ -420,16 +252,10 @@ class TransformerFamily(Family):
     # --- planning ---------------------------------------------------------------------------
 
     def forward_flops(self, spec_or_architecture) -> int:
-        """FLOPs (2 per multiply-add) of one example's forward pass: the matmuls and the patch conv
-        (LayerNorms, softmax, pooling and biases are negligible). Takes an architecture or a spec."""
+        """FLOPs of one example's forward pass (`transformer_model.forward_flops`); takes an
+        architecture or a spec."""
         architecture = getattr(spec_or_architecture, "architecture", spec_or_architecture)
-        a = TransformerArchitecture(**architecture)
-        tokens, inner = a.num_tokens, a.num_heads * a.head_dim
-        stem = tokens * a.d_model * a.in_channels * a.patch_size ** 2 if a.input == "image_patches" else 0
-        attention = 3 * tokens * a.d_model * inner + 2 * tokens * tokens * inner + tokens * inner * a.d_model
-        mlp = 2 * tokens * a.d_model * a.mlp_dim
-        head = a.d_model * a.d_model + a.d_model * a.num_classes
-        return 2 * (stem + a.num_blocks * (attention + mlp) + head)
+        return forward_flops(TransformerArchitecture(**architecture))
 
     def examples_per_run(self, spec, hparams: dict) -> int:
         """Training examples one run processes (forward and backward)."""

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from zoo.data import TaskData
-from zoo.families import CheckpointResult
+from zoo.family import CheckpointResult
 from zoo.families.transformer import TransformerArchitecture, learning_rate_at, random_crops, sinusoidal_encoding
 from zoo.optim_stacked import StackedOptimizer
 from zoo.population import _accumulate, _Members, masked_step
