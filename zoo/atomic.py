@@ -5,8 +5,7 @@ Each write goes to a uniquely named temporary file beside the target and is rena
 `durable=True` the bytes are fsynced first (staged checkpoints, which a resumed job trusts).
 `tempfile.mkstemp` creates its file with mode 0600; the result is given the mode a plain
 `open()` would give it (0666 less the user's umask), so a shared results folder or a
-leaderboard entry is as readable as any other file the user writes. `deferred_interrupts`
-holds a Ctrl-C back while several files change together (a pack's shards, manifest, card).
+leaderboard entry is as readable as any other file the user writes.
 """
 
 from __future__ import annotations
@@ -14,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -74,21 +71,3 @@ def write_json_atomic(path: str | Path, data: Any, *, sort_keys: bool = False) -
     """Writes strict JSON (NaN and infinities are an error), indented, with a final newline."""
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys, allow_nan=False) + "\n")
 
-
-@contextlib.contextmanager
-def deferred_interrupts() -> Iterator[None]:
-    """Holds SIGINT back for the block and raises KeyboardInterrupt after it, if one came.
-
-    Only the main thread can handle signals; elsewhere the block runs as it is.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if received:
-        raise KeyboardInterrupt

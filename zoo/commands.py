@@ -9,9 +9,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from zoo.cli import CommandError
+
+if TYPE_CHECKING:
+    from zoo.hub import DataSource
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -30,24 +33,39 @@ def _generate(args: argparse.Namespace) -> int:
 
         print("\n".join(estimate(spec).lines()[1:]))
         return 0
-    from zoo.driver import generate
+    from zoo.driver import GenerationInterrupted, generate
 
     try:
         report = generate(spec, args.out, num_cpus=args.num_cpus, address=args.address,
                           runs_per_trial=args.runs_per_trial, max_failures=args.max_failures,
                           device=args.device, population_size=args.population_size)
-    except ValueError as error:  # a device that is not there
+    except ValueError as error:  # a device that is not there, an output folder that cannot be written
         raise CommandError(str(error)) from None
+    except GenerationInterrupted as interrupt:  # SIGINT 130, SIGTERM 143; nothing packed
+        raise CommandError(
+            f"interrupted ({interrupt.signal_name}); {interrupt.staged:,} of {interrupt.planned:,} planned "
+            f"checkpoints are staged in {Path(args.out) / 'staging'} and kept; nothing was packed. "
+            "Run the same command again to resume.",
+            exit_code=143 if interrupt.signal_name == "SIGTERM" else 130) from None
     print(f"staged {report.written:,} new checkpoints ({report.already_staged:,} already staged) "
           f"in {report.trials} trials, {report.wall_time_s:.1f} s"
           + (f" (Ray scheduling overhead {100 * report.scheduling_overhead:.0f}% of the workers' time)"
              if report.trials else ""))
-    if report.failed_trials:
-        raise CommandError(f"{len(report.failed_trials)} trials failed after retries (staged checkpoints are kept; "
-                           "run the same command again to resume):\n  " + "\n  ".join(report.failed_trials))
-    if not args.no_pack:
-        return _pack(argparse.Namespace(folder=args.out, config=[spec.name], shard_mb=args.shard_mb,
-                                        allow_incomplete=getattr(args, "allow_incomplete", False)))
+    # A zoo with planned checkpoints missing (failed trials, anything) is not packed unless
+    # asked for, and the command fails either way: the last complete pack stays as it was.
+    packs = not args.no_pack and (not report.missing or args.allow_incomplete)
+    if packs:
+        _pack(argparse.Namespace(folder=args.out, config=[spec.name], shard_mb=args.shard_mb,
+                                 allow_incomplete=args.allow_incomplete))
+    if report.missing or report.failed_trials:
+        outcome = ("packed incomplete (--allow-incomplete)" if packs and report.missing
+                   else "nothing was packed" if report.missing and not args.no_pack else "not packed (--no-pack)")
+        failures = "".join(f"\n  {message}" for message in report.failed_trials)
+        raise CommandError(
+            f"{report.missing:,} of {report.checkpoints:,} planned checkpoints are missing after training and "
+            f"{len(report.failed_trials)} trials failed after retries; {outcome}. The "
+            f"{report.checkpoints - report.missing:,} staged are kept: run the same command again to resume."
+            + failures)
     return 0
 
 
@@ -70,11 +88,29 @@ def _pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resolve_data(args: argparse.Namespace, config: str | None = None) -> "DataSource":
+    """The `zoo.hub.DataSource` of the positional FOLDER or `--data` (exactly one of them)."""
+    from zoo.hub import resolve_data
+
+    if (args.folder is None) == (args.data is None):
+        raise CommandError("give the zoo once: a FOLDER (or ORG/NAME[@REVISION]) argument or --data, not "
+                           + ("both" if args.folder is not None else "neither"))
+    try:
+        source = resolve_data(args.folder if args.folder is not None else args.data, config=config)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    if source.repo is not None:
+        print(f"{source.given}: dataset repo {source.repo} at commit {source.revision} ({source.folder})",
+              file=sys.stderr)
+    return source
+
+
 def _info(args: argparse.Namespace) -> int:
     from zoo.info import describe
 
+    source = _resolve_data(args, args.config)
     try:
-        print(describe(args.folder, args.config))
+        print(describe(source.folder, args.config))
     except (FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
     return 0
@@ -83,7 +119,8 @@ def _info(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from zoo.verify import verify
 
-    report = verify(args.folder, recompute=args.recompute, seed=args.seed, allow_incomplete=args.allow_incomplete)
+    source = _resolve_data(args)
+    report = verify(source.folder, recompute=args.recompute, seed=args.seed, allow_incomplete=args.allow_incomplete)
     print(f"checked {report.files_checked} shards, {report.rows_checked:,} rows")
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -91,7 +128,8 @@ def _verify(args: argparse.Namespace) -> int:
         worst = max(abs(m["recomputed"] - m["stored"]) for m in result["metrics"].values())
         print(f"  recomputed {result['config']}/{result['split']} {result['model_id']}: max |diff| {worst:.2e}")
     if args.json:
-        Path(args.json).write_text(json.dumps(report.__dict__, indent=2, default=str))
+        hub = {"repo": source.repo, "revision": source.revision} if source.repo is not None else {}
+        Path(args.json).write_text(json.dumps({**report.__dict__, **hub}, indent=2, default=str))
     if not report.ok:
         raise CommandError(f"{len(report.problems)} problems:\n  " + "\n  ".join(report.problems))
     print("ok")
@@ -118,22 +156,53 @@ def _listing() -> str:
     return f"bundled specs (nfnzoo generate NAME): {specs}\nzoo families: {', '.join(list_families())}"
 
 
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= `minimum` (0 CPUs meant "all" to Ray: refuse it)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
 def register(subparsers) -> Callable[[], str]:
     p = subparsers.add_parser("generate", help="train a zoo from a spec with Ray, then pack it")
     p.add_argument("spec", help="a spec file, or the name of a bundled spec (e.g. cnn-mnist)")
-    p.add_argument("--profile", help="a profile of the spec, e.g. tiny")
+    p.add_argument("--profile", help="a profile of the spec, e.g. tiny (default: the full spec)")
     p.add_argument("--out", default=None, help="output folder (default: runs/<config>)")
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
+    p.add_argument("--num-cpus", type=_at_least(1), default=None,
+                   help="CPUs of the local Ray instance (default: all of this machine's)")
     p.add_argument("--address", default=None, help="join this Ray cluster (or set RAY_ADDRESS)")
-    p.add_argument("--runs-per-trial", type=int, default=None, help="runs trained by one Ray trial")
-    p.add_argument("--max-failures", type=int, default=2, help="retries of a failed trial")
+    p.add_argument("--runs-per-trial", type=_at_least(1), default=None,
+                   help="runs trained by one Ray trial (default: spread over the workers, at most 256)")
+    p.add_argument("--max-failures", type=_at_least(0), default=2, help="retries of a failed trial (default: 2)")
     p.add_argument("--device", default=None,
                    help="where populations train: auto (default; CUDA when available), cpu, cuda, cuda:N "
                         "(or set NFNZOO_DEVICE)")
-    p.add_argument("--population-size", type=int, default=None,
+    p.add_argument("--population-size", type=_at_least(1), default=None,
                    help="runs trained together in one process (default: the family's choice for the device)")
-    p.add_argument("--shard-mb", type=float, default=256, help="target shard size in MiB")
+    p.add_argument("--shard-mb", type=_positive_float, default=256, help="target shard size in MiB (default: 256)")
     p.add_argument("--no-pack", action="store_true", help="stage checkpoints only")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="pack even if some planned checkpoints are missing (the command still fails)")
     p.add_argument("--dry-run", action="store_true", help="print the plan's size and stop")
     p.set_defaults(handler=lambda a: _generate(_default_out(a)))
 
@@ -146,12 +215,12 @@ def register(subparsers) -> Callable[[], str]:
     p.set_defaults(handler=_pack)
 
     p = subparsers.add_parser("info", help="counts, accuracy distribution and architecture of a packed zoo")
-    p.add_argument("folder", help="a packed zoo folder (with manifest.json)")
-    p.add_argument("--config", default=None, help="the config to describe (default: the folder's only one)")
+    _add_data_arguments(p)
+    p.add_argument("--config", default=None, help="the config to describe (default: the zoo's only one)")
     p.set_defaults(handler=_info)
 
     p = subparsers.add_parser("verify", help="check shards against the manifest; optionally recompute metrics")
-    p.add_argument("folder", help="a packed zoo folder (with manifest.json)")
+    _add_data_arguments(p)
     p.add_argument("--recompute", type=int, default=0, metavar="N", help="re-evaluate N random checkpoints")
     p.add_argument("--seed", type=int, default=0, help="seed for picking the checkpoints to recompute")
     p.add_argument("--json", default=None, help="also write the report as JSON")
@@ -166,6 +235,14 @@ def register(subparsers) -> Callable[[], str]:
     p.add_argument("--revision", default=None, help="branch to upload to")
     p.set_defaults(handler=_publish)
     return _listing
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The zoo to read, as a positional FOLDER or as `--data` (the spelling `bench run` uses)."""
+    from zoo.hub import DATA_HELP  # imports no Hub client
+
+    parser.add_argument("folder", nargs="?", default=None, metavar="FOLDER", help=f"{DATA_HELP} (with manifest.json)")
+    parser.add_argument("--data", default=None, metavar="DATA", help="the same as FOLDER, spelled as in `bench run`")
 
 
 def _default_out(args: argparse.Namespace) -> argparse.Namespace:

@@ -5,16 +5,25 @@ about a second, more than a tiny run). A local Ray instance is started with ``nu
 unless ``address`` (or ``RAY_ADDRESS``) names a cluster to join. Failed trials are retried by
 Tune (`FailureConfig`); an interrupted job is resumed by running it again, which skips every
 checkpoint already staged. Ray is imported here and nowhere else in `zoo`.
+
+Stopping is part of the contract: a SIGINT or SIGTERM ends the fit with
+`GenerationInterrupted` (Tune's own SIGINT handler, which returned as if finished, is kept
+out), `ray.init` and `ray.shutdown` are never cut in half by a signal, and a local instance
+started here is marked and watched (`zoo.ray_cleanup`) so none of its processes outlives
+the driver, even one killed by SIGKILL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -22,11 +31,14 @@ from zoo.device import training_device
 from zoo.families import create_family
 from zoo.plan import Run, plan_runs
 from zoo.population import populations
-from zoo.folder import STAGING_FOLDER, save_spec
+from zoo.folder import SPECS_FOLDER, STAGING_FOLDER, check_writable, save_spec
+from zoo.ray_cleanup import MARKER_VARIABLE, Watchdog, new_marker
+from zoo.signals import deferred_signals
 from zoo.spec import ZooSpec, spec_from_data
 from zoo.staging import Staging
 
-
+DATA_FOLDER = "data"  # where `zoo.pack` writes the shards
+PATH_VARIABLES = ("NFNZOO_DATA", "NFNZOO_CACHE")  # read by workers (zoo.data): made absolute before Ray starts
 
 @dataclasses.dataclass(frozen=True)
 class GenerateReport:
@@ -40,6 +52,7 @@ class GenerateReport:
     workers: int = 0  # CPUs of the Ray cluster
     fit_time_s: float = 0.0  # Tune's fit, start to end (the Ray instance's start-up excluded)
     busy_time_s: float = 0.0  # trials' own time (data, training, writing), summed over trials
+    missing: int = 0  # planned checkpoints still not staged after the fit (failed trials): do not pack
 
     @property
     def scheduling_overhead(self) -> float:
@@ -125,6 +138,124 @@ def _progress_callback(total_runs: int, show: bool):
     return Progress()
 
 
+class GenerationInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM ended the fit; what is staged stays staged, nothing was packed.
+
+    A `KeyboardInterrupt`, so that no `except Exception` in Ray or Tune swallows it on the
+    way out of the fit.
+    """
+
+    def __init__(self, signal_name: str, staged: int, planned: int) -> None:
+        super().__init__(f"{signal_name}: {staged:,} of {planned:,} planned checkpoints are staged")
+        self.signal_name, self.staged, self.planned = signal_name, staged, planned
+
+
+class _Signalled(KeyboardInterrupt):
+    """What the handlers installed by `_interruptible` raise in the main thread."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _interruptible():
+    """SIGINT and SIGTERM raise `_Signalled` in the main thread while the block runs; yields
+    the list of signals received.
+
+    Ray Tune replaces the SIGINT handler during `Tuner.fit` with one that only ends the
+    experiment early and returns normally (ray/tune/tune.py, `_setup_signal_catching`), so an
+    interrupted generation looked finished; ``TUNE_DISABLE_SIGINT_HANDLER=1`` (read when the
+    fit starts) keeps ours. SIGTERM, whose default ends the process without unwinding, is
+    handled too so that the Ray instance is shut down. The old handlers come back after.
+    """
+    received: list[int] = []  # Ray's native code may re-raise our exception as a plain KeyboardInterrupt
+
+    def raise_signalled(signum: int, frame) -> None:
+        received.append(signum)
+        raise _Signalled(signum)
+
+    if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
+        yield received
+        return
+    previous = {signum: signal.signal(signum, raise_signalled) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous_usr1 = signal.getsignal(signal.SIGUSR1) if hasattr(signal, "SIGUSR1") else None  # Tune takes it
+    tune_setting = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    try:
+        yield received
+    finally:
+        _restore_environment("TUNE_DISABLE_SIGINT_HANDLER", tune_setting)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if previous_usr1 is not None:
+            signal.signal(signal.SIGUSR1, previous_usr1)
+
+
+def _restore_environment(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def _package_root() -> Path:
+    """The folder holding the real `zoo` package (the repository for an editable install)."""
+    return Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def _ray_instance(address: str | None, num_cpus: int | None):
+    """Ray, connected for the block: a local instance of our own unless `address` names one.
+
+    An instance started here is marked and watched (`zoo.ray_cleanup`), so that no process
+    of it outlives the generation, whichever way the driver ends (even by SIGKILL). A cluster
+    joined with `address`, or a Ray the caller initialized already, is left running.
+
+    ``ray.init`` runs with the working directory set to the folder holding the real `zoo`
+    package: Ray puts the driver's working directory first on every worker's ``sys.path``
+    (``JobConfig._py_driver_sys_path``, ray/_private/worker.py), so an output folder named
+    ``zoo`` in it (no ``__init__.py``: a namespace package) shadowed the installed package
+    for workers started after the folder existed. Workers, whose working directory is then
+    that folder too, read the data locations (`PATH_VARIABLES`) made absolute first.
+    """
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    watchdog = None
+    marker_setting = os.environ.get(MARKER_VARIABLE)
+    working_directory = os.getcwd()
+    for name in PATH_VARIABLES:  # workers run in the package's folder: relative paths must not move
+        if os.environ.get(name):
+            os.environ[name] = str(Path(os.environ[name]).resolve())
+    try:
+        with deferred_signals((signal.SIGINT, signal.SIGTERM), _Signalled):
+            if not address:
+                marker = new_marker()
+                watchdog = Watchdog(marker)
+                os.environ[MARKER_VARIABLE] = marker  # inherited by every process of the instance
+            os.chdir(_package_root())
+            try:
+                if address:
+                    ray.init(address=address, logging_level=logging.ERROR)
+                else:
+                    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                             logging_level=logging.ERROR, configure_logging=True)
+            finally:
+                os.chdir(working_directory)
+        yield
+    finally:
+        with deferred_signals((signal.SIGINT, signal.SIGTERM), _Signalled):
+            try:
+                ray.shutdown()
+            finally:
+                _restore_environment(MARKER_VARIABLE, marker_setting)
+                if watchdog is not None:
+                    watchdog.close()  # ends what shutdown left (the agents), and waits for that
+
+
 def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None, address: str | None = None,
              runs_per_trial: int | None = None, max_failures: int = 2, progress: bool = True,
              device: str | None = None, population_size: int | None = None) -> GenerateReport:
@@ -132,12 +263,19 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
 
     `device` (default: $NFNZOO_DEVICE, else CUDA when the driver sees it) is where each trial
     trains its populations; on CUDA every trial asks Ray for an equal share of the GPUs.
-    `population_size` overrides the family's members per population.
+    `population_size` overrides the family's members per population. The output folders are
+    checked writable before Ray starts (`ValueError` naming the path). A SIGINT or SIGTERM
+    raises `GenerationInterrupted` once the Ray instance is down; checkpoints that are still
+    missing after the fit (failed trials) are counted in `GenerateReport.missing`.
     """
     start = time.perf_counter()
     family = create_family(spec.family, population_size=population_size)  # checks the size
     on_gpu = training_device(device).type == "cuda"  # checks the device, before Ray starts
     out_dir = Path(out_dir).resolve()
+    check_writable(out_dir)
+    for part in (SPECS_FOLDER, STAGING_FOLDER, DATA_FOLDER):
+        if (out_dir / part).exists():
+            check_writable(out_dir / part)
     save_spec(spec, out_dir)
     staging = Staging(out_dir / STAGING_FOLDER)
     runs = plan_runs(spec)
@@ -148,56 +286,67 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     if not todo:
         return GenerateReport(len(runs), total, already, 0, 0, (), time.perf_counter() - start)
 
+    def still_missing() -> int:
+        return sum(len(staging.missing(r.model_ids)) for r in todo)
+
     # Tune's rich console tables and its CSV/JSON/TensorBoard result loggers are noise and
     # overhead here: progress is our own bar, and the results are the staging folder.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    address = address or os.environ.get("RAY_ADDRESS")
+    received: list[int] = []
+    try:
+        with _interruptible() as received, _ray_instance(address, num_cpus):
+            workers, batches, fit_time, failed, busy = _fit(spec, family, todo, staging, out_dir, runs_per_trial,
+                                                            max_failures, progress, device, population_size, on_gpu)
+    except KeyboardInterrupt as interrupt:  # ours (`_Signalled`), or Ray's rewrapping of it
+        signum = interrupt.signum if isinstance(interrupt, _Signalled) else (received or [signal.SIGINT])[0]
+        raise GenerationInterrupted(signal.Signals(signum).name, total - still_missing(), total) from None
+    left = still_missing()
+    return GenerateReport(len(runs), total, already, total - already - left, batches, failed,
+                          time.perf_counter() - start, workers, fit_time, busy, left)
+
+
+def _fit(spec: ZooSpec, family, todo: list[Run], staging: Staging, out_dir: Path, runs_per_trial: int | None,
+         max_failures: int, progress: bool, device: str | None, population_size: int | None,
+         on_gpu: bool) -> tuple[int, int, float, tuple[str, ...], float]:
+    """Tune's fit over `todo` on the connected Ray: (workers, trials, fit s, failures, busy s)."""
     import ray
     from ray import tune
 
-    address = address or os.environ.get("RAY_ADDRESS")
-    started_here = not ray.is_initialized()
-    if started_here:
-        if address:
-            ray.init(address=address, logging_level=logging.ERROR)
-        else:
-            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-                     logging_level=logging.ERROR, configure_logging=True)
+    workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    size = runs_per_trial or default_runs_per_trial(len(todo), workers)
+    device_type = "cuda" if on_gpu else "cpu"
+    batches = pack_trials(todo, family, spec, math.ceil(len(todo) / size), family.population_size_on(device_type))
+    resources = {"cpu": 1}
+    if on_gpu:
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if not gpus:
+            raise ValueError("device cuda requested, but the Ray cluster has no GPU resources")
+        resources["gpu"] = min(1.0, gpus / workers)
+        device = device or "cuda"
+    storage = out_dir / ".tune"
+    shutil.rmtree(storage, ignore_errors=True)  # Tune's bookkeeping only; our state is the staging folder
+    progress_callback = _progress_callback(len(todo), progress)
+    trainable = tune.with_resources(
+        tune.with_parameters(_trial, spec_data=spec.to_data(), batches=batches, staging_dir=str(staging.root),
+                             device=device, population_size=population_size),
+        resources)
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"batch": tune.grid_search(list(range(len(batches))))},
+        run_config=tune.RunConfig(
+            name=f"generate-{spec.name}", storage_path=str(storage), verbose=0,
+            failure_config=tune.FailureConfig(max_failures=max_failures),
+            callbacks=[progress_callback],
+        ),
+    )
+    fit_start = time.perf_counter()
     try:
-        workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        size = runs_per_trial or default_runs_per_trial(len(todo), workers)
-        device_type = "cuda" if on_gpu else "cpu"
-        batches = pack_trials(todo, family, spec, math.ceil(len(todo) / size), family.population_size_on(device_type))
-        resources = {"cpu": 1}
-        if on_gpu:
-            gpus = ray.cluster_resources().get("GPU", 0)
-            if not gpus:
-                raise ValueError("device cuda requested, but the Ray cluster has no GPU resources")
-            resources["gpu"] = min(1.0, gpus / workers)
-            device = device or "cuda"
-        storage = out_dir / ".tune"
-        shutil.rmtree(storage, ignore_errors=True)  # Tune's bookkeeping only; our state is the staging folder
-        progress_callback = _progress_callback(len(todo), progress)
-        trainable = tune.with_resources(
-            tune.with_parameters(_trial, spec_data=spec.to_data(), batches=batches, staging_dir=str(staging.root),
-                                 device=device, population_size=population_size),
-            resources)
-        tuner = tune.Tuner(
-            trainable,
-            param_space={"batch": tune.grid_search(list(range(len(batches))))},
-            run_config=tune.RunConfig(
-                name=f"generate-{spec.name}", storage_path=str(storage), verbose=0,
-                failure_config=tune.FailureConfig(max_failures=max_failures),
-                callbacks=[progress_callback],
-            ),
-        )
-        fit_start = time.perf_counter()
         results = tuner.fit()
-        fit_time = time.perf_counter() - fit_start
-        failed = tuple(str(error).strip().splitlines()[-1] if str(error).strip() else repr(error) for error in results.errors)
     finally:
-        if started_here:
-            ray.shutdown()
-    written = total - already - sum(len(staging.missing(r.model_ids)) for r in todo)
-    return GenerateReport(len(runs), total, already, written, len(batches), failed, time.perf_counter() - start,
-                          workers, fit_time, sum(progress_callback.busy.values()))
+        progress_callback.bar.close()  # also when interrupted: the message goes below the bar
+    fit_time = time.perf_counter() - fit_start
+    failed = tuple(str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
+                   for error in results.errors)
+    return workers, len(batches), fit_time, failed, sum(progress_callback.busy.values())

@@ -27,14 +27,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import zoo
-from zoo.atomic import deferred_interrupts
 from zoo.card import write_card
-from zoo.folder import MANIFEST, STAGING_FOLDER, load_saved_specs, read_manifest, write_json_atomic
+from zoo.folder import MANIFEST, STAGING_FOLDER, check_writable, load_saved_specs, read_manifest, write_json_atomic
 from zoo.families import create_family
 from zoo.integrity import dataset_hash_of, sha256_file  # noqa: F401 (also part of this module's API)
 from zoo.plan import assign_splits, plan_runs
 from zoo.record import arrow_schema, to_row
 from zoo.spec import SPLIT_NAMES, ZooSpec
+from zoo.signals import deferred_signals
 from zoo.staging import Staging
 
 FORMAT_VERSION = 1
@@ -170,6 +170,7 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
         if unknown:
             raise ValueError(f"no staged config {unknown[0]!r} in {folder}; staged: {[s.name for s in specs]}")
         specs = [s for s in specs if s.name in configs]
+    check_writable(folder / "data")  # a read-only folder: one line naming it, before the work
     manifest = read_manifest(folder) if (folder / MANIFEST).exists() else {"configs": {}}
     staging = Staging(folder / STAGING_FOLDER)
     staged = set(staging.model_ids())
@@ -185,7 +186,7 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
         raise
     manifest["configs"].update(entries)
     manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
-    with deferred_interrupts():  # shards, manifest and card change together or not at all
+    with deferred_signals():  # shards, manifest and card change together or not at all: Ctrl-C waits
         for name in entries:
             commit_config(folder, name)
         write_json_atomic(folder / MANIFEST, manifest)

@@ -150,11 +150,11 @@ def test_written_files_get_the_users_normal_mode(tiny_zoo, tmp_path, umask):
 def test_an_interrupt_during_a_multi_file_change_waits_for_its_end():
     import signal
 
-    from zoo.atomic import deferred_interrupts
+    from zoo.signals import deferred_signals
 
     steps = []
     with pytest.raises(KeyboardInterrupt):
-        with deferred_interrupts():
+        with deferred_signals():
             os.kill(os.getpid(), signal.SIGINT)
             steps.append("after the signal")  # still runs: the interrupt waits
     assert steps == ["after the signal"]

@@ -1,0 +1,126 @@
+"""Leave no process behind: find and end every process of a Ray instance this run started.
+
+Ray's own shutdown ends the instance on a normal exit, but not when the driver dies
+(SIGKILL, an OOM kill) or is interrupted while Ray starts: the dashboard agent and the
+runtime-env agent then live on as orphans, and they ignore SIGTERM. So the driver marks its
+instance: before `ray.init` it sets ``NFNZOO_RAY_INSTANCE=<token>`` in its environment,
+which every Ray process it starts (GCS, raylet, agents, workers) inherits, and it starts a
+watchdog: this file, run as a script with ``python -I`` (isolated, so no stray ``zoo``
+folder in the working directory can be imported instead of it), in its own session. The
+watchdog reads a pipe from the driver; at end of file (the driver closed it, or died) it
+ends every process whose ``/proc/<pid>/environ`` holds the marker: SIGTERM, then SIGKILL.
+
+Standard library only, and Linux only (``/proc``); elsewhere the scan finds nothing and
+cleanup is left to Ray. Nothing here imports Ray or the rest of `zoo`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MARKER_VARIABLE = "NFNZOO_RAY_INSTANCE"
+PROC = Path("/proc")
+
+
+def new_marker() -> str:
+    """A token naming one Ray instance (unique per generation)."""
+    return f"{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def instance_processes(marker: str, exclude: tuple[int, ...] = (), variable: str = MARKER_VARIABLE) -> list[int]:
+    """Pids of the live processes whose environment holds ``NFNZOO_RAY_INSTANCE=<marker>``
+    (or ``<variable>=<marker>``).
+
+    Processes that cannot be read (another user's, gone meanwhile) are skipped; without
+    ``/proc`` the answer is empty. Zombies are skipped: they are dead already.
+    """
+    needle = f"{variable}={marker}".encode()
+    found = []
+    try:
+        entries = os.listdir(PROC)
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) in exclude:
+            continue
+        try:
+            environment = (PROC / entry / "environ").read_bytes()
+            state = (PROC / entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and needle in environment.split(b"\0"):
+            found.append(int(entry))
+    return sorted(found)
+
+
+def end_instance(marker: str, exclude: tuple[int, ...] = (), grace_s: float = 3.0) -> list[int]:
+    """Ends the processes of instance `marker` (SIGTERM, then SIGKILL after `grace_s`).
+
+    Returns the pids that were still alive and had to be signalled.
+    """
+    exclude = (*exclude, os.getpid())
+    targets = instance_processes(marker, exclude)
+    for pid in targets:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while instance_processes(marker, exclude) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in instance_processes(marker, exclude):
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + grace_s
+    while instance_processes(marker, exclude) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return targets
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Watchdog:
+    """The driver's end of the watchdog: start it, and `close()` it to clean up now.
+
+    `close()` closes the pipe and waits for the watchdog to end what is left, so that when
+    it returns no process of the instance runs any more (the driver itself excepted).
+    """
+
+    def __init__(self, marker: str, driver_pid: int | None = None) -> None:
+        self.marker = marker
+        environment = {k: v for k, v in os.environ.items() if k != MARKER_VARIABLE}  # never its own target
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", str(Path(__file__).resolve()), marker, str(driver_pid or os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
+            start_new_session=True, close_fds=True)  # its own session: a Ctrl-C to the driver's group spares it
+
+    def close(self, timeout_s: float = 20.0) -> None:
+        if self.process.stdin and not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:  # still ending processes; it finishes on its own
+            pass
+
+
+def _watch(marker: str, driver_pid: int) -> None:
+    """The watchdog's body: block until the pipe closes, then end the instance."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)  # only end of file ends the watch
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except OSError:
+        pass
+    end_instance(marker, exclude=(driver_pid,))
+
+
+if __name__ == "__main__":
+    _watch(sys.argv[1], int(sys.argv[2]))
