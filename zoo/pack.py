@@ -12,7 +12,10 @@ are ordered by (run's plan position, checkpoint's plan position: epochs ascendin
 and every writer setting is fixed, so packing the same staging folder twice gives
 byte-identical shards. Weights are stored uncompressed
 without dictionary encoding or statistics: float bytes do not compress, and plain pages keep
-each row a contiguous safetensors file for the fast loader.
+each row a contiguous safetensors file for the fast loader. Every shard carries a page index
+(the Hub's dataset viewer reads pages through it; it sits after the row groups, so the fast
+loader's page walk is unchanged). Each config's manifest entry records its splits' Arrow sizes
+(`arrow_bytes`) for the card's `dataset_info`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import zoo
-from zoo.card import write_card
+from zoo.atomic import write_text_atomic
+from zoo.card import CARD, render_card
 from zoo.folder import MANIFEST, STAGING_FOLDER, check_writable, load_saved_specs, read_manifest, write_json_atomic
 from zoo.families import create_family
 from zoo.integrity import dataset_hash_of, sha256_file  # noqa: F401 (also part of this module's API)
@@ -46,7 +50,9 @@ def shard_name(split: str, index: int, count: int) -> str:
     return f"{split}-{index:05d}-of-{count:05d}.parquet"
 
 
-def write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int) -> None:
+def write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int) -> int:
+    """Writes one shard; returns its Arrow (in-memory) size, the card's `num_bytes` (informative:
+    `datasets` checks row counts, and its own byte count differs by a few validity bitmaps)."""
     table = pa.Table.from_pylist(rows, schema=schema)
     metadata_columns = [name for name in schema.names if name != "weights"]
     pq.write_table(
@@ -56,7 +62,9 @@ def write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int)
         use_dictionary=metadata_columns,
         write_statistics=metadata_columns,
         data_page_size=4 * 2**20,  # large plain pages: fewer headers between weight rows
+        write_page_index=True,  # the Hub's dataset viewer reads pages by it; a few hundred bytes a shard
     )
+    return table.nbytes
 
 
 class IncompleteZooError(ValueError):
@@ -93,7 +101,7 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
     building = _building(folder, spec.name)
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
-    files, architectures, status_counts = [], {}, {}
+    files, architectures, status_counts, arrow_bytes = [], {}, {}, {}
     for split, model_ids in by_split.items():
         if not model_ids:
             continue
@@ -113,7 +121,7 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
                 status_counts[record.status] = status_counts.get(record.status, 0) + 1
                 rows.append(to_row(dataclasses.replace(record, config=spec.name)))
             name = shard_name(split, index, count)
-            write_shard(rows, schema, building / name, row_bytes)
+            arrow_bytes[split] = arrow_bytes.get(split, 0) + write_shard(rows, schema, building / name, row_bytes)
             files.append({"path": f"data/{spec.name}/{name}", "split": split, "rows": len(rows),
                           "bytes": (building / name).stat().st_size, "sha256": sha256_file(building / name)})
     splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
@@ -125,6 +133,8 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
         "dataset_hash": dataset_hash_of(files),
         "architectures": architectures,
         "splits": {s: n for s, n in splits.items() if n},
+        "arrow_bytes": {s: arrow_bytes[s] for s in SPLIT_NAMES if splits[s]},  # the card's num_bytes; absent
+        # from packs before it, whose cards then leave num_bytes and dataset_size out
         "runs": {s: sum(1 for r in runs if split_of[r.run_id] == s and any(m in staged for m in r.model_ids))
                  for s in SPLIT_NAMES if splits[s]},
         "status": dict(sorted(status_counts.items())),
@@ -180,15 +190,16 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
     try:
         entries = {spec.name: pack_config(spec, folder, staging, max_shard_bytes, plans[spec.name], staged)
                    for spec in specs}
+        manifest["configs"].update(entries)
+        manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
+        card = render_card(manifest)  # before anything moves: a card that cannot be rendered changes nothing
     except BaseException:  # an error or Ctrl-C while building: the last pack stays as it was
         for spec in specs:
             shutil.rmtree(_building(folder, spec.name), ignore_errors=True)
         raise
-    manifest["configs"].update(entries)
-    manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
     with deferred_signals():  # shards, manifest and card change together or not at all: Ctrl-C waits
         for name in entries:
             commit_config(folder, name)
         write_json_atomic(folder / MANIFEST, manifest)
-        write_card(folder, manifest)
+        write_text_atomic(folder / CARD, card)
     return manifest

@@ -204,3 +204,25 @@ def test_rows_carry_the_name_of_the_config_they_are_packed_into(tiny_zoo_copy, t
     assert entry["complete"]  # every run was already staged by the first config
     configs = {row["config"] for f in entry["files"] for row in pq.read_table(tiny_zoo_copy / f["path"]).to_pylist()}
     assert configs == {twin.name}
+
+
+def test_shards_carry_a_page_index_and_keep_the_fast_loaders_direct_path(tiny_zoo):
+    from zoo.parquet_pages import fixed_width_pages
+
+    for entry in read_manifest(tiny_zoo)["configs"][CONFIG]["files"]:
+        path = tiny_zoo / entry["path"]
+        metadata = pq.ParquetFile(path).metadata
+        for group in range(metadata.num_row_groups):
+            columns = [metadata.row_group(group).column(i) for i in range(metadata.num_columns)]
+            assert all(c.has_offset_index for c in columns)  # what the Hub's dataset viewer pages by
+            assert [c.has_column_index for c in columns] == [c.path_in_schema != "weights" for c in columns]
+        pages = fixed_width_pages(path, "weights")
+        assert pages is not None and sum(len(page) for page in pages[1]) == entry["rows"]
+
+
+def test_the_manifest_records_each_splits_arrow_size_for_the_card(tiny_zoo):
+    entry = read_manifest(tiny_zoo)["configs"][CONFIG]
+    for split in entry["splits"]:
+        tables = [pq.read_table(tiny_zoo / f["path"]) for f in entry["files"] if f["split"] == split]
+        read_back = sum(t.nbytes for t in tables)  # a few bytes more: validity bitmaps allocated on reading
+        assert read_back - 64 * len(tables[0].schema) <= entry["arrow_bytes"][split] <= read_back

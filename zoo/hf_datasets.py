@@ -1,0 +1,108 @@
+"""Reading a packed zoo through Hugging Face `datasets` without losing bytes of `weights`.
+
+The trap. `datasets` formats a binary column for NumPy, torch, TensorFlow or JAX as NumPy's
+fixed-width bytes type (`|S<n>`), and NumPy strips trailing NUL bytes from those. A row's
+`weights` is a safetensors file whose data section ends with the last tensor, so every
+checkpoint whose last value is 0.0 (every epoch-0 CNN checkpoint: its last bias starts at
+zero) comes back a few bytes short from `ds.with_format("torch")` or `"numpy"`, and
+safetensors refuses it ("incomplete metadata, file not fully covered"). Plain
+`ds[i]["weights"]` (Python format), streaming and `ds.with_format(..., columns=[...],
+output_all_columns=True)` with `weights` left out of `columns` return the exact bytes.
+
+The two ways here never hand `weights` to a NumPy formatter: they are `datasets` transforms
+(`ds.with_transform`), which receive the Python batch, bytes intact.
+
+- `decode_weights`: `weights` becomes the state dict (torch tensors in layer order), every
+  other column stays as `datasets` gives it in Python.
+- `formatted(ds, "torch")` (or `"numpy"`): numeric columns become tensors (arrays), strings
+  stay lists of `str`, and `weights` is decoded as above (NumPy arrays for `"numpy"`).
+
+Every row's bytes stay a complete safetensors file; this module only reads them. `datasets`
+itself is never imported here (the transforms take plain dicts), so `zoo` imports without it.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from zoo.safetensors_io import read_header
+
+WEIGHTS = "weights"
+FORMATS = ("torch", "numpy")
+
+
+def decode_checkpoint(buffer: bytes, framework: str = "torch") -> dict[str, Any]:
+    """One row's `weights` -> {tensor name: tensor} in layer order (safetensors sorts names).
+
+    Decoded by the safetensors library, which checks the buffer is exactly one complete
+    file, so a truncated row raises instead of decoding into wrong tensors.
+    """
+    if framework not in FORMATS:
+        raise ValueError(f"unknown framework {framework!r}; expected one of {list(FORMATS)}")
+    if not isinstance(buffer, (bytes, bytearray, memoryview)):
+        raise TypeError(f"`weights` must be the row's bytes, got {type(buffer).__name__}: decode a dataset "
+                        "formatted by `datasets` only through zoo.hf_datasets (see its docstring)")
+    if framework == "torch":
+        from safetensors.torch import load
+    else:
+        from safetensors.numpy import load
+    header, _ = read_header(buffer)
+    tensors = load(bytes(buffer))
+    order = sorted((name for name in header if name != "__metadata__"), key=lambda n: header[n]["data_offsets"][0])
+    return {name: tensors[name] for name in order}
+
+
+def decode_weights(batch: dict[str, list]) -> dict[str, list]:
+    """A `ds.with_transform` transform: `weights` -> state dicts (torch), the rest untouched.
+
+    ``ds.with_transform(decode_weights)[0]["weights"]`` is a state dict; a batch gives a list
+    of them (same-architecture state dicts stack with torch's default collate).
+    """
+    if WEIGHTS not in batch:
+        return batch
+    return {**batch, WEIGHTS: [decode_checkpoint(w, "torch") for w in batch[WEIGHTS]]}
+
+
+class FormatWithWeights:
+    """The transform behind `formatted`: each column formatted for `framework`, `weights` decoded.
+
+    A class rather than a closure so it pickles (a DataLoader with worker processes).
+    """
+
+    def __init__(self, framework: str = "torch"):
+        if framework not in FORMATS:
+            raise ValueError(f"unknown format {framework!r}; expected one of {list(FORMATS)}")
+        self.framework = framework
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, values in batch.items():
+            if name == WEIGHTS:
+                out[name] = [decode_checkpoint(w, self.framework) for w in values]
+            elif values and all(isinstance(v, (numbers.Number, np.bool_)) for v in values):
+                array = np.asarray(values)  # int64, float64 (NaN kept) or bool, as datasets formats them
+                out[name] = array if self.framework == "numpy" else _as_tensor(array)
+            else:
+                out[name] = np.asarray(values) if self.framework == "numpy" else values
+        return out
+
+    def __repr__(self) -> str:
+        return f"FormatWithWeights({self.framework!r})"
+
+
+def _as_tensor(array: np.ndarray):
+    import torch
+
+    return torch.from_numpy(array)
+
+
+def formatted(ds, framework: str = "torch"):
+    """`ds` (a `datasets.Dataset` or `DatasetDict`) formatted for `framework`, NUL-safe.
+
+    Use it where you would write ``ds.with_format("torch")``: numeric columns come back as
+    tensors, strings as lists, and `weights` as decoded state dicts, never as truncated bytes.
+    """
+    return ds.with_transform(FormatWithWeights(framework))
