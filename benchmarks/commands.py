@@ -2,6 +2,7 @@
 
     nfnzoo bench run --task generalization --model statnn --data runs/cnn-mnist \
         [--config NAME] --seeds 0,1,2 --out results/statnn.json [--set KEY=VALUE ...]
+    nfnzoo bench run ... --data ORG/NAME@v0.1.0-1a2b3c4d     # a Hub dataset repo at a tag
     nfnzoo bench scatter RESULTS... --out plot.png
 
 `--set` overrides a hyperparameter: `model.KEY=VALUE` or `task.KEY=VALUE`, or a bare `KEY`
@@ -101,6 +102,12 @@ def scatter_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_help() -> str:
+    from zoo.hub import DATA_HELP  # no Hub client import: zoo.hub imports it only to resolve a repo
+
+    return f"{DATA_HELP}; the results record the repo and the commit sha beside the dataset hash"
+
+
 def _listing() -> str:
     """The registered NFN models and benchmark tasks (imports them, so only when help is shown)."""
     from benchmarks.tasks import list_tasks
@@ -117,8 +124,8 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     run = commands.add_parser("run", help="train and evaluate a model on a task over seeds", listing=_listing)
     run.add_argument("--task", required=True, help="a registered task, e.g. generalization")
     run.add_argument("--model", required=True, help="a registered NFN model, e.g. statnn or mlp")
-    run.add_argument("--data", required=True, help="the dataset folder (with manifest.json)")
-    run.add_argument("--config", default=None, help="the dataset config (default: the folder's only one)")
+    run.add_argument("--data", required=True, metavar="DATA", help=_data_help())
+    run.add_argument("--config", default=None, help="the dataset config (default: the dataset's only one)")
     run.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
     run.add_argument("--out", required=True, help="the results JSON to write; predictions go beside it")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

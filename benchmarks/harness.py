@@ -38,14 +38,22 @@ def predictions_path(results_path: str | Path) -> Path:
     return results_path.with_name(f"{results_path.stem}.predictions.csv")
 
 
-def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "ZooSplit"], dict[str, str]]:
-    """Loads the three splits of a dataset config and describes the dataset for the results."""
+def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
+    """Loads the three splits of a dataset config and describes the dataset for the results.
+
+    `data_path` is a folder or a Hub dataset repo `ORG/NAME[@REVISION]` (`zoo.hub.resolve_data`:
+    an existing path wins); a repo's snapshot is checked like a folder, and the description
+    records the repo and the commit it resolved to.
+    """
     from zoo import loader  # imported here: the loader pulls in pyarrow, which the CLI need not load
+    from zoo.hub import resolve_data
     from zoo.integrity import verified_dataset_hash
 
-    path = Path(data_path)
+    source = resolve_data(data_path, config=config)
+    path = source.folder
     if not path.is_dir():
-        raise FileNotFoundError(f"dataset folder {path} does not exist; generate or download a zoo first")
+        raise FileNotFoundError(f"dataset folder {path} does not exist; generate or download a zoo first "
+                                "(or give a Hub dataset repo ORG/NAME[@REVISION])")
     manifest = loader.read_manifest(path)
     configs = manifest["configs"]
     if config is None:
@@ -58,8 +66,8 @@ def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "Z
     # was checked against; the splits are then read without hashing them a second time
     checked_hash = verified_dataset_hash(path, config)
     splits = {name: loader.load_split(path, config, name, check=False) for name in SPLITS}
-    dataset = {"path": str(data_path), "config": config,
-               "dataset_hash": checked_hash, "family": configs[config]["family"]}
+    dataset = {"path": str(data_path), "config": config, "dataset_hash": checked_hash,
+               "family": configs[config]["family"], "repo": source.repo, "revision": source.revision}
     return splits, dataset
 
 
@@ -105,7 +113,8 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
                   device: str | torch.device | None = None, progress: bool = True) -> dict:
     """Runs `task` with `model` on already loaded splits for each seed; see `run_benchmark`.
 
-    `dataset` describes the splits' source ({path, config, dataset_hash, family}).
+    `dataset` describes the splits' source ({path, config, dataset_hash, family}, and optionally
+    {repo, revision} for a Hub dataset: `benchmarks.results.DatasetInfo`).
     """
     seeds = _check_seeds(seeds)
     model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
@@ -163,6 +172,7 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
                   device: str | torch.device | None = None, progress: bool = True) -> dict:
     """Runs `model` on `task` over `seeds` on the dataset at `data_path` and returns the results.
 
+    `data_path` is a zoo folder or a Hub dataset repo `ORG/NAME[@REVISION]` (see `load_splits`).
     The splits are loaded once. With `out_path`, the results JSON and its predictions
     sidecar are written there atomically. `device` defaults to CUDA when available;
     `progress` prints a line per seed to stderr.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -22,10 +23,23 @@ SCHEMA_VERSION = 1
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-    path: str  # the dataset folder the run read, as given on the command line
+    path: str  # the dataset folder (or Hub repo ORG/NAME[@REVISION]) the run read, as given on the command line
     config: str  # the dataset config (e.g. "cnn-mnist")
     dataset_hash: str  # sha256 of the config's data, from its manifest.json
     family: str  # the zoo family of the checkpoints (e.g. "cnn")
+    repo: str | None = None  # the Hub dataset repo the data came from; null for a local folder
+    revision: str | None = None  # the commit sha the repo's revision resolved to; set exactly when `repo` is
+
+    def validate(self, where: str, key: str) -> None:
+        prefix = f"{key}." if key else ""
+        if (self.repo is None) != (self.revision is None):
+            raise SchemaError(where, f"{prefix}{'revision' if self.repo else 'repo'}",
+                              "expected `repo` and `revision` together (a Hub dataset) or neither (a local folder)")
+        if self.repo is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", self.repo):
+            raise SchemaError(where, f"{prefix}repo", f"expected a Hub repo id ORG/NAME, got {self.repo!r}")
+        if self.revision is not None and not re.fullmatch(r"[0-9a-f]{40}", self.revision):
+            raise SchemaError(where, f"{prefix}revision",
+                              f"expected the 40-hex commit sha the revision resolved to, got {self.revision!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,8 @@
 `submit(results_path, root, dataset_dir)` runs every check and raises `SubmissionRejected`
 listing all problems found, or writes the entry and returns what it did. Checks beyond the
 file itself (`leaderboards.validate`): the dataset hash must be known to the board
-(`<root>/datasets.json`) or verified against a local dataset folder, which is then
+(`<root>/datasets.json`) or verified against a local dataset folder, or against the Hub
+repo and commit the results recorded (`dataset.repo`, `dataset.revision`), which is then
 registered; and the submission must not duplicate an accepted entry. Nothing is written
 unless the submission is accepted.
 """
@@ -35,13 +36,14 @@ class SubmissionRejected(ValueError):
 class Accepted:
     path: Path  # the entry file written
     entry_id: str
-    registered_dataset: KnownDataset | None  # set when the submission introduced a local dataset
+    registered_dataset: KnownDataset | None  # set when the submission introduced a dataset (local or Hub)
 
     def describe(self) -> str:
         lines = [f"accepted {self.entry_id}: wrote {self.path}"]
         if self.registered_dataset is not None:
             record = self.registered_dataset
-            lines.insert(0, f"registered local dataset {record.name!r} (config {record.config}, "
+            kind = "local dataset" if record.source.startswith("local:") else "Hub dataset"
+            lines.insert(0, f"registered {kind} {record.name!r} (config {record.config}, "
                             f"hash {record.dataset_hash[:12]}) from {record.source.removeprefix('local:')}")
         return "\n".join(lines)
 
@@ -55,6 +57,8 @@ def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None)
             return [f"dataset {claimed.dataset_hash[:12]} is known as config {known.config!r}, "
                     f"but the results say {claimed.config!r}"], None
         return [], None
+    if dataset_dir is None and claimed.repo is not None:
+        return _check_hub_dataset(results)
     local = Path(dataset_dir if dataset_dir is not None else claimed.path)
     if not local.is_dir():
         return [f"dataset_hash {claimed.dataset_hash[:12]}… is not a known dataset (see {root / 'datasets.json'}) "
@@ -72,6 +76,28 @@ def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None)
     record = KnownDataset(name=local.resolve().name, config=claimed.config, dataset_hash=actual,
                           family=claimed.family, source=f"local:{local.resolve()}")
     return [], record
+
+
+def _check_hub_dataset(results: Results) -> tuple[list[str], KnownDataset | None]:
+    """Verifies a dataset the results read from a Hub repo, at the commit they recorded.
+
+    The snapshot comes from the Hub cache (offline) or the Hub; its shards are checked like a
+    local folder's, and it is registered as `ORG/NAME@<commit>`, which pins the bytes.
+    """
+    from zoo.hub import resolve_data
+    from zoo.integrity import verified_dataset_hash
+
+    claimed = results.dataset
+    pinned = f"{claimed.repo}@{claimed.revision}"
+    try:
+        actual = verified_dataset_hash(resolve_data(pinned, config=claimed.config).folder, claimed.config)
+    except (OSError, ValueError, KeyError) as error:
+        return [f"could not verify the dataset {pinned} (config {claimed.config!r}): {error}"], None
+    if actual != claimed.dataset_hash:
+        return [f"the dataset {pinned} (config {claimed.config!r}) has hash {actual[:12]}…, "
+                f"not the claimed {claimed.dataset_hash[:12]}…"], None
+    return [], KnownDataset(name=claimed.repo, config=claimed.config, dataset_hash=actual, family=claimed.family,
+                            source=pinned)
 
 
 def _check_duplicates(results: Results, hash_of_content: str, root: Path) -> list[str]:

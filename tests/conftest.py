@@ -85,3 +85,68 @@ def offline_hf(tmp_path: Path, monkeypatch) -> dict[str, str]:
     for key, value in settings.items():
         monkeypatch.setenv(key, value)
     return {**os.environ, **settings}
+
+
+def cache_dataset_repo(cache: Path, repo_id: str, folder: Path, refs: tuple[str, ...] = ("main",)) -> str:
+    """Lays a packed zoo out as huggingface_hub's cache holds a dataset repo downloaded at `refs`.
+
+    The documented layout (huggingface_hub `file_download.py`, `_snapshot_download.py`):
+    `<cache>/datasets--ORG--NAME/blobs/<etag>` (sha256 for LFS files, here the shards; the git
+    blob sha1 otherwise), `snapshots/<commit>/<path>` a relative symlink to the blob,
+    `refs/<ref>` the commit sha (no newline: it is read verbatim), and `trees/<commit>.json` the
+    tree listing an offline `snapshot_download` checks the snapshot's completeness against.
+    Files are the card, the manifest and the manifest's shards. Returns the commit sha.
+    """
+    import hashlib
+    import json
+    import os
+
+    from zoo.folder import read_manifest
+
+    manifest = read_manifest(folder)
+    paths = sorted(["README.md", "manifest.json",
+                    *(f["path"] for entry in manifest["configs"].values() for f in entry["files"])])
+    storage = cache / f"datasets--{repo_id.replace('/', '--')}"
+    contents = {path: (folder / path).read_bytes() for path in paths}
+    commit = hashlib.sha1(json.dumps({p: hashlib.sha256(b).hexdigest() for p, b in contents.items()},
+                                     sort_keys=True).encode()).hexdigest()
+    tree = {}
+    for path, data in contents.items():
+        blob_id = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        lfs = path.endswith(".parquet")
+        etag = hashlib.sha256(data).hexdigest() if lfs else blob_id
+        blob = storage / "blobs" / etag
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        link = storage / "snapshots" / commit / path
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+        tree[path] = {"size": len(data), "blob_id": blob_id,
+                      **({"lfs_sha256": etag, "lfs_size": len(data)} if lfs else {})}
+    (storage / "trees").mkdir(exist_ok=True)
+    (storage / "trees" / f"{commit}.json").write_text(json.dumps({"format_version": 1, "files": tree}))
+    for ref in refs:
+        (storage / "refs" / ref).parent.mkdir(parents=True, exist_ok=True)
+        (storage / "refs" / ref).write_text(commit)
+    return commit
+
+
+@pytest.fixture
+def hub_cache(offline_hf, monkeypatch) -> Path:
+    """The offline Hub cache of `offline_hf`, for this process too: huggingface_hub reads
+    HF_HUB_CACHE and HF_HUB_OFFLINE when it is imported, so its constants are set here as well."""
+    from huggingface_hub import constants
+
+    cache = Path(offline_hf["HF_HOME"]) / "hub"
+    cache.mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    offline_hf["HF_HUB_CACHE"] = str(cache)  # the subprocess environment of this test, too
+    return cache
+
+
+@pytest.fixture(name="cache_dataset_repo")
+def cache_dataset_repo_fixture():
+    """cache_dataset_repo(cache, repo_id, folder, refs) -> commit sha (see the function)."""
+    return cache_dataset_repo

@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from zoo.atomic import write_text_atomic
+from zoo.integrity import release_tag
 from zoo.provenance import DATA_SETS, FAMILIES, NFNZOO_BIBTEX, TASK_CATEGORY_WHY
 from zoo.spec import SPLIT_NAMES
 
@@ -151,7 +152,7 @@ Architectures:
 """
 
 
-def _usage(first: str) -> str:
+def _usage(first: str, tag: str) -> str:
     return f"""## Reading the weights
 
 ```python
@@ -159,6 +160,8 @@ import datasets
 from safetensors.torch import load
 
 zoo = datasets.load_dataset("path/or/repo", "{first}")
+# from the Hub, pinned to the tagged commit `nfnzoo publish` made of this card's manifest:
+# zoo = datasets.load_dataset("ORG/NAME", "{first}", revision="{tag}")
 state_dict = load(zoo["train"][0]["weights"])  # Python format: the row's exact bytes
 
 # Tensors for training, NUL-safe (pip install nfnzoo):
@@ -287,7 +290,7 @@ the header's `dataset_info` makes `datasets.load_dataset` check every split's ro
 - Not for: deploying the member networks, or commercial use where a data set's terms forbid it
   (see License).
 
-{_usage(names[0])}
+{_usage(names[0], release_tag(manifest))}
 {sections}
 {_creation(entries)}
 {_limitations(entries)}

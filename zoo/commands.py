@@ -140,10 +140,11 @@ def _publish(args: argparse.Namespace) -> int:
     from zoo.publish import PublishError, publish
 
     try:
-        url = publish(args.folder, args.repo, private=args.private, revision=args.revision)
+        published = publish(args.folder, args.repo, private=args.private, revision=args.revision)
     except PublishError as error:
         raise CommandError(str(error)) from None
-    print(f"published {args.folder} -> {url}")
+    print(f"published {args.folder} -> {args.repo}")
+    print("\n".join(f"  {line}" for line in published.lines()))
     return 0
 
 
@@ -228,11 +229,18 @@ def register(subparsers) -> Callable[[], str]:
                    help="accept a zoo packed with fewer checkpoints than planned (a warning, not a failure)")
     p.set_defaults(handler=_verify)
 
-    p = subparsers.add_parser("publish", help="upload a packed zoo to a Hugging Face Hub dataset repo")
+    p = subparsers.add_parser(
+        "publish", help="upload a packed zoo to a Hugging Face Hub dataset repo as one tagged commit",
+        description="Verifies the folder, then sends one commit: its shards, card and manifest, and the\n"
+                    "deletion of the repo's shards of its configs that its manifest does not list. Configs\n"
+                    "already in the repo are kept (card and manifest merged; the folder's version of a\n"
+                    "config wins). The commit is tagged v<package version>-<content hash[:8]>; pin it with\n"
+                    "load_dataset(..., revision=TAG) or --data ORG/NAME@TAG.")
     p.add_argument("folder", help="a packed zoo folder; it is verified before anything is uploaded")
     p.add_argument("--repo", required=True, help="ORG/NAME of the dataset repo")
     p.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist yet)")
-    p.add_argument("--revision", default=None, help="branch to upload to")
+    p.add_argument("--revision", default=None,
+                   help="branch to commit to, created if missing (default: the repo's default branch)")
     p.set_defaults(handler=_publish)
     return _listing
 
@@ -241,7 +249,7 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """The zoo to read, as a positional FOLDER or as `--data` (the spelling `bench run` uses)."""
     from zoo.hub import DATA_HELP  # imports no Hub client
 
-    parser.add_argument("folder", nargs="?", default=None, metavar="FOLDER", help=f"{DATA_HELP} (with manifest.json)")
+    parser.add_argument("folder", nargs="?", default=None, metavar="FOLDER", help=DATA_HELP)
     parser.add_argument("--data", default=None, metavar="DATA", help="the same as FOLDER, spelled as in `bench run`")
 
 

@@ -88,6 +88,25 @@ def verified_dataset_hash(folder: str | Path, config: str | None = None) -> str:
     return recorded
 
 
+def release_hash(manifest: dict) -> str:
+    """The hash a release tag names: a lone config's dataset hash; for several, a hash of all.
+
+    The combined hash is sha256 of the sorted `[config, dataset_hash]` pairs (compact JSON),
+    so it depends only on what the repo holds, not on the order or the folders it came from;
+    with one config the tag shows the same prefix as `nfnzoo info` and the results files.
+    """
+    configs = manifest["configs"]
+    if len(configs) == 1:
+        return next(iter(configs.values()))["dataset_hash"]
+    pairs = sorted([name, entry["dataset_hash"]] for name, entry in configs.items())
+    return hashlib.sha256(json.dumps(pairs, separators=(",", ":")).encode()).hexdigest()
+
+
+def release_tag(manifest: dict) -> str:
+    """`v<package version>-<content hash[:8]>`, e.g. `v0.1.0-1a2b3c4d`."""
+    return f"v{manifest['package_version']}-{release_hash(manifest)[:8]}"
+
+
 def read_named(paths: Path | list[Path], read):
     """Runs `read()` of the Parquet files `paths`; an unreadable one becomes an error naming it."""
     try:

@@ -94,7 +94,7 @@ def test_load_splits_reads_the_manifest(dataset_folder, splits):
     loaded, dataset = load_splits(dataset_folder, None)
     assert loaded == {"train": splits["train"], "validation": splits["validation"], "test": splits["test"]}
     assert dataset == {"path": str(dataset_folder), "config": "synthetic", "dataset_hash": dataset_hash_of([]),
-                       "family": "cnn"}
+                       "family": "cnn", "repo": None, "revision": None}  # a folder, not a Hub repo
 
 
 def test_load_splits_config_errors(tmp_path, write_manifest):

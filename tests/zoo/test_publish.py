@@ -1,12 +1,16 @@
-"""Publishing: verify first, then create the dataset repo and upload exactly the dataset files.
+"""Publishing: verify first, then one commit of exactly the dataset files, merged and tagged.
 
 The Hub client is the one stand-in in this suite: an autospec of `huggingface_hub.HfApi`, so a
-call with a wrong signature still fails. What would be uploaded is computed with the Hub's own
-pattern filter and must load with `datasets` on its own.
+call with a wrong signature still fails. Its methods are backed by `SimulatedRepo`, a folder
+that applies the commit operations the client receives the way the Hub does (a delete of a
+missing file or a stale parent commit is refused), and what the repo then holds must load
+with `datasets` on its own, offline.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import types
 from pathlib import Path
@@ -14,62 +18,234 @@ from unittest import mock
 
 import huggingface_hub
 import pytest
-from huggingface_hub.utils import filter_repo_objects
+from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelete
 
 from zoo.cli import main
-from zoo.folder import MANIFEST, read_manifest
-from zoo.publish import PublishError, publish
+from zoo.folder import MANIFEST, read_manifest, save_spec
+from zoo.pack import pack
+from zoo.integrity import release_hash as content_hash
+from zoo.publish import PublishError, publish, release_tag
+from zoo.spec import spec_from_data
 
 CONFIG = "cnn-mnist"
-COMMIT_URL = "https://huggingface.co/datasets/org/zoo/commit/0123abcd"
+ENDPOINT = "https://huggingface.co"
+
+
+class SimulatedRepo:
+    """A dataset repo on the Hub: its files at the head commit (a folder), its commits and tags.
+
+    Wires the spec'd client's read and write methods to this state, so a test sees what a
+    sequence of publishes leaves in the repo.
+    """
+
+    def __init__(self, root: Path, api) -> None:
+        self.root, self.download_dir = root / "files", root / "downloads"
+        self.root.mkdir(parents=True)
+        (self.root / ".gitattributes").write_text("*.parquet filter=lfs diff=lfs merge=lfs -text\n")
+        self.head, self.commits, self.tags = "0" * 40, [], {}
+        api.repo_info.side_effect = lambda repo_id, **_: types.SimpleNamespace(sha=self.head)
+        api.list_repo_files.side_effect = self.list_files
+        api.hf_hub_download.side_effect = self.download
+        api.create_commit.side_effect = self.commit
+        api.list_repo_refs.side_effect = lambda repo_id, **_: types.SimpleNamespace(
+            branches=[], converts=[], tags=[types.SimpleNamespace(name=n, target_commit=c) for n, c in self.tags.items()])
+        api.create_tag.side_effect = self.tag
+
+    def files(self) -> set[str]:
+        return {p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()}
+
+    def list_files(self, repo_id, *, revision=None, **_):
+        assert revision == self.head, "the repo is read at the head commit it will be committed onto"
+        return sorted(self.files())
+
+    def download(self, repo_id, filename, *, revision=None, **_):
+        assert revision == self.head
+        target = self.download_dir / filename
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.root / filename, target)
+        return str(target)
+
+    def commit(self, repo_id, operations, *, commit_message, parent_commit=None, **_):
+        if parent_commit is not None and parent_commit != self.head:
+            raise AssertionError("the Hub refuses a commit whose parent is not the head (HTTP 412)")
+        operations = list(operations)
+        for op in operations:
+            assert isinstance(op, (CommitOperationAdd, CommitOperationDelete)), op
+            if isinstance(op, CommitOperationDelete):
+                assert (self.root / op.path_in_repo).is_file(), f"the Hub refuses deleting missing {op.path_in_repo}"
+                (self.root / op.path_in_repo).unlink()
+        for op in operations:
+            if isinstance(op, CommitOperationAdd):
+                target = self.root / op.path_in_repo
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = op.path_or_fileobj
+                target.write_bytes(source if isinstance(source, bytes) else Path(source).read_bytes())
+        self.head = hashlib.sha1(f"{self.head}{sorted(self.files())}{len(self.commits)}".encode()).hexdigest()
+        self.commits.append((self.head, operations))
+        return CommitInfo(commit_url=f"{ENDPOINT}/datasets/{repo_id}/commit/{self.head}", commit_message=commit_message,
+                          commit_description="", oid=self.head, _endpoint=ENDPOINT)
+
+    def tag(self, repo_id, *, tag, revision=None, **_):
+        assert tag not in self.tags, "the Hub refuses an existing tag (HTTP 409)"
+        self.tags[tag] = revision
 
 
 @pytest.fixture
 def api():
-    fake = mock.create_autospec(huggingface_hub.HfApi, instance=True)
-    fake.upload_folder.return_value = types.SimpleNamespace(commit_url=COMMIT_URL)
-    return fake
+    return mock.create_autospec(huggingface_hub.HfApi, instance=True)
+
+
+@pytest.fixture
+def repo(api, tmp_path) -> SimulatedRepo:
+    return SimulatedRepo(tmp_path / "hub", api)
 
 
 def listing(folder: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
-def uploaded(folder: Path, allow_patterns) -> set[str]:
-    return set(filter_repo_objects(listing(folder), allow_patterns=allow_patterns))
+def shards_of(folder: Path, config: str = CONFIG) -> set[str]:
+    return {f["path"] for f in read_manifest(folder)["configs"][config]["files"]}
 
 
-def test_publish_creates_the_dataset_repo_and_uploads_the_folder(tiny_zoo, api):
-    url = publish(tiny_zoo, "org/zoo", api=api, private=True)
-    assert url == COMMIT_URL
+def repacked(tiny_zoo: Path, target: Path, *, name: str = CONFIG, shard_bytes: int | None = None) -> Path:
+    """The tiny zoo's staged checkpoints packed again into `target`: as config `name`, in shards of
+    about `shard_bytes` (more shards than the tiny zoo's one per split). Real `pack`, no training."""
+    shutil.copytree(tiny_zoo / "staging", target / "staging", copy_function=shutil.copyfile)
+    data = json.loads((tiny_zoo / "specs" / f"{CONFIG}.json").read_text())
+    save_spec(spec_from_data({**data, "name": name}, "tests/zoo/test_publish.py"), target)
+    pack(target, **({"max_shard_bytes": shard_bytes} if shard_bytes else {}))
+    return target
+
+
+def row_counts(seen: dict) -> dict[str, int]:
+    return {split: got["rows"] for split, got in seen["splits"].items()}
+
+
+def test_publish_creates_the_repo_and_sends_one_commit_of_exactly_the_dataset_files(tiny_zoo, api, repo):
+    published = publish(tiny_zoo, "org/zoo", api=api, private=True)
     api.create_repo.assert_called_once_with(repo_id="org/zoo", repo_type="dataset", exist_ok=True, private=True)
-    api.upload_folder.assert_called_once()
-    kwargs = api.upload_folder.call_args.kwargs
-    assert kwargs["folder_path"] == str(tiny_zoo)
-    assert kwargs["repo_id"] == "org/zoo" and kwargs["repo_type"] == "dataset" and kwargs["revision"] is None
+    assert [c[0] for c in api.method_calls] == [  # the repo exists before it is read, read before the commit
+        "create_repo", "repo_info", "list_repo_files", "create_commit", "list_repo_refs", "create_tag"]
+    api.upload_folder.assert_not_called()  # it may split a large folder into several commits
+    (head, operations), = repo.commits
+    kwargs = api.create_commit.call_args.kwargs
+    assert kwargs["repo_type"] == "dataset" and kwargs["revision"] is None and kwargs["parent_commit"] == "0" * 40
     assert "3 shards, 18 checkpoints" in kwargs["commit_message"]
-    assert [c[0] for c in api.method_calls] == ["create_repo", "upload_folder"]  # the repo exists before the upload
-
-
-def test_upload_patterns_select_card_manifest_and_shards_only(tiny_zoo, api):
-    publish(tiny_zoo, "org/zoo", api=api)
-    patterns = api.upload_folder.call_args.kwargs["allow_patterns"]
+    assert all(isinstance(op, CommitOperationAdd) for op in operations)  # nothing to delete in a new repo
+    assert sorted(op.path_in_repo for op in operations) == sorted({"README.md", MANIFEST} | shards_of(tiny_zoo))
     files = listing(tiny_zoo)
     assert any(f.startswith("staging/") for f in files) and any(f.startswith("specs/") for f in files)
-    shards = {f["path"] for f in read_manifest(tiny_zoo)["configs"][CONFIG]["files"]}
-    assert uploaded(tiny_zoo, patterns) == {"README.md", MANIFEST} | shards
-    ignore = api.upload_folder.call_args.kwargs.get("ignore_patterns")
-    assert ignore is None or not (uploaded(tiny_zoo, patterns) & uploaded(tiny_zoo, ignore))
+    for name in repo.files() - {".gitattributes"}:  # the folder's own bytes, card and manifest included
+        assert (repo.root / name).read_bytes() == (tiny_zoo / name).read_bytes(), name
+    assert published.commit == head and published.commit_url.endswith(head)
+    assert published.configs == (CONFIG,) and published.kept == published.replaced == published.deleted == ()
 
 
-def test_the_uploaded_files_alone_load_with_datasets(tiny_zoo, tmp_path, api, read_with_datasets):
+def test_the_repo_alone_loads_with_datasets(tiny_zoo, api, repo, read_with_datasets):
     publish(tiny_zoo, "org/zoo", api=api)
-    repo = tmp_path / "repo"  # what the Hub repo would hold
-    for name in uploaded(tiny_zoo, api.upload_folder.call_args.kwargs["allow_patterns"]):
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(tiny_zoo / name, repo / name)
-    seen = read_with_datasets(repo, CONFIG)
-    assert {s: got["rows"] for s, got in seen["splits"].items()} == read_manifest(tiny_zoo)["configs"][CONFIG]["splits"]
+    seen = read_with_datasets(repo.root, CONFIG)
+    assert row_counts(seen) == read_manifest(tiny_zoo)["configs"][CONFIG]["splits"]
+
+
+def test_a_republish_with_fewer_shards_deletes_the_stale_ones_in_the_same_commit(
+        tiny_zoo, tmp_path, api, repo, read_with_datasets):
+    many = repacked(tiny_zoo, tmp_path / "many", shard_bytes=2**10)  # a shard per checkpoint or so
+    assert len(shards_of(many)) > len(shards_of(tiny_zoo))
+    publish(many, "org/zoo", api=api)
+    assert shards_of(many) <= repo.files()
+    published = publish(tiny_zoo, "org/zoo", api=api)  # re-pack with the default shard size: 3 shards
+
+    (_, operations) = repo.commits[-1]
+    deleted = {op.path_in_repo for op in operations if isinstance(op, CommitOperationDelete)}
+    added = {op.path_in_repo for op in operations if isinstance(op, CommitOperationAdd)}
+    assert deleted == shards_of(many) - shards_of(tiny_zoo) and not deleted & added
+    assert set(published.deleted) == deleted and published.replaced == (CONFIG,)
+    assert {f for f in repo.files() if f.startswith("data/")} == shards_of(tiny_zoo)  # exactly the manifest's
+    seen = read_with_datasets(repo.root, CONFIG)  # the card's glob reads no old shard: no duplicated rows
+    splits = read_manifest(tiny_zoo)["configs"][CONFIG]["splits"]
+    assert row_counts(seen) == splits and sum(len(set(s["model_ids"])) for s in seen["splits"].values()) == 18
+
+
+def test_configs_already_in_the_repo_are_kept_and_merged_into_card_and_manifest(
+        tiny_zoo, tmp_path, api, repo, read_with_datasets):
+    other = repacked(tiny_zoo, tmp_path / "other", name="cnn-mnist-b")
+    publish(tiny_zoo, "org/zoo", api=api)
+    published = publish(other, "org/zoo", api=api)
+    assert published.configs == (CONFIG, "cnn-mnist-b") and published.kept == (CONFIG,)
+    (_, operations) = repo.commits[-1]
+    assert not any(isinstance(op, CommitOperationDelete) for op in operations)  # the other config's shards stay
+    merged = read_manifest(repo.root)
+    assert merged["configs"] == {**read_manifest(tiny_zoo)["configs"], **read_manifest(other)["configs"]}
+    assert {f for f in repo.files() if f.startswith("data/")} == shards_of(tiny_zoo) | shards_of(other, "cnn-mnist-b")
+    for config, folder in [(CONFIG, tiny_zoo), ("cnn-mnist-b", other)]:
+        seen = read_with_datasets(repo.root, config)
+        assert row_counts(seen) == read_manifest(folder)["configs"][config]["splits"], config
+    from zoo.verify import verify
+
+    assert verify(repo.root).ok  # the merged repo is a valid zoo folder: card, manifest and shards agree
+
+
+def test_a_folders_version_of_a_config_replaces_the_repos(tiny_zoo, tmp_path, api, repo):
+    both = repacked(tiny_zoo, tmp_path / "both", name="cnn-mnist-b")
+    publish(both, "org/zoo", api=api)
+    publish(tiny_zoo, "org/zoo", api=api)
+    many = repacked(tiny_zoo, tmp_path / "many", shard_bytes=2**10)
+    published = publish(many, "org/zoo", api=api)
+    assert published.replaced == (CONFIG,) and published.kept == ("cnn-mnist-b",)
+    assert read_manifest(repo.root)["configs"][CONFIG] == read_manifest(many)["configs"][CONFIG]
+    assert {f for f in repo.files() if f.startswith(f"data/{CONFIG}/")} == shards_of(many)
+    assert shards_of(both, "cnn-mnist-b") <= repo.files()
+
+
+def test_a_repo_with_a_foreign_card_is_refused_before_any_commit(tiny_zoo, api, repo):
+    (repo.root / "README.md").write_text("# someone else's dataset\n")
+    with pytest.raises(PublishError, match=r"^org/zoo: the repo has a README.md but no manifest.json"):
+        publish(tiny_zoo, "org/zoo", api=api)
+    api.create_commit.assert_not_called()
+
+
+def test_a_manifest_of_another_format_is_refused_before_any_commit(tiny_zoo, api, repo):
+    publish(tiny_zoo, "org/zoo", api=api)
+    manifest = read_manifest(repo.root)
+    (repo.root / MANIFEST).write_text(json.dumps({**manifest, "format_version": 99}))
+    with pytest.raises(PublishError, match="format_version 99, the folder's 1"):
+        publish(tiny_zoo, "org/zoo", api=api)
+    assert len(repo.commits) == 1
+
+
+def test_the_commit_is_tagged_with_the_version_and_the_content_hash(tiny_zoo, tmp_path, api, repo, capsys):
+    manifest = read_manifest(tiny_zoo)
+    published = publish(tiny_zoo, "org/zoo", api=api)
+    tag = f"v{manifest['package_version']}-{manifest['configs'][CONFIG]['dataset_hash'][:8]}"
+    assert published.tag == tag and repo.tags == {tag: published.commit}
+    api.create_tag.assert_called_once_with("org/zoo", tag=tag, revision=published.commit, repo_type="dataset",
+                                           tag_message=f"nfnzoo release {tag}")
+    again = publish(tiny_zoo, "org/zoo", api=api)  # the same data again: the tag is kept, not refused
+    assert again.tag == tag and again.tag_existed and repo.tags == {tag: published.commit}
+    assert f'revision="{tag}"' in "\n".join(again.lines()) and f"--data org/zoo@{tag}" in "\n".join(again.lines())
+
+
+def test_the_combined_hash_of_several_configs_ignores_their_order_and_origin():
+    entries = {"a": {"dataset_hash": "1" * 64}, "b": {"dataset_hash": "2" * 64}}
+    one = {"package_version": "0.1.0", "configs": entries}
+    other = {"package_version": "0.1.0", "configs": dict(reversed(list(entries.items())))}
+    assert content_hash(one) == content_hash(other) != content_hash({**one, "configs": {"a": entries["a"]}})
+    assert release_tag(one) == f"v0.1.0-{content_hash(one)[:8]}"
+    assert content_hash({**one, "configs": {"a": entries["a"]}}) == "1" * 64
+    assert content_hash({**one, "configs": {**entries, "b": {"dataset_hash": "3" * 64}}}) != content_hash(one)
+
+
+def test_the_cli_prints_the_repo_the_commit_and_the_tag(tiny_zoo, api, repo, monkeypatch, capsys):
+    import zoo.publish
+
+    real = zoo.publish.publish
+    monkeypatch.setattr(zoo.publish, "publish", lambda *a, **k: real(*a, **{**k, "api": api}))
+    assert main(["publish", str(tiny_zoo), "--repo", "org/zoo"]) == 0
+    out = capsys.readouterr().out
+    tag = next(iter(repo.tags))
+    assert "-> org/zoo" in out and f"commit {repo.head}" in out and f"tag {tag}" in out
+    assert f'datasets.load_dataset("org/zoo", "{CONFIG}", revision="{tag}")' in out
 
 
 @pytest.mark.parametrize("repo_id", ["zoo", "org/", "/zoo", "org/zoo/extra", ""])
@@ -98,17 +274,13 @@ def test_cli_publish_with_a_bad_repo_is_a_clean_error(tiny_zoo, capsys):
     assert "nfnzoo publish: error: --repo must be ORG/NAME, got 'not-a-repo'" in capsys.readouterr().err
 
 
-def test_leftovers_of_an_interrupted_pack_are_not_uploaded(tiny_zoo_copy, api):
+def test_leftovers_of_an_interrupted_pack_are_not_uploaded(tiny_zoo_copy, api, repo):
     shard = read_manifest(tiny_zoo_copy)["configs"][CONFIG]["files"][0]["path"]
     leftover = tiny_zoo_copy / "data" / f".{CONFIG}.building" / Path(shard).name
     leftover.parent.mkdir()
     shutil.copyfile(tiny_zoo_copy / shard, leftover)
     publish(tiny_zoo_copy, "org/zoo", api=api)
-    kwargs = api.upload_folder.call_args.kwargs
-    ignored = uploaded(tiny_zoo_copy, kwargs.get("ignore_patterns") or [])
-    sent = uploaded(tiny_zoo_copy, kwargs["allow_patterns"]) - ignored
-    assert leftover.relative_to(tiny_zoo_copy).as_posix() not in sent
-
+    assert repo.files() == {".gitattributes", "README.md", MANIFEST} | shards_of(tiny_zoo_copy)
 
 
 def publish_in_a_subprocess(folder: Path, env: dict[str, str]):
