@@ -110,16 +110,41 @@ class Watchdog:
             pass
 
 
-def _watch(marker: str, driver_pid: int) -> None:
-    """The watchdog's body: block until the pipe closes, then end the instance."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_IGN)  # only end of file ends the watch
+def _started(pid: int) -> str | None:
+    """A live process's start time (field 22 of /proc/<pid>/stat), None once it is gone or a zombie.
+
+    With the pid it tells a process apart from a later one that reuses the pid.
+    """
     try:
-        while sys.stdin.buffer.read(4096):
-            pass
-    except OSError:
-        pass
-    end_instance(marker, exclude=(driver_pid,))
+        fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _watch(marker: str, driver_pid: int, poll_s: float = 0.5) -> None:
+    """The watchdog's body: wait until the pipe closes or the driver is gone, then end the instance.
+
+    End of file alone is not enough: a process the driver forked (without exec) keeps a copy
+    of the pipe's write end, so the pipe can stay open after a SIGKILL of the driver; the
+    driver's own liveness is polled too.
+    """
+    import select
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)  # only the driver's end ends the watch
+    started = _started(driver_pid)
+    stream = sys.stdin.buffer
+    while started is not None and _started(driver_pid) == started:
+        try:
+            readable, _, _ = select.select([stream], [], [], poll_s)
+            if readable and not os.read(stream.fileno(), 4096):
+                break  # end of file: the driver closed it, or died
+        except OSError:
+            break
+    if end_instance(marker, exclude=(driver_pid,)):
+        time.sleep(1.0)  # a process forked just before the end shows up a moment later: a second sweep
+        end_instance(marker, exclude=(driver_pid,))
 
 
 if __name__ == "__main__":
