@@ -9,6 +9,11 @@ watchdog: this file, run as a script with ``python -I`` (isolated, so no stray `
 folder in the working directory can be imported instead of it), in its own session. The
 watchdog reads a pipe from the driver; at end of file (the driver closed it, or died) it
 ends every process whose ``/proc/<pid>/environ`` holds the marker: SIGTERM, then SIGKILL.
+The marker alone is not enough: Ray's agents rename themselves (setproctitle), which
+overwrites the memory `/proc/<pid>/environ` shows, and the marker can vanish from it (seen
+under load: `ray::DashboardAgent` kept the test's variable and lost ours). So while the
+driver lives, the watchdog also records every descendant of it twice a second (pid and start
+time), and ends those too: the agents are descendants from the moment the raylet starts them.
 
 Standard library only, and Linux only (``/proc``); elsewhere the scan finds nothing and
 cleanup is left to Ray. Nothing here imports Ray or the rest of `zoo`.
@@ -59,22 +64,69 @@ def instance_processes(marker: str, exclude: tuple[int, ...] = (), variable: str
     return sorted(found)
 
 
-def end_instance(marker: str, exclude: tuple[int, ...] = (), grace_s: float = 3.0) -> list[int]:
-    """Ends the processes of instance `marker` (SIGTERM, then SIGKILL after `grace_s`).
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, start time) of every live, non-zombie process (from /proc/<pid>/stat)."""
+    table = {}
+    try:
+        entries = os.listdir(PROC)
+    except OSError:
+        return table
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            fields = (PROC / entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in ("Z", "X"):
+            table[int(entry)] = (int(fields[1]), fields[19])
+    return table
+
+
+def descendants(root: int) -> dict[int, str]:
+    """The live descendants of process `root`: pid -> start time (which tells a reused pid apart)."""
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, stack = {}, list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found[pid] = table[pid][1]
+            stack.extend(children.get(pid, []))
+    return found
+
+
+def _alive(known: dict[int, str]) -> list[int]:
+    """The processes of `known` (pid -> start time) that still run (not a later process on the pid)."""
+    table = _process_table()
+    return [pid for pid, started in known.items() if pid in table and table[pid][1] == started]
+
+
+def end_instance(marker: str, exclude: tuple[int, ...] = (), grace_s: float = 3.0,
+                 known: dict[int, str] | None = None) -> list[int]:
+    """Ends the processes of instance `marker`, and those of `known` still alive (SIGTERM,
+    then SIGKILL after `grace_s`).
 
     Returns the pids that were still alive and had to be signalled.
     """
     exclude = (*exclude, os.getpid())
-    targets = instance_processes(marker, exclude)
+    known = {pid: started for pid, started in (known or {}).items() if pid not in exclude}
+
+    def remaining() -> list[int]:
+        return sorted(set(instance_processes(marker, exclude)) | set(_alive(known)))
+
+    targets = remaining()
     for pid in targets:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while instance_processes(marker, exclude) and time.monotonic() < deadline:
+    while remaining() and time.monotonic() < deadline:
         time.sleep(0.1)
-    for pid in instance_processes(marker, exclude):
+    for pid in remaining():
         _signal(pid, signal.SIGKILL)
     deadline = time.monotonic() + grace_s
-    while instance_processes(marker, exclude) and time.monotonic() < deadline:
+    while remaining() and time.monotonic() < deadline:
         time.sleep(0.05)
     return targets
 
@@ -135,16 +187,18 @@ def _watch(marker: str, driver_pid: int, poll_s: float = 0.5) -> None:
         signal.signal(signum, signal.SIG_IGN)  # only the driver's end ends the watch
     started = _started(driver_pid)
     stream = sys.stdin.buffer
+    known: dict[int, str] = {}  # every descendant of the driver seen so far: pid -> start time
     while started is not None and _started(driver_pid) == started:
+        known.update(descendants(driver_pid))
         try:
             readable, _, _ = select.select([stream], [], [], poll_s)
             if readable and not os.read(stream.fileno(), 4096):
                 break  # end of file: the driver closed it, or died
         except OSError:
             break
-    if end_instance(marker, exclude=(driver_pid,)):
+    if end_instance(marker, exclude=(driver_pid,), known=known):
         time.sleep(1.0)  # a process forked just before the end shows up a moment later: a second sweep
-        end_instance(marker, exclude=(driver_pid,))
+        end_instance(marker, exclude=(driver_pid,), known=known)
 
 
 if __name__ == "__main__":
