@@ -23,6 +23,7 @@ import torch
 
 import zoo
 from benchmarks.files import write_json_atomic, write_text_atomic
+from benchmarks.protocol import with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, summarize
 from benchmarks.tasks import SPLITS, create_task
 from nfn_models import model_config
@@ -65,7 +66,10 @@ def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "Z
     # every shard of the config against its sha256, so the hash a result records is one its data
     # was checked against; the splits are then read without hashing them a second time
     checked_hash = verified_dataset_hash(path, config)
-    splits = {name: loader.load_split(path, config, name, check=False) for name in SPLITS}
+    # the manifest's architectures ride along in the metadata, for augmentation by each row's group
+    architectures = configs[config].get("architectures", {})
+    splits = {name: with_architectures(loader.load_split(path, config, name, check=False), architectures)
+              for name in SPLITS}
     dataset = {"path": str(data_path), "config": config, "dataset_hash": checked_hash,
                "family": configs[config]["family"], "repo": source.repo, "revision": source.revision}
     return splits, dataset
@@ -131,7 +135,8 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         elapsed = time.perf_counter() - start
         num_params = result.num_params
         per_seed.append({"seed": seed, "metrics": result.metrics, "train_time_s": elapsed,
-                         "peak_memory_mb": _peak_memory_mb(device), "selection": result.selection})
+                         "peak_memory_mb": _peak_memory_mb(device), "selection": result.selection,
+                         "ranking": result.ranking})
         tables.append(result.predictions.assign(seed=seed))
         if progress:
             shown = " ".join(f"{name}={value:.4f}" for name, value in result.metrics.items())

@@ -49,11 +49,14 @@ class SeedResult:
     train_time_s: float  # wall-clock seconds of the task's run for this seed
     peak_memory_mb: float | None  # peak RSS (CPU) or peak allocated memory (CUDA); null if unknown
     selection: dict[str, float] = dataclasses.field(default_factory=dict)  # how the reported model was chosen
+    # what the test split allows a ranking to reach (benchmarks.ranking); absent in older files
+    ranking: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def validate(self, where: str, key: str) -> None:
-        for name, value in self.metrics.items():
-            if not math.isfinite(value):
-                raise SchemaError(where, f"{key}.metrics.{name}", f"expected a finite number, got {value}")
+        for block in ("metrics", "ranking"):
+            for name, value in getattr(self, block).items():
+                if not math.isfinite(value):
+                    raise SchemaError(where, f"{key}.{block}.{name}", f"expected a finite number, got {value}")
         if self.train_time_s < 0:
             raise SchemaError(where, f"{key}.train_time_s", f"expected a non-negative time, got {self.train_time_s}")
 

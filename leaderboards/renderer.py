@@ -1,9 +1,12 @@
 """Rendering a leaderboard: Markdown tables per task and dataset, a bar plot per task, an index.
 
 `render(root, out_dir)` reads the accepted entries under `root` and writes:
-- `<out_dir>/<task>.md`: one table per dataset, ranked by the task's main metric (its
-  direction comes from the task registry), with mean ± std over seeds of every metric, the
-  parameter count, the mean training time per seed and the number of seeds;
+- `<out_dir>/<task>.md`: one table per dataset and evaluation protocol (the task's
+  `evaluation_protocol`: entries on different test sets, e.g. the ReLU subset and the whole
+  zoo, are never ranked together), ranked by the task's main metric (its direction comes
+  from the task registry), with mean ± std over seeds of every metric, the parameter count,
+  the mean training time per seed and the number of seeds; under each table a protocol line
+  (the task's `describe_protocol`) and what the test targets' ties allow a ranking to reach;
 - `<out_dir>/<task>.png`: the main metric's mean ± std per entry, one panel per dataset;
 - `<out_dir>/index.md`: links to the task pages.
 It returns the Markdown of the task pages. matplotlib is imported only to draw the plots.
@@ -11,6 +14,7 @@ It returns the Markdown of the task pages. matplotlib is imported only to draw t
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -52,6 +56,32 @@ def _table(entries: list[Entry], metrics: list[str]) -> str:
         cells += [f"{results.num_params:,}", f"{train_time:.1f}", str(len(results.seeds)), f"`{entry.submission.id}`"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _protocol_lines(task_class: type, entries: list[Entry]) -> list[str]:
+    """The protocol line(s) under a table, and the tau-b ceiling the test targets allow."""
+    lines = []
+    described = sorted({task_class.describe_protocol(entry.results.task_config) for entry in entries} - {""})
+    lines += [f"Protocol: {line}." for line in described]
+    ceilings = sorted({round(seed.ranking["kendall_tau_ceiling"], 4) for entry in entries
+                       for seed in entry.results.per_seed if "kendall_tau_ceiling" in seed.ranking})
+    if ceilings:
+        first = next(seed.ranking for entry in entries for seed in entry.results.per_seed
+                     if "kendall_tau_ceiling" in seed.ranking)
+        shown = " to ".join(f"{c:.4f}" for c in sorted({ceilings[0], ceilings[-1]}))
+        lines.append(f"Test targets: {int(first['distinct_targets'])} distinct values, "
+                     f"{first['tied_pair_fraction']:.1%} of pairs tied; the best tau-b of tie-free "
+                     f"predictions is {shown}.")
+    return lines
+
+
+def _by_protocol(task_class: type, entries: list[Entry]) -> list[list[Entry]]:
+    """Entries split by the task's evaluation protocol, in a fixed order."""
+    groups: dict[str, list[Entry]] = defaultdict(list)
+    for entry in entries:
+        key = json.dumps(task_class.evaluation_protocol(entry.results.task_config), sort_keys=True, default=str)
+        groups[key].append(entry)
+    return [groups[key] for key in sorted(groups)]
 
 
 def _plot(task: str, metric: str, boards: list[tuple[str, list[Entry]]], out_path: Path) -> None:
@@ -96,10 +126,19 @@ def render(root: str | Path, out_dir: str | Path) -> str:
                  "metrics are mean ± std (ddof=1) over seeds on the test split.", ""]
         boards = []
         for dataset_hash, entries in sorted(by_task[task].items()):
-            ranked = _ranked(entries, main, task_class.metrics[main])
-            title = _dataset_title(dataset_hash, ranked, known)
-            boards.append((title, ranked))
-            lines += [f"## {title}", "", _table(ranked, metrics), ""]
+            title = _dataset_title(dataset_hash, entries, known)
+            lines += [f"## {title}", ""]
+            protocols = _by_protocol(task_class, entries)
+            for number, group in enumerate(protocols, start=1):
+                ranked = _ranked(group, main, task_class.metrics[main])
+                board_title = title if len(protocols) == 1 else f"{title}, protocol {number}"
+                boards.append((board_title, ranked))
+                if len(protocols) > 1:
+                    lines += [f"### Protocol {number}", ""]
+                lines += [_table(ranked, metrics), ""]
+                notes = _protocol_lines(task_class, ranked)
+                if notes:
+                    lines += ["\n".join(notes), ""]
         _plot(task, main, boards, out_dir / f"{task}.png")
         lines += [f"![{task}: {main} per entry]({task}.png)", ""]
         page = "\n".join(lines)

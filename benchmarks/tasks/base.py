@@ -29,6 +29,8 @@ class TaskResult:
     predictions: pandas.DataFrame  # one row per test checkpoint: model_id, target, prediction
     num_params: int  # trainable parameters of the NFN model
     selection: dict[str, float]  # how the reported model was chosen, e.g. {"epoch": 12, ...}
+    # what the test split allows a ranking to reach, e.g. {"kendall_tau_ceiling": 0.98, ...}
+    ranking: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class Task(abc.ABC):
@@ -40,6 +42,16 @@ class Task(abc.ABC):
 
     def __init__(self, **hparams: Any):
         self.config = self.Config(**hparams)
+
+    @classmethod
+    def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        """The config choices that define the test set; results differing in them rank apart."""
+        return {}
+
+    @classmethod
+    def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:
+        """A one-line description of the protocol a results file's `task_config` ran ("" if none)."""
+        return ""
 
     @abc.abstractmethod
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],

@@ -7,31 +7,47 @@ Equivariant Neural Functionals") and its successors. Protocol:
   whose training diverged (status != "ok") are dropped from every split;
 - after each epoch, score the NFN on the validation split by Kendall's tau and keep the best
   epoch's parameters (model selection never looks at the test split);
-- report Kendall's tau, R^2 and RMSE on the test split with the selected parameters.
+- report Kendall's tau, R^2 and RMSE on the test split with the selected parameters, and
+  beside them what the test targets' ties allow a ranking to reach (`benchmarks.ranking`).
+
+The protocol's choices are config fields, so every results file records them
+(`benchmarks.protocol` documents each and the paper it follows): which checkpoints count
+(`checkpoints`; default every stored one), a metadata subset (`subset`), an accuracy
+threshold (`min_accuracy`), augmentation by random elements of each row's weight-space group
+(`augment_*`), and the loss: MSE to the standardized accuracy (default) or, as Zhou et al.
+2023, Monomial-NFN (Tran et al. NeurIPS 2024) and ScaleGMN (Kalogeropoulos et al. NeurIPS
+2024) train, a sigmoid output with binary cross-entropy on the accuracy (`loss: bce`).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping
+import math
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import numpy as np
 import pandas
 import torch
 from torch import nn
 
+from benchmarks import protocol
 from benchmarks.metrics import kendall_tau, r2_score, rmse
+from benchmarks.ranking import ranking_ceiling
 from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng
 from benchmarks.tasks.registry import register_task
 from nfn_models import create_model
-from zoo.schema import SchemaError
+from zoo.schema import SchemaError, from_data, to_data
 from zoo.weightspace import WeightBatch
 
 if TYPE_CHECKING:
     from zoo.loader import ZooSplit
 
 TARGET = "test_accuracy"  # the metadata column the task predicts
+
+
+SplitName = Literal["train", "validation", "test"]
+SCALAR = (str, int, float, bool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +57,18 @@ class GeneralizationConfig:
     lr: float = 1e-3  # Adam's usual rate; the baselines are small MLPs
     weight_decay: float = 1e-4  # decoupled (AdamW); mild regularization for a few thousand examples
     eval_batch_size: int = 1024  # bounds evaluation memory; does not change any result
+    # which checkpoints count, in every split: all stored epochs (as this package always did),
+    # each run's final epoch (as the NFN papers use the CNN zoos), or `checkpoint_epochs`
+    checkpoints: Literal["all", "final", "epochs"] = "all"
+    checkpoint_epochs: tuple[int, ...] = ()  # with checkpoints: epochs
+    # metadata column -> allowed value(s), in every split, e.g. {"activation": "relu"} (Monomial-NFN, ScaleGMN)
+    subset: dict[str, Any] = dataclasses.field(default_factory=dict)
+    min_accuracy: float | None = None  # drop members whose target is below it (Transformer-NFN)
+    augment_copies: int = 0  # K random group elements per row of the augmented splits (Monomial-NFN)
+    augment_splits: tuple[SplitName, ...] = ("train",)  # which splits augment_copies applies to
+    augment_keep_original: bool = True  # False: an augmented split holds only the transformed copies
+    augment_scale_range: tuple[float, float] | None = None  # U[low, high] positive scalings (ReLU), e.g. [1, 1000]
+    loss: Literal["mse", "bce"] = "mse"  # bce: sigmoid output, binary cross-entropy on the accuracy
 
     def validate(self, where: str, key: str) -> None:
         positive = {"epochs": self.epochs, "eval_batch_size": self.eval_batch_size, "lr": self.lr}
@@ -51,6 +79,35 @@ class GeneralizationConfig:
             raise SchemaError(where, "batch_size", f"expected at least 2, got {self.batch_size}")
         if self.weight_decay < 0:
             raise SchemaError(where, "weight_decay", f"expected a non-negative number, got {self.weight_decay}")
+        if (self.checkpoints == "epochs") != bool(self.checkpoint_epochs):
+            raise SchemaError(where, "checkpoint_epochs", "expected a non-empty list exactly when checkpoints is "
+                              f"'epochs' (checkpoints is {self.checkpoints!r}, got {list(self.checkpoint_epochs)})")
+        if any(epoch < 0 for epoch in self.checkpoint_epochs):
+            raise SchemaError(where, "checkpoint_epochs", f"expected epochs >= 0, got {list(self.checkpoint_epochs)}")
+        for column, value in self.subset.items():
+            values = protocol.allowed_values(value)
+            if not values or not all(isinstance(v, SCALAR) for v in values):
+                raise SchemaError(where, f"subset.{column}",
+                                  f"expected a value or a non-empty list of values, got {value!r}")
+        if self.min_accuracy is not None and not 0 <= self.min_accuracy <= 1:
+            raise SchemaError(where, "min_accuracy", f"expected an accuracy in [0, 1], got {self.min_accuracy}")
+        if self.augment_copies < 0:
+            raise SchemaError(where, "augment_copies", f"expected a non-negative integer, got {self.augment_copies}")
+        if not self.augment_splits or len(set(self.augment_splits)) != len(self.augment_splits):
+            raise SchemaError(where, "augment_splits",
+                              f"expected distinct split names, got {list(self.augment_splits)}")
+        if not self.augment_keep_original and self.augment_copies == 0:
+            raise SchemaError(where, "augment_keep_original", "false needs augment_copies >= 1 (else nothing is left)")
+        if self.augment_scale_range is not None:
+            if self.augment_copies == 0:
+                raise SchemaError(where, "augment_scale_range", "has no effect without augment_copies >= 1")
+            scale_range = self.augment_scale_range
+            if len(scale_range) != 2 or not (0 < scale_range[0] <= scale_range[1] < math.inf):
+                raise SchemaError(where, "augment_scale_range",
+                                  f"expected [low, high] with 0 < low <= high, got {list(scale_range)}")
+
+    def augments(self, split: str) -> bool:
+        return self.augment_copies > 0 and split in self.augment_splits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,23 +119,60 @@ class _Examples:
     model_ids: list[str]
 
 
-def _usable(split: "ZooSplit", name: str, device: torch.device) -> _Examples:
-    """Drops diverged checkpoints and checks the targets the task needs are present."""
-    metadata = split.metadata
+def _empty(name: str, rows: int, why: str) -> None:
+    if rows == 0:
+        raise ValueError(f"{name} split: no checkpoints left after {why}")
+
+
+def _usable(split: "ZooSplit", name: str, config: GeneralizationConfig, seed: int,
+            device: torch.device) -> _Examples:
+    """The split's rows under the protocol: status ok, the chosen checkpoints, the subset, the
+    threshold, then (for an augmented split) the transformed copies; checks the targets."""
+    metadata = split.metadata.reset_index(drop=True)
+    where = f"{name} split"
     missing = {"model_id", "status", TARGET} - set(metadata.columns)
     if missing:
-        raise ValueError(f"{name} split: metadata lacks the columns {sorted(missing)}")
-    keep = (metadata["status"] == "ok").to_numpy()
+        raise ValueError(f"{where}: metadata lacks the columns {sorted(missing)}")
+    keep = np.array(metadata["status"] == "ok", dtype=bool)  # a writable copy (pandas' copy-on-write)
+    keep &= protocol.checkpoint_mask(metadata, config.checkpoints, config.checkpoint_epochs, where)
+    if config.checkpoints != "all":
+        _empty(name, int(keep.sum()), f"keeping the {config.checkpoints} checkpoints with status 'ok'")
+    if config.subset:
+        chosen = protocol.subset_mask(metadata, config.subset, where)
+        if not (keep & chosen).any():
+            present = {column: sorted(map(str, metadata.loc[keep, column].unique()))
+                       for column in sorted(config.subset)}
+            raise ValueError(f"{where}: the subset {dict(config.subset)} leaves no checkpoints; "
+                             f"the kept rows hold {present}")
+        keep &= chosen
+    if config.min_accuracy is not None:
+        keep &= ~(metadata[TARGET] < config.min_accuracy).to_numpy()  # NaN targets fail the check below
+        _empty(name, int(keep.sum()), f"dropping {TARGET} below min_accuracy {config.min_accuracy}")
     rows = metadata[keep]
     targets = torch.as_tensor(rows[TARGET].to_numpy(dtype=np.float32))
     if len(rows) < 2:
-        raise ValueError(f"{name} split: {len(rows)} checkpoints with status 'ok'; the task needs at least 2")
+        filtered = config.checkpoints != "all" or config.subset or config.min_accuracy is not None
+        raise ValueError(f"{where}: {len(rows)} checkpoints with status 'ok'"
+                         f"{' under the protocol' if filtered else ''}; the task needs at least 2")
     if not torch.isfinite(targets).all():
-        raise ValueError(f"{name} split: {TARGET} is missing or not finite for some 'ok' checkpoints")
+        raise ValueError(f"{where}: {TARGET} is missing or not finite for some 'ok' checkpoints")
     if name != "train" and bool((targets == targets[0]).all()):
-        raise ValueError(f"{name} split: {TARGET} is the same for every checkpoint; nothing to rank")
-    weights = split.weights[torch.tensor(keep)].to(device=device, dtype=torch.float32)
-    return _Examples(weights, targets.to(device), rows["model_id"].astype(str).tolist())
+        raise ValueError(f"{where}: {TARGET} is the same for every checkpoint; nothing to rank")
+    if config.loss == "bce" and not bool(((targets >= 0) & (targets <= 1)).all()):
+        raise ValueError(f"{where}: loss 'bce' needs {TARGET} in [0, 1]")
+    weights = split.weights[torch.tensor(keep)].to(dtype=torch.float32)
+    model_ids = rows["model_id"].astype(str).tolist()
+    if config.augments(name):
+        kept = rows.reset_index(drop=True)
+        kept.attrs = dict(split.metadata.attrs)
+        groups = protocol.symmetry_groups(kept, weights, where)
+        generator = torch.Generator().manual_seed(seed * len(SPLITS) + SPLITS.index(name))  # per run and split
+        weights, source, number = protocol.augment(weights, groups, config.augment_copies, generator,
+                                                   keep_original=config.augment_keep_original,
+                                                   scale_range=config.augment_scale_range)
+        targets = targets[torch.as_tensor(source)]
+        model_ids = [model_ids[s] if n == 0 else f"{model_ids[s]}~{n}" for s, n in zip(source, number)]
+    return _Examples(weights.to(device=device), targets.to(device), model_ids)
 
 
 @torch.no_grad()
@@ -104,11 +198,12 @@ class GeneralizationTask(Task):
         if model_overrides.get("out_features", 1) != 1:
             raise ValueError("the generalization task predicts one scalar; out_features must be 1")
         device = torch.device(device)
-        train, validation, test = (_usable(splits[name], name, device) for name in SPLITS)
         config = self.config
-        # Standardized targets keep the regression well scaled; predictions are mapped back.
-        target_mean = train.targets.mean()
-        target_std = train.targets.std().clamp_min(1e-8)
+        train, validation, test = (_usable(splits[name], name, config, seed, device) for name in SPLITS)
+        if config.loss == "mse":  # standardized targets keep the regression well scaled; mapped back below
+            target_mean, target_std = train.targets.mean(), train.targets.std().clamp_min(1e-8)
+        else:  # bce: the sigmoid of the output is the predicted accuracy itself
+            target_mean, target_std = torch.zeros((), device=device), torch.ones((), device=device)
 
         with isolated_rng(seed, device):
             net = create_model(model, train.weights.space, **{**model_overrides, "out_features": 1}).to(device)
@@ -122,7 +217,7 @@ class GeneralizationTask(Task):
                         continue
                     prediction = net(batch).squeeze(-1)  # (b,)
                     target = (train.targets[index.to(device)] - target_mean) / target_std
-                    loss = nn.functional.mse_loss(prediction, target)
+                    loss = LOSSES[config.loss](prediction, target)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     optimizer.step()
@@ -131,7 +226,8 @@ class GeneralizationTask(Task):
                 if tau > best_tau:
                     best_tau, best_epoch, best_state = tau, epoch, copy.deepcopy(net.state_dict())
             net.load_state_dict(best_state)
-            predicted = _predict(net, test.weights, config.eval_batch_size) * target_std + target_mean
+            predicted = _predict(net, test.weights, config.eval_batch_size)
+            predicted = torch.sigmoid(predicted) if config.loss == "bce" else predicted * target_std + target_mean
 
         targets = test.targets.cpu().numpy().astype(np.float64)
         predictions = predicted.cpu().numpy().astype(np.float64)
@@ -142,4 +238,55 @@ class GeneralizationTask(Task):
         }
         table = pandas.DataFrame({"model_id": test.model_ids, "target": targets, "prediction": predictions})
         num_params = sum(p.numel() for p in net.parameters() if p.requires_grad)
-        return TaskResult(metrics, table, num_params, {"epoch": best_epoch, "validation_kendall_tau": best_tau})
+        return TaskResult(metrics, table, num_params, {"epoch": best_epoch, "validation_kendall_tau": best_tau},
+                          ranking_ceiling(targets))
+
+    @classmethod
+    def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        """The choices that define the test set (entries differing in them are not comparable)."""
+        config = _recorded(task_config)
+        chosen = {"checkpoints": config["checkpoints"], "subset": config["subset"] or None,
+                  "min_accuracy": config["min_accuracy"]}
+        if config["checkpoints"] == "epochs":
+            chosen["checkpoint_epochs"] = list(config["checkpoint_epochs"])
+        if config["augment_copies"] > 0 and "test" in config["augment_splits"]:
+            chosen["test_augmentation"] = {name: config[f"augment_{name}"]
+                                           for name in ("copies", "keep_original", "scale_range")}
+        return chosen
+
+    @classmethod
+    def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:
+        """One line: the test set's protocol, then the training choices that are part of it."""
+        config = _recorded(task_config)
+        checkpoints = {"all": "all stored epochs", "final": "each run's final epoch",
+                       "epochs": f"epochs {list(config['checkpoint_epochs'])}"}[config["checkpoints"]]
+        parts = [f"checkpoints: {checkpoints}"]
+        subset = config["subset"]
+        parts.append("subset: " + (", ".join(f"{k} ∈ {protocol.allowed_values(v)}" for k, v in sorted(subset.items()))
+                                   if subset else "all rows"))
+        if config["min_accuracy"] is not None:
+            parts.append(f"{TARGET} ≥ {config['min_accuracy']}")
+        if config["augment_copies"] > 0:
+            scale = config["augment_scale_range"]
+            parts.append(f"augmentation: {config['augment_copies']} group element(s) per row of "
+                         f"{'/'.join(config['augment_splits'])}"
+                         + ("" if config["augment_keep_original"] else " (copies only)")
+                         + (f", scalings U[{scale[0]:g}, {scale[1]:g}]" if scale else ""))
+        else:
+            parts.append("augmentation: none")
+        parts.append(f"loss: {'sigmoid + BCE' if config['loss'] == 'bce' else 'MSE (standardized)'}")
+        return "; ".join(parts)
+
+
+def _recorded(task_config: Mapping[str, Any]) -> dict[str, Any]:
+    """A results file's `task_config`, checked, with the defaults of fields it predates."""
+    known = {f.name for f in dataclasses.fields(GeneralizationConfig)}
+    data = {**to_data(GeneralizationConfig()), **{k: v for k, v in task_config.items() if k in known}}
+    return to_data(from_data(GeneralizationConfig, data, where="task_config"))
+
+
+def _bce(logits: torch.Tensor, accuracy: torch.Tensor) -> torch.Tensor:
+    return nn.functional.binary_cross_entropy_with_logits(logits, accuracy)
+
+
+LOSSES = {"mse": nn.functional.mse_loss, "bce": _bce}  # (prediction, target) -> scalar loss

@@ -1,5 +1,9 @@
 """Building blocks shared by NFN models."""
 
 from nfn_models.layers.dense import ACTIVATIONS, check_head_hparams, input_normalization, mlp
+from nfn_models.layers.hnp import HNPLinear
+from nfn_models.layers.np import NPLinear
+from nfn_models.layers.pools import HNPPool, NPPool
 
-__all__ = ["ACTIVATIONS", "check_head_hparams", "input_normalization", "mlp"]
+__all__ = ["ACTIVATIONS", "HNPLinear", "HNPPool", "NPLinear", "NPPool", "check_head_hparams",
+           "input_normalization", "mlp"]

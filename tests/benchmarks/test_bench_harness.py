@@ -112,3 +112,9 @@ def test_run_benchmark_end_to_end(dataset_folder, tmp_path):
     assert load_results(out).dataset.dataset_hash == dataset_hash_of([])
     assert json.loads(out.read_text()) == results
     assert predictions_path(out).exists()
+
+
+def test_the_ranking_ceiling_is_recorded_per_seed(results_path):
+    for entry in load_results(results_path).per_seed:
+        assert set(entry.ranking) == {"kendall_tau_ceiling", "distinct_targets", "tied_pair_fraction", "num_targets"}
+        assert 0 < entry.ranking["kendall_tau_ceiling"] <= 1

@@ -61,3 +61,32 @@ def test_a_malformed_entry_is_an_error_naming_it(board, tmp_path):
     entry.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=f"{entry.name}: submission.content_hash: missing"):
         render(board, tmp_path / "site")
+
+
+def test_each_protocol_is_ranked_apart_and_described(root, write_results, make_data, tmp_path):
+    ranking = {"kendall_tau_ceiling": 0.95, "distinct_targets": 40.0, "tied_pair_fraction": 0.0975, "num_targets": 80.0}
+    relu = make_data(model="hnp", taus=(0.90, 0.91, 0.92))
+    relu["task_config"].update(checkpoints="final", subset={"activation": "relu"})
+    for entry in relu["per_seed"]:
+        entry["ranking"] = dict(ranking)
+    submit(write_results(relu, name="hnp-relu"), root)
+    submit(write_results(model="statnn", taus=(0.80, 0.82, 0.84)), root)  # an old file: every checkpoint, all rows
+    text = render(root, tmp_path / "site")
+    section = text.split("\n## ")[1]
+    assert "### Protocol 1" in section and "### Protocol 2" in section
+    whole, subset = section.split("### Protocol ")[1:3]
+    # each is ranked first in its own table: the ReLU subset's tau is not compared with the whole zoo's
+    assert [row[:2] for row in table_rows(whole)] == [["1", "statnn"]]
+    assert [row[:2] for row in table_rows(subset)] == [["1", "hnp"]]
+    assert ("Protocol: checkpoints: all stored epochs; subset: all rows; augmentation: none; "
+            "loss: MSE (standardized).") in whole
+    assert "Protocol: checkpoints: each run's final epoch; subset: activation ∈ ['relu']" in subset
+    assert ("Test targets: 40 distinct values, 9.8% of pairs tied; the best tau-b of tie-free predictions "
+            "is 0.9500.") in subset
+    assert "Test targets" not in whole  # an old file records no ceiling; none is made up
+
+
+def test_one_protocol_has_one_table_with_its_line(board, tmp_path):
+    text = render(board, tmp_path / "site")
+    assert "### Protocol" not in text
+    assert text.count("Protocol: checkpoints: all stored epochs") == 2  # one per dataset's table

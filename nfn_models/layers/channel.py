@@ -1,0 +1,31 @@
+"""Channel-mixing linear maps, the parameterized part of every NP/HNP term.
+
+Each term of an equivariant layer (Zhou et al. 2023, Sec. 3) is a linear map of the
+channels of some invariant summary (a mean, a bias vector, a whole input-layer weight),
+broadcast along the unit axes it does not depend on. The maps feeding one output tensor are
+initialized together, uniformly in +-1/sqrt(total fan-in), so the sum of the terms starts at
+the scale of PyTorch's default for a single linear layer with all of them as inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class ChannelLinear(nn.Linear):
+    """nn.Linear over dim 1: (B, in_features, *units) -> (B, out_features, *units)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.movedim(1, -1)).movedim(-1, 1)
+
+
+def init_jointly(*maps: ChannelLinear) -> None:
+    """Uniform(+-1/sqrt(fan_in)) for weights and biases, fan_in summed over all `maps`."""
+    bound = 1.0 / math.sqrt(sum(m.in_features for m in maps))
+    with torch.no_grad():
+        for m in maps:
+            m.weight.uniform_(-bound, bound)
+            m.bias.uniform_(-bound, bound)

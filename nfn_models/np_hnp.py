@@ -1,0 +1,81 @@
+"""NP-NFN and HNP-NFN: invariant permutation-equivariant NFNs for feedforward weight spaces.
+
+Zhou et al., "Permutation Equivariant Neural Functionals" (NeurIPS 2023), Sec. 3-4: a stack
+of equivariant NF-Layers (NP or HNP, `nfn_models.layers`) with pointwise ReLUs, an invariant
+pool, and an MLP head. The defaults are the paper's generalization-prediction preset
+(equivariant channels 16, 16, 5, a head of width 1000). The output is invariant to the
+hidden-unit permutations of the input network (and NP's to input/output permutations too);
+it is not invariant to the ReLU networks' positive scalings or tanh/sine sign flips, which
+is what Monomial-NFN adds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from nfn_models.features import FeatureActivation, NetworkDescription, WeightSpaceFeatures
+from nfn_models.layers import ACTIVATIONS, HNPLinear, HNPPool, NPLinear, NPPool, check_head_hparams, mlp
+from nfn_models.registry import check_weight_space, register_model
+from zoo.schema import SchemaError
+from zoo.weightspace import WeightBatch, WeightSpace
+
+
+@dataclasses.dataclass(frozen=True)
+class EquivariantNFNConfig:
+    channels: tuple[int, ...] = (16, 16, 5)  # the paper's generalization-prediction preset
+    hidden_sizes: tuple[int, ...] = (1000,)  # the paper's head width for that preset
+    activation: str = "relu"  # between equivariant layers and in the head; a name in ACTIVATIONS
+    dropout: float = 0.0  # in the head only; the preset uses none
+    out_features: int = 1  # one scalar per checkpoint for regression tasks (e.g. test accuracy)
+
+    def validate(self, where: str, key: str) -> None:
+        check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
+        if not self.channels or any(c < 1 for c in self.channels):
+            prefix = f"{key}." if key else ""
+            raise SchemaError(where, f"{prefix}channels", f"expected positive channel counts, got {list(self.channels)}")
+
+
+class EquivariantNFN(nn.Module):
+    """WeightBatch -> features -> [equivariant layer -> activation]* -> pool -> MLP -> (B, out_features)."""
+
+    Config = EquivariantNFNConfig
+    LAYER: type[nn.Module] = NPLinear
+    POOL: type[nn.Module] = NPPool
+
+    def __init__(self, weight_space: WeightSpace, **hparams):
+        super().__init__()
+        self.weight_space = weight_space
+        self.config = EquivariantNFNConfig(**hparams)
+        self.description = NetworkDescription.from_weight_space(weight_space)
+        blocks: list[nn.Module] = []
+        width = 1
+        for channels in self.config.channels:
+            blocks += [self.LAYER(self.description, width, channels), FeatureActivation(ACTIVATIONS[self.config.activation]())]
+            width = channels
+        self.equivariant = nn.Sequential(*blocks)
+        self.pool = self.POOL(self.description)
+        self.head = mlp(self.POOL.num_features(self.description, width), self.config.hidden_sizes,
+                        self.config.out_features, self.config.activation, self.config.dropout)
+
+    def forward(self, weights: WeightBatch) -> torch.Tensor:
+        check_weight_space(self.weight_space, weights)
+        features = WeightSpaceFeatures.from_weight_batch(weights, self.description)  # C = 1
+        pooled = self.pool(self.equivariant(features))  # (B, D)
+        return self.head(pooled)  # (B, out_features)
+
+
+@register_model("np")
+class NPNFN(EquivariantNFN):
+    """NP layers: equivariant to permutations of every unit axis, inputs and outputs included."""
+
+    LAYER, POOL = NPLinear, NPPool
+
+
+@register_model("hnp")
+class HNPNFN(EquivariantNFN):
+    """HNP layers: equivariant to hidden-unit permutations only (inputs and outputs stay ordered)."""
+
+    LAYER, POOL = HNPLinear, HNPPool
