@@ -5,6 +5,6 @@ Importing the package registers every built-in model. Use `create_model(name, we
 """
 
 from nfn_models.registry import create_model, list_models, model_config, register_model
-from nfn_models import mlp, np_hnp, statnn  # noqa: F401  (registers the built-in models)
+from nfn_models import mlp, monomial_nfn, np_hnp, statnn  # noqa: F401  (registers the built-in models)
 
 __all__ = ["create_model", "list_models", "model_config", "register_model"]

@@ -17,13 +17,17 @@ the C = 1 case; `to_weight_batch` converts back, so an equivariant model's outpu
 weight delta. `shaped()` folds the filter positions into the channels,
 (B, C, o, i, kh, kw) -> (B, C * kh * kw, o, i) with the channel index c * kh * kw + position,
 which is how the NP/HNP layers see a convolution (as the `nfn` package does).
+
+`act_on_features` applies a group element of a weight-space symmetry (`zoo.symmetry`) to
+multi-channel features, each channel being a copy of the weight space; the equivariance
+tests of every layer use it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -177,6 +181,25 @@ class WeightSpaceFeatures:
             kernel_dims = tuple(range(2, 2 + len(layer.kernel)))
             out.append(unfolded.permute(0, 1, unfolded.ndim - 2, unfolded.ndim - 1, *kernel_dims))
         return cls(description, tuple(out), tuple(biases))
+
+
+def stack_channels(per_channel: list[WeightSpaceFeatures]) -> WeightSpaceFeatures:
+    """Concatenates features of one weight space along the channel dimension."""
+    first = per_channel[0]
+    return WeightSpaceFeatures(first.description,
+                               tuple(torch.cat(ws, dim=1) for ws in zip(*(f.weights for f in per_channel))),
+                               tuple(torch.cat(bs, dim=1) for bs in zip(*(f.biases for f in per_channel))))
+
+
+def act_on_features(symmetry: Any, element: Any, features: WeightSpaceFeatures) -> WeightSpaceFeatures:
+    """`symmetry.act(element, .)` on every channel (the channels are copies of `symmetry.space`)."""
+    per_channel = []
+    for c in range(features.channels):
+        channel = WeightSpaceFeatures(features.description, tuple(w[:, c:c + 1] for w in features.weights),
+                                      tuple(b[:, c:c + 1] for b in features.biases))
+        moved = symmetry.act(element, channel.to_weight_batch(symmetry.space))
+        per_channel.append(WeightSpaceFeatures.from_weight_batch(moved, features.description))
+    return stack_channels(per_channel)
 
 
 class FeatureActivation(nn.Module):

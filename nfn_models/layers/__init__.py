@@ -2,8 +2,9 @@
 
 from nfn_models.layers.dense import ACTIVATIONS, check_head_hparams, input_normalization, mlp
 from nfn_models.layers.hnp import HNPLinear
+from nfn_models.layers.monomial import MonomialLinear, MonomialPool
 from nfn_models.layers.np import NPLinear
 from nfn_models.layers.pools import HNPPool, NPPool
 
-__all__ = ["ACTIVATIONS", "HNPLinear", "HNPPool", "NPLinear", "NPPool", "check_head_hparams",
-           "input_normalization", "mlp"]
+__all__ = ["ACTIVATIONS", "HNPLinear", "HNPPool", "MonomialLinear", "MonomialPool", "NPLinear", "NPPool",
+           "check_head_hparams", "input_normalization", "mlp"]

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from nfn_models import create_model
-from nfn_models.features import NetworkDescription, WeightSpaceFeatures
+from nfn_models.features import NetworkDescription, WeightSpaceFeatures, act_on_features, stack_channels
 from nfn_models.layers import HNPLinear, HNPPool, NPLinear, NPPool
 from zoo.families import create_family
 from zoo.weightspace import WeightBatch
@@ -49,25 +49,7 @@ def _random_features(symmetry, size: int, channels: int, seed: int) -> WeightSpa
     description = NetworkDescription.from_weight_space(symmetry.space)
     per_channel = [WeightSpaceFeatures.from_weight_batch(_random_batch(symmetry, size, seed * 100 + c), description)
                    for c in range(channels)]
-    return _stack_channels(per_channel)
-
-
-def _stack_channels(per_channel: list[WeightSpaceFeatures]) -> WeightSpaceFeatures:
-    first = per_channel[0]
-    return WeightSpaceFeatures(first.description,
-                               tuple(torch.cat(ws, dim=1) for ws in zip(*(f.weights for f in per_channel))),
-                               tuple(torch.cat(bs, dim=1) for bs in zip(*(f.biases for f in per_channel))))
-
-
-def _act(symmetry, element, features: WeightSpaceFeatures) -> WeightSpaceFeatures:
-    """The group element on every channel (the channels are copies of the weight space)."""
-    per_channel = []
-    for c in range(features.channels):
-        channel = WeightSpaceFeatures(features.description, tuple(w[:, c:c + 1] for w in features.weights),
-                                      tuple(b[:, c:c + 1] for b in features.biases))
-        moved = symmetry.act(element, channel.to_weight_batch(symmetry.space))
-        per_channel.append(WeightSpaceFeatures.from_weight_batch(moved, features.description))
-    return _stack_channels(per_channel)
+    return stack_channels(per_channel)
 
 
 def _uncouple(features: WeightSpaceFeatures, generator: torch.Generator) -> WeightSpaceFeatures:
@@ -101,7 +83,7 @@ def test_layer_commutes_with_hidden_permutations(kind, space_name, seed):
     layer = LAYERS[kind](x.description, 2, 3)
     g = symmetry.sample(torch.Generator().manual_seed(seed + 10), batch_size=2)
     with torch.no_grad():
-        _close(layer(_act(symmetry, g, x)), _act(symmetry, g, layer(x)))
+        _close(layer(act_on_features(symmetry, g, x)), act_on_features(symmetry, g, layer(x)))
 
 
 @pytest.mark.parametrize("space_name", sorted(SPACES))
@@ -114,7 +96,7 @@ def test_layer_negative_controls(kind, space_name):
     layer = LAYERS[kind](x.description, 2, 3)
     g = symmetry.sample(torch.Generator().manual_seed(5), batch_size=2)
     with torch.no_grad():
-        assert _max_diff(layer(_act(symmetry, g, x)), _act(symmetry, g, layer(x))) > 1e-2
+        assert _max_diff(layer(act_on_features(symmetry, g, x)), act_on_features(symmetry, g, layer(x))) > 1e-2
         # The uncoupled permutation T, applied to input and output alike: layer(T x) != T layer(x).
         uncoupled_input = _uncouple(x, torch.Generator().manual_seed(3))
         uncoupled_output = _uncouple(layer(x), torch.Generator().manual_seed(3))
@@ -128,8 +110,9 @@ def test_pool_is_invariant_and_can_fail(kind, space_name):
     x = _random_features(symmetry, size=3, channels=2, seed=4)
     pool = POOLS[kind](x.description)
     g = symmetry.sample(torch.Generator().manual_seed(4), batch_size=3)
-    torch.testing.assert_close(pool(_act(symmetry, g, x)), pool(x), atol=ATOL, rtol=RTOL)
-    scaled = _act(_symmetry(space_name), _symmetry(space_name).sample(torch.Generator().manual_seed(4), 3), x)
+    torch.testing.assert_close(pool(act_on_features(symmetry, g, x)), pool(x), atol=ATOL, rtol=RTOL)
+    full = _symmetry(space_name)
+    scaled = act_on_features(full, full.sample(torch.Generator().manual_seed(4), 3), x)
     assert (pool(scaled) - pool(x)).abs().max() > 1e-2
 
 
