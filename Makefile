@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo test bench-loading bench-generation venv clean
+.PHONY: demo test bench-loading bench-generation bench-nfn venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ bench-loading: $(STAMP)
 
 bench-generation: $(STAMP)
 	$(BIN)/python -m benchmarks.perf.generation
+
+bench-nfn: $(STAMP)
+	$(BIN)/python -m benchmarks.perf.nfn
 
 clean:
 	rm -rf runs results .pytest_cache
