@@ -58,6 +58,7 @@ from torch import nn
 
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
 from nfn_models.layers.channel import ChannelLinear
+from nfn_models.layers.pools import HNPPool
 
 
 def _map(in_features: int, out_features: int, bias: bool = False) -> ChannelLinear:
@@ -234,9 +235,7 @@ class MonomialPool(nn.Module):
 
     @staticmethod
     def num_features(description: NetworkDescription, channels: int) -> int:
-        f, n = description.filter_sizes, description.unit_sizes
-        middle = sum(f[1:-1]) + len(f) - 1
-        return channels * (f[0] * n[0] + f[-1] * n[-1] + n[-1] + middle)
+        return HNPPool.num_features(description, channels)  # the same pooled layout as HNP's
 
     def forward(self, features: WeightSpaceFeatures) -> torch.Tensor:
         batch, L = features.batch_size, self.description.num_layers
