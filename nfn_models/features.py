@@ -81,6 +81,11 @@ class NetworkDescription:
     def filter_sizes(self) -> tuple[int, ...]:
         return tuple(layer.filter_size for layer in self.layers)
 
+    def without_kernels(self) -> "NetworkDescription":
+        """The same units with every layer dense: where a layer that folds the filter positions
+        into its channels (and mixes them away) writes its output (MAGEP-NFN's first layer)."""
+        return NetworkDescription(tuple(dataclasses.replace(layer, kernel=()) for layer in self.layers))
+
     @classmethod
     def from_weight_space(cls, space: WeightSpace) -> "NetworkDescription":
         """Reads (weight, bias) pairs per layer; raises on anything but a feedforward chain."""

@@ -34,6 +34,7 @@ class MLP(nn.Module):
     """Flattened weights (B, num_params) -> standardization -> MLP -> (B, out_features)."""
 
     Config = MLPConfig
+    symmetries: tuple[str, ...] = ()  # reads weights in a fixed order: no symmetry claimed
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

@@ -89,6 +89,10 @@ class MonomialNFN(nn.Module):
         self.head = mlp(MonomialPool.num_features(self.description, width), self.config.hidden_sizes,
                         self.config.out_features, self.config.activation, self.config.dropout)
 
+    @property
+    def symmetries(self) -> tuple[str, ...]:
+        return ("permutation", self.config.group)
+
     def forward(self, weights: WeightBatch) -> torch.Tensor:
         check_weight_space(self.weight_space, weights)
         features = WeightSpaceFeatures.from_weight_batch(weights, self.description)  # C = 1

@@ -42,6 +42,7 @@ class EquivariantNFN(nn.Module):
     """WeightBatch -> features -> [equivariant layer -> activation]* -> pool -> MLP -> (B, out_features)."""
 
     Config = EquivariantNFNConfig
+    symmetries: tuple[str, ...] = ("permutation",)
     LAYER: type[nn.Module] = NPLinear
     POOL: type[nn.Module] = NPPool
 

@@ -4,6 +4,12 @@ A registered model is an `nn.Module` class constructed as `Model(weight_space, *
 with a class attribute `Config`: the frozen dataclass of its hyperparameters. Overrides are
 validated against that dataclass (via `zoo.schema`), so an unknown or mistyped
 hyperparameter is an error naming the model, the key and what was expected.
+
+A model says what its output is exactly invariant to in `symmetries` (a class attribute or
+a property of the built model): a tuple among "permutation" (hidden units), "scale"
+(permutations with positive scalings) and "sign" (permutations with sign flips), in the
+sense of `zoo.symmetry.feedforward`. `tests/nfn_models/test_exactness.py` checks every
+registered model's claims, and that every group it does not claim changes its output.
 """
 
 from __future__ import annotations
@@ -32,6 +38,18 @@ def register_model(name: str) -> Callable[[ModelClass], ModelClass]:
         return MODELS.register(name)(cls)
 
     return decorator
+
+
+SYMMETRY_GROUPS = ("permutation", "scale", "sign")
+
+
+def claimed_symmetries(model: nn.Module) -> tuple[str, ...]:
+    """The hidden-unit groups `model`'s output is exactly invariant to (see the module docstring)."""
+    claims = tuple(getattr(model, "symmetries", ()))
+    unknown = [c for c in claims if c not in SYMMETRY_GROUPS]
+    if unknown:
+        raise ValueError(f"{type(model).__name__} claims unknown symmetries {unknown}; expected {SYMMETRY_GROUPS}")
+    return claims
 
 
 def list_models() -> list[str]:

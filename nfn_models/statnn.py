@@ -73,6 +73,7 @@ class STATNN(nn.Module):
     """Per-tensor statistics (B, 7 * num_tensors) -> standardization -> MLP -> (B, out_features)."""
 
     Config = STATNNConfig
+    symmetries: tuple[str, ...] = ("permutation",)  # per-tensor statistics ignore the units' order
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

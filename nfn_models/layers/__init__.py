@@ -4,7 +4,9 @@ from nfn_models.layers.dense import ACTIVATIONS, check_head_hparams, input_norma
 from nfn_models.layers.hnp import HNPLinear
 from nfn_models.layers.monomial import MonomialLinear, MonomialPool
 from nfn_models.layers.np import NPLinear
+from nfn_models.layers.polynomial import PolynomialLinear, PolynomialPool
 from nfn_models.layers.pools import HNPPool, NPPool
 
-__all__ = ["ACTIVATIONS", "HNPLinear", "HNPPool", "MonomialLinear", "MonomialPool", "NPLinear", "NPPool",
+__all__ = ["ACTIVATIONS", "HNPLinear", "HNPPool", "MonomialLinear", "MonomialPool", "NPLinear", "NPPool", "PolynomialLinear",
+           "PolynomialPool",
            "check_head_hparams", "input_normalization", "mlp"]

@@ -90,40 +90,47 @@ class MonomialLinear(nn.Module):
     """features (B, in_channels, ...) -> (B, out_channels, ...), equivariant to `group`.
 
     group "scale": permutations x positive scalings (ReLU nets); "sign": permutations x
-    sign flips (tanh, sine nets), which adds the W_L <-> b_{L-1} terms.
+    sign flips (tanh, sine nets), which adds the W_L <-> b_{L-1} terms. `out_description`
+    (default: the input's) may drop the kernels: the maps then take the folded filter
+    positions to O channels per entry (the authors' `HNPSLinear(in_spec, out_spec)`, which
+    MAGEP-NFN's first layer is).
     """
 
     GROUPS = ("scale", "sign")
 
     def __init__(self, description: NetworkDescription, in_channels: int, out_channels: int,
-                 group: str = "scale"):
+                 group: str = "scale", out_description: NetworkDescription | None = None):
         super().__init__()
         if group not in self.GROUPS:
             raise ValueError(f"group must be one of {self.GROUPS}, got {group!r}")
         L = description.num_layers
         if L < 2:
             raise ValueError("Monomial-NFN needs a hidden layer (at least two layers)")
-        self.description, self.group = description, group
+        out_description = out_description or description
+        if out_description.unit_sizes != description.unit_sizes:
+            raise ValueError(f"out_description has units {out_description.unit_sizes}, "
+                             f"the input {description.unit_sizes}; only the kernels may differ")
+        self.description, self.out_description, self.group = description, out_description, group
         self.in_channels, self.out_channels = in_channels, out_channels
-        f, n = description.filter_sizes, description.unit_sizes
+        f, n, g = description.filter_sizes, description.unit_sizes, out_description.filter_sizes
         C, O = in_channels, out_channels
         self.terms = nn.ModuleList()
         for i in range(L):
             if i == 0:
                 terms = nn.ModuleDict({
-                    "weight_from_weight": _map(C * f[0] * n[0], O * f[0] * n[0]),
-                    "weight_from_bias": _map(C, O * f[0] * n[0]),
+                    "weight_from_weight": _map(C * f[0] * n[0], O * g[0] * n[0]),
+                    "weight_from_bias": _map(C, O * g[0] * n[0]),
                     "bias_from_weight": _map(C * f[0] * n[0], O),
                     "bias_from_bias": _map(C, O)})
             elif i == L - 1:
                 terms = nn.ModuleDict({
-                    "weight_from_weight": _map(C * f[i] * n[L], O * f[i] * n[L]),
+                    "weight_from_weight": _map(C * f[i] * n[L], O * g[i] * n[L]),
                     "bias_from_bias": _map(C * n[L], O * n[L], bias=True)})  # the bias is tau
                 if group == "sign":
-                    terms["weight_from_previous_bias"] = _map(C, O * f[i] * n[L])
+                    terms["weight_from_previous_bias"] = _map(C, O * g[i] * n[L])
             else:
                 terms = nn.ModuleDict({
-                    "weight_from_weight": _map(C * f[i], O * f[i]),
+                    "weight_from_weight": _map(C * f[i], O * g[i]),
                     "bias_from_bias": _map(C, O)})
             self.terms.append(terms)
         if group == "sign":  # b_{L-1} reads W_L's columns (on layer 1's bias when L = 2)
@@ -155,7 +162,7 @@ class MonomialLinear(nn.Module):
             if "bias_from_next_weight" in terms:
                 bias = bias + terms["bias_from_next_weight"](_columns(weights[L - 1]))
             out_biases.append(bias)
-        return WeightSpaceFeatures.from_shaped(self.description, tuple(out_weights), tuple(out_biases))
+        return WeightSpaceFeatures.from_shaped(self.out_description, tuple(out_weights), tuple(out_biases))
 
     def extra_repr(self) -> str:
         return f"in_channels={self.in_channels}, out_channels={self.out_channels}, group={self.group!r}"

@@ -1,0 +1,86 @@
+"""MAGEP-NFN: an invariant polynomial NFN for permutations with scalings or sign flips.
+
+Vo et al., "Equivariant Polynomial Functional Networks" (ICML 2025), Sec. 4-6: one
+Monomial-NFN equivariant layer (Tran et al. 2024) that maps the input weights (CNN kernels
+folded into channels) to C channels on the dense description, the nonlinearity, polynomial
+equivariant layers (`PolynomialLinear`) each followed by the nonlinearity, the polynomial
+invariant layer (`PolynomialPool`) and an MLP head. The nonlinearity must commute with the
+group: ReLU for positive scalings (`group="scale"`, CNN-ReLU zoos), tanh for sign flips
+(`group="sign"`, CNN-tanh and SIREN zoos). The polynomial layers are equivariant to any
+invertible scaling, so the group only chooses the first layer's variant and the nonlinearity.
+
+Defaults (the generalization-prediction preset): a 1 -> 20 first layer, two polynomial layers
+of 20 channels, an invariant layer of 20 outputs, a head of two hidden layers of 500. No input
+normalization: per-feature standardization would break the scale invariance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from nfn_models.features import FeatureActivation, NetworkDescription, WeightSpaceFeatures
+from nfn_models.layers import MonomialLinear, PolynomialLinear, PolynomialPool, check_head_hparams, mlp
+from nfn_models.monomial_nfn import GROUP_ACTIVATIONS
+from nfn_models.registry import check_weight_space, register_model
+from zoo.schema import SchemaError
+from zoo.weightspace import WeightBatch, WeightSpace
+
+
+@dataclasses.dataclass(frozen=True)
+class MAGEPNFNConfig:
+    group: str = "scale"  # "scale": ReLU nets (positive scalings); "sign": tanh/sine nets (sign flips)
+    channels: tuple[int, ...] = (20, 20, 20)  # the first layer's output, then each polynomial layer's
+    invariant_channels: int = 20  # outputs of the invariant layer
+    hidden_sizes: tuple[int, ...] = (500, 500)  # the head
+    activation: str = "relu"  # in the head only; the equivariant stack's is fixed by `group`
+    dropout: float = 0.0  # in the head only
+    out_features: int = 1
+
+    def validate(self, where: str, key: str) -> None:
+        check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
+        prefix = f"{key}." if key else ""
+        if self.group not in GROUP_ACTIVATIONS:
+            raise SchemaError(where, f"{prefix}group",
+                              f"expected one of {sorted(GROUP_ACTIVATIONS)}, got {self.group!r}")
+        if not self.channels or any(c < 1 for c in self.channels):
+            raise SchemaError(where, f"{prefix}channels",
+                              f"expected positive channel counts, got {list(self.channels)}")
+        if self.invariant_channels < 1:
+            raise SchemaError(where, f"{prefix}invariant_channels",
+                              f"expected a positive count, got {self.invariant_channels}")
+
+
+@register_model("magep_nfn")
+class MAGEPNFN(nn.Module):
+    """WeightBatch -> MonomialLinear -> act -> [PolynomialLinear -> act]* -> PolynomialPool -> MLP."""
+
+    Config = MAGEPNFNConfig
+
+    def __init__(self, weight_space: WeightSpace, **hparams):
+        super().__init__()
+        self.weight_space = weight_space
+        self.config = MAGEPNFNConfig(**hparams)
+        self.config.validate(f"model {type(self).__name__}", "")
+        self.description = NetworkDescription.from_weight_space(weight_space)
+        dense = self.description.without_kernels()
+        group, channels = self.config.group, self.config.channels
+        blocks: list[nn.Module] = [MonomialLinear(self.description, 1, channels[0], group, out_description=dense),
+                                   FeatureActivation(GROUP_ACTIVATIONS[group]())]
+        for width_in, width_out in zip(channels, channels[1:]):
+            blocks += [PolynomialLinear(dense, width_in, width_out), FeatureActivation(GROUP_ACTIVATIONS[group]())]
+        self.equivariant = nn.Sequential(*blocks)
+        self.pool = PolynomialPool(dense, channels[-1], self.config.invariant_channels)
+        self.head = mlp(self.config.invariant_channels, self.config.hidden_sizes, self.config.out_features,
+                        self.config.activation, self.config.dropout)
+
+    @property
+    def symmetries(self) -> tuple[str, ...]:
+        return ("permutation", self.config.group)
+
+    def forward(self, weights: WeightBatch) -> torch.Tensor:
+        check_weight_space(self.weight_space, weights)
+        features = WeightSpaceFeatures.from_weight_batch(weights, self.description)  # C = 1
+        return self.head(self.pool(self.equivariant(features)))  # (B, out_features)
