@@ -4,6 +4,7 @@
         [--config NAME] --seeds 0,1,2 --out results/statnn.json [--set KEY=VALUE ...]
     nfnzoo bench run ... --data ORG/NAME@v0.1.0-1a2b3c4d     # a Hub dataset repo at a tag
     nfnzoo bench scatter RESULTS... --out plot.png
+    nfnzoo bench suite cnn-generalization --data runs/cnn-mnist-bench --out runs/suite [--set task.epochs=50]
 
 `--set` overrides a hyperparameter: `model.KEY=VALUE` or `task.KEY=VALUE`, or a bare `KEY`
 when only one of the model and the task has it. VALUE is read as JSON when it parses
@@ -102,6 +103,36 @@ def scatter_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def suite_command(args: argparse.Namespace) -> int:
+    from benchmarks.files import write_text_atomic
+    from benchmarks.suite import run_suite, tau_table
+
+    task_overrides: dict[str, Any] = {}
+    for assignment in args.set:
+        key, equals, value = assignment.partition("=")
+        name = key.removeprefix("task.")
+        if not equals or not name or "." in name:
+            raise CommandError(f"--set: expected task.KEY=VALUE (a suite's models are fixed), got {assignment!r}")
+        task_overrides[name] = _parse_value(value)
+    only = [name.strip() for name in args.only.split(",")] if args.only else None
+    try:
+        rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
+                         device=args.device)
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    table = tau_table(rows)
+    write_text_atomic(f"{args.out}/table.md", table)
+    print(table, end="")
+    print(f"wrote {args.out}/table.md; submit with: nfnzoo leaderboard submit {args.out}/<entry>.json")
+    return 0
+
+
+def _suite_listing() -> str:
+    from benchmarks.suite import SUITES
+
+    return f"benchmark suites: {', '.join(SUITES.names())}"
+
+
 def _data_help() -> str:
     from zoo.hub import DATA_HELP  # no Hub client import: zoo.hub imports it only to resolve a repo
 
@@ -137,4 +168,16 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     plot.add_argument("results", nargs="+", help="results JSON files (their predictions CSVs beside them)")
     plot.add_argument("--out", required=True, help="the PNG to write")
     plot.set_defaults(handler=scatter_command)
+
+    suite = commands.add_parser("suite", help="run a named matrix of benchmark entries (resumable), "
+                                "print its Kendall tau table", listing=_suite_listing)
+    suite.add_argument("name", help="a registered suite, e.g. cnn-generalization")
+    suite.add_argument("--data", required=True, metavar="DATA", help=_data_help())
+    suite.add_argument("--out", required=True, help="folder for the entries' results files (existing ones are kept)")
+    suite.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
+    suite.add_argument("--only", default=None, help="comma-separated entry names or models to run")
+    suite.add_argument("--set", action="append", default=[], metavar="task.KEY=VALUE",
+                       help="override a task hyperparameter of every entry, e.g. task.epochs=50 (repeatable)")
+    suite.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    suite.set_defaults(handler=suite_command)
     return _listing

@@ -1,0 +1,67 @@
+"""`nfnzoo bench suite`: the cnn-generalization matrix, resumability, the tau table, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.suite import SUITES, FEEDFORWARD_MODELS
+from zoo.cli import main
+
+
+def test_the_cnn_suite_covers_every_feedforward_model_on_both_subsets_and_the_scaled_test():
+    suite = SUITES.get("cnn-generalization")()
+    names = [e.name for e in suite.entries]
+    assert len(names) == len(set(names))
+    for model in FEEDFORWARD_MODELS:
+        for activation in ("relu", "tanh"):
+            entry = next(e for e in suite.entries if e.name == f"{model}-{activation}")
+            assert entry.task_overrides["subset"] == {"activation": activation}
+            assert entry.task_overrides["loss"] == "bce" and entry.task_overrides["checkpoints"] == "final"
+            if "group" in entry.model_overrides:
+                assert entry.model_overrides["group"] == {"relu": "scale", "tanh": "sign"}[activation]
+    scaled = [e for e in suite.entries if e.name.endswith("scaled-test")]
+    assert {e.model for e in scaled} == {"monomial_nfn", "hnp"}
+    for entry in scaled:
+        assert entry.task_overrides["augment_splits"] == ["test"]
+        assert entry.task_overrides["augment_scale_range"] == [1.0, 1000.0]
+        assert entry.task_overrides["augment_keep_original"] is False
+
+
+def test_suite_runs_resumes_and_prints_the_table(tiny_zoo, tmp_path, capsys):
+    out = tmp_path / "suite"
+    argv = ["bench", "suite", "cnn-generalization", "--data", str(tiny_zoo), "--out", str(out), "--seeds", "0,1",
+            "--only", "statnn-tanh,mlp-tanh", "--set", "task.epochs=1", "--set", "task.checkpoints=all",
+            "--set", "task.subset={}"]  # 6 runs: too few for a per-activation split; --set wins over the entry
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    assert (out / "statnn-tanh.json").exists() and (out / "mlp-tanh.json").exists()
+    results = json.loads((out / "statnn-tanh.json").read_text())
+    assert results["task_config"]["subset"] == {}  # the --set override, not the entry's
+    assert results["task_config"]["epochs"] == 1 and results["task_config"]["loss"] == "bce"
+    assert results["seeds"] == [0, 1]
+    table = (out / "table.md").read_text()
+    assert "| statnn-tanh | statnn | tanh |" in table and "| mlp-tanh | mlp | tanh |" in table
+    assert table in printed.out
+    stamp = (out / "statnn-tanh.json").stat().st_mtime_ns
+    assert main(argv) == 0  # resumed: nothing left to run, the files are kept as they are
+    assert "2 entries, 2 already in" in capsys.readouterr().err
+    assert (out / "statnn-tanh.json").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--only", "nothing"], "matches no entry of suite 'cnn-generalization'"),
+    (["--set", "model.channels=[2]"], "expected task.KEY=VALUE"),
+    (["--set", "task.epochs=0"], "epochs"),
+])
+def test_suite_user_errors_exit_1_before_training(tiny_zoo, tmp_path, capsys, extra, message):
+    argv = ["bench", "suite", "cnn-generalization", "--data", str(tiny_zoo), "--out", str(tmp_path / "s"), *extra]
+    assert main(argv) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def test_an_unknown_suite_lists_the_known_ones(tiny_zoo, tmp_path, capsys):
+    assert main(["bench", "suite", "nope", "--data", str(tiny_zoo), "--out", str(tmp_path / "s")]) == 1
+    assert "cnn-generalization" in capsys.readouterr().err
