@@ -4,7 +4,8 @@ An entry holds the submitted results unchanged plus a `submission` block: its id
 sha256 of the results' canonical JSON (the content hash), the acceptance time and the file
 name it was submitted from. `hash12` is the first 12 characters of the dataset hash, `id8`
 the first 8 of the content hash. Two submissions are duplicates when they have the same
-content hash, or the same task, model, model config, dataset hash and set of seeds.
+content hash, or the same task, model, model config, task config (the protocol: a model on the
+ReLU subset and on the tanh subset are two experiments), dataset hash and set of seeds.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def content_hash(data: Any) -> str:
 def duplicate_key(results: Results) -> tuple:
     """What makes two submissions the same experiment (the seeds' order does not matter)."""
     return (results.task, results.model, canonical_json(results.model_config),
-            results.dataset.dataset_hash, tuple(sorted(results.seeds)))
+            canonical_json(results.task_config), results.dataset.dataset_hash, tuple(sorted(results.seeds)))
 
 
 def entry_path(root: str | Path, results: Results, hash_of_content: str) -> Path:

@@ -108,7 +108,7 @@ def _check_duplicates(results: Results, hash_of_content: str, root: Path) -> lis
             problems.append(f"identical to the accepted entry {path}")
         elif duplicate_key(entry.results) == key:
             problems.append(f"duplicates the accepted entry {path}: same task, model, model config, "
-                            "dataset and seeds; use new seeds or change the model")
+                            "task config, dataset and seeds; use new seeds or change the model or protocol")
     return problems
 
 

@@ -91,13 +91,16 @@ def test_duplicates_are_rejected(root, write_results, make_data):
     with pytest.raises(SubmissionRejected, match="identical to the accepted entry"):
         submit(first, root)
     rerun = make_data(seeds=(2, 1, 0), taus=(0.7, 0.71, 0.72))  # same experiment, seeds reordered
-    with pytest.raises(SubmissionRejected, match="same task, model, model config, dataset and seeds"):
+    with pytest.raises(SubmissionRejected, match="same task, model, model config, task config, dataset and seeds"):
         submit(write_results(rerun), root)
     submit(write_results(seeds=(3, 4, 5)), root)  # new seeds: a new entry
     other_config = make_data(model_config={"hidden_sizes": [64], "activation": "relu", "dropout": 0.0,
                                            "out_features": 1})
     submit(write_results(other_config), root)  # another configuration of the model: a new entry
-    assert len(load_entries(root)) == 3
+    other_protocol = make_data()
+    other_protocol["task_config"] = {**other_protocol["task_config"], "subset": {"activation": "tanh"}}
+    submit(write_results(other_protocol), root)  # the same model under another protocol: a new entry
+    assert len(load_entries(root)) == 4
 
 
 def test_a_corrupted_local_dataset_is_not_registered(root, write_results, local_dataset, hashes):
