@@ -120,13 +120,17 @@ def _verify(args: argparse.Namespace) -> int:
     from zoo.verify import verify
 
     source = _resolve_data(args)
-    report = verify(source.folder, recompute=args.recompute, seed=args.seed, allow_incomplete=args.allow_incomplete)
+    report = verify(source.folder, recompute=args.recompute, seed=args.seed, allow_incomplete=args.allow_incomplete,
+                    retrain=args.retrain)
     print(f"checked {report.files_checked} shards, {report.rows_checked:,} rows")
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     for result in report.recomputed:
         worst = max(abs(m["recomputed"] - m["stored"]) for m in result["metrics"].values())
         print(f"  recomputed {result['config']}/{result['split']} {result['model_id']}: max |diff| {worst:.2e}")
+    for result in report.retrained:
+        verdict = "identical" if result["identical"] else "DIFFERENT"
+        print(f"  retrained {result['config']} run {result['run_id']}: {result['checkpoints']} checkpoints {verdict}")
     if args.json:
         hub = {"repo": source.repo, "revision": source.revision} if source.repo is not None else {}
         Path(args.json).write_text(json.dumps({**report.__dict__, **hub}, indent=2, default=str))
@@ -223,7 +227,9 @@ def register(subparsers) -> Callable[[], str]:
     p = subparsers.add_parser("verify", help="check shards against the manifest; optionally recompute metrics")
     _add_data_arguments(p)
     p.add_argument("--recompute", type=int, default=0, metavar="N", help="re-evaluate N random checkpoints")
-    p.add_argument("--seed", type=int, default=0, help="seed for picking the checkpoints to recompute")
+    p.add_argument("--retrain", type=int, default=0, metavar="N",
+                   help="train N random runs again and compare their checkpoints bit for bit (same machine: identical)")
+    p.add_argument("--seed", type=int, default=0, help="seed for picking the checkpoints to recompute or runs to retrain")
     p.add_argument("--json", default=None, help="also write the report as JSON")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="accept a zoo packed with fewer checkpoints than planned (a warning, not a failure)")

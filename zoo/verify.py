@@ -7,7 +7,9 @@ nothing packed fails; an incomplete one (fewer checkpoints packed than planned, 
 `nfnzoo pack --allow-incomplete` writes) fails too unless ``allow_incomplete``, when it is a
 warning: a partial zoo is a legitimate thing to share only when someone chose it. With
 ``recompute=N`` it reloads N seeded-random checkpoints into the family's model and
-re-evaluates them on the stored validation and test sets, failing if the metrics differ.
+re-evaluates them on the stored validation and test sets, failing if the metrics differ; with
+``retrain=N`` it trains N seeded-random runs again and fails unless their checkpoints are
+the packed ones bit for bit (`zoo.retrain`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class VerifyReport:
     problems: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     recomputed: list[dict] = dataclasses.field(default_factory=list)
+    retrained: list[dict] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -105,7 +108,8 @@ def _check_completeness(name: str, entry: dict, allow_incomplete: bool, report: 
             report.problems.append(message + ", or pass --allow-incomplete to accept a partial zoo)")
 
 
-def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incomplete: bool = False) -> VerifyReport:
+def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incomplete: bool = False,
+           retrain: int = 0) -> VerifyReport:
     """Checks a packed zoo folder; see the module docstring for what counts as a problem."""
     folder = Path(folder)
     report = VerifyReport()
@@ -131,7 +135,14 @@ def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incom
     card = folder / "README.md"
     if not card.exists() or f"config_name: {sorted(manifest['configs'])[0]}" not in card.read_text():
         report.problems.append("README.md: missing or does not list the configs (re-run `nfnzoo pack`)")
-    elif card_header(manifest)["configs"] and not report.problems and recompute > 0:
+    elif card_header(manifest)["configs"] and not report.problems:
         for name, entry in sorted(manifest["configs"].items()):
-            _recompute(folder, name, entry, recompute, seed, report)
+            if recompute > 0:
+                _recompute(folder, name, entry, recompute, seed, report)
+            if retrain > 0:
+                from zoo.retrain import retrain_runs
+
+                results, problems = retrain_runs(folder, name, entry, retrain, seed)
+                report.retrained += results
+                report.problems += problems
     return report

@@ -174,3 +174,35 @@ def test_tampered_schema_field_type_still_fails(tiny_zoo_copy):
     reseal(tiny_zoo_copy)
     assert verify(tiny_zoo_copy).problems == [f"{shard(tiny_zoo_copy, 'validation')}: schema differs from the "
                                               "manifest's columns"]
+
+
+def test_retrain_reproduces_the_packed_checkpoints_bit_for_bit(tiny_zoo, capsys):
+    report = verify(tiny_zoo, retrain=2, seed=3)
+    assert report.ok, report.problems
+    assert len(report.retrained) == 2
+    assert all(r["identical"] and r["checkpoints"] == 3 for r in report.retrained)
+    code, out, _ = run_cli(["verify", str(tiny_zoo), "--retrain", "1"], capsys)
+    assert code == 0 and "checkpoints identical" in out
+
+
+def test_retrain_catches_a_weight_from_another_trajectory(tiny_zoo_copy, capsys):
+    """One stored weight nudged and the manifest resealed: checksums agree, only retraining tells."""
+    path = tiny_zoo_copy / shard(tiny_zoo_copy, "train")
+    table = pq.read_table(path)
+    blobs = table["weights"].to_pylist()
+    blob = bytearray(blobs[0])
+    blob[-1] ^= 0x01  # the last byte of the last tensor's data: one float's lowest mantissa bit
+    blobs[0] = bytes(blob)
+    column = table.schema.get_field_index("weights")
+    table = table.set_column(column, table.schema.field(column), pa.array(blobs, type=table.schema.field(column).type))
+    pq.write_table(table, path)
+    reseal(tiny_zoo_copy)
+    tampered_run = table["run_id"][0].as_py()
+
+    assert verify(tiny_zoo_copy).ok
+    report = verify(tiny_zoo_copy, retrain=6)  # every run of the tiny zoo
+    assert not report.ok
+    assert [r["run_id"] for r in report.retrained if not r["identical"]] == [tampered_run]
+    assert all(tampered_run in p and "differs" in p for p in report.problems)
+    code, _, err = run_cli(["verify", str(tiny_zoo_copy), "--retrain", "6"], capsys)
+    assert code == 1 and "DIFFERENT" not in err and f"retrained run {tampered_run}" in err
