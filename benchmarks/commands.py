@@ -56,7 +56,7 @@ def split_overrides(assignments: list[str], model: str, task: str) -> tuple[dict
     from nfn_models import model_config
 
     fields = {
-        "model": {f.name for f in dataclasses.fields(model_config(model))},
+        "model": {f.name for f in dataclasses.fields(model_config(model))} | {"preset"},
         "task": {f.name for f in dataclasses.fields(task_config(task))},
     }
     overrides: dict[str, dict[str, Any]] = {"model": {}, "task": {}}

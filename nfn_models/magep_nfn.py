@@ -58,6 +58,13 @@ class MAGEPNFN(nn.Module):
     """WeightBatch -> MonomialLinear -> act -> [PolynomialLinear -> act]* -> PolynomialPool -> MLP."""
 
     Config = MAGEPNFNConfig
+    # Vo et al. 2025's settings: generalization prediction (the defaults) and INR classification
+    # of SIRENs (sign flips; a 1 -> 128 first layer, three polynomial layers of 128, an invariant
+    # layer of 128, a head of 1000 with dropout 0.1, 10 classes). The authors' classifier applies
+    # Fourier features to the raw weights first, which loses sign-flip invariance; ours does not.
+    PRESETS = {"generalization": {},
+               "inr-classification": {"group": "sign", "channels": (128, 128, 128, 128), "invariant_channels": 128,
+                                      "hidden_sizes": (1000, 1000), "dropout": 0.1, "out_features": 10}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

@@ -34,6 +34,8 @@ class MLP(nn.Module):
     """Flattened weights (B, num_params) -> standardization -> MLP -> (B, out_features)."""
 
     Config = MLPConfig
+    # the defaults serve both tasks; INR classification predicts 10 classes
+    PRESETS = {"generalization": {}, "inr-classification": {"out_features": 10}}
     symmetries: tuple[str, ...] = ()  # reads weights in a fixed order: no symmetry claimed
 
     def __init__(self, weight_space: WeightSpace, **hparams):

@@ -69,6 +69,14 @@ class MonomialNFN(nn.Module):
     """WeightBatch -> [MonomialLinear -> activation]* -> MonomialPool -> MLP -> (B, out_features)."""
 
     Config = MonomialNFNConfig
+    # Tran et al. 2024's settings: generalization prediction (the defaults; `group` as the zoo's
+    # activation) and INR classification of SIRENs (sign flips; the authors' S_sin_abs stack of
+    # 64, 64, 1 channels and a head of 1000 with dropout 0.1, 10 classes). Their classifier feeds
+    # the |.| features through Fourier features and HNP layers before pooling; ours pools them
+    # directly, which keeps the whole model sign invariant.
+    PRESETS = {"generalization": {},
+               "inr-classification": {"group": "sign", "channels": (64, 64, 1), "hidden_sizes": (1000,),
+                                      "dropout": 0.1, "out_features": 10}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

@@ -18,6 +18,7 @@ from torch import nn
 
 from nfn_models.features import FeatureActivation, NetworkDescription, WeightSpaceFeatures
 from nfn_models.layers import ACTIVATIONS, HNPLinear, HNPPool, NPLinear, NPPool, check_head_hparams, mlp
+from nfn_models.layers.encoding import FourierFeatures, IOPositionEncoding
 from nfn_models.registry import check_weight_space, register_model
 from zoo.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
@@ -30,12 +31,24 @@ class EquivariantNFNConfig:
     activation: str = "relu"  # between equivariant layers and in the head; a name in ACTIVATIONS
     dropout: float = 0.0  # in the head only; the preset uses none
     out_features: int = 1  # one scalar per checkpoint for regression tasks (e.g. test accuracy)
+    # input encodings (`nfn_models.layers.encoding`), off by default; the INR-classification preset uses both
+    fourier_features: int = 0  # m > 0: every scalar -> 2 m random Fourier features (Gaussian, std fourier_scale)
+    fourier_scale: float = 10.0
+    io_encoding: bool = False  # append the sinusoidal layer and input/output position channels (NP's fix)
+    io_max_freq: float = 10.0
+    io_num_bands: int = 6
 
     def validate(self, where: str, key: str) -> None:
         check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
+        prefix = f"{key}." if key else ""
         if not self.channels or any(c < 1 for c in self.channels):
-            prefix = f"{key}." if key else ""
             raise SchemaError(where, f"{prefix}channels", f"expected positive channel counts, got {list(self.channels)}")
+        for name in ("fourier_features", "io_num_bands"):
+            if getattr(self, name) < 0:
+                raise SchemaError(where, f"{prefix}{name}", f"expected a count >= 0, got {getattr(self, name)}")
+        for name in ("fourier_scale", "io_max_freq"):
+            if not getattr(self, name) > 0:
+                raise SchemaError(where, f"{prefix}{name}", f"expected a positive number, got {getattr(self, name)}")
 
 
 class EquivariantNFN(nn.Module):
@@ -43,6 +56,13 @@ class EquivariantNFN(nn.Module):
 
     Config = EquivariantNFNConfig
     symmetries: tuple[str, ...] = ("permutation",)
+    # Zhou et al. 2023's settings (the authors' configs): generalization prediction on the Small
+    # CNN Zoo is the defaults; INR classification (MNIST SIRENs, 10 classes) uses 3 layers of 256
+    # channels, random Fourier features (128, scale 3), a head of 1000 with dropout 0.1, and for NP
+    # the input/output position encoding (3 bands up to frequency 3).
+    PRESETS = {"generalization": {},
+               "inr-classification": {"channels": (256, 256, 256), "hidden_sizes": (1000,), "dropout": 0.1,
+                                      "out_features": 10, "fourier_features": 128, "fourier_scale": 3.0}}
     LAYER: type[nn.Module] = NPLinear
     POOL: type[nn.Module] = NPPool
 
@@ -53,6 +73,13 @@ class EquivariantNFN(nn.Module):
         self.description = NetworkDescription.from_weight_space(weight_space)
         blocks: list[nn.Module] = []
         width = 1
+        if self.config.fourier_features:
+            blocks.append(FourierFeatures(width, self.config.fourier_features, self.config.fourier_scale))
+            width = 2 * self.config.fourier_features
+        if self.config.io_encoding:
+            encoding = IOPositionEncoding(self.description, self.config.io_max_freq, self.config.io_num_bands)
+            blocks.append(encoding)
+            width += encoding.channels
         for channels in self.config.channels:
             blocks += [self.LAYER(self.description, width, channels), FeatureActivation(ACTIVATIONS[self.config.activation]())]
             width = channels
@@ -73,6 +100,9 @@ class NPNFN(EquivariantNFN):
     """NP layers: equivariant to permutations of every unit axis, inputs and outputs included."""
 
     LAYER, POOL = NPLinear, NPPool
+    PRESETS = {**EquivariantNFN.PRESETS,
+               "inr-classification": {**EquivariantNFN.PRESETS["inr-classification"], "io_encoding": True,
+                                      "io_max_freq": 3.0, "io_num_bands": 3}}
 
 
 @register_model("hnp")

@@ -5,6 +5,9 @@ with a class attribute `Config`: the frozen dataclass of its hyperparameters. Ov
 validated against that dataclass (via `zoo.schema`), so an unknown or mistyped
 hyperparameter is an error naming the model, the key and what was expected.
 
+A model may carry named `PRESETS` (preset name -> hyperparameter overrides, as data, each
+citing its paper's setting); `model_config(name, preset=...)` starts from one.
+
 A model says what its output is exactly invariant to in `symmetries` (a class attribute or
 a property of the built model): a tuple among "permutation" (hidden units), "scale"
 (permutations with positive scalings) and "sign" (permutations with sign flips), in the
@@ -20,7 +23,7 @@ from typing import Any, Callable, TypeVar
 from torch import nn
 
 from zoo.registry import Registry
-from zoo.schema import from_data, to_data
+from zoo.schema import SchemaError, from_data, to_data
 from zoo.weightspace import WeightBatch, WeightSpace
 
 ModelClass = TypeVar("ModelClass", bound=type)
@@ -57,10 +60,27 @@ def list_models() -> list[str]:
     return MODELS.names()
 
 
+def list_presets(name: str) -> list[str]:
+    """The named presets of model `name` (its class's `PRESETS`), sorted."""
+    return sorted(getattr(MODELS.get(name), "PRESETS", {}))
+
+
 def model_config(name: str, **overrides: Any) -> Any:
-    """The validated hyperparameter dataclass of model `name` with `overrides` applied."""
+    """The validated hyperparameter dataclass of model `name` with `overrides` applied.
+
+    `preset=NAME` (an override like the others, so `--set model.preset=NAME` works) starts
+    from one of the class's named `PRESETS` (data: the hyperparameters of a paper's setting)
+    instead of the defaults; the other overrides apply on top.
+    """
     cls = MODELS.get(name)
     data = to_data(cls.Config())
+    preset = overrides.pop("preset", None)
+    if preset is not None:
+        presets = getattr(cls, "PRESETS", {})
+        if preset not in presets:
+            raise SchemaError(f"model {name!r}", "preset",
+                              f"expected one of {sorted(presets) or 'no presets'}, got {preset!r}")
+        data.update(to_data(presets[preset]))
     data.update(overrides)
     return from_data(cls.Config, data, where=f"model {name!r}")
 

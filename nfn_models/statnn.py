@@ -73,6 +73,8 @@ class STATNN(nn.Module):
     """Per-tensor statistics (B, 7 * num_tensors) -> standardization -> MLP -> (B, out_features)."""
 
     Config = STATNNConfig
+    # the defaults serve both tasks; INR classification predicts 10 classes
+    PRESETS = {"generalization": {}, "inr-classification": {"out_features": 10}}
     symmetries: tuple[str, ...] = ("permutation",)  # per-tensor statistics ignore the units' order
 
     def __init__(self, weight_space: WeightSpace, **hparams):
