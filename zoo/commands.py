@@ -106,11 +106,15 @@ def _resolve_data(args: argparse.Namespace, config: str | None = None) -> "DataS
 
 
 def _info(args: argparse.Namespace) -> int:
-    from zoo.info import describe
+    from zoo.info import describe, final_breakdown, plot_final
 
     source = _resolve_data(args, args.config)
     try:
         print(describe(source.folder, args.config))
+        if args.by:
+            print(final_breakdown(source.folder, args.by, args.config))
+        if args.plot:
+            print(f"wrote {plot_final(source.folder, args.plot, args.by, args.config)}")
     except (FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
     return 0
@@ -222,6 +226,9 @@ def register(subparsers) -> Callable[[], str]:
     p = subparsers.add_parser("info", help="counts, accuracy distribution and architecture of a packed zoo")
     _add_data_arguments(p)
     p.add_argument("--config", default=None, help="the config to describe (default: the zoo's only one)")
+    p.add_argument("--by", default=None, metavar="COLUMN",
+                   help="also break the final epoch's accuracy down by a metadata column, e.g. activation")
+    p.add_argument("--plot", default=None, metavar="PNG", help="also write a histogram of the final epoch's accuracy")
     p.set_defaults(handler=_info)
 
     p = subparsers.add_parser("verify", help="check shards against the manifest; optionally recompute metrics")

@@ -21,8 +21,7 @@ def histogram(values: np.ndarray, bins: int = 20, low: float = 0.0, high: float 
     return "".join(BARS[int(round(c / scale * (len(BARS) - 1)))] for c in counts)
 
 
-def describe(folder: str | Path, config: str | None = None) -> str:
-    folder = Path(folder)
+def _load(folder: Path, config: str | None, columns: tuple[str, ...] = ()):
     manifest = read_manifest(folder)
     config = resolve_config(manifest, config, folder)
     entry = manifest["configs"][config]
@@ -31,7 +30,61 @@ def describe(folder: str | Path, config: str | None = None) -> str:
         raise ValueError(f"{folder} config {config!r} is empty: no shards (0 of {entry['planned_checkpoints']:,} "
                          "planned checkpoints packed); run `nfnzoo generate` to train it")
     metric, low, high = create_family(entry["family"]).HEADLINE
-    frame = read_named(files, lambda: pq.read_table(files, columns=["epoch", "status", metric, "run_id"]).to_pandas())
+    available = pq.read_schema(files[0]).names
+    unknown = [c for c in columns if c not in available]
+    if unknown:
+        raise ValueError(f"{folder} config {config!r} has no column {unknown[0]!r}; its columns: {', '.join(available)}")
+    wanted = list(dict.fromkeys(["epoch", "status", metric, "run_id", *columns]))
+    frame = read_named(files, lambda: pq.read_table(files, columns=wanted).to_pandas())
+    return config, entry, frame, (metric, low, high)
+
+
+def final_breakdown(folder: str | Path, column: str, config: str | None = None) -> str:
+    """The headline metric at each run's final epoch, one line (quantiles, histogram) per value of `column`."""
+    folder = Path(folder)
+    config, entry, frame, (metric, low, high) = _load(folder, config, (column,))
+    ok = frame[frame["status"] == "ok"]
+    final = ok[ok["epoch"] == ok["epoch"].max()]
+    lines = [f"{metric} at the final epoch ({int(final['epoch'].max()) if len(final) else '-'}) by {column} (ok rows):",
+             f"  {column[:12]:<12} (  runs)        min    q25    median q75    max    histogram {low:g}..{high:g}"]
+    for value, group in final.groupby(column):
+        q = np.quantile(group[metric], [0, 0.25, 0.5, 0.75, 1])
+        lines.append(f"  {str(value)[:12]:<12} ({len(group):>6,} runs)   " + " ".join(f"{v:.3f}" for v in q)
+                     + f"  |{histogram(group[metric].to_numpy(), low=low, high=high)}|")
+    return "\n".join(lines)
+
+
+def plot_final(folder: str | Path, out: str | Path, column: str | None = None, config: str | None = None) -> Path:
+    """A PNG histogram of the headline metric at the final epoch, stacked by `column` if given."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zoo.atomic import replacing
+
+    folder, out = Path(folder), Path(out)
+    config, entry, frame, (metric, low, high) = _load(folder, config, (column,) if column else ())
+    ok = frame[frame["status"] == "ok"]
+    final = ok[ok["epoch"] == ok["epoch"].max()]
+    groups = list(final.groupby(column)) if column else [("all", final)]
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.hist([g[metric] for _, g in groups], bins=40, range=(low, high), stacked=True,
+              label=[f"{column}={v} ({len(g):,})" if column else f"{len(g):,} runs" for v, g in groups])
+    axes.set_xlabel(f"{metric} at the final epoch ({int(final['epoch'].max())})")
+    axes.set_ylabel("runs")
+    axes.set_title(f"{folder.name} [{config}], dataset {entry['dataset_hash'][:12]}")
+    axes.legend()
+    figure.tight_layout()
+    with replacing(out) as temporary:
+        figure.savefig(temporary, format="png", dpi=110)
+    plt.close(figure)
+    return out
+
+
+def describe(folder: str | Path, config: str | None = None) -> str:
+    folder = Path(folder)
+    config, entry, frame, (metric, low, high) = _load(folder, config)
     packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
     completeness = "" if entry["complete"] else (
         f"\nINCOMPLETE: {packed:,} of {planned:,} planned checkpoints are packed "

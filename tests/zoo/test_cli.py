@@ -48,6 +48,23 @@ def test_info_reads_a_multi_shard_zoo(tiny_zoo_copy, capsys):
     assert code == 0 and "checkpoints: 18 of 18 planned; runs: 6" in out
 
 
+def test_info_breaks_the_final_epoch_down_and_plots_it(tiny_zoo, tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    entry = read_manifest(tiny_zoo)["configs"][CONFIG]
+    table = pq.read_table([tiny_zoo / f["path"] for f in entry["files"]], columns=["epoch", "activation"]).to_pandas()
+    per_activation = table[table["epoch"] == 2]["activation"].value_counts()
+    png = tmp_path / "final.png"
+    code, out, err = run(["info", tiny_zoo, "--by", "activation", "--plot", str(png)], capsys)
+    assert code == 0, err
+    assert "test_accuracy at the final epoch (2) by activation (ok rows):" in out
+    for activation, count in per_activation.items():
+        assert re.search(rf"^  {activation} +\( +{count} runs\)", out, flags=re.M)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {png}" in out
+    code, _, err = run(["info", tiny_zoo, "--by", "colour"], capsys)
+    assert code == 1 and "has no column 'colour'; its columns: model_id" in err
+
+
 def test_info_errors_are_clean(tiny_zoo, tmp_path, capsys):
     code, _, err = run(["info", tiny_zoo, "--config", "cnn-cifar"], capsys)
     assert code == 1 and "nfnzoo info: error:" in err and "it holds ['cnn-mnist']" in err
