@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
 from torch import nn
 
-from nfn_models.features import FeatureActivation, NetworkDescription, WeightSpaceFeatures
+from nfn_models.features import FeatureActivation, NetworkDescription
 from nfn_models.layers import MonomialLinear, PolynomialLinear, PolynomialPool, check_head_hparams, mlp
 from nfn_models.monomial_nfn import GROUP_ACTIVATIONS
-from nfn_models.registry import check_weight_space, register_model
+from nfn_models.registry import register_model
+from nfn_models.stack import InvariantStack
 from zoo.schema import SchemaError
-from zoo.weightspace import WeightBatch, WeightSpace
+from zoo.weightspace import WeightSpace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +54,7 @@ class MAGEPNFNConfig:
 
 
 @register_model("magep_nfn")
-class MAGEPNFN(nn.Module):
+class MAGEPNFN(InvariantStack):
     """WeightBatch -> MonomialLinear -> act -> [PolynomialLinear -> act]* -> PolynomialPool -> MLP."""
 
     Config = MAGEPNFNConfig
@@ -86,8 +86,3 @@ class MAGEPNFN(nn.Module):
     @property
     def symmetries(self) -> tuple[str, ...]:
         return ("permutation", self.config.group)
-
-    def forward(self, weights: WeightBatch) -> torch.Tensor:
-        check_weight_space(self.weight_space, weights)
-        features = WeightSpaceFeatures.from_weight_batch(weights, self.description)  # C = 1
-        return self.head(self.pool(self.equivariant(features)))  # (B, out_features)

@@ -26,11 +26,12 @@ from typing import Callable
 import torch
 from torch import nn
 
-from nfn_models.features import FeatureActivation, NetworkDescription, WeightSpaceFeatures
+from nfn_models.features import FeatureActivation, NetworkDescription
 from nfn_models.layers import MonomialLinear, MonomialPool, check_head_hparams, mlp
-from nfn_models.registry import check_weight_space, register_model
+from nfn_models.registry import register_model
+from nfn_models.stack import InvariantStack
 from zoo.schema import SchemaError
-from zoo.weightspace import WeightBatch, WeightSpace
+from zoo.weightspace import WeightSpace
 
 # The equivariant nonlinearity each group allows, and what ends the equivariant stack.
 GROUP_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"scale": nn.ReLU, "sign": nn.Tanh}
@@ -65,7 +66,7 @@ class MonomialNFNConfig:
 
 
 @register_model("monomial_nfn")
-class MonomialNFN(nn.Module):
+class MonomialNFN(InvariantStack):
     """WeightBatch -> [MonomialLinear -> activation]* -> MonomialPool -> MLP -> (B, out_features)."""
 
     Config = MonomialNFNConfig
@@ -100,9 +101,3 @@ class MonomialNFN(nn.Module):
     @property
     def symmetries(self) -> tuple[str, ...]:
         return ("permutation", self.config.group)
-
-    def forward(self, weights: WeightBatch) -> torch.Tensor:
-        check_weight_space(self.weight_space, weights)
-        features = WeightSpaceFeatures.from_weight_batch(weights, self.description)  # C = 1
-        pooled = self.pool(self.equivariant(features))  # (B, D)
-        return self.head(pooled)  # (B, out_features)

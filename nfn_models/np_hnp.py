@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
 from torch import nn
 
-from nfn_models.features import FeatureActivation, NetworkDescription, WeightSpaceFeatures
+from nfn_models.features import FeatureActivation, NetworkDescription
 from nfn_models.layers import ACTIVATIONS, HNPLinear, HNPPool, NPLinear, NPPool, check_head_hparams, mlp
 from nfn_models.layers.encoding import FourierFeatures, IOPositionEncoding
-from nfn_models.registry import check_weight_space, register_model
+from nfn_models.registry import register_model
+from nfn_models.stack import InvariantStack
 from zoo.schema import SchemaError
-from zoo.weightspace import WeightBatch, WeightSpace
+from zoo.weightspace import WeightSpace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +51,7 @@ class EquivariantNFNConfig:
                 raise SchemaError(where, f"{prefix}{name}", f"expected a positive number, got {getattr(self, name)}")
 
 
-class EquivariantNFN(nn.Module):
+class EquivariantNFN(InvariantStack):
     """WeightBatch -> features -> [equivariant layer -> activation]* -> pool -> MLP -> (B, out_features)."""
 
     Config = EquivariantNFNConfig
@@ -88,11 +88,6 @@ class EquivariantNFN(nn.Module):
         self.head = mlp(self.POOL.num_features(self.description, width), self.config.hidden_sizes,
                         self.config.out_features, self.config.activation, self.config.dropout)
 
-    def forward(self, weights: WeightBatch) -> torch.Tensor:
-        check_weight_space(self.weight_space, weights)
-        features = WeightSpaceFeatures.from_weight_batch(weights, self.description)  # C = 1
-        pooled = self.pool(self.equivariant(features))  # (B, D)
-        return self.head(pooled)  # (B, out_features)
 
 
 @register_model("np")
