@@ -147,21 +147,26 @@ def _listing() -> str:
     return f"NFN models (--model): {', '.join(list_models())}\nbenchmark tasks (--task): {', '.join(list_tasks())}"
 
 
+def _add_common_arguments(parser: argparse.ArgumentParser, set_metavar: str, set_help: str) -> None:
+    """--data, --seeds, --set and --device, which `run` and `suite` share."""
+    parser.add_argument("--data", required=True, metavar="DATA", help=_data_help())
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
+    parser.add_argument("--set", action="append", default=[], metavar=set_metavar, help=set_help)
+    parser.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
-    """Adds `nfnzoo bench run` and `nfnzoo bench scatter`; returns the models-and-tasks listing."""
+    """Adds `nfnzoo bench run`, `scatter` and `suite`; returns the models-and-tasks listing."""
     bench = subparsers.add_parser("bench", help="benchmark NFN models on zoo tasks", listing=_listing)
     commands = bench.add_subparsers(dest="bench_command", required=True, metavar="ACTION")
 
     run = commands.add_parser("run", help="train and evaluate a model on a task over seeds", listing=_listing)
     run.add_argument("--task", required=True, help="a registered task, e.g. generalization")
     run.add_argument("--model", required=True, help="a registered NFN model, e.g. statnn or mlp")
-    run.add_argument("--data", required=True, metavar="DATA", help=_data_help())
     run.add_argument("--config", default=None, help="the dataset config (default: the dataset's only one)")
-    run.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
     run.add_argument("--out", required=True, help="the results JSON to write; predictions go beside it")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a hyperparameter: model.KEY=VALUE or task.KEY=VALUE (repeatable)")
-    run.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    _add_common_arguments(run, "KEY=VALUE", "override a hyperparameter: model.KEY=VALUE or task.KEY=VALUE "
+                          "(repeatable; model.preset=NAME starts from a named preset)")
     run.set_defaults(handler=run_command)
 
     plot = commands.add_parser("scatter", help="plot predicted vs true test accuracy of results files")
@@ -172,12 +177,9 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     suite = commands.add_parser("suite", help="run a named matrix of benchmark entries (resumable), "
                                 "print its Kendall tau table", listing=_suite_listing)
     suite.add_argument("name", help="a registered suite, e.g. cnn-generalization")
-    suite.add_argument("--data", required=True, metavar="DATA", help=_data_help())
     suite.add_argument("--out", required=True, help="folder for the entries' results files (existing ones are kept)")
-    suite.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
     suite.add_argument("--only", default=None, help="comma-separated entry names or models to run")
-    suite.add_argument("--set", action="append", default=[], metavar="task.KEY=VALUE",
-                       help="override a task hyperparameter of every entry, e.g. task.epochs=50 (repeatable)")
-    suite.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    _add_common_arguments(suite, "task.KEY=VALUE",
+                          "override a task hyperparameter of every entry, e.g. task.epochs=50 (repeatable)")
     suite.set_defaults(handler=suite_command)
     return _listing

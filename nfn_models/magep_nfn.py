@@ -21,8 +21,8 @@ import dataclasses
 from torch import nn
 
 from nfn_models.features import FeatureActivation, NetworkDescription
-from nfn_models.layers import MonomialLinear, PolynomialLinear, PolynomialPool, check_head_hparams, mlp
-from nfn_models.monomial_nfn import GROUP_ACTIVATIONS
+from nfn_models.layers import MonomialLinear, PolynomialLinear, PolynomialPool, check_channels, check_head_hparams, mlp
+from nfn_models.monomial_nfn import GROUP_ACTIVATIONS, check_group
 from nfn_models.registry import register_model
 from nfn_models.stack import InvariantStack
 from zoo.schema import SchemaError
@@ -41,14 +41,10 @@ class MAGEPNFNConfig:
 
     def validate(self, where: str, key: str) -> None:
         check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
-        prefix = f"{key}." if key else ""
-        if self.group not in GROUP_ACTIVATIONS:
-            raise SchemaError(where, f"{prefix}group",
-                              f"expected one of {sorted(GROUP_ACTIVATIONS)}, got {self.group!r}")
-        if not self.channels or any(c < 1 for c in self.channels):
-            raise SchemaError(where, f"{prefix}channels",
-                              f"expected positive channel counts, got {list(self.channels)}")
+        check_group(where, key, self.group)
+        check_channels(where, key, self.channels)
         if self.invariant_channels < 1:
+            prefix = f"{key}." if key else ""
             raise SchemaError(where, f"{prefix}invariant_channels",
                               f"expected a positive count, got {self.invariant_channels}")
 

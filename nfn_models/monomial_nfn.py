@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from nfn_models.features import FeatureActivation, NetworkDescription
-from nfn_models.layers import MonomialLinear, MonomialPool, check_head_hparams, mlp
+from nfn_models.layers import MonomialLinear, MonomialPool, check_channels, check_head_hparams, mlp
 from nfn_models.registry import register_model
 from nfn_models.stack import InvariantStack
 from zoo.schema import SchemaError
@@ -56,13 +56,15 @@ class MonomialNFNConfig:
 
     def validate(self, where: str, key: str) -> None:
         check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
+        check_group(where, key, self.group)
+        check_channels(where, key, self.channels)
+
+
+def check_group(where: str, key: str, group: str) -> None:
+    """The monomial group must be one whose nonlinearity we know (`GROUP_ACTIVATIONS`)."""
+    if group not in GROUP_ACTIVATIONS:
         prefix = f"{key}." if key else ""
-        if self.group not in GROUP_ACTIVATIONS:
-            raise SchemaError(where, f"{prefix}group",
-                              f"expected one of {sorted(GROUP_ACTIVATIONS)}, got {self.group!r}")
-        if not self.channels or any(c < 1 for c in self.channels):
-            raise SchemaError(where, f"{prefix}channels",
-                              f"expected positive channel counts, got {list(self.channels)}")
+        raise SchemaError(where, f"{prefix}group", f"expected one of {sorted(GROUP_ACTIVATIONS)}, got {group!r}")
 
 
 @register_model("monomial_nfn")

@@ -16,7 +16,8 @@ import dataclasses
 from torch import nn
 
 from nfn_models.features import FeatureActivation, NetworkDescription
-from nfn_models.layers import ACTIVATIONS, HNPLinear, HNPPool, NPLinear, NPPool, check_head_hparams, mlp
+from nfn_models.layers import (ACTIVATIONS, HNPLinear, HNPPool, NPLinear, NPPool, check_channels, check_head_hparams,
+                               mlp)
 from nfn_models.layers.encoding import FourierFeatures, IOPositionEncoding
 from nfn_models.registry import register_model
 from nfn_models.stack import InvariantStack
@@ -40,9 +41,8 @@ class EquivariantNFNConfig:
 
     def validate(self, where: str, key: str) -> None:
         check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
+        check_channels(where, key, self.channels)
         prefix = f"{key}." if key else ""
-        if not self.channels or any(c < 1 for c in self.channels):
-            raise SchemaError(where, f"{prefix}channels", f"expected positive channel counts, got {list(self.channels)}")
         for name in ("fourier_features", "io_num_bands"):
             if getattr(self, name) < 0:
                 raise SchemaError(where, f"{prefix}{name}", f"expected a count >= 0, got {getattr(self, name)}")

@@ -58,3 +58,10 @@ def check_head_hparams(where: str, key: str, hidden_sizes: Sequence[int], activa
         raise SchemaError(where, f"{prefix}dropout", f"expected a probability in [0, 1), got {dropout}")
     if out_features < 1:
         raise SchemaError(where, f"{prefix}out_features", f"expected a positive integer, got {out_features}")
+
+
+def check_channels(where: str, key: str, channels: Sequence[int]) -> None:
+    """Validates an equivariant stack's channel counts (non-empty, positive); raises `SchemaError`."""
+    if not channels or any(c < 1 for c in channels):
+        prefix = f"{key}." if key else ""
+        raise SchemaError(where, f"{prefix}channels", f"expected positive channel counts, got {list(channels)}")
