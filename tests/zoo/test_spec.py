@@ -229,7 +229,7 @@ def test_a_profile_that_is_not_a_mapping_is_reported(tmp_path):
 
 
 def test_unknown_profile_lists_available_ones():
-    expected = r"cnn-mnist\.yaml: profiles: no profile 'huge'; available: \['demo', 'tiny'\]"
+    expected = r"cnn-mnist\.yaml: profiles: no profile 'huge'; available: \['bench', 'demo', 'tiny'\]"
     with pytest.raises(SchemaError, match=expected):
         load_spec("cnn-mnist", "huge")
 
