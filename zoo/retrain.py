@@ -35,13 +35,15 @@ def retrain_runs(folder: Path, name: str, entry: dict, count: int, seed: int) ->
 
     spec = spec_from_data(entry["spec"], f"{folder}/manifest.json:{name}")
     family = create_family(spec.family)
-    stored: dict[str, tuple[object, int]] = {}  # model_id -> (split, row)
+    stored: dict[str, tuple[object, int]] = {}  # model_id -> (loaded split, row)
+    packed_runs: set[str] = set()
     for split in sorted(entry["splits"]):
         loaded = load_split(folder, name, split, check=False)  # verify has just checked every shard
         for row, model_id in enumerate(loaded.metadata["model_id"]):
             stored[model_id] = (loaded, row)
+        packed_runs.update(loaded.metadata["run_id"])
     planned = {run.run_id: run for run in plan_runs(spec)}
-    packed_runs = sorted({loaded.metadata["run_id"].iloc[row] for loaded, row in stored.values()})
+    packed_runs = sorted(packed_runs)
     rng = np.random.default_rng(seed)
     picked = [str(r) for r in rng.choice(packed_runs, size=min(count, len(packed_runs)), replace=False)]
     unplanned = [run_id for run_id in picked if run_id not in planned]
