@@ -52,8 +52,9 @@ class Run:
 def run_definition(spec: ZooSpec) -> dict:
     """The part of a spec that determines how a run trains (not its search space or splits)."""
     training = to_data(spec.training)
-    if not training["keep_best"]:  # added later: left out when off, so older specs keep their run ids
-        del training["keep_best"]
+    for option in ("keep_best", "drop_last"):  # added later: left out when off, so older specs keep their run ids
+        if not training[option]:
+            del training[option]
     return {
         "family": spec.family,
         "dataset": to_data(spec.dataset),

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from zoo.data import TaskData
 from zoo.family import CheckpointResult
 from zoo.optim_stacked import StackedOptimizer
-from zoo.train import CLASSIFICATION_METRICS, seeded_generator, train_subset_index
+from zoo.train import CLASSIFICATION_METRICS, batch_starts, seeded_generator, train_subset_index
 
 
 def populations(runs: Sequence, size: int, key: Callable) -> list[list]:
@@ -197,7 +197,7 @@ def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
         if not active.any():
             return
         orders = members.batch_orders(size)  # (K, N)
-        for start in range(0, size, training.batch_size):
+        for start in batch_starts(size, training):
             index = torch.gather(members.subsets, 1, orders[:, start:start + training.batch_size])  # (K, b)
             x, y = data.train.x[index], data.train.y[index]  # (K, b, C, H, W), (K, b)
             logits = family.population_forward(spec.architecture, params, x, activations=activations,

@@ -64,6 +64,9 @@ class TrainingSpec:
     # also keep the weights of the epoch with the best validation score, as one more planned
     # checkpoint per run (`zoo.plan`: its slot's epoch is BEST_EPOCH; its row records the real epoch)
     keep_best: bool = False
+    # drop each epoch's last partial batch (PyTorch's DataLoader(drop_last=True), as the Small
+    # Transformer Zoo's reference trains); a pool smaller than one batch is refused
+    drop_last: bool = False
 
     def validate(self, where: str, key: str) -> None:
         if not self.checkpoint_epochs:
@@ -179,12 +182,13 @@ class ZooSpec:
 
     def hash(self) -> str:
         """The content hash of the resolved spec; options left at their defaults that older specs
-        did not have (`search_space.grids`, `training.keep_best`) are left out, so their hashes stay."""
+        did not have (`search_space.grids`, `training.keep_best`, `training.drop_last`) are left out, so their hashes stay."""
         data = self.to_data()
         if not data["search_space"]["grids"]:
             del data["search_space"]["grids"]
-        if not data["training"]["keep_best"]:
-            del data["training"]["keep_best"]
+        for option in ("keep_best", "drop_last"):
+            if not data["training"][option]:
+                del data["training"][option]
         return content_hash(data)
 
 

@@ -42,6 +42,21 @@ def train_subset_index(pool_size: int, fraction: float, seed: int) -> torch.Tens
     return torch.randperm(pool_size, generator=seeded_generator(seed, "train_subset"))[:count].sort().values
 
 
+def batch_starts(size: int, training: TrainingSpec) -> range:
+    """The first index of each training batch of an epoch over `size` examples; with
+    `training.drop_last` only full batches (PyTorch's ``DataLoader(drop_last=True)``)."""
+    if not training.drop_last:
+        return range(0, size, training.batch_size)
+    if size < training.batch_size:
+        raise ValueError(f"training.drop_last: the run's {size} training examples are fewer than one batch of "
+                         f"{training.batch_size}; it would never take a step (lower training.batch_size)")
+    return range(0, size - training.batch_size + 1, training.batch_size)
+
+
+def steps_per_epoch(size: int, training: TrainingSpec) -> int:
+    return len(batch_starts(size, training))
+
+
 def run_train_subset(train: ImageData, fraction: float, seed: int) -> ImageData:
     """The run's own seeded share of the training pool."""
     return train.subset(train_subset_index(len(train), fraction, seed))
@@ -88,7 +103,7 @@ def train_classifier(model: nn.Module, optimizer: torch.optim.Optimizer, l2: flo
     for epoch in range(1, training.epochs + 1):
         model.train()
         order = torch.randperm(len(train), generator=shuffle)
-        for start in range(0, len(train), training.batch_size):
+        for start in batch_starts(len(train), training):
             index = order[start:start + training.batch_size]
             loss = F.cross_entropy(model(train.x[index], generator=dropout), train.y[index])
             if l2 > 0:

@@ -82,8 +82,9 @@ def test_forward_flops_match_torch_flop_counter():
             model(x)
         assert family.forward_flops(spec) == family.forward_flops(spec.architecture) == counter.get_total_flops()
     spec = load_spec("transformer-mnist")
-    assert family.examples_per_run(spec, {"train_fraction": 0.7}) == 100 * math.ceil(0.7 * 55000)
-    assert family.run_flops(spec, {"train_fraction": 1.0}) > 3 * 100 * 55000 * family.forward_flops(spec)
+    # training.drop_last: 38,500 examples are 300 full batches of 128 (38,400) per epoch
+    assert family.examples_per_run(spec, {"train_fraction": 0.7}) == 100 * (math.ceil(0.7 * 55000) // 128) * 128
+    assert family.run_flops(spec, {"train_fraction": 1.0}) > 3 * 100 * (55000 // 128) * 128 * family.forward_flops(spec)
 
 
 def test_architecture_and_hyperparameters_are_validated():

@@ -50,7 +50,8 @@ from zoo.families.transformer_model import (  # noqa: F401  (the member's names,
 from zoo.family import CheckpointResult, Family, register_family
 from zoo.population import populations
 from zoo.symmetry.attention import AttentionSymmetry
-from zoo.train import CLASSIFICATION_METRICS, evaluate, evaluate_sets, run_train_subset, seeded_generator
+from zoo.train import (CLASSIFICATION_METRICS, batch_starts, evaluate, evaluate_sets, run_train_subset, seeded_generator,
+                       steps_per_epoch)
 from zoo.weightspace import WeightSpace
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {  # (parameters, learning rate, L2)
@@ -213,7 +214,7 @@ class TransformerFamily(Family):
             model.train()
             order = torch.randperm(len(train), generator=shuffle)
             finite = True
-            for start in range(0, len(train), batch_size):
+            for start in batch_starts(len(train), training):
                 index = order[start:start + batch_size]
                 x = train.x[index] if not hp.crop_padding else random_crops(train.x[index], hp.crop_padding, crops)
                 loss = F.cross_entropy(model(x, generator=dropout), train.y[index])
@@ -259,7 +260,10 @@ class TransformerFamily(Family):
 
     def examples_per_run(self, spec, hparams: dict) -> int:
         """Training examples one run processes (forward and backward)."""
-        return spec.training.epochs * math.ceil(float(hparams["train_fraction"]) * self._split_sizes(spec)[0])
+        seen = math.ceil(float(hparams["train_fraction"]) * self._split_sizes(spec)[0])
+        if spec.training.drop_last:
+            seen = steps_per_epoch(seen, spec.training) * spec.training.batch_size
+        return spec.training.epochs * seen
 
     def run_flops(self, spec, hparams: dict) -> float:
         """Training (~3 forwards per example), the per-epoch validation, and the checkpoint evaluations."""

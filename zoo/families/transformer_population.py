@@ -26,7 +26,7 @@ from zoo.family import CheckpointResult
 from zoo.families.transformer import TransformerArchitecture, learning_rate_at, random_crops, sinusoidal_encoding
 from zoo.optim_stacked import StackedOptimizer
 from zoo.population import _accumulate, _Members, masked_step
-from zoo.train import CLASSIFICATION_METRICS, seeded_generator
+from zoo.train import CLASSIFICATION_METRICS, batch_starts, seeded_generator
 
 EVAL_ROWS = 16384  # examples x members per evaluation batch: bounds the (K, B, H, T, T) attention scores
 
@@ -179,7 +179,7 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
         optimizer.learning_rate = torch.tensor([learning_rate_at(epoch, hp, training.epochs) for hp in hparams],
                                                dtype=torch.float64, device=members.device)
         orders = members.batch_orders(size, active)  # (K, N)
-        for start in range(0, size, training.batch_size):
+        for start in batch_starts(size, training):
             index = members.subsets.gather(1, orders[:, start:start + training.batch_size])  # (K, b)
             x = data.train.x[index]  # (K, b, ...)
             x = torch.stack([random_crops(x[k], hparams[k].crop_padding, crops[k])
