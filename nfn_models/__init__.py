@@ -6,6 +6,6 @@ Importing the package registers every built-in model. Use `create_model(name, we
 
 from nfn_models.registry import (claimed_symmetries, create_model, list_models, list_presets, model_config,
                                  register_model)
-from nfn_models import magep_nfn, mlp, monomial_nfn, np_hnp, statnn  # noqa: F401  (registers the built-in models)
+from nfn_models import magep_nfn, mlp, monomial_nfn, np_hnp, statnn, transformer_nfn  # noqa: F401  (registers the built-in models)
 
 __all__ = ["claimed_symmetries", "create_model", "list_models", "list_presets", "model_config", "register_model"]
