@@ -23,10 +23,11 @@ import torch
 
 import zoo
 from benchmarks.files import write_json_atomic, write_text_atomic
-from benchmarks.protocol import with_architectures
+from benchmarks.protocol import architecture_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, summarize
 from benchmarks.tasks import SPLITS, create_task
 from nfn_models import model_config
+from nfn_models.registry import MODELS
 from zoo.schema import from_data, to_data
 
 if TYPE_CHECKING:
@@ -122,6 +123,9 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     """
     seeds = _check_seeds(seeds)
     model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
+    if "train" in splits:  # hyperparameters that describe the members (a transformer's head count) come from the zoo
+        model_overrides = architecture_overrides(MODELS.get(model), model_overrides, splits["train"].metadata,
+                                                 f"model {model!r} on {dataset.get('path', 'the dataset')}")
     runner = create_task(task, **task_overrides)
     model_hparams = model_config(model, **model_overrides)  # validates before any training
     device = _resolve_device(device)

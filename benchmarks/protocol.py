@@ -62,8 +62,10 @@ def _require(metadata: pandas.DataFrame, columns: Sequence[str], where: str, why
         raise ValueError(f"{where}: {why} needs the metadata columns {missing}")
 
 
-def checkpoint_mask(metadata: pandas.DataFrame, checkpoints: str, epochs: Sequence[int], where: str) -> np.ndarray:
-    """Rows kept by the checkpoint choice: "all", "final" (each run's last epoch) or "epochs"."""
+def checkpoint_mask(metadata: pandas.DataFrame, checkpoints: str, epochs: Sequence[int], where: str,
+                    fraction: float = 0.75) -> np.ndarray:
+    """Rows kept by the checkpoint choice: "all", "final" (each run's last epoch), "epochs", or
+    "fraction" (each run's epoch at `fraction` of its last: Transformer-NFN's 75 of 100)."""
     if checkpoints == "all":
         return np.ones(len(metadata), dtype=bool)
     _require(metadata, ["run_id", "epoch"], where, f"checkpoints: {checkpoints}")
@@ -79,7 +81,22 @@ def checkpoint_mask(metadata: pandas.DataFrame, checkpoints: str, epochs: Sequen
                      in zip(metadata["model_id"].astype(str), metadata["run_id"].astype(str))], dtype=bool)
     epochs_of_run = metadata["epoch"].where(~best)
     last = epochs_of_run.groupby(metadata["run_id"]).transform("max")
-    return ((metadata["epoch"] == last) & ~best).to_numpy()
+    if checkpoints == "final":
+        return ((metadata["epoch"] == last) & ~best).to_numpy()
+    wanted = last * fraction
+    if not np.allclose(wanted, wanted.round()):
+        odd = sorted(set(last[~np.isclose(wanted, wanted.round())].astype(int).tolist()))
+        raise ValueError(f"{where}: checkpoints: fraction {fraction} of the runs' last epochs {odd} is not a whole "
+                         "epoch")
+    chosen = ((metadata["epoch"] == wanted.round()) & ~best).to_numpy()
+    runs = set(metadata["run_id"].astype(str))
+    found = set(metadata.loc[chosen, "run_id"].astype(str))
+    if runs - found:
+        example = sorted(runs - found)[0]
+        stored = sorted(metadata.loc[metadata["run_id"].astype(str) == example, "epoch"].tolist())
+        raise ValueError(f"{where}: {len(runs - found)} runs have no checkpoint at {fraction} of their last epoch "
+                         f"(run {example} stores the epochs {stored})")
+    return chosen
 
 
 def subset_mask(metadata: pandas.DataFrame, subset: Mapping[str, Any], where: str) -> np.ndarray:
@@ -191,3 +208,34 @@ def augment(weights: WeightBatch, groups: Sequence[RowGroup], copies: int, gener
         numbers.append(np.full(count, number, dtype=np.int64))
     merged = WeightBatch(weights.space, tuple(torch.cat(parts) for parts in zip(*(p.tensors for p in pieces))))
     return merged, np.concatenate(sources), np.concatenate(numbers)
+
+
+def architecture_overrides(model_class: type, overrides: Mapping[str, Any],
+                           metadata: pandas.DataFrame, where: str) -> dict[str, Any]:
+    """`overrides` with the model's `ARCHITECTURE_FIELDS` filled in from the zoo's architecture.
+
+    Those hyperparameters describe the members, not the model (a transformer's head count is not
+    visible in its tensors' shapes); a field the overrides leave out takes the architecture's
+    value, and one they give must agree with it.
+    """
+    fields = tuple(getattr(model_class, "ARCHITECTURE_FIELDS", ()))
+    architectures = metadata.attrs.get(ARCHITECTURES_ATTR) or {}
+    if not fields or not architectures:
+        return dict(overrides)
+    used = sorted(set(metadata["architecture"].astype(str))) if "architecture" in metadata else sorted(architectures)
+    filled = dict(overrides)
+    for name in fields:
+        values = {arch: architectures[arch]["architecture"][name] for arch in used
+                  if arch in architectures and name in architectures[arch].get("architecture", {})}
+        if not values:
+            continue
+        distinct = set(map(repr, values.values()))
+        if len(distinct) > 1:
+            raise ValueError(f"{where}: the architectures {sorted(values)} differ in {name} ({values}); "
+                             f"a model with one {name} cannot read them all: choose a subset")
+        value = next(iter(values.values()))
+        if name in filled and filled[name] != value:
+            raise ValueError(f"{where}: the model's {name}={filled[name]!r}, but the zoo's members have "
+                             f"{name}={value!r}; leave {name} unset to take the zoo's")
+        filled[name] = value
+    return filled

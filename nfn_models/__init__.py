@@ -4,8 +4,9 @@ Importing the package registers every built-in model. Use `create_model(name, we
 **overrides)`; `list_models()` gives the names. Depends on `zoo.weightspace` only.
 """
 
-from nfn_models.registry import (claimed_symmetries, create_model, list_models, list_presets, model_config,
-                                 register_model)
-from nfn_models import magep_nfn, mlp, monomial_nfn, np_hnp, statnn, transformer_nfn  # noqa: F401  (registers the built-in models)
+from nfn_models.registry import (claimed_symmetries, count_parameters, create_model, list_models, list_presets,
+                                 model_config, register_model, trained_by, weight_space_kind)
+from nfn_models import magep_nfn, mlp, monomial_nfn, np_hnp, statnn, transformer_nfn, trees  # noqa: F401  (registers the built-in models)
 
-__all__ = ["claimed_symmetries", "create_model", "list_models", "list_presets", "model_config", "register_model"]
+__all__ = ["claimed_symmetries", "count_parameters", "create_model", "list_models", "list_presets", "model_config",
+           "register_model", "trained_by", "weight_space_kind"]

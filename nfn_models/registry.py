@@ -9,10 +9,25 @@ A model may carry named `PRESETS` (preset name -> hyperparameter overrides, as d
 citing its paper's setting); `model_config(name, preset=...)` starts from one.
 
 A model says what its output is exactly invariant to in `symmetries` (a class attribute or
-a property of the built model): a tuple among "permutation" (hidden units), "scale"
-(permutations with positive scalings) and "sign" (permutations with sign flips), in the
-sense of `zoo.symmetry.feedforward`. `tests/nfn_models/test_exactness.py` checks every
-registered model's claims, and that every group it does not claim changes its output.
+a property of the built model): on feedforward weight spaces a tuple among "permutation"
+(hidden units), "scale" (permutations with positive scalings) and "sign" (permutations with
+sign flips), in the sense of `zoo.symmetry.feedforward`; on transformer weight spaces
+"attention", Transformer-NFN's group (`zoo.symmetry.attention` without the MLP scalings and
+the block-output permutations). `tests/nfn_models/test_exactness.py` checks every registered
+model's claims, and that every group it does not claim changes its output.
+
+A model reads the weight-space kinds in `weight_spaces` ("feedforward": CNNs and SIRENs,
+"transformer": `zoo.families.transformer` members; default both); `create_model` refuses the
+others with a clear message. Hyperparameters that describe the members rather than the model
+(`ARCHITECTURE_FIELDS`, e.g. a transformer's `num_heads`, which its tensors' shapes do not
+show) are filled in from the zoo's architecture by the benchmark harness.
+
+Most models are trained by gradient steps on their parameters (`trained_by = "gradient"`, the
+default). A model with `trained_by = "fit"` (the tree ensembles) is fitted instead:
+`model.fit(train, targets, validation, validation_targets, seed)` returns a dict saying how it
+was selected, and its forward pass predicts the target itself. `count_parameters` uses a
+model's `num_parameters()` when it has one (a tree ensemble's nodes), else its trainable
+parameters.
 """
 
 from __future__ import annotations
@@ -43,7 +58,33 @@ def register_model(name: str) -> Callable[[ModelClass], ModelClass]:
     return decorator
 
 
-SYMMETRY_GROUPS = ("permutation", "scale", "sign")
+SPACE_GROUPS = {"feedforward": ("permutation", "scale", "sign"), "transformer": ("attention",)}
+SYMMETRY_GROUPS = tuple(group for groups in SPACE_GROUPS.values() for group in groups)
+TRAINED_BY = ("gradient", "fit")
+
+
+def weight_space_kind(space: WeightSpace) -> str:
+    """"transformer" for transformer-family members, else "feedforward" (CNNs, SIRENs)."""
+    from nfn_models.attention_space import is_attention_space
+
+    return "transformer" if is_attention_space(space) else "feedforward"
+
+
+def trained_by(model: nn.Module | type) -> str:
+    """How a model learns: "gradient" (its parameters, by the task's optimizer) or "fit"."""
+    kind = getattr(model, "trained_by", "gradient")
+    if kind not in TRAINED_BY:
+        raise ValueError(f"{getattr(model, '__name__', type(model).__name__)} has trained_by={kind!r}; "
+                         f"expected one of {TRAINED_BY}")
+    return kind
+
+
+def count_parameters(model: nn.Module) -> int:
+    """The model's size: `num_parameters()` where it defines one, else its trainable parameters."""
+    counter = getattr(model, "num_parameters", None)
+    if callable(counter):
+        return int(counter())
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def claimed_symmetries(model: nn.Module) -> tuple[str, ...]:
@@ -92,7 +133,12 @@ def create_model(name: str, weight_space: WeightSpace, **overrides: Any) -> nn.M
     isolation wrap this in `torch.random.fork_rng()` with a seed (the benchmark tasks do).
     """
     config = model_config(name, **overrides)
-    return MODELS.get(name)(weight_space, **dataclasses.asdict(config))
+    cls = MODELS.get(name)
+    kinds, kind = getattr(cls, "weight_spaces", tuple(SPACE_GROUPS)), weight_space_kind(weight_space)
+    if kind not in kinds:
+        raise ValueError(f"model {name!r} reads {' and '.join(kinds)} weight spaces; these weights are a "
+                         f"{kind} member's ({weight_space.num_params} parameters in {len(weight_space.tensors)} tensors)")
+    return cls(weight_space, **dataclasses.asdict(config))
 
 
 def check_weight_space(expected: WeightSpace, weights: WeightBatch) -> None:

@@ -16,6 +16,7 @@ from zoo.weightspace import WeightBatch, WeightSpace
 
 
 class InvariantStack(nn.Module):
+    weight_spaces = ("feedforward",)  # the feature container describes MLPs and CNNs (`nfn_models.features`)
     weight_space: WeightSpace
     description: NetworkDescription
     equivariant: nn.Module

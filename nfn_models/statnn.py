@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from nfn_models.layers import check_head_hparams, input_normalization, mlp
-from nfn_models.registry import check_weight_space, register_model
+from nfn_models.registry import check_weight_space, register_model, weight_space_kind
 from zoo.weightspace import WeightBatch, WeightSpace
 
 QUANTILES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -75,7 +75,6 @@ class STATNN(nn.Module):
     Config = STATNNConfig
     # the defaults serve both tasks; INR classification predicts 10 classes
     PRESETS = {"generalization": {}, "inr-classification": {"out_features": 10}}
-    symmetries: tuple[str, ...] = ("permutation",)  # per-tensor statistics ignore the units' order
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()
@@ -85,6 +84,12 @@ class STATNN(nn.Module):
         self.normalize = input_normalization(num_features)
         self.head = mlp(num_features, self.config.hidden_sizes, self.config.out_features,
                         self.config.activation, self.config.dropout)
+
+    @property
+    def symmetries(self) -> tuple[str, ...]:
+        """Per-tensor statistics ignore the units' order: the hidden-unit permutations of a CNN or
+        SIREN. A transformer's GL(d) factors change the statistics: nothing is claimed there."""
+        return ("permutation",) if weight_space_kind(self.weight_space) == "feedforward" else ()
 
     def forward(self, weights: WeightBatch) -> torch.Tensor:
         check_weight_space(self.weight_space, weights)

@@ -88,6 +88,7 @@ class TransformerNFN(nn.Module):
     # Tran et al. 2025's generalization-prediction model (the defaults)
     PRESETS = {"generalization": {}}
     weight_spaces = ("transformer",)
+    ARCHITECTURE_FIELDS = ("num_heads", "residual")  # of the members; the harness fills them from the zoo
     symmetries = ("attention",)
 
     def __init__(self, weight_space: WeightSpace, **hparams):

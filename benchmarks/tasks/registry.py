@@ -2,6 +2,11 @@
 
 Overrides are validated against the task's `Config` dataclass with `zoo.schema`, so a typo
 in a hyperparameter is an error naming the task, the key and the valid keys.
+
+A task may carry named `PRESETS` (a paper's protocol, as data): `preset=NAME` starts from one
+(`--set task.preset=NAME`) and the other overrides apply on top; and `ALIASES` (another name
+for a field, e.g. the generalization task's `threshold` for `min_accuracy`), which are
+resolved before validation, so results record the field's own name.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from typing import Any, Callable, TypeVar
 
 from benchmarks.tasks.base import Task
 from zoo.registry import Registry
-from zoo.schema import from_data, to_data
+from zoo.schema import SchemaError, from_data, to_data
 
 TaskClass = TypeVar("TaskClass", bound=type)
 
@@ -41,15 +46,34 @@ def get_task_class(name: str) -> type[Task]:
     return TASKS.get(name)
 
 
+def list_task_presets(name: str) -> list[str]:
+    """The named presets of task `name` (its class's `PRESETS`), sorted."""
+    return sorted(getattr(TASKS.get(name), "PRESETS", {}))
+
+
 def task_config(name: str, **overrides: Any) -> Any:
-    """The validated hyperparameter dataclass of task `name` with `overrides` applied."""
+    """The validated hyperparameter dataclass of task `name` with `overrides` applied
+    (`preset=NAME` first, see the module docstring)."""
     cls = TASKS.get(name)
+    for alias, field in getattr(cls, "ALIASES", {}).items():
+        if alias in overrides:
+            if field in overrides and overrides[field] != overrides[alias]:
+                raise SchemaError(f"task {name!r}", alias, f"is another name for {field}; give one of them "
+                                  f"(got {alias}={overrides[alias]!r} and {field}={overrides[field]!r})")
+            overrides[field] = overrides.pop(alias)
     data = to_data(cls.Config())
+    preset = overrides.pop("preset", None)
+    if preset is not None:
+        presets = getattr(cls, "PRESETS", {})
+        if preset not in presets:
+            raise SchemaError(f"task {name!r}", "preset", f"expected one of {sorted(presets) or 'no presets'}, "
+                              f"got {preset!r}")
+        data.update(to_data(presets[preset]))
     data.update(overrides)
     return from_data(cls.Config, data, where=f"task {name!r}")
 
 
 def create_task(name: str, **overrides: Any) -> Task:
     """Builds task `name`; `overrides` replace its default hyperparameters."""
-    config = task_config(name, **overrides)
+    config = task_config(name, **dict(overrides))
     return TASKS.get(name)(**dataclasses.asdict(config))

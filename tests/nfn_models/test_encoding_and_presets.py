@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from nfn_models import claimed_symmetries, create_model, list_models, list_presets, model_config
+from nfn_models import claimed_symmetries, create_model, list_models, list_presets, model_config, trained_by
+from nfn_models.registry import MODELS
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
 from nfn_models.layers.encoding import FourierFeatures, IOPositionEncoding
 from zoo.families import create_family
@@ -77,13 +78,23 @@ def test_the_io_encoding_depends_on_the_input_and_output_order_only():
     assert not torch.allclose(swapped.weights[0][:, 1:], out.weights[0][:, 1:].flip(-1))
 
 
-def test_every_model_has_both_presets():
+def _classifiers() -> list[str]:
+    """The models INR classification can use: gradient-trained readers of feedforward weight spaces
+    (the tree ensembles regress one scalar; Transformer-NFN reads transformers)."""
+    return [name for name in list_models() if trained_by(MODELS.get(name)) == "gradient"
+            and "feedforward" in getattr(MODELS.get(name), "weight_spaces", ("feedforward",))]
+
+
+def test_every_model_has_its_presets():
     for name in list_models():
-        assert {"generalization", "inr-classification"} <= set(list_presets(name)), name
+        assert "generalization" in list_presets(name), name
         assert model_config(name, preset="generalization") == model_config(name)
+    for name in _classifiers():
+        assert "inr-classification" in list_presets(name), name
+    assert {"mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn"} <= set(_classifiers())
 
 
-@pytest.mark.parametrize("name", list_models())
+@pytest.mark.parametrize("name", _classifiers())
 def test_the_inr_classification_presets_build_and_keep_their_claims_on_sirens(name):
     space = _space("siren")
     with torch.random.fork_rng(devices=[]):

@@ -1,0 +1,112 @@
+"""How a task gets a model from a training split: gradient steps, or a library's own fit.
+
+A registered model says which (`nfn_models.trained_by`): "gradient" models are trained here
+by AdamW over epochs with the task's learning-rate schedule, keeping the epoch whose
+validation score is best; "fit" models (the tree ensembles) fit themselves, selecting on the
+validation split as their library does. `LEARNERS` maps the kind to the function, so a task
+never asks which model it has. Both return a `Learned`: how to predict, and how the model was
+selected.
+
+Learning-rate schedules (per epoch, as the papers step them):
+- "constant": the task's `lr` throughout;
+- "warmup-cosine" (Transformer-NFN, Tran et al. 2025's training code): a linear warm-up over
+  `warmup_epochs` from lr / 10 to lr (PyTorch's LinearLR(start_factor=0.1, total_iters=
+  warmup_epochs - 1)), then a cosine decay to `final_lr` over the remaining epochs
+  (CosineAnnealingLR(T_max=epochs - warmup_epochs, eta_min=final_lr)).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from zoo.weightspace import WeightBatch
+
+SCHEDULES = ("constant", "warmup-cosine")
+
+
+def learning_rate_at(epoch: int, lr: float, epochs: int, schedule: str, warmup_epochs: int = 0,
+                     final_lr: float = 0.0) -> float:
+    """The rate of 1-based `epoch` (see the module docstring)."""
+    if schedule == "constant":
+        return lr
+    if schedule != "warmup-cosine":
+        raise ValueError(f"unknown learning-rate schedule {schedule!r}; expected one of {SCHEDULES}")
+    t = epoch - 1
+    if t < warmup_epochs:
+        return lr * (0.1 + 0.9 * t / (warmup_epochs - 1)) if warmup_epochs > 1 else lr
+    span = max(1, epochs - warmup_epochs)
+    return final_lr + (lr - final_lr) * (1 + math.cos(math.pi * (t - warmup_epochs) / span)) / 2
+
+
+@dataclasses.dataclass
+class Learned:
+    predict: Callable[[WeightBatch], torch.Tensor]  # eval-mode outputs (N,), in the model's own units
+    selection: dict[str, float]  # how the reported model was chosen (epoch, rounds, validation score)
+    output_is_target: bool  # True: predictions are the target itself (no loss-specific link applies)
+
+
+@torch.no_grad()
+def predict(model: nn.Module, weights: WeightBatch, batch_size: int) -> torch.Tensor:
+    """Eval-mode predictions, shape (N,); row results do not depend on the batching."""
+    model.eval()
+    return torch.cat([model(batch).squeeze(-1) for _, batch in weights.batches(batch_size)])
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """What a learner sees: the training and validation rows, and how a model is scored."""
+
+    train: WeightBatch
+    targets: torch.Tensor  # (N,), in the units the loss sees (e.g. standardized)
+    validation: WeightBatch
+    validation_targets: torch.Tensor  # (M,), raw
+    raw_targets: torch.Tensor  # (N,), raw (what a fitted model regresses)
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    score: Callable[[np.ndarray, np.ndarray], float]  # (targets, predictions) -> higher is better
+    score_name: str  # recorded as selection["validation_<score_name>"]
+    seed: int
+
+
+def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
+    """AdamW over `config.epochs`, keeping the parameters of the best-scoring validation epoch."""
+    shuffle = torch.Generator().manual_seed(problem.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    best_score, best_epoch, best_state = -math.inf, 0, None
+    for epoch in range(1, config.epochs + 1):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate_at(epoch, config.lr, config.epochs, config.lr_schedule,
+                                           config.warmup_epochs, config.final_lr)
+        model.train()
+        for index, batch in problem.train.batches(config.batch_size, shuffle=True, generator=shuffle):
+            if len(index) < 2:  # a lone leftover row: BatchNorm cannot standardize it
+                continue
+            loss = problem.loss(model(batch).squeeze(-1), problem.targets[index.to(problem.targets.device)])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        predicted = predict(model, problem.validation, config.eval_batch_size)
+        score = problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
+        if score > best_score or best_state is None:
+            best_score, best_epoch, best_state = score, epoch, copy.deepcopy(model.state_dict())
+    model.load_state_dict(best_state)
+    return Learned(lambda weights: predict(model, weights, config.eval_batch_size),
+                   {"epoch": best_epoch, f"validation_{problem.score_name}": best_score}, output_is_target=False)
+
+
+def by_fit(model: nn.Module, problem: Problem, config) -> Learned:
+    """The model's own `fit` on the raw targets, selecting on the validation split."""
+    selection = dict(model.fit(problem.train, problem.raw_targets, problem.validation, problem.validation_targets,
+                               problem.seed))
+    predicted = predict(model, problem.validation, config.eval_batch_size)
+    selection[f"validation_{problem.score_name}"] = problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
+    return Learned(lambda weights: predict(model, weights, config.eval_batch_size), selection, output_is_target=True)
+
+
+LEARNERS: dict[str, Callable[[nn.Module, Problem, object], Learned]] = {"gradient": by_gradient, "fit": by_fit}
