@@ -110,6 +110,23 @@ def block_features(weights: WeightBatch, layout: AttentionLayout) -> list[dict[s
     return features
 
 
+def block_weights(features: list[dict[str, torch.Tensor]], layout: AttentionLayout, space: WeightSpace,
+                  channel: int = 0) -> WeightBatch:
+    """The inverse of `block_features` for one channel: the blocks' tensors in PyTorch's layout,
+    the stem and classifier tensors zero (for acting on equivariant features with `zoo.symmetry`)."""
+    batch = features[0]["wq"].shape[0]
+    tensors = [torch.zeros(batch, *t.shape, dtype=features[0]["wq"].dtype, device=features[0]["wq"].device)
+               for t in space.tensors]
+    for block, f in zip(layout.blocks, features):
+        f = {key: value[:, channel] for key, value in f.items()}
+        rows = {key: f[key].transpose(-1, -2).reshape(batch, -1, layout.d_model) for key in ("wq", "wk", "wv")}
+        rows["wo"] = f["wo"].permute(0, 3, 1, 2).reshape(batch, layout.d_model, -1)
+        rows.update(wa=f["wa"].transpose(-1, -2), ba=f["ba"], wb=f["wb"].transpose(-1, -2), bb=f["bb"])
+        for key, index in block.items():
+            tensors[index] = rows[key].contiguous()
+    return WeightBatch(space, tuple(tensors))
+
+
 def flat(weights: WeightBatch, indices: tuple[int, ...]) -> torch.Tensor:
     """The tensors at `indices`, flattened and concatenated: (B, total entries)."""
     return torch.cat([weights.tensors[i].flatten(1) for i in indices], dim=1)

@@ -109,6 +109,9 @@ class AttentionSymmetry:
     mlp_scaling: bool = True  # positive scaling of the MLP hidden units (ReLU)
     permute_block_outputs: bool = True  # P_B; only without residuals
     max_log_scale: float = math.log(2.0)  # GL singular values and MLP scales are log-uniform in [1/2, 2]
+    # None: GL condition numbers up to exp(2 max_log_scale); a number k: every GL element's
+    # singular values span exactly [k^-1/2, k^1/2] (both ends attained, the rest log-uniform between)
+    condition_number: float | None = None
 
     def __post_init__(self) -> None:
         missing = [name for b in range(self.num_blocks) for name in self._block_names(b).values()
@@ -157,11 +160,19 @@ class AttentionSymmetry:
                                 arange(s["d_model"]))
 
     def _random_gl(self, generator: torch.Generator, batch_size: int, size: int) -> torch.Tensor:
-        """Well-conditioned invertible matrices U diag(s) V^T, s log-uniform: condition number <= 4."""
+        """Invertible matrices U diag(s) V^T with Haar U, V and log-uniform s: condition number
+        <= exp(2 max_log_scale) (4 by default), or exactly `condition_number`."""
         shape = (batch_size, self.num_heads, size, size)
         u, v = _random_orthogonal(generator, shape), _random_orthogonal(generator, shape)
-        s = torch.exp((2 * torch.rand(batch_size, self.num_heads, size, generator=generator, dtype=torch.float64) - 1)
-                      * self.max_log_scale)
+        unit = 2 * torch.rand(batch_size, self.num_heads, size, generator=generator, dtype=torch.float64) - 1
+        if self.condition_number is None:
+            s = torch.exp(unit * self.max_log_scale)
+        else:
+            if not self.condition_number >= 1:
+                raise ValueError(f"condition_number must be >= 1, got {self.condition_number}")
+            if size > 1:
+                unit[..., 0], unit[..., 1] = 1.0, -1.0  # the extremes, attained
+            s = torch.exp(unit * math.log(self.condition_number) / 2)
         return u * s.unsqueeze(-2) @ v.transpose(-1, -2)
 
     def sample(self, generator: torch.Generator, batch_size: int) -> AttentionElement:
