@@ -122,6 +122,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     {repo, revision} for a Hub dataset: `benchmarks.results.DatasetInfo`).
     """
     seeds = _check_seeds(seeds)
+    model = MODELS.resolve(model)  # results record the registered spelling
     model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
     if "train" in splits:  # hyperparameters that describe the members (a transformer's head count) come from the zoo
         model_overrides = architecture_overrides(MODELS.get(model), model_overrides, splits["train"].metadata,

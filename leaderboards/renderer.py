@@ -1,7 +1,9 @@
 """Rendering a leaderboard: Markdown tables per task and dataset, a bar plot per task, an index.
 
 `render(root, out_dir)` reads the accepted entries under `root` and writes:
-- `<out_dir>/<task>.md`: one table per dataset and evaluation protocol (the task's
+- `<out_dir>/<task>.md`: per dataset, first a table per swept protocol field (the task's
+  `SWEEPS`: the generalization task's accuracy threshold, one column per value), then one
+  table per evaluation protocol (the task's
   `evaluation_protocol`: entries on different test sets, e.g. the ReLU subset and the whole
   zoo, are never ranked together), ranked by the task's main metric (its direction comes
   from the task registry), with mean ± std over seeds of every metric, the parameter count,
@@ -84,6 +86,48 @@ def _by_protocol(task_class: type, entries: list[Entry]) -> list[list[Entry]]:
     return [groups[key] for key in sorted(groups)]
 
 
+def _sweep_tables(task_class: type, entries: list[Entry], metric: str) -> list[str]:
+    """One table per protocol that differs only in a swept field (the task's `SWEEPS`, e.g. the
+    generalization task's accuracy threshold): a row per model (and model config), a column per
+    value, the main metric's mean ± std; only where at least two values were run."""
+    blocks = []
+    for field, label in getattr(task_class, "SWEEPS", {}).items():
+        groups: dict[str, list[Entry]] = defaultdict(list)
+        for entry in entries:
+            protocol = dict(task_class.evaluation_protocol(entry.results.task_config))
+            protocol.pop(field, None)
+            groups[json.dumps(protocol, sort_keys=True, default=str)].append(entry)
+        for key in sorted(groups):
+            group = groups[key]
+            values = sorted({entry.results.task_config.get(field) for entry in group} - {None})
+            if len(values) < 2:
+                continue
+            configs = {json.dumps(e.results.model_config, sort_keys=True) for e in group}
+            def row(entry: Entry) -> str:
+                model = entry.results.model
+                same = {json.dumps(e.results.model_config, sort_keys=True) for e in group if e.results.model == model}
+                if len(same) == 1:
+                    return model
+                return f"{model} ({sorted(same).index(json.dumps(entry.results.model_config, sort_keys=True)) + 1})"
+            cells: dict[tuple[str, object], Entry] = {}
+            for entry in sorted(group, key=lambda e: e.submission.id):
+                cells.setdefault((row(entry), entry.results.task_config.get(field)), entry)
+            rows = sorted({r for r, _ in cells})
+            header = ["Model", *(f"{label} {value:g}" if isinstance(value, float) else f"{label} {value}"
+                                 for value in values)]
+            lines = [f"{metric} by {label} ({len(configs)} model configs, one results file per cell):", "",
+                     "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+            for name in rows:
+                shown = []
+                for value in values:
+                    entry = cells.get((name, value))
+                    summary = entry.results.summary[metric] if entry else None
+                    shown.append(f"{summary.mean:.4f} ± {summary.std:.4f}" if summary else "—")
+                lines.append("| " + " | ".join([name, *shown]) + " |")
+            blocks.append("\n".join(lines))
+    return blocks
+
+
 def _plot(task: str, metric: str, boards: list[tuple[str, list[Entry]]], out_path: Path) -> None:
     import matplotlib
 
@@ -128,6 +172,8 @@ def render(root: str | Path, out_dir: str | Path) -> str:
         for dataset_hash, entries in sorted(by_task[task].items()):
             title = _dataset_title(dataset_hash, entries, known)
             lines += [f"## {title}", ""]
+            for block in _sweep_tables(task_class, entries, main):
+                lines += [block, ""]
             protocols = _by_protocol(task_class, entries)
             for number, group in enumerate(protocols, start=1):
                 ranked = _ranked(group, main, task_class.metrics[main])

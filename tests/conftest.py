@@ -70,6 +70,33 @@ def tiny_zoo(tmp_path_factory, tiny_zoo_spec: ZooSpec) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def tiny_transformer_zoo(tmp_path_factory) -> Path:
+    """A packed tiny `transformer-mnist` zoo (read-only): 16 runs (4 configurations x 4 seeds) of
+    4 epochs on 800 images, checkpoints at epochs 2, 3, 4 and the best; no Ray."""
+    from zoo.folder import STAGING_FOLDER, save_spec
+    from zoo.pack import pack
+    from zoo.plan import plan_runs
+    from zoo.staging import Staging
+    from zoo.worker import train_runs
+
+    data = load_spec("transformer-mnist", "tiny").to_data()
+    data["dataset"].update(train_size=800, validation_size=200, test_size=200, eval_train_size=200)
+    data["seeds"] = [0, 1, 2, 3]
+    data["training"].update(epochs=4, checkpoint_epochs=[2, 3, 4])
+    data["splits"]["fractions"] = {"train": 0.5, "validation": 0.25, "test": 0.25}
+    spec = spec_from_data(data, "tests/conftest.py:tiny_transformer_zoo")
+    folder = tmp_path_factory.mktemp("tiny_transformer_zoo")
+    save_spec(spec, folder)
+    written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
+    assert written == 16 * 4, written
+    pack(folder)
+    for path in folder.rglob("*"):
+        if path.is_file():
+            path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    return folder
+
+
 @pytest.fixture
 def tiny_zoo_copy(tiny_zoo: Path, tmp_path: Path) -> Path:
     """A writable copy of the tiny zoo (same bytes, same relative layout)."""

@@ -1,7 +1,7 @@
 """A name -> factory registry, shared by zoo families, NFN models, tasks and tracks.
 
 A registry is a dict with a decorator: duplicate names are an error, and an unknown name
-raises an error that lists the valid ones.
+raises an error that lists the valid ones. Lookups accept hyphens for underscores and back.
 """
 
 from __future__ import annotations
@@ -34,12 +34,17 @@ class Registry(Generic[T]):
 
         return decorator
 
+    def resolve(self, name: str) -> str:
+        """The registered spelling of `name`: hyphens and underscores are interchangeable
+        (`transformer-nfn` is `transformer_nfn`); an unknown name lists the valid ones."""
+        for candidate in (name, name.replace("-", "_"), name.replace("_", "-")):
+            if candidate in self._items:
+                return candidate
+        valid = ", ".join(sorted(self._items)) or "(none registered)"
+        raise UnknownNameError(f"unknown {self.kind} {name!r}; valid names: {valid}")
+
     def get(self, name: str) -> T:
-        try:
-            return self._items[name]
-        except KeyError:
-            valid = ", ".join(sorted(self._items)) or "(none registered)"
-            raise UnknownNameError(f"unknown {self.kind} {name!r}; valid names: {valid}") from None
+        return self._items[self.resolve(name)]
 
     def names(self) -> list[str]:
         return sorted(self._items)

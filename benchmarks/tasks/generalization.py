@@ -195,6 +195,7 @@ class GeneralizationTask(Task):
     Config = GeneralizationConfig
     metrics = {"kendall_tau": True, "r2": True, "rmse": False}
     main_metric = "kendall_tau"
+    SWEEPS = {"min_accuracy": "threshold"}  # leaderboards show a threshold sweep as one table
     ALIASES = {"threshold": "min_accuracy"}  # `--set task.threshold=0.4`, Transformer-NFN's name for it
     # Tran et al. 2025's protocol on the Small Transformer Zoo (facts from their training code):
     # the checkpoint at 3/4 of training, sigmoid + BCE, batches of 16, 100 epochs of Adam at 1e-3
