@@ -1,8 +1,9 @@
 """Benchmark: every registered NFN model's cost, and NP/HNP against the authors' `nfn` package.
 
-For each model in the `nfn_models` registry, at its preset, on two weight spaces (the
-Small CNN zoo member, 1-16-16-16-10 with 3x3 kernels, and the SIREN 2-32-32-1), on random
-weights (no training), it prints:
+For each model in the `nfn_models` registry, at its preset, on the weight spaces it reads (the
+Small CNN zoo member, 1-16-16-16-10 with 3x3 kernels; the SIREN 2-32-32-1; the Small Transformer
+Zoo's MNIST member, 2 blocks x 2 heads of width 32), on random weights (no training), it
+prints (the fitted tree ensembles take no gradient steps and are left out):
 
 - trainable parameters;
 - forward+backward time of a batch of `--batch` checkpoints (train mode, loss = mean squared
@@ -56,7 +57,7 @@ from zoo.families import create_family
 from zoo.weightspace import WeightBatch, WeightSpace
 
 # Weight-space name -> (zoo family, architecture overrides); {} is the family's default.
-SPACES: dict[str, tuple[str, dict]] = {"cnn": ("cnn", {}), "siren": ("inr", {})}
+SPACES: dict[str, tuple[str, dict]] = {"cnn": ("cnn", {}), "siren": ("inr", {}), "transformer": ("transformer", {})}
 # Our model name -> the names of the `nfn` package's equivariant layer and pool it mirrors.
 REFERENCES: dict[str, tuple[str, str]] = {"np": ("NPLinear", "NPPool"), "hnp": ("HNPLinear", "HNPPool")}
 REFERENCE_PREFIX = "nfn:"  # a reference row is named e.g. "nfn:np"
@@ -224,6 +225,9 @@ def row_names(models: list[str], with_reference: bool) -> list[str]:
 def measure_space(space_name: str, models: list[str], args, device: torch.device, with_reference: bool) -> list[dict]:
     """One row per model (and per nfn reference) on one weight space."""
     space = weight_space(space_name)
+    kind = nfn_models.weight_space_kind(space)
+    models = [m for m in models if nfn_models.trained_by(nfn_models.registry.MODELS.get(m)) == "gradient"
+              and kind in getattr(nfn_models.registry.MODELS.get(m), "weight_spaces", (kind,))]
     names = row_names(models, with_reference)
     built = {name: build(name, space, device) for name in names}
     train_times = median_times(built, training_step, random_weights(space, args.batch, device), args.repeat, device)
@@ -260,14 +264,14 @@ def ratios(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
 
 def format_table(rows: list[dict], args) -> str:
     ratio = ratios(rows)
-    header = (f"{'space':<7}{'model':<12}{'params':>10}{f'fwd+bwd ms (B={args.batch})':>22}"
+    header = (f"{'space':<13}{'model':<17}{'params':>10}{f'fwd+bwd ms (B={args.batch})':>22}"
               f"{f'eval ckpt/s (B={args.eval_batch})':>24}{'peak MB':>10}"
               f"{'train x nfn':>13}{'eval x nfn':>12}{'mem x nfn':>11}")
     lines = [header]
     for row in rows:
         r = ratio.get((row["space"], row["model"]))
         tail = f"{r['train']:>13.2f}{r['eval']:>12.2f}{r['memory']:>11.2f}" if r else f"{'':>13}{'':>12}{'':>11}"
-        lines.append(f"{row['space']:<7}{row['model']:<12}{row['params']:>10,}{row['train_s'] * 1e3:>22.2f}"
+        lines.append(f"{row['space']:<13}{row['model']:<17}{row['params']:>10,}{row['train_s'] * 1e3:>22.2f}"
                      f"{row['eval_per_s']:>24,.0f}{row['peak_bytes'] / 1e6:>10.1f}{tail}")
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ from zoo.loader import load_split
 from zoo.pack import pack
 from zoo.plan import BEST_EPOCH, plan_runs
 from zoo.schema import SchemaError
-from zoo.spec import load_spec, spec_from_data
+from zoo.spec import content_hash, load_spec, spec_from_data
 from zoo.staging import Staging
 from zoo.text import PAD_ID, TEXT_SOURCES, clean_text, tokenize
 from zoo.train import CLASSIFICATION_METRICS
@@ -226,3 +226,25 @@ def test_tiny_agnews_zoo_stages_packs_verifies_and_loads(tmp_path, read_with_dat
     report = verify(tmp_path, recompute=3)  # the stored val/test metrics are recomputed from the weights
     assert report.ok, report.problems
     assert len(report.recomputed) == 3 and all(m["match"] for r in report.recomputed for m in r["metrics"].values())
+
+
+def test_drop_last_trains_full_batches_only_as_the_reference():
+    """training.drop_last (the reference's DataLoader(drop_last=True)): only full batches; a pool
+    smaller than one batch is refused; specs without it keep their hashes and run ids."""
+    from zoo.plan import run_definition
+    from zoo.spec import TrainingSpec
+    from zoo.train import batch_starts
+
+    dropping = TrainingSpec(epochs=1, batch_size=32, checkpoint_epochs=(1,), drop_last=True)
+    keeping = TrainingSpec(epochs=1, batch_size=32, checkpoint_epochs=(1,))
+    assert list(batch_starts(100, dropping)) == [0, 32, 64] and list(batch_starts(100, keeping)) == [0, 32, 64, 96]
+    with pytest.raises(ValueError, match="training examples are fewer than one batch of 32"):
+        batch_starts(31, dropping)
+    spec = load_spec("transformer-mnist")
+    assert spec.training.drop_last and run_definition(spec)["training"]["drop_last"] is True
+    assert "drop_last" not in run_definition(load_spec("cnn-mnist"))["training"]
+    cnn = load_spec("cnn-mnist")
+    data = cnn.to_data()
+    assert data["training"].pop("drop_last") is False and data["training"].pop("keep_best") is False
+    del data["search_space"]["grids"]
+    assert cnn.hash() == content_hash(data)  # the hash of a spec written before the option existed
