@@ -27,6 +27,7 @@ from benchmarks.protocol import architecture_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, summarize
 from benchmarks.tasks import SPLITS, create_task
 from nfn_models import model_config
+from benchmarks.tasks.registry import TASKS
 from nfn_models.registry import MODELS
 from zoo.schema import from_data, to_data
 
@@ -122,7 +123,8 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     {repo, revision} for a Hub dataset: `benchmarks.results.DatasetInfo`).
     """
     seeds = _check_seeds(seeds)
-    model = MODELS.resolve(model)  # results record the registered spelling
+    model = MODELS.resolve(model)  # results record the registered spellings
+    task = TASKS.resolve(task)
     model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
     if "train" in splits:  # hyperparameters that describe the members (a transformer's head count) come from the zoo
         model_overrides = architecture_overrides(MODELS.get(model), model_overrides, splits["train"].metadata,

@@ -220,7 +220,13 @@ def architecture_overrides(model_class: type, overrides: Mapping[str, Any],
     """
     fields = tuple(getattr(model_class, "ARCHITECTURE_FIELDS", ()))
     architectures = metadata.attrs.get(ARCHITECTURES_ATTR) or {}
-    if not fields or not architectures:
+    if not fields:
+        return dict(overrides)
+    if not architectures:
+        unset = [name for name in fields if name not in overrides]
+        if unset:
+            raise ValueError(f"{where}: the model needs the members' {unset}, and the splits carry no architectures; "
+                             "load them with benchmarks.harness.load_splits, or set them (model.KEY=VALUE)")
         return dict(overrides)
     used = sorted(set(metadata["architecture"].astype(str))) if "architecture" in metadata else sorted(architectures)
     filled = dict(overrides)

@@ -103,6 +103,13 @@ def transformer_generalization() -> Suite:
                  "training, retrained at each accuracy threshold of Tran et al. 2025 (0 to 0.8)", entries)
 
 
+def _field(task: str, key: str) -> str:
+    """A task override's field name (its alias resolved)."""
+    from benchmarks.tasks import get_task_class
+
+    return getattr(get_task_class(task), "ALIASES", {}).get(key, key)
+
+
 def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list[int],
               task_overrides: Mapping[str, Any] | None = None, only: list[str] | None = None,
               device: str | None = None) -> list[tuple[SuiteEntry, dict]]:
@@ -116,11 +123,22 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
     from nfn_models import model_config
 
     suite = SUITES.get(name)()
+    only = [name.replace("-", "_") if name.replace("-", "_") in {e.model for e in suite.entries} else name
+            for name in (only or [])]
     entries = [e for e in suite.entries if not only or e.name in only or e.model in only]
     if not entries:
         raise ValueError(f"--only {','.join(only or [])} matches no entry of suite {name!r}; its entries: "
                          f"{', '.join(e.name for e in suite.entries)}")
     extra = dict(task_overrides or {})
+    resolved = {}
+    for entry in entries:  # --set wins over an entry's value, unless it makes two entries one
+        key = json.dumps([entry.model, entry.model_overrides,
+                          {_field(suite.task, k): v for k, v in {**entry.task_overrides, **extra}.items()}],
+                         sort_keys=True, default=str)
+        if key in resolved:
+            raise ValueError(f"with --set {', '.join(sorted(extra))} the suite's entries {resolved[key]} and "
+                             f"{entry.name} would be the same run under two names; leave out what the suite varies")
+        resolved[key] = entry.name
     for entry in entries:  # every override checked before any data is loaded or model trained
         create_task(suite.task, **{**entry.task_overrides, **extra})
         model_config(entry.model, **entry.model_overrides)

@@ -99,23 +99,30 @@ def _sweep_tables(task_class: type, entries: list[Entry], metric: str) -> list[s
             groups[json.dumps(protocol, sort_keys=True, default=str)].append(entry)
         for key in sorted(groups):
             group = groups[key]
-            values = sorted({entry.results.task_config.get(field) for entry in group} - {None})
+            group = [e for e in group if isinstance(e.results.task_config.get(field), (int, float))]
+            values = sorted({entry.results.task_config.get(field) for entry in group})
             if len(values) < 2:
                 continue
-            configs = {json.dumps(e.results.model_config, sort_keys=True) for e in group}
+
+            def identity(entry: Entry) -> str:  # everything but the swept value: model, configs, seeds
+                config = {k: v for k, v in entry.results.task_config.items() if k != field}
+                return json.dumps([entry.results.model, entry.results.model_config, config, entry.results.seeds],
+                                  sort_keys=True, default=str)
+
+            identities = sorted({identity(e) for e in group})
+            configs = len(identities)
+
             def row(entry: Entry) -> str:
                 model = entry.results.model
-                same = {json.dumps(e.results.model_config, sort_keys=True) for e in group if e.results.model == model}
-                if len(same) == 1:
-                    return model
-                return f"{model} ({sorted(same).index(json.dumps(entry.results.model_config, sort_keys=True)) + 1})"
+                same = [i for i in identities if json.loads(i)[0] == model]
+                return model if len(same) == 1 else f"{model} ({same.index(identity(entry)) + 1})"
             cells: dict[tuple[str, object], Entry] = {}
             for entry in sorted(group, key=lambda e: e.submission.id):
                 cells.setdefault((row(entry), entry.results.task_config.get(field)), entry)
             rows = sorted({r for r, _ in cells})
             header = ["Model", *(f"{label} {value:g}" if isinstance(value, float) else f"{label} {value}"
                                  for value in values)]
-            lines = [f"{metric} by {label} ({len(configs)} model configs, one results file per cell):", "",
+            lines = [f"{metric} by {label} ({configs} model and training configs; one results file per cell):", "",
                      "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
             for name in rows:
                 shown = []

@@ -98,10 +98,10 @@ def block_features(weights: WeightBatch, layout: AttentionLayout) -> list[dict[s
         t = {key: weights.tensors[i] for key, i in block.items()}
         batch, d_model = t["wq"].shape[0], layout.d_model
         features.append({
-            "wq": t["wq"].view(batch, h, layout.d_k, d_model).transpose(-1, -2).unsqueeze(1),
-            "wk": t["wk"].view(batch, h, layout.d_k, d_model).transpose(-1, -2).unsqueeze(1),
-            "wv": t["wv"].view(batch, h, layout.d_v, d_model).transpose(-1, -2).unsqueeze(1),
-            "wo": t["wo"].view(batch, d_model, h, layout.d_v).permute(0, 2, 3, 1).unsqueeze(1),
+            "wq": t["wq"].reshape(batch, h, layout.d_k, d_model).transpose(-1, -2).unsqueeze(1),
+            "wk": t["wk"].reshape(batch, h, layout.d_k, d_model).transpose(-1, -2).unsqueeze(1),
+            "wv": t["wv"].reshape(batch, h, layout.d_v, d_model).transpose(-1, -2).unsqueeze(1),
+            "wo": t["wo"].reshape(batch, d_model, h, layout.d_v).permute(0, 2, 3, 1).unsqueeze(1),
             "wa": t["wa"].transpose(-1, -2).unsqueeze(1),
             "ba": t["ba"].unsqueeze(1),
             "wb": t["wb"].transpose(-1, -2).unsqueeze(1),

@@ -44,7 +44,8 @@ from zoo.weightspace import WeightBatch, WeightSpace
 
 
 def _threads() -> int:
-    """All cores this process may use (the libraries' results do not depend on it)."""
+    """All cores this process may use. (Sums over threads may round differently with another
+    core count: results are reproducible on one machine, like the zoos' own training.)"""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -56,11 +57,14 @@ def _rmse(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sqrt(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)))
 
 
-def _positive(where: str, key: str, values: dict[str, float]) -> None:
+def _positive(where: str, key: str, values: dict[str, float], non_negative: dict[str, float] | None = None) -> None:
     prefix = f"{key}." if key else ""
     for name, value in values.items():
         if not value > 0:
             raise SchemaError(where, f"{prefix}{name}", f"expected a positive number, got {value}")
+    for name, value in (non_negative or {}).items():
+        if not value >= 0:
+            raise SchemaError(where, f"{prefix}{name}", f"expected a non-negative number, got {value}")
 
 
 class FittedTrees(nn.Module):
@@ -105,7 +109,8 @@ class XGBoostConfig:
     def validate(self, where: str, key: str) -> None:
         _positive(where, key, {"learning_rate": self.learning_rate, "max_depth": self.max_depth,
                                "subsample": self.subsample, "colsample_bytree": self.colsample_bytree,
-                               "max_rounds": self.max_rounds})
+                               "max_rounds": self.max_rounds},
+                  {"min_child_weight": self.min_child_weight, "reg_lambda": self.reg_lambda, "reg_alpha": self.reg_alpha})
         if self.out_features != 1:
             raise SchemaError(where, "out_features", f"the tree baselines predict one scalar, got {self.out_features}")
 
@@ -163,7 +168,9 @@ class LightGBMConfig:
         _positive(where, key, {"learning_rate": self.learning_rate, "num_leaves": self.num_leaves,
                                "feature_fraction": self.feature_fraction, "bagging_fraction": self.bagging_fraction,
                                "max_bin": self.max_bin, "max_rounds": self.max_rounds,
-                               "early_stopping_rounds": self.early_stopping_rounds})
+                               "early_stopping_rounds": self.early_stopping_rounds},
+                  {"min_data_in_leaf": self.min_data_in_leaf, "bagging_freq": self.bagging_freq,
+                   "lambda_l1": self.lambda_l1, "lambda_l2": self.lambda_l2, "min_gain_to_split": self.min_gain_to_split})
         if self.out_features != 1:
             raise SchemaError(where, "out_features", f"the tree baselines predict one scalar, got {self.out_features}")
 

@@ -112,3 +112,11 @@ def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path
     assert "| Model | threshold 0 | threshold 0.11 |" in page
     row = next(line for line in page.splitlines() if line.startswith("| statnn | "))
     assert row.count("±") == 2
+
+
+def test_a_suite_override_that_merges_two_entries_is_refused(tiny_transformer_zoo, tmp_path):
+    from benchmarks.suite import run_suite
+
+    with pytest.raises(ValueError, match="mlp-t0 and mlp-t0.2 would be the same run under two names"):
+        run_suite("transformer-generalization", tiny_transformer_zoo, tmp_path, [0], {"threshold": 0.5},
+                  only=["mlp"])
