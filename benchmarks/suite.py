@@ -3,7 +3,8 @@
 `nfnzoo bench suite NAME --data ZOO --out DIR` runs every entry of a suite over the seeds and
 writes one results file per entry (`DIR/<entry>.json`, with its predictions beside it),
 skipping entries whose results file is already there, so an interrupted suite resumes where
-it stopped. It then prints (and writes to `DIR/table.md`) the Kendall tau-b table: mean +- std
+it stopped. An entry its data cannot serve (a threshold that leaves fewer than two test rows)
+is recorded as `DIR/<entry>.skipped` with the reason, and the others go on. It then prints (and writes to `DIR/table.md`) the Kendall tau-b table: mean +- std
 over the seeds, with the tie ceiling of the test targets. Submitting the files to a
 leaderboard is `nfnzoo leaderboard submit DIR/*.json`.
 
@@ -32,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from benchmarks.files import write_text_atomic
 from zoo.registry import Registry
 
 
@@ -143,7 +145,7 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
         create_task(suite.task, **{**entry.task_overrides, **extra})
         model_config(entry.model, **entry.model_overrides)
     out_dir = Path(out_dir)
-    todo = [e for e in entries if not (out_dir / f"{e.name}.json").exists()]
+    todo = [e for e in entries if not (out_dir / f"{e.name}.json").exists() and not skipped_path(out_dir, e).exists()]
     print(f"suite {name}: {len(entries)} entries, {len(entries) - len(todo)} already in {out_dir}",
           file=sys.stderr, flush=True)
     if todo:
@@ -151,10 +153,25 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
         for position, entry in enumerate(todo, start=1):
             start = time.perf_counter()
             print(f"suite {name}: [{position}/{len(todo)}] {entry.name}", file=sys.stderr, flush=True)
-            run_on_splits(suite.task, entry.model, splits, dataset, seeds, out_dir / f"{entry.name}.json",
-                          entry.model_overrides, {**entry.task_overrides, **extra}, device=device)
+            try:
+                run_on_splits(suite.task, entry.model, splits, dataset, seeds, out_dir / f"{entry.name}.json",
+                              entry.model_overrides, {**entry.task_overrides, **extra}, device=device)
+            except ValueError as error:  # the data cannot serve this protocol (e.g. a threshold leaves < 2 rows)
+                write_text_atomic(skipped_path(out_dir, entry), f"{error}\n")
+                print(f"suite {name}: {entry.name} skipped: {error}", file=sys.stderr, flush=True)
+                continue
             print(f"suite {name}: {entry.name} done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    return [(e, json.loads((out_dir / f"{e.name}.json").read_text())) for e in entries]
+    for entry in entries:
+        if skipped_path(out_dir, entry).exists():
+            print(f"suite {name}: {entry.name} was skipped ({skipped_path(out_dir, entry).read_text().strip()}); "
+                  f"delete {skipped_path(out_dir, entry).name} to retry it", file=sys.stderr)
+    return [(e, json.loads((out_dir / f"{e.name}.json").read_text())) for e in entries
+            if (out_dir / f"{e.name}.json").exists()]
+
+
+def skipped_path(out_dir: Path, entry: SuiteEntry) -> Path:
+    """Where a suite records why an entry could not run on its data (kept across resumes)."""
+    return out_dir / f"{entry.name}.skipped"
 
 
 def tau_table(rows: list[tuple[SuiteEntry, dict]]) -> str:

@@ -120,3 +120,13 @@ def test_a_suite_override_that_merges_two_entries_is_refused(tiny_transformer_zo
     with pytest.raises(ValueError, match="mlp-t0 and mlp-t0.2 would be the same run under two names"):
         run_suite("transformer-generalization", tiny_transformer_zoo, tmp_path, [0], {"threshold": 0.5},
                   only=["mlp"])
+
+
+def test_an_entry_the_data_cannot_serve_is_recorded_as_skipped(tiny_transformer_zoo, tmp_path):
+    from benchmarks.suite import run_suite
+
+    rows = run_suite("transformer-generalization", tiny_transformer_zoo, tmp_path, [0],
+                     {"epochs": 1, "checkpoints": "all"}, only=["statnn-t0", "statnn-t0.8"])
+    assert [entry.name for entry, _ in rows] == ["statnn-t0"]  # no member of the tiny zoo reaches 0.8
+    assert "no checkpoints left after dropping test_accuracy below min_accuracy 0.8" in \
+        (tmp_path / "statnn-t0.8.skipped").read_text()
