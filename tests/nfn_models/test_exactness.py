@@ -121,8 +121,10 @@ def test_claimed_groups_leave_the_output_unchanged_and_the_others_do_not(name, s
     model = _model(name, space_name, seed=0)
     symmetry = _symmetry(space_name, group)
     claimed = group in claimed_symmetries(model)
+    # a fitted model claims nothing: one fit (seconds on 18,506 features) shows each group moves it
+    seeds = SEEDS if trained_by(model) == "gradient" else SEEDS[:1]
     with torch.no_grad():
-        for seed in SEEDS:
+        for seed in seeds:
             model = _model(name, space_name, seed)
             weights = _weights(symmetry.space, 4, seed)
             g = symmetry.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
