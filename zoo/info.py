@@ -34,17 +34,25 @@ def _load(folder: Path, config: str | None, columns: tuple[str, ...] = ()):
     unknown = [c for c in columns if c not in available]
     if unknown:
         raise ValueError(f"{folder} config {config!r} has no column {unknown[0]!r}; its columns: {', '.join(available)}")
-    wanted = list(dict.fromkeys(["epoch", "status", metric, "run_id", *columns]))
+    wanted = list(dict.fromkeys(["epoch", "status", metric, "run_id", *columns,
+                                 *(["is_best"] if "is_best" in available else [])]))
     frame = read_named(files, lambda: pq.read_table(files, columns=wanted).to_pandas())
     return config, entry, frame, (metric, low, high)
+
+
+def _final(frame):
+    """Each run's checkpoint at the last epoch, without the best-validation copies (`is_best`)."""
+    ok = frame[frame["status"] == "ok"]
+    if "is_best" in ok:
+        ok = ok[~ok["is_best"].astype(bool)]
+    return ok[ok["epoch"] == ok["epoch"].max()]
 
 
 def final_breakdown(folder: str | Path, column: str, config: str | None = None) -> str:
     """The headline metric at each run's final epoch, one line (quantiles, histogram) per value of `column`."""
     folder = Path(folder)
     config, entry, frame, (metric, low, high) = _load(folder, config, (column,))
-    ok = frame[frame["status"] == "ok"]
-    final = ok[ok["epoch"] == ok["epoch"].max()]
+    final = _final(frame)
     lines = [f"{metric} at the final epoch ({int(final['epoch'].max()) if len(final) else '-'}) by {column} (ok rows):",
              f"  {column[:12]:<12} (  runs)        min    q25    median q75    max    histogram {low:g}..{high:g}"]
     for value, group in final.groupby(column):
@@ -65,8 +73,7 @@ def plot_final(folder: str | Path, out: str | Path, column: str | None = None, c
 
     folder, out = Path(folder), Path(out)
     config, entry, frame, (metric, low, high) = _load(folder, config, (column,) if column else ())
-    ok = frame[frame["status"] == "ok"]
-    final = ok[ok["epoch"] == ok["epoch"].max()]
+    final = _final(frame)
     groups = list(final.groupby(column)) if column else [("all", final)]
     figure, axes = plt.subplots(figsize=(7, 4))
     axes.hist([g[metric] for _, g in groups], bins=40, range=(low, high), stacked=True,

@@ -65,6 +65,14 @@ def test_info_breaks_the_final_epoch_down_and_plots_it(tiny_zoo, tmp_path, capsy
     assert code == 1 and "has no column 'colour'; its columns: model_id" in err
 
 
+def test_info_counts_each_run_once_when_the_zoo_keeps_best_checkpoints(tiny_transformer_zoo, capsys):
+    """A best-validation copy of the last epoch is not a second final checkpoint."""
+    code, out, err = run(["info", tiny_transformer_zoo, "--by", "optimizer"], capsys)
+    assert code == 0, err
+    counts = dict(re.findall(r"^  (adam|sgd_momentum) +\( +(\d+) runs\)", out, flags=re.M))
+    assert counts == {"adam": "8", "sgd_momentum": "8"}, out
+
+
 def test_info_errors_are_clean(tiny_zoo, tmp_path, capsys):
     code, _, err = run(["info", tiny_zoo, "--config", "cnn-cifar"], capsys)
     assert code == 1 and "nfnzoo info: error:" in err and "it holds ['cnn-mnist']" in err
