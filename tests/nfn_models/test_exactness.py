@@ -47,8 +47,8 @@ SPACES = {"cnn-relu": ("cnn", {}, {"activation": "relu"}, "scale"),
           "transformer-3x4-residual": ("transformer", SMALL_TRANSFORMER, {}, None)}
 # the size fields a Config may have, shrunk (the same code paths as the presets)
 SMALL = {"channels": (3, 2), "invariant_channels": 4, "hidden_sizes": (16,), "encoder_hidden": 6,
-         "max_rounds": 5, "min_child_weight": 1.0, "min_data_in_leaf": 4, "max_trees": 10, "trees_per_step": 5,
-         "early_stopping_trees": 5, "min_samples_leaf": 4}
+         "max_rounds": 5, "min_child_weight": 1.0, "min_data_in_leaf": 4, "min_gain_to_split": 0.0, "max_trees": 10,
+         "trees_per_step": 5, "early_stopping_trees": 5, "min_samples_leaf": 4}
 NEGATIVE_CONTROLS = {"attention+scale": {"mlp_scaling": True},
                      "attention+block-output": {"permute_block_outputs": True},
                      "attention+model-dimension": {"residual": False}}
@@ -101,9 +101,11 @@ def _model(name: str, space_name: str, seed: int):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = create_model(name, space, **overrides).eval()
-    if trained_by(model) == "fit":  # fitted on random rows with random targets
-        targets = torch.rand(48, generator=torch.Generator().manual_seed(seed))
-        model.fit(_weights(space, 48, seed + 100), targets, _weights(space, 16, seed + 200), targets[:16], seed)
+    if trained_by(model) == "fit":  # fitted on random rows, the targets a function of every weight
+        rows = _weights(space, 64, seed + 100)
+        projection = torch.randn(space.num_params, generator=torch.Generator().manual_seed(seed))
+        targets = torch.sigmoid(rows.flatten() @ projection / space.num_params ** 0.5)
+        model.fit(rows[:48], targets[:48], rows[48:], targets[48:], seed)
     return model
 
 

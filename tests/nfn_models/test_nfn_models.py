@@ -1,14 +1,39 @@
-"""Checks every registered NFN model gets: shapes, determinism, gradients, batching, errors."""
+"""Checks every registered NFN model gets: shapes, determinism, gradients, batching, errors.
+
+Gradient-trained models run on a weight space they read (the Small CNN for feedforward models,
+a small transformer for Transformer-NFN); fitted models (the tree ensembles) get the same
+checks after a fit, plus their own (an unfitted model and a second output are refused).
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from nfn_models import create_model, list_models
-from zoo.weightspace import TensorSpec, WeightSpace
+from nfn_models import create_model, list_models, trained_by
+from nfn_models.registry import MODELS as REGISTRY
+from zoo.families import get_family
+from zoo.weightspace import TensorSpec, WeightBatch, WeightSpace
 
-MODELS = list_models()
+MODELS = [name for name in list_models() if trained_by(REGISTRY.get(name)) == "gradient"]
+FITTED = [name for name in list_models() if trained_by(REGISTRY.get(name)) == "fit"]
+TRANSFORMER = get_family("transformer").weight_space({"d_model": 8, "num_blocks": 2, "num_heads": 2, "head_dim": 4,
+                                                      "mlp_dim": 6})
+FAST_FIT = {"xgboost": {"max_rounds": 3, "min_child_weight": 1.0},
+            "lightgbm": {"max_rounds": 4, "early_stopping_rounds": 2, "min_data_in_leaf": 2, "min_gain_to_split": 0.0},
+            "random_forest": {"max_trees": 4, "trees_per_step": 2, "early_stopping_trees": 2, "min_samples_leaf": 2}}
+
+
+@pytest.fixture
+def space(request, cnn_space) -> WeightSpace:
+    """A weight space the test's model (its `name` parameter) reads: the Small CNN's, or a transformer's."""
+    kinds = getattr(REGISTRY.get(request.node.callspec.params["name"]), "weight_spaces", ("feedforward",))
+    return cnn_space if "feedforward" in kinds else TRANSFORMER
+
+
+@pytest.fixture
+def batch(space, random_batch):
+    return random_batch(space, 12, seed=0)
 
 
 def seeded_model(name: str, space: WeightSpace, seed: int, **overrides):
@@ -19,16 +44,16 @@ def seeded_model(name: str, space: WeightSpace, seed: int, **overrides):
 
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("out_features", [1, 3])
-def test_output_shape(name, out_features, cnn_space, batch):
-    model = create_model(name, cnn_space, out_features=out_features)
+def test_output_shape(name, out_features, space, batch):
+    model = create_model(name, space, out_features=out_features)
     assert model(batch).shape == (len(batch), out_features)
     model.eval()
     assert model(batch).shape == (len(batch), out_features)
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_deterministic_given_a_seed(name, cnn_space, batch):
-    first, second, other = (seeded_model(name, cnn_space, seed) for seed in (0, 0, 1))
+def test_deterministic_given_a_seed(name, space, batch):
+    first, second, other = (seeded_model(name, space, seed) for seed in (0, 0, 1))
     for model in (first, second, other):
         model.eval()
     with torch.no_grad():
@@ -37,8 +62,8 @@ def test_deterministic_given_a_seed(name, cnn_space, batch):
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_gradients_reach_every_parameter(name, cnn_space, batch):
-    model = seeded_model(name, cnn_space, 0)  # seeded: a random draw may leave a ReLU path dead
+def test_gradients_reach_every_parameter(name, space, batch):
+    model = seeded_model(name, space, 0)  # seeded: a random draw may leave a ReLU path dead
     model(batch).pow(2).mean().backward()
     for parameter_name, parameter in model.named_parameters():
         assert parameter.grad is not None, parameter_name
@@ -47,13 +72,13 @@ def test_gradients_reach_every_parameter(name, cnn_space, batch):
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_eval_predictions_do_not_depend_on_the_batching(name, cnn_space, random_batch):
-    model = create_model(name, cnn_space)
+def test_eval_predictions_do_not_depend_on_the_batching(name, space, random_batch):
+    model = create_model(name, space)
     model.train()
     for seed in range(3):  # accumulate normalization statistics as training would
-        model(random_batch(cnn_space, 16, seed))
+        model(random_batch(space, 16, seed))
     model.eval()
-    batch = random_batch(cnn_space, 10, seed=7)
+    batch = random_batch(space, 10, seed=7)
     with torch.no_grad():
         whole = model(batch)
         pieces = torch.cat([model(batch[i:i + 3]) for i in range(0, 10, 3)])
@@ -61,15 +86,47 @@ def test_eval_predictions_do_not_depend_on_the_batching(name, cnn_space, random_
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_a_batch_of_another_architecture_is_a_clear_error(name, cnn_space, random_batch):
-    model = create_model(name, cnn_space)
+def test_a_batch_of_another_architecture_is_a_clear_error(name, space, random_batch):
+    model = create_model(name, space)
     other = WeightSpace((TensorSpec("fc.weight", (4, 3), "weight", 0), TensorSpec("fc.bias", (4,), "bias", 0)))
     with pytest.raises(ValueError, match="architecture differs"):
         model(random_batch(other, 4, seed=0))
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_creating_a_model_records_its_config(name, cnn_space):
-    model = create_model(name, cnn_space, out_features=2)
+def test_creating_a_model_records_its_config(name, space):
+    model = create_model(name, space, out_features=2)
     assert model.config.out_features == 2
-    assert model.weight_space == cnn_space
+    assert model.weight_space == space
+
+
+def _fitted(name: str, space: WeightSpace, seed: int = 0):
+    model = create_model(name, space, **FAST_FIT[name])
+    generator = torch.Generator().manual_seed(seed)
+    rows = WeightBatch(space, tuple(torch.randn(40, *t.shape, generator=generator) for t in space.tensors))
+    targets = torch.sigmoid(rows.flatten()[:, :5].sum(1))  # a function of the weights, so the trees split
+    model.fit(rows[:30], targets[:30], rows[30:], targets[30:], seed)
+    return model
+
+
+@pytest.mark.parametrize("name", FITTED)
+def test_a_fitted_model_predicts_one_number_per_row_reproducibly(name, cnn_space, random_batch):
+    first, second = _fitted(name, cnn_space), _fitted(name, cnn_space)
+    batch = random_batch(cnn_space, 10, seed=7)
+    with torch.no_grad():
+        whole = first(batch)
+        assert whole.shape == (10, 1) and whole.dtype == torch.float32
+        assert torch.equal(whole, second(batch))
+        torch.testing.assert_close(torch.cat([first(batch[i:i + 3]) for i in range(0, 10, 3)]), whole)
+    assert first.num_parameters() > 0
+
+
+@pytest.mark.parametrize("name", FITTED)
+def test_a_fitted_model_refuses_what_it_cannot_do(name, cnn_space, random_batch):
+    with pytest.raises(RuntimeError, match="is not fitted; call fit"):
+        create_model(name, cnn_space)(random_batch(cnn_space, 2, seed=0))
+    with pytest.raises(Exception, match="predict one scalar"):
+        create_model(name, cnn_space, out_features=3)
+    other = WeightSpace((TensorSpec("fc.weight", (4, 3), "weight", 0), TensorSpec("fc.bias", (4,), "bias", 0)))
+    with pytest.raises(ValueError, match="architecture differs"):
+        _fitted(name, cnn_space)(random_batch(other, 4, seed=0))
