@@ -226,8 +226,9 @@ def measure_space(space_name: str, models: list[str], args, device: torch.device
     """One row per model (and per nfn reference) on one weight space."""
     space = weight_space(space_name)
     kind = nfn_models.weight_space_kind(space)
-    models = [m for m in models if nfn_models.trained_by(nfn_models.registry.MODELS.get(m)) == "gradient"
-              and kind in getattr(nfn_models.registry.MODELS.get(m), "weight_spaces", (kind,))]
+    classes = {m: nfn_models.registry.MODELS.get(m) for m in models}
+    models = [m for m, cls in classes.items()
+              if nfn_models.trained_by(cls) == "gradient" and kind in getattr(cls, "weight_spaces", (kind,))]
     names = row_names(models, with_reference)
     built = {name: build(name, space, device) for name in names}
     train_times = median_times(built, training_step, random_weights(space, args.batch, device), args.repeat, device)

@@ -108,7 +108,7 @@ def terms(source: str, source_axes: str, target_axes: str, kinds: dict[str, str]
                 letter = src[option]
             out.append(letter)
             view.append(sizes[axis])
-        identified = {option for option in choice if isinstance(option, int) and not isinstance(option, bool)}
+        identified = {option for option in choice if isinstance(option, int)}  # source axes matched, not summed
         fan_in = in_channels * math.prod(sizes[a] for k, a in enumerate(source_axes) if k not in identified)
         equation = f"ec{''.join(parameter)},bc{''.join(src)}->be{''.join(out)}"
         found.append(Term(source, equation, (out_channels, in_channels, *parameter_sizes),
@@ -156,11 +156,10 @@ class AttentionLinear(nn.Module):
                  residual: bool = False):
         super().__init__()
         kinds = axis_kinds(residual)
-        head_sources = {name: axes for name, axes in HEAD_TENSORS.items()}
         mlp_sources = {**PRODUCTS, **MLP_TENSORS}
         self.blocks = nn.ModuleList(
             nn.ModuleDict({**{name: TermSum(axes, {name: axes}, kinds, sizes, in_channels, out_channels)
-                              for name, axes in head_sources.items()},
+                              for name, axes in HEAD_TENSORS.items()},
                            **{name: TermSum(axes, mlp_sources, kinds, sizes, in_channels, out_channels)
                               for name, axes in MLP_TENSORS.items()}})
             for _ in range(num_blocks))
