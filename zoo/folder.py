@@ -31,7 +31,11 @@ def save_spec(spec: ZooSpec, folder: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(spec.to_data(), indent=2, sort_keys=True) + "\n"
     if path.exists() and path.read_text() != text:
-        # A different spec of the same name would mix its runs in silently at packing time.
+        # the same spec written before an option with a default existed (its hash leaves such
+        # defaults out) is kept as written; a different spec of the same name would mix its runs
+        # in silently at packing time
+        if spec_from_data(json.loads(path.read_text()), str(path)).hash() == spec.hash():
+            return path
         raise ValueError(f"{folder} already holds a different spec named {spec.name!r} ({path}); "
                          "use another --out folder or remove that one")
     path.write_text(text)

@@ -226,3 +226,25 @@ def test_the_manifest_records_each_splits_arrow_size_for_the_card(tiny_zoo):
         tables = [pq.read_table(tiny_zoo / f["path"]) for f in entry["files"] if f["split"] == split]
         read_back = sum(t.nbytes for t in tables)  # a few bytes more: validity bitmaps allocated on reading
         assert read_back - 64 * len(tables[0].schema) <= entry["arrow_bytes"][split] <= read_back
+
+
+def test_a_spec_saved_before_an_option_existed_is_the_same_spec(tmp_path):
+    """A folder generated before `training.drop_last` existed resumes; a changed spec is refused."""
+    import json
+
+    from zoo.folder import save_spec
+    from zoo.spec import load_spec
+
+    spec = load_spec("cnn-mnist", "tiny")
+    old = spec.to_data()
+    del old["training"]["drop_last"]  # what an older nfnzoo wrote
+    path = tmp_path / "specs" / f"{spec.name}.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(old, indent=2, sort_keys=True) + "\n")
+    written = path.read_text()
+    assert save_spec(spec, tmp_path) == path and path.read_text() == written  # kept as written
+    changed = json.loads(written)
+    changed["training"]["epochs"] += 1
+    path.write_text(json.dumps(changed, indent=2, sort_keys=True) + "\n")
+    with pytest.raises(ValueError, match="already holds a different spec named 'cnn-mnist'"):
+        save_spec(spec, tmp_path)
