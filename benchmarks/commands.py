@@ -4,6 +4,7 @@
         [--config NAME] --seeds 0,1,2 --out results/statnn.json [--set KEY=VALUE ...]
     nfnzoo bench run ... --data ORG/NAME@v0.1.0-1a2b3c4d     # a Hub dataset repo at a tag
     nfnzoo bench scatter RESULTS... --out plot.png
+    nfnzoo bench plot-edits RESULTS... --out edits.png
     nfnzoo bench suite cnn-generalization --data runs/cnn-mnist-bench --out runs/suite [--set task.epochs=50]
 
 `--set` overrides a hyperparameter: `model.KEY=VALUE` or `task.KEY=VALUE`, or a bare `KEY`
@@ -103,6 +104,17 @@ def scatter_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def plot_edits_command(args: argparse.Namespace) -> int:
+    from benchmarks.plots import edit_grid
+
+    try:
+        path = edit_grid(args.results, args.out, images=args.images)
+    except (SchemaError, FileNotFoundError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    print(f"wrote {path}")
+    return 0
+
+
 def suite_command(args: argparse.Namespace) -> int:
     from benchmarks.files import write_text_atomic
     from benchmarks.suite import run_suite, tau_table
@@ -173,6 +185,13 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     plot.add_argument("results", nargs="+", help="results JSON files (their predictions CSVs beside them)")
     plot.add_argument("--out", required=True, help="the PNG to write")
     plot.set_defaults(handler=scatter_command)
+
+    edits = commands.add_parser("plot-edits", help="INR editing side by side: original render, target and each "
+                                "results file's edited render, for a few test SIRENs")
+    edits.add_argument("results", nargs="+", help="inr-editing results JSON files (their .examples.npz beside them)")
+    edits.add_argument("--out", required=True, help="the PNG to write")
+    edits.add_argument("--images", type=int, default=6, help="test SIRENs to show (rows; default 6)")
+    edits.set_defaults(handler=plot_edits_command)
 
     suite = commands.add_parser("suite", help="run a named matrix of benchmark entries (resumable), "
                                 "print its Kendall tau table", listing=_suite_listing)

@@ -7,13 +7,38 @@ file mode.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from zoo.atomic import replacing, write_json_atomic, write_text_atomic
+import numpy as np
 
-__all__ = ["read_json", "replacing", "write_json_atomic", "write_text_atomic"]
+from zoo.atomic import replacing, write_bytes_atomic, write_json_atomic, write_text_atomic
+
+__all__ = ["read_json", "read_npz", "replacing", "write_json_atomic", "write_npz_atomic", "write_text_atomic"]
+
+
+def write_npz_atomic(path: str | Path, arrays: Mapping[str, Any]) -> Path:
+    """Plain numeric or string arrays as one .npz (object arrays are refused: no pickles)."""
+    converted = {name: np.asarray(value) for name, value in arrays.items()}
+    odd = [name for name, value in converted.items() if value.dtype == object]
+    if odd:
+        raise ValueError(f"{path}: the arrays {odd} are object arrays; only plain numbers and strings are saved")
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **converted)
+    return write_bytes_atomic(path, buffer.getvalue())
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz written by `write_npz_atomic` (pickled content is refused)."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except (ValueError, OSError) as error:
+        raise ValueError(f"{path}: not a plain .npz of arrays ({error})") from None
 
 
 def read_json(path: str | Path) -> Any:

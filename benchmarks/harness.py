@@ -22,7 +22,7 @@ import pandas
 import torch
 
 import zoo
-from benchmarks.files import write_json_atomic, write_text_atomic
+from benchmarks.files import write_json_atomic, write_npz_atomic, write_text_atomic
 from benchmarks.protocol import architecture_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, summarize
 from benchmarks.tasks import SPLITS, create_task
@@ -39,6 +39,12 @@ def predictions_path(results_path: str | Path) -> Path:
     """Where the predictions sidecar of a results file lives: `<stem>.predictions.csv` beside it."""
     results_path = Path(results_path)
     return results_path.with_name(f"{results_path.stem}.predictions.csv")
+
+
+def examples_path(results_path: str | Path) -> Path:
+    """Where a task's figure arrays live: `<stem>.examples.npz` beside the results (plain arrays, no pickles)."""
+    results_path = Path(results_path)
+    return results_path.with_name(f"{results_path.stem}.examples.npz")
 
 
 def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
@@ -70,7 +76,8 @@ def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "Z
     checked_hash = verified_dataset_hash(path, config)
     # the manifest's architectures ride along in the metadata, for augmentation by each row's group
     architectures = configs[config].get("architectures", {})
-    splits = {name: with_architectures(loader.load_split(path, config, name, check=False), architectures)
+    spec = configs[config].get("spec")  # INR editing reads the source images through it
+    splits = {name: with_architectures(loader.load_split(path, config, name, check=False), architectures, spec)
               for name in SPLITS}
     dataset = {"path": str(data_path), "config": config, "dataset_hash": checked_hash,
                "family": configs[config]["family"], "repo": source.repo, "revision": source.revision}
@@ -133,7 +140,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     model_hparams = model_config(model, **model_overrides)  # validates before any training
     device = _resolve_device(device)
 
-    per_seed, tables, num_params = [], [], 0
+    per_seed, tables, num_params, examples = [], [], 0, {}
     for position, seed in enumerate(seeds, start=1):
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -145,6 +152,8 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
                          "peak_memory_mb": _peak_memory_mb(device), "selection": result.selection,
                          "ranking": result.ranking})
         tables.append(result.predictions.assign(seed=seed))
+        if position == 1:
+            examples = dict(result.examples)
         if progress:
             shown = " ".join(f"{name}={value:.4f}" for name, value in result.metrics.items())
             print(f"bench {task}/{model}: seed {seed} ({position}/{len(seeds)}): {shown} [{elapsed:.1f} s]",
@@ -165,6 +174,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hardware": _hardware(device),
         "predictions": predictions_path(out_path).name if out_path is not None else None,
+        "examples": examples_path(out_path).name if out_path is not None and examples else None,
     }
     from_data(Results, results, where="benchmark results")  # the harness writes what it documents
     if out_path is not None:
@@ -172,6 +182,8 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         buffer = io.StringIO()
         table.to_csv(buffer, index=False)
         write_text_atomic(predictions_path(out_path), buffer.getvalue())
+        if examples:
+            write_npz_atomic(examples_path(out_path), examples)
         write_json_atomic(out_path, results)
         if progress:
             print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=sys.stderr)

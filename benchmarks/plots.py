@@ -67,3 +67,67 @@ def scatter(results_paths: Sequence[str | Path], out_path: str | Path, *, dpi: i
     finally:
         plt.close(figure)
     return Path(out_path)
+
+
+def _load_examples(results_path: Path, sidecar: str | None) -> dict:
+    from benchmarks.files import read_npz
+    from benchmarks.harness import examples_path
+
+    if not sidecar:
+        raise ValueError(f"{results_path}: its task kept no example renders (an inr-editing results file has them)")
+    path = results_path.with_name(sidecar) if sidecar else examples_path(results_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{results_path}: its examples file {path} is missing; rerun the benchmark")
+    arrays = read_npz(path)
+    missing = {"model_id", "original", "target", "edited"} - set(arrays)
+    if missing:
+        raise ValueError(f"{path}: expected the arrays model_id, original, target, edited; missing {sorted(missing)}")
+    return arrays
+
+
+def edit_grid(results_paths: Sequence[str | Path], out_path: str | Path, *, images: int = 6,
+              dpi: int = 120) -> Path:
+    """INR editing side by side: per test SIREN (a row) its original render, the target, and
+    the edited render of each results file's model (columns, titled with the model and its
+    test MSE). The files must hold the same test SIRENs first (the same zoo and protocol)."""
+    if not results_paths:
+        raise ValueError("give at least one inr-editing results file to plot")
+    panels = []
+    for path in map(Path, results_paths):
+        results = load_results(path)
+        panels.append((results, _load_examples(path, results.examples)))
+    first = panels[0][1]
+    for (results, arrays), path in zip(panels[1:], results_paths[1:]):
+        if list(arrays["model_id"]) != list(first["model_id"]):
+            raise ValueError(f"{path}: its example SIRENs differ from {results_paths[0]}'s (another zoo or protocol)")
+    rows = min(images, len(first["model_id"]))
+    if rows == 0:
+        raise ValueError(f"{results_paths[0]}: no example renders to plot")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = [("original render", first["original"]), ("target", first["target"])]
+    for results, arrays in panels:
+        mse = results.summary.get("mse")
+        label = f"{results.model}\nMSE {mse.mean:.3f}" if mse else results.model
+        columns.append((label, arrays["edited"]))
+    figure, axes = plt.subplots(rows, len(columns), figsize=(1.6 * len(columns), 1.6 * rows + 0.6), squeeze=False)
+    for column, (title, stack) in enumerate(columns):
+        for row in range(rows):
+            image = stack[row].transpose(1, 2, 0)
+            axis = axes[row][column]
+            axis.imshow(image[..., 0] if image.shape[2] == 1 else image, cmap="gray", vmin=0, vmax=1)
+            axis.set_xticks([])
+            axis.set_yticks([])
+            if row == 0:
+                axis.set_title(title, fontsize="small")
+    figure.tight_layout()
+    try:
+        with replacing(out_path) as temporary:
+            figure.savefig(temporary, format="png", dpi=dpi)
+    finally:
+        plt.close(figure)
+    return Path(out_path)

@@ -39,20 +39,26 @@ if TYPE_CHECKING:
     from zoo.loader import ZooSplit
 
 ARCHITECTURES_ATTR = "architectures"  # metadata.attrs key: architecture id -> manifest entry
+SPEC_ATTR = "spec"  # metadata.attrs key: the zoo spec's data (its dataset: where INR editing finds the images)
 
 
-def with_architectures(split: "ZooSplit", architectures: Mapping[str, Mapping[str, Any]]) -> "ZooSplit":
-    """A split whose metadata knows its architectures (manifest `architectures`: id -> entry).
+def with_architectures(split: "ZooSplit", architectures: Mapping[str, Mapping[str, Any]],
+                       spec: Mapping[str, Any] | None = None) -> "ZooSplit":
+    """A split whose metadata knows its architectures (manifest `architectures`: id -> entry)
+    and, when given, the spec it was generated from (the manifest config's `spec`).
 
     An entry is the manifest's `{"family", "architecture", ...}`; the split is not changed (and
-    is returned as it is when there are none to attach).
+    is returned as it is when there is nothing to attach).
     """
     from zoo.loader import ZooSplit
 
-    if not architectures:
+    if not architectures and not spec:
         return split
     metadata = split.metadata.copy()
-    metadata.attrs[ARCHITECTURES_ATTR] = {key: dict(value) for key, value in architectures.items()}
+    if architectures:
+        metadata.attrs[ARCHITECTURES_ATTR] = {key: dict(value) for key, value in architectures.items()}
+    if spec:
+        metadata.attrs[SPEC_ATTR] = dict(spec)
     return ZooSplit(split.weights, metadata)
 
 

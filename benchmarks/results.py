@@ -91,6 +91,7 @@ class Results:
     created: str  # UTC time in ISO 8601
     hardware: Hardware
     predictions: str | None = None  # file name of the predictions sidecar, beside the results file
+    examples: str | None = None  # file name of the first seed's figure arrays (.examples.npz), if the task has any
 
     def validate(self, where: str, key: str) -> None:
         if self.schema_version != SCHEMA_VERSION:

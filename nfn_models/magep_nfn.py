@@ -11,7 +11,11 @@ invertible scaling, so the group only chooses the first layer's variant and the 
 
 Defaults (the generalization-prediction preset): a 1 -> 20 first layer, two polynomial layers
 of 20 channels, an invariant layer of 20 outputs, a head of two hidden layers of 500. No input
-normalization: per-feature standardization would break the scale invariance.
+normalization: per-feature standardization would break the scale invariance. With
+`output="weights"` (INR editing) a last `PolynomialLinear` to one channel, with nothing after it,
+replaces the invariant layer and the head: a weight delta equivariant to the group
+(`nfn_models.stack`); it needs a dense weight space (SIRENs, MLPs), since the polynomial layers
+work on the dense description.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from nfn_models.features import FeatureActivation, NetworkDescription
 from nfn_models.layers import MonomialLinear, PolynomialLinear, PolynomialPool, check_channels, check_head_hparams, mlp
 from nfn_models.monomial_nfn import GROUP_ACTIVATIONS, check_group
 from nfn_models.registry import register_model
-from nfn_models.stack import InvariantStack
+from nfn_models.stack import InvariantStack, check_output
 from zoo.schema import SchemaError
 from zoo.weightspace import WeightSpace
 
@@ -38,11 +42,13 @@ class MAGEPNFNConfig:
     activation: str = "relu"  # in the head only; the equivariant stack's is fixed by `group`
     dropout: float = 0.0  # in the head only
     out_features: int = 1
+    output: str = "invariant"  # "weights": an equivariant weight-space output (a delta), no pool or head
 
     def validate(self, where: str, key: str) -> None:
         check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
         check_group(where, key, self.group)
         check_channels(where, key, self.channels)
+        check_output(where, key, self.output)
         if self.invariant_channels < 1:
             prefix = f"{key}." if key else ""
             raise SchemaError(where, f"{prefix}invariant_channels",
@@ -74,10 +80,17 @@ class MAGEPNFN(InvariantStack):
                                    FeatureActivation(GROUP_ACTIVATIONS[group]())]
         for width_in, width_out in zip(channels, channels[1:]):
             blocks += [PolynomialLinear(dense, width_in, width_out), FeatureActivation(GROUP_ACTIVATIONS[group]())]
+        if self.config.output == "weights":
+            if dense != self.description:
+                raise ValueError("MAGEP-NFN's weight-space output lives on the dense description; these weights "
+                                 f"have kernels {self.description.filter_sizes} (a CNN): use output='invariant'")
+            blocks.append(PolynomialLinear(dense, channels[-1], 1))
+            self.pool = self.head = None
+        else:
+            self.pool = PolynomialPool(dense, channels[-1], self.config.invariant_channels)
+            self.head = mlp(self.config.invariant_channels, self.config.hidden_sizes, self.config.out_features,
+                            self.config.activation, self.config.dropout)
         self.equivariant = nn.Sequential(*blocks)
-        self.pool = PolynomialPool(dense, channels[-1], self.config.invariant_channels)
-        self.head = mlp(self.config.invariant_channels, self.config.hidden_sizes, self.config.out_features,
-                        self.config.activation, self.config.dropout)
 
     @property
     def symmetries(self) -> tuple[str, ...]:

@@ -4,6 +4,9 @@ The "DNN on flattened weights" estimator of Unterthiner et al. 2020, "Predicting
 Network Accuracy from Weights" (arXiv:2002.11448): all parameters concatenated in layer
 order, standardized per coordinate, then a fully connected network. It ignores every
 symmetry of the weight space, which makes it the negative control for invariance tests.
+With `output="weights"` its last layer has one output per parameter, unflattened into a
+weight batch: the MLP baseline of INR editing (Zhou et al. 2023, Sec. 5.3; the authors'
+`MLPTransferNet`: three hidden layers of 1,000, the `inr-editing` preset).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from torch import nn
 
 from nfn_models.layers import check_head_hparams, input_normalization, mlp
 from nfn_models.registry import check_weight_space, register_model
+from nfn_models.stack import check_output
 from zoo.weightspace import WeightBatch, WeightSpace
 
 
@@ -24,9 +28,11 @@ class MLPConfig:
     activation: str = "relu"  # a name in nfn_models.layers.ACTIVATIONS
     dropout: float = 0.1  # flattened weights are high-dimensional; a little dropout regularizes
     out_features: int = 1  # one scalar per checkpoint for regression tasks (e.g. test accuracy)
+    output: str = "invariant"  # "weights": one output per parameter, a weight batch (out_features unused)
 
     def validate(self, where: str, key: str) -> None:
         check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
+        check_output(where, key, self.output)
 
 
 @register_model("mlp")
@@ -35,18 +41,21 @@ class MLP(nn.Module):
 
     Config = MLPConfig
     # the defaults serve both tasks; INR classification predicts 10 classes
-    PRESETS = {"generalization": {}, "inr-classification": {"out_features": 10}}
+    PRESETS = {"generalization": {}, "inr-classification": {"out_features": 10},
+               "inr-editing": {"hidden_sizes": (1000, 1000, 1000), "dropout": 0.0, "output": "weights"}}
     symmetries: tuple[str, ...] = ()  # reads weights in a fixed order: no symmetry claimed
+    outputs = ("invariant", "weights")
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()
         self.weight_space = weight_space
         self.config = MLPConfig(**hparams)
         self.normalize = input_normalization(weight_space.num_params)
-        self.head = mlp(weight_space.num_params, self.config.hidden_sizes, self.config.out_features,
-                        self.config.activation, self.config.dropout)
+        out = weight_space.num_params if self.config.output == "weights" else self.config.out_features
+        self.head = mlp(weight_space.num_params, self.config.hidden_sizes, out, self.config.activation,
+                        self.config.dropout)
 
-    def forward(self, weights: WeightBatch) -> torch.Tensor:
+    def forward(self, weights: WeightBatch) -> torch.Tensor | WeightBatch:
         check_weight_space(self.weight_space, weights)
-        features = weights.flatten()  # (B, num_params)
-        return self.head(self.normalize(features))  # (B, out_features)
+        output = self.head(self.normalize(weights.flatten()))  # (B, out_features or num_params)
+        return WeightBatch.from_flat(self.weight_space, output) if self.config.output == "weights" else output

@@ -5,7 +5,7 @@ Matrix Groups" (NeurIPS 2024), Sec. 4-5 and the generalization-prediction experi
 (Sec. 6): a stack of equivariant `MonomialLinear` layers, the invariant `MonomialPool` and an
 MLP head. The nonlinearity between equivariant layers must commute with the group: ReLU is
 positively homogeneous (relu(d z) = d relu(z), d > 0) for the scaling group, tanh is odd for
-the sign group. For the sign group the last equivariant layer is followed by |.| instead
+the sign group. For the invariant output, for the sign group the last equivariant layer is followed by |.| instead
 (the authors' `S_tanh_abs_gen` preset), which is what makes the pooled features sign
 invariant. For the scaling group ReLU follows every equivariant layer but the last, which
 has none (a deliberate departure from the authors' HNPS preset, which has a ReLU there too):
@@ -14,7 +14,9 @@ positively homogeneous and the pool normalizes), so a final ReLU that leaves one
 channels alive makes that path constant and freezes its parameters' gradients at exactly
 zero, which happened for about 1 in 6 random initializations; without it the gradients are
 generic. The other defaults are that preset's: equivariant channels 16, 16, 5 and a head of two hidden
-layers of width 200. The generalization task runs `group="scale"` on CNN-ReLU zoos and
+layers of width 200. With `output="weights"` (INR editing) the group's nonlinearity follows every
+layer of `channels` and a last `MonomialLinear` to one channel, with nothing after it, gives a
+weight delta equivariant to the group (`nfn_models.stack`). The generalization task runs `group="scale"` on CNN-ReLU zoos and
 `group="sign"` on CNN-tanh zoos.
 """
 
@@ -29,7 +31,7 @@ from torch import nn
 from nfn_models.features import FeatureActivation, NetworkDescription
 from nfn_models.layers import MonomialLinear, MonomialPool, check_channels, check_head_hparams, mlp
 from nfn_models.registry import register_model
-from nfn_models.stack import InvariantStack
+from nfn_models.stack import InvariantStack, check_output
 from zoo.schema import SchemaError
 from zoo.weightspace import WeightSpace
 
@@ -53,11 +55,13 @@ class MonomialNFNConfig:
     activation: str = "relu"  # in the head only; the equivariant stack's is fixed by `group`
     dropout: float = 0.0  # in the head only; the preset uses none
     out_features: int = 1  # one scalar per checkpoint for regression tasks (e.g. test accuracy)
+    output: str = "invariant"  # "weights": an equivariant weight-space output (a delta), no pool or head
 
     def validate(self, where: str, key: str) -> None:
         check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
         check_group(where, key, self.group)
         check_channels(where, key, self.channels)
+        check_output(where, key, self.output)
 
 
 def check_group(where: str, key: str, group: str) -> None:
@@ -90,15 +94,20 @@ class MonomialNFN(InvariantStack):
         group = self.config.group
         blocks: list[nn.Module] = []
         width = 1
+        invariant = self.config.output == "invariant"
         for index, channels in enumerate(self.config.channels):
-            last = index == len(self.config.channels) - 1
+            last = index == len(self.config.channels) - 1 and invariant
             activation = (GROUP_FINAL_ACTIVATIONS if last else GROUP_ACTIVATIONS)[group]()
             blocks += [MonomialLinear(self.description, width, channels, group), FeatureActivation(activation)]
             width = channels
+        if invariant:
+            self.pool = MonomialPool(self.description, width)
+            self.head = mlp(MonomialPool.num_features(self.description, width), self.config.hidden_sizes,
+                            self.config.out_features, self.config.activation, self.config.dropout)
+        else:
+            blocks.append(MonomialLinear(self.description, width, 1, group))
+            self.pool = self.head = None
         self.equivariant = nn.Sequential(*blocks)
-        self.pool = MonomialPool(self.description, width)
-        self.head = mlp(MonomialPool.num_features(self.description, width), self.config.hidden_sizes,
-                        self.config.out_features, self.config.activation, self.config.dropout)
 
     @property
     def symmetries(self) -> tuple[str, ...]:

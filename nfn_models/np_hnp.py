@@ -6,7 +6,9 @@ pool, and an MLP head. The defaults are the paper's generalization-prediction pr
 (equivariant channels 16, 16, 5, a head of width 1000). The output is invariant to the
 hidden-unit permutations of the input network (and NP's to input/output permutations too);
 it is not invariant to the ReLU networks' positive scalings or tanh/sine sign flips, which
-is what Monomial-NFN adds.
+is what Monomial-NFN adds. With `output="weights"` the stack ends in an equivariant layer of one
+channel and the model outputs a weight delta (`nfn_models.stack`; the paper's INR editing,
+Sec. 5.3: its preset is 3 equivariant layers of 128 channels, then the 1-channel layer).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from nfn_models.layers import (ACTIVATIONS, HNPLinear, HNPPool, NPLinear, NPPool
                                mlp)
 from nfn_models.layers.encoding import FourierFeatures, IOPositionEncoding
 from nfn_models.registry import register_model
-from nfn_models.stack import InvariantStack
+from nfn_models.stack import InvariantStack, check_output
 from zoo.schema import SchemaError
 from zoo.weightspace import WeightSpace
 
@@ -38,10 +40,12 @@ class EquivariantNFNConfig:
     io_encoding: bool = False  # append the sinusoidal layer and input/output position channels (NP's fix)
     io_max_freq: float = 10.0
     io_num_bands: int = 6
+    output: str = "invariant"  # "weights": an equivariant weight-space output (a delta), no pool or head
 
     def validate(self, where: str, key: str) -> None:
         check_head_hparams(where, key, self.hidden_sizes, self.activation, self.dropout, self.out_features)
         check_channels(where, key, self.channels)
+        check_output(where, key, self.output)
         prefix = f"{key}." if key else ""
         for name in ("fourier_features", "io_num_bands"):
             if getattr(self, name) < 0:
@@ -62,7 +66,8 @@ class EquivariantNFN(InvariantStack):
     # the input/output position encoding (3 bands up to frequency 3).
     PRESETS = {"generalization": {},
                "inr-classification": {"channels": (256, 256, 256), "hidden_sizes": (1000,), "dropout": 0.1,
-                                      "out_features": 10, "fourier_features": 128, "fourier_scale": 3.0}}
+                                      "out_features": 10, "fourier_features": 128, "fourier_scale": 3.0},
+               "inr-editing": {"channels": (128, 128, 128), "output": "weights"}}
     LAYER: type[nn.Module] = NPLinear
     POOL: type[nn.Module] = NPPool
 
@@ -83,10 +88,14 @@ class EquivariantNFN(InvariantStack):
         for channels in self.config.channels:
             blocks += [self.LAYER(self.description, width, channels), FeatureActivation(ACTIVATIONS[self.config.activation]())]
             width = channels
+        if self.config.output == "weights":
+            blocks.append(self.LAYER(self.description, width, 1))
+            self.pool = self.head = None
+        else:
+            self.pool = self.POOL(self.description)
+            self.head = mlp(self.POOL.num_features(self.description, width), self.config.hidden_sizes,
+                            self.config.out_features, self.config.activation, self.config.dropout)
         self.equivariant = nn.Sequential(*blocks)
-        self.pool = self.POOL(self.description)
-        self.head = mlp(self.POOL.num_features(self.description, width), self.config.hidden_sizes,
-                        self.config.out_features, self.config.activation, self.config.dropout)
 
 
 

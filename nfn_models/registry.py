@@ -22,6 +22,12 @@ others with a clear message. Hyperparameters that describe the members rather th
 (`ARCHITECTURE_FIELDS`, e.g. a transformer's `num_heads`, which its tensors' shapes do not
 show) are filled in from the zoo's architecture by the benchmark harness.
 
+A model's output is "invariant" (a vector per checkpoint: its invariant models) unless its
+`outputs` include "weights" and its config's `output` says so: then it returns a `WeightBatch`
+of the input's space, equivariant to the groups it claims (INR editing's weight delta).
+`model_outputs(name)` says which a model offers; `create_model` refuses an `output` the model
+does not offer.
+
 Most models are trained by gradient steps on their parameters (`trained_by = "gradient"`, the
 default). A model with `trained_by = "fit"` (the tree ensembles) is fitted instead:
 `model.fit(train, targets, validation, validation_targets, seed)` returns a dict saying how it
@@ -61,6 +67,7 @@ def register_model(name: str) -> Callable[[ModelClass], ModelClass]:
 SPACE_GROUPS = {"feedforward": ("permutation", "scale", "sign"), "transformer": ("attention",)}
 SYMMETRY_GROUPS = tuple(group for groups in SPACE_GROUPS.values() for group in groups)
 TRAINED_BY = ("gradient", "fit")
+OUTPUTS = ("invariant", "weights")
 
 
 def weight_space_kind(space: WeightSpace) -> str:
@@ -77,6 +84,20 @@ def trained_by(model: nn.Module | type) -> str:
         raise ValueError(f"{getattr(model, '__name__', type(model).__name__)} has trained_by={kind!r}; "
                          f"expected one of {TRAINED_BY}")
     return kind
+
+
+def model_outputs(name: str) -> tuple[str, ...]:
+    """What model `name` can output: "invariant" (a vector) and, for some, "weights" (a WeightBatch)."""
+    outputs = tuple(getattr(MODELS.get(name), "outputs", ("invariant",)))
+    unknown = [o for o in outputs if o not in OUTPUTS]
+    if unknown:
+        raise ValueError(f"model {name!r} offers unknown outputs {unknown}; expected some of {OUTPUTS}")
+    return outputs
+
+
+def models_with_output(output: str) -> list[str]:
+    """The registered models that can give `output`, sorted."""
+    return [name for name in list_models() if output in model_outputs(name)]
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -132,6 +153,10 @@ def create_model(name: str, weight_space: WeightSpace, **overrides: Any) -> nn.M
     Parameter initialisation draws from torch's default generator; callers that need
     isolation wrap this in `torch.random.fork_rng()` with a seed (the benchmark tasks do).
     """
+    output = overrides.get("output", "invariant")
+    if output in OUTPUTS and output not in model_outputs(name):  # before the schema's "unknown key"
+        raise ValueError(f"model {name!r} has no {output!r} output; the models with one are "
+                         f"{models_with_output(output)}")
     config = model_config(name, **overrides)
     cls = MODELS.get(name)
     kinds, kind = getattr(cls, "weight_spaces", tuple(SPACE_GROUPS)), weight_space_kind(weight_space)

@@ -1,29 +1,49 @@
-"""The shape every invariant NFN here shares: features -> equivariant stack -> pool -> MLP head.
+"""The shape every feedforward NFN here shares: features -> equivariant stack -> pool -> MLP head,
+or, with `output="weights"`, features -> equivariant stack -> one channel: a weight-space output.
 
-A model sets `weight_space`, `description`, `equivariant` (an `nn.Sequential` of layers that
-map `WeightSpaceFeatures` to features), `pool` (features -> (B, D)) and `head` (an MLP) in its
-constructor; `forward` is this one.
+A model sets `weight_space`, `description`, `config` (with an `output` field), `equivariant`
+(an `nn.Sequential` of layers that map `WeightSpaceFeatures` to features), and for the
+invariant output `pool` (features -> (B, D)) and `head` (an MLP) in its constructor; `forward`
+is this one. With `output="weights"` the stack's last layer has one output channel and no
+nonlinearity after it, and the model returns a `WeightBatch` of the input's weight space
+(the weight delta of INR editing, Zhou et al. 2023 Sec. 5.3): equivariant, not invariant, to
+the groups the model claims (`symmetries`), which `tests/nfn_models/test_exactness.py` checks.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 from torch import nn
 
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
 from nfn_models.registry import check_weight_space
+from zoo.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
+
+Output = Literal["invariant", "weights"]
 
 
 class InvariantStack(nn.Module):
     weight_spaces = ("feedforward",)  # the feature container describes MLPs and CNNs (`nfn_models.features`)
+    outputs = ("invariant", "weights")  # what `config.output` may be (`nfn_models.registry.model_outputs`)
     weight_space: WeightSpace
     description: NetworkDescription
     equivariant: nn.Module
-    pool: nn.Module
-    head: nn.Module
+    pool: nn.Module | None
+    head: nn.Module | None
 
-    def forward(self, weights: WeightBatch) -> torch.Tensor:
+    def forward(self, weights: WeightBatch) -> torch.Tensor | WeightBatch:
         check_weight_space(self.weight_space, weights)
-        features = WeightSpaceFeatures.from_weight_batch(weights, self.description)  # C = 1
-        return self.head(self.pool(self.equivariant(features)))  # (B, out_features)
+        features = self.equivariant(WeightSpaceFeatures.from_weight_batch(weights, self.description))  # C = 1 in
+        if self.config.output == "weights":
+            return features.to_weight_batch(self.weight_space)  # the last layer has one channel
+        return self.head(self.pool(features))  # (B, out_features)
+
+
+def check_output(where: str, key: str, output: str) -> None:
+    """`output` must be "invariant" or "weights"; raises `SchemaError`."""
+    if output not in ("invariant", "weights"):
+        prefix = f"{key}." if key else ""
+        raise SchemaError(where, f"{prefix}output", f"expected 'invariant' or 'weights', got {output!r}")

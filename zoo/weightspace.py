@@ -105,6 +105,15 @@ class WeightBatch:
         """All parameters of each member in layer order, shape (B, num_params)."""
         return torch.cat([t.reshape(len(self), -1) for t in self.tensors], dim=1)
 
+    @classmethod
+    def from_flat(cls, space: WeightSpace, flat: torch.Tensor) -> "WeightBatch":
+        """The inverse of `flatten`: (B, num_params) in layer order -> a batch of `space`."""
+        if flat.ndim != 2 or flat.shape[1] != space.num_params:
+            raise ValueError(f"expected (B, {space.num_params}) flattened parameters, got {tuple(flat.shape)}")
+        sizes = [spec.numel for spec in space.tensors]
+        return cls(space, tuple(part.reshape(len(flat), *spec.shape)
+                                for part, spec in zip(flat.split(sizes, dim=1), space.tensors)))
+
     def state_dict(self, member: int) -> dict[str, torch.Tensor]:
         """One member's tensors, copied: a view would make `torch.save` write the whole batch."""
         return {spec.name: t[member].clone() for spec, t in zip(self.space.tensors, self.tensors)}

@@ -31,6 +31,8 @@ class TaskResult:
     selection: dict[str, float]  # how the reported model was chosen, e.g. {"epoch": 12, ...}
     # what the test split allows a ranking to reach, e.g. {"kendall_tau_ceiling": 0.98, ...}
     ranking: dict[str, float] = dataclasses.field(default_factory=dict)
+    # arrays for a task's figure (e.g. INR editing's renders), saved beside the results (.examples.npz)
+    examples: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class Task(abc.ABC):

@@ -36,6 +36,7 @@ from benchmarks.ranking import ranking_ceiling
 from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng
 from benchmarks.tasks.learners import LEARNERS, Problem
 from benchmarks.tasks.registry import register_task
+from benchmarks.tasks.rows import augment_rows, select_rows
 from nfn_models import count_parameters, create_model, trained_by
 from zoo.schema import SchemaError, from_data, to_data
 from zoo.weightspace import WeightBatch
@@ -140,32 +141,17 @@ def _usable(split: "ZooSplit", name: str, config: GeneralizationConfig, seed: in
             device: torch.device) -> _Examples:
     """The split's rows under the protocol: status ok, the chosen checkpoints, the subset, the
     threshold, then (for an augmented split) the transformed copies; checks the targets."""
-    metadata = split.metadata.reset_index(drop=True)
     where = f"{name} split"
-    missing = {"model_id", "status", TARGET} - set(metadata.columns)
-    if missing:
-        raise ValueError(f"{where}: metadata lacks the columns {sorted(missing)}")
-    keep = np.array(metadata["status"] == "ok", dtype=bool)  # a writable copy (pandas' copy-on-write)
-    keep &= protocol.checkpoint_mask(metadata, config.checkpoints, config.checkpoint_epochs, where,
-                                     config.checkpoint_fraction)
-    if config.checkpoints != "all":
-        _empty(name, int(keep.sum()), f"keeping the {config.checkpoints} checkpoints with status 'ok'")
-    if config.subset:
-        chosen = protocol.subset_mask(metadata, config.subset, where)
-        if not (keep & chosen).any():
-            present = {column: sorted(map(str, metadata.loc[keep, column].unique()))
-                       for column in sorted(config.subset)}
-            raise ValueError(f"{where}: the subset {dict(config.subset)} leaves no checkpoints; "
-                             f"the kept rows hold {present}")
-        keep &= chosen
+    keep = select_rows(split, name, [TARGET], config.checkpoints, config.checkpoint_epochs,
+                       config.checkpoint_fraction, config.subset)
+    metadata = split.metadata.reset_index(drop=True)
     if config.min_accuracy is not None:
         keep &= ~(metadata[TARGET] < config.min_accuracy).to_numpy()  # NaN targets fail the check below
         _empty(name, int(keep.sum()), f"dropping {TARGET} below min_accuracy {config.min_accuracy}")
-    rows = metadata[keep]
-    targets = torch.as_tensor(rows[TARGET].to_numpy(dtype=np.float32))
-    if len(rows) < 2:
+    targets = torch.as_tensor(metadata.loc[keep, TARGET].to_numpy(dtype=np.float32))
+    if len(targets) < 2:
         filtered = config.checkpoints != "all" or config.subset or config.min_accuracy is not None
-        raise ValueError(f"{where}: {len(rows)} checkpoints with status 'ok'"
+        raise ValueError(f"{where}: {len(targets)} checkpoints with status 'ok'"
                          f"{' under the protocol' if filtered else ''}; the task needs at least 2")
     if not torch.isfinite(targets).all():
         raise ValueError(f"{where}: {TARGET} is missing or not finite for some 'ok' checkpoints")
@@ -173,19 +159,11 @@ def _usable(split: "ZooSplit", name: str, config: GeneralizationConfig, seed: in
         raise ValueError(f"{where}: {TARGET} is the same for every checkpoint; nothing to rank")
     if config.loss == "bce" and not bool(((targets >= 0) & (targets <= 1)).all()):
         raise ValueError(f"{where}: loss 'bce' needs {TARGET} in [0, 1]")
-    weights = split.weights[torch.tensor(keep)].to(dtype=torch.float32)
-    model_ids = rows["model_id"].astype(str).tolist()
-    if config.augments(name):
-        kept = rows.reset_index(drop=True)
-        kept.attrs = dict(split.metadata.attrs)
-        groups = protocol.symmetry_groups(kept, weights, where)
-        generator = torch.Generator().manual_seed(seed * len(SPLITS) + SPLITS.index(name))  # per run and split
-        weights, source, number = protocol.augment(weights, groups, config.augment_copies, generator,
-                                                   keep_original=config.augment_keep_original,
-                                                   scale_range=config.augment_scale_range)
-        targets = targets[torch.as_tensor(source)]
-        model_ids = [model_ids[s] if n == 0 else f"{model_ids[s]}~{n}" for s, n in zip(source, number)]
-    return _Examples(weights.to(device=device), targets.to(device), model_ids)
+    copies = config.augment_copies if config.augments(name) else 0
+    weights, source, model_ids = augment_rows(split, keep, name, seed, copies,
+                                              keep_original=config.augment_keep_original,
+                                              scale_range=config.augment_scale_range)
+    return _Examples(weights.to(device=device), targets[torch.as_tensor(source)].to(device), model_ids)
 
 
 @register_task("generalization")

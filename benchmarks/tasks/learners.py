@@ -12,7 +12,9 @@ Learning-rate schedules (per epoch, as the papers step them):
 - "warmup-cosine" (Transformer-NFN, Tran et al. 2025's training code): a linear warm-up over
   `warmup_epochs` from lr / 10 to lr (PyTorch's LinearLR(start_factor=0.1, total_iters=
   warmup_epochs - 1)), then a cosine decay to `final_lr` over the remaining epochs
-  (CosineAnnealingLR(T_max=epochs - warmup_epochs, eta_min=final_lr)).
+  (CosineAnnealingLR(T_max=epochs - warmup_epochs, eta_min=final_lr));
+- "warmup-constant" (the NFN paper's INR tasks, Zhou et al. 2023's training code: a linear
+  warm-up, then the rate held): the same warm-up, then `lr`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from torch import nn
 
 from zoo.weightspace import WeightBatch
 
-SCHEDULES = ("constant", "warmup-cosine")
+SCHEDULES = ("constant", "warmup-cosine", "warmup-constant")
 
 
 def learning_rate_at(epoch: int, lr: float, epochs: int, schedule: str, warmup_epochs: int = 0,
@@ -36,11 +38,13 @@ def learning_rate_at(epoch: int, lr: float, epochs: int, schedule: str, warmup_e
     """The rate of 1-based `epoch` (see the module docstring)."""
     if schedule == "constant":
         return lr
-    if schedule != "warmup-cosine":
+    if schedule not in SCHEDULES:
         raise ValueError(f"unknown learning-rate schedule {schedule!r}; expected one of {SCHEDULES}")
     t = epoch - 1
     if t < warmup_epochs:
         return lr * (0.1 + 0.9 * t / (warmup_epochs - 1)) if warmup_epochs > 1 else lr
+    if schedule == "warmup-constant":
+        return lr
     span = max(1, epochs - warmup_epochs)
     return final_lr + (lr - final_lr) * (1 + math.cos(math.pi * (t - warmup_epochs) / span)) / 2
 
@@ -69,15 +73,17 @@ class Problem:
     validation_targets: torch.Tensor  # (M,), raw
     raw_targets: torch.Tensor  # (N,), raw (what a fitted model regresses)
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-    score: Callable[[np.ndarray, np.ndarray], float]  # (targets, predictions) -> higher is better
+    score: Callable[[np.ndarray, np.ndarray], float]  # (targets, predictions) -> the selection score
     score_name: str  # recorded as selection["validation_<score_name>"]
     seed: int
+    higher_is_better: bool = True  # False: the epoch with the lowest score is kept (an MSE)
 
 
 def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
     """AdamW over `config.epochs`, keeping the parameters of the best-scoring validation epoch."""
     shuffle = torch.Generator().manual_seed(problem.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    sign = 1.0 if problem.higher_is_better else -1.0
     best_score, best_epoch, best_state = -math.inf, 0, None
     for epoch in range(1, config.epochs + 1):
         for group in optimizer.param_groups:
@@ -92,12 +98,12 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
             loss.backward()
             optimizer.step()
         predicted = predict(model, problem.validation, config.eval_batch_size)
-        score = problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
+        score = sign * problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
         if score > best_score or best_state is None:
             best_score, best_epoch, best_state = score, epoch, copy.deepcopy(model.state_dict())
     model.load_state_dict(best_state)
     return Learned(lambda weights: predict(model, weights, config.eval_batch_size),
-                   {"epoch": best_epoch, f"validation_{problem.score_name}": best_score}, output_is_target=False)
+                   {"epoch": best_epoch, f"validation_{problem.score_name}": sign * best_score}, output_is_target=False)
 
 
 def by_fit(model: nn.Module, problem: Problem, config) -> Learned:

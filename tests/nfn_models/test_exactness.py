@@ -18,6 +18,10 @@ positive scalings ("attention+scale", a symmetry of the members outside the pape
 with the block-output permutations P_B ("attention+block-output", likewise), and, on the
 residual space, the model-dimension permutations that are no symmetry of a residual member
 ("attention+model-dimension"). A new model is covered by registering it.
+
+Models with a weight-space output (`models_with_output("weights")`, INR editing's weight delta)
+are checked the same way for equivariance: a claimed group g must give f(g . w) = g . f(w)
+(relative to the output's size), an unclaimed one must not.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import math
 import pytest
 import torch
 
-from nfn_models import claimed_symmetries, create_model, list_models, model_config, trained_by
+from nfn_models import claimed_symmetries, create_model, list_models, model_config, models_with_output, trained_by
 from nfn_models.registry import MODELS, SPACE_GROUPS, weight_space_kind
 from zoo.families import create_family
 from zoo.weightspace import WeightBatch
@@ -89,7 +93,7 @@ def _weights(space, size: int, seed: int, denormal: bool = False) -> WeightBatch
 
 
 @functools.lru_cache(maxsize=None)  # a model is not changed by its forward pass; fitting costs seconds
-def _model(name: str, space_name: str, seed: int):
+def _model(name: str, space_name: str, seed: int, output: str = "invariant"):
     _, architecture, _, group = SPACES[space_name]
     cls = MODELS.get(name)
     fields = {f.name for f in dataclasses.fields(model_config(name))}
@@ -97,6 +101,8 @@ def _model(name: str, space_name: str, seed: int):
     if "group" in fields and group is not None:
         overrides["group"] = group
     overrides.update({k: architecture[k] for k in getattr(cls, "ARCHITECTURE_FIELDS", ()) if k in architecture})
+    if output != "invariant":
+        overrides["output"] = output
     space = _space(space_name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -150,6 +156,46 @@ def test_claims_hold_on_members_with_denormal_weights(name, space_name):
                                                         for s in g.scales))
             torch.testing.assert_close(model(symmetry.act(g, weights)), model(weights),
                                        rtol=DENORMAL_RTOL, atol=DENORMAL_RTOL)
+
+
+def _has_kernels(space_name: str) -> bool:
+    return any(len(t.shape) > 2 for t in _space(space_name).tensors)
+
+
+# MAGEP-NFN's weight output lives on the dense description: SIRENs, not CNNs (refused, tested below)
+EQUIVARIANT_CASES = [(name, space, group) for name in models_with_output("weights") for space in sorted(SPACES)
+                     if _reads(name, space) and not (name == "magep_nfn" and _has_kernels(space))
+                     for group in _groups(space)]
+
+
+def _relative_gap(a: WeightBatch, b: WeightBatch) -> float:
+    return max(((x - y).abs().max() / y.abs().max().clamp_min(1e-12)).item() for x, y in zip(a.tensors, b.tensors))
+
+
+@pytest.mark.parametrize("name, space_name, group", EQUIVARIANT_CASES)
+def test_weight_outputs_are_equivariant_to_the_claimed_groups_only(name, space_name, group):
+    symmetry = _symmetry(space_name, group)
+    claimed = group in claimed_symmetries(_model(name, space_name, 0, "weights"))
+    with torch.no_grad():
+        for seed in SEEDS:
+            model = _model(name, space_name, seed, "weights")
+            weights = _weights(symmetry.space, 4, seed)
+            g = symmetry.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
+            moved_output, output_of_moved = symmetry.act(g, model(weights)), model(symmetry.act(g, weights))
+            assert isinstance(output_of_moved, WeightBatch) and output_of_moved.space == symmetry.space
+            gap = _relative_gap(output_of_moved, moved_output)
+            if claimed:
+                assert gap < 1e-4, f"{name}'s weight output is not equivariant to {group}: relative gap {gap:.2e}"
+            else:
+                assert gap > 1e-3, f"{name}'s weight output is equivariant to {group}, which it does not claim"
+
+
+def test_a_weight_output_is_refused_where_a_model_has_none():
+    assert set(models_with_output("weights")) >= {"np", "hnp", "monomial_nfn", "magep_nfn", "mlp"}
+    with pytest.raises(ValueError, match="model 'statnn' has no 'weights' output; the models with one are"):
+        create_model("statnn", _space("siren"), output="weights")
+    with pytest.raises(ValueError, match="dense description"):
+        create_model("magep_nfn", _space("cnn-relu"), output="weights")
 
 
 def test_every_registered_model_states_its_claims():

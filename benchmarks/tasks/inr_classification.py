@@ -1,0 +1,168 @@
+"""INR classification: the class of the image a SIREN encodes, from the SIREN's weights alone.
+
+The task of Zhou et al. 2023 ("Permutation Equivariant Neural Functionals", Sec. 5.1) and
+Navon et al. 2023 (DWSNets, Sec. 6), reused by Monomial-NFN (Tran et al. NeurIPS 2024, Sec. 6)
+and MAGEP-NFN (Vo et al. ICML 2025): one SIREN per image (`zoo/specs/inr-mnist.yaml`), the
+splits by image index (45,000 / 5,000 / the rest). Protocol:
+- train with cross-entropy on the train split's rows (status "ok", each run's final checkpoint
+  by default); after each epoch score the validation split's accuracy and keep the best
+  epoch's parameters (the authors validate every 3,000 steps and keep the best);
+- report the test accuracy (and cross-entropy) of the selected parameters.
+
+Options, recorded in every results file: which checkpoints count; augmentation of the
+training split by K random elements of each SIREN's symmetry group (hidden-unit permutations
+with sign flips, `zoo.symmetry.feedforward`), the weight-space counterpart of the augmented
+INR copies the NFN paper fitted (its 10 extra fits per MNIST image, `extra_aug: 10`).
+
+Presets (facts from the authors' classify_siren configs): `nfn`, the NFN paper's schedule
+(Adam at 1e-4, batches of 32, 200,000 steps = 142 epochs of 45,000, a linear warm-up over
+10,000 steps = 7 epochs, then constant); `budget`, what fits a 2-core CPU machine (see README).
+The model presets are the models' `inr-classification` ones (`--set model.preset=...`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Literal, Mapping
+
+import numpy as np
+import pandas
+import torch
+from torch import nn
+
+from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng
+from benchmarks.tasks.learners import LEARNERS, SCHEDULES, Problem
+from benchmarks.tasks.registry import register_task
+from benchmarks.tasks.rows import augment_rows, select_rows
+from nfn_models import count_parameters, create_model, trained_by
+from zoo.schema import SchemaError
+
+if TYPE_CHECKING:
+    from zoo.loader import ZooSplit
+
+
+@dataclasses.dataclass(frozen=True)
+class INRClassificationConfig:
+    epochs: int = 10
+    batch_size: int = 32  # the authors'
+    lr: float = 1e-3
+    weight_decay: float = 0.0  # the authors' Adam has none
+    eval_batch_size: int = 512
+    lr_schedule: Literal["constant", "warmup-cosine", "warmup-constant"] = "constant"
+    warmup_epochs: int = 0
+    final_lr: float = 0.0
+    label: str = "label"  # the metadata column holding the class
+    checkpoints: Literal["all", "final", "epochs"] = "final"  # the references store one fit per image
+    checkpoint_epochs: tuple[int, ...] = ()
+    augment_copies: int = 0  # K random group elements per training row (0: none)
+    augment_keep_original: bool = True  # False: the training split holds only the transformed copies
+
+    def validate(self, where: str, key: str) -> None:
+        for name in ("epochs", "batch_size", "lr", "eval_batch_size"):
+            if getattr(self, name) <= 0:
+                raise SchemaError(where, name, f"expected a positive number, got {getattr(self, name)}")
+        if self.batch_size < 2:
+            raise SchemaError(where, "batch_size", f"expected at least 2, got {self.batch_size}")
+        if self.weight_decay < 0 or self.final_lr < 0:
+            raise SchemaError(where, "weight_decay", "expected weight_decay >= 0 and final_lr >= 0")
+        if self.lr_schedule not in SCHEDULES or not 0 <= self.warmup_epochs <= self.epochs:
+            raise SchemaError(where, "warmup_epochs", f"expected 0 <= warmup_epochs <= epochs ({self.epochs}), "
+                              f"got {self.warmup_epochs}")
+        if (self.checkpoints == "epochs") != bool(self.checkpoint_epochs):
+            raise SchemaError(where, "checkpoint_epochs", "expected a non-empty list exactly when checkpoints is "
+                              f"'epochs' (checkpoints is {self.checkpoints!r})")
+        if self.augment_copies < 0:
+            raise SchemaError(where, "augment_copies", f"expected a non-negative integer, got {self.augment_copies}")
+        if not self.augment_keep_original and self.augment_copies == 0:
+            raise SchemaError(where, "augment_keep_original", "false needs augment_copies >= 1 (else nothing is left)")
+
+
+def _labels(split: "ZooSplit", keep: np.ndarray, column: str, name: str) -> torch.Tensor:
+    values = split.metadata.reset_index(drop=True).loc[keep, column]
+    if values.isna().any() or not np.allclose(values.to_numpy(dtype=np.float64) % 1, 0):
+        raise ValueError(f"{name} split: the {column!r} column must hold integer classes")
+    labels = torch.as_tensor(values.to_numpy(dtype=np.int64))
+    if (labels < 0).any():
+        raise ValueError(f"{name} split: the {column!r} column holds negative classes")
+    return labels
+
+
+def accuracy(labels: np.ndarray, logits: np.ndarray) -> float:
+    return float((logits.argmax(axis=1) == labels).mean())
+
+
+@register_task("inr-classification")
+class INRClassificationTask(Task):
+    """Classify the image a SIREN encodes from its weights (see the module docstring)."""
+
+    Config = INRClassificationConfig
+    metrics = {"accuracy": True, "cross_entropy": False}
+    main_metric = "accuracy"
+    PRESETS = {"nfn": {"epochs": 142, "batch_size": 32, "lr": 1e-4, "lr_schedule": "warmup-constant",
+                       "warmup_epochs": 7},
+               "budget": {"epochs": 10, "batch_size": 32, "lr": 1e-3, "lr_schedule": "warmup-constant",
+                          "warmup_epochs": 1}}
+
+    def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
+            seed: int, device: str | torch.device = "cpu") -> TaskResult:
+        missing = [name for name in SPLITS if name not in splits]
+        if missing:
+            raise ValueError(f"the inr-classification task needs the splits {list(SPLITS)}; missing {missing}")
+        config, device = self.config, torch.device(device)
+        for name in SPLITS:
+            if config.label not in splits[name].metadata.columns:
+                raise ValueError(f"the inr-classification task reads each checkpoint's class from the "
+                                 f"{config.label!r} metadata column; the {name} split has the columns "
+                                 f"{sorted(splits[name].metadata.columns)} (an INR zoo, such as inr-mnist, has it)")
+        rows = {name: select_rows(splits[name], name, [config.label], config.checkpoints, config.checkpoint_epochs)
+                for name in SPLITS}
+        labels = {name: _labels(splits[name], rows[name], config.label, name) for name in SPLITS}
+        num_classes = int(max(int(t.max()) for t in labels.values())) + 1
+        if num_classes < 2:
+            raise ValueError(f"the {config.label!r} column holds one class; nothing to classify")
+        if model_overrides.get("out_features", num_classes) != num_classes:
+            raise ValueError(f"the splits hold {num_classes} classes; the model's out_features is "
+                             f"{model_overrides['out_features']}")
+        examples = {}
+        for name in SPLITS:
+            copies = config.augment_copies if name == "train" else 0
+            weights, source, ids = augment_rows(splits[name], rows[name], name, seed, copies,
+                                                keep_original=config.augment_keep_original)
+            examples[name] = (weights.to(device=device), labels[name][torch.as_tensor(source)].to(device), ids)
+        (train, train_labels, _), (validation, validation_labels, _), (test, test_labels, test_ids) = \
+            (examples[name] for name in SPLITS)
+
+        with isolated_rng(seed, device):
+            net = create_model(model, train.space, **{**model_overrides, "out_features": num_classes}).to(device)
+            if trained_by(net) != "gradient":
+                raise ValueError(f"the inr-classification task trains its model by gradient steps; {model!r} is "
+                                 "fitted (a regressor), which this task does not take")
+            problem = Problem(train, train_labels, validation, validation_labels, train_labels,
+                              nn.functional.cross_entropy, accuracy, "accuracy", seed)
+            learned = LEARNERS["gradient"](net, problem, config)
+            logits = learned.predict(test)
+        targets = test_labels.cpu().numpy()
+        metrics = {"accuracy": accuracy(targets, logits.cpu().numpy()),
+                   "cross_entropy": float(nn.functional.cross_entropy(logits.float(), test_labels))}
+        table = pandas.DataFrame({"model_id": test_ids, "target": targets.astype(np.float64),
+                                  "prediction": logits.argmax(dim=1).cpu().numpy().astype(np.float64)})
+        return TaskResult(metrics, table, count_parameters(net), learned.selection,
+                          {"majority_class_accuracy": float(np.bincount(targets).max() / len(targets))})
+
+    @classmethod
+    def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        chosen = {"checkpoints": task_config.get("checkpoints", "final")}
+        if chosen["checkpoints"] == "epochs":
+            chosen["checkpoint_epochs"] = list(task_config.get("checkpoint_epochs", ()))
+        return chosen
+
+    @classmethod
+    def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:
+        checkpoints = task_config.get("checkpoints", "final")
+        shown = {"all": "all stored fitting steps", "final": "each fit's final step",
+                 "epochs": f"steps {list(task_config.get('checkpoint_epochs', ()))}"}[checkpoints]
+        copies = int(task_config.get("augment_copies", 0))
+        augmentation = (f"{copies} random permutation + sign-flip element(s) per training SIREN"
+                        + ("" if task_config.get("augment_keep_original", True) else " (copies only)")) \
+            if copies else "none"
+        return f"checkpoints: {shown}; augmentation: {augmentation}; loss: cross-entropy"

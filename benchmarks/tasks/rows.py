@@ -1,0 +1,74 @@
+"""Which rows of a split a task uses, and their group-augmented copies: what every task shares.
+
+`select_rows` keeps the rows with status "ok", the protocol's checkpoints (`benchmarks.protocol.
+checkpoint_mask`) and its metadata subset, with errors that name the split and the choice that
+emptied it. `augment_rows` adds K copies of each kept row under random elements of the row's
+weight-space group (`benchmarks.protocol.augment`), seeded per run and split, and returns which
+kept row each output row came from and its model_id (`<id>~k` for the k-th copy).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+import pandas
+import torch
+
+from benchmarks import protocol
+from zoo.weightspace import WeightBatch
+
+if TYPE_CHECKING:
+    from zoo.loader import ZooSplit
+
+SPLITS = ("train", "validation", "test")
+
+
+def select_rows(split: "ZooSplit", name: str, required: Sequence[str], checkpoints: str = "all",
+                checkpoint_epochs: Sequence[int] = (), checkpoint_fraction: float = 0.75,
+                subset: Mapping[str, Any] | None = None) -> np.ndarray:
+    """The boolean mask of the split's usable rows (see the module docstring)."""
+    metadata = split.metadata.reset_index(drop=True)
+    where = f"{name} split"
+    missing = {"model_id", "status", *required} - set(metadata.columns)
+    if missing:
+        raise ValueError(f"{where}: metadata lacks the columns {sorted(missing)}")
+    keep = np.array(metadata["status"] == "ok", dtype=bool)  # a writable copy (pandas' copy-on-write)
+    keep &= protocol.checkpoint_mask(metadata, checkpoints, checkpoint_epochs, where, checkpoint_fraction)
+    if not keep.any():
+        raise ValueError(f"{where}: 0 checkpoints with status 'ok'" if checkpoints == "all" else
+                         f"{where}: no checkpoints left after keeping the {checkpoints} checkpoints with status 'ok'")
+    if subset:
+        chosen = protocol.subset_mask(metadata, subset, where)
+        if not (keep & chosen).any():
+            present = {column: sorted(map(str, metadata.loc[keep, column].unique())) for column in sorted(subset)}
+            raise ValueError(f"{where}: the subset {dict(subset)} leaves no checkpoints; the kept rows hold {present}")
+        keep &= chosen
+    return keep
+
+
+def augment_rows(split: "ZooSplit", keep: np.ndarray, name: str, seed: int, copies: int, *,
+                 keep_original: bool = True, scale_range: tuple[float, float] | None = None
+                 ) -> tuple[WeightBatch, np.ndarray, list[str]]:
+    """The kept rows' weights (float32), with `copies` group-augmented copies when copies > 0.
+
+    Returns the weights, per output row the position among the kept rows it came from, and its
+    model_id.
+    """
+    rows = split.metadata.reset_index(drop=True)[keep].reset_index(drop=True)
+    weights = split.weights[torch.tensor(keep)].to(dtype=torch.float32)
+    model_ids = rows["model_id"].astype(str).tolist()
+    if copies == 0:
+        return weights, np.arange(len(rows)), model_ids
+    rows.attrs = dict(split.metadata.attrs)
+    groups = protocol.symmetry_groups(rows, weights, f"{name} split")
+    generator = torch.Generator().manual_seed(seed * len(SPLITS) + SPLITS.index(name))  # per run and split
+    weights, source, number = protocol.augment(weights, groups, copies, generator, keep_original=keep_original,
+                                               scale_range=scale_range)
+    ids = [model_ids[s] if n == 0 else f"{model_ids[s]}~{n}" for s, n in zip(source, number)]
+    return weights, source, ids
+
+
+def kept_metadata(split: "ZooSplit", keep: np.ndarray) -> pandas.DataFrame:
+    """The metadata of the kept rows, renumbered from 0 (the order of `augment_rows`' sources)."""
+    return split.metadata.reset_index(drop=True)[keep].reset_index(drop=True)
