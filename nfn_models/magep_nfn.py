@@ -64,9 +64,13 @@ class MAGEPNFN(InvariantStack):
     # of SIRENs (sign flips; a 1 -> 128 first layer, three polynomial layers of 128, an invariant
     # layer of 128, a head of 1000 with dropout 0.1, 10 classes). The authors' classifier applies
     # Fourier features to the raw weights first, which loses sign-flip invariance; ours does not.
+    # INR editing: the authors' sign-equivariant front (a 1 -> 16 monomial layer, a 16 -> 32
+    # polynomial layer, then back to 1) feeds NP's editing network; ours is that front alone,
+    # ending in the 1-channel polynomial layer, so the edit stays sign equivariant.
     PRESETS = {"generalization": {},
                "inr-classification": {"group": "sign", "channels": (128, 128, 128, 128), "invariant_channels": 128,
-                                      "hidden_sizes": (1000, 1000), "dropout": 0.1, "out_features": 10}}
+                                      "hidden_sizes": (1000, 1000), "dropout": 0.1, "out_features": 10},
+               "inr-editing": {"group": "sign", "channels": (16, 32), "output": "weights"}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

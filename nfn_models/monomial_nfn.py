@@ -81,9 +81,13 @@ class MonomialNFN(InvariantStack):
     # 64, 64, 1 channels and a head of 1000 with dropout 0.1, 10 classes). Their classifier feeds
     # the |.| features through Fourier features and HNP layers before pooling; ours pools them
     # directly, which keeps the whole model sign invariant.
+    # INR editing: the authors put two sign-equivariant layers (1 -> 16 -> 1) in front of NP's
+    # editing network, which makes the whole not sign equivariant; ours is the monomial stack
+    # alone, at the NFN editing network's width (3 layers of 128, then the 1-channel layer).
     PRESETS = {"generalization": {},
                "inr-classification": {"group": "sign", "channels": (64, 64, 1), "hidden_sizes": (1000,),
-                                      "dropout": 0.1, "out_features": 10}}
+                                      "dropout": 0.1, "out_features": 10},
+               "inr-editing": {"group": "sign", "channels": (128, 128, 128), "output": "weights"}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

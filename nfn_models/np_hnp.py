@@ -63,11 +63,15 @@ class EquivariantNFN(InvariantStack):
     # Zhou et al. 2023's settings (the authors' configs): generalization prediction on the Small
     # CNN Zoo is the defaults; INR classification (MNIST SIRENs, 10 classes) uses 3 layers of 256
     # channels, random Fourier features (128, scale 3), a head of 1000 with dropout 0.1, and for NP
-    # the input/output position encoding (3 bands up to frequency 3).
+    # the input/output position encoding (3 bands up to frequency 3). INR editing (stylize_siren
+    # configs, equiv.yaml / equiv_io.yaml): Fourier features (128, scale 3), 3 layers of 128
+    # channels, then the 1-channel layer (the task adds the learned output scale); NP adds the
+    # position encoding (3 bands up to frequency 3).
     PRESETS = {"generalization": {},
                "inr-classification": {"channels": (256, 256, 256), "hidden_sizes": (1000,), "dropout": 0.1,
                                       "out_features": 10, "fourier_features": 128, "fourier_scale": 3.0},
-               "inr-editing": {"channels": (128, 128, 128), "output": "weights"}}
+               "inr-editing": {"channels": (128, 128, 128), "fourier_features": 128, "fourier_scale": 3.0,
+                               "output": "weights"}}
     LAYER: type[nn.Module] = NPLinear
     POOL: type[nn.Module] = NPPool
 
@@ -106,7 +110,9 @@ class NPNFN(EquivariantNFN):
     LAYER, POOL = NPLinear, NPPool
     PRESETS = {**EquivariantNFN.PRESETS,
                "inr-classification": {**EquivariantNFN.PRESETS["inr-classification"], "io_encoding": True,
-                                      "io_max_freq": 3.0, "io_num_bands": 3}}
+                                      "io_max_freq": 3.0, "io_num_bands": 3},
+               "inr-editing": {**EquivariantNFN.PRESETS["inr-editing"], "io_encoding": True, "io_max_freq": 3.0,
+                               "io_num_bands": 3}}
 
 
 @register_model("hnp")

@@ -97,6 +97,25 @@ def tiny_transformer_zoo(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def tiny_inr_zoo_folder(tmp_path_factory) -> Path:
+    """The packed `inr-mnist` `tiny` profile: 28 SIRENs (every 2,500th MNIST image, so all three
+    splits: 18 / 2 / 8 runs), checkpoints at steps 100 and 200; no Ray. Tests must not change it."""
+    from zoo.folder import STAGING_FOLDER, save_spec
+    from zoo.pack import pack
+    from zoo.plan import plan_runs
+    from zoo.staging import Staging
+    from zoo.worker import train_runs
+
+    spec = load_spec("inr-mnist", "tiny")
+    folder = tmp_path_factory.mktemp("inr_zoo")
+    save_spec(spec, folder)
+    written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
+    assert written == 28 * 2, written
+    pack(folder)
+    return folder
+
+
 @pytest.fixture
 def tiny_zoo_copy(tiny_zoo: Path, tmp_path: Path) -> Path:
     """A writable copy of the tiny zoo (same bytes, same relative layout)."""

@@ -35,6 +35,7 @@ from benchmarks.tasks.learners import LEARNERS, SCHEDULES, Problem
 from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, select_rows
 from nfn_models import count_parameters, create_model, trained_by
+from nfn_models.registry import MODELS
 from zoo.schema import SchemaError
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def _labels(split: "ZooSplit", keep: np.ndarray, column: str, name: str) -> torc
     values = split.metadata.reset_index(drop=True).loc[keep, column]
     if values.isna().any() or not np.allclose(values.to_numpy(dtype=np.float64) % 1, 0):
         raise ValueError(f"{name} split: the {column!r} column must hold integer classes")
-    labels = torch.as_tensor(values.to_numpy(dtype=np.int64))
+    labels = torch.tensor(values.to_numpy(dtype=np.int64))
     if (labels < 0).any():
         raise ValueError(f"{name} split: the {column!r} column holds negative classes")
     return labels
@@ -109,6 +110,9 @@ class INRClassificationTask(Task):
         if missing:
             raise ValueError(f"the inr-classification task needs the splits {list(SPLITS)}; missing {missing}")
         config, device = self.config, torch.device(device)
+        if trained_by(MODELS.get(model)) != "gradient":
+            raise ValueError(f"the inr-classification task trains its model by gradient steps; {model!r} is "
+                             "fitted (a regressor), which this task does not take")
         for name in SPLITS:
             if config.label not in splits[name].metadata.columns:
                 raise ValueError(f"the inr-classification task reads each checkpoint's class from the "
@@ -134,9 +138,6 @@ class INRClassificationTask(Task):
 
         with isolated_rng(seed, device):
             net = create_model(model, train.space, **{**model_overrides, "out_features": num_classes}).to(device)
-            if trained_by(net) != "gradient":
-                raise ValueError(f"the inr-classification task trains its model by gradient steps; {model!r} is "
-                                 "fitted (a regressor), which this task does not take")
             problem = Problem(train, train_labels, validation, validation_labels, train_labels,
                               nn.functional.cross_entropy, accuracy, "accuracy", seed)
             learned = LEARNERS["gradient"](net, problem, config)

@@ -185,7 +185,7 @@ class INREditingTask(Task):
         for name in SPLITS:
             keep = select_rows(splits[name], name, ["image_index"], config.checkpoints, config.checkpoint_epochs)
             weights, _, ids = augment_rows(splits[name], keep, name, seed, 0)
-            index = torch.as_tensor(kept_metadata(splits[name], keep)["image_index"].to_numpy(dtype=np.int64))
+            index = torch.tensor(kept_metadata(splits[name], keep)["image_index"].to_numpy(dtype=np.int64))
             if (index < 0).any() or (index >= len(images)).any():
                 raise ValueError(f"{name} split: image_index outside the source's {len(images)} images")
             source = images.x[index]

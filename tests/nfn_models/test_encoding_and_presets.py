@@ -123,11 +123,23 @@ def test_the_papers_inr_settings():
     assert model_config("monomial_nfn", preset="inr-classification").group == "sign"
 
 
+def test_the_papers_inr_editing_settings_output_weights():
+    for name in ("np", "hnp", "monomial_nfn", "magep_nfn", "mlp"):
+        assert model_config(name, preset="inr-editing").output == "weights", name
+    np_config, hnp_config = model_config("np", preset="inr-editing"), model_config("hnp", preset="inr-editing")
+    assert np_config.channels == hnp_config.channels == (128, 128, 128)
+    assert np_config.fourier_features == 128 and np_config.fourier_scale == 3.0
+    assert np_config.io_encoding and (np_config.io_max_freq, np_config.io_num_bands) == (3.0, 3)
+    assert not hnp_config.io_encoding
+    assert model_config("mlp", preset="inr-editing").hidden_sizes == (1000, 1000, 1000)
+    assert model_config("monomial_nfn", preset="inr-editing").group == model_config("magep_nfn", preset="inr-editing").group == "sign"
+
+
 def test_overrides_apply_on_top_of_a_preset_and_an_unknown_preset_lists_the_known():
     config = model_config("np", preset="inr-classification", dropout=0.0)
     assert config.dropout == 0.0 and config.channels == (256, 256, 256)
     with pytest.raises(SchemaError, match=r"model 'np': preset: expected one of \['generalization', "
-                                          r"'inr-classification'\], got 'nope'"):
+                                          r"'inr-classification', 'inr-editing'\], got 'nope'"):
         model_config("np", preset="nope")
 
 

@@ -22,9 +22,8 @@ from zoo.families import create_family
 from zoo.families.inr_population import fit_population
 from zoo.families.inr import (INRArchitecture, Siren, coordinate_grid, init_siren,
                               pixel_targets, siren_forward)
-from zoo.folder import STAGING_FOLDER, save_spec
+from zoo.folder import STAGING_FOLDER
 from zoo.loader import load_split
-from zoo.pack import pack
 from zoo.plan import assign_splits, plan_runs
 from zoo.spec import load_spec, spec_from_data
 from zoo.staging import Staging
@@ -32,7 +31,6 @@ from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.train import seeded_generator
 from zoo.verify import verify
 from zoo.weightspace import WeightBatch
-from zoo.worker import train_runs
 
 MNIST = dataclasses.asdict(INRArchitecture())
 PSNR_FLOOR_DB = 25.0  # tiny profile (lr 1e-3, 200 steps): every one of its 28 fits measured 29-37 dB
@@ -62,15 +60,9 @@ def mnist():
 
 
 @pytest.fixture(scope="module")
-def tiny_inr_zoo(tmp_path_factory):
-    """The `tiny` profile staged with zoo.worker.train_runs (no Ray) and packed."""
-    spec = load_spec("inr-mnist", "tiny")
-    folder = tmp_path_factory.mktemp("inr_zoo")
-    save_spec(spec, folder)
-    written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
-    assert written == 28 * 2
-    pack(folder)
-    return spec, folder
+def tiny_inr_zoo(tiny_inr_zoo_folder):
+    """The `tiny` profile staged with zoo.worker.train_runs (no Ray) and packed (tests/conftest.py)."""
+    return load_spec("inr-mnist", "tiny"), tiny_inr_zoo_folder
 
 
 # --- the member ---------------------------------------------------------------------------

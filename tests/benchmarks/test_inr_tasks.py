@@ -1,0 +1,229 @@
+"""INR classification and INR editing on a real (tiny) SIREN zoo, through the harness.
+
+The zoo is `inr-mnist`'s `tiny` profile (tests/conftest.py): 28 SIRENs fitted to real MNIST
+images. Checked here: both tasks run end to end for every model they list and write what the
+results schema documents; the edit target is OpenCV's dilation and equals an independent 3x3
+maximum filter on real images; group augmentation keeps each SIREN's function; an edited
+SIREN's render is invariant to the symmetry group for equivariant models and not for the MLP
+(negative control); and the wrong kind of zoo or model fails before training with a message
+naming what is needed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.edits import apply_edit
+from benchmarks.harness import examples_path, load_splits, predictions_path, run_benchmark, run_on_splits
+from benchmarks.plots import edit_grid
+from benchmarks.results import load_results
+from benchmarks.tasks.inr_editing import EditedRender
+from benchmarks.tasks.learners import learning_rate_at
+from benchmarks.tasks.rows import augment_rows, select_rows
+from nfn_models import create_model
+from zoo.data import SOURCES
+from zoo.families import create_family
+from zoo.families.inr import INRArchitecture, coordinate_grid, siren_forward
+
+SMALL = {"np": {"channels": (4,), "hidden_sizes": (16,)}, "hnp": {"channels": (4,), "hidden_sizes": (16,)},
+         "monomial_nfn": {"group": "sign", "channels": (4,), "hidden_sizes": (16,)},
+         "magep_nfn": {"group": "sign", "channels": (4, 4), "invariant_channels": 4, "hidden_sizes": (16,)},
+         "mlp": {"hidden_sizes": (16,)}, "statnn": {"hidden_sizes": (16,)}}
+FAST = {"epochs": 2, "batch_size": 8}
+
+
+@pytest.fixture(scope="module")
+def inr_splits(tiny_inr_zoo_folder):
+    return load_splits(tiny_inr_zoo_folder, None)
+
+
+@pytest.fixture(scope="module")
+def mnist_images():
+    train, test, _ = SOURCES.get("mnist")()
+    return torch.cat([train.x, test.x])
+
+
+# --- the edit operators ----------------------------------------------------------------------
+
+def test_dilation_is_opencvs_and_equals_an_independent_3x3_maximum_filter_on_real_images(mnist_images):
+    from scipy.ndimage import grey_dilation
+
+    images = mnist_images[[0, 7, 12345, 69999]]
+    edited = apply_edit("dilate", images)
+    pooled = torch.nn.functional.max_pool2d(images, kernel_size=3, stride=1, padding=1)  # -inf padding
+    torch.testing.assert_close(edited, pooled, rtol=0, atol=0)
+    for image, out in zip(images, edited):
+        as_bytes = np.round(image[0].numpy() * 255).astype(np.uint8)
+        assert np.array_equal(np.round(out[0].numpy() * 255).astype(np.uint8), grey_dilation(as_bytes, size=(3, 3)))
+    assert (edited >= images).all() and (edited > images).any()  # dilation only brightens
+
+
+def test_contrast_edit_is_clahe_on_the_lightness_channel_of_a_synthetic_color_image():
+    generator = torch.Generator().manual_seed(0)
+    low_contrast = (0.45 + 0.1 * torch.rand(2, 3, 32, 32, generator=generator)).mul(255).round().div(255)
+    out = apply_edit("contrast", low_contrast)
+    assert out.shape == low_contrast.shape and out.min() >= 0 and out.max() <= 1
+    assert out.std() > 2 * low_contrast.std()  # CLAHE stretches a narrow intensity range
+    with pytest.raises(ValueError, match="color images"):
+        apply_edit("contrast", low_contrast[:, :1])
+    with pytest.raises(ValueError, match="not 8-bit intensities"):
+        apply_edit("dilate", torch.full((1, 1, 4, 4), 0.5001))
+
+
+# --- rows and augmentation -------------------------------------------------------------------
+
+def test_augmented_copies_are_the_same_functions(inr_splits):
+    splits, _ = inr_splits
+    train = splits["train"]
+    keep = select_rows(train, "train", ["image_index"], "final")
+    assert keep.sum() == 18  # one final checkpoint per run
+    weights, source, ids = augment_rows(train, keep, "train", seed=3, copies=2)
+    assert len(weights) == 54 and ids[18].endswith("~1") and ids[53].endswith("~2")
+    architecture = INRArchitecture()
+    coords = coordinate_grid(28)
+    renders = siren_forward(architecture, weights.tensors, coords)
+    torch.testing.assert_close(renders[18:36], renders[:18], rtol=1e-4, atol=1e-4)  # same image
+    assert (weights.tensors[0][18:36] - weights.tensors[0][:18]).abs().max() > 0.1  # different weights
+    assert list(source[18:36]) == list(range(18))
+
+
+def test_warmup_constant_schedule_warms_up_then_holds():
+    rates = [learning_rate_at(epoch, 1e-3, 10, "warmup-constant", warmup_epochs=3) for epoch in range(1, 11)]
+    assert rates[0] == pytest.approx(1e-4) and rates[2] == pytest.approx(1e-3) and set(rates[3:]) == {1e-3}
+
+
+# --- INR classification ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn"])
+def test_classification_runs_for_every_listed_model(inr_splits, model, tmp_path):
+    splits, dataset = inr_splits
+    out = tmp_path / f"{model}.json"
+    results = run_on_splits("inr-classification", model, splits, dataset, [0], out, SMALL[model], FAST,
+                            progress=False)
+    metrics = results["per_seed"][0]["metrics"]
+    assert 0 <= metrics["accuracy"] <= 1 and metrics["cross_entropy"] > 0
+    table = __import__("pandas").read_csv(predictions_path(out))
+    assert len(table) == 8 and set(table["prediction"]) <= set(range(10))  # the 8 test SIRENs' final fits
+    labels = splits["test"].metadata.set_index("model_id")["label"]
+    assert (table["target"].to_numpy() == labels.loc[table["model_id"]].to_numpy()).all()
+    assert results["per_seed"][0]["selection"]["epoch"] in (1, 2)
+    assert load_results(out).examples is None
+
+
+def test_classification_with_augmentation_records_it_and_differs(inr_splits):
+    splits, dataset = inr_splits
+    plain = run_on_splits("inr-classification", "mlp", splits, dataset, [0], None, SMALL["mlp"], FAST, progress=False)
+    augmented = run_on_splits("inr-classification", "mlp", splits, dataset, [0], None, SMALL["mlp"],
+                              {**FAST, "augment_copies": 2}, progress=False)
+    assert augmented["task_config"]["augment_copies"] == 2
+    assert augmented["per_seed"][0]["metrics"]["cross_entropy"] != plain["per_seed"][0]["metrics"]["cross_entropy"]
+
+
+def test_classification_refuses_a_cnn_zoo_a_fitted_model_and_a_wrong_class_count(inr_splits, tiny_zoo):
+    with pytest.raises(ValueError, match="reads each checkpoint's class from the 'label' metadata column"):
+        run_benchmark("inr-classification", "mlp", tiny_zoo, None, [0], None, SMALL["mlp"], FAST, progress=False)
+    splits, dataset = inr_splits
+    with pytest.raises(ValueError, match="fitted"):
+        run_on_splits("inr-classification", "xgboost", splits, dataset, [0], None, {"max_rounds": 2}, FAST,
+                      progress=False)
+    with pytest.raises(ValueError, match="the splits hold 10 classes; the model's out_features is 3"):
+        run_on_splits("inr-classification", "mlp", splits, dataset, [0], None, {"out_features": 3}, FAST,
+                      progress=False)
+
+
+# --- INR editing ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["np", "hnp", "monomial_nfn", "magep_nfn", "mlp"])
+def test_editing_runs_for_every_listed_model_and_scores_renders_against_the_dilated_source(
+        inr_splits, mnist_images, model, tmp_path):
+    splits, dataset = inr_splits
+    out = tmp_path / f"{model}.json"
+    overrides = {k: v for k, v in SMALL[model].items() if k != "hidden_sizes" or model == "mlp"}
+    results = run_on_splits("inr-editing", model, splits, dataset, [0, 1], out, overrides,
+                            {**FAST, "examples": 3}, progress=False)
+    seed = results["per_seed"][0]
+    # the unedited baseline, recomputed independently: each test SIREN's final fit, rendered, against
+    # a 3x3 maximum filter of its MNIST image, on [-1, 1]
+    test = splits["test"].metadata.reset_index(drop=True)
+    final = (test["epoch"] == 200).to_numpy()
+    weights = splits["test"].weights[torch.tensor(final)]
+    renders = siren_forward(INRArchitecture(), weights.tensors, coordinate_grid(28))[..., 0]
+    images = mnist_images[torch.as_tensor(test.loc[final, "image_index"].to_numpy())]
+    targets = torch.nn.functional.max_pool2d(images, 3, 1, 1).flatten(1) * 2 - 1
+    assert seed["ranking"]["mse_unedited"] == pytest.approx(float((renders - targets).square().mean()), rel=1e-5)
+    assert np.isfinite(seed["metrics"]["mse"]) and results["summary"]["mse"]["mean"] > 0
+    table = __import__("pandas").read_csv(predictions_path(out))
+    assert len(table) == 16 and table.loc[table["seed"] == 0, "prediction"].mean() == pytest.approx(seed["metrics"]["mse"])
+    arrays = dict(np.load(examples_path(out), allow_pickle=False))
+    assert arrays["edited"].shape == arrays["target"].shape == arrays["original"].shape == (3, 1, 28, 28)
+    assert load_results(out).examples == examples_path(out).name
+
+
+def test_edited_renders_are_invariant_to_the_group_for_equivariant_models_only(inr_splits):
+    splits, _ = inr_splits
+    weights = splits["test"].weights.to(dtype=torch.float32)[:4]
+    symmetry = create_family("inr").symmetry({})  # hidden-unit permutations with sign flips
+    moved = symmetry.act(symmetry.sample(torch.Generator().manual_seed(0), 4), weights)
+    gaps = {}
+    for model, overrides, group in [("monomial_nfn", {"group": "sign", "channels": (4,)}, "sign"),
+                                    ("magep_nfn", {"group": "sign", "channels": (4, 4)}, "sign"),
+                                    ("mlp", {"hidden_sizes": (16,)}, "sign")]:
+        torch.manual_seed(0)
+        net = EditedRender(create_model(model, weights.space, output="weights", **overrides), weights.space,
+                           INRArchitecture(), delta_scale=1.0).eval()
+        with torch.no_grad():
+            gaps[model] = float((net(moved) - net(weights)).abs().max())
+    assert gaps["monomial_nfn"] < 1e-4 and gaps["magep_nfn"] < 1e-4, gaps
+    assert gaps["mlp"] > 1e-2, gaps  # the negative control: the MLP's edit depends on the weights' order
+
+
+def test_editing_refuses_a_model_without_a_weight_output_a_cnn_zoo_and_unreachable_images(
+        inr_splits, tiny_zoo, monkeypatch):
+    splits, dataset = inr_splits
+    with pytest.raises(ValueError, match="needs a model with a weight-space output.*'statnn' has none"):
+        run_on_splits("inr-editing", "statnn", splits, dataset, [0], None, {}, FAST, progress=False)
+    with pytest.raises(ValueError, match="edits SIRENs"):
+        run_benchmark("inr-editing", "mlp", tiny_zoo, None, [0], None, {}, FAST, progress=False)
+    bare = {name: dataclasses.replace(split, metadata=split.metadata.copy()) for name, split in splits.items()}
+    for split in bare.values():
+        split.metadata.attrs.pop("spec")
+    with pytest.raises(ValueError, match="needs the zoo's spec to find the source images"):
+        run_on_splits("inr-editing", "mlp", bare, dataset, [0], None, {}, FAST, progress=False)
+
+    def unreachable():
+        raise OSError("no local mnist.npz and no network")
+
+    monkeypatch.setitem(SOURCES._items, "mnist", unreachable)
+    with pytest.raises(ValueError, match=r"images the SIRENs were fitted to \(data source 'mnist', by the "
+                                         r"image_index column\), and they are not reachable here: no local"):
+        run_on_splits("inr-editing", "mlp", splits, dataset, [0], None, {}, FAST, progress=False)
+
+
+def test_the_edit_figure_puts_each_models_render_beside_the_target(inr_splits, tmp_path):
+    splits, dataset = inr_splits
+    paths = []
+    for model in ("np", "mlp"):
+        path = tmp_path / f"{model}.json"
+        overrides = {"channels": (4,)} if model == "np" else {"hidden_sizes": (16,)}
+        run_on_splits("inr-editing", model, splits, dataset, [0], path, overrides, {**FAST, "examples": 4},
+                      progress=False)
+        paths.append(path)
+    figure = edit_grid(paths, tmp_path / "edits.png", images=3)
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    other = tmp_path / "other.json"
+    run_on_splits("inr-editing", "mlp", splits, dataset, [0], other, {"hidden_sizes": (16,)},
+                  {**FAST, "examples": 2, "checkpoints": "all"}, progress=False)
+    data = json.loads(other.read_text())
+    assert data["examples"] == "other.examples.npz"
+    with pytest.raises(ValueError, match="example SIRENs differ"):
+        edit_grid([paths[0], other], tmp_path / "bad.png")
+    with pytest.raises(ValueError, match="kept no example renders"):
+        classification = tmp_path / "cls.json"
+        run_on_splits("inr-classification", "mlp", splits, dataset, [0], classification, SMALL["mlp"], FAST,
+                      progress=False)
+        edit_grid([classification], tmp_path / "none.png")
