@@ -117,7 +117,7 @@ def plot_edits_command(args: argparse.Namespace) -> int:
 
 def suite_command(args: argparse.Namespace) -> int:
     from benchmarks.files import write_text_atomic
-    from benchmarks.suite import run_suite, tau_table
+    from benchmarks.suite import run_suite, suite_table
 
     task_overrides: dict[str, Any] = {}
     for assignment in args.set:
@@ -132,7 +132,7 @@ def suite_command(args: argparse.Namespace) -> int:
                          device=args.device)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
-    table = tau_table(rows)
+    table = suite_table(rows)
     write_text_atomic(f"{args.out}/table.md", table)
     print(table, end="")
     print(f"wrote {args.out}/table.md; submit with: nfnzoo leaderboard submit {args.out}/<entry>.json")

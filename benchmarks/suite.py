@@ -14,6 +14,9 @@ forest and Transformer-NFN on a transformer zoo with Transformer-NFN's protocol 
 threshold 0, 0.2, 0.4, 0.6, 0.8; 10 epochs here, see `TRANSFORMER_PROTOCOL`); `--only MODEL`
 runs one model's threshold sweep, one results file per threshold.
 
+The `inr-classification` and `inr-editing` suites are issue 12's: every model each INR task lists,
+at budget presets, on the inr-mnist zoo (`INR_CLASSIFIERS`, `INR_EDITORS`).
+
 The `cnn-generalization` suite is issue 10's: every feedforward model on the ReLU and the tanh
 subsets of a CNN zoo's final checkpoints, with the NFN papers' protocol (sigmoid + BCE on
 the test accuracy, Adam 1e-3 without weight decay, batch 8; Zhou et al. 2023 App. and
@@ -105,6 +108,37 @@ def transformer_generalization() -> Suite:
                  "training, retrained at each accuracy threshold of Tran et al. 2025 (0 to 0.8)", entries)
 
 
+# The INR tasks on the full inr-mnist zoo (issue 12), each model at its `-budget` preset and the
+# task's `budget` preset (5 epochs of 45,000 SIRENs: ~7,000 steps, the paper's 200,000 and
+# 50,000; channels cut where a step would take seconds): an hour or two per suite on 2 CPUs.
+# `--set task.preset=nfn` and the models' paper presets are the papers' settings (README).
+INR_CLASSIFIERS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn")
+INR_EDITORS = ("np", "hnp", "monomial_nfn", "magep_nfn", "mlp")
+
+
+@SUITES.register("inr-classification")
+def inr_classification() -> Suite:
+    entries = [SuiteEntry(model, model, {"preset": "inr-classification-budget"}, {"preset": "budget"}, "budget")
+               for model in INR_CLASSIFIERS]
+    # the weight-space counterpart of the NFN paper's augmented INR copies: K random permutation +
+    # sign-flip elements per training SIREN
+    entries += [SuiteEntry(f"{model}-aug{copies}", model, {"preset": "inr-classification-budget"},
+                           {"preset": "budget", "augment_copies": copies}, f"budget, {copies} group views per SIREN")
+                for model, copies in (("mlp", 4), ("np", 1))]
+    return Suite("inr-classification", "inr-classification",
+                 "MLP, STATNN, NP, HNP, Monomial-NFN and MAGEP-NFN classifying the digit a SIREN encodes (budget "
+                 "presets), plus MLP and NP with group-augmented training SIRENs", tuple(entries))
+
+
+@SUITES.register("inr-editing")
+def inr_editing() -> Suite:
+    entries = [SuiteEntry(model, model, {"preset": "inr-editing-budget"}, {"preset": "budget"}, "budget, dilate")
+               for model in INR_EDITORS]
+    return Suite("inr-editing", "inr-editing",
+                 "NP, HNP, Monomial-NFN, MAGEP-NFN and an MLP predicting the weight delta that dilates the digit a "
+                 "SIREN renders (budget presets)", tuple(entries))
+
+
 def _field(task: str, key: str) -> str:
     """A task override's field name (its alias resolved)."""
     from benchmarks.tasks import get_task_class
@@ -172,6 +206,26 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
 def skipped_path(out_dir: Path, entry: SuiteEntry) -> Path:
     """Where a suite records why an entry could not run on its data (kept across resumes)."""
     return out_dir / f"{entry.name}.skipped"
+
+
+def suite_table(rows: list[tuple[SuiteEntry, dict]]) -> str:
+    """The suite's Markdown table: Kendall's tau for generalization, else the task's main metric."""
+    if not rows or rows[0][1]["task"] == "generalization":
+        return tau_table(rows)
+    from benchmarks.tasks import get_task_class
+
+    task = get_task_class(rows[0][1]["task"])
+    references = sorted({name for _, r in rows for s in r["per_seed"] for name in s["ranking"]})
+    lines = [f"| entry | model | protocol | {task.main_metric} | {' | '.join(references)} | parameters | s per seed |",
+             "|---|---|---|---|" + "---|" * len(references) + "---|---|"]
+    for entry, r in rows:
+        metric = r["summary"][task.main_metric]
+        shown = [f"{statistics.mean(s['ranking'][name] for s in r['per_seed'] if name in s['ranking']):.4f}"
+                 if any(name in s["ranking"] for s in r["per_seed"]) else "" for name in references]
+        seconds = statistics.mean(s["train_time_s"] for s in r["per_seed"])
+        lines.append(f"| {entry.name} | {r['model']} | {entry.label} | {metric['mean']:.4f} ± {metric['std']:.4f} | "
+                     f"{' | '.join(shown)} | {r['num_params']:,} | {seconds:.0f} |")
+    return "\n".join(lines) + "\n"
 
 
 def tau_table(rows: list[tuple[SuiteEntry, dict]]) -> str:

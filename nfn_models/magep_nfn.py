@@ -70,7 +70,12 @@ class MAGEPNFN(InvariantStack):
     PRESETS = {"generalization": {},
                "inr-classification": {"group": "sign", "channels": (128, 128, 128, 128), "invariant_channels": 128,
                                       "hidden_sizes": (1000, 1000), "dropout": 0.1, "out_features": 10},
-               "inr-editing": {"group": "sign", "channels": (16, 32), "output": "weights"}}
+               "inr-editing": {"group": "sign", "channels": (16, 32), "output": "weights"},
+               # a 2-core CPU's: the classifier at 16 channels and a head of 500 (paper: 128 and 1000 x 2),
+               # the editor as the paper's
+               "inr-classification-budget": {"group": "sign", "channels": (16, 16, 16, 16), "invariant_channels": 16,
+                                             "hidden_sizes": (500,), "dropout": 0.1, "out_features": 10},
+               "inr-editing-budget": {"group": "sign", "channels": (16, 32), "output": "weights"}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

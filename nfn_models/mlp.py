@@ -42,7 +42,10 @@ class MLP(nn.Module):
     Config = MLPConfig
     # the defaults serve both tasks; INR classification predicts 10 classes
     PRESETS = {"generalization": {}, "inr-classification": {"out_features": 10},
-               "inr-editing": {"hidden_sizes": (1000, 1000, 1000), "dropout": 0.0, "output": "weights"}}
+               "inr-editing": {"hidden_sizes": (1000, 1000, 1000), "dropout": 0.0, "output": "weights"},
+               # cheap already: the budget presets are the paper's
+               "inr-classification-budget": {"out_features": 10},
+               "inr-editing-budget": {"hidden_sizes": (1000, 1000, 1000), "dropout": 0.0, "output": "weights"}}
     symmetries: tuple[str, ...] = ()  # reads weights in a fixed order: no symmetry claimed
     outputs = ("invariant", "weights")
 

@@ -87,7 +87,11 @@ class MonomialNFN(InvariantStack):
     PRESETS = {"generalization": {},
                "inr-classification": {"group": "sign", "channels": (64, 64, 1), "hidden_sizes": (1000,),
                                       "dropout": 0.1, "out_features": 10},
-               "inr-editing": {"group": "sign", "channels": (128, 128, 128), "output": "weights"}}
+               "inr-editing": {"group": "sign", "channels": (128, 128, 128), "output": "weights"},
+               # a 2-core CPU's: the classifier as the paper's (it is cheap); the editor at 32 channels
+               "inr-classification-budget": {"group": "sign", "channels": (64, 64, 1), "hidden_sizes": (1000,),
+                                             "dropout": 0.1, "out_features": 10},
+               "inr-editing-budget": {"group": "sign", "channels": (32, 32, 32), "output": "weights"}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

@@ -74,7 +74,8 @@ class STATNN(nn.Module):
 
     Config = STATNNConfig
     # the defaults serve both tasks; INR classification predicts 10 classes
-    PRESETS = {"generalization": {}, "inr-classification": {"out_features": 10}}
+    PRESETS = {"generalization": {}, "inr-classification": {"out_features": 10},
+               "inr-classification-budget": {"out_features": 10}}  # cheap already: the same
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

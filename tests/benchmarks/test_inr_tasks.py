@@ -153,7 +153,7 @@ def test_editing_runs_for_every_listed_model_and_scores_renders_against_the_dila
     final = (test["epoch"] == 200).to_numpy()
     weights = splits["test"].weights[torch.tensor(final)]
     renders = siren_forward(INRArchitecture(), weights.tensors, coordinate_grid(28))[..., 0]
-    images = mnist_images[torch.as_tensor(test.loc[final, "image_index"].to_numpy())]
+    images = mnist_images[torch.tensor(test.loc[final, "image_index"].to_numpy())]
     targets = torch.nn.functional.max_pool2d(images, 3, 1, 1).flatten(1) * 2 - 1
     assert seed["ranking"]["mse_unedited"] == pytest.approx(float((renders - targets).square().mean()), rel=1e-5)
     assert np.isfinite(seed["metrics"]["mse"]) and results["summary"]["mse"]["mean"] > 0
@@ -227,3 +227,19 @@ def test_the_edit_figure_puts_each_models_render_beside_the_target(inr_splits, t
         run_on_splits("inr-classification", "mlp", splits, dataset, [0], classification, SMALL["mlp"], FAST,
                       progress=False)
         edit_grid([classification], tmp_path / "none.png")
+
+
+def test_the_inr_suites_run_their_budget_entries_and_tabulate_the_main_metric(tiny_inr_zoo_folder, tmp_path):
+    from benchmarks.suite import SUITES, run_suite, suite_table
+
+    assert {e.model for e in SUITES.get("inr-classification")().entries} == \
+        {"mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn"}
+    assert {e.model for e in SUITES.get("inr-editing")().entries} == {"np", "hnp", "monomial_nfn", "magep_nfn", "mlp"}
+    rows = run_suite("inr-editing", tiny_inr_zoo_folder, tmp_path / "edit", [0, 1], {"epochs": 1},
+                     only=["mlp", "monomial_nfn"])
+    table = suite_table(rows)
+    assert "| mse | mse_unedited |" in table and "| monomial_nfn | monomial_nfn | budget, dilate |" in table
+    rows = run_suite("inr-classification", tiny_inr_zoo_folder, tmp_path / "cls", [0], {"epochs": 1},
+                     only=["mlp-aug4"])
+    assert rows[0][1]["task_config"]["augment_copies"] == 4
+    assert "| accuracy | majority_class_accuracy |" in suite_table(rows)

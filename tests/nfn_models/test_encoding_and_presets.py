@@ -139,7 +139,8 @@ def test_overrides_apply_on_top_of_a_preset_and_an_unknown_preset_lists_the_know
     config = model_config("np", preset="inr-classification", dropout=0.0)
     assert config.dropout == 0.0 and config.channels == (256, 256, 256)
     with pytest.raises(SchemaError, match=r"model 'np': preset: expected one of \['generalization', "
-                                          r"'inr-classification', 'inr-editing'\], got 'nope'"):
+                                          r"'inr-classification', 'inr-classification-budget', 'inr-editing', "
+                                          r"'inr-editing-budget'\], got 'nope'"):
         model_config("np", preset="nope")
 
 
