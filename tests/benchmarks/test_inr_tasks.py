@@ -243,3 +243,27 @@ def test_the_inr_suites_run_their_budget_entries_and_tabulate_the_main_metric(ti
                      only=["mlp-aug4"])
     assert rows[0][1]["task_config"]["augment_copies"] == 4
     assert "| accuracy | majority_class_accuracy |" in suite_table(rows)
+
+
+def test_inr_results_go_on_a_leaderboard_ranked_lower_mse_first(inr_splits, tiny_inr_zoo_folder, tmp_path):
+    from leaderboards import render, submit
+
+    splits, dataset = inr_splits
+    board = tmp_path / "board"
+    means = {}
+    for model, overrides in (("mlp", {"hidden_sizes": (16,)}), ("monomial_nfn", {"group": "sign", "channels": (4,)})):
+        path = tmp_path / f"{model}.json"
+        results = run_on_splits("inr-editing", model, splits, dataset, [0, 1, 2], path, overrides,
+                                {"epochs": 1, "batch_size": 8}, progress=False)
+        means[model] = results["summary"]["mse"]["mean"]
+        submit(path, board, dataset_dir=tiny_inr_zoo_folder)
+    path = tmp_path / "classifier.json"
+    run_on_splits("inr-classification", "mlp", splits, dataset, [0, 1, 2], path, SMALL["mlp"], FAST, progress=False)
+    submit(path, board, dataset_dir=tiny_inr_zoo_folder)
+    text = render(board, tmp_path / "site")
+    assert "Ranked by `mse` (lower is better)" in text and "Ranked by `accuracy` (higher is better)" in text
+    editing = text.split("Ranked by `mse`")[1]
+    order = sorted(means, key=means.get)
+    assert editing.index(f"| {order[0]} ") < editing.index(f"| {order[1]} ")
+    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == [
+        "index.md", "inr-classification.md", "inr-classification.png", "inr-editing.md", "inr-editing.png"]
