@@ -3,7 +3,10 @@
 For each model in the `nfn_models` registry, at its preset, on the weight spaces it reads (the
 Small CNN zoo member, 1-16-16-16-10 with 3x3 kernels; the SIREN 2-32-32-1; the Small Transformer
 Zoo's MNIST member, 2 blocks x 2 heads of width 32), on random weights (no training), it
-prints (the fitted tree ensembles take no gradient steps and are left out):
+prints (the fitted tree ensembles take no gradient steps and are left out). The pseudo-space
+`inr-tasks` (SIRENs) has a row `MODEL@PRESET` for every INR-task preset a model has (the papers'
+`inr-classification`/`inr-editing` and their `-budget` versions): an editing row's step is the
+task's, the render of w + s * f(w) (`benchmarks.tasks.inr_editing.EditedRender`). It prints:
 
 - trainable parameters;
 - forward+backward time of a batch of `--batch` checkpoints (train mode, loss = mean squared
@@ -57,7 +60,9 @@ from zoo.families import create_family
 from zoo.weightspace import WeightBatch, WeightSpace
 
 # Weight-space name -> (zoo family, architecture overrides); {} is the family's default.
-SPACES: dict[str, tuple[str, dict]] = {"cnn": ("cnn", {}), "siren": ("inr", {}), "transformer": ("transformer", {})}
+SPACES: dict[str, tuple[str, dict]] = {"cnn": ("cnn", {}), "siren": ("inr", {}), "transformer": ("transformer", {}),
+                                       "inr-tasks": ("inr", {})}
+INR_TASK_PRESETS = ("inr-classification-budget", "inr-classification", "inr-editing-budget", "inr-editing")
 # Our model name -> the names of the `nfn` package's equivariant layer and pool it mirrors.
 REFERENCES: dict[str, tuple[str, str]] = {"np": ("NPLinear", "NPPool"), "hnp": ("HNPLinear", "HNPPool")}
 REFERENCE_PREFIX = "nfn:"  # a reference row is named e.g. "nfn:np"
@@ -129,6 +134,14 @@ def build(row_name: str, space: WeightSpace, device: torch.device) -> nn.Module:
         torch.manual_seed(SEED)
         if row_name.startswith(REFERENCE_PREFIX):
             model = NFNReference(row_name[len(REFERENCE_PREFIX):], space)
+        elif "@" in row_name:  # an INR-task preset; an editing model is timed through the task's render
+            name, preset = row_name.split("@", 1)
+            model = nfn_models.create_model(name, space, preset=preset)
+            if getattr(model.config, "output", "invariant") == "weights":
+                from benchmarks.tasks.inr_editing import EditedRender
+                from zoo.families.inr import INRArchitecture
+
+                model = EditedRender(model, space, INRArchitecture(**SPACES["inr-tasks"][1]), delta_scale=0.01)
         else:
             model = nfn_models.create_model(row_name, space)
     return model.to(device)
@@ -229,7 +242,8 @@ def measure_space(space_name: str, models: list[str], args, device: torch.device
     classes = {m: nfn_models.registry.MODELS.get(m) for m in models}
     models = [m for m, cls in classes.items()
               if nfn_models.trained_by(cls) == "gradient" and kind in getattr(cls, "weight_spaces", (kind,))]
-    names = row_names(models, with_reference)
+    names = row_names(models, with_reference) if space_name != "inr-tasks" else \
+        [f"{m}@{preset}" for m in models for preset in INR_TASK_PRESETS if preset in nfn_models.list_presets(m)]
     built = {name: build(name, space, device) for name in names}
     train_times = median_times(built, training_step, random_weights(space, args.batch, device), args.repeat, device)
     eval_times = median_times(built, evaluation, random_weights(space, args.eval_batch, device), args.repeat, device)
@@ -265,14 +279,14 @@ def ratios(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
 
 def format_table(rows: list[dict], args) -> str:
     ratio = ratios(rows)
-    header = (f"{'space':<13}{'model':<17}{'params':>10}{f'fwd+bwd ms (B={args.batch})':>22}"
+    header = (f"{'space':<13}{'model':<32}{'params':>11}{f'fwd+bwd ms (B={args.batch})':>22}"
               f"{f'eval ckpt/s (B={args.eval_batch})':>24}{'peak MB':>10}"
               f"{'train x nfn':>13}{'eval x nfn':>12}{'mem x nfn':>11}")
     lines = [header]
     for row in rows:
         r = ratio.get((row["space"], row["model"]))
         tail = f"{r['train']:>13.2f}{r['eval']:>12.2f}{r['memory']:>11.2f}" if r else f"{'':>13}{'':>12}{'':>11}"
-        lines.append(f"{row['space']:<13}{row['model']:<17}{row['params']:>10,}{row['train_s'] * 1e3:>22.2f}"
+        lines.append(f"{row['space']:<13}{row['model']:<32}{row['params']:>11,}{row['train_s'] * 1e3:>22.2f}"
                      f"{row['eval_per_s']:>24,.0f}{row['peak_bytes'] / 1e6:>10.1f}{tail}")
     return "\n".join(lines)
 

@@ -8,13 +8,13 @@ from benchmarks.perf import nfn as bench
 from nfn_models import list_models
 
 
-def _table_rows(output: str) -> dict[str, list[str]]:
+def _table_rows(output: str, space: str = "siren") -> dict[str, list[str]]:
     """model name -> the printed row's fields, for the rows of the one space measured."""
     lines = output.strip().splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("space"))
     rows = {}
     for line in lines[header + 1:]:
-        if not line.startswith("siren"):
+        if not line.startswith(space):
             break
         fields = line.split()
         rows[fields[1]] = fields
@@ -37,6 +37,19 @@ def test_prints_a_row_per_model_with_sane_numbers(capsys):
         assert ours[2] == theirs[2]  # the same parameter count as the nfn stack
         assert len(ours) == 9 and all(float(r) > 0 for r in ours[6:])  # ours / nfn ratios
         assert len(theirs) == 6
+
+
+def test_inr_task_rows_time_each_models_task_presets(capsys):
+    bench.main(["--spaces", "inr-tasks", "--models", "mlp,monomial_nfn", "--batch", "4", "--eval-batch", "8",
+                "--repeat", "1", "--threads", "1", "--memory-repeat", "1"])
+    rows = _table_rows(capsys.readouterr().out, "inr-tasks")
+    assert sorted(rows) == sorted(f"{m}@{p}" for m in ("mlp", "monomial_nfn") for p in bench.INR_TASK_PRESETS)
+    for name, fields in rows.items():
+        assert all(float(f.replace(",", "")) > 0 for f in fields[2:6]), (name, fields)
+    # the editing MLP outputs one value per SIREN parameter (1,185) from 3 hidden layers of 1,000
+    # (its input standardization has no parameters), plus the task's 6 learned scales
+    linear = [(1185, 1000), (1000, 1000), (1000, 1000), (1000, 1185)]
+    assert int(rows["mlp@inr-editing"][2].replace(",", "")) == sum(i * o + o for i, o in linear) + 6
 
 
 def test_the_default_models_are_the_registry():
