@@ -27,6 +27,19 @@ def _load_predictions(results_path: Path, sidecar: str | None) -> pandas.DataFra
     return table
 
 
+def _save(figure, out_path: str | Path, dpi: int) -> Path:
+    """Writes the figure as a PNG atomically and closes it."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    try:
+        with replacing(out_path) as temporary:
+            figure.savefig(temporary, format="png", dpi=dpi)
+    finally:
+        plt.close(figure)
+    return Path(out_path)
+
+
 def scatter(results_paths: Sequence[str | Path], out_path: str | Path, *, dpi: int = 120) -> Path:
     """One panel per results file: predicted vs true test accuracy of every seed, y = x dashed.
 
@@ -60,13 +73,7 @@ def scatter(results_paths: Sequence[str | Path], out_path: str | Path, *, dpi: i
         axis.set_xlabel("true test accuracy")
         axis.set_ylabel("predicted test accuracy")
         axis.legend(loc="lower right", fontsize="small")
-    figure.tight_layout()
-    try:
-        with replacing(out_path) as temporary:
-            figure.savefig(temporary, format="png", dpi=dpi)
-    finally:
-        plt.close(figure)
-    return Path(out_path)
+    return _save(figure, out_path, dpi)
 
 
 def _load_examples(results_path: Path, sidecar: str | None) -> dict:
@@ -124,10 +131,4 @@ def edit_grid(results_paths: Sequence[str | Path], out_path: str | Path, *, imag
             axis.set_yticks([])
             if row == 0:
                 axis.set_title(title, fontsize="small")
-    figure.tight_layout()
-    try:
-        with replacing(out_path) as temporary:
-            figure.savefig(temporary, format="png", dpi=dpi)
-    finally:
-        plt.close(figure)
-    return Path(out_path)
+    return _save(figure, out_path, dpi)

@@ -216,8 +216,9 @@ def _limitations(entries: dict) -> str:
     for name, entry in entries.items():
         profile = entry["spec"].get("profile")
         if profile:
-            lines.append(f"- `{name}` uses the spec's `{profile}` profile: a small slice for tests and demos, "
-                         "not the paper-scale zoo; numbers measured on it are not comparable with the paper's.")
+            lines.append(f"- `{name}` uses the spec's `{profile}` profile, which changes the base spec's size or "
+                         "recipe (the description above says how; the resolved spec is in `manifest.json`): numbers "
+                         "measured on it are not directly comparable with the paper's.")
         diverged = entry["status"].get("diverged", 0)
         if diverged:
             lines.append(f"- `{name}`: {diverged:,} rows have status `diverged` and NaN metrics; filter on "

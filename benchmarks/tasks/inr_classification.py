@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng
-from benchmarks.tasks.learners import LEARNERS, SCHEDULES, Problem
+from benchmarks.tasks.learners import LEARNERS, Problem, check_training
 from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, select_rows
 from nfn_models import count_parameters, create_model, trained_by
@@ -59,19 +59,7 @@ class INRClassificationConfig:
     augment_keep_original: bool = True  # False: the training split holds only the transformed copies
 
     def validate(self, where: str, key: str) -> None:
-        for name in ("epochs", "batch_size", "lr", "eval_batch_size"):
-            if getattr(self, name) <= 0:
-                raise SchemaError(where, name, f"expected a positive number, got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise SchemaError(where, "batch_size", f"expected at least 2, got {self.batch_size}")
-        if self.weight_decay < 0 or self.final_lr < 0:
-            raise SchemaError(where, "weight_decay", "expected weight_decay >= 0 and final_lr >= 0")
-        if self.lr_schedule not in SCHEDULES or not 0 <= self.warmup_epochs <= self.epochs:
-            raise SchemaError(where, "warmup_epochs", f"expected 0 <= warmup_epochs <= epochs ({self.epochs}), "
-                              f"got {self.warmup_epochs}")
-        if (self.checkpoints == "epochs") != bool(self.checkpoint_epochs):
-            raise SchemaError(where, "checkpoint_epochs", "expected a non-empty list exactly when checkpoints is "
-                              f"'epochs' (checkpoints is {self.checkpoints!r})")
+        check_training(self, where)
         if self.augment_copies < 0:
             raise SchemaError(where, "augment_copies", f"expected a non-negative integer, got {self.augment_copies}")
         if not self.augment_keep_original and self.augment_copies == 0:

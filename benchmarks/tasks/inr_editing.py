@@ -36,7 +36,7 @@ from torch import nn
 from benchmarks.edits import EDITS, apply_edit
 from benchmarks.protocol import ARCHITECTURES_ATTR, SPEC_ATTR
 from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng
-from benchmarks.tasks.learners import LEARNERS, SCHEDULES, Problem, predict
+from benchmarks.tasks.learners import LEARNERS, Problem, check_training
 from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, kept_metadata, select_rows
 from nfn_models import count_parameters, create_model, model_outputs, models_with_output
@@ -67,19 +67,10 @@ class INREditingConfig:
     def validate(self, where: str, key: str) -> None:
         if self.edit not in EDITS.names():
             raise SchemaError(where, "edit", f"expected one of {EDITS.names()}, got {self.edit!r}")
-        for name in ("epochs", "batch_size", "lr", "eval_batch_size", "delta_scale"):
-            if getattr(self, name) <= 0:
-                raise SchemaError(where, name, f"expected a positive number, got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise SchemaError(where, "batch_size", f"expected at least 2, got {self.batch_size}")
-        if self.weight_decay < 0 or self.final_lr < 0 or self.examples < 0:
-            raise SchemaError(where, "weight_decay", "expected weight_decay, final_lr and examples >= 0")
-        if self.lr_schedule not in SCHEDULES or not 0 <= self.warmup_epochs <= self.epochs:
-            raise SchemaError(where, "warmup_epochs", f"expected 0 <= warmup_epochs <= epochs ({self.epochs}), "
-                              f"got {self.warmup_epochs}")
-        if (self.checkpoints == "epochs") != bool(self.checkpoint_epochs):
-            raise SchemaError(where, "checkpoint_epochs", "expected a non-empty list exactly when checkpoints is "
-                              f"'epochs' (checkpoints is {self.checkpoints!r})")
+        check_training(self, where)
+        if self.delta_scale <= 0 or self.examples < 0:
+            raise SchemaError(where, "delta_scale", f"expected delta_scale > 0 and examples >= 0, got "
+                              f"{self.delta_scale} and {self.examples}")
 
 
 class EditedRender(nn.Module):

@@ -49,6 +49,27 @@ def learning_rate_at(epoch: int, lr: float, epochs: int, schedule: str, warmup_e
     return final_lr + (lr - final_lr) * (1 + math.cos(math.pi * (t - warmup_epochs) / span)) / 2
 
 
+def check_training(config, where: str) -> None:
+    """Validates the fields every gradient-trained task's config shares (epochs, batch_size, lr,
+    eval_batch_size, weight_decay, lr_schedule, warmup_epochs, final_lr, checkpoints and
+    checkpoint_epochs); raises `SchemaError`."""
+    from zoo.schema import SchemaError
+
+    for name in ("epochs", "batch_size", "lr", "eval_batch_size"):
+        if getattr(config, name) <= 0:
+            raise SchemaError(where, name, f"expected a positive number, got {getattr(config, name)}")
+    if config.batch_size < 2:
+        raise SchemaError(where, "batch_size", f"expected at least 2, got {config.batch_size}")
+    if config.weight_decay < 0 or config.final_lr < 0:
+        raise SchemaError(where, "weight_decay", "expected weight_decay >= 0 and final_lr >= 0")
+    if config.lr_schedule not in SCHEDULES or not 0 <= config.warmup_epochs <= config.epochs:
+        raise SchemaError(where, "warmup_epochs", f"expected 0 <= warmup_epochs <= epochs ({config.epochs}), "
+                          f"got {config.warmup_epochs}")
+    if (config.checkpoints == "epochs") != bool(config.checkpoint_epochs):
+        raise SchemaError(where, "checkpoint_epochs", "expected a non-empty list exactly when checkpoints is "
+                          f"'epochs' (checkpoints is {config.checkpoints!r})")
+
+
 @dataclasses.dataclass
 class Learned:
     predict: Callable[[WeightBatch], torch.Tensor]  # eval-mode outputs (N,), in the model's own units

@@ -267,3 +267,17 @@ def test_inr_results_go_on_a_leaderboard_ranked_lower_mse_first(inr_splits, tiny
     assert editing.index(f"| {order[0]} ") < editing.index(f"| {order[1]} ")
     assert sorted(p.name for p in (tmp_path / "site").iterdir()) == [
         "index.md", "inr-classification.md", "inr-classification.png", "inr-editing.md", "inr-editing.png"]
+
+
+def test_bad_task_settings_are_refused_with_the_key():
+    from benchmarks.tasks import create_task
+    from zoo.schema import SchemaError
+
+    with pytest.raises(SchemaError, match=r"edit: expected one of \['contrast', 'dilate'\], got 'blur'"):
+        create_task("inr-editing", edit="blur")
+    with pytest.raises(SchemaError, match="warmup_epochs: expected 0 <= warmup_epochs <= epochs"):
+        create_task("inr-classification", epochs=2, warmup_epochs=5)
+    with pytest.raises(SchemaError, match="delta_scale"):
+        create_task("inr-editing", delta_scale=0.0)
+    assert create_task("inr-classification", preset="nfn").config.epochs == 142
+    assert create_task("inr-editing", preset="nfn").config.lr_schedule == "warmup-constant"

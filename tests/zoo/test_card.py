@@ -98,7 +98,7 @@ def test_the_body_has_uses_creation_limitations_license_and_citation(tiny_zoo):
                     "## Citation"):
         assert f"\n{section}\n" in text, section
     assert "from zoo.hf_datasets import formatted" in text and "**Do not** call `with_format`" in text
-    assert "`tiny` profile" in text and "not the paper-scale zoo" in text
+    assert "`tiny` profile, which changes the base spec" in text and "not directly comparable with the paper" in text
     assert "Small CNN Zoo (Unterthiner et al. 2020)" in text and "never the test set" in text
     assert "title   = {Predicting Neural Network Accuracy from Weights}" in text
     assert "@software{nfnzoo," in text and "Gradient-Based Learning Applied to Document Recognition" in text
