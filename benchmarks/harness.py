@@ -137,6 +137,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         model_overrides = architecture_overrides(MODELS.get(model), model_overrides, splits["train"].metadata,
                                                  f"model {model!r} on {dataset.get('path', 'the dataset')}")
     runner = create_task(task, **task_overrides)
+    model_overrides = runner.model_overrides(model, model_overrides, splits)  # what the task fixes, recorded
     model_hparams = model_config(model, **model_overrides)  # validates before any training
     device = _resolve_device(device)
 

@@ -78,11 +78,10 @@ def scatter(results_paths: Sequence[str | Path], out_path: str | Path, *, dpi: i
 
 def _load_examples(results_path: Path, sidecar: str | None) -> dict:
     from benchmarks.files import read_npz
-    from benchmarks.harness import examples_path
 
     if not sidecar:
         raise ValueError(f"{results_path}: its task kept no example renders (an inr-editing results file has them)")
-    path = results_path.with_name(sidecar) if sidecar else examples_path(results_path)
+    path = results_path.with_name(sidecar)
     if not path.is_file():
         raise FileNotFoundError(f"{results_path}: its examples file {path} is missing; rerun the benchmark")
     arrays = read_npz(path)
@@ -103,6 +102,9 @@ def edit_grid(results_paths: Sequence[str | Path], out_path: str | Path, *, imag
     for path in map(Path, results_paths):
         results = load_results(path)
         panels.append((results, _load_examples(path, results.examples)))
+    edits = {results.task_config.get("edit") for results, _ in panels}
+    if len(edits) != 1:
+        raise ValueError(f"the results files edit differently ({sorted(map(str, edits))}); plot one edit at a time")
     first = panels[0][1]
     for (results, arrays), path in zip(panels[1:], results_paths[1:]):
         if list(arrays["model_id"]) != list(first["model_id"]):

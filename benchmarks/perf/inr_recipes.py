@@ -7,7 +7,8 @@ its fits are at least as good, so this fits the same images (every `--every`-th 
 zoo uses (`init_siren`, seeded by run seed and image index), through the zoo's population
 trainer on one thread, and prints per recipe the PSNR quantiles (min, 1%, 5%, 25%, median),
 the count below 30 dB, the seconds and SIREN-steps per second, and whether the fast recipe is
-at least as good at every quantile. Run: `python -m benchmarks.perf.inr_recipes
+at least as good at every quantile (a diverged fit counts as the worst PSNR, and the fast recipe
+may not diverge more often). Run: `python -m benchmarks.perf.inr_recipes
 [--profiles base,fast] [--every 70] [--json out.json]`.
 """
 
@@ -46,9 +47,10 @@ def fit_psnr(spec, images: torch.Tensor, index: list[int], seed: int) -> tuple[n
 
 
 def summarize(psnr: np.ndarray) -> dict[str, float]:
-    finite = psnr[np.isfinite(psnr)]
-    out = {name: float(np.percentile(finite, q)) for name, q in QUANTILES.items()}
-    out.update(diverged=int((~np.isfinite(psnr)).sum()), below_30_db=int((finite < 30).sum()))
+    """Quantiles with a diverged fit counted as -inf dB (the worst), never dropped."""
+    scored = np.where(np.isnan(psnr), -np.inf, psnr)
+    out = {name: float(np.percentile(scored, q, method="lower")) for name, q in QUANTILES.items()}
+    out.update(diverged=int(np.isnan(psnr).sum()), below_30_db=int((scored < 30).sum()))
     return out
 
 
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
         steps = spec.training.epochs
         rows[name] = {"learning_rate": float(spec.search_space.fixed["learning_rate"]), "steps": steps,
                       "seconds": seconds, "siren_steps_per_s": len(index) * steps / seconds, **summarize(psnr),
-                      "psnr": psnr.tolist()}
+                      "psnr": [value if math.isfinite(value) else None for value in psnr.tolist()]}
     print(f"{len(index)} images (every {args.every}th), one thread; PSNR in dB on the [0, 1] scale")
     print(f"{'recipe':<8}{'lr':>9}{'steps':>7}" + "".join(f"{q:>8}" for q in QUANTILES) + f"{'<30dB':>7}{'s':>8}")
     for name, row in rows.items():
@@ -79,12 +81,14 @@ def main(argv: list[str] | None = None) -> None:
     if "base" in rows:
         for name, row in rows.items():
             if name != "base":
-                better = all(row[q] >= rows["base"][q] for q in QUANTILES)
+                better = all(row[q] >= rows["base"][q] for q in QUANTILES) and row["diverged"] <= rows["base"]["diverged"]
                 print(f"{name} vs base: {'at least as good at every quantile' if better else 'WORSE at some quantile'}; "
                       f"{rows['base']['seconds'] / row['seconds']:.2f}x faster")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"images": index, "recipes": rows}, handle)
+        with open(args.json, "w") as handle:  # -inf quantiles (diverged fits) as null: strict JSON
+            json.dump({"images": index, "recipes": {name: {k: (None if isinstance(v, float) and not math.isfinite(v)
+                                                               else v) for k, v in row.items()}
+                                                        for name, row in rows.items()}}, handle, allow_nan=False)
 
 
 if __name__ == "__main__":

@@ -55,10 +55,35 @@ class Task(abc.ABC):
         """A one-line description of the protocol a results file's `task_config` ran ("" if none)."""
         return ""
 
+    def model_overrides(self, model: str, overrides: Mapping[str, Any],
+                        splits: Mapping[str, "ZooSplit"]) -> dict[str, Any]:
+        """The hyperparameters this task runs `model` with: `overrides` and what the task fixes
+        (an output size, a weight-space output), so results record what ran; raises before any
+        training when the model cannot serve the task. The harness records its result; `run`
+        applies it too (it is idempotent)."""
+        return dict(overrides)
+
     @abc.abstractmethod
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
             seed: int, device: str | torch.device = "cpu") -> TaskResult:
         """Trains model `model` on the splits with `seed` and evaluates it on the test split."""
+
+
+def require_splits(task: str, splits: Mapping[str, Any]) -> None:
+    """The train, validation and test splits must all be there."""
+    missing = [name for name in SPLITS if name not in splits]
+    if missing:
+        raise ValueError(f"the {task} task needs the splits {list(SPLITS)}; missing {missing}")
+
+
+def require_invariant_output(task: str, model: str, overrides: Mapping[str, Any]) -> None:
+    """Refuses a model configured for a weight-space output (e.g. an `inr-editing` preset)."""
+    from nfn_models import model_config
+
+    output = getattr(model_config(model, **dict(overrides)), "output", "invariant")
+    if output != "invariant":
+        raise ValueError(f"the {task} task reads a model's invariant output; model {model!r} is configured with "
+                         f"output={output!r} (its preset or model.output): use an invariant preset")
 
 
 @contextlib.contextmanager

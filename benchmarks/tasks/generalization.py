@@ -33,7 +33,7 @@ from torch import nn
 from benchmarks import protocol
 from benchmarks.metrics import kendall_tau, r2_score, rmse
 from benchmarks.ranking import ranking_ceiling
-from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng
+from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng, require_invariant_output, require_splits
 from benchmarks.tasks.learners import LEARNERS, Problem
 from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, select_rows
@@ -187,11 +187,10 @@ class GeneralizationTask(Task):
 
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
             seed: int, device: str | torch.device = "cpu") -> TaskResult:
-        missing = [name for name in SPLITS if name not in splits]
-        if missing:
-            raise ValueError(f"the generalization task needs the splits {list(SPLITS)}; missing {missing}")
+        require_splits("generalization", splits)
         if model_overrides.get("out_features", 1) != 1:
             raise ValueError("the generalization task predicts one scalar; out_features must be 1")
+        require_invariant_output("generalization", model, model_overrides)
         device = torch.device(device)
         config = self.config
         train, validation, test = (_usable(splits[name], name, config, seed, device) for name in SPLITS)

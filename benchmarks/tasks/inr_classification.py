@@ -16,7 +16,8 @@ INR copies the NFN paper fitted (its 10 extra fits per MNIST image, `extra_aug: 
 
 Presets (facts from the authors' classify_siren configs): `nfn`, the NFN paper's schedule
 (Adam at 1e-4, batches of 32, 200,000 steps = 142 epochs of 45,000, a linear warm-up over
-10,000 steps = 7 epochs, then constant); `budget`, what fits a 2-core CPU machine (see README).
+10,000 steps, then constant); `budget`, what fits a 2-core CPU machine (5 epochs, ~7,000
+steps, Adam at 1e-3 after a 1,000-step warm-up; see README).
 The model presets are the models' `inr-classification` ones (`--set model.preset=...`).
 """
 
@@ -30,10 +31,10 @@ import pandas
 import torch
 from torch import nn
 
-from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng
+from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng, require_invariant_output, require_splits
 from benchmarks.tasks.learners import LEARNERS, Problem, check_training
 from benchmarks.tasks.registry import register_task
-from benchmarks.tasks.rows import augment_rows, select_rows
+from benchmarks.tasks.rows import augment_rows, kept_metadata, select_rows
 from nfn_models import count_parameters, create_model, trained_by
 from nfn_models.registry import MODELS
 from zoo.schema import SchemaError
@@ -49,9 +50,10 @@ class INRClassificationConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0  # the authors' Adam has none
     eval_batch_size: int = 512
-    lr_schedule: Literal["constant", "warmup-cosine", "warmup-constant"] = "constant"
+    lr_schedule: Literal["constant", "warmup-cosine"] = "constant"
     warmup_epochs: int = 0
     final_lr: float = 0.0
+    warmup_steps: int = 0  # a linear warm-up over the first optimizer steps (the authors': 10,000)
     label: str = "label"  # the metadata column holding the class
     checkpoints: Literal["all", "final", "epochs"] = "final"  # the references store one fit per image
     checkpoint_epochs: tuple[int, ...] = ()
@@ -67,7 +69,7 @@ class INRClassificationConfig:
 
 
 def _labels(split: "ZooSplit", keep: np.ndarray, column: str, name: str) -> torch.Tensor:
-    values = split.metadata.reset_index(drop=True).loc[keep, column]
+    values = kept_metadata(split, keep)[column]
     if values.isna().any() or not np.allclose(values.to_numpy(dtype=np.float64) % 1, 0):
         raise ValueError(f"{name} split: the {column!r} column must hold integer classes")
     labels = torch.tensor(values.to_numpy(dtype=np.int64))
@@ -89,45 +91,57 @@ class INRClassificationTask(Task):
     # every logit); the selection records the validation accuracy
     metrics = {"accuracy": True}
     main_metric = "accuracy"
-    PRESETS = {"nfn": {"epochs": 142, "batch_size": 32, "lr": 1e-4, "lr_schedule": "warmup-constant",
-                       "warmup_epochs": 7},
-               "budget": {"epochs": 10, "batch_size": 32, "lr": 1e-3, "lr_schedule": "warmup-constant",
-                          "warmup_epochs": 1}}
+    PRESETS = {"nfn": {"epochs": 142, "batch_size": 32, "lr": 1e-4, "warmup_steps": 10_000},
+               "budget": {"epochs": 5, "batch_size": 32, "lr": 1e-3, "warmup_steps": 1_000}}
 
-    def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
-            seed: int, device: str | torch.device = "cpu") -> TaskResult:
-        missing = [name for name in SPLITS if name not in splits]
-        if missing:
-            raise ValueError(f"the inr-classification task needs the splits {list(SPLITS)}; missing {missing}")
-        config, device = self.config, torch.device(device)
-        if trained_by(MODELS.get(model)) != "gradient":
-            raise ValueError(f"the inr-classification task trains its model by gradient steps; {model!r} is "
-                             "fitted (a regressor), which this task does not take")
+    def _rows(self, splits: Mapping[str, "ZooSplit"]) -> dict[str, tuple[np.ndarray, torch.Tensor]]:
+        """Per split: the kept rows and their classes; checks the zoo has classes at all."""
+        config = self.config
+        require_splits("inr-classification", splits)
+        rows = {}
         for name in SPLITS:
             if config.label not in splits[name].metadata.columns:
                 raise ValueError(f"the inr-classification task reads each checkpoint's class from the "
                                  f"{config.label!r} metadata column; the {name} split has the columns "
                                  f"{sorted(splits[name].metadata.columns)} (an INR zoo, such as inr-mnist, has it)")
-        rows = {name: select_rows(splits[name], name, [config.label], config.checkpoints, config.checkpoint_epochs)
-                for name in SPLITS}
-        labels = {name: _labels(splits[name], rows[name], config.label, name) for name in SPLITS}
-        num_classes = int(max(int(t.max()) for t in labels.values())) + 1
-        if num_classes < 2:
-            raise ValueError(f"the {config.label!r} column holds one class; nothing to classify")
-        if model_overrides.get("out_features", num_classes) != num_classes:
-            raise ValueError(f"the splits hold {num_classes} classes; the model's out_features is "
-                             f"{model_overrides['out_features']}")
+            keep = select_rows(splits[name], name, [config.label], config.checkpoints, config.checkpoint_epochs)
+            rows[name] = (keep, _labels(splits[name], keep, config.label, name))
+        classes = int(rows["train"][1].max()) + 1  # from the training split: test labels never shape the model
+        if classes < 2:
+            raise ValueError(f"the train split's {config.label!r} column holds one class; nothing to classify")
+        for name in ("validation", "test"):
+            if int(rows[name][1].max()) >= classes:
+                raise ValueError(f"the {name} split holds class {int(rows[name][1].max())}, which the train split "
+                                 f"(classes 0..{classes - 1}) never shows")
+        return rows
+
+    def model_overrides(self, model: str, overrides: Mapping[str, Any],
+                        splits: Mapping[str, "ZooSplit"]) -> dict[str, Any]:
+        if trained_by(MODELS.get(model)) != "gradient":
+            raise ValueError(f"the inr-classification task trains its model by gradient steps; {model!r} is "
+                             "fitted (a regressor), which this task does not take")
+        classes = int(self._rows(splits)["train"][1].max()) + 1
+        if overrides.get("out_features", classes) != classes:
+            raise ValueError(f"the splits hold {classes} classes; the model's out_features is "
+                             f"{overrides['out_features']}")
+        require_invariant_output("inr-classification", model, overrides)
+        return {**overrides, "out_features": classes}
+
+    def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
+            seed: int, device: str | torch.device = "cpu") -> TaskResult:
+        config, device = self.config, torch.device(device)
+        model_overrides = self.model_overrides(model, model_overrides, splits)
         examples = {}
-        for name in SPLITS:
+        for name, (keep, labels) in self._rows(splits).items():
             copies = config.augment_copies if name == "train" else 0
-            weights, source, ids = augment_rows(splits[name], rows[name], name, seed, copies,
+            weights, source, ids = augment_rows(splits[name], keep, name, seed, copies,
                                                 keep_original=config.augment_keep_original)
-            examples[name] = (weights.to(device=device), labels[name][torch.as_tensor(source)].to(device), ids)
+            examples[name] = (weights.to(device=device), labels[torch.as_tensor(source)].to(device), ids)
         (train, train_labels, _), (validation, validation_labels, _), (test, test_labels, test_ids) = \
             (examples[name] for name in SPLITS)
 
         with isolated_rng(seed, device):
-            net = create_model(model, train.space, **{**model_overrides, "out_features": num_classes}).to(device)
+            net = create_model(model, train.space, **model_overrides).to(device)
             problem = Problem(train, train_labels, validation, validation_labels, train_labels,
                               nn.functional.cross_entropy, accuracy, "accuracy", seed)
             learned = LEARNERS["gradient"](net, problem, config)

@@ -16,7 +16,7 @@ The model must offer a weight-space output (`nfn_models.models_with_output("weig
 HNP, Monomial-NFN, MAGEP-NFN, and the MLP that outputs the delta); the task builds it with
 `output="weights"`. Presets (facts from the authors' stylize_siren configs): `nfn` (Adam at
 1e-3, batches of 32, 50,000 steps = 36 epochs of 45,000, a linear warm-up over 1,000 steps,
-then constant) and `budget` (fits a 2-core CPU machine; see README).
+then constant) and `budget` (5 epochs, ~7,000 steps: fits a 2-core CPU machine; see README).
 
 The results' predictions table holds, per test SIREN, `prediction` = its MSE after the edit
 and `target` = its MSE before it; the first seed's renders of the first `examples` test SIRENs
@@ -35,7 +35,7 @@ from torch import nn
 
 from benchmarks.edits import EDITS, apply_edit
 from benchmarks.protocol import ARCHITECTURES_ATTR, SPEC_ATTR
-from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng
+from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng, require_splits
 from benchmarks.tasks.learners import LEARNERS, Problem, check_training
 from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, kept_metadata, select_rows
@@ -56,9 +56,10 @@ class INREditingConfig:
     lr: float = 1e-3  # the authors'
     weight_decay: float = 0.0
     eval_batch_size: int = 256
-    lr_schedule: Literal["constant", "warmup-cosine", "warmup-constant"] = "constant"
+    lr_schedule: Literal["constant", "warmup-cosine"] = "constant"
     warmup_epochs: int = 0
     final_lr: float = 0.0
+    warmup_steps: int = 0  # a linear warm-up over the first optimizer steps (the authors': 1,000)
     delta_scale: float = 0.01  # the initial per-tensor scale of the model's delta (the authors' LearnedScale)
     checkpoints: Literal["all", "final", "epochs"] = "final"
     checkpoint_epochs: tuple[int, ...] = ()
@@ -68,9 +69,10 @@ class INREditingConfig:
         if self.edit not in EDITS.names():
             raise SchemaError(where, "edit", f"expected one of {EDITS.names()}, got {self.edit!r}")
         check_training(self, where)
-        if self.delta_scale <= 0 or self.examples < 0:
-            raise SchemaError(where, "delta_scale", f"expected delta_scale > 0 and examples >= 0, got "
-                              f"{self.delta_scale} and {self.examples}")
+        if self.delta_scale <= 0:
+            raise SchemaError(where, "delta_scale", f"expected a positive scale, got {self.delta_scale}")
+        if self.examples < 0:
+            raise SchemaError(where, "examples", f"expected a count >= 0, got {self.examples}")
 
 
 class EditedRender(nn.Module):
@@ -99,9 +101,12 @@ def _inr_architecture(split: "ZooSplit", where: str):
 
     metadata = split.metadata
     families = set(metadata["family"].astype(str)) if "family" in metadata else set()
-    if families != {"inr"} or "image_index" not in metadata:
-        raise ValueError(f"{where}: the inr-editing task edits SIRENs (an INR zoo such as inr-mnist, with an "
-                         f"image_index column); these checkpoints are of the families {sorted(families)}")
+    if families != {"inr"}:
+        raise ValueError(f"{where}: the inr-editing task edits SIRENs (an INR zoo such as inr-mnist); these "
+                         f"checkpoints are of the families {sorted(families)}")
+    if "image_index" not in metadata:
+        raise ValueError(f"{where}: the inr-editing task finds each SIREN's source image by the image_index column; "
+                         f"the metadata has {sorted(metadata.columns)}")
     architectures = metadata.attrs.get(ARCHITECTURES_ATTR) or {}
     used = sorted(set(metadata["architecture"].astype(str)))
     if len(used) != 1 or used[0] not in architectures:
@@ -156,21 +161,25 @@ class INREditingTask(Task):
     Config = INREditingConfig
     metrics = {"mse": False}
     main_metric = "mse"
-    PRESETS = {"nfn": {"epochs": 36, "batch_size": 32, "lr": 1e-3, "lr_schedule": "warmup-constant",
-                       "warmup_epochs": 1, "delta_scale": 0.01},
-               "budget": {"epochs": 5, "batch_size": 32, "lr": 1e-3, "lr_schedule": "warmup-constant",
-                          "warmup_epochs": 1, "delta_scale": 0.01}}
+    PRESETS = {"nfn": {"epochs": 36, "batch_size": 32, "lr": 1e-3, "warmup_steps": 1_000, "delta_scale": 0.01},
+               "budget": {"epochs": 5, "batch_size": 32, "lr": 1e-3, "warmup_steps": 1_000, "delta_scale": 0.01}}
 
-    def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
-            seed: int, device: str | torch.device = "cpu") -> TaskResult:
-        missing = [name for name in SPLITS if name not in splits]
-        if missing:
-            raise ValueError(f"the inr-editing task needs the splits {list(SPLITS)}; missing {missing}")
+    def model_overrides(self, model: str, overrides: Mapping[str, Any],
+                        splits: Mapping[str, "ZooSplit"]) -> dict[str, Any]:
         if "weights" not in model_outputs(model):
             raise ValueError(f"the inr-editing task needs a model with a weight-space output (a delta); {model!r} "
                              f"has none. The models with one: {models_with_output('weights')}")
+        return {**overrides, "output": "weights"}
+
+    def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
+            seed: int, device: str | torch.device = "cpu") -> TaskResult:
+        require_splits("inr-editing", splits)
+        model_overrides = self.model_overrides(model, model_overrides, splits)
         config, device = self.config, torch.device(device)
-        architecture = _inr_architecture(splits["train"], "train split")
+        architectures = {name: _inr_architecture(splits[name], f"{name} split") for name in SPLITS}
+        architecture = architectures["train"]
+        if len(set(architectures.values())) != 1:
+            raise ValueError(f"the splits hold SIRENs of different architectures: {architectures}")
         images = source_images(splits["train"], "train split")  # before any training: fail early
         examples = {}
         for name in SPLITS:
@@ -191,7 +200,7 @@ class INREditingTask(Task):
             (examples[name] for name in SPLITS)
 
         with isolated_rng(seed, device):
-            nfn = create_model(model, train.space, **{**model_overrides, "output": "weights"})
+            nfn = create_model(model, train.space, **model_overrides)
             net = EditedRender(nfn, train.space, architecture, config.delta_scale).to(device)
             problem = Problem(train, train_targets, validation, validation_targets, train_targets,
                               nn.functional.mse_loss, _mse, "mse", seed, higher_is_better=False)

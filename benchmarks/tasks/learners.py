@@ -12,9 +12,14 @@ Learning-rate schedules (per epoch, as the papers step them):
 - "warmup-cosine" (Transformer-NFN, Tran et al. 2025's training code): a linear warm-up over
   `warmup_epochs` from lr / 10 to lr (PyTorch's LinearLR(start_factor=0.1, total_iters=
   warmup_epochs - 1)), then a cosine decay to `final_lr` over the remaining epochs
-  (CosineAnnealingLR(T_max=epochs - warmup_epochs, eta_min=final_lr));
-- "warmup-constant" (the NFN paper's INR tasks, Zhou et al. 2023's training code: a linear
-  warm-up, then the rate held): the same warm-up, then `lr`.
+  (CosineAnnealingLR(T_max=epochs - warmup_epochs, eta_min=final_lr)).
+A task config may also have `warmup_steps` (the NFN paper's INR tasks, Zhou et al. 2023's
+training code, `get_linear_warmup`: LambdaLR(min(1, step / warmup_steps))): the rate of
+optimizer step k (0-based) is scaled by min(1, (k + 1) / warmup_steps) on top of the epoch's
+schedule (their step 0 has rate 0; ours starts at 1 / warmup_steps, not wasting a step).
+
+A validation score that is not finite (a model that diverged) is never selected; if no epoch
+has a finite score the learner raises, naming the score.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from torch import nn
 
 from zoo.weightspace import WeightBatch
 
-SCHEDULES = ("constant", "warmup-cosine", "warmup-constant")
+SCHEDULES = ("constant", "warmup-cosine")
 
 
 def learning_rate_at(epoch: int, lr: float, epochs: int, schedule: str, warmup_epochs: int = 0,
@@ -43,10 +48,13 @@ def learning_rate_at(epoch: int, lr: float, epochs: int, schedule: str, warmup_e
     t = epoch - 1
     if t < warmup_epochs:
         return lr * (0.1 + 0.9 * t / (warmup_epochs - 1)) if warmup_epochs > 1 else lr
-    if schedule == "warmup-constant":
-        return lr
     span = max(1, epochs - warmup_epochs)
     return final_lr + (lr - final_lr) * (1 + math.cos(math.pi * (t - warmup_epochs) / span)) / 2
+
+
+def warmed_up(rate: float, step: int, warmup_steps: int) -> float:
+    """The rate of 0-based optimizer step `step` under a linear warm-up of `warmup_steps` (0: none)."""
+    return rate * min(1.0, (step + 1) / warmup_steps) if warmup_steps else rate
 
 
 def check_training(config, where: str) -> None:
@@ -60,9 +68,12 @@ def check_training(config, where: str) -> None:
             raise SchemaError(where, name, f"expected a positive number, got {getattr(config, name)}")
     if config.batch_size < 2:
         raise SchemaError(where, "batch_size", f"expected at least 2, got {config.batch_size}")
-    if config.weight_decay < 0 or config.final_lr < 0:
-        raise SchemaError(where, "weight_decay", "expected weight_decay >= 0 and final_lr >= 0")
-    if config.lr_schedule not in SCHEDULES or not 0 <= config.warmup_epochs <= config.epochs:
+    for name in ("weight_decay", "final_lr", "warmup_steps"):
+        if getattr(config, name, 0) < 0:
+            raise SchemaError(where, name, f"expected a non-negative number, got {getattr(config, name)}")
+    if config.lr_schedule not in SCHEDULES:
+        raise SchemaError(where, "lr_schedule", f"expected one of {list(SCHEDULES)}, got {config.lr_schedule!r}")
+    if not 0 <= config.warmup_epochs <= config.epochs:
         raise SchemaError(where, "warmup_epochs", f"expected 0 <= warmup_epochs <= epochs ({config.epochs}), "
                           f"got {config.warmup_epochs}")
     if (config.checkpoints == "epochs") != bool(config.checkpoint_epochs):
@@ -105,23 +116,29 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
     shuffle = torch.Generator().manual_seed(problem.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     sign = 1.0 if problem.higher_is_better else -1.0
+    warmup_steps, step = getattr(config, "warmup_steps", 0), 0
     best_score, best_epoch, best_state = -math.inf, 0, None
     for epoch in range(1, config.epochs + 1):
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate_at(epoch, config.lr, config.epochs, config.lr_schedule,
-                                           config.warmup_epochs, config.final_lr)
+        rate = learning_rate_at(epoch, config.lr, config.epochs, config.lr_schedule, config.warmup_epochs,
+                                config.final_lr)
         model.train()
         for index, batch in problem.train.batches(config.batch_size, shuffle=True, generator=shuffle):
             if len(index) < 2:  # a lone leftover row: BatchNorm cannot standardize it
                 continue
+            for group in optimizer.param_groups:
+                group["lr"] = warmed_up(rate, step, warmup_steps)
+            step += 1
             loss = problem.loss(model(batch).squeeze(-1), problem.targets[index.to(problem.targets.device)])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
         predicted = predict(model, problem.validation, config.eval_batch_size)
         score = sign * problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
-        if score > best_score or best_state is None:
+        if math.isfinite(score) and (score > best_score or best_state is None):
             best_score, best_epoch, best_state = score, epoch, copy.deepcopy(model.state_dict())
+    if best_state is None:
+        raise ValueError(f"the model's validation {problem.score_name} was not finite after any of the "
+                         f"{config.epochs} epochs (training diverged); try a lower lr")
     model.load_state_dict(best_state)
     return Learned(lambda weights: predict(model, weights, config.eval_batch_size),
                    {"epoch": best_epoch, f"validation_{problem.score_name}": sign * best_score}, output_is_target=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -22,13 +23,14 @@ from benchmarks.edits import apply_edit
 from benchmarks.harness import examples_path, load_splits, predictions_path, run_benchmark, run_on_splits
 from benchmarks.plots import edit_grid
 from benchmarks.results import load_results
-from benchmarks.tasks.inr_editing import EditedRender
-from benchmarks.tasks.learners import learning_rate_at
+from benchmarks.tasks.inr_editing import EditedRender, INREditingConfig
+from benchmarks.tasks.learners import Problem, by_gradient, warmed_up
 from benchmarks.tasks.rows import augment_rows, select_rows
 from nfn_models import create_model
 from zoo.data import SOURCES
 from zoo.families import create_family
 from zoo.families.inr import INRArchitecture, coordinate_grid, siren_forward
+from zoo.weightspace import WeightBatch
 
 SMALL = {"np": {"channels": (4,), "hidden_sizes": (16,)}, "hnp": {"channels": (4,), "hidden_sizes": (16,)},
          "monomial_nfn": {"group": "sign", "channels": (4,), "hidden_sizes": (16,)},
@@ -92,9 +94,30 @@ def test_augmented_copies_are_the_same_functions(inr_splits):
     assert list(source[18:36]) == list(range(18))
 
 
-def test_warmup_constant_schedule_warms_up_then_holds():
-    rates = [learning_rate_at(epoch, 1e-3, 10, "warmup-constant", warmup_epochs=3) for epoch in range(1, 11)]
-    assert rates[0] == pytest.approx(1e-4) and rates[2] == pytest.approx(1e-3) and set(rates[3:]) == {1e-3}
+def test_a_step_warmup_ramps_linearly_then_holds():
+    rates = [warmed_up(1e-3, step, 4) for step in range(6)]
+    assert rates == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3])
+    assert warmed_up(1e-3, 0, 0) == 1e-3
+
+
+def _scripted(scores: list[float], higher_is_better: bool):
+    """by_gradient on a tiny linear model whose validation scores are `scores`, epoch by epoch."""
+    space = create_family("inr").weight_space({})
+    weights = WeightBatch(space, tuple(torch.randn(6, *t.shape, generator=torch.Generator().manual_seed(0))
+                                       for t in space.tensors))
+    script = iter(scores)
+    problem = Problem(weights, torch.zeros(6), weights, torch.zeros(6), torch.zeros(6), torch.nn.functional.mse_loss,
+                      lambda targets, predictions: next(script), "score", 0, higher_is_better=higher_is_better)
+    config = INREditingConfig(epochs=len(scores), batch_size=3)
+    return by_gradient(create_model("mlp", space, hidden_sizes=(4,)), problem, config).selection
+
+
+def test_selection_keeps_the_lowest_mse_or_the_highest_score_and_skips_non_finite_epochs():
+    assert _scripted([3.0, 1.0, 2.0], higher_is_better=False) == {"epoch": 2, "validation_score": 1.0}
+    assert _scripted([3.0, 1.0, 2.0], higher_is_better=True) == {"epoch": 1, "validation_score": 3.0}
+    assert _scripted([math.nan, 2.0, 1.0], higher_is_better=False) == {"epoch": 3, "validation_score": 1.0}
+    with pytest.raises(ValueError, match="validation score was not finite after any of the 2 epochs"):
+        _scripted([math.nan, math.inf], higher_is_better=False)
 
 
 # --- INR classification ------------------------------------------------------------------------
@@ -113,7 +136,7 @@ def test_classification_runs_for_every_listed_model(inr_splits, model, tmp_path)
     assert (table["target"].to_numpy() == labels.loc[table["model_id"]].to_numpy()).all()
     table_accuracy = float((table["target"] == table["prediction"]).mean())
     assert metrics["accuracy"] == pytest.approx(table_accuracy)  # the predictions re-score to the metric
-    assert results["per_seed"][0]["selection"]["epoch"] in (1, 2)
+    assert results["model_config"]["out_features"] == 10  # what ran: the task sets the class count
     assert load_results(out).examples is None
 
 
@@ -137,6 +160,10 @@ def test_classification_refuses_a_cnn_zoo_a_fitted_model_and_a_wrong_class_count
     with pytest.raises(ValueError, match="the splits hold 10 classes; the model's out_features is 3"):
         run_on_splits("inr-classification", "mlp", splits, dataset, [0], None, {"out_features": 3}, FAST,
                       progress=False)
+    with pytest.raises(ValueError, match="reads a model's invariant output; model 'np' is configured with "
+                                         "output='weights'"):
+        run_on_splits("inr-classification", "np", splits, dataset, [0], None, {"preset": "inr-editing-budget"},
+                      FAST, progress=False)
 
 
 # --- INR editing ---------------------------------------------------------------------------------
@@ -160,6 +187,8 @@ def test_editing_runs_for_every_listed_model_and_scores_renders_against_the_dila
     targets = torch.nn.functional.max_pool2d(images, 3, 1, 1).flatten(1) * 2 - 1
     assert seed["ranking"]["mse_unedited"] == pytest.approx(float((renders - targets).square().mean()), rel=1e-5)
     assert np.isfinite(seed["metrics"]["mse"]) and results["summary"]["mse"]["mean"] > 0
+    assert seed["metrics"]["mse"] != seed["ranking"]["mse_unedited"]  # the delta changed the renders
+    assert results["model_config"]["output"] == "weights"  # recorded as run
     table = __import__("pandas").read_csv(predictions_path(out))
     assert len(table) == 16 and table.loc[table["seed"] == 0, "prediction"].mean() == pytest.approx(seed["metrics"]["mse"])
     arrays = dict(np.load(examples_path(out), allow_pickle=False))
@@ -167,22 +196,27 @@ def test_editing_runs_for_every_listed_model_and_scores_renders_against_the_dila
     assert load_results(out).examples == examples_path(out).name
 
 
-def test_edited_renders_are_invariant_to_the_group_for_equivariant_models_only(inr_splits):
+@pytest.mark.parametrize("model, group", [("np", "permutation"), ("hnp", "permutation"), ("monomial_nfn", "sign"),
+                                          ("magep_nfn", "sign"), ("mlp", None)])
+def test_edited_renders_are_invariant_to_the_group_at_the_editing_presets(inr_splits, model, group):
+    """A SIREN and its group-transformed copy render the same image; an equivariant editor keeps that
+    true of the edited SIRENs (at the budget preset the suite runs); the MLP does not (the control)."""
     splits, _ = inr_splits
     weights = splits["test"].weights.to(dtype=torch.float32)[:4]
-    symmetry = create_family("inr").symmetry({})  # hidden-unit permutations with sign flips
+    symmetry = dataclasses.replace(create_family("inr").symmetry({}), mode=group or "sign")
     moved = symmetry.act(symmetry.sample(torch.Generator().manual_seed(0), 4), weights)
-    gaps = {}
-    for model, overrides, group in [("monomial_nfn", {"group": "sign", "channels": (4,)}, "sign"),
-                                    ("magep_nfn", {"group": "sign", "channels": (4, 4)}, "sign"),
-                                    ("mlp", {"hidden_sizes": (16,)}, "sign")]:
-        torch.manual_seed(0)
-        net = EditedRender(create_model(model, weights.space, output="weights", **overrides), weights.space,
-                           INRArchitecture(), delta_scale=1.0).eval()
-        with torch.no_grad():
-            gaps[model] = float((net(moved) - net(weights)).abs().max())
-    assert gaps["monomial_nfn"] < 1e-4 and gaps["magep_nfn"] < 1e-4, gaps
-    assert gaps["mlp"] > 1e-2, gaps  # the negative control: the MLP's edit depends on the weights' order
+    torch.manual_seed(0)
+    net = EditedRender(create_model(model, weights.space, preset="inr-editing-budget"), weights.space,
+                       INRArchitecture(), delta_scale=1.0).eval()
+    with torch.no_grad():
+        gap = float((net(moved) - net(weights)).abs().max())
+        unedited = float((siren_forward(INRArchitecture(), moved.tensors, net.coords)
+                          - siren_forward(INRArchitecture(), weights.tensors, net.coords)).abs().max())
+    assert unedited < 1e-4  # the group preserves each SIREN's function
+    if group:
+        assert gap < 1e-3, f"{model}: edited renders differ by {gap:.2e} under {group}"
+    else:
+        assert gap > 1e-2, "the MLP's edit should depend on the weights' order"
 
 
 def test_editing_refuses_a_model_without_a_weight_output_a_cnn_zoo_and_unreachable_images(
@@ -283,4 +317,4 @@ def test_bad_task_settings_are_refused_with_the_key():
     with pytest.raises(SchemaError, match="delta_scale"):
         create_task("inr-editing", delta_scale=0.0)
     assert create_task("inr-classification", preset="nfn").config.epochs == 142
-    assert create_task("inr-editing", preset="nfn").config.lr_schedule == "warmup-constant"
+    assert create_task("inr-editing", preset="nfn").config.warmup_steps == 1000
