@@ -34,7 +34,7 @@ from benchmarks import protocol
 from benchmarks.metrics import kendall_tau, r2_score, rmse
 from benchmarks.ranking import ranking_ceiling
 from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng, require_invariant_output, require_splits
-from benchmarks.tasks.learners import LEARNERS, Problem
+from benchmarks.tasks.learners import LEARNERS, Problem, check_training
 from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, select_rows
 from nfn_models import count_parameters, create_model, trained_by
@@ -79,24 +79,9 @@ class GeneralizationConfig:
     loss: Literal["mse", "bce"] = "mse"  # bce: sigmoid output, binary cross-entropy on the accuracy
 
     def validate(self, where: str, key: str) -> None:
-        positive = {"epochs": self.epochs, "eval_batch_size": self.eval_batch_size, "lr": self.lr}
-        for name, value in positive.items():
-            if value <= 0:
-                raise SchemaError(where, name, f"expected a positive number, got {value}")
-        if self.batch_size < 2:  # BatchNorm input normalization needs two rows per training batch
-            raise SchemaError(where, "batch_size", f"expected at least 2, got {self.batch_size}")
-        if self.weight_decay < 0:
-            raise SchemaError(where, "weight_decay", f"expected a non-negative number, got {self.weight_decay}")
-        if (self.checkpoints == "epochs") != bool(self.checkpoint_epochs):
-            raise SchemaError(where, "checkpoint_epochs", "expected a non-empty list exactly when checkpoints is "
-                              f"'epochs' (checkpoints is {self.checkpoints!r}, got {list(self.checkpoint_epochs)})")
+        check_training(self, where)  # epochs, batches, rates, schedule, checkpoints (shared with the INR tasks)
         if not 0 < self.checkpoint_fraction <= 1:
             raise SchemaError(where, "checkpoint_fraction", f"expected a fraction in (0, 1], got {self.checkpoint_fraction}")
-        if self.warmup_epochs < 0 or self.warmup_epochs > self.epochs or self.final_lr < 0:
-            raise SchemaError(where, "warmup_epochs", f"expected 0 <= warmup_epochs <= epochs ({self.epochs}) and "
-                              f"final_lr >= 0, got {self.warmup_epochs} and {self.final_lr}")
-        if any(epoch < 0 for epoch in self.checkpoint_epochs):
-            raise SchemaError(where, "checkpoint_epochs", f"expected epochs >= 0, got {list(self.checkpoint_epochs)}")
         for column, value in self.subset.items():
             values = protocol.allowed_values(value)
             if not values or not all(isinstance(v, SCALAR) for v in values):

@@ -78,7 +78,9 @@ def check_training(config, where: str) -> None:
                           f"got {config.warmup_epochs}")
     if (config.checkpoints == "epochs") != bool(config.checkpoint_epochs):
         raise SchemaError(where, "checkpoint_epochs", "expected a non-empty list exactly when checkpoints is "
-                          f"'epochs' (checkpoints is {config.checkpoints!r})")
+                          f"'epochs' (checkpoints is {config.checkpoints!r}, got {list(config.checkpoint_epochs)})")
+    if any(epoch < 0 for epoch in config.checkpoint_epochs):
+        raise SchemaError(where, "checkpoint_epochs", f"expected epochs >= 0, got {list(config.checkpoint_epochs)}")
 
 
 @dataclasses.dataclass
