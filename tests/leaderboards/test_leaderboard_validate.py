@@ -34,7 +34,7 @@ RULES = {
     "unequal metrics": (lambda d: d["per_seed"][2]["metrics"].pop("r2"), "report different metrics"),
     "task metric missing": (lambda d: ([e["metrics"].pop("rmse") for e in d["per_seed"]], d["summary"].pop("rmse")),
                             "missing ['rmse']"),
-    "unknown task": (lambda d: d.update(task="inr-classification"), "unknown benchmark task 'inr-classification'"),
+    "unknown task": (lambda d: d.update(task="no-such-task"), "unknown benchmark task 'no-such-task'"),
     "bad model name": (lambda d: d.update(model="../statnn"), "model name '../statnn'"),
     "bad hash": (lambda d: d["dataset"].update(dataset_hash="abc"), "not a sha256 hex digest"),
     "no params": (lambda d: d.update(num_params=0), "num_params must be positive"),
