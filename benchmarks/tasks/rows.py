@@ -55,7 +55,7 @@ def augment_rows(split: "ZooSplit", keep: np.ndarray, name: str, seed: int, copi
     Returns the weights, per output row the position among the kept rows it came from, and its
     model_id.
     """
-    rows = split.metadata.reset_index(drop=True)[keep].reset_index(drop=True)
+    rows = kept_metadata(split, keep)
     weights = split.weights[torch.tensor(keep)].to(dtype=torch.float32)
     model_ids = rows["model_id"].astype(str).tolist()
     if copies == 0:
