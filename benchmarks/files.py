@@ -41,8 +41,22 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
         raise ValueError(f"{path}: not a plain .npz of arrays ({error})") from None
 
 
-def read_json(path: str | Path) -> Any:
-    """Reads a JSON file; a missing, unreadable or malformed file raises ValueError naming it."""
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not plain JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ValueError(f"the keys {repeated} appear twice in one object")
+    return dict(pairs)
+
+
+def read_json(path: str | Path, *, strict: bool = False) -> Any:
+    """Reads a JSON file; a missing, unreadable or malformed file raises ValueError naming it.
+
+    `strict` also refuses NaN and Infinity and an object with a repeated key (a submission)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path}: is a folder; expected a JSON file")
@@ -54,7 +68,10 @@ def read_json(path: str | Path) -> Any:
         raise ValueError(f"{path}: not a text file (byte {error.start} is not UTF-8); expected a JSON file") from None
     except OSError as error:
         raise ValueError(f"{path}: cannot be read ({error.strerror or error})") from None
+    options = {"parse_constant": _refuse_constant, "object_pairs_hook": _unique_keys} if strict else {}
     try:
-        return json.loads(text)
+        return json.loads(text, **options)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from None
+    except ValueError as error:
+        raise ValueError(f"{path}: not plain JSON ({error})") from None

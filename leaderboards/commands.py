@@ -2,6 +2,8 @@
 
     nfnzoo leaderboard submit RESULTS.json [--root DIR] [--dataset DIR]
     nfnzoo leaderboard render [--root DIR] --out DIR
+    nfnzoo leaderboard pin DATASET_DIR [--config NAME] [--root DIR]
+    nfnzoo leaderboard audit [--root DIR] [--require-verified]
 """
 
 from __future__ import annotations
@@ -36,6 +38,34 @@ def render_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def pin_command(args: argparse.Namespace) -> int:
+    from leaderboards.pinned import pin_dataset
+
+    try:
+        print(pin_dataset(args.root if args.root is not None else default_root(), args.dataset, args.config))
+    except (OSError, SchemaError, ValueError, KeyError) as error:
+        raise CommandError(str(error)) from None
+    return 0
+
+
+def audit_command(args: argparse.Namespace) -> int:
+    from leaderboards.audit import audit
+
+    root = args.root if args.root is not None else default_root()
+    try:
+        audits = audit(root, require_verified=args.require_verified)
+    except (SchemaError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    for entry in audits:
+        state = "PROBLEM" if entry.problems else ("verified" if entry.verified else "unverified")
+        print(f"{state:10} {entry.path}")
+        for problem in entry.problems:
+            print(f"           - {problem}")
+    failed = sum(bool(entry.problems) for entry in audits)
+    print(f"{len(audits)} entries: {sum(e.verified for e in audits)} verified, {failed} with problems")
+    return 1 if failed else 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds `nfnzoo leaderboard submit` and `nfnzoo leaderboard render`."""
     board = subparsers.add_parser("leaderboard", help="validate, store and render benchmark submissions")
@@ -54,3 +84,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     render.add_argument("--root", default=None, help=root_help)
     render.add_argument("--out", required=True, metavar="DIR", help="the folder to write Markdown and PNGs to")
     render.set_defaults(handler=render_command)
+
+    pin = commands.add_parser("pin", help="pin a registered dataset's test metadata (what re-scoring reads), "
+                                          "or check it against the pinned copy")
+    pin.add_argument("dataset", metavar="DATASET_DIR", help="the packed dataset folder")
+    pin.add_argument("--config", default=None, help="the dataset config (default: the folder's only one)")
+    pin.add_argument("--root", default=None, help=root_help)
+    pin.set_defaults(handler=pin_command)
+
+    audit = commands.add_parser("audit", help="re-score every accepted entry from its stored predictions; "
+                                              "exit 1 if any fails")
+    audit.add_argument("--root", default=None, help=root_help)
+    audit.add_argument("--require-verified", action="store_true", help="count an unverified entry as a problem")
+    audit.set_defaults(handler=audit_command)

@@ -1,8 +1,9 @@
 """Accepted submissions as data files: `<root>/entries/<task>/<hash12>/<model>-<id8>.json`.
 
 An entry holds the submitted results unchanged plus a `submission` block: its id, the
-sha256 of the results' canonical JSON (the content hash), the acceptance time and the file
-name it was submitted from. `hash12` is the first 12 characters of the dataset hash, `id8`
+sha256 of the results' canonical JSON (the content hash), the acceptance time, the file name
+it was submitted from, whether it was re-scored (`verified`, `rescoring`) and, when it was,
+its predictions' file beside it (`<model>-<id8>.predictions.parquet`) and their sha256. `hash12` is the first 12 characters of the dataset hash, `id8`
 the first 8 of the content hash. Two submissions are duplicates when they have the same
 content hash, or the same task, model, model config, task config (the protocol: a model on the
 ReLU subset and on the tanh subset are two experiments), dataset hash and set of seeds.
@@ -18,7 +19,7 @@ from typing import Any
 
 from benchmarks.files import read_json
 from benchmarks.results import Results
-from zoo.schema import from_data
+from zoo.schema import SchemaError, from_data
 
 ENTRIES_DIR = "entries"
 
@@ -29,6 +30,19 @@ class SubmissionInfo:
     content_hash: str  # sha256 of the results' canonical JSON
     accepted: str  # UTC time in ISO 8601
     source: str  # the name of the submitted results file
+    verified: bool = False  # re-scored from its predictions on the pinned test metadata (older entries: no)
+    rescoring: str = ""  # what was re-scored, or why the entry is unverified
+    predictions: str | None = None  # the stored predictions beside the entry (`<stem>.predictions.parquet`)
+    predictions_sha256: str | None = None  # their sha256, set exactly when `predictions` is
+
+    def validate(self, where: str, key: str) -> None:
+        if (self.predictions is None) != (self.predictions_sha256 is None):
+            raise SchemaError(where, f"{key}.predictions", "expected predictions and predictions_sha256 together")
+        if self.predictions is not None and self.predictions != f"{self.id}.predictions.parquet":
+            raise SchemaError(where, f"{key}.predictions", f"expected {self.id}.predictions.parquet, "
+                                                           f"got {self.predictions!r}")
+        if self.verified and self.predictions is None:
+            raise SchemaError(where, f"{key}.verified", "a verified entry keeps its predictions")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +69,12 @@ def duplicate_key(results: Results) -> tuple:
 def entry_path(root: str | Path, results: Results, hash_of_content: str) -> Path:
     folder = Path(root) / ENTRIES_DIR / results.task / results.dataset.dataset_hash[:12]
     return folder / f"{results.model}-{hash_of_content[:8]}.json"
+
+
+def stored_predictions_path(entry: str | Path) -> Path:
+    """Where an entry keeps its predictions: `<stem>.predictions.parquet` beside it."""
+    entry = Path(entry)
+    return entry.with_name(f"{entry.stem}.predictions.parquet")
 
 
 def load_entries(root: str | Path) -> list[tuple[Path, Entry]]:

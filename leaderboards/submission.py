@@ -5,22 +5,43 @@ listing all problems found, or writes the entry and returns what it did. Checks 
 file itself (`leaderboards.validate`): the dataset hash must be known to the board
 (`<root>/datasets.json`) or verified against a local dataset folder, or against the Hub
 repo and commit the results recorded (`dataset.repo`, `dataset.revision`), which is then
-registered; and the submission must not duplicate an accepted entry. Nothing is written
-unless the submission is accepted.
+registered; and the submission must not duplicate an accepted entry. A submission whose
+results name a predictions sidecar is re-scored (`leaderboards.rescore`) on the dataset's
+pinned test metadata (`leaderboards.pinned`; pinned from the checked data when the dataset is
+first registered, or given with --dataset) and rejected when its metrics or model_ids do not
+agree; its entry is marked verified and keeps the predictions as Parquet beside it. Without
+predictions an entry is accepted as unverified, and shown so.
+
+Bounds: a results file of at most `MAX_RESULTS_BYTES`, plain JSON (NaN, Infinity and repeated
+keys are refused), a predictions file of at most `leaderboards.rescore.MAX_PREDICTIONS_BYTES`,
+plain CSV, named by a bare file name beside the results (no folders, no links). Nothing is
+written unless the submission is accepted, and only under the board's folder: an entry's path
+is made of the registered task, the dataset's sha256 and the checked model name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
+import io
 from pathlib import Path
+
+import pandas
+import pyarrow.parquet
 
 from benchmarks.files import read_json, write_json_atomic
 from benchmarks.results import Results
+from benchmarks.tasks import get_task_class
 from leaderboards import default_root
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
-from leaderboards.entries import content_hash, duplicate_key, entry_path, load_entries
+from leaderboards.entries import content_hash, duplicate_key, entry_path, load_entries, stored_predictions_path
+from leaderboards.pinned import load_pinned, pinned_name, test_metadata_bytes, write_pinned
+from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
 from leaderboards.validate import check_results
+from zoo.atomic import write_bytes_atomic
+
+MAX_RESULTS_BYTES = 4 * 2**20  # 4 MiB: a results file is a few kilobytes
 
 
 class SubmissionRejected(ValueError):
@@ -37,9 +58,11 @@ class Accepted:
     path: Path  # the entry file written
     entry_id: str
     registered_dataset: KnownDataset | None  # set when the submission introduced a dataset (local or Hub)
+    verified: bool = False  # re-scored from its predictions on the pinned test metadata
+    rescoring: str = ""  # what was re-scored, or why the entry is unverified
 
     def describe(self) -> str:
-        lines = [f"accepted {self.entry_id}: wrote {self.path}"]
+        lines = [f"accepted {self.entry_id} ({self.rescoring or 'unverified'}): wrote {self.path}"]
         if self.registered_dataset is not None:
             record = self.registered_dataset
             kind = "local dataset" if record.source.startswith("local:") else "Hub dataset"
@@ -48,37 +71,56 @@ class Accepted:
         return "\n".join(lines)
 
 
-def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None) -> tuple[list[str], KnownDataset | None]:
-    """Problems with the claimed dataset, and the record to register if it is a verified local one."""
+@dataclasses.dataclass(frozen=True)
+class _DatasetCheck:
+    problems: list[str]
+    record: KnownDataset | None = None  # the dataset's record, known or to register
+    new: bool = False  # the record is to be registered
+    folder: Path | None = None  # checked data to pin the test metadata from, when the record has none
+
+
+def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None) -> _DatasetCheck:
+    """Problems with the claimed dataset, and its record (a verified local or Hub one is new)."""
     claimed = results.dataset
     known = load_datasets(root).get(claimed.dataset_hash)
     if known is not None:
         if known.config != claimed.config:
-            return [f"dataset {claimed.dataset_hash[:12]} is known as config {known.config!r}, "
-                    f"but the results say {claimed.config!r}"], None
-        return [], None
+            return _DatasetCheck([f"dataset {claimed.dataset_hash[:12]} is known as config {known.config!r}, "
+                                  f"but the results say {claimed.config!r}"])
+        if known.test_metadata is None and dataset_dir is not None:  # a chance to pin it
+            problems, record, folder = _check_local(results, Path(dataset_dir))
+            return _DatasetCheck(problems, known, False, folder)
+        return _DatasetCheck([], known)
     if dataset_dir is None and claimed.repo is not None:
-        return _check_hub_dataset(results)
+        problems, record, folder = _check_hub_dataset(results)
+        return _DatasetCheck(problems, record, True, folder)
     local = Path(dataset_dir if dataset_dir is not None else claimed.path)
     if not local.is_dir():
-        return [f"dataset_hash {claimed.dataset_hash[:12]}… is not a known dataset (see {root / 'datasets.json'}) "
-                f"and no local dataset folder was found at {local}; pass --dataset DIR to verify it"], None
+        return _DatasetCheck([f"dataset_hash {claimed.dataset_hash[:12]}… is not a known dataset (see "
+                              f"{root / 'datasets.json'}) and no local dataset folder was found at {local}; pass "
+                              "--dataset DIR to verify it"])
+    problems, record, folder = _check_local(results, local)
+    return _DatasetCheck(problems, record, True, folder)
+
+
+def _check_local(results: Results, local: Path) -> tuple[list[str], KnownDataset | None, Path | None]:
     from zoo.integrity import verified_dataset_hash  # only needed to verify a local dataset
 
+    claimed = results.dataset
     try:
         actual = verified_dataset_hash(local, claimed.config)  # the shards' bytes, not just the manifest's word
     except (OSError, ValueError, KeyError) as error:
-        return [f"could not verify the dataset at {local} (config {claimed.config!r}): {error}"], None
+        return [f"could not verify the dataset at {local} (config {claimed.config!r}): {error}"], None, None
     if actual != claimed.dataset_hash:
         return [f"the dataset at {local} (config {claimed.config!r}) has hash {actual[:12]}…, "
-                f"not the claimed {claimed.dataset_hash[:12]}…"], None
+                f"not the claimed {claimed.dataset_hash[:12]}…"], None, None
     # an absolute path: the board may be read from anywhere, and a relative one names nothing there
     record = KnownDataset(name=local.resolve().name, config=claimed.config, dataset_hash=actual,
                           family=claimed.family, source=f"local:{local.resolve()}")
-    return [], record
+    return [], record, local
 
 
-def _check_hub_dataset(results: Results) -> tuple[list[str], KnownDataset | None]:
+def _check_hub_dataset(results: Results) -> tuple[list[str], KnownDataset | None, Path | None]:
     """Verifies a dataset the results read from a Hub repo, at the commit they recorded.
 
     The snapshot comes from the Hub cache (offline) or the Hub; its shards are checked like a
@@ -90,14 +132,15 @@ def _check_hub_dataset(results: Results) -> tuple[list[str], KnownDataset | None
     claimed = results.dataset
     pinned = f"{claimed.repo}@{claimed.revision}"
     try:
-        actual = verified_dataset_hash(resolve_data(pinned, config=claimed.config).folder, claimed.config)
+        folder = resolve_data(pinned, config=claimed.config).folder
+        actual = verified_dataset_hash(folder, claimed.config)
     except (OSError, ValueError, KeyError) as error:
-        return [f"could not verify the dataset {pinned} (config {claimed.config!r}): {error}"], None
+        return [f"could not verify the dataset {pinned} (config {claimed.config!r}): {error}"], None, None
     if actual != claimed.dataset_hash:
         return [f"the dataset {pinned} (config {claimed.config!r}) has hash {actual[:12]}…, "
-                f"not the claimed {claimed.dataset_hash[:12]}…"], None
+                f"not the claimed {claimed.dataset_hash[:12]}…"], None, None
     return [], KnownDataset(name=claimed.repo, config=claimed.config, dataset_hash=actual, family=claimed.family,
-                            source=pinned)
+                            source=pinned), folder
 
 
 def _check_duplicates(results: Results, hash_of_content: str, root: Path) -> list[str]:
@@ -112,34 +155,97 @@ def _check_duplicates(results: Results, hash_of_content: str, root: Path) -> lis
     return problems
 
 
+def _read_submission(path: Path) -> tuple[object, list[str]]:
+    """The results file as plain JSON (no NaN or Infinity, no repeated keys), within its size bound."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None, [f"{path}: no such file"]
+    except OSError as error:
+        return None, [f"{path}: cannot be read ({error.strerror or error})"]
+    if size > MAX_RESULTS_BYTES:
+        return None, [f"{path}: {size:,} bytes; a results file may hold at most {MAX_RESULTS_BYTES:,}"]
+    try:
+        return read_json(path, strict=True), []
+    except ValueError as error:
+        return None, [str(error)]
+
+
+def _predictions(results_path: Path, results: Results) -> tuple[pandas.DataFrame | None, list[str]]:
+    """The submitted predictions sidecar, read as plain CSV; (None, []) when the results name none."""
+    if results.predictions is None:
+        return None, []
+    path = results_path.parent / results.predictions  # a bare file name (validate.FILE_NAME)
+    if path.is_symlink():
+        return None, [f"{path}: the predictions file is a symbolic link; submit the file itself"]
+    return read_predictions(path)
+
+
+def _verification(results: Results, predictions: pandas.DataFrame | None, check: _DatasetCheck,
+                  root: Path) -> tuple[list[str], str, bytes | None]:
+    """Re-scores the predictions on the pinned test metadata: (problems, what was checked or why not,
+    test metadata bytes to pin with the entry when the dataset has none yet)."""
+    task_class = get_task_class(results.task)
+    if predictions is None:
+        return [], "unverified: the results name no predictions file", None
+    if not task_class.RESCORING:
+        return [], f"unverified: the {results.task} task cannot be re-scored", None
+    record, pin = check.record, None
+    if record.test_metadata is not None:
+        metadata = load_pinned(root, record)
+    elif check.folder is not None:
+        pin = test_metadata_bytes(check.folder, record.config)
+        metadata = pyarrow.parquet.read_table(io.BytesIO(pin)).to_pandas()
+    else:
+        return [], (f"unverified: the board holds no test metadata for dataset {record.name!r}; "
+                    "pass --dataset DIR to pin it"), None
+    return rescore(results, predictions, metadata), f"re-scored: {task_class.RESCORING}", pin
+
+
 def submit(results_path: str | Path, root: str | Path | None = None,
            dataset_dir: str | Path | None = None) -> Accepted:
     """Validates a results file and stores it as an accepted entry under `root`.
 
     `root` defaults to the user's own board (`leaderboards.default_root()`). Raises
     `SubmissionRejected` listing every problem. `dataset_dir` is a local dataset folder to
-    verify an unknown dataset hash against (default: the results' `dataset.path`).
+    verify an unknown dataset hash against (default: the results' `dataset.path`), or to pin a
+    known one's test metadata from. With its predictions the entry is re-scored and marked
+    verified; without them it is accepted as unverified.
     """
     root = Path(root) if root is not None else default_root()
-    try:
-        data = read_json(results_path)
-    except ValueError as error:
-        raise SubmissionRejected(results_path, [str(error)]) from None
+    results_path = Path(results_path)
+    data, problems = _read_submission(results_path)
+    if problems:
+        raise SubmissionRejected(results_path, problems)
     results, problems = check_results(data, where=str(results_path))
     if results is None:
         raise SubmissionRejected(results_path, problems)
     hash_of_content = content_hash(data)
-    dataset_problems, new_dataset = _check_dataset(results, root, dataset_dir)
-    problems += dataset_problems + _check_duplicates(results, hash_of_content, root)
+    check = _check_dataset(results, root, dataset_dir)
+    predictions, prediction_problems = _predictions(results_path, results)
+    problems += check.problems + _check_duplicates(results, hash_of_content, root) + prediction_problems
+    verified, pin = "", None
+    if not problems:
+        rescore_problems, verified, pin = _verification(results, predictions, check, root)
+        problems += rescore_problems
     if problems:
         raise SubmissionRejected(results_path, problems)
 
-    if new_dataset is not None:
-        register_dataset(root, new_dataset)
+    record = check.record
+    if pin is not None:
+        record = dataclasses.replace(record, test_metadata=pinned_name(record.dataset_hash),
+                                     test_metadata_sha256=hashlib.sha256(pin).hexdigest())
+        write_pinned(root, record, pin)
+    if check.new or pin is not None:
+        register_dataset(root, record, replace=not check.new)
     path = entry_path(root, results, hash_of_content)
     entry_id = path.stem
     submission = {"id": entry_id, "content_hash": hash_of_content,
                   "accepted": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "source": Path(results_path).name}
+                  "source": results_path.name, "verified": verified.startswith("re-scored"), "rescoring": verified}
+    if predictions is not None and submission["verified"]:
+        stored = predictions_frame_bytes(predictions)
+        predictions_file = write_bytes_atomic(stored_predictions_path(path), stored)
+        submission.update(predictions=predictions_file.name, predictions_sha256=hashlib.sha256(stored).hexdigest())
     write_json_atomic(path, {"submission": submission, "results": data})
-    return Accepted(path, entry_id, new_dataset)
+    return Accepted(path, entry_id, record if check.new else None, submission["verified"], verified)

@@ -23,6 +23,7 @@ from zoo.schema import SchemaError, from_data
 MIN_SEEDS = 3
 TOLERANCE = 1e-6
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")  # a sidecar: a bare name beside the results
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -46,6 +47,11 @@ def check_results(data: Any, where: str) -> tuple[Results | None, list[str]]:
     if not MODEL_NAME.fullmatch(results.model):
         problems.append(f"model name {results.model!r} must be 1-64 letters, digits or ._+- "
                         "(it becomes part of a file name)")
+    for field in ("predictions", "examples"):
+        name = getattr(results, field)
+        if name is not None and (not FILE_NAME.fullmatch(name) or ".." in name):
+            problems.append(f"{field} {name!r} must be a bare file name beside the results (1-128 letters, digits "
+                            "or ._+-, no folders)")
     if not SHA256.fullmatch(results.dataset.dataset_hash):
         problems.append(f"dataset.dataset_hash {results.dataset.dataset_hash!r} is not a sha256 hex digest")
     if results.num_params <= 0:

@@ -224,13 +224,25 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
         check_shards(folder, entries)
     files = [Path(folder) / f["path"] for f in entries]
     if architecture is None:
-        metadata = read_named(files, lambda: pq.read_table(files, columns=_metadata_columns(files[0])).to_pandas())
-        return ZooSplit(read_weights(files), metadata)
+        return ZooSplit(read_weights(files), _read_metadata(files))
     table = read_named(files, lambda: pq.read_table(files, memory_map=True))
     table = table.filter(pc.equal(table["architecture"], architecture))
     if table.num_rows == 0:
         raise ValueError(f"no rows of architecture {architecture!r} in split {split!r}")
     return ZooSplit(decode_weights(table["weights"]), table.drop_columns(["weights"]).to_pandas())
+
+
+def read_metadata(folder: str | Path, config: str | None = None, split: str = "train", *,
+                  check: bool = True) -> pd.DataFrame:
+    """One split's metadata columns without its weights (checked like `load_split`)."""
+    entries = split_entries(folder, config, split)
+    if check:
+        check_shards(folder, entries)
+    return _read_metadata([Path(folder) / f["path"] for f in entries])
+
+
+def _read_metadata(files: list[Path]) -> pd.DataFrame:
+    return read_named(files, lambda: pq.read_table(files, columns=_metadata_columns(files[0])).to_pandas())
 
 
 def _metadata_columns(path: Path) -> list[str]:

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping
 
+import numpy as np
 import pandas
 import torch
 
@@ -41,6 +42,9 @@ class Task(abc.ABC):
     Config: ClassVar[type]  # frozen dataclass of the task's hyperparameters
     metrics: ClassVar[dict[str, bool]]  # metric name -> higher is better
     main_metric: ClassVar[str]  # the metric leaderboards rank by
+    # what a leaderboard recomputes from a submission's predictions and the pinned test metadata
+    # (`test_targets`, `score`); "" when the task cannot be re-scored
+    RESCORING: ClassVar[str] = ""
 
     def __init__(self, **hparams: Any):
         self.config = self.Config(**hparams)
@@ -54,6 +58,19 @@ class Task(abc.ABC):
     def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:
         """A one-line description of the protocol a results file's `task_config` ran ("" if none)."""
         return ""
+
+    @classmethod
+    def test_targets(cls, metadata: pandas.DataFrame, task_config: Mapping[str, Any]) -> pandas.DataFrame:
+        """The test rows a run with `task_config` predicts, from the test split's metadata alone
+        (the protocol's filters, and the ids of any test augmentation): a frame of `model_id` and
+        `target` (NaN where the target is not metadata). Raises ValueError when the protocol
+        leaves nothing to score."""
+        raise NotImplementedError(f"the {cls.__name__} task cannot list its test rows from metadata")
+
+    @classmethod
+    def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+        """The task's test metrics from the rows' targets and predictions (what `run` reports)."""
+        raise NotImplementedError(f"the {cls.__name__} task cannot score predictions")
 
     def model_overrides(self, model: str, overrides: Mapping[str, Any],
                         splits: Mapping[str, "ZooSplit"]) -> dict[str, Any]:

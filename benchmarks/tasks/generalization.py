@@ -36,7 +36,7 @@ from benchmarks.ranking import ranking_ceiling
 from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng, require_invariant_output, require_splits
 from benchmarks.tasks.learners import LEARNERS, Problem, check_training
 from benchmarks.tasks.registry import register_task
-from benchmarks.tasks.rows import augment_rows, select_rows
+from benchmarks.tasks.rows import augment_rows, augmented_order, copy_ids, select_rows
 from nfn_models import count_parameters, create_model, trained_by
 from zoo.schema import SchemaError, from_data, to_data
 from zoo.weightspace import WeightBatch
@@ -122,17 +122,24 @@ def _empty(name: str, rows: int, why: str) -> None:
         raise ValueError(f"{name} split: no checkpoints left after {why}")
 
 
+def _kept(metadata: pandas.DataFrame, name: str, config: GeneralizationConfig) -> np.ndarray:
+    """The protocol's rows of a split, from its metadata: status ok, the chosen checkpoints, the
+    subset, the threshold."""
+    keep = select_rows(metadata, name, [TARGET], config.checkpoints, config.checkpoint_epochs,
+                       config.checkpoint_fraction, config.subset)
+    if config.min_accuracy is not None:
+        keep &= ~(metadata[TARGET] < config.min_accuracy).to_numpy()  # NaN targets fail the checks after
+        _empty(name, int(keep.sum()), f"dropping {TARGET} below min_accuracy {config.min_accuracy}")
+    return keep
+
+
 def _usable(split: "ZooSplit", name: str, config: GeneralizationConfig, seed: int,
             device: torch.device) -> _Examples:
     """The split's rows under the protocol: status ok, the chosen checkpoints, the subset, the
     threshold, then (for an augmented split) the transformed copies; checks the targets."""
     where = f"{name} split"
-    keep = select_rows(split, name, [TARGET], config.checkpoints, config.checkpoint_epochs,
-                       config.checkpoint_fraction, config.subset)
+    keep = _kept(split.metadata, name, config)
     metadata = split.metadata.reset_index(drop=True)
-    if config.min_accuracy is not None:
-        keep &= ~(metadata[TARGET] < config.min_accuracy).to_numpy()  # NaN targets fail the check below
-        _empty(name, int(keep.sum()), f"dropping {TARGET} below min_accuracy {config.min_accuracy}")
     targets = torch.as_tensor(metadata.loc[keep, TARGET].to_numpy(dtype=np.float32))
     if len(targets) < 2:
         filtered = config.checkpoints != "all" or config.subset or config.min_accuracy is not None
@@ -195,13 +202,27 @@ class GeneralizationTask(Task):
 
         targets = test.targets.cpu().numpy().astype(np.float64)
         predictions = predicted.cpu().numpy().astype(np.float64)
-        metrics = {
-            "kendall_tau": kendall_tau(targets, predictions),
-            "r2": r2_score(targets, predictions),
-            "rmse": rmse(targets, predictions),
-        }
+        metrics = self.score(targets, predictions)
         table = pandas.DataFrame({"model_id": test.model_ids, "target": targets, "prediction": predictions})
         return TaskResult(metrics, table, count_parameters(net), learned.selection, ranking_ceiling(targets))
+
+    RESCORING = "Kendall's tau, R^2 and RMSE, from the predictions and the pinned test accuracies"
+
+    @classmethod
+    def test_targets(cls, metadata: pandas.DataFrame, task_config: Mapping[str, Any]) -> pandas.DataFrame:
+        config = from_data(GeneralizationConfig, _recorded(task_config), where="task_config")
+        rows = metadata.reset_index(drop=True)[_kept(metadata, "test", config)]
+        # float32, as `_usable` reads them: the metrics are computed on these exact values
+        ids, targets = rows["model_id"].astype(str).tolist(), rows[TARGET].to_numpy(dtype=np.float32).astype(np.float64)
+        if config.augments("test"):
+            source, number = augmented_order(len(ids), config.augment_copies, config.augment_keep_original)
+            ids, targets = copy_ids(ids, source, number), targets[source]
+        return pandas.DataFrame({"model_id": ids, "target": targets})
+
+    @classmethod
+    def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+        return {"kendall_tau": kendall_tau(targets, predictions), "r2": r2_score(targets, predictions),
+                "rmse": rmse(targets, predictions)}
 
     @classmethod
     def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:

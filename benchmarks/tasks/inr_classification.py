@@ -37,7 +37,7 @@ from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, kept_metadata, select_rows
 from nfn_models import count_parameters, create_model, trained_by
 from nfn_models.registry import MODELS
-from zoo.schema import SchemaError
+from zoo.schema import SchemaError, from_data
 
 if TYPE_CHECKING:
     from zoo.loader import ZooSplit
@@ -104,7 +104,8 @@ class INRClassificationTask(Task):
                 raise ValueError(f"the inr-classification task reads each checkpoint's class from the "
                                  f"{config.label!r} metadata column; the {name} split has the columns "
                                  f"{sorted(splits[name].metadata.columns)} (an INR zoo, such as inr-mnist, has it)")
-            keep = select_rows(splits[name], name, [config.label], config.checkpoints, config.checkpoint_epochs)
+            keep = select_rows(splits[name].metadata, name, [config.label], config.checkpoints,
+                               config.checkpoint_epochs)
             rows[name] = (keep, _labels(splits[name], keep, config.label, name))
         classes = int(rows["train"][1].max()) + 1  # from the training split: test labels never shape the model
         if classes < 2:
@@ -147,12 +148,27 @@ class INRClassificationTask(Task):
             learned = LEARNERS["gradient"](net, problem, config)
             logits = learned.predict(test)
         targets = test_labels.cpu().numpy()
-        metrics = {"accuracy": accuracy(targets, logits.cpu().numpy())}
-        table = pandas.DataFrame({"model_id": test_ids, "target": targets.astype(np.float64),
-                                  "prediction": logits.argmax(dim=1).cpu().numpy().astype(np.float64)})
+        predicted = logits.argmax(dim=1).cpu().numpy().astype(np.float64)
+        metrics = self.score(targets.astype(np.float64), predicted)
+        table = pandas.DataFrame({"model_id": test_ids, "target": targets.astype(np.float64), "prediction": predicted})
         selection = {**learned.selection, "train_rows": len(train)}  # with the augmented views
         return TaskResult(metrics, table, count_parameters(net), selection,
                           {"majority_class_accuracy": float(np.bincount(targets).max() / len(targets))})
+
+    RESCORING = "accuracy, from the predicted classes and the pinned test labels"
+
+    @classmethod
+    def test_targets(cls, metadata: pandas.DataFrame, task_config: Mapping[str, Any]) -> pandas.DataFrame:
+        config = from_data(INRClassificationConfig, dict(task_config), where="task_config")
+        keep = select_rows(metadata, "test", [config.label], config.checkpoints, config.checkpoint_epochs)
+        rows = metadata.reset_index(drop=True)[keep]
+        return pandas.DataFrame({"model_id": rows["model_id"].astype(str).to_numpy(),
+                                 "target": rows[config.label].to_numpy(dtype=np.float64)})
+
+    @classmethod
+    def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+        """Accuracy: the share of rows whose predicted class is the label."""
+        return {"accuracy": float(np.mean(predictions == targets))}
 
     @classmethod
     def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:

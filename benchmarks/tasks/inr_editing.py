@@ -40,7 +40,7 @@ from benchmarks.tasks.learners import LEARNERS, Problem, check_training
 from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, kept_metadata, select_rows
 from nfn_models import count_parameters, create_model, model_outputs, models_with_output
-from zoo.schema import SchemaError
+from zoo.schema import SchemaError, from_data
 from zoo.weightspace import WeightBatch, WeightSpace
 
 if TYPE_CHECKING:
@@ -183,7 +183,8 @@ class INREditingTask(Task):
         images = source_images(splits["train"], "train split")  # before any training: fail early
         examples = {}
         for name in SPLITS:
-            keep = select_rows(splits[name], name, ["image_index"], config.checkpoints, config.checkpoint_epochs)
+            keep = select_rows(splits[name].metadata, name, ["image_index"], config.checkpoints,
+                               config.checkpoint_epochs)
             weights, _, ids = augment_rows(splits[name], keep, name, seed, 0)
             index = torch.tensor(kept_metadata(splits[name], keep)["image_index"].to_numpy(dtype=np.int64))
             if (index < 0).any() or (index >= len(images)).any():
@@ -214,8 +215,23 @@ class INREditingTask(Task):
         figure = {"model_id": np.array(test_ids[:shown]), "original": _as_images(before[:shown], architecture),
                   "target": _as_images(test_targets[:shown], architecture),
                   "edited": _as_images(edited[:shown], architecture)}
-        return TaskResult({"mse": float(per_member_after.mean())}, table, count_parameters(net), learned.selection,
+        return TaskResult(self.score(per_member_before, per_member_after), table, count_parameters(net), learned.selection,
                           {"mse_unedited": float(per_member_before.mean())}, figure)
+
+    # the edited render's error needs the model itself: a board checks the rows and the mean
+    RESCORING = "the mean of the submitted per-SIREN MSEs over exactly the pinned test rows (not the renders)"
+
+    @classmethod
+    def test_targets(cls, metadata: pandas.DataFrame, task_config: Mapping[str, Any]) -> pandas.DataFrame:
+        config = from_data(INREditingConfig, dict(task_config), where="task_config")
+        keep = select_rows(metadata, "test", ["image_index"], config.checkpoints, config.checkpoint_epochs)
+        ids = metadata.reset_index(drop=True).loc[keep, "model_id"].astype(str).to_numpy()
+        return pandas.DataFrame({"model_id": ids, "target": np.full(len(ids), np.nan)})
+
+    @classmethod
+    def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+        """The mean over test SIRENs of each edited render's pixel MSE (`predictions`)."""
+        return {"mse": float(np.mean(predictions))}
 
     @classmethod
     def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:

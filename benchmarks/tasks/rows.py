@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 SPLITS = ("train", "validation", "test")
 
 
-def select_rows(split: "ZooSplit", name: str, required: Sequence[str], checkpoints: str = "all",
+def select_rows(metadata: pandas.DataFrame, name: str, required: Sequence[str], checkpoints: str = "all",
                 checkpoint_epochs: Sequence[int] = (), checkpoint_fraction: float = 0.75,
                 subset: Mapping[str, Any] | None = None) -> np.ndarray:
-    """The boolean mask of the split's usable rows (see the module docstring)."""
-    metadata = split.metadata.reset_index(drop=True)
+    """The boolean mask of a split's usable rows, from its metadata alone (see the module
+    docstring), so a leaderboard can list a test split's rows without its weights."""
+    metadata = metadata.reset_index(drop=True)
     where = f"{name} split"
     missing = {"model_id", "status", *required} - set(metadata.columns)
     if missing:
@@ -65,8 +66,19 @@ def augment_rows(split: "ZooSplit", keep: np.ndarray, name: str, seed: int, copi
     generator = torch.Generator().manual_seed(seed * len(SPLITS) + SPLITS.index(name))  # per run and split
     weights, source, number = protocol.augment(weights, groups, copies, generator, keep_original=keep_original,
                                                scale_range=scale_range)
-    ids = [model_ids[s] if n == 0 else f"{model_ids[s]}~{n}" for s, n in zip(source, number)]
-    return weights, source, ids
+    return weights, source, copy_ids(model_ids, source, number)
+
+
+def copy_ids(model_ids: Sequence[str], source: Sequence[int], number: Sequence[int]) -> list[str]:
+    """The model_id of each augmented row: its source's, with `~k` for the k-th copy."""
+    return [model_ids[s] if n == 0 else f"{model_ids[s]}~{n}" for s, n in zip(source, number)]
+
+
+def augmented_order(count: int, copies: int, keep_original: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The (source, copy number) of each row `protocol.augment` returns for `count` rows: the
+    originals first (when kept), then each copy of every row; no weights needed."""
+    numbers = ([0] if keep_original else []) + list(range(1, copies + 1))
+    return np.tile(np.arange(count), len(numbers)), np.repeat(np.array(numbers, dtype=np.int64), count)
 
 
 def kept_metadata(split: "ZooSplit", keep: np.ndarray) -> pandas.DataFrame:

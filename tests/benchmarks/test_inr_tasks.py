@@ -82,7 +82,7 @@ def test_contrast_edit_is_clahe_on_the_lightness_channel_of_a_synthetic_color_im
 def test_augmented_copies_are_the_same_functions(inr_splits):
     splits, _ = inr_splits
     train = splits["train"]
-    keep = select_rows(train, "train", ["image_index"], "final")
+    keep = select_rows(train.metadata, "train", ["image_index"], "final")
     assert keep.sum() == 18  # one final checkpoint per run
     weights, source, ids = augment_rows(train, keep, "train", seed=3, copies=2)
     assert len(weights) == 54 and ids[18].endswith("~1") and ids[53].endswith("~2")

@@ -1,0 +1,95 @@
+"""Bad submissions: every reason listed, nothing written, nothing outside the board's folder."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from leaderboards import SubmissionRejected, submit
+from leaderboards.submission import MAX_RESULTS_BYTES
+from leaderboards import rescore
+
+
+def _rejected(path, root) -> list[str]:
+    before = sorted(p for p in root.parent.rglob("*"))
+    with pytest.raises(SubmissionRejected) as error:
+        submit(path, root)
+    assert sorted(p for p in root.parent.rglob("*")) == before  # nothing written anywhere
+    return error.value.problems
+
+
+@pytest.mark.parametrize("model", ["../escape", "/etc/passwd", "a/b", "sp ace", "x" * 65, ".hidden", ""])
+def test_a_model_name_that_could_escape_the_folder_is_rejected(root, write_results, make_data, model):
+    problems = _rejected(write_results(make_data(model=model)), root)
+    assert any("model name" in p and "file name" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("name", ["../elsewhere.csv", "/tmp/p.csv", "sub/p.csv", "..", "~p.csv"])
+def test_a_sidecar_name_with_a_path_is_rejected(root, write_results, make_data, name):
+    data = make_data()
+    data["predictions"] = name
+    problems = _rejected(write_results(data), root)
+    assert any(f"predictions {name!r} must be a bare file name" in p for p in problems), problems
+
+
+def test_an_oversized_results_file_is_rejected_before_it_is_read(root, tmp_path):
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({"padding": "x" * MAX_RESULTS_BYTES}))
+    (problem,) = _rejected(path, root)
+    assert f"a results file may hold at most {MAX_RESULTS_BYTES:,}" in problem
+
+
+@pytest.mark.parametrize("text, reason", [
+    ('{"a": NaN}', "NaN is not plain JSON"),
+    ('{"a": Infinity}', "Infinity is not plain JSON"),
+    ('{"a": 1, "a": 2}', "the keys ['a'] appear twice"),
+    ("\x80\x04\x95 pickle", "not a text file"),
+])
+def test_anything_but_plain_json_is_refused(root, tmp_path, text, reason):
+    path = tmp_path / "odd.json"
+    path.write_bytes(text.encode("latin-1"))
+    (problem,) = _rejected(path, root)
+    assert reason in problem
+
+
+def _with_predictions(write_results, make_data, content: bytes):
+    data = make_data()
+    data["predictions"] = "p.csv"
+    path = write_results(data)
+    (path.parent / "p.csv").write_bytes(content)
+    return path
+
+
+def test_a_binary_predictions_file_is_refused(root, write_results, make_data):
+    import pickle
+
+    path = _with_predictions(write_results, make_data, pickle.dumps({"seed": [0]}))
+    problems = _rejected(path, root)
+    assert any("not a text file" in p and "expected CSV" in p for p in problems), problems
+
+
+def test_an_oversized_predictions_file_is_refused(root, write_results, make_data, monkeypatch):
+    monkeypatch.setattr(rescore, "MAX_PREDICTIONS_BYTES", 100)  # the real bound is 64 MiB
+    path = _with_predictions(write_results, make_data, b"seed,model_id,prediction\n" + b"0,a,0.5\n" * 20)
+    problems = _rejected(path, root)
+    assert any("a predictions file may hold at most 100" in p for p in problems), problems
+
+
+def test_a_predictions_link_is_refused(root, write_results, make_data, tmp_path):
+    data = make_data()
+    data["predictions"] = "p.csv"
+    path = write_results(data)
+    target = tmp_path / "elsewhere.csv"
+    target.write_text("seed,model_id,prediction\n0,a,0.5\n")
+    os.symlink(target, path.parent / "p.csv")
+    problems = _rejected(path, root)
+    assert any("symbolic link" in p for p in problems), problems
+
+
+def test_a_missing_predictions_file_is_named(root, write_results, make_data):
+    data = make_data()
+    data["predictions"] = "absent.csv"
+    problems = _rejected(write_results(data), root)
+    assert any("absent.csv" in p and "cannot be read" in p for p in problems), problems
