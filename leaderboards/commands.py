@@ -1,6 +1,6 @@
 """`nfnzoo leaderboard ...`: thin CLI wrappers over `leaderboards.submit` and `leaderboards.render`.
 
-    nfnzoo leaderboard submit RESULTS.json [--root DIR] [--dataset DIR]
+    nfnzoo leaderboard submit RESULTS.json [--root DIR] [--dataset DIR] [--code URL --commit SHA]
     nfnzoo leaderboard render [--root DIR] --out DIR
     nfnzoo leaderboard pin DATASET_DIR [--config NAME] [--root DIR]
     nfnzoo leaderboard audit [--root DIR] [--require-verified]
@@ -20,7 +20,7 @@ def submit_command(args: argparse.Namespace) -> int:
     from leaderboards import SubmissionRejected, submit
 
     try:
-        accepted = submit(args.results, args.root, args.dataset)
+        accepted = submit(args.results, args.root, args.dataset, code_url=args.code, code_commit=args.commit)
     except SubmissionRejected as error:
         raise CommandError(str(error)) from None
     print(accepted.describe())
@@ -78,11 +78,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--root", default=None, help=root_help)
     submit.add_argument("--dataset", default=None, metavar="DIR",
                         help="a local dataset folder to verify an unregistered dataset hash against")
+    submit.add_argument("--code", default=None, metavar="URL",
+                        help="the https URL of the code that produced the results (shown as the entry's link)")
+    submit.add_argument("--commit", default=None, metavar="SHA", help="the commit of that code")
     submit.set_defaults(handler=submit_command)
 
-    render = commands.add_parser("render", help="write the leaderboard tables and plots, and print the tables")
+    render = commands.add_parser("render", help="write the leaderboard's Markdown, plots and static HTML site, "
+                                                "and print the tables")
     render.add_argument("--root", default=None, help=root_help)
-    render.add_argument("--out", required=True, metavar="DIR", help="the folder to write Markdown and PNGs to")
+    render.add_argument("--out", required=True, metavar="DIR", help="the folder to write the Markdown, PNG plots and HTML site to")
     render.set_defaults(handler=render_command)
 
     pin = commands.add_parser("pin", help="pin a registered dataset's test metadata (what re-scoring reads), "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from benchmarks.results import Results
 from zoo.schema import SchemaError, from_data
 
 ENTRIES_DIR = "entries"
+CODE_URL = re.compile(r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/+-]*)?")  # no quotes, spaces or queries
+COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +37,8 @@ class SubmissionInfo:
     rescoring: str = ""  # what was re-scored, or why the entry is unverified
     predictions: str | None = None  # the stored predictions beside the entry (`<stem>.predictions.parquet`)
     predictions_sha256: str | None = None  # their sha256, set exactly when `predictions` is
+    code_url: str | None = None  # the code the submitter names (an https URL), shown as the entry's link
+    code_commit: str | None = None  # its commit (7-40 hex digits)
 
     def validate(self, where: str, key: str) -> None:
         if (self.predictions is None) != (self.predictions_sha256 is None):
@@ -41,6 +46,10 @@ class SubmissionInfo:
         if self.predictions is not None and self.predictions != f"{self.id}.predictions.parquet":
             raise SchemaError(where, f"{key}.predictions", f"expected {self.id}.predictions.parquet, "
                                                            f"got {self.predictions!r}")
+        if self.code_url is not None and not CODE_URL.fullmatch(self.code_url):
+            raise SchemaError(where, f"{key}.code_url", f"expected an https URL, got {self.code_url!r}")
+        if self.code_commit is not None and not COMMIT.fullmatch(self.code_commit):
+            raise SchemaError(where, f"{key}.code_commit", f"expected 7-40 hex digits, got {self.code_commit!r}")
         if self.verified and self.predictions is None:
             raise SchemaError(where, f"{key}.verified", "a verified entry keeps its predictions")
 

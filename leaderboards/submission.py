@@ -35,7 +35,7 @@ from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
 from leaderboards import default_root
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
-from leaderboards.entries import content_hash, duplicate_key, entry_path, load_entries, stored_predictions_path
+from leaderboards.entries import CODE_URL, COMMIT, content_hash, duplicate_key, entry_path, load_entries, stored_predictions_path
 from leaderboards.pinned import load_pinned, pinned_name, test_metadata_bytes, write_pinned
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
 from leaderboards.validate import check_results
@@ -202,15 +202,28 @@ def _verification(results: Results, predictions: pandas.DataFrame | None, check:
     return rescore(results, predictions, metadata), f"re-scored: {task_class.RESCORING}", pin
 
 
+def _check_code(code_url: str | None, code_commit: str | None) -> list[str]:
+    problems = []
+    if code_url is not None and not CODE_URL.fullmatch(code_url):
+        problems.append(f"the code URL {code_url!r} must be an https URL (letters, digits and ._~%/+- in its path)")
+    if code_commit is not None and not COMMIT.fullmatch(code_commit):
+        problems.append(f"the code commit {code_commit!r} must be 7-40 lowercase hex digits")
+    if code_commit is not None and code_url is None:
+        problems.append("a code commit needs the code's URL (--code)")
+    return problems
+
+
 def submit(results_path: str | Path, root: str | Path | None = None,
-           dataset_dir: str | Path | None = None) -> Accepted:
+           dataset_dir: str | Path | None = None, *, code_url: str | None = None,
+           code_commit: str | None = None) -> Accepted:
     """Validates a results file and stores it as an accepted entry under `root`.
 
     `root` defaults to the user's own board (`leaderboards.default_root()`). Raises
     `SubmissionRejected` listing every problem. `dataset_dir` is a local dataset folder to
     verify an unknown dataset hash against (default: the results' `dataset.path`), or to pin a
     known one's test metadata from. With its predictions the entry is re-scored and marked
-    verified; without them it is accepted as unverified.
+    verified; without them it is accepted as unverified. `code_url` and `code_commit` name the
+    code that produced the results (shown as the entry's link).
     """
     root = Path(root) if root is not None else default_root()
     results_path = Path(results_path)
@@ -223,7 +236,8 @@ def submit(results_path: str | Path, root: str | Path | None = None,
     hash_of_content = content_hash(data)
     check = _check_dataset(results, root, dataset_dir)
     predictions, prediction_problems = _predictions(results_path, results)
-    problems += check.problems + _check_duplicates(results, hash_of_content, root) + prediction_problems
+    problems += (check.problems + _check_duplicates(results, hash_of_content, root) + prediction_problems
+                 + _check_code(code_url, code_commit))
     verified, pin = "", None
     if not problems:
         rescore_problems, verified, pin = _verification(results, predictions, check, root)
@@ -242,7 +256,8 @@ def submit(results_path: str | Path, root: str | Path | None = None,
     entry_id = path.stem
     submission = {"id": entry_id, "content_hash": hash_of_content,
                   "accepted": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "source": results_path.name, "verified": verified.startswith("re-scored"), "rescoring": verified}
+                  "source": results_path.name, "verified": verified.startswith("re-scored"), "rescoring": verified,
+                  "code_url": code_url, "code_commit": code_commit}
     if predictions is not None and submission["verified"]:
         stored = predictions_frame_bytes(predictions)
         predictions_file = write_bytes_atomic(stored_predictions_path(path), stored)

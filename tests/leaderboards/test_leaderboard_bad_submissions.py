@@ -93,3 +93,24 @@ def test_a_missing_predictions_file_is_named(root, write_results, make_data):
     data["predictions"] = "absent.csv"
     problems = _rejected(write_results(data), root)
     assert any("absent.csv" in p and "cannot be read" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("url, commit, reason", [
+    ("javascript:alert(1)", "abcdef1", "must be an https URL"),
+    ('https://example.org/"><script>', "abcdef1", "must be an https URL"),
+    ("https://github.com/org/repo", "not-hex", "must be 7-40 lowercase hex digits"),
+    (None, "abcdef1", "needs the code's URL"),
+])
+def test_a_bad_code_link_is_rejected(root, write_results, url, commit, reason):
+    with pytest.raises(SubmissionRejected) as error:
+        submit(write_results(), root, code_url=url, code_commit=commit)
+    assert any(reason in p for p in error.value.problems), error.value.problems
+
+
+def test_a_code_link_is_shown_in_the_markdown_and_the_site(root, write_results, tmp_path):
+    from leaderboards import render
+
+    submit(write_results(), root, code_url="https://github.com/org/repo", code_commit="0123456789abcdef")
+    text = render(root, tmp_path / "site")
+    assert "[01234567](https://github.com/org/repo)" in text
+    assert '<a href="https://github.com/org/repo">01234567</a>' in (tmp_path / "site" / "generalization.html").read_text()

@@ -34,16 +34,20 @@ def test_tables_are_ranked_by_the_main_metric(board, tmp_path, hashes):
     rows = table_rows(known_section)
     assert [(row[0], row[1]) for row in rows] == [("1", "hnp"), ("2", "statnn"), ("3", "mlp")]
     assert rows[0][2] == "0.9100 ± 0.0100"  # kendall_tau mean ± sample std
-    assert rows[1][-4:-1] == ["23,937", "3.0", "3"]  # params, train time per seed, seeds
+    # params, train time and peak memory per seed, hardware, version, seeds, verified, code
+    assert rows[1][5:-1] == ["23,937", "3.0", "512", "cpu", "0.1.0", "3", "unverified", "—"]
     assert len(table_rows(local_section)) == 1
 
 
 def test_files_written(board, tmp_path):
     out = tmp_path / "site"
     text = render(board, out)
-    assert sorted(p.name for p in out.iterdir()) == ["generalization.md", "generalization.png", "index.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "generalization-params.png", "generalization-time.png", "generalization.html", "generalization.md",
+        "generalization.png", "index.html", "index.md", "site.css", "site.js"]  # no verified entry: no predictions plot
     assert (out / "generalization.md").read_text() == text
     assert "![generalization: kendall_tau per entry](generalization.png)" in text
+    assert "![generalization: kendall_tau against parameters](generalization-params.png)" in text
     assert (out / "generalization.png").read_bytes()[:4] == b"\x89PNG"
     index = (out / "index.md").read_text()
     assert "- [generalization](generalization.md): 4 entries on 2 dataset(s)" in index

@@ -1,0 +1,218 @@
+"""What a board shows, as data: per task, per dataset, per protocol, the ranked rows.
+
+`build_board(root)` groups the accepted entries by task, then by dataset hash (entries on
+different data never share a table; the hash fixes the config and the bytes), then by the
+task's evaluation protocol (`Task.evaluation_protocol`: the checkpoints, subset, threshold and
+test augmentation that define the test set), and ranks each group by the task's main metric.
+Each row holds the cells every view shows (`COLUMNS`: the metrics' mean ± std over seeds,
+parameters, train time and peak memory per seed, hardware, package version, seeds, whether the
+entry was re-scored, the code it came from, the entry id) and the raw values views sort by.
+The Markdown renderer (`leaderboards.renderer`), the HTML site (`leaderboards.site`) and the
+plots (`leaderboards.plots`) all read this, so they show the same numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks.tasks import get_task_class
+from leaderboards.datasets import KnownDataset, load_datasets
+from leaderboards.entries import Entry, load_entries
+
+# the columns after the metrics, in order
+COLUMNS = ("Params", "Train time / seed (s)", "Peak memory (MB)", "Hardware", "Version", "Seeds", "Verified",
+           "Code", "Entry")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    entry: Entry
+    rank: int
+    cells: dict[str, str]  # column -> what is shown
+    values: dict[str, Any]  # column -> what it sorts by (a number where the column is one)
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    number: int  # the protocol's number within its dataset (1 when there is one)
+    protocol: dict[str, Any]  # the task's evaluation protocol, shared by every row
+    protocol_lines: tuple[str, ...]  # the protocol described, and the tau ceiling of its test split
+    columns: tuple[str, ...]
+    rows: tuple[Row, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A swept protocol field (the task's `SWEEPS`): a row per model config, a column per value."""
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSection:
+    dataset_hash: str
+    title: str
+    source: str
+    sweeps: tuple[Sweep, ...]
+    tables: tuple[Table, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskBoard:
+    task: str
+    main_metric: str
+    higher_is_better: bool
+    metrics: tuple[str, ...]  # the main metric first
+    sections: tuple[DatasetSection, ...]
+
+    @property
+    def entries(self) -> int:
+        return sum(len(table.rows) for section in self.sections for table in section.tables)
+
+
+def _ranked(entries: list[Entry], metric: str, higher_is_better: bool) -> list[Entry]:
+    """Best first by the main metric's mean; ties go to the smaller std, then the entry id."""
+    def key(entry: Entry) -> tuple:
+        summary = entry.results.summary[metric]
+        return (-summary.mean if higher_is_better else summary.mean, summary.std, entry.submission.id)
+
+    return sorted(entries, key=key)
+
+
+def _code(entry: Entry) -> tuple[str, str]:
+    """(shown, link) of the code an entry names; ("—", "") when none was given."""
+    info = entry.submission
+    if not info.code_url:
+        return "—", ""
+    commit = info.code_commit or ""
+    return (f"{commit[:8]}" if commit else "link"), info.code_url
+
+
+def _row(entry: Entry, rank: int, metrics: tuple[str, ...]) -> Row:
+    results = entry.results
+    cells, values = {"Rank": str(rank), "Model": results.model}, {"Rank": rank, "Model": results.model}
+    for name in metrics:
+        summary = results.summary.get(name)
+        cells[name] = f"{summary.mean:.4f} ± {summary.std:.4f}" if summary else "—"
+        values[name] = summary.mean if summary else None
+    train_time = statistics.fmean(seed.train_time_s for seed in results.per_seed)
+    memory = [seed.peak_memory_mb for seed in results.per_seed if seed.peak_memory_mb is not None]
+    peak = max(memory) if memory else None
+    shown_code, link = _code(entry)
+    cells.update({"Params": f"{results.num_params:,}", "Train time / seed (s)": f"{train_time:.1f}",
+                  "Peak memory (MB)": f"{peak:,.0f}" if peak is not None else "—",
+                  "Hardware": results.hardware.device, "Version": results.package_version,
+                  "Seeds": str(len(results.seeds)), "Verified": "yes" if entry.submission.verified else "unverified",
+                  "Code": shown_code, "Entry": entry.submission.id})
+    values.update({"Params": results.num_params, "Train time / seed (s)": train_time, "Peak memory (MB)": peak,
+                   "Hardware": results.hardware.device, "Version": results.package_version,
+                   "Seeds": len(results.seeds), "Verified": entry.submission.verified, "Code": link,
+                   "Entry": entry.submission.id})
+    return Row(entry, rank, cells, values)
+
+
+def _protocol_lines(task_class: type, entries: list[Entry]) -> tuple[str, ...]:
+    """The protocol line(s) under a table, and the tau-b ceiling the test targets allow."""
+    lines = [f"Protocol: {line}." for line in
+             sorted({task_class.describe_protocol(entry.results.task_config) for entry in entries} - {""})]
+    ceilings = sorted({round(seed.ranking["kendall_tau_ceiling"], 4) for entry in entries
+                       for seed in entry.results.per_seed if "kendall_tau_ceiling" in seed.ranking})
+    if ceilings:
+        first = next(seed.ranking for entry in entries for seed in entry.results.per_seed
+                     if "kendall_tau_ceiling" in seed.ranking)
+        shown = " to ".join(f"{c:.4f}" for c in sorted({ceilings[0], ceilings[-1]}))
+        lines.append(f"Test targets: {int(first['distinct_targets'])} distinct values, "
+                     f"{first['tied_pair_fraction']:.1%} of pairs tied; the best tau-b of tie-free "
+                     f"predictions is {shown}.")
+    return tuple(lines)
+
+
+def _protocol_key(task_class: type, entry: Entry) -> str:
+    return json.dumps(task_class.evaluation_protocol(entry.results.task_config), sort_keys=True, default=str)
+
+
+def _sweeps(task_class: type, entries: list[Entry], metric: str) -> list[Sweep]:
+    """One sweep per protocol that differs only in a swept field, where two or more values ran."""
+    sweeps = []
+    for field, label in getattr(task_class, "SWEEPS", {}).items():
+        groups: dict[str, list[Entry]] = defaultdict(list)
+        for entry in entries:
+            protocol = dict(task_class.evaluation_protocol(entry.results.task_config))
+            protocol.pop(field, None)
+            groups[json.dumps(protocol, sort_keys=True, default=str)].append(entry)
+        for key in sorted(groups):
+            group = [e for e in groups[key] if isinstance(e.results.task_config.get(field), (int, float))]
+            values = sorted({entry.results.task_config.get(field) for entry in group})
+            if len(values) < 2:
+                continue
+
+            def identity(entry: Entry) -> str:  # everything but the swept value: model, configs, seeds
+                config = {k: v for k, v in entry.results.task_config.items() if k != field}
+                return json.dumps([entry.results.model, entry.results.model_config, config, entry.results.seeds],
+                                  sort_keys=True, default=str)
+
+            identities = sorted({identity(e) for e in group})
+
+            def name(entry: Entry) -> str:
+                model = entry.results.model
+                same = [i for i in identities if json.loads(i)[0] == model]
+                return model if len(same) == 1 else f"{model} ({same.index(identity(entry)) + 1})"
+
+            cells: dict[tuple[str, object], Entry] = {}
+            for entry in sorted(group, key=lambda e: e.submission.id):
+                cells.setdefault((name(entry), entry.results.task_config.get(field)), entry)
+            rows = []
+            for row_name in sorted({r for r, _ in cells}):
+                shown = []
+                for value in values:
+                    entry = cells.get((row_name, value))
+                    summary = entry.results.summary[metric] if entry else None
+                    shown.append(f"{summary.mean:.4f} ± {summary.std:.4f}" if summary else "—")
+                rows.append((row_name, *shown))
+            header = ("Model", *(f"{label} {value:g}" if isinstance(value, float) else f"{label} {value}"
+                                 for value in values))
+            title = f"{metric} by {label} ({len(identities)} model and training configs; one results file per cell)"
+            sweeps.append(Sweep(title, header, tuple(rows)))
+    return sweeps
+
+
+def _dataset_title(dataset_hash: str, entries: list[Entry], known: dict[str, KnownDataset]) -> tuple[str, str]:
+    record = known.get(dataset_hash)
+    config = record.config if record else entries[0].results.dataset.config
+    name = record.name if record else "unregistered dataset"
+    return f"{name} — config `{config}` (dataset `{dataset_hash[:12]}`)", (record.source if record else "")
+
+
+def build_board(root: str | Path) -> list[TaskBoard]:
+    """The board's tasks, sorted by name (see the module docstring)."""
+    known = load_datasets(root)
+    by_task: dict[str, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
+    for _, entry in load_entries(root):
+        by_task[entry.results.task][entry.results.dataset.dataset_hash].append(entry)
+    boards = []
+    for task in sorted(by_task):
+        task_class = get_task_class(task)
+        main = task_class.main_metric
+        metrics = (main, *sorted(set(task_class.metrics) - {main}))
+        columns = ("Rank", "Model", *metrics, *COLUMNS)
+        sections = []
+        for dataset_hash, entries in sorted(by_task[task].items()):
+            groups: dict[str, list[Entry]] = defaultdict(list)
+            for entry in entries:
+                groups[_protocol_key(task_class, entry)].append(entry)
+            tables = []
+            for number, key in enumerate(sorted(groups), start=1):
+                ranked = _ranked(groups[key], main, task_class.metrics[main])
+                rows = tuple(_row(entry, rank, metrics) for rank, entry in enumerate(ranked, start=1))
+                tables.append(Table(number, json.loads(key), _protocol_lines(task_class, ranked), columns, rows))
+            title, source = _dataset_title(dataset_hash, entries, known)
+            sections.append(DatasetSection(dataset_hash, title, source,
+                                           tuple(_sweeps(task_class, entries, main)), tuple(tables)))
+        boards.append(TaskBoard(task, main, task_class.metrics[main], metrics, tuple(sections)))
+    return boards

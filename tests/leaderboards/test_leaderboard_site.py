@@ -1,0 +1,146 @@
+"""The static site in a real headless browser (Debian's Chromium driven by Selenium): the pages
+load without console errors, the tables hold the board's entries, a header click sorts, the
+verified filter hides unverified rows.
+
+The browser is found on PATH (`chromium`, `chromedriver`); where it is missing and apt-get can
+run (root), it is installed from Debian's packages; otherwise the tests skip, saying why."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from leaderboards import OFFICIAL_ROOT, render, submit
+from leaderboards.board import build_board
+from leaderboards.entries import load_entries
+
+PACKAGES = ("chromium", "chromium-driver")
+
+
+def _browser() -> tuple[str, str] | str:
+    """(chromium, chromedriver) paths, or why there are none."""
+    found = shutil.which("chromium"), shutil.which("chromedriver")
+    if all(found):
+        return found
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        return "no chromium/chromedriver on PATH, and apt-get cannot install them here (not root or no apt)"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES]):
+        try:
+            subprocess.run(command, check=True, capture_output=True, timeout=900, env=env)
+        except (subprocess.SubprocessError, OSError) as error:
+            return f"installing {' '.join(PACKAGES)} with apt-get failed: {error}"
+    found = shutil.which("chromium"), shutil.which("chromedriver")
+    return found if all(found) else "apt-get ran, but chromium/chromedriver are still not on PATH"
+
+
+@pytest.fixture(scope="module")
+def driver():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
+    found = _browser()
+    if isinstance(found, str):
+        pytest.skip(found)
+    chromium, chromedriver = found
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,1000",
+                 "--allow-file-access-from-files"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    browser = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=chromedriver))
+    try:
+        yield browser
+    finally:
+        browser.quit()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> tuple[Path, Path]:
+    """The official board plus one unverified entry (results without predictions), rendered."""
+    board = tmp_path_factory.mktemp("board")
+    for name in ("entries", "pinned"):
+        shutil.copytree(OFFICIAL_ROOT / name, board / name)
+    shutil.copy(OFFICIAL_ROOT / "datasets.json", board / "datasets.json")
+    path, entry = load_entries(OFFICIAL_ROOT)[0]
+    data = json.loads(path.read_text())["results"]
+    data["predictions"] = None
+    data["seeds"] = [10, 11, 12]
+    for seed, per_seed in zip(data["seeds"], data["per_seed"]):
+        per_seed["seed"] = seed
+    unverified = board.parent / "unverified.json"
+    unverified.write_text(json.dumps(data))
+    assert not submit(unverified, board).verified
+    out = board.parent / "site"
+    render(board, out)
+    return board, out
+
+
+def _errors(driver) -> list[str]:
+    return [line["message"] for line in driver.get_log("browser") if line["level"] == "SEVERE"]
+
+
+def test_the_index_and_every_task_page_load_without_console_errors(driver, site):
+    board, out = site
+    driver.get((out / "index.html").as_uri())
+    links = [a.get_attribute("href") for a in driver.find_elements("css selector", "li a")]
+    tasks = [task_board.task for task_board in build_board(board)]
+    assert [Path(link).name for link in links] == [f"{task}.html" for task in tasks]
+    assert _errors(driver) == []
+    for link in links:
+        driver.get(link)
+        assert driver.find_elements("css selector", "table.entries")
+        images = driver.find_elements("css selector", "figure img")
+        assert images and all(driver.execute_script("return arguments[0].naturalWidth", img) > 0 for img in images)
+        assert _errors(driver) == []
+
+
+def test_the_tables_hold_exactly_the_boards_entries(driver, site):
+    board, out = site
+    for task_board in build_board(board):
+        driver.get((out / f"{task_board.task}.html").as_uri())
+        shown = [row.get_attribute("data-entry") for row in driver.find_elements("css selector", "table.entries tbody tr")]
+        expected = [row.entry.submission.id for s in task_board.sections for t in s.tables for row in t.rows]
+        assert sorted(shown) == sorted(expected) and len(shown) == task_board.entries
+
+
+def _column(driver, table, name: str) -> list[str]:
+    headers = [th.text.rstrip(" ▲▼") for th in table.find_elements("css selector", "thead th")]
+    index = headers.index(name)
+    return [row.find_elements("css selector", "td")[index].get_attribute("data-value")
+            for row in table.find_elements("css selector", "tbody tr")]
+
+
+def test_a_header_click_sorts_the_rows_and_a_second_reverses(driver, site):
+    _, out = site
+    driver.get((out / "generalization.html").as_uri())
+    table = max(driver.find_elements("css selector", "table.entries"),
+                key=lambda t: len(t.find_elements("css selector", "tbody tr")))
+    header = next(th for th in table.find_elements("css selector", "thead th") if th.text == "Params")
+    before = [float(v) for v in _column(driver, table, "Params")]
+    assert len(before) >= 3 and before != sorted(before)  # ranked by the metric, not by size
+    header.click()
+    assert [float(v) for v in _column(driver, table, "Params")] == sorted(before)
+    assert header.get_attribute("aria-sort") == "ascending"
+    header.click()
+    assert [float(v) for v in _column(driver, table, "Params")] == sorted(before, reverse=True)
+    assert _errors(driver) == []
+
+
+def test_the_verified_filter_hides_the_unverified_entry(driver, site):
+    _, out = site
+    driver.get((out / "generalization.html").as_uri())
+    row = driver.find_element("css selector", 'tr[data-verified="false"]')
+    assert row.is_displayed()
+    driver.find_element("id", "filter-verified").click()
+    assert not row.is_displayed()
+    assert all(r.is_displayed() for r in driver.find_elements("css selector", 'tr[data-verified="true"]')[:5])
+    driver.find_element("id", "filter-verified").click()
+    assert row.is_displayed()
+    path = out.parent / "site.png"
+    driver.save_screenshot(str(path))
+    assert path.read_bytes()[:4] == b"\x89PNG"
