@@ -4,6 +4,7 @@
     nfnzoo leaderboard render [--root DIR] --out DIR
     nfnzoo leaderboard pin DATASET_DIR [--config NAME] [--root DIR]
     nfnzoo leaderboard audit [--root DIR] [--require-verified]
+    nfnzoo leaderboard publish --repo ORG/NAME [--root DIR] [--revision BRANCH] [--private]
 """
 
 from __future__ import annotations
@@ -66,6 +67,19 @@ def audit_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def publish_command(args: argparse.Namespace) -> int:
+    from leaderboards.publish import publish_board
+    from zoo.publish import PublishError
+
+    try:
+        published = publish_board(args.root if args.root is not None else default_root(), args.repo,
+                                  private=args.private, revision=args.revision)
+    except (PublishError, SchemaError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    print("\n".join(published.lines()))
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds `nfnzoo leaderboard submit` and `nfnzoo leaderboard render`."""
     board = subparsers.add_parser("leaderboard", help="validate, store and render benchmark submissions")
@@ -101,3 +115,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--root", default=None, help=root_help)
     audit.add_argument("--require-verified", action="store_true", help="count an unverified entry as a problem")
     audit.set_defaults(handler=audit_command)
+
+    publish = commands.add_parser("publish", help="push the board (results as Parquet, its files, the rendered site) "
+                                                  "to a Hub dataset repo as one tagged commit")
+    publish.add_argument("--repo", required=True, metavar="ORG/NAME", help="the Hub dataset repo")
+    publish.add_argument("--root", default=None, help=root_help)
+    publish.add_argument("--revision", default=None, metavar="BRANCH", help="commit to this branch (created if needed)")
+    publish.add_argument("--private", action="store_true", help="create the repo private")
+    publish.set_defaults(handler=publish_command)

@@ -4,6 +4,9 @@ Torch runs on one intra-op thread in every test, as each Ray trial does
 (`zoo.worker.configure_threads`): float reductions, hence trained weights, depend on the
 thread count, and on 2-core machines extra threads only contend.
 
+`api` and `repo` stand in for the Hub (unreachable here): an autospec of the client backed by
+`SimulatedRepo`, for the zoo and the leaderboard publishers.
+
 `tiny_zoo` is the packed folder (specs/, staging/, data/, manifest.json, README.md). Its
 files are made read-only so a test that mutates it by mistake fails loudly; a test that
 needs to change a zoo takes `tiny_zoo_copy`, a writable copy in its own `tmp_path`.
@@ -11,12 +14,17 @@ needs to change a zoo takes `tiny_zoo_copy`, a writable copy in its own `tmp_pat
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
+import types
 from pathlib import Path
+from unittest import mock
 
+import huggingface_hub
 import pytest
+from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelete
 
 from zoo.spec import ZooSpec, load_spec, spec_from_data
 
@@ -196,3 +204,76 @@ def hub_cache(offline_hf, monkeypatch) -> Path:
 def cache_dataset_repo_fixture():
     """cache_dataset_repo(cache, repo_id, folder, refs) -> commit sha (see the function)."""
     return cache_dataset_repo
+
+
+ENDPOINT = "https://huggingface.co"
+
+
+class SimulatedRepo:
+    """A dataset repo on the Hub: its files at the head commit (a folder), its commits and tags.
+
+    Wires the spec'd client's read and write methods to this state, so a test sees what a
+    sequence of publishes leaves in the repo.
+    """
+
+    def __init__(self, root: Path, api) -> None:
+        self.root, self.download_dir = root / "files", root / "downloads"
+        self.root.mkdir(parents=True)
+        (self.root / ".gitattributes").write_text("*.parquet filter=lfs diff=lfs merge=lfs -text\n")
+        self.head, self.commits, self.tags = "0" * 40, [], {}
+        api.repo_info.side_effect = lambda repo_id, **_: types.SimpleNamespace(sha=self.head)
+        api.list_repo_files.side_effect = self.list_files
+        api.hf_hub_download.side_effect = self.download
+        api.create_commit.side_effect = self.commit
+        api.list_repo_refs.side_effect = lambda repo_id, **_: types.SimpleNamespace(
+            branches=[], converts=[], tags=[types.SimpleNamespace(name=n, target_commit=c) for n, c in self.tags.items()])
+        api.create_tag.side_effect = self.tag
+
+    def files(self) -> set[str]:
+        return {p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()}
+
+    def list_files(self, repo_id, *, revision=None, **_):
+        assert revision == self.head, "the repo is read at the head commit it will be committed onto"
+        return sorted(self.files())
+
+    def download(self, repo_id, filename, *, revision=None, **_):
+        assert revision == self.head
+        target = self.download_dir / filename
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.root / filename, target)
+        return str(target)
+
+    def commit(self, repo_id, operations, *, commit_message, parent_commit=None, **_):
+        if parent_commit is not None and parent_commit != self.head:
+            raise AssertionError("the Hub refuses a commit whose parent is not the head (HTTP 412)")
+        operations = list(operations)
+        for op in operations:
+            assert isinstance(op, (CommitOperationAdd, CommitOperationDelete)), op
+            if isinstance(op, CommitOperationDelete):
+                assert (self.root / op.path_in_repo).is_file(), f"the Hub refuses deleting missing {op.path_in_repo}"
+                (self.root / op.path_in_repo).unlink()
+        for op in operations:
+            if isinstance(op, CommitOperationAdd):
+                target = self.root / op.path_in_repo
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = op.path_or_fileobj
+                target.write_bytes(source if isinstance(source, bytes) else Path(source).read_bytes())
+        self.head = hashlib.sha1(f"{self.head}{sorted(self.files())}{len(self.commits)}".encode()).hexdigest()
+        self.commits.append((self.head, operations))
+        return CommitInfo(commit_url=f"{ENDPOINT}/datasets/{repo_id}/commit/{self.head}", commit_message=commit_message,
+                          commit_description="", oid=self.head, _endpoint=ENDPOINT)
+
+    def tag(self, repo_id, *, tag, revision=None, **_):
+        assert tag not in self.tags, "the Hub refuses an existing tag (HTTP 409)"
+        self.tags[tag] = revision
+
+
+@pytest.fixture
+def api():
+    """The Hub client as an autospec of `huggingface_hub.HfApi` (the one stand-in: the Hub is unreachable)."""
+    return mock.create_autospec(huggingface_hub.HfApi, instance=True)
+
+
+@pytest.fixture
+def repo(api, tmp_path) -> SimulatedRepo:
+    return SimulatedRepo(tmp_path / "hub", api)

@@ -138,7 +138,7 @@ def _read_repo(api: Any, repo_id: str, revision: str | None, where: str) -> tupl
     return head, files, manifest
 
 
-def _tag(api: Any, repo_id: str, tag: str, commit: str) -> bool:
+def tag_commit(api: Any, repo_id: str, tag: str, commit: str) -> bool:
     """Tags `commit`; True when the tag already existed (same version and data, so it is kept)."""
     existing = {ref.name: ref.target_commit for ref in api.list_repo_refs(repo_id, repo_type="dataset").tags}
     if tag in existing:
@@ -154,7 +154,7 @@ def _is_network_error(error: BaseException) -> bool:
     return isinstance(error, (OSError, TimeoutError)) or module.startswith(("httpx", "httpcore", "requests", "urllib3"))
 
 
-def _hub_failure(error: BaseException, endpoint: str) -> PublishError | None:
+def hub_failure(error: BaseException, endpoint: str) -> PublishError | None:
     """One line saying why the Hub could not be used, or None for an error that is not the Hub's."""
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
@@ -214,11 +214,11 @@ def publish(folder: str | Path, repo_id: str, *, token: str | None = None, priva
         commit = api.create_commit(repo_id=repo_id, repo_type="dataset", operations=operations, revision=revision,
                                    parent_commit=head, commit_message=message or f"Upload zoo ({summary})")
         tag = release_tag(merged)
-        tag_existed = _tag(api, repo_id, tag, commit.oid)
+        tag_existed = tag_commit(api, repo_id, tag, commit.oid)
     except PublishError:
         raise
     except Exception as error:  # noqa: BLE001: the Hub's failures become one line; anything else propagates
-        failure = _hub_failure(error, str(endpoint))
+        failure = hub_failure(error, str(endpoint))
         if failure is None:
             raise
         raise failure from None

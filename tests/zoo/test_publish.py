@@ -1,7 +1,8 @@
 """Publishing: verify first, then one commit of exactly the dataset files, merged and tagged.
 
-The Hub client is the one stand-in in this suite: an autospec of `huggingface_hub.HfApi`, so a
-call with a wrong signature still fails. Its methods are backed by `SimulatedRepo`, a folder
+The Hub client is the one stand-in in this suite (`api`, `repo` in tests/conftest.py): an autospec
+of `huggingface_hub.HfApi`, so a call with a wrong signature still fails. Its methods are backed
+by `SimulatedRepo`, a folder
 that applies the commit operations the client receives the way the Hub does (a delete of a
 missing file or a stale parent commit is refused), and what the repo then holds must load
 with `datasets` on its own, offline.
@@ -9,16 +10,12 @@ with `datasets` on its own, offline.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
-import types
 from pathlib import Path
-from unittest import mock
 
-import huggingface_hub
 import pytest
-from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelete
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from zoo.cli import main
 from zoo.folder import MANIFEST, read_manifest, save_spec
@@ -28,76 +25,6 @@ from zoo.publish import PublishError, publish, release_tag
 from zoo.spec import spec_from_data
 
 CONFIG = "cnn-mnist"
-ENDPOINT = "https://huggingface.co"
-
-
-class SimulatedRepo:
-    """A dataset repo on the Hub: its files at the head commit (a folder), its commits and tags.
-
-    Wires the spec'd client's read and write methods to this state, so a test sees what a
-    sequence of publishes leaves in the repo.
-    """
-
-    def __init__(self, root: Path, api) -> None:
-        self.root, self.download_dir = root / "files", root / "downloads"
-        self.root.mkdir(parents=True)
-        (self.root / ".gitattributes").write_text("*.parquet filter=lfs diff=lfs merge=lfs -text\n")
-        self.head, self.commits, self.tags = "0" * 40, [], {}
-        api.repo_info.side_effect = lambda repo_id, **_: types.SimpleNamespace(sha=self.head)
-        api.list_repo_files.side_effect = self.list_files
-        api.hf_hub_download.side_effect = self.download
-        api.create_commit.side_effect = self.commit
-        api.list_repo_refs.side_effect = lambda repo_id, **_: types.SimpleNamespace(
-            branches=[], converts=[], tags=[types.SimpleNamespace(name=n, target_commit=c) for n, c in self.tags.items()])
-        api.create_tag.side_effect = self.tag
-
-    def files(self) -> set[str]:
-        return {p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()}
-
-    def list_files(self, repo_id, *, revision=None, **_):
-        assert revision == self.head, "the repo is read at the head commit it will be committed onto"
-        return sorted(self.files())
-
-    def download(self, repo_id, filename, *, revision=None, **_):
-        assert revision == self.head
-        target = self.download_dir / filename
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.root / filename, target)
-        return str(target)
-
-    def commit(self, repo_id, operations, *, commit_message, parent_commit=None, **_):
-        if parent_commit is not None and parent_commit != self.head:
-            raise AssertionError("the Hub refuses a commit whose parent is not the head (HTTP 412)")
-        operations = list(operations)
-        for op in operations:
-            assert isinstance(op, (CommitOperationAdd, CommitOperationDelete)), op
-            if isinstance(op, CommitOperationDelete):
-                assert (self.root / op.path_in_repo).is_file(), f"the Hub refuses deleting missing {op.path_in_repo}"
-                (self.root / op.path_in_repo).unlink()
-        for op in operations:
-            if isinstance(op, CommitOperationAdd):
-                target = self.root / op.path_in_repo
-                target.parent.mkdir(parents=True, exist_ok=True)
-                source = op.path_or_fileobj
-                target.write_bytes(source if isinstance(source, bytes) else Path(source).read_bytes())
-        self.head = hashlib.sha1(f"{self.head}{sorted(self.files())}{len(self.commits)}".encode()).hexdigest()
-        self.commits.append((self.head, operations))
-        return CommitInfo(commit_url=f"{ENDPOINT}/datasets/{repo_id}/commit/{self.head}", commit_message=commit_message,
-                          commit_description="", oid=self.head, _endpoint=ENDPOINT)
-
-    def tag(self, repo_id, *, tag, revision=None, **_):
-        assert tag not in self.tags, "the Hub refuses an existing tag (HTTP 409)"
-        self.tags[tag] = revision
-
-
-@pytest.fixture
-def api():
-    return mock.create_autospec(huggingface_hub.HfApi, instance=True)
-
-
-@pytest.fixture
-def repo(api, tmp_path) -> SimulatedRepo:
-    return SimulatedRepo(tmp_path / "hub", api)
 
 
 def listing(folder: Path) -> list[str]:
