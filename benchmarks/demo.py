@@ -4,7 +4,9 @@ On the default (the `demo` profile of the bundled cnn-mnist spec, 2 CPUs) it
 1. trains a Small CNN Zoo on real MNIST with a local Ray instance and packs it,
 2. loads the packed folder with `datasets.load_dataset` and verifies it (recomputing metrics),
 3. benchmarks the MLP and STATNN baselines on generalization prediction over 3 seeds,
-4. submits both results to a leaderboard and renders it, with a predicted-vs-true scatter plot,
+4. submits both results to a leaderboard (which pins the zoo's test metadata and re-scores
+   them), renders it (Markdown, plots, the HTML site), with a predicted-vs-true scatter plot,
+   and audits it,
 and prints the leaderboard table and the wall time. Every step is the same `nfnzoo`
 subcommand a user would type; everything it writes goes under `runs/demo/` (git-ignored).
 """
@@ -62,8 +64,10 @@ def main(argv: list[str] | None = None) -> None:
          ["bench", "scatter", str(results / "mlp.json"), str(results / "statnn.json"),
           "--out", str(out / "scatter.png")])
     step("8. render the leaderboard", ["leaderboard", "render", "--root", str(board), "--out", str(board / "rendered")])
+    step("9. audit it: every entry re-scored from its stored predictions",
+         ["leaderboard", "audit", "--root", str(board), "--require-verified"])
     print(f"\ndemo finished in {time.perf_counter() - start:.0f} s; outputs: {out}/ "
-          f"(zoo, results, leaderboard/rendered/, scatter.png)")
+          f"(zoo, results, leaderboard/rendered/ with index.html, scatter.png)")
 
 
 if __name__ == "__main__":

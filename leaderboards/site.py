@@ -31,7 +31,7 @@ th{background:#f6f8fa}table.entries th{cursor:pointer;user-select:none}
 table.entries th[aria-sort=ascending]::after{content:" ▲"}table.entries th[aria-sort=descending]::after{content:" ▼"}
 tr.unverified td{color:#8c959f}p.protocol{font-size:.85rem;color:#57606a;max-width:70rem}
 .filters{display:flex;gap:1.5rem;flex-wrap:wrap;background:#f6f8fa;padding:.6rem 1rem;border-radius:6px}
-figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}code{font-size:.85em}
+div.board{overflow-x:auto}figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}code{font-size:.85em}
 nav{margin-bottom:1rem}
 """
 
@@ -70,6 +70,10 @@ function applyFilters() {
     for (const row of block.querySelectorAll("tbody tr")) {
       row.hidden = verifiedOnly && row.dataset.verified !== "true";
     }
+  }
+  for (const section of document.querySelectorAll("section.dataset")) {  // no table left: no heading
+    const blocks = Array.from(section.querySelectorAll("div.board"));
+    if (blocks.length && blocks.every((block) => block.hidden)) section.hidden = true;
   }
 }
 document.addEventListener("DOMContentLoaded", () => {
