@@ -66,6 +66,7 @@ PAPERS_PROTOCOL = {"checkpoints": "final", "loss": "bce", "batch_size": 8, "epoc
 GROUPS = {"relu": "scale", "tanh": "sign"}
 FEEDFORWARD_MODELS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn")
 GROUP_MODELS = ("monomial_nfn", "magep_nfn")
+TREE_MODELS = ("xgboost", "lightgbm", "random_forest")  # fitted on flattened weights (nfn_models.trees)
 SCALED_TEST = {"augment_copies": 1, "augment_splits": ["test"], "augment_keep_original": False,
                "augment_scale_range": [1.0, 1000.0]}
 
@@ -78,14 +79,18 @@ def cnn_generalization() -> Suite:
             overrides = {"group": GROUPS[activation]} if model in GROUP_MODELS else {}
             entries.append(SuiteEntry(f"{model}-{activation}", model, overrides,
                                       {**PAPERS_PROTOCOL, "subset": {"activation": activation}}, activation))
+    for activation in ("relu", "tanh"):  # Tran et al. 2025's tree baselines, on the same subsets
+        for model in TREE_MODELS:
+            entries.append(SuiteEntry(f"{model}-{activation}", model, {},
+                                      {**PAPERS_PROTOCOL, "subset": {"activation": activation}}, activation))
     for model in ("monomial_nfn", "hnp"):
         overrides = {"group": "scale"} if model in GROUP_MODELS else {}
         entries.append(SuiteEntry(f"{model}-relu-scaled-test", model, overrides,
                                   {**PAPERS_PROTOCOL, "subset": {"activation": "relu"}, **SCALED_TEST},
                                   "relu, test scaled U[1,1e3]"))
     return Suite("cnn-generalization", "generalization",
-                 "every feedforward model on the ReLU and tanh subsets (final checkpoints, the papers' "
-                 "sigmoid + BCE protocol), plus Monomial-NFN and HNP on a scale-augmented test split",
+                 "every feedforward model and the tree baselines on the ReLU and tanh subsets (final checkpoints, "
+                 "the papers' sigmoid + BCE protocol), plus Monomial-NFN and HNP on a scale-augmented test split",
                  tuple(entries))
 
 

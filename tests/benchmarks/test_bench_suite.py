@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks.suite import SUITES, FEEDFORWARD_MODELS
+from benchmarks.suite import FEEDFORWARD_MODELS, SUITES, TREE_MODELS
 from zoo.cli import main
 
 
@@ -21,6 +21,10 @@ def test_the_cnn_suite_covers_every_feedforward_model_on_both_subsets_and_the_sc
             assert entry.task_overrides["loss"] == "bce" and entry.task_overrides["checkpoints"] == "final"
             if "group" in entry.model_overrides:
                 assert entry.model_overrides["group"] == {"relu": "scale", "tanh": "sign"}[activation]
+    for model in TREE_MODELS:  # the tree baselines too: every registered model that reads any weight space
+        for activation in ("relu", "tanh"):
+            entry = next(e for e in suite.entries if e.name == f"{model}-{activation}")
+            assert entry.task_overrides["subset"] == {"activation": activation} and entry.model_overrides == {}
     scaled = [e for e in suite.entries if e.name.endswith("scaled-test")]
     assert {e.model for e in scaled} == {"monomial_nfn", "hnp"}
     for entry in scaled:

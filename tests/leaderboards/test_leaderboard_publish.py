@@ -26,11 +26,16 @@ print(json.dumps({"rows": rows.num_rows, "columns": rows.column_names, "entry_id
 """
 
 
+SMALLEST = "e6f11d37eb40"  # the official board's dataset with the fewest entries: rendering them is most of a test
+
+
 @pytest.fixture
 def board(tmp_path):
     root = tmp_path / "board"
-    for name in ("entries", "pinned"):
-        shutil.copytree(OFFICIAL_ROOT / name, root / name)
+    folder = OFFICIAL_ROOT / "entries" / "generalization" / SMALLEST
+    shutil.copytree(folder, root / "entries" / "generalization" / SMALLEST)
+    (root / "pinned").mkdir()
+    shutil.copy(OFFICIAL_ROOT / "pinned" / f"{SMALLEST}.test.parquet", root / "pinned")
     shutil.copy(OFFICIAL_ROOT / "datasets.json", root / "datasets.json")
     return root
 
