@@ -1,0 +1,1 @@
+"""What the tracks share: continual-learning metrics (`continual`) and a prompted ViT (`prompted_vit`)."""

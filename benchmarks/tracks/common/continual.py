@@ -1,0 +1,57 @@
+"""Continual-learning metrics from the accuracy matrix (class- or task-incremental learning).
+
+`A[i, t]` is the test accuracy on task i after training on tasks 0..t (defined for i <= t).
+The definitions are those of the prompt-based continual-learning literature as HiDe-Prompt
+(Wang et al., NeurIPS 2023) and NoRGa (Le et al., NeurIPS 2024, Sec. 5) compute them in their
+code, with T tasks:
+
+- final average accuracy   FAA = (1/T) sum_i A[i, T-1];
+- cumulative average accuracy   CAA = (1/T) sum_t (1/(t+1)) sum_{i<=t} A[i, t]  (the average,
+  over the T stages, of the average accuracy on the tasks seen so far);
+- final forgetting   FFM = (1/(T-1)) sum_{i<T-1} ( max_{i<=t<T-1} A[i, t] - A[i, T-1] )
+  (how far each earlier task fell from its best; 0 for a single task).
+
+The task-identity accuracy (the share of test samples routed to their own task's prompt) is
+counted by the method that infers it, not from this matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _checked(matrix) -> np.ndarray:
+    a = np.asarray(matrix, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
+        raise ValueError(f"the accuracy matrix must be square T x T with T >= 1, got shape {a.shape}")
+    lower = np.tril_indices(a.shape[0])  # (i, t) with t <= i: transpose, since A[i, t] needs i <= t
+    seen = a.T[lower]
+    if not np.all(np.isfinite(seen)) or np.any((seen < 0) | (seen > 1)):
+        raise ValueError("the accuracy matrix must hold accuracies in [0, 1] at every (task i, stage t >= i)")
+    return a
+
+
+def final_average_accuracy(matrix) -> float:
+    a = _checked(matrix)
+    return float(a[:, -1].mean())
+
+
+def cumulative_average_accuracy(matrix) -> float:
+    a = _checked(matrix)
+    return float(np.mean([a[: t + 1, t].mean() for t in range(a.shape[0])]))
+
+
+def final_forgetting(matrix) -> float:
+    a = _checked(matrix)
+    tasks = a.shape[0]
+    if tasks == 1:
+        return 0.0
+    drops = [a[i, i:tasks - 1].max() - a[i, tasks - 1] for i in range(tasks - 1)]
+    return float(np.mean(drops))
+
+
+def summary(matrix) -> dict[str, float]:
+    """FAA, CAA and FFM of one accuracy matrix."""
+    return {"final_average_accuracy": final_average_accuracy(matrix),
+            "cumulative_average_accuracy": cumulative_average_accuracy(matrix),
+            "final_forgetting": final_forgetting(matrix)}

@@ -1,0 +1,114 @@
+"""Prefix tuning inside a timm ViT's attention, with NoRGa's non-linear residual gate.
+
+Prefix tuning (Li & Liang 2021; as DualPrompt, HiDe-Prompt and NoRGa use it in a ViT): a
+prompted layer l gets, per sample, L prefix keys P_K and values P_V per head; they join the
+tokens' keys and values, and a query x_i attends over both. Le et al., "Mixture of Experts Meets
+Prompt-Based Continual Learning" (NeurIPS 2024), Sec. 3-4, read each attention head as a mixture
+of experts whose prefix experts are gated by the scores s_ij = x_i W_Q P_K,j^T / sqrt(d), and
+NoRGa (their Eq. 9-10) replaces each prefix score by
+
+    s_ij + alpha * sigma(tau * s_ij),      sigma in {tanh, sigmoid, GELU},
+
+with one learnable (alpha, tau) per prompted layer, while the token-token scores are left as
+they are; one softmax then runs over [prefix scores, token scores], and the prefix values are
+weighted with the token values. alpha = 0 is plain prefix tuning (HiDe-Prompt). Facts from the
+authors' code (Minhchuyentoancbn/MoE_PromptCL, `attention.py`, `peft/prompt/norga_prompt.py`): the 1/sqrt(d)
+scaling comes before the gate; (tau, alpha) start at 1 and are shared by the heads; the
+prefixes are raw parameters, not projected by W_K, W_V.
+
+`PromptedViT` runs any timm `VisionTransformer` (`timm.create_model`) with prefixes for some
+layers and returns the pre-logits feature (the class token after the final norm, the ViT's
+own `forward_head(pre_logits=True)`); with no prefixes it is the ViT's own computation.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+Prefix = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, L, head_dim) each
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "tanh": torch.tanh, "sigmoid": torch.sigmoid, "gelu": F.gelu}
+
+
+class ScoreGate(nn.Module):
+    """NoRGa's gate s + alpha * sigma(tau * s) on prefix scores, one (alpha, tau) per prompted layer."""
+
+    def __init__(self, layers: int, activation: str = "tanh", alpha: float = 1.0, tau: float = 1.0):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown gate activation {activation!r}; expected one of {sorted(ACTIVATIONS)}")
+        self.activation = activation
+        self.alpha = nn.Parameter(torch.full((layers,), float(alpha)))
+        self.tau = nn.Parameter(torch.full((layers,), float(tau)))
+
+    def forward(self, scores: torch.Tensor, layer: int) -> torch.Tensor:
+        return scores + self.alpha[layer] * ACTIVATIONS[self.activation](self.tau[layer] * scores)
+
+
+def prefix_attention(attention: nn.Module, x: torch.Tensor, prefix: Prefix,
+                     gate: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """timm's `Attention` on tokens x (B, N, C) with prefix keys and values joined to the tokens'.
+
+    `gate` maps the scaled prefix scores (B, H, N, L) before the softmax (NoRGa); without it
+    this is exactly attention over the concatenated keys and values.
+    """
+    keys, values = prefix
+    batch, tokens, _ = x.shape
+    heads, head_dim = attention.num_heads, attention.head_dim
+    if keys.shape != values.shape or keys.shape[0] != batch or keys.shape[1] != heads or keys.shape[3] != head_dim:
+        raise ValueError(f"prefix keys and values must both be (B={batch}, H={heads}, L, {head_dim}); got "
+                         f"{tuple(keys.shape)} and {tuple(values.shape)}")
+    if getattr(attention, "gate", None) is not None:
+        raise ValueError("gated timm attention (GenLIP-style) is not supported with prefixes")
+    qkv = attention.qkv(x).reshape(batch, tokens, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv.unbind(0)
+    q, k = attention.q_norm(q), attention.k_norm(k)
+    token_scores = (q * attention.scale) @ k.transpose(-2, -1)  # (B, H, N, N)
+    prefix_scores = (q @ keys.transpose(-2, -1)) * attention.scale  # (B, H, N, L)
+    if gate is not None:
+        prefix_scores = gate(prefix_scores)
+    weights = attention.attn_drop(torch.cat([prefix_scores, token_scores], dim=-1).softmax(dim=-1))
+    out = weights @ torch.cat([values, v], dim=2)
+    out = attention.norm(out.transpose(1, 2).reshape(batch, tokens, attention.attn_dim))
+    return attention.proj_drop(attention.proj(out))
+
+
+class PromptedViT(nn.Module):
+    """A timm ViT whose blocks can take per-sample prefixes (see the module docstring)."""
+
+    def __init__(self, vit: nn.Module):
+        super().__init__()
+        self.vit = vit
+        self.depth = len(vit.blocks)
+
+    @property
+    def heads(self) -> int:
+        return self.vit.blocks[0].attn.num_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.vit.blocks[0].attn.head_dim
+
+    def features(self, images: torch.Tensor, prefixes: Mapping[int, Prefix] | None = None,
+                 gate: ScoreGate | None = None) -> torch.Tensor:
+        """The pre-logits feature (B, D); `prefixes` maps a block index to its (keys, values)."""
+        prefixes = dict(prefixes or {})
+        unknown = sorted(set(prefixes) - set(range(self.depth)))
+        if unknown:
+            raise ValueError(f"prefixes for blocks {unknown}; the ViT has blocks 0..{self.depth - 1}")
+        vit = self.vit
+        x = vit.norm_pre(vit.patch_drop(vit._pos_embed(vit.patch_embed(images))))
+        for index, block in enumerate(vit.blocks):
+            if index not in prefixes:
+                x = block(x)
+                continue
+            layer_gate = (lambda scores, layer=index: gate(scores, layer)) if gate is not None else None
+            x = x + block.drop_path1(block.ls1(prefix_attention(block.attn, block.norm1(x), prefixes[index],
+                                                                layer_gate)))
+            x = x + block.drop_path2(block.ls2(block.mlp(block.norm2(x))))
+        return vit.forward_head(vit.norm(x), pre_logits=True)
