@@ -1,0 +1,131 @@
+"""A small timm ViT pretrained here on glyphs, cached by its config, with its checksum recorded.
+
+The prompt-based continual-learning methods assume a pretrained backbone (the paper's ViT-B/16
+on ImageNet-21k). None is reachable offline, so `pretrained_backbone` trains one: a timm
+`VisionTransformer` (`timm.create_model`, randomly initialised) classifying the pretraining
+letters of `benchmarks.tracks.common.glyphs` (those not held out for continual learning), with
+fresh augmented images every step, AdamW and a cosine schedule, seeded. The result is written
+to `<cache>/backbones/<config hash>.safetensors` with a JSON sidecar (the config, the sha256 of
+the weights, the final training accuracy on a fixed augmented batch, the wall time). A later
+call with the same config loads the file after checking its sha256 (a mismatch is an error
+naming the file), so the pretraining runs once per machine and config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from zoo.atomic import write_bytes_atomic, write_json_atomic
+
+CACHE_VARIABLE = "NFNZOO_CACHE"
+
+
+@dataclasses.dataclass(frozen=True)
+class BackboneConfig:
+    image_size: int = 32
+    patch_size: int = 4
+    embed_dim: int = 64
+    depth: int = 6
+    num_heads: int = 4
+    letters: tuple[str, ...] = ()  # the pretraining classes
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    warmup_steps: int = 100
+    seed: int = 0
+
+    def key(self) -> str:
+        """A stable hash of the config: the cache file's name."""
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True, ensure_ascii=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cache_folder() -> Path:
+    root = os.environ.get(CACHE_VARIABLE)
+    return (Path(root) if root else Path.home() / ".cache" / "nfnzoo") / "backbones"
+
+
+def create_vit(config: BackboneConfig, num_classes: int = 0) -> nn.Module:
+    import timm
+
+    return timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=config.image_size,
+                             patch_size=config.patch_size, embed_dim=config.embed_dim, depth=config.depth,
+                             num_heads=config.num_heads, in_chans=1, num_classes=num_classes)
+
+
+def _schedule(config: BackboneConfig, step: int) -> float:
+    if step < config.warmup_steps:
+        return (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def pretrain(config: BackboneConfig, progress: Callable[[int, float], None] | None = None) -> tuple[nn.Module, float]:
+    """Trains the ViT on the pretraining letters; returns it (head removed) and its accuracy on a
+    fixed augmented batch."""
+    from benchmarks.tracks.common.glyphs import GlyphRenders
+
+    if len(config.letters) < 2:
+        raise ValueError("the backbone pretrains on at least 2 letters; got "
+                         f"{len(config.letters)}")
+    renders = GlyphRenders.of(config.letters, config.image_size)
+    generator = torch.Generator().manual_seed(config.seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(config.seed)
+        model = create_vit(config, num_classes=len(config.letters))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _schedule(config, step))
+    per_class = max(1, config.batch_size // len(config.letters))
+    model.train()
+    for step in range(config.steps):
+        images, labels = renders.sample(per_class, generator)
+        loss = nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        if progress is not None:
+            progress(step, float(loss))
+    model.eval()
+    images, labels = renders.sample(8, torch.Generator().manual_seed(config.seed + 1))
+    with torch.no_grad():
+        accuracy = float((model(images).argmax(1) == labels).float().mean())
+    model.reset_classifier(0)
+    return model, accuracy
+
+
+def pretrained_backbone(config: BackboneConfig, *, cache: Path | None = None,
+                        progress: Callable[[int, float], None] | None = None) -> tuple[nn.Module, dict]:
+    """The pretrained ViT (no head) for `config` and its record, from the cache or trained now."""
+    from safetensors.torch import load_file, save
+
+    folder = cache or cache_folder()
+    weights, sidecar = folder / f"{config.key()}.safetensors", folder / f"{config.key()}.json"
+    if weights.exists() and sidecar.exists():
+        record = json.loads(sidecar.read_text())
+        actual = hashlib.sha256(weights.read_bytes()).hexdigest()
+        if actual != record["sha256"]:
+            raise ValueError(f"{weights}: sha256 {actual[:12]}… is not the recorded {record['sha256'][:12]}…; "
+                             "delete it to pretrain the backbone again")
+        model = create_vit(config)
+        model.load_state_dict(load_file(weights))
+        return model.eval(), {**record, "cached": True}
+    start = time.perf_counter()
+    model, accuracy = pretrain(config, progress)
+    data = save({name: tensor.contiguous() for name, tensor in model.state_dict().items()})
+    record = {"config": dataclasses.asdict(config), "sha256": hashlib.sha256(data).hexdigest(),
+              "train_accuracy": accuracy, "wall_time_s": time.perf_counter() - start}
+    write_bytes_atomic(weights, data)  # the weights first: a sidecar always names a complete file
+    write_json_atomic(sidecar, record, sort_keys=True)
+    return model, {**record, "cached": False}
