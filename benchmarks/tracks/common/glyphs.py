@@ -31,6 +31,9 @@ FACES = ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf", "DejaVuSans-Oblique.ttf", "Dej
          "DejaVuSerif.ttf", "DejaVuSerif-Bold.ttf", "DejaVuSerif-Italic.ttf", "DejaVuSerif-BoldItalic.ttf",
          "DejaVuSansMono.ttf", "DejaVuSansMono-Bold.ttf", "DejaVuSansMono-Oblique.ttf",
          "DejaVuSansMono-BoldOblique.ttf")
+# faces kept out of training for a continual-learning test split: one of each family, unseen styles
+TEST_FACES = ("DejaVuSans-BoldOblique.ttf", "DejaVuSerif-Italic.ttf", "DejaVuSansMono-Bold.ttf")
+TRAIN_FACES = tuple(face for face in FACES if face not in TEST_FACES)
 RENDER_POINTS = 64  # FreeType size before scaling down: smooth edges at any canvas size
 SIMILAR = 0.9  # cosine similarity of two letters' renders (all faces) above which the later one is dropped
 
@@ -92,8 +95,9 @@ class GlyphRenders:
     images: torch.Tensor
 
     @classmethod
-    def of(cls, chosen: tuple[str, ...] | list[str], size: int = 32) -> "GlyphRenders":
-        stack = np.stack([np.stack([render(char, face, size) for face in FACES]) for char in chosen])
+    def of(cls, chosen: tuple[str, ...] | list[str], size: int = 32,
+           faces: tuple[str, ...] = FACES) -> "GlyphRenders":
+        stack = np.stack([np.stack([render(char, face, size) for face in faces]) for char in chosen])
         return cls(tuple(chosen), torch.from_numpy(stack).unsqueeze(2))
 
     def sample(self, per_class: int, generator: torch.Generator, augment: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
