@@ -1,0 +1,52 @@
+"""Running a continual learner over a task sequence: the accuracy matrix and task-identity accuracy.
+
+After learning task t the learner predicts every test image of tasks 0..t; `A[i, t]` is its
+accuracy on task i's test images (classes among all seen so far: class-incremental), and the
+task-identity accuracy is, after the last task, the share of all test images whose predicted
+task is their own (for learners that infer one). `benchmarks.tracks.common.continual` turns the
+matrix into FAA, CAA and FFM.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Protocol
+
+import numpy as np
+import torch
+
+from benchmarks.tracks.common.continual import summary
+from benchmarks.tracks.common.incremental import Task, TaskSequence
+
+
+class Learner(Protocol):
+    def learn(self, task_index: int, task: Task) -> None: ...
+
+    def predict(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]: ...
+
+
+def run_sequence(learner: Learner, sequence: TaskSequence,
+                 progress: Callable[[str], None] | None = None) -> dict:
+    """Learns the tasks in order; returns the matrix (nested lists, NaN above the diagonal's past),
+    the metrics, the task-identity accuracy (None when the learner infers no task) and the wall time."""
+    tasks = len(sequence.tasks)
+    matrix = np.full((tasks, tasks), np.nan)
+    start = time.perf_counter()
+    identity = None
+    for t, task in enumerate(sequence.tasks):
+        learner.learn(t, task)
+        correct_tasks, total = 0, 0
+        for i in range(t + 1):
+            test = sequence.tasks[i].test
+            classes, predicted_tasks = learner.predict(test.x)
+            matrix[i, t] = float((classes == test.y).float().mean())
+            if predicted_tasks is not None:
+                correct_tasks += int((predicted_tasks == i).sum())
+                total += len(test)
+        if total:
+            identity = correct_tasks / total
+        if progress is not None:
+            progress(f"task {t + 1}/{tasks}: average accuracy on seen tasks {np.nanmean(matrix[:t + 1, t]):.3f}")
+    return {"accuracy_matrix": [[None if np.isnan(v) else float(v) for v in row] for row in matrix],
+            "metrics": summary(matrix), "task_identity_accuracy": identity,
+            "wall_time_s": time.perf_counter() - start}
