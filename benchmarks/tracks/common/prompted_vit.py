@@ -95,14 +95,25 @@ class PromptedViT(nn.Module):
         return self.vit.blocks[0].attn.head_dim
 
     def features(self, images: torch.Tensor, prefixes: Mapping[int, Prefix] | None = None,
-                 gate: ScoreGate | None = None) -> torch.Tensor:
-        """The pre-logits feature (B, D); `prefixes` maps a block index to its (keys, values)."""
+                 gate: ScoreGate | None = None, prompt_tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """The pre-logits feature (B, D); `prefixes` maps a block index to its (keys, values).
+
+        `prompt_tokens` (B, P, D) are prompt tuning's input prompts (L2P, Wang et al. CVPR 2022,
+        Sec. 4.2): inserted after the class token, behind the positional embedding; the feature
+        is then the mean of the normed outputs at the prompts' positions, as L2P's classifier
+        reads them."""
         prefixes = dict(prefixes or {})
         unknown = sorted(set(prefixes) - set(range(self.depth)))
         if unknown:
             raise ValueError(f"prefixes for blocks {unknown}; the ViT has blocks 0..{self.depth - 1}")
         vit = self.vit
         x = vit.norm_pre(vit.patch_drop(vit._pos_embed(vit.patch_embed(images))))
+        start = vit.num_prefix_tokens
+        if prompt_tokens is not None:
+            if prompt_tokens.shape[0] != x.shape[0] or prompt_tokens.shape[2] != x.shape[2]:
+                raise ValueError(f"prompt tokens must be (B={x.shape[0]}, P, D={x.shape[2]}); got "
+                                 f"{tuple(prompt_tokens.shape)}")
+            x = torch.cat([x[:, :start], prompt_tokens, x[:, start:]], dim=1)
         for index, block in enumerate(vit.blocks):
             if index not in prefixes:
                 x = block(x)
@@ -111,4 +122,7 @@ class PromptedViT(nn.Module):
             x = x + block.drop_path1(block.ls1(prefix_attention(block.attn, block.norm1(x), prefixes[index],
                                                                 layer_gate)))
             x = x + block.drop_path2(block.ls2(block.mlp(block.norm2(x))))
-        return vit.forward_head(vit.norm(x), pre_logits=True)
+        x = vit.norm(x)
+        if prompt_tokens is not None:
+            return x[:, start:start + prompt_tokens.shape[1]].mean(dim=1)
+        return vit.forward_head(x, pre_logits=True)

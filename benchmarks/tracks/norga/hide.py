@@ -28,14 +28,13 @@ augment each epoch), which `TrackConfig`s record.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
-
 import torch
 from torch import nn
 
 from benchmarks.tracks.common.incremental import Task
 from benchmarks.tracks.common.prompted_vit import PromptedViT, ScoreGate
 from benchmarks.tracks.norga.gaussians import ClassGaussians
+from benchmarks.tracks.norga.learners import masked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,12 +67,6 @@ class TaskIdentityNet(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.head(self.norm(features + self.mlp(features)))
-
-
-def _masked(logits: torch.Tensor, allowed: Sequence[int]) -> torch.Tensor:
-    mask = torch.full((logits.shape[1],), float("-inf"), device=logits.device)
-    mask[list(allowed)] = 0.0
-    return logits + mask
 
 
 class HiDePrompt:
@@ -129,7 +122,7 @@ class HiDePrompt:
         for _ in range(epochs):
             features, labels = stats.sample(self.config.pseudo_per_class, self.generator)
             for batch in self._batches(len(labels)):
-                loss = nn.functional.cross_entropy(_masked(forward(features[batch]), self.seen), labels[batch])
+                loss = nn.functional.cross_entropy(masked(forward(features[batch]), self.seen), labels[batch])
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
@@ -140,7 +133,7 @@ class HiDePrompt:
         optimizer = torch.optim.Adam(self.tii.parameters(), lr=config.tii_lr)
         for _ in range(config.tii_epochs):
             for batch in self._batches(len(features)):
-                loss = nn.functional.cross_entropy(_masked(self.tii(features[batch]), task.classes), task.train.y[batch])
+                loss = nn.functional.cross_entropy(masked(self.tii(features[batch]), task.classes), task.train.y[batch])
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
@@ -165,7 +158,7 @@ class HiDePrompt:
         for _ in range(config.prompt_epochs):
             for batch in self._batches(len(task.train)):
                 logits = self.head(self.prompted(task.train.x[batch], ids[batch]))
-                loss = nn.functional.cross_entropy(_masked(logits, task.classes), task.train.y[batch])
+                loss = nn.functional.cross_entropy(masked(logits, task.classes), task.train.y[batch])
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self.prompts.grad[:, :, :task_index] = 0  # earlier tasks' prompts stay as they were
@@ -190,7 +183,7 @@ class HiDePrompt:
     def predict(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(predicted classes, predicted tasks) over the classes seen so far."""
         with torch.no_grad():
-            identity = _masked(self.tii(self.frozen_features(images)), self.seen).argmax(1)
+            identity = masked(self.tii(self.frozen_features(images)), self.seen).argmax(1)
             tasks = self.task_of_class[identity]
             features = self._batched(self.prompted, images, tasks)
-            return _masked(self.head(features), self.seen).argmax(1), tasks
+            return masked(self.head(features), self.seen).argmax(1), tasks

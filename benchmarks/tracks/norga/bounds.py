@@ -1,0 +1,79 @@
+"""The reference learners around the prompt methods: a linear probe, sequential fine-tuning, joint training.
+
+- Linear probe: the frozen backbone's feature and a linear head, trained task after task
+  (logits masked to the current task's classes): what the pretrained features give unprompted.
+- Sequential fine-tuning (the lower bound): the whole ViT and the head trained on each task in
+  turn, nothing kept of earlier tasks: catastrophic forgetting.
+- Joint training (the upper bound): at stage t the whole ViT and the head trained on every
+  task seen so far, all classes unmasked: what a learner that keeps all data reaches.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from benchmarks.tracks.common.incremental import Task
+from benchmarks.tracks.norga.learners import Base, Training, freeze, masked
+
+
+class LinearProbe(Base):
+    def __init__(self, backbone: nn.Module, classes: int, tasks: int, training: Training, seed: int):
+        super().__init__(classes, seed)
+        self.backbone, self.training = freeze(backbone), training
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            self.head = nn.Linear(backbone.num_features, classes)
+
+    def learn(self, task_index: int, task: Task) -> None:
+        self.begin(task_index, task)
+        features = self.no_grad_batched(self.backbone, task.train.x)
+        self.fit([{"params": self.head.parameters()}], self.training, features, task.train.y,
+                 lambda x, y: F.cross_entropy(masked(self.head(x), task.classes), y))
+
+    def predict(self, images: torch.Tensor) -> tuple[torch.Tensor, None]:
+        with torch.no_grad():
+            return masked(self.head(self.no_grad_batched(self.backbone, images)), self.seen).argmax(1), None
+
+
+class _FineTuned(Base):
+    def __init__(self, backbone: nn.Module, classes: int, tasks: int, training: Training, seed: int):
+        super().__init__(classes, seed)
+        self.model = copy.deepcopy(backbone)  # trained: the caller's backbone stays as it is
+        for parameter in self.model.parameters():
+            parameter.requires_grad_(True)
+        self.training = training
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            self.head = nn.Linear(backbone.num_features, classes)
+
+    def _train(self, images: torch.Tensor, labels: torch.Tensor, allowed) -> None:
+        self.model.train()
+        self.fit([{"params": self.model.parameters()}, {"params": self.head.parameters()}], self.training,
+                 images, labels, lambda x, y: F.cross_entropy(masked(self.head(self.model(x)), allowed), y))
+        self.model.eval()
+
+    def predict(self, images: torch.Tensor) -> tuple[torch.Tensor, None]:
+        with torch.no_grad():
+            return masked(self.head(self.no_grad_batched(self.model, images)), self.seen).argmax(1), None
+
+
+class SequentialFineTuning(_FineTuned):
+    def learn(self, task_index: int, task: Task) -> None:
+        self.begin(task_index, task)
+        self._train(task.train.x, task.train.y, task.classes)
+
+
+class JointTraining(_FineTuned):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.images, self.labels = [], []
+
+    def learn(self, task_index: int, task: Task) -> None:
+        self.begin(task_index, task)
+        self.images.append(task.train.x)
+        self.labels.append(task.train.y)
+        self._train(torch.cat(self.images), torch.cat(self.labels), self.seen)

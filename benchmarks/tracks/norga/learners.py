@@ -1,0 +1,80 @@
+"""What the track's continual learners share: the masked loss, seeded batches, a training loop.
+
+Every learner is class-incremental with one shared head over all classes: while learning task
+t its logits are masked to task t's classes (the prompt-based methods' code does the same), and
+at test time to every class seen so far.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterable, Sequence
+
+import torch
+from torch import nn
+
+from benchmarks.tracks.common.incremental import Task
+
+
+def masked(logits: torch.Tensor, allowed: Sequence[int]) -> torch.Tensor:
+    """Logits with every class outside `allowed` at -inf."""
+    mask = torch.full((logits.shape[1],), float("-inf"), device=logits.device)
+    mask[list(allowed)] = 0.0
+    return logits + mask
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    epochs: int = 5
+    lr: float = 1e-3
+    batch_size: int = 64
+
+
+class Base:
+    """Seen classes, the class -> task map, a seeded generator and a frozen-feature helper."""
+
+    def __init__(self, classes: int, seed: int, features_batch: int = 256):
+        self.classes, self.features_batch = classes, features_batch
+        self.generator = torch.Generator().manual_seed(seed)
+        self.seen: list[int] = []
+        self.task_of_class = torch.full((classes,), -1, dtype=torch.long)
+        self.learned = 0
+
+    def begin(self, task_index: int, task: Task) -> None:
+        if task_index != self.learned:
+            raise ValueError(f"tasks must be learned in order; got task {task_index} after {self.learned} task(s)")
+        self.task_of_class[list(task.classes)] = task_index
+        self.seen += list(task.classes)
+        self.learned += 1
+
+    def batches(self, count: int, size: int) -> list[torch.Tensor]:
+        order = torch.randperm(count, generator=self.generator)
+        return [order[i:i + size] for i in range(0, count, size)]
+
+    def no_grad_batched(self, function: Callable, images: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
+        size = self.features_batch
+        with torch.no_grad():
+            return torch.cat([function(images[i:i + size], *(e[i:i + size] for e in extra))
+                              for i in range(0, len(images), size)])
+
+    def fit(self, groups: Iterable[dict], training: Training, inputs: torch.Tensor, labels: torch.Tensor,
+            loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+            after_backward: Callable[[], None] | None = None) -> None:
+        """Adam over `groups` for `training.epochs` on (inputs, labels): `loss(inputs[b], labels[b])`
+        per seeded batch b (inputs may be row indices into the task's data); `after_backward` may
+        zero the gradients of what must not move."""
+        optimizer = torch.optim.Adam(list(groups), lr=training.lr)
+        for _ in range(training.epochs):
+            for batch in self.batches(len(labels), training.batch_size):
+                value = loss(inputs[batch], labels[batch])
+                optimizer.zero_grad(set_to_none=True)
+                value.backward()
+                if after_backward is not None:
+                    after_backward()
+                optimizer.step()
+
+
+def freeze(module: nn.Module) -> nn.Module:
+    for parameter in module.parameters():
+        parameter.requires_grad_(False)
+    return module.eval()
