@@ -197,7 +197,8 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
                                 "print its Kendall tau table", listing=_suite_listing)
     suite.add_argument("name", help="a registered suite, e.g. cnn-generalization")
     suite.add_argument("--out", required=True, help="folder for the entries' results files (existing ones are kept)")
-    suite.add_argument("--only", default=None, help="comma-separated entry names or models to run")
+    suite.add_argument("--only", default=None, help="comma-separated entry names, or models (every entry of a model "
+                       "whose name is no entry's), to run")
     _add_common_arguments(suite, "task.KEY=VALUE",
                           "override a task hyperparameter of every entry, e.g. task.epochs=50 (repeatable)")
     suite.set_defaults(handler=suite_command)

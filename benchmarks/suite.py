@@ -151,25 +151,34 @@ def _field(task: str, key: str) -> str:
     return getattr(get_task_class(task), "ALIASES", {}).get(key, key)
 
 
+def select_entries(suite: Suite, only: list[str] | None) -> list[SuiteEntry]:
+    """The entries `--only` names: an entry's own name picks that entry alone (`np` in a suite that
+    also has `np-aug1`); a model's name that is no entry's picks every entry of that model (a
+    threshold sweep); nothing given, every entry."""
+    names, models = {e.name for e in suite.entries}, {e.model for e in suite.entries}
+    wanted = [n.replace("-", "_") if n not in names and n.replace("-", "_") in models else n for n in (only or [])]
+    entries = [e for e in suite.entries
+               if not wanted or e.name in wanted or (e.model in wanted and e.model not in names)]
+    if not entries:
+        raise ValueError(f"--only {','.join(only or [])} matches no entry of suite {suite.name!r}; its entries: "
+                         f"{', '.join(e.name for e in suite.entries)}")
+    return entries
+
+
 def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list[int],
               task_overrides: Mapping[str, Any] | None = None, only: list[str] | None = None,
               device: str | None = None) -> list[tuple[SuiteEntry, dict]]:
     """Runs the suite's missing entries (the data loaded once); returns every chosen entry's results.
 
     `task_overrides` apply to every entry (e.g. {"epochs": 50}); `only` keeps the entries with
-    those names or models.
+    those names, and every entry of a model named that is not itself an entry's name.
     """
     from benchmarks.harness import load_splits, run_on_splits
     from benchmarks.tasks import create_task
     from nfn_models import model_config
 
     suite = SUITES.get(name)()
-    only = [name.replace("-", "_") if name.replace("-", "_") in {e.model for e in suite.entries} else name
-            for name in (only or [])]
-    entries = [e for e in suite.entries if not only or e.name in only or e.model in only]
-    if not entries:
-        raise ValueError(f"--only {','.join(only or [])} matches no entry of suite {name!r}; its entries: "
-                         f"{', '.join(e.name for e in suite.entries)}")
+    entries = select_entries(suite, only)
     extra = dict(task_overrides or {})
     resolved = {}
     for entry in entries:  # --set wins over an entry's value, unless it makes two entries one

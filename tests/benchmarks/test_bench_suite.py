@@ -69,3 +69,16 @@ def test_suite_user_errors_exit_1_before_training(tiny_zoo, tmp_path, capsys, ex
 def test_an_unknown_suite_lists_the_known_ones(tiny_zoo, tmp_path, capsys):
     assert main(["bench", "suite", "nope", "--data", str(tiny_zoo), "--out", str(tmp_path / "s")]) == 1
     assert "cnn-generalization" in capsys.readouterr().err
+
+
+def test_only_picks_an_entry_by_its_own_name_before_a_models_entries():
+    """`--only np` in the INR suite is the plain NP entry, not NP with augmentation too."""
+    from benchmarks.suite import select_entries
+
+    inr = SUITES.get("inr-classification")()
+    assert [e.name for e in select_entries(inr, ["np"])] == ["np"]
+    assert [e.name for e in select_entries(inr, ["np", "np-aug1"])] == ["np", "np-aug1"]
+    transformer = SUITES.get("transformer-generalization")()
+    sweep = select_entries(transformer, ["transformer-nfn"])  # a model name there picks its whole sweep
+    assert [e.name for e in sweep] == [f"transformer_nfn-t{t:g}" for t in (0, 0.2, 0.4, 0.6, 0.8)]
+    assert len(select_entries(transformer, None)) == len(transformer.entries)
