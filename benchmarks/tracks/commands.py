@@ -1,0 +1,73 @@
+"""`nfnzoo track ...`: list the tracks, run one.
+
+    nfnzoo track list
+    nfnzoo track run NAME [--profile tiny|default|...] [--seeds 42,40,44] --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from zoo.cli import CommandError
+
+
+def _seeds(text: str | None, default: tuple[int, ...]) -> list[int]:
+    if text is None:
+        return list(default)
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(f"--seeds must be comma-separated integers, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise CommandError(f"--seeds must name distinct seeds, got {text!r}")
+    return seeds
+
+
+def list_command(args: argparse.Namespace) -> int:
+    from benchmarks.tracks.registry import create_track, list_tracks
+
+    for name in list_tracks():
+        track = create_track(name)
+        print(f"{name}: {track.description}; profiles {', '.join(sorted(track.PROFILES))}")
+    return 0
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from benchmarks.tracks.registry import create_track
+    from zoo.registry import UnknownNameError
+
+    try:
+        track = create_track(args.name)
+        track.profile(args.profile)
+    except (UnknownNameError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    seeds = _seeds(args.seeds, track.DEFAULT_SEEDS)
+    start = time.perf_counter()
+    try:
+        written = track.run(args.profile, seeds, Path(args.out),
+                            progress=lambda message: print(f"track {track.name}: {message}", file=sys.stderr,
+                                                           flush=True))
+    except (ValueError, OSError) as error:
+        raise CommandError(str(error)) from None
+    for path in written:
+        print(path)
+    print(f"track {track.name} ({args.profile}, seeds {seeds}): {len(written)} results files in "
+          f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds `nfnzoo track list` and `nfnzoo track run`."""
+    track = subparsers.add_parser("track", help="rerun a benchmark track (a study) with one command")
+    commands = track.add_subparsers(dest="track_command", required=True, metavar="ACTION")
+    listing = commands.add_parser("list", help="the registered tracks and their profiles")
+    listing.set_defaults(handler=list_command)
+    run = commands.add_parser("run", help="run a track's profile over seeds; results in the harness's format")
+    run.add_argument("name", help="a registered track, e.g. norga")
+    run.add_argument("--profile", default="default", help="the track's profile (default: default)")
+    run.add_argument("--seeds", default=None, help="comma-separated seeds (default: the track's, e.g. 42,40,44)")
+    run.add_argument("--out", required=True, help="folder for the results files and plots")
+    run.set_defaults(handler=run_command)

@@ -1,0 +1,53 @@
+"""The track registry: `register_track(name)` on a `Track` subclass, `list_tracks()`, `create_track(name)`."""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Sequence
+
+from zoo.registry import Registry
+
+
+class Track(abc.ABC):
+    """A rerunnable study: named profiles (frozen dataclasses of every setting) and `run`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    PROFILES: ClassVar[dict[str, Any]]  # profile name -> its settings
+    DEFAULT_SEEDS: ClassVar[tuple[int, ...]]
+
+    def profile(self, name: str) -> Any:
+        if name not in self.PROFILES:
+            raise ValueError(f"track {self.name!r} has no profile {name!r}; its profiles: {sorted(self.PROFILES)}")
+        return self.PROFILES[name]
+
+    @abc.abstractmethod
+    def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
+            progress: Callable[[str], None] | None = None) -> list[Path]:
+        """Runs the profile over the seeds; returns the results files written (the harness's format)."""
+
+
+TRACKS: Registry[type[Track]] = Registry("track")
+
+
+def register_track(name: str) -> Callable[[type[Track]], type[Track]]:
+    def decorator(cls: type[Track]) -> type[Track]:
+        cls.name = name
+        return TRACKS.register(name)(cls)
+
+    return decorator
+
+
+def _load_tracks() -> None:
+    import benchmarks.tracks.norga.track  # noqa: F401 (registers the norga track)
+
+
+def list_tracks() -> list[str]:
+    _load_tracks()
+    return TRACKS.names()
+
+
+def create_track(name: str) -> Track:
+    _load_tracks()
+    return TRACKS.get(name)()

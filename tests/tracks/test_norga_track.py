@@ -1,0 +1,45 @@
+"""`nfnzoo track run norga --profile tiny`: every method, results in the harness's format, the plot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("timm")
+
+from benchmarks.files import read_npz  # noqa: E402
+from benchmarks.results import load_results  # noqa: E402
+from benchmarks.tracks.norga.track import METHODS, letter_split  # noqa: E402
+from benchmarks.tracks.registry import create_track, list_tracks  # noqa: E402
+from zoo.cli import main  # noqa: E402
+
+
+def test_the_registry_lists_the_track_and_refuses_unknown_names(capsys):
+    assert "norga" in list_tracks()
+    assert main(["track", "list"]) == 0 and "norga:" in capsys.readouterr().out
+    assert main(["track", "run", "nothing", "--out", "x"]) == 1
+    assert "nothing" in capsys.readouterr().err
+    assert main(["track", "run", "norga", "--profile", "huge", "--out", "x"]) == 1
+    assert "has no profile 'huge'" in capsys.readouterr().err
+
+
+def test_the_letter_split_is_fixed_and_disjoint():
+    pretraining, held = letter_split(50)
+    assert len(held) == 50 and len(pretraining) == 71 and not set(pretraining) & set(held)
+    assert letter_split(50) == (pretraining, held)
+
+
+def test_the_tiny_profile_writes_every_methods_results_and_the_plot(tmp_path, capsys):
+    assert main(["track", "run", "norga", "--profile", "tiny", "--seeds", "0,1", "--out", str(tmp_path)]) == 0
+    folder = tmp_path / "glyphs-3tasks"
+    for method in METHODS:
+        results = load_results(folder / f"{method}.json")  # the harness's schema
+        assert results.task == "continual-learning" and results.seeds == (0, 1)
+        metrics = set(results.summary)
+        assert {"final_average_accuracy", "cumulative_average_accuracy", "final_forgetting"} <= metrics
+        assert ("task_identity_accuracy" in metrics) == (method.startswith(("norga", "hide", "dualprompt")))
+        matrices = read_npz(folder / results.examples)
+        assert sorted(matrices) == ["accuracy_matrix_seed0", "accuracy_matrix_seed1"]
+        assert matrices["accuracy_matrix_seed0"].shape == (3, 3) and np.isnan(matrices["accuracy_matrix_seed0"][2, 0])
+    assert (tmp_path / "glyphs-3tasks-accuracy.png").read_bytes()[:4] == b"\x89PNG"
+    assert create_track("norga").DEFAULT_SEEDS == (42, 40, 44)
