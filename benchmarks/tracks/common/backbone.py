@@ -96,7 +96,7 @@ def pretrain(config: BackboneConfig, progress: Callable[[int, float], None] | No
         optimizer.step()
         scheduler.step()
         if progress is not None:
-            progress(step, float(loss))
+            progress(step, float(loss.detach()))
     model.eval()
     images, labels = renders.sample(8, torch.Generator().manual_seed(config.seed + 1))
     with torch.no_grad():
