@@ -16,7 +16,21 @@ import numpy as np
 
 from zoo.atomic import replacing, write_bytes_atomic, write_json_atomic, write_text_atomic
 
-__all__ = ["read_json", "read_npz", "replacing", "write_json_atomic", "write_npz_atomic", "write_text_atomic"]
+__all__ = ["read_json", "read_npz", "replacing", "save_figure", "write_json_atomic", "write_npz_atomic",
+           "write_text_atomic"]
+
+
+def save_figure(figure, path: str | Path, dpi: int = 110) -> Path:
+    """Writes a matplotlib figure as a PNG atomically (after `tight_layout`) and closes it."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    try:
+        with replacing(path) as temporary:
+            figure.savefig(temporary, format="png", dpi=dpi)
+    finally:
+        plt.close(figure)
+    return Path(path)
 
 
 def write_npz_atomic(path: str | Path, arrays: Mapping[str, Any]) -> Path:

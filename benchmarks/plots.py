@@ -11,7 +11,7 @@ from typing import Sequence
 
 import pandas
 
-from benchmarks.files import replacing
+from benchmarks.files import save_figure
 from benchmarks.harness import predictions_path
 from benchmarks.results import load_results
 
@@ -25,19 +25,6 @@ def _load_predictions(results_path: Path, sidecar: str | None) -> pandas.DataFra
     if missing:
         raise ValueError(f"{path}: expected the columns seed, model_id, target, prediction; missing {sorted(missing)}")
     return table
-
-
-def _save(figure, out_path: str | Path, dpi: int) -> Path:
-    """Writes the figure as a PNG atomically and closes it."""
-    import matplotlib.pyplot as plt
-
-    figure.tight_layout()
-    try:
-        with replacing(out_path) as temporary:
-            figure.savefig(temporary, format="png", dpi=dpi)
-    finally:
-        plt.close(figure)
-    return Path(out_path)
 
 
 def scatter(results_paths: Sequence[str | Path], out_path: str | Path, *, dpi: int = 120) -> Path:
@@ -73,7 +60,7 @@ def scatter(results_paths: Sequence[str | Path], out_path: str | Path, *, dpi: i
         axis.set_xlabel("true test accuracy")
         axis.set_ylabel("predicted test accuracy")
         axis.legend(loc="lower right", fontsize="small")
-    return _save(figure, out_path, dpi)
+    return save_figure(figure, out_path, dpi)
 
 
 def _load_examples(results_path: Path, sidecar: str | None) -> dict:
@@ -133,4 +120,4 @@ def edit_grid(results_paths: Sequence[str | Path], out_path: str | Path, *, imag
             axis.set_yticks([])
             if row == 0:
                 axis.set_title(title, fontsize="small")
-    return _save(figure, out_path, dpi)
+    return save_figure(figure, out_path, dpi)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.files import replacing
+from benchmarks.files import save_figure
 from leaderboards.board import TaskBoard
 
 MAX_PANELS = 12  # tables drawn per figure (the largest first); a board with more shows them in its tables
@@ -42,15 +42,9 @@ def _figure(count: int, width: float, height: float, columns: int = 1):
     return plt, figure, list(axes.flat)
 
 
-def _save(plt, figure, title: str, path: Path) -> Path:
+def _save(figure, title: str, path: Path) -> Path:
     figure.suptitle(title)
-    figure.tight_layout()
-    try:
-        with replacing(path) as temporary:
-            figure.savefig(temporary, format="png", dpi=110)
-    finally:
-        plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 def metric_bars(board: TaskBoard, path: Path) -> Path | None:
@@ -68,7 +62,7 @@ def metric_bars(board: TaskBoard, path: Path) -> Path | None:
         axis.barh(labels, means, xerr=stds, capsize=4, color="tab:blue", alpha=0.8)
         axis.set_xlabel(f"{metric} (mean ± std over seeds)")
         axis.set_title(title, fontsize="medium")
-    return _save(plt, figure, f"Leaderboard: {board.task}", path)
+    return _save(figure, f"Leaderboard: {board.task}", path)
 
 
 def metric_against(board: TaskBoard, column: str, label: str, path: Path) -> Path | None:
@@ -90,7 +84,7 @@ def metric_against(board: TaskBoard, column: str, label: str, path: Path) -> Pat
         axis.set_xlabel(label)
         axis.set_ylabel(f"{metric} ({'higher' if board.higher_is_better else 'lower'} is better)")
         axis.set_title(textwrap.fill(title, 60), fontsize="small")
-    return _save(plt, figure, f"{board.task}: {metric} against {label}", path)
+    return _save(figure, f"{board.task}: {metric} against {label}", path)
 
 
 def predicted_against_true(board: TaskBoard, panels: list[tuple[str, str, np.ndarray, np.ndarray]],
@@ -115,4 +109,4 @@ def predicted_against_true(board: TaskBoard, panels: list[tuple[str, str, np.nda
             axis.set_xlabel("true (pinned test metadata)")
             axis.set_ylabel("predicted")
         axis.set_title(textwrap.fill(f"{model}: {title}", 44), fontsize="x-small")
-    return _save(plt, figure, f"{board.task}: predicted against true, each table's top entry (its first seed)", path)
+    return _save(figure, f"{board.task}: predicted against true, each table's top entry (its first seed)", path)

@@ -42,7 +42,7 @@ from leaderboards.audit import audit
 from leaderboards.datasets import DATASETS_FILE, load_datasets
 from leaderboards.entries import ENTRIES_DIR, Entry, load_entries
 from leaderboards.pinned import PINNED_DIR
-from zoo.publish import TOKEN_HINT, PublishError, hub_failure, tag_commit
+from zoo.publish import PublishError, hub_client, hub_failure, tag_commit
 
 BOARD_MANIFEST = "board.json"
 CARD = "README.md"
@@ -196,15 +196,7 @@ def publish_board(root: str | Path, repo_id: str, *, token: str | None = None, p
     """Uploads the board at `root` to the dataset repo `repo_id` as one commit and tags it."""
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise PublishError(f"--repo must be ORG/NAME, got {repo_id!r}")
-    if api is None:  # before the upload set: a Hub that cannot be used fails at once
-        from huggingface_hub import HfApi, constants, get_token
-
-        if constants.HF_HUB_OFFLINE:
-            raise PublishError(f"offline mode is on (HF_HUB_OFFLINE=1), so the Hub is unreachable; unset it to "
-                               f"publish; {TOKEN_HINT}")
-        if token is None and get_token() is None:
-            raise PublishError(f"no Hugging Face token found; {TOKEN_HINT}")
-        api = HfApi(token=token)
+    api = api if api is not None else hub_client(token)  # before the upload set: an unusable Hub fails at once
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     files = upload_set(root)

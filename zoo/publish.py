@@ -177,6 +177,18 @@ def hub_failure(error: BaseException, endpoint: str) -> PublishError | None:
     return None
 
 
+def hub_client(token: str | None) -> Any:
+    """An `HfApi` for publishing, or a one-line `PublishError` when offline mode is on or no token is found."""
+    from huggingface_hub import HfApi, constants, get_token
+
+    if constants.HF_HUB_OFFLINE:
+        raise PublishError(f"offline mode is on (HF_HUB_OFFLINE=1), so the Hub is unreachable; unset it to "
+                           f"publish; {TOKEN_HINT}")
+    if token is None and get_token() is None:
+        raise PublishError(f"no Hugging Face token found; {TOKEN_HINT}")
+    return HfApi(token=token)
+
+
 def publish(folder: str | Path, repo_id: str, *, token: str | None = None, private: bool = False,
             revision: str | None = None, api: Any = None, message: str | None = None) -> Published:
     """Uploads `folder` to the dataset repo `repo_id` ("org/name") as one commit, tags it, says what it did."""
@@ -187,15 +199,7 @@ def publish(folder: str | Path, repo_id: str, *, token: str | None = None, priva
     if not report.ok:
         raise PublishError("the folder does not verify; fix it before publishing:\n  " + "\n  ".join(report.problems))
     folder_manifest = read_manifest(folder)
-    if api is None:
-        from huggingface_hub import HfApi, constants, get_token
-
-        if constants.HF_HUB_OFFLINE:
-            raise PublishError(f"offline mode is on (HF_HUB_OFFLINE=1), so the Hub is unreachable; unset it to "
-                               f"publish; {TOKEN_HINT}")
-        if token is None and get_token() is None:
-            raise PublishError(f"no Hugging Face token found; {TOKEN_HINT}")
-        api = HfApi(token=token)
+    api = api if api is not None else hub_client(token)
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     endpoint = getattr(api, "endpoint", None) or "the Hub"

@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from benchmarks.files import write_json_atomic, write_npz_atomic
+from benchmarks.files import save_figure, write_json_atomic, write_npz_atomic
 from benchmarks.results import SCHEMA_VERSION, summarize
 from benchmarks.tracks.common.backbone import BackboneConfig, create_vit, pretrained_backbone
 from benchmarks.tracks.common.glyphs import letters
@@ -237,8 +237,6 @@ def _plot(curves: dict[str, np.ndarray], title: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from benchmarks.files import replacing
-
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for method, curve in curves.items():
         axis.plot(np.arange(1, len(curve) + 1), curve, marker="o", label=method)
@@ -246,9 +244,4 @@ def _plot(curves: dict[str, np.ndarray], title: str, path: Path) -> None:
     axis.set_ylabel("average accuracy on the tasks seen (mean over seeds)")
     axis.set_title(title)
     axis.legend(fontsize="small", ncol=2)
-    figure.tight_layout()
-    try:
-        with replacing(path) as temporary:
-            figure.savefig(temporary, format="png", dpi=110)
-    finally:
-        plt.close(figure)
+    save_figure(figure, path)
