@@ -302,8 +302,11 @@ def test_inr_results_go_on_a_leaderboard_ranked_lower_mse_first(inr_splits, tiny
     editing = text.split("Ranked by `mse`")[1]
     order = sorted(means, key=means.get)
     assert editing.index(f"| {order[0]} ") < editing.index(f"| {order[1]} ")
-    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == [
-        "index.md", "inr-classification.md", "inr-classification.png", "inr-editing.md", "inr-editing.png"]
+    written = {p.name for p in (tmp_path / "site").iterdir()}
+    assert {"index.md", "index.html", "inr-classification.md", "inr-classification.html", "inr-classification.png",
+            "inr-classification-predictions.png", "inr-editing.md", "inr-editing.html", "inr-editing.png"} <= written
+    assert "inr-editing-predictions.png" not in written  # its targets are renders' errors, not pinned metadata
+    assert text.count("| yes |") == 3  # all three entries re-scored (verified)
 
 
 def test_bad_task_settings_are_refused_with_the_key():
