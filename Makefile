@@ -22,7 +22,7 @@ demo: $(STAMP)
 	HF_HOME=$$(mktemp -d) $(BIN)/python -m benchmarks.demo
 
 test: $(STAMP)
-	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q
+	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q --durations=15
 
 bench-loading: $(STAMP)
 	$(BIN)/python -m benchmarks.perf.loading
