@@ -39,7 +39,7 @@ def _figure(count: int, width: float, height: float, columns: int = 1):
     figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False)
     for axis in axes.flat[count:]:
         axis.set_visible(False)
-    return plt, figure, list(axes.flat)
+    return figure, list(axes.flat)
 
 
 def _save(figure, title: str, path: Path) -> Path:
@@ -52,7 +52,7 @@ def metric_bars(board: TaskBoard, path: Path) -> Path | None:
     if not panels:
         return None
     height = max(2.5, 0.45 * max(len(rows) for _, rows in panels) + 1.2)
-    plt, figure, axes = _figure(len(panels), 7, height)
+    figure, axes = _figure(len(panels), 7, height)
     metric = board.main_metric
     for axis, (title, rows) in zip(axes, panels):
         rows = rows[::-1]  # best on top
@@ -71,7 +71,7 @@ def metric_against(board: TaskBoard, column: str, label: str, path: Path) -> Pat
     panels = [(title, rows) for title, rows in panels if rows]
     if not panels:
         return None
-    plt, figure, axes = _figure(len(panels), 6, 4, columns=min(2, len(panels)))
+    figure, axes = _figure(len(panels), 6, 4, columns=min(2, len(panels)))
     metric = board.main_metric
     for axis, (title, rows) in zip(axes, panels):
         x = [row.values[column] for row in rows]
@@ -92,7 +92,7 @@ def predicted_against_true(board: TaskBoard, panels: list[tuple[str, str, np.nda
     """`panels`: (title, model, targets, predictions) of each table's top entry."""
     if not panels:
         return None
-    plt, figure, axes = _figure(len(panels), 4.5, 4.2, columns=min(3, len(panels)))
+    figure, axes = _figure(len(panels), 4.5, 4.2, columns=min(3, len(panels)))
     for axis, (title, model, targets, predictions) in zip(axes, panels):
         classes = np.all(targets % 1 == 0) and np.all(predictions % 1 == 0)
         if classes:

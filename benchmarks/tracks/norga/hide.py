@@ -34,7 +34,7 @@ from torch import nn
 from benchmarks.tracks.common.incremental import Task
 from benchmarks.tracks.common.prompted_vit import PromptedViT, ScoreGate
 from benchmarks.tracks.norga.gaussians import ClassGaussians
-from benchmarks.tracks.norga.learners import masked
+from benchmarks.tracks.norga.learners import Base, freeze, masked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,15 +69,13 @@ class TaskIdentityNet(nn.Module):
         return self.head(self.norm(features + self.mlp(features)))
 
 
-class HiDePrompt:
+class HiDePrompt(Base):
     """The method; `learn(task)` for each task in order, then `predict(images)`."""
 
     def __init__(self, backbone: nn.Module, classes: int, tasks: int, config: HiDeConfig, seed: int):
-        self.config, self.classes, self.tasks = config, classes, tasks
-        self.generator = torch.Generator().manual_seed(seed)
-        for parameter in backbone.parameters():
-            parameter.requires_grad_(False)
-        self.vit = PromptedViT(backbone.eval())
+        super().__init__(classes, seed, config.features_batch)
+        self.config, self.tasks = config, tasks
+        self.vit = PromptedViT(freeze(backbone))
         dim, heads, head_dim = backbone.num_features, self.vit.heads, self.vit.head_dim
         with torch.random.fork_rng():
             torch.manual_seed(seed)
@@ -86,8 +84,6 @@ class HiDePrompt:
             self.head = nn.Linear(dim, classes)
             self.tii = TaskIdentityNet(dim, classes)
         self.gate = ScoreGate(max(config.layers) + 1, config.gate) if config.gate else None
-        self.task_of_class = torch.full((classes,), -1, dtype=torch.long)
-        self.seen: list[int] = []
         self.frozen_stats, self.prompted_stats = ClassGaussians(), ClassGaussians()
 
     # features ------------------------------------------------------------------------------
@@ -100,19 +96,12 @@ class HiDePrompt:
     def prompted(self, images: torch.Tensor, task_ids: torch.Tensor) -> torch.Tensor:
         return self.vit.features(images, self._prefixes(task_ids), self.gate)
 
-    def _batched(self, function, images: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
-        size = self.config.features_batch
-        with torch.no_grad():
-            return torch.cat([function(images[i:i + size], *(e[i:i + size] for e in extra))
-                              for i in range(0, len(images), size)])
-
     def frozen_features(self, images: torch.Tensor) -> torch.Tensor:
-        return self._batched(self.vit.features, images)
+        return self.no_grad_batched(self.vit.features, images)
 
     # training -----------------------------------------------------------------------------
-    def _batches(self, count: int):
-        order = torch.randperm(count, generator=self.generator)
-        return [order[i:i + self.config.batch_size] for i in range(0, count, self.config.batch_size)]
+    def _batches(self, count: int) -> list[torch.Tensor]:
+        return self.batches(count, self.config.batch_size)
 
     def _fit_on_pseudo(self, module: nn.Module, parameters, stats: ClassGaussians, epochs: int, lr: float,
                        forward) -> None:
@@ -166,15 +155,11 @@ class HiDePrompt:
 
     def learn(self, task_index: int, task: Task) -> None:
         """Trains on task `task_index` (tasks come in order, each once)."""
-        if task_index != len({int(t) for t in self.task_of_class if t >= 0}):
-            raise ValueError(f"tasks must be learned in order; got task {task_index} after "
-                             f"{int(self.task_of_class.max()) + 1} task(s)")
-        self.task_of_class[list(task.classes)] = task_index
-        self.seen += list(task.classes)
+        self.begin(task_index, task)
         self._train_tii(task_index, task, self.frozen_features(task.train.x))
         self._train_prompts(task_index, task)
         ids = torch.full((len(task.train),), task_index, dtype=torch.long)
-        self.prompted_stats.add(self._batched(self.prompted, task.train.x, ids), task.train.y)
+        self.prompted_stats.add(self.no_grad_batched(self.prompted, task.train.x, ids), task.train.y)
         if task_index > 0:
             self._fit_on_pseudo(self.head, self.head.parameters(), self.prompted_stats, self.config.head_epochs,
                                 self.config.head_lr, self.head)
@@ -185,5 +170,5 @@ class HiDePrompt:
         with torch.no_grad():
             identity = masked(self.tii(self.frozen_features(images)), self.seen).argmax(1)
             tasks = self.task_of_class[identity]
-            features = self._batched(self.prompted, images, tasks)
+            features = self.no_grad_batched(self.prompted, images, tasks)
             return masked(self.head(features), self.seen).argmax(1), tasks
