@@ -51,11 +51,14 @@ def _top_predictions(root: Path, board: TaskBoard) -> list[tuple[str, str, np.nd
     panels = []
     for section in board.sections:
         record = known.get(section.dataset_hash)
+        if record is None or record.test_metadata is None:
+            continue
+        metadata = load_pinned(root, record)  # once per dataset: every table of it reads the same file
         for table in section.tables:
             top = table.rows[0].entry
-            if not top.submission.verified or record is None or record.test_metadata is None:
+            if not top.submission.verified:
                 continue
-            expected = task_class.test_targets(load_pinned(root, record), top.results.task_config)
+            expected = task_class.test_targets(metadata, top.results.task_config)
             if expected["target"].isna().any():
                 continue
             stored = read_stored_predictions(stored_predictions_path(
