@@ -84,6 +84,7 @@ SOURCE_INFO = {
     "fashion_mnist": SourceInfo(60000, 10000, (1, 28, 28), 10),
     "cifar10": SourceInfo(50000, 10000, (3, 32, 32), 10),
     "cifar10_gs": SourceInfo(50000, 10000, (1, 32, 32), 10),
+    "cifar100": SourceInfo(50000, 10000, (3, 32, 32), 100),
     "svhn_gs": SourceInfo(73257, 26032, (1, 32, 32), 10),
 }
 
@@ -162,11 +163,11 @@ def load_task_data(spec: DatasetSpec) -> TaskData:
     return TaskData(train, validation, test, num_classes)
 
 
-def _online(name: str, transform=lambda images: images) -> tuple[ImageData, ImageData, int]:
+def _online(name: str, transform=lambda images: images, classes: int = 10) -> tuple[ImageData, ImageData, int]:
     train_images, train_labels = _torchvision(name, True)
     test_images, test_labels = _torchvision(name, False)
     return (_to_image_data(transform(train_images), train_labels),
-            _to_image_data(transform(test_images), test_labels), 10)
+            _to_image_data(transform(test_images), test_labels), classes)
 
 
 @SOURCES.register("fashion_mnist")
@@ -181,6 +182,12 @@ def cifar10() -> tuple[ImageData, ImageData, int]:
     return _local_npz("cifar10/cifar10.npz") or _online("CIFAR10")
 
 
+@SOURCES.register("cifar100")
+def cifar100() -> tuple[ImageData, ImageData, int]:
+    """CIFAR-100 in color, the 100 fine labels: 50,000 / 10,000 32x32x3 (Krizhevsky 2009)."""
+    return _local_npz("cifar100/cifar100.npz", classes=100) or _online("CIFAR100", classes=100)
+
+
 @SOURCES.register("cifar10_gs")
 def cifar10_grayscale() -> tuple[ImageData, ImageData, int]:
     """CIFAR-10 in grayscale, as in the Small CNN Zoo's CIFAR10-GS."""
@@ -193,11 +200,12 @@ def svhn_grayscale() -> tuple[ImageData, ImageData, int]:
     return _local_npz("svhn/svhn.npz", _grayscale) or _online("SVHN", _grayscale)
 
 
-def _local_npz(relative: str, transform=lambda images: images) -> tuple[ImageData, ImageData, int] | None:
+def _local_npz(relative: str, transform=lambda images: images,
+               classes: int = 10) -> tuple[ImageData, ImageData, int] | None:
     """A local copy laid out like mnist.npz: x_train, y_train, x_test, y_test (channels last)."""
     local = find_local(relative)
     if local is None:
         return None
     with np.load(local) as arrays:
         return (_to_image_data(transform(arrays["x_train"]), arrays["y_train"].reshape(-1)),
-                _to_image_data(transform(arrays["x_test"]), arrays["y_test"].reshape(-1)), 10)
+                _to_image_data(transform(arrays["x_test"]), arrays["y_test"].reshape(-1)), classes)

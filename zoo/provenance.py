@@ -85,6 +85,7 @@ DATA_SETS: dict[str, DataSetFacts] = {
                                   terms="MIT"),
     "cifar10": DataSetFacts("CIFAR-10", **_CIFAR10),
     "cifar10_gs": DataSetFacts("CIFAR-10 (grayscale)", **_CIFAR10),
+    "cifar100": DataSetFacts("CIFAR-100", **{**_CIFAR10, "license_name": "cifar-100", "source_id": "uoft-cs/cifar100"}),
     "svhn_gs": DataSetFacts("SVHN (grayscale)", **_SVHN),
     "ag_news": DataSetFacts("AG News", **_AG_NEWS),
     "ag_news_7600": DataSetFacts("AG News (7,600 test articles, re-split)", **_AG_NEWS),

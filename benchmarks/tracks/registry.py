@@ -24,8 +24,9 @@ class Track(abc.ABC):
 
     @abc.abstractmethod
     def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
-            progress: Callable[[str], None] | None = None) -> list[Path]:
-        """Runs the profile over the seeds; returns the results files written (the harness's format)."""
+            progress: Callable[[str], None] | None = None, workers: int = 1) -> list[Path]:
+        """Runs the profile over the seeds in `workers` processes, resuming what `out_dir` holds;
+        returns the results files written (the harness's format)."""
 
 
 TRACKS: Registry[type[Track]] = Registry("track")

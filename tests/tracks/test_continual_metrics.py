@@ -43,3 +43,12 @@ def test_a_later_gain_is_negative_forgetting():
 def test_malformed_matrices_are_refused(matrix, reason):
     with pytest.raises(ValueError, match=reason):
         final_average_accuracy(matrix)
+
+
+def test_a_final_only_matrix_gives_its_faa_alone():
+    final = [[NAN, NAN, 0.6], [NAN, NAN, 0.5], [NAN, NAN, 0.4]]  # evaluated after the last task only
+    assert summary(final, final_only=True) == {"final_average_accuracy": pytest.approx(0.5)}
+    with pytest.raises(ValueError, match="every \\(task i, stage t >= i\\)"):
+        summary(final)  # CAA and forgetting need every stage
+    with pytest.raises(ValueError, match="at every task i at the last stage"):
+        summary([[NAN, NAN], [NAN, 0.4]], final_only=True)

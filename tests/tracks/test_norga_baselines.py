@@ -46,8 +46,25 @@ def test_each_learner_runs_seeded_over_the_sequence(sequence, name):
     first = run_sequence(BUILD[name](_backbone()), sequence)
     again = run_sequence(BUILD[name](_backbone()), sequence)
     assert first["accuracy_matrix"] == again["accuracy_matrix"]
-    assert all(0 <= first["accuracy_matrix"][i][t] <= 1 for t in range(3) for i in range(t + 1))
+    stages = [2] if name == "joint" else range(3)  # joint training is evaluated after the last task only
+    assert all(0 <= first["accuracy_matrix"][i][t] <= 1 for t in stages for i in range(t + 1))
     assert (first["task_identity_accuracy"] is None) == (name != "dualprompt")
+    if name == "joint":
+        assert all(v is None for row in first["accuracy_matrix"] for v in row[:2])
+        assert set(first["metrics"]) == {"final_average_accuracy"}
+    else:
+        assert set(first["metrics"]) == {"final_average_accuracy", "cumulative_average_accuracy", "final_forgetting"}
+
+
+def test_joint_training_trains_once_after_the_last_task(sequence):
+    method = BUILD["joint"](_backbone())
+    before = copy.deepcopy(method.model.vit.state_dict())
+    method.learn(0, sequence.tasks[0])
+    method.learn(1, sequence.tasks[1])
+    assert all(torch.equal(before[k], v) for k, v in method.model.vit.state_dict().items())  # nothing trained yet
+    method.learn(2, sequence.tasks[2])
+    assert not all(torch.equal(before[k], v) for k, v in method.model.vit.state_dict().items())
+    assert method.seen == [c for task in sequence.tasks for c in task.classes]
 
 
 def test_dualprompt_keeps_earlier_e_prompts_and_keys(sequence):
@@ -85,7 +102,7 @@ def test_fine_tuning_trains_a_copy_and_the_probe_keeps_the_backbone(sequence):
     method = BUILD["sequential"](backbone)
     method.learn(0, sequence.tasks[0])
     assert all(torch.equal(backbone.state_dict()[k], v) for k, v in original.items())
-    assert not all(torch.equal(method.model.state_dict()[k], v) for k, v in original.items())
+    assert not all(torch.equal(method.model.vit.state_dict()[k], v) for k, v in original.items())
     probe = BUILD["probe"](_backbone())
     before = copy.deepcopy(probe.backbone.state_dict())
     probe.learn(0, sequence.tasks[0])

@@ -9,6 +9,12 @@ to `<cache>/backbones/<config hash>.safetensors` with a JSON sidecar (the config
 the weights, the final training accuracy on a fixed augmented batch, the wall time). A later
 call with the same config loads the file after checking its sha256 (a mismatch is an error
 naming the file), so the pretraining runs once per machine and config.
+
+`TimmBackbone` names any other timm ViT (`timm.create_model(name, pretrained=...)`): the paper's
+ViT-B/16 on ImageNet-21k wherever timm can fetch its weights, or a randomly initialised tiny ViT
+in the tests. Its inputs are resized to the model's size and normalised per batch
+(`prompted_vit.InputTransform`), and its record holds the sha256 of its weights.
+`load_backbone(spec)` gives either kind.
 """
 
 from __future__ import annotations
@@ -129,3 +135,58 @@ def pretrained_backbone(config: BackboneConfig, *, cache: Path | None = None,
     write_bytes_atomic(weights, data)  # the weights first: a sidecar always names a complete file
     write_json_atomic(sidecar, record, sort_keys=True)
     return model, {**record, "cached": False}
+
+
+@dataclasses.dataclass(frozen=True)
+class TimmBackbone:
+    model: str = "vit_base_patch16_224.augreg_in21k"  # a timm model name
+    pretrained: bool = True
+    image_size: int = 224  # inputs are resized to it
+    in_chans: int = 3
+    mean: tuple[float, ...] | None = None  # input normalisation; None: the model's pretrained_cfg
+    std: tuple[float, ...] | None = None
+    overrides: tuple[tuple[str, int], ...] = ()  # more timm keyword arguments, e.g. (("depth", 2),)
+    seed: int = 0  # the initialisation of whatever is not pretrained
+
+
+def _state_sha256(model: nn.Module) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def timm_backbone(spec: TimmBackbone) -> tuple[nn.Module, dict]:
+    """The timm ViT of `spec` (no head) with its input transform, and its record."""
+    import timm
+
+    from benchmarks.tracks.common.prompted_vit import InputTransform, with_input_transform
+
+    with torch.random.fork_rng():
+        torch.manual_seed(spec.seed)
+        try:
+            model = timm.create_model(spec.model, pretrained=spec.pretrained, img_size=spec.image_size,
+                                      in_chans=spec.in_chans, num_classes=0, **dict(spec.overrides))
+        except (RuntimeError, OSError, ValueError) as error:  # unknown name, or weights not reachable
+            raise ValueError(f"timm cannot create {spec.model!r} (pretrained={spec.pretrained}): {error}") from error
+    config = getattr(model, "pretrained_cfg", None) or {}
+    mean = spec.mean if spec.mean is not None else tuple(config.get("mean", ())) or None
+    std = spec.std if spec.std is not None else tuple(config.get("std", ())) or None
+    if mean is not None and len(mean) != spec.in_chans:
+        mean = std = None  # the pretrained statistics are for another channel count
+    with_input_transform(model, InputTransform(spec.image_size, mean, std))
+    record = {"model": spec.model, "pretrained": spec.pretrained, "sha256": _state_sha256(model),
+              "mean": mean, "std": std, "num_params": sum(p.numel() for p in model.parameters())}
+    return model.eval(), record
+
+
+def load_backbone(spec: BackboneConfig | TimmBackbone, pretrain: bool = True) -> tuple[nn.Module, dict]:
+    """A glyph-pretrained ViT (cached; or its random initialisation when not `pretrain`) or a timm ViT."""
+    if isinstance(spec, TimmBackbone):
+        return timm_backbone(spec)
+    if pretrain:
+        return pretrained_backbone(spec)
+    with torch.random.fork_rng():
+        torch.manual_seed(spec.seed)
+        return create_vit(spec).eval(), {"sha256": None, "random_init": True}

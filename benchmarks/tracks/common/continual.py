@@ -12,7 +12,9 @@ code, with T tasks:
   (how far each earlier task fell from its best; 0 for a single task).
 
 The task-identity accuracy (the share of test samples routed to their own task's prompt) is
-counted by the method that infers it, not from this matrix.
+counted by the method that infers it, not from this matrix. A learner evaluated only after the
+last task (joint training here, whose stages would cost T trainings) has only the matrix's last
+column; `summary(matrix, final_only=True)` is then its FAA alone.
 """
 
 from __future__ import annotations
@@ -20,19 +22,20 @@ from __future__ import annotations
 import numpy as np
 
 
-def _checked(matrix) -> np.ndarray:
+def _checked(matrix, final_only: bool = False) -> np.ndarray:
     a = np.asarray(matrix, dtype=np.float64)
     if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
         raise ValueError(f"the accuracy matrix must be square T x T with T >= 1, got shape {a.shape}")
     lower = np.tril_indices(a.shape[0])  # (i, t) with t <= i: transpose, since A[i, t] needs i <= t
-    seen = a.T[lower]
+    seen = a[:, -1] if final_only else a.T[lower]
+    where = "every task i at the last stage" if final_only else "every (task i, stage t >= i)"
     if not np.all(np.isfinite(seen)) or np.any((seen < 0) | (seen > 1)):
-        raise ValueError("the accuracy matrix must hold accuracies in [0, 1] at every (task i, stage t >= i)")
+        raise ValueError(f"the accuracy matrix must hold accuracies in [0, 1] at {where}")
     return a
 
 
 def final_average_accuracy(matrix) -> float:
-    a = _checked(matrix)
+    a = _checked(matrix, final_only=True)
     return float(a[:, -1].mean())
 
 
@@ -50,8 +53,10 @@ def final_forgetting(matrix) -> float:
     return float(np.mean(drops))
 
 
-def summary(matrix) -> dict[str, float]:
-    """FAA, CAA and FFM of one accuracy matrix."""
+def summary(matrix, final_only: bool = False) -> dict[str, float]:
+    """FAA, CAA and FFM of one accuracy matrix (FAA alone when `final_only`)."""
+    if final_only:
+        return {"final_average_accuracy": final_average_accuracy(matrix)}
     return {"final_average_accuracy": final_average_accuracy(matrix),
             "cumulative_average_accuracy": cumulative_average_accuracy(matrix),
             "final_forgetting": final_forgetting(matrix)}

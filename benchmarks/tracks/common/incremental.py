@@ -7,9 +7,13 @@ label. Two offline sources:
 - `glyph_sequence`: held-out letters of `benchmarks.tracks.common.glyphs`, training images drawn
   (augmented) from 9 of the 12 faces and test images from the other 3 (`TEST_FACES`), so the
   test asks for letters in styles never seen in training;
-- `mnist_sequence`: MNIST (`zoo.data.mnist`: `../shared/data` or `$NFNZOO_DATA`, else the
-  usual download), 5 tasks of 2 digits by default, padded from 28 to 32 pixels, a seeded
-  subset of each class's training images and its first test images.
+- `source_sequence`: an image source of `zoo.data` (`../shared/data` or `$NFNZOO_DATA`, else the
+  usual download): MNIST in 5 tasks of 2 digits (padded from 28 to 32 pixels), CIFAR-100 in 10
+  tasks of 10 (the paper's Split CIFAR-100), a seeded subset of each class's training images
+  (all of them with `train_per_class=None`) and its first test images;
+- `folder_sequence`: a folder of class folders of images (ImageNet-R: 200 classes, the paper's
+  Split ImageNet-R), split 80/20 per class with the seed as the authors' code splits it once,
+  each image resized (shorter side) and centre-cropped to a stored size.
 """
 
 from __future__ import annotations
@@ -66,21 +70,77 @@ def glyph_sequence(letters: tuple[str, ...], tasks: int, train_per_class: int, t
                         tuple(Task(c, _by_class(train, c), _by_class(test, c)) for c in order))
 
 
-def mnist_sequence(tasks: int, train_per_class: int, test_per_class: int, seed: int) -> TaskSequence:
-    from zoo.data import mnist
+def _per_class(data: ImageData, classes: int, count: int | None, rng: np.random.Generator | None) -> ImageData:
+    index = []
+    for label in range(classes):
+        members = np.flatnonzero(data.y.numpy() == label)
+        index.append((rng.permutation(members) if rng is not None else members)[:count])
+    return data.subset(np.concatenate(index))
 
-    train_all, test_all, classes = mnist()
+
+def source_sequence(source: str, tasks: int, train_per_class: int | None, test_per_class: int | None, seed: int,
+                    pad_to: int | None = None) -> TaskSequence:
+    """A `zoo.data` image source (e.g. "mnist", "cifar100") split into `tasks` class-incremental tasks."""
+    from zoo.data import SOURCES
+
+    train_all, test_all, classes = SOURCES.get(source)()
     rng = np.random.default_rng(seed)
-
-    def pick(data: ImageData, per_class: int, shuffle: bool) -> ImageData:
-        index = []
-        for label in range(classes):
-            members = np.flatnonzero(data.y.numpy() == label)
-            index.append((rng.permutation(members) if shuffle else members)[:per_class])
-        chosen = data.subset(np.concatenate(index))
-        return ImageData(torch.nn.functional.pad(chosen.x, (2, 2, 2, 2)), chosen.y)
-
-    train, test = pick(train_all, train_per_class, True), pick(test_all, test_per_class, False)
+    train, test = _per_class(train_all, classes, train_per_class, rng), _per_class(test_all, classes, test_per_class, None)
+    if pad_to is not None:
+        pad = (pad_to - train.x.shape[-1]) // 2
+        train, test = (ImageData(torch.nn.functional.pad(d.x, (pad,) * 4), d.y) for d in (train, test))
     order = class_order(classes, tasks, seed)
-    return TaskSequence(f"mnist-{tasks}", tuple(str(c) for c in range(classes)),
+    return TaskSequence(f"{source}-{tasks}", tuple(str(c) for c in range(classes)),
+                        tuple(Task(c, _by_class(train, c), _by_class(test, c)) for c in order))
+
+
+def mnist_sequence(tasks: int, train_per_class: int, test_per_class: int, seed: int) -> TaskSequence:
+    return source_sequence("mnist", tasks, train_per_class, test_per_class, seed, pad_to=32)
+
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+
+
+def _load_image(path, size: int) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+        scale = size / min(image.size)
+        image = image.resize((max(size, round(image.width * scale)), max(size, round(image.height * scale))),
+                             Image.Resampling.BICUBIC)
+        left, top = (image.width - size) // 2, (image.height - size) // 2
+        return np.asarray(image.crop((left, top, left + size, top + size)), dtype=np.uint8)
+
+
+def folder_sequence(root, tasks: int, seed: int, size: int = 224, train_fraction: float = 0.8,
+                    limit_per_class: int | None = None, split_seed: int = 0) -> TaskSequence:
+    """Class folders of images under `root` (sorted names are the labels): a per-class train/test
+    split fixed by `split_seed` (the same for every run), the class order by `seed`."""
+    from pathlib import Path
+
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a folder; expected one folder of images per class (e.g. ImageNet-R)")
+    names = sorted(p.name for p in root.iterdir() if p.is_dir())
+    if len(names) < tasks:
+        raise ValueError(f"{root}: {len(names)} class folder(s); {tasks} tasks need at least {tasks}")
+    rng = np.random.default_rng(split_seed)
+    parts = {"train": ([], []), "test": ([], [])}
+    for label, name in enumerate(names):
+        files = sorted(p for p in (root / name).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if len(files) < 2:
+            raise ValueError(f"{root / name}: {len(files)} image(s); each class needs at least 2 (train and test)")
+        files = [files[i] for i in rng.permutation(len(files))][:limit_per_class]
+        cut = min(len(files) - 1, max(1, round(train_fraction * len(files))))
+        for part, chosen in (("train", files[:cut]), ("test", files[cut:])):
+            parts[part][0].extend(_load_image(f, size) for f in chosen)
+            parts[part][1].extend([label] * len(chosen))
+    train, test = (ImageData(torch.from_numpy(np.stack(x)).permute(0, 3, 1, 2).float().div_(255.0),
+                             torch.tensor(y, dtype=torch.long)) for x, y in parts.values())
+    try:
+        order = class_order(len(names), tasks, seed)
+    except ValueError as error:
+        raise ValueError(f"{root}: {error}") from None
+    return TaskSequence(f"{root.name}-{tasks}", tuple(names),
                         tuple(Task(c, _by_class(train, c), _by_class(test, c)) for c in order))

@@ -18,7 +18,10 @@ prefixes are raw parameters, not projected by W_K, W_V.
 
 `PromptedViT` runs any timm `VisionTransformer` (`timm.create_model`) with prefixes for some
 layers and returns the pre-logits feature (the class token after the final norm, the ViT's
-own `forward_head(pre_logits=True)`); with no prefixes it is the ViT's own computation.
+own `forward_head(pre_logits=True)`); with no prefixes it is the ViT's own computation. A ViT
+that carries an `InputTransform` (`with_input_transform`: a pretrained timm ViT fed CIFAR's
+32-pixel images) has its inputs resized and normalised first, per batch, so the data sets stay
+at their stored size.
 """
 
 from __future__ import annotations
@@ -33,6 +36,37 @@ Prefix = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, L, head_dim) 
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "tanh": torch.tanh, "sigmoid": torch.sigmoid, "gelu": F.gelu}
+
+
+INPUT_TRANSFORM = "nfnzoo_input_transform"  # the attribute `with_input_transform` sets on a ViT
+
+
+class InputTransform:
+    """Images (B, C, h, w) in [0, 1] -> bilinearly resized to `size` and normalised per channel."""
+
+    def __init__(self, size: int, mean: tuple[float, ...] | None = None, std: tuple[float, ...] | None = None):
+        if (mean is None) != (std is None):
+            raise ValueError("give both mean and std, or neither")
+        self.size = int(size)
+        self.mean = None if mean is None else torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+        self.std = None if std is None else torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        if images.shape[-2:] != (self.size, self.size):
+            images = F.interpolate(images, size=(self.size, self.size), mode="bilinear", align_corners=False,
+                                   antialias=images.shape[-1] > self.size)
+        if self.mean is not None:
+            if images.shape[1] != self.mean.shape[1]:
+                raise ValueError(f"images have {images.shape[1]} channels; the backbone's normalisation has "
+                                 f"{self.mean.shape[1]}")
+            images = (images - self.mean.to(images)) / self.std.to(images)
+        return images
+
+
+def with_input_transform(vit: nn.Module, transform: InputTransform) -> nn.Module:
+    """`vit`, whose `PromptedViT` features will pass their inputs through `transform` first."""
+    setattr(vit, INPUT_TRANSFORM, transform)  # a plain attribute: not in the state dict
+    return vit
 
 
 class ScoreGate(nn.Module):
@@ -79,12 +113,24 @@ def prefix_attention(attention: nn.Module, x: torch.Tensor, prefix: Prefix,
 
 
 class PromptedViT(nn.Module):
-    """A timm ViT whose blocks can take per-sample prefixes (see the module docstring)."""
+    """A timm ViT whose blocks can take per-sample prefixes (see the module docstring).
+
+    Calling it (`forward`) is `features(images)`: the unprompted feature, for the learners that
+    fine-tune or probe the backbone itself."""
 
     def __init__(self, vit: nn.Module):
         super().__init__()
+        if isinstance(vit, PromptedViT):
+            vit = vit.vit
         self.vit = vit
         self.depth = len(vit.blocks)
+
+    @property
+    def num_features(self) -> int:
+        return self.vit.num_features
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.features(images)
 
     @property
     def heads(self) -> int:
@@ -107,6 +153,9 @@ class PromptedViT(nn.Module):
         if unknown:
             raise ValueError(f"prefixes for blocks {unknown}; the ViT has blocks 0..{self.depth - 1}")
         vit = self.vit
+        transform = getattr(vit, INPUT_TRANSFORM, None)
+        if transform is not None:
+            images = transform(images)
         x = vit.norm_pre(vit.patch_drop(vit._pos_embed(vit.patch_embed(images))))
         start = vit.num_prefix_tokens
         if prompt_tokens is not None:

@@ -3,7 +3,8 @@
 After learning task t the learner predicts every test image of tasks 0..t; `A[i, t]` is its
 accuracy on task i's test images (classes among all seen so far: class-incremental), and the
 task-identity accuracy is, after the last task, the share of all test images whose predicted
-task is their own (for learners that infer one). `benchmarks.tracks.common.continual` turns the
+task is their own (for learners that infer one). A learner with `final_only = True` (joint
+training) is evaluated after the last task only: its matrix has only the last column. `benchmarks.tracks.common.continual` turns the
 matrix into FAA, CAA and FFM.
 """
 
@@ -33,8 +34,11 @@ def run_sequence(learner: Learner, sequence: TaskSequence,
     matrix = np.full((tasks, tasks), np.nan)
     start = time.perf_counter()
     identity = None
+    final_only = bool(getattr(learner, "final_only", False))
     for t, task in enumerate(sequence.tasks):
         learner.learn(t, task)
+        if final_only and t < tasks - 1:
+            continue
         correct_tasks, total = 0, 0
         for i in range(t + 1):
             test = sequence.tasks[i].test
@@ -48,5 +52,5 @@ def run_sequence(learner: Learner, sequence: TaskSequence,
         if progress is not None:
             progress(f"task {t + 1}/{tasks}: average accuracy on seen tasks {np.nanmean(matrix[:t + 1, t]):.3f}")
     return {"accuracy_matrix": [[None if np.isnan(v) else float(v) for v in row] for row in matrix],
-            "metrics": summary(matrix), "task_identity_accuracy": identity,
+            "metrics": summary(matrix, final_only), "task_identity_accuracy": identity,
             "wall_time_s": time.perf_counter() - start}

@@ -97,7 +97,7 @@ class HiDePrompt(Base):
         return self.vit.features(images, self._prefixes(task_ids), self.gate)
 
     def frozen_features(self, images: torch.Tensor) -> torch.Tensor:
-        return self.no_grad_batched(self.vit.features, images)
+        return self.frozen(self.vit.features, images)
 
     # training -----------------------------------------------------------------------------
     def _batches(self, count: int) -> list[torch.Tensor]:

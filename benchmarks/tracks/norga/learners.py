@@ -51,6 +51,16 @@ class Base:
         order = torch.randperm(count, generator=self.generator)
         return [order[i:i + size] for i in range(0, count, size)]
 
+    def frozen(self, function: Callable, images: torch.Tensor) -> torch.Tensor:
+        """`no_grad_batched(function, images)` for a function that never changes (the frozen
+        backbone), computed once per images tensor: the evaluation asks for every seen task's
+        test images after each task. The cache holds the tensor, so its id cannot be reused."""
+        cache = self.__dict__.setdefault("_frozen_cache", {})
+        key = (id(function.__func__) if hasattr(function, "__func__") else id(function), id(images))
+        if key not in cache:
+            cache[key] = (images, self.no_grad_batched(function, images))
+        return cache[key][1]
+
     def no_grad_batched(self, function: Callable, images: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
         size = self.features_batch
         with torch.no_grad():

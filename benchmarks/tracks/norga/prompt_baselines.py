@@ -50,7 +50,7 @@ class _PromptLearner(Base):
             self.head = nn.Linear(self.dim, classes)
 
     def query(self, images: torch.Tensor) -> torch.Tensor:
-        return self.no_grad_batched(self.vit.features, images)
+        return self.frozen(self.vit.features, images)
 
     def _prefix(self, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A (B, L, D) prompt as prefix keys (first half) and values (second half), (B, H, L/2, d) each."""

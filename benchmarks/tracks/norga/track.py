@@ -1,10 +1,12 @@
 """The `norga` track: NoRGa against HiDe-Prompt, L2P, DualPrompt, CODA-Prompt and the bounds.
 
-`nfnzoo track run norga --profile tiny|default [--seeds ...] --out DIR` runs every method of the
-profile on each of its class-incremental benchmarks over the seeds and writes, per benchmark and
-method, a results file in the harness's format (`<benchmark>/<method>.json`: the final average
-accuracy, cumulative average accuracy, final forgetting and, for the methods that infer a task,
-the task-identity accuracy, per seed; the accuracy matrices in `<method>.examples.npz`), and
+`nfnzoo track run norga --profile tiny|default|paper|paper-imr [--seeds ...] [--workers N] --out DIR`
+runs every method of the profile on each of its class-incremental benchmarks over the seeds, as
+one resumable job per (benchmark, method, seed) (`benchmarks.tracks.jobs`: records under
+`DIR/jobs/`, a re-run takes the finished ones), and writes, per benchmark and method, a results
+file in the harness's format (`<benchmark>/<method>.json`: the final average accuracy,
+cumulative average accuracy, final forgetting and, for the methods that infer a task, the
+task-identity accuracy, per seed; the accuracy matrices in `<method>.examples.npz`), and
 `<benchmark>-accuracy.png`: the average accuracy on the tasks seen so far after each task, one
 line per method (mean over seeds).
 
@@ -13,7 +15,14 @@ Profiles:
   epoch of everything: the code path, not a result;
 - `default` (offline): a ViT pretrained here on 71 glyph letters (`common.backbone`, cached),
   then 10 tasks of 5 held-out letters (test images in unseen faces) and MNIST in 5 tasks of 2
-  digits; every method, seeds 42, 40, 44 (the authors').
+  digits; every method, seeds 42, 40, 44 (the authors');
+- `paper`: the paper's setting, timm's ViT-B/16 pretrained on ImageNet-21k and Split CIFAR-100
+  (10 tasks, all 500 training and 100 test images per class), with the authors' CIFAR settings
+  for the supervised ImageNet-21k backbone (sigmoid gate, prompt length 5, 50 prompt epochs,
+  batch 128); `paper-imr`: the same backbone on Split ImageNet-R (200 classes in 10 tasks, an
+  80/20 split, prompt length 20) from `$NFNZOO_IMAGENET_R` or `imagenet-r/` in a data root.
+  They run wherever timm can fetch the weights (and CIFAR-100 is local or downloadable); the
+  tests run their code path on a random tiny timm ViT.
 The backbone's letters and the held-out letters are a fixed split (seed 0), the same for every
 run; the class order of a benchmark follows the run's seed.
 """
@@ -22,21 +31,17 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import json
-import platform
-import time
+import os
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from benchmarks.files import save_figure, write_json_atomic, write_npz_atomic
-from benchmarks.results import SCHEMA_VERSION, summarize
-from benchmarks.tracks.common.backbone import BackboneConfig, create_vit, pretrained_backbone
+from benchmarks.tracks.common.backbone import BackboneConfig, TimmBackbone, load_backbone
 from benchmarks.tracks.common.glyphs import letters
-from benchmarks.tracks.common.incremental import TaskSequence, glyph_sequence, mnist_sequence
+from benchmarks.tracks.common.incremental import TaskSequence, folder_sequence, glyph_sequence, source_sequence
+from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
 from benchmarks.tracks.norga.bounds import JointTraining, LinearProbe, SequentialFineTuning
 from benchmarks.tracks.norga.evaluate import run_sequence
 from benchmarks.tracks.norga.hide import HiDeConfig, HiDePrompt
@@ -44,17 +49,19 @@ from benchmarks.tracks.norga.learners import Training
 from benchmarks.tracks.norga.prompt_baselines import (CodaConfig, CodaPrompt, DualPrompt, DualPromptConfig, L2P,
                                                       L2PConfig)
 from benchmarks.tracks.registry import Track, register_track
+from benchmarks.tracks.reporting import definition_hash, plot_stage_curves, write_track_results
 from zoo.schema import to_data
 
 TASK = "continual-learning"
+IMAGENET_R_VARIABLE = "NFNZOO_IMAGENET_R"
 
 
 @dataclasses.dataclass(frozen=True)
 class Benchmark:
-    source: str  # "glyphs" (held-out letters) or "mnist"
+    source: str  # a key of SEQUENCES: "glyphs" (held-out letters), "mnist", "cifar100", "imagenet-r"
     tasks: int
-    train_per_class: int
-    test_per_class: int
+    train_per_class: int | None  # None: every training image of the class
+    test_per_class: int | None
 
     @property
     def name(self) -> str:
@@ -63,8 +70,8 @@ class Benchmark:
 
 @dataclasses.dataclass(frozen=True)
 class NorgaProfile:
-    backbone: BackboneConfig
-    pretrain: bool  # False: the ViT stays randomly initialised (the tiny profile's code path)
+    backbone: BackboneConfig | TimmBackbone
+    pretrain: bool  # a BackboneConfig is pretrained on glyphs (cached); False: random (the tiny profile)
     held_out: int  # letters kept out of pretraining, for the glyph benchmark
     benchmarks: tuple[Benchmark, ...]
     methods: tuple[str, ...]
@@ -73,6 +80,29 @@ class NorgaProfile:
     dualprompt: DualPromptConfig
     coda: CodaConfig
     bounds: Training
+
+
+def _imagenet_r_root() -> Path:
+    from zoo.data import data_roots, find_local
+
+    if os.environ.get(IMAGENET_R_VARIABLE):
+        return Path(os.environ[IMAGENET_R_VARIABLE])
+    local = find_local("imagenet-r")
+    if local is None:
+        raise ValueError(f"ImageNet-R is not here: set ${IMAGENET_R_VARIABLE} to its folder (one folder of images "
+                         f"per class) or put it at imagenet-r/ in one of {[str(r) for r in data_roots()]}")
+    return local
+
+
+SEQUENCES: dict[str, Callable[[Benchmark, tuple[str, ...], int], TaskSequence]] = {
+    "glyphs": lambda b, held, seed: glyph_sequence(held, b.tasks, b.train_per_class, b.test_per_class, seed),
+    "mnist": lambda b, held, seed: source_sequence("mnist", b.tasks, b.train_per_class, b.test_per_class, seed,
+                                                   pad_to=32),
+    "cifar100": lambda b, held, seed: source_sequence("cifar100", b.tasks, b.train_per_class, b.test_per_class,
+                                                      seed),
+    "imagenet-r": lambda b, held, seed: folder_sequence(_imagenet_r_root(), b.tasks, seed,
+                                                        limit_per_class=b.train_per_class),
+}
 
 
 def _hide(gate):
@@ -92,12 +122,21 @@ METHODS: dict[str, Callable] = {
 }
 
 _TINY_TRAINING = Training(epochs=1, lr=1e-3, batch_size=8)
+_TINY_HIDE = HiDeConfig(layers=(0, 1), length=2, batch_size=8, tii_epochs=1, align_epochs=1, prompt_epochs=1,
+                        head_epochs=1, pseudo_per_class=8)
+_PAPER = dict(  # the authors' CIFAR-100 scripts for ViT-B/16 on ImageNet-21k (see the reference notes in hide.py)
+    pretrain=True, held_out=0, methods=tuple(METHODS),
+    hide=HiDeConfig(layers=(0, 1, 2, 3, 4), length=5, batch_size=128, tii_epochs=20, tii_lr=2.5e-4,
+                    align_epochs=30, align_lr=0.0025, prompt_epochs=50, prompt_lr=0.015, head_epochs=80,
+                    head_lr=0.05, pseudo_per_class=128, features_batch=256),
+    l2p=L2PConfig(pool_size=30, length=5, top_k=5, training=Training(epochs=10, lr=0.0025, batch_size=128)),
+    dualprompt=DualPromptConfig(training=Training(epochs=20, lr=0.0025, batch_size=128)),
+    coda=CodaConfig(components=100, length=8, training=Training(epochs=20, lr=1e-3, batch_size=128)),
+    bounds=Training(epochs=20, lr=1e-4, batch_size=128))
 PROFILES = {
     "tiny": NorgaProfile(
         backbone=BackboneConfig(embed_dim=16, depth=2, num_heads=2, steps=0), pretrain=False, held_out=6,
-        benchmarks=(Benchmark("glyphs", 3, 6, 3),), methods=tuple(METHODS),
-        hide=HiDeConfig(layers=(0, 1), length=2, batch_size=8, tii_epochs=1, align_epochs=1, prompt_epochs=1,
-                        head_epochs=1, pseudo_per_class=8),
+        benchmarks=(Benchmark("glyphs", 3, 6, 3),), methods=tuple(METHODS), hide=_TINY_HIDE,
         l2p=L2PConfig(pool_size=4, length=2, top_k=2, training=_TINY_TRAINING),
         dualprompt=DualPromptConfig(g_layers=(0,), g_length=2, e_layers=(1,), e_length=2, training=_TINY_TRAINING),
         coda=CodaConfig(layers=(0, 1), components=6, length=2, training=_TINY_TRAINING),
@@ -110,6 +149,11 @@ PROFILES = {
         dualprompt=DualPromptConfig(e_length=10, training=Training(epochs=5, lr=1e-3, batch_size=64)),
         coda=CodaConfig(components=50, length=8, training=Training(epochs=5, lr=1e-3, batch_size=64)),
         bounds=Training(epochs=5, lr=1e-4, batch_size=64)),
+    "paper": NorgaProfile(backbone=TimmBackbone(), benchmarks=(Benchmark("cifar100", 10, None, None),), **_PAPER),
+    "paper-imr": NorgaProfile(
+        backbone=TimmBackbone(), benchmarks=(Benchmark("imagenet-r", 10, None, None),),
+        **{**_PAPER, "hide": dataclasses.replace(_PAPER["hide"], length=20, prompt_epochs=150, align_lr=0.0025,
+                                                 head_lr=0.005, head_epochs=30)}),
 }
 
 
@@ -122,11 +166,15 @@ def letter_split(held_out: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _sequence(benchmark: Benchmark, held: tuple[str, ...], seed: int) -> TaskSequence:
-    if benchmark.source == "glyphs":
-        return glyph_sequence(held, benchmark.tasks, benchmark.train_per_class, benchmark.test_per_class, seed)
-    if benchmark.source == "mnist":
-        return mnist_sequence(benchmark.tasks, benchmark.train_per_class, benchmark.test_per_class, seed)
-    raise ValueError(f"unknown benchmark source {benchmark.source!r}; expected glyphs or mnist")
+    if benchmark.source not in SEQUENCES:
+        raise ValueError(f"unknown benchmark source {benchmark.source!r}; expected one of {sorted(SEQUENCES)}")
+    return SEQUENCES[benchmark.source](benchmark, held, seed)
+
+
+def _backbone_spec(settings: NorgaProfile) -> BackboneConfig | TimmBackbone:
+    if isinstance(settings.backbone, BackboneConfig):
+        return dataclasses.replace(settings.backbone, letters=letter_split(settings.held_out)[0])
+    return settings.backbone
 
 
 def _parameters(learner) -> int:
@@ -141,6 +189,28 @@ def _parameters(learner) -> int:
     return total
 
 
+def run_job(settings: NorgaProfile, benchmark: Benchmark, method: str, seed: int) -> dict:
+    """One method on one benchmark with one seed (a worker process's job): the matrix and metrics."""
+    import time
+
+    backbone, _ = load_backbone(_backbone_spec(settings), settings.pretrain)
+    sequence = _sequence(benchmark, letter_split(settings.held_out)[1], seed)
+    learner = METHODS[method](copy.deepcopy(backbone), sequence.num_classes, len(sequence.tasks), settings, seed)
+    start = time.perf_counter()
+    outcome = run_sequence(learner, sequence)
+    metrics = dict(outcome["metrics"])
+    if outcome["task_identity_accuracy"] is not None:
+        metrics["task_identity_accuracy"] = outcome["task_identity_accuracy"]
+    return {"metrics": metrics, "accuracy_matrix": outcome["accuracy_matrix"],
+            "train_time_s": time.perf_counter() - start, "num_params": _parameters(learner)}
+
+
+def _describe(outcome: dict) -> str:
+    short = {"final_average_accuracy": "FAA", "cumulative_average_accuracy": "CAA", "final_forgetting": "FFM",
+             "task_identity_accuracy": "TII"}
+    return " ".join(f"{short.get(k, k)} {v:.3f}" for k, v in outcome["metrics"].items())
+
+
 @register_track("norga")
 class NorgaTrack(Track):
     description = "prompt-based continual learning: NoRGa vs HiDe-Prompt, L2P, DualPrompt, CODA-Prompt and bounds"
@@ -148,66 +218,45 @@ class NorgaTrack(Track):
     DEFAULT_SEEDS = (42, 40, 44)
 
     def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
-            progress: Callable[[str], None] | None = None) -> list[Path]:
+            progress: Callable[[str], None] | None = None, workers: int = 1) -> list[Path]:
         settings = self.profile(profile)
         say = progress or (lambda message: None)
-        pretraining, held = letter_split(settings.held_out)
-        config = dataclasses.replace(settings.backbone, letters=pretraining)
-        if settings.pretrain:
-            say(f"backbone: pretraining (or loading) a ViT on {len(pretraining)} glyph letters")
-            backbone, record = pretrained_backbone(config, progress=None)
-        else:
-            with torch.random.fork_rng():
-                torch.manual_seed(config.seed)
-                backbone = create_vit(config).eval()
-            record = {"sha256": None, "random_init": True}
+        out_dir = Path(out_dir)
+        spec = _backbone_spec(settings)
+        say(f"backbone: {type(spec).__name__} (pretrained here on glyphs, or loaded from the cache)"
+            if settings.pretrain and isinstance(spec, BackboneConfig) else f"backbone: {spec}")
+        _, record = load_backbone(spec, settings.pretrain)  # before the workers: they load the cached file
+        held = letter_split(settings.held_out)[1]
+        jobs = [Job(f"jobs/{b.name}/{m}/seed{s}", run_job, (settings, b, m, s),
+                    fingerprint(spec, record.get("sha256"), b, held if b.source == "glyphs" else None,
+                                _method_config(m, settings), s))
+                for b in settings.benchmarks for m in settings.methods for s in seeds]
+        outcomes = run_jobs(jobs, out_dir, workers, say, _describe)
         written = []
         for benchmark in settings.benchmarks:
-            written += self._benchmark(settings, profile, benchmark, held, backbone, record, list(seeds),
-                                       Path(out_dir), say)
+            definition = {"benchmark": dataclasses.asdict(benchmark), "backbone": to_data(spec),
+                          "held_out": list(held) if benchmark.source == "glyphs" else None,
+                          "backbone_sha256": record.get("sha256")}
+            curves = {}
+            for method in settings.methods:
+                runs = [outcomes[f"jobs/{benchmark.name}/{method}/seed{s}"] for s in seeds]
+                matrices = {f"accuracy_matrix_seed{s}": np.array(
+                    [[np.nan if v is None else v for v in row] for row in run["accuracy_matrix"]], dtype=np.float64)
+                    for s, run in zip(seeds, runs)}
+                with np.errstate(all="ignore"):
+                    stage = [np.array([np.nanmean(m[:t + 1, t]) if np.isfinite(m[:t + 1, t]).all() else np.nan
+                                       for t in range(m.shape[0])]) for m in matrices.values()]
+                curves[method] = np.mean(stage, axis=0)
+                per_seed = [{"seed": s, "metrics": run["metrics"], "train_time_s": run["train_time_s"],
+                             "peak_memory_mb": None, "selection": {}, "ranking": {}} for s, run in zip(seeds, runs)]
+                written.append(write_track_results(
+                    out_dir / benchmark.name / f"{method}.json", task=TASK, track=self.name, profile=profile,
+                    benchmark=benchmark.name, method=method, method_config=_method_config(method, settings),
+                    task_config={"benchmark": dataclasses.asdict(benchmark)}, dataset_hash=definition_hash(definition),
+                    per_seed=per_seed, arrays=matrices, num_params=runs[0]["num_params"]))
+            plot_stage_curves(curves, f"{benchmark.name} ({profile}, seeds {', '.join(map(str, seeds))})",
+                              out_dir / f"{benchmark.name}-accuracy.png")
         return written
-
-    def _benchmark(self, settings, profile, benchmark, held, backbone, record, seeds, out_dir, say) -> list[Path]:
-        definition = {"benchmark": dataclasses.asdict(benchmark), "held_out": list(held) if benchmark.source == "glyphs"
-                      else None, "backbone": to_data(settings.backbone), "backbone_sha256": record.get("sha256")}
-        dataset_hash = hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()
-        sequences = {seed: _sequence(benchmark, held, seed) for seed in seeds}
-        curves, paths = {}, []
-        for method in settings.methods:
-            per_seed, matrices, params = [], {}, 0
-            for seed in seeds:
-                sequence = sequences[seed]
-                learner = METHODS[method](copy.deepcopy(backbone), sequence.num_classes, len(sequence.tasks),
-                                          settings, seed)
-                start = time.perf_counter()
-                outcome = run_sequence(learner, sequence)
-                params = _parameters(learner)
-                metrics = dict(outcome["metrics"])
-                if outcome["task_identity_accuracy"] is not None:
-                    metrics["task_identity_accuracy"] = outcome["task_identity_accuracy"]
-                per_seed.append({"seed": seed, "metrics": metrics, "train_time_s": time.perf_counter() - start,
-                                 "peak_memory_mb": None, "selection": {}, "ranking": {}})
-                matrices[f"accuracy_matrix_seed{seed}"] = np.array(
-                    [[np.nan if v is None else v for v in row] for row in outcome["accuracy_matrix"]])
-                say(f"{benchmark.name} {method} seed {seed}: " + " ".join(f"{k}={v:.3f}" for k, v in metrics.items()))
-            curves[method] = np.mean([np.nanmean(m, axis=0) for m in matrices.values()], axis=0)
-            path = out_dir / benchmark.name / f"{method}.json"
-            write_npz_atomic(path.with_name(f"{method}.examples.npz"), matrices)
-            results = {
-                "schema_version": SCHEMA_VERSION, "task": TASK, "model": method,
-                "model_config": _method_config(method, settings), "task_config": {
-                    "track": self.name, "profile": profile, "benchmark": dataclasses.asdict(benchmark)},
-                "dataset": {"path": f"track:{self.name}/{benchmark.name}", "config": benchmark.name,
-                            "dataset_hash": dataset_hash, "family": "track"},
-                "seeds": seeds, "per_seed": per_seed, "summary": summarize([e["metrics"] for e in per_seed]),
-                "num_params": params, "package_version": _version(), "created": _now(),
-                "hardware": {"platform": platform.platform(), "python": platform.python_version(),
-                             "torch": torch.__version__, "device": "cpu"},
-                "predictions": None, "examples": f"{method}.examples.npz"}
-            write_json_atomic(path, results)
-            paths.append(path)
-        _plot(curves, benchmark.name, out_dir / f"{benchmark.name}-accuracy.png")
-        return paths
 
 
 def _method_config(method: str, settings: NorgaProfile) -> dict:
@@ -217,31 +266,3 @@ def _method_config(method: str, settings: NorgaProfile) -> dict:
         return config
     part = {"l2p": settings.l2p, "dualprompt": settings.dualprompt, "coda-prompt": settings.coda}.get(method)
     return to_data(part if part is not None else settings.bounds)
-
-
-def _version() -> str:
-    import zoo
-
-    return zoo.__version__
-
-
-def _now() -> str:
-    import datetime
-
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def _plot(curves: dict[str, np.ndarray], title: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(7, 4.5))
-    for method, curve in curves.items():
-        axis.plot(np.arange(1, len(curve) + 1), curve, marker="o", label=method)
-    axis.set_xlabel("tasks learned")
-    axis.set_ylabel("average accuracy on the tasks seen (mean over seeds)")
-    axis.set_title(title)
-    axis.legend(fontsize="small", ncol=2)
-    save_figure(figure, path)

@@ -1,0 +1,77 @@
+"""What every track writes: results files in the harness's format, and the accuracy-per-stage plot.
+
+A track's method on one benchmark over its seeds becomes one results file
+(`benchmarks.results`'s schema): the task (e.g. "continual-learning"), the method's config,
+the track, profile and benchmark as the task config, a dataset block whose hash fixes the
+benchmark's definition (its data, the backbone's checksum), the per-seed metrics and the
+summary; arrays (the accuracy matrices) go to the `.examples.npz` beside it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import platform
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from benchmarks.files import save_figure, write_json_atomic, write_npz_atomic
+from benchmarks.results import SCHEMA_VERSION, summarize
+
+
+def definition_hash(definition: Mapping) -> str:
+    """The sha256 of a benchmark's definition as canonical JSON: the track's dataset hash."""
+    return hashlib.sha256(json.dumps(definition, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+def write_track_results(path: Path, *, task: str, track: str, profile: str, benchmark: str, method: str,
+                        method_config: Mapping, task_config: Mapping, dataset_hash: str,
+                        per_seed: Sequence[dict], arrays: Mapping[str, np.ndarray], num_params: int) -> Path:
+    """Writes `<path>` (the results JSON) and `<method>.examples.npz` beside it; returns the JSON's path."""
+    import torch
+
+    import zoo
+
+    seeds = [entry["seed"] for entry in per_seed]
+    examples = f"{method}.examples.npz"
+    write_npz_atomic(path.with_name(examples), dict(arrays))
+    results = {
+        "schema_version": SCHEMA_VERSION, "task": task, "model": method, "model_config": dict(method_config),
+        "task_config": {"track": track, "profile": profile, **task_config},
+        "dataset": {"path": f"track:{track}/{benchmark}", "config": benchmark, "dataset_hash": dataset_hash,
+                    "family": "track"},
+        "seeds": seeds, "per_seed": list(per_seed), "summary": summarize([e["metrics"] for e in per_seed]),
+        "num_params": int(num_params), "package_version": zoo.__version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "hardware": {"platform": platform.platform(), "python": platform.python_version(),
+                     "torch": torch.__version__, "device": "cpu"},
+        "predictions": None, "examples": examples}
+    return write_json_atomic(path, results)
+
+
+def plot_stage_curves(curves: Mapping[str, np.ndarray], title: str, path: Path,
+                      ylabel: str = "average accuracy on the tasks seen (mean over seeds)") -> Path:
+    """One line per method: the value after each task (NaN stages are skipped; a lone point is a star)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7.5, 4.8))
+    for method, curve in curves.items():
+        stages = np.arange(1, len(curve) + 1)
+        known = np.isfinite(curve)
+        marker = "*" if known.sum() == 1 else "o"
+        axis.plot(stages[known], np.asarray(curve)[known], marker=marker, markersize=10 if marker == "*" else 5,
+                  label=method)
+    axis.set_xlabel("tasks learned")
+    axis.set_ylabel(ylabel)
+    axis.set_title(title)
+    axis.set_ylim(0, 1)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize="small", ncol=2)
+    save_figure(figure, path)
+    return path

@@ -1,0 +1,62 @@
+"""A track's resumable jobs: records kept, matching fingerprints reused, failures keep the rest."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
+
+
+def _jobs(b_argument=-1.0, a_print="f-a"):
+    return [Job("bench/a/seed0", dict, ([("v", 1)],), a_print),
+            Job("bench/b/seed0", math.sqrt, (b_argument,), "f-b"),  # sqrt(-1) raises ValueError
+            Job("bench/c/seed0", dict, ([("v", 3)],), "f-c")]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failure_keeps_the_finished_jobs_and_a_rerun_runs_only_the_rest(tmp_path, workers):
+    messages = []
+    with pytest.raises((RuntimeError, ValueError), match="math domain error"):
+        run_jobs(_jobs(), tmp_path, workers, messages.append)
+    assert (tmp_path / "bench/a/seed0.json").exists()
+    if workers == 2:  # in the pool every other job still finishes
+        assert (tmp_path / "bench/c/seed0.json").exists() and "bench/b/seed0" in " ".join(messages)
+    fixed = [Job(j.key, dict, ([("v", 2)],), j.fingerprint) if j.key.endswith("b/seed0") else j for j in _jobs()]
+    messages.clear()
+    outcomes = run_jobs(fixed, tmp_path, workers, messages.append)
+    assert outcomes == {"bench/a/seed0": {"v": 1}, "bench/b/seed0": {"v": 2}, "bench/c/seed0": {"v": 3}}
+    done_before = 2 if workers == 2 else 1
+    assert messages[0].startswith(f"{done_before} of 3 job(s) already done")
+    record = json.loads((tmp_path / "bench/b/seed0.json").read_text())
+    assert record["fingerprint"] == "f-b" and record["outcome"] == {"v": 2} and record["seconds"] >= 0
+
+
+def test_a_changed_fingerprint_or_a_damaged_record_runs_the_job_again(tmp_path):
+    jobs = [j for j in _jobs(b_argument=4.0) if not j.key.endswith("b/seed0")]
+    run_jobs(jobs, tmp_path)
+    changed = [Job(jobs[0].key, dict, ([("v", 10)],), "f-a-2"), jobs[1]]
+    (tmp_path / "bench/c/seed0.json").write_text("{ not json")
+    messages = []
+    outcomes = run_jobs(changed, tmp_path, 1, messages.append)
+    assert outcomes == {"bench/a/seed0": {"v": 10}, "bench/c/seed0": {"v": 3}}
+    assert sum(m.startswith("[") for m in messages) == 2  # both ran again
+    assert run_jobs(changed, tmp_path) == outcomes  # and now both are kept
+
+
+def test_keys_and_workers_are_checked():
+    for key in ("../escape", "/abs", "a//b", "a/../b", ""):
+        with pytest.raises(ValueError, match="job key"):
+            Job(key, dict, (), "f")
+    with pytest.raises(ValueError, match="distinct"):
+        run_jobs([Job("a", dict, (), "f"), Job("a", dict, (), "g")], "unused")
+    with pytest.raises(ValueError, match="at least 1"):
+        run_jobs([], "unused", workers=0)
+
+
+def test_the_fingerprint_follows_every_setting():
+    base = fingerprint({"lr": 0.1}, (1, 2), 42)
+    assert base == fingerprint({"lr": 0.1}, [1, 2], 42)  # tuples and lists are the same data
+    assert base != fingerprint({"lr": 0.2}, (1, 2), 42) and base != fingerprint({"lr": 0.1}, (1, 2), 40)
