@@ -89,6 +89,7 @@ def rescore(results: Results, predictions: pandas.DataFrame, test_metadata: pand
     if expected_ids.duplicated().any():
         return [f"the pinned test split repeats model_ids under this protocol: "
                 f"{_listing(set(expected_ids[expected_ids.duplicated()]))}"]
+    expected = expected.assign(model_id=expected_ids).reset_index(drop=True)
     targets = pandas.Series(expected["target"].to_numpy(dtype=np.float64), index=expected_ids)
     problems = []
     unknown_seeds = sorted(set(predictions["seed"].tolist()) - set(results.seeds))
@@ -110,7 +111,7 @@ def rescore(results: Results, predictions: pandas.DataFrame, test_metadata: pand
             continue
         aligned = rows.set_index("model_id")["prediction"].reindex(targets.index).to_numpy(dtype=np.float64)
         try:
-            recomputed = task.score(targets.to_numpy(), aligned)
+            recomputed = task.score_rows(expected, aligned)
         except ValueError as error:
             problems.append(f"{where}: the predictions cannot be scored ({error})")
             continue

@@ -38,6 +38,7 @@ from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
 from leaderboards.entries import CODE_URL, COMMIT, content_hash, duplicate_key, entry_path, load_entries, stored_predictions_path
 from leaderboards.pinned import load_pinned, pinned_name, test_metadata_bytes, write_pinned
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
+from leaderboards.track_datasets import check_track_dataset, is_track_dataset
 from leaderboards.validate import check_results
 from zoo.atomic import write_bytes_atomic
 
@@ -77,12 +78,18 @@ class _DatasetCheck:
     record: KnownDataset | None = None  # the dataset's record, known or to register
     new: bool = False  # the record is to be registered
     folder: Path | None = None  # checked data to pin the test metadata from, when the record has none
+    pin: bytes | None = None  # or the test metadata itself (a track's matrix cells)
 
 
 def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None) -> _DatasetCheck:
     """Problems with the claimed dataset, and its record (a verified local or Hub one is new)."""
     claimed = results.dataset
     known = load_datasets(root).get(claimed.dataset_hash)
+    if is_track_dataset(results):  # checked from its definition, whether known or not
+        problems, record, pin = check_track_dataset(results)
+        if known is not None and record is not None:
+            record, pin = known, (pin if known.test_metadata is None else None)
+        return _DatasetCheck(problems, record, known is None, pin=pin)
     if known is not None:
         if known.config != claimed.config:
             return _DatasetCheck([f"dataset {claimed.dataset_hash[:12]} is known as config {known.config!r}, "
@@ -193,8 +200,8 @@ def _verification(results: Results, predictions: pandas.DataFrame | None, check:
     record, pin = check.record, None
     if record.test_metadata is not None:
         metadata = load_pinned(root, record)
-    elif check.folder is not None:
-        pin = test_metadata_bytes(check.folder, record.config)
+    elif check.folder is not None or check.pin is not None:
+        pin = check.pin if check.pin is not None else test_metadata_bytes(check.folder, record.config)
         metadata = pyarrow.parquet.read_table(io.BytesIO(pin)).to_pandas()
     else:
         return [], (f"unverified: the board holds no test metadata for dataset {record.name!r}; "

@@ -2,8 +2,8 @@
 
 A submission is a results JSON written by `benchmarks.harness` (schema:
 `benchmarks.results.Results`, documented in SCHEMA.md). Beyond the schema we require: a
-registered task whose metrics are all reported, at least `MIN_SEEDS` unique seeds that match
-the per-seed entries, the same metrics for every seed, a summary whose mean and std agree with
+registered task whose metrics are all reported (its `required_metrics` where it names them),
+at least `MIN_SEEDS` unique seeds that match the per-seed entries, the same metrics for every seed, a summary whose mean and std agree with
 the per-seed metrics to `TOLERANCE`, a positive parameter count, a sha256 dataset hash, and a
 model name usable in a file name. Every problem found is reported, not just the first; a
 file that does not match the schema reports that alone, since the other checks need its
@@ -40,7 +40,8 @@ def check_results(data: Any, where: str) -> tuple[Results | None, list[str]]:
     problems: list[str] = []
 
     try:
-        task_metrics = set(get_task_class(results.task).metrics)
+        task_class = get_task_class(results.task)
+        task_metrics = set(task_class.required_metrics or task_class.metrics)
     except UnknownNameError as error:
         problems.append(str(error))
         task_metrics = set()

@@ -2,6 +2,7 @@
 
 from benchmarks.tasks.base import SPLITS, Task, TaskResult
 from benchmarks.tasks.registry import create_task, get_task_class, list_tasks, register_task, task_config
-from benchmarks.tasks import generalization, inr_classification, inr_editing  # noqa: F401  (registers the built-in tasks)
+# importing the modules registers the built-in tasks
+from benchmarks.tasks import continual_learning, generalization, inr_classification, inr_editing  # noqa: F401
 
 __all__ = ["SPLITS", "Task", "TaskResult", "create_task", "get_task_class", "list_tasks", "register_task", "task_config"]

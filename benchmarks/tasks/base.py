@@ -45,6 +45,7 @@ class Task(abc.ABC):
     # what a leaderboard recomputes from a submission's predictions and the pinned test metadata
     # (`test_targets`, `score`); "" when the task cannot be re-scored
     RESCORING: ClassVar[str] = ""
+    required_metrics: ClassVar[tuple[str, ...] | None] = None  # what every results file must report; None: all
 
     def __init__(self, **hparams: Any):
         self.config = self.Config(**hparams)
@@ -71,6 +72,12 @@ class Task(abc.ABC):
     def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
         """The task's test metrics from the rows' targets and predictions (what `run` reports)."""
         raise NotImplementedError(f"the {cls.__name__} task cannot score predictions")
+
+    @classmethod
+    def score_rows(cls, expected: pandas.DataFrame, predictions: np.ndarray) -> dict[str, float]:
+        """`score` on the rows `test_targets` listed (a task whose metrics need more of a row than
+        its target, e.g. continual learning's (task, stage) cells, overrides this)."""
+        return cls.score(expected["target"].to_numpy(dtype=np.float64), predictions)
 
     def model_overrides(self, model: str, overrides: Mapping[str, Any],
                         splits: Mapping[str, "ZooSplit"]) -> dict[str, Any]:

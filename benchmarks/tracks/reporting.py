@@ -2,16 +2,16 @@
 
 A track's method on one benchmark over its seeds becomes one results file
 (`benchmarks.results`'s schema): the task (e.g. "continual-learning"), the method's config,
-the track, profile and benchmark as the task config, a dataset block whose hash fixes the
-benchmark's definition (its data, the backbone's checksum), the per-seed metrics and the
-summary; arrays (the accuracy matrices) go to the `.examples.npz` beside it.
+the track, profile, benchmark and the benchmark's whole definition (its data, the backbone's
+config and checksum) as the task config, a dataset block whose hash is the definition's
+(`benchmarks.tasks.continual_learning`), the per-seed metrics and the summary; the accuracy
+matrices go to the `.examples.npz` beside it and, cell by cell, to the predictions CSV a board
+re-scores.
 """
 
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
 import platform
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -19,36 +19,39 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from benchmarks.files import save_figure, write_json_atomic, write_npz_atomic
+from zoo.atomic import write_text_atomic
 from benchmarks.results import SCHEMA_VERSION, summarize
-
-
-def definition_hash(definition: Mapping) -> str:
-    """The sha256 of a benchmark's definition as canonical JSON: the track's dataset hash."""
-    return hashlib.sha256(json.dumps(definition, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+from benchmarks.tasks.continual_learning import definition_hash, matrix_predictions
 
 
 def write_track_results(path: Path, *, task: str, track: str, profile: str, benchmark: str, method: str,
-                        method_config: Mapping, task_config: Mapping, dataset_hash: str,
-                        per_seed: Sequence[dict], arrays: Mapping[str, np.ndarray], num_params: int) -> Path:
-    """Writes `<path>` (the results JSON) and `<method>.examples.npz` beside it; returns the JSON's path."""
+                        method_config: Mapping, definition: Mapping, per_seed: Sequence[dict],
+                        matrices: Mapping[int, np.ndarray], num_params: int) -> Path:
+    """Writes `<path>` (the results JSON), `<method>.examples.npz` (the accuracy matrices) and
+    `<method>.predictions.csv` (their cells, what a board re-scores) beside it; returns the JSON's path."""
+    import pandas
     import torch
 
     import zoo
 
     seeds = [entry["seed"] for entry in per_seed]
-    examples = f"{method}.examples.npz"
-    write_npz_atomic(path.with_name(examples), dict(arrays))
+    examples, predictions = f"{method}.examples.npz", f"{method}.predictions.csv"
+    write_npz_atomic(path.with_name(examples), {f"accuracy_matrix_seed{s}": m for s, m in matrices.items()})
+    cells = pandas.concat([matrix_predictions(m, s) for s, m in matrices.items()], ignore_index=True)
+    final_only = any(not np.isfinite(m[0, 0]) for m in matrices.values())
+    write_text_atomic(path.with_name(predictions), cells.to_csv(index=False, float_format="%.17g"))
     results = {
         "schema_version": SCHEMA_VERSION, "task": task, "model": method, "model_config": dict(method_config),
-        "task_config": {"track": track, "profile": profile, **task_config},
-        "dataset": {"path": f"track:{track}/{benchmark}", "config": benchmark, "dataset_hash": dataset_hash,
-                    "family": "track"},
+        "task_config": {"track": track, "profile": profile, "benchmark": dict(definition["benchmark"]),
+                        "evaluation": "final" if final_only else "every-stage", "definition": dict(definition)},
+        "dataset": {"path": f"track:{track}/{benchmark}", "config": benchmark,
+                    "dataset_hash": definition_hash(definition), "family": "track"},
         "seeds": seeds, "per_seed": list(per_seed), "summary": summarize([e["metrics"] for e in per_seed]),
         "num_params": int(num_params), "package_version": zoo.__version__,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hardware": {"platform": platform.platform(), "python": platform.python_version(),
                      "torch": torch.__version__, "device": "cpu"},
-        "predictions": None, "examples": examples}
+        "predictions": predictions, "examples": examples}
     return write_json_atomic(path, results)
 
 

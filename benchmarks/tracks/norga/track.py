@@ -49,7 +49,7 @@ from benchmarks.tracks.norga.learners import Training
 from benchmarks.tracks.norga.prompt_baselines import (CodaConfig, CodaPrompt, DualPrompt, DualPromptConfig, L2P,
                                                       L2PConfig)
 from benchmarks.tracks.registry import Track, register_track
-from benchmarks.tracks.reporting import definition_hash, plot_stage_curves, write_track_results
+from benchmarks.tracks.reporting import plot_stage_curves, write_track_results
 from zoo.schema import to_data
 
 TASK = "continual-learning"
@@ -143,12 +143,12 @@ PROFILES = {
         bounds=_TINY_TRAINING),
     "default": NorgaProfile(
         backbone=BackboneConfig(embed_dim=64, depth=6, num_heads=4, steps=1500), pretrain=True, held_out=50,
-        benchmarks=(Benchmark("glyphs", 10, 60, 20), Benchmark("mnist", 5, 200, 100)), methods=tuple(METHODS),
-        hide=HiDeConfig(layers=(0, 1, 2, 3, 4), length=5, batch_size=64),
-        l2p=L2PConfig(training=Training(epochs=5, lr=1e-3, batch_size=64)),
-        dualprompt=DualPromptConfig(e_length=10, training=Training(epochs=5, lr=1e-3, batch_size=64)),
-        coda=CodaConfig(components=50, length=8, training=Training(epochs=5, lr=1e-3, batch_size=64)),
-        bounds=Training(epochs=5, lr=1e-4, batch_size=64)),
+        benchmarks=(Benchmark("glyphs", 10, 40, 20), Benchmark("mnist", 5, 120, 100)), methods=tuple(METHODS),
+        hide=HiDeConfig(layers=(0, 1, 2, 3, 4), length=5, batch_size=64, prompt_epochs=4),
+        l2p=L2PConfig(training=Training(epochs=4, lr=1e-3, batch_size=64)),
+        dualprompt=DualPromptConfig(e_length=10, training=Training(epochs=4, lr=1e-3, batch_size=64)),
+        coda=CodaConfig(components=50, length=8, training=Training(epochs=4, lr=1e-3, batch_size=64)),
+        bounds=Training(epochs=4, lr=1e-4, batch_size=64)),
     "paper": NorgaProfile(backbone=TimmBackbone(), benchmarks=(Benchmark("cifar100", 10, None, None),), **_PAPER),
     "paper-imr": NorgaProfile(
         backbone=TimmBackbone(), benchmarks=(Benchmark("imagenet-r", 10, None, None),),
@@ -240,9 +240,8 @@ class NorgaTrack(Track):
             curves = {}
             for method in settings.methods:
                 runs = [outcomes[f"jobs/{benchmark.name}/{method}/seed{s}"] for s in seeds]
-                matrices = {f"accuracy_matrix_seed{s}": np.array(
-                    [[np.nan if v is None else v for v in row] for row in run["accuracy_matrix"]], dtype=np.float64)
-                    for s, run in zip(seeds, runs)}
+                matrices = {s: np.array([[np.nan if v is None else v for v in row] for row in run["accuracy_matrix"]],
+                                        dtype=np.float64) for s, run in zip(seeds, runs)}
                 with np.errstate(all="ignore"):
                     stage = [np.array([np.nanmean(m[:t + 1, t]) if np.isfinite(m[:t + 1, t]).all() else np.nan
                                        for t in range(m.shape[0])]) for m in matrices.values()]
@@ -252,8 +251,7 @@ class NorgaTrack(Track):
                 written.append(write_track_results(
                     out_dir / benchmark.name / f"{method}.json", task=TASK, track=self.name, profile=profile,
                     benchmark=benchmark.name, method=method, method_config=_method_config(method, settings),
-                    task_config={"benchmark": dataclasses.asdict(benchmark)}, dataset_hash=definition_hash(definition),
-                    per_seed=per_seed, arrays=matrices, num_params=runs[0]["num_params"]))
+                    definition=definition, per_seed=per_seed, matrices=matrices, num_params=runs[0]["num_params"]))
             plot_stage_curves(curves, f"{benchmark.name} ({profile}, seeds {', '.join(map(str, seeds))})",
                               out_dir / f"{benchmark.name}-accuracy.png")
         return written

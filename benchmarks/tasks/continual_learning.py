@@ -1,0 +1,116 @@
+"""The `continual-learning` task: what the continual-learning tracks report, for the leaderboard.
+
+The tracks (`benchmarks.tracks`, `nfnzoo track run NAME`) run their studies themselves, on
+task sequences rather than zoo splits, so this task has no `run`: it is the board's description
+of their results. Its metrics are those of `benchmarks.tracks.common.continual` from the
+accuracy matrix A[i, t]: the final average accuracy (required; the ranking metric), the
+cumulative average accuracy and the final forgetting (absent for learners evaluated only
+after the last task, e.g. joint training), and the task-identity accuracy of the learners that
+infer a task.
+
+The results' dataset is the benchmark's definition (`task_config["definition"]`: the task
+sequence, the backbone's config and checksum), whose canonical-JSON sha256 is the dataset hash.
+A board pins, as the dataset's "test metadata", the cells of the T x T matrix a learner reports
+(`definition_cells`: model_id "task{i}@stage{t}", with the task i and stage t), and a
+submission's predictions are those cells' accuracies. Re-scoring recomputes FAA, CAA and FFM
+from them; the accuracies themselves, and the task-identity accuracy, need the model and are
+taken as reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any, Mapping
+
+import numpy as np
+import pandas
+
+from benchmarks.tasks.base import Task
+from benchmarks.tasks.registry import register_task
+
+METRICS = {"final_average_accuracy": True, "cumulative_average_accuracy": True, "final_forgetting": False,
+           "task_identity_accuracy": True}
+
+
+def definition_hash(definition: Mapping) -> str:
+    """The sha256 of a benchmark's definition as canonical JSON: the track's dataset hash."""
+    return hashlib.sha256(json.dumps(definition, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+def cell_id(task: int, stage: int) -> str:
+    return f"task{task}@stage{stage}"
+
+
+def definition_cells(definition: Mapping) -> pandas.DataFrame:
+    """Every cell (task i, stage t) a learner can report for the definition's T tasks: i <= t < T."""
+    try:
+        tasks = int(definition["benchmark"]["tasks"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError("the definition names no benchmark.tasks (the number of tasks)") from None
+    if tasks < 1:
+        raise ValueError(f"the definition's benchmark.tasks must be positive, got {tasks}")
+    rows = [(cell_id(i, t), i, t) for t in range(tasks) for i in range(t + 1)]
+    return pandas.DataFrame(rows, columns=["model_id", "task", "stage"])
+
+
+def matrix_predictions(matrix: np.ndarray, seed: int) -> pandas.DataFrame:
+    """An accuracy matrix as predictions rows (seed, model_id, prediction): its known cells."""
+    rows = [(seed, cell_id(i, t), float(matrix[i, t])) for t in range(matrix.shape[0]) for i in range(t + 1)
+            if np.isfinite(matrix[i, t])]
+    return pandas.DataFrame(rows, columns=["seed", "model_id", "prediction"])
+
+
+@register_task("continual-learning")
+class ContinualLearning(Task):
+    """The continual-learning tracks' results (see the module docstring); run with `nfnzoo track run`."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:  # no hyperparameters: the tracks' profiles hold them
+        pass
+
+    metrics = METRICS
+    main_metric = "final_average_accuracy"
+    required_metrics = ("final_average_accuracy",)
+    RESCORING = ("FAA, CAA and FFM recomputed from the submitted accuracy matrix (the accuracies and the "
+                 "task-identity accuracy need the model, and are taken as reported)")
+
+    @classmethod
+    def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"track": task_config.get("track")}  # the dataset hash fixes the benchmark and backbone
+
+    @classmethod
+    def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:
+        benchmark = task_config.get("benchmark", {})
+        return (f"track {task_config.get('track')} ({task_config.get('profile')} profile): class-incremental, "
+                f"{benchmark.get('tasks')} tasks of {benchmark.get('source')}, one shared head, no stored examples "
+                "except joint training; FAA is the mean over tasks after the last")
+
+    @classmethod
+    def test_targets(cls, metadata: pandas.DataFrame, task_config: Mapping[str, Any]) -> pandas.DataFrame:
+        """The matrix cells a results file reports: every (i, t <= T-1) with i <= t, or only the last
+        stage's for a learner evaluated after the last task (`evaluation: final`)."""
+        cells = metadata
+        if task_config.get("evaluation", "every-stage") == "final":
+            cells = metadata[metadata["stage"] == metadata["stage"].max()]
+        return pandas.DataFrame({"model_id": cells["model_id"].astype(str).to_numpy(), "target": np.nan,
+                                 "task": cells["task"].to_numpy(), "stage": cells["stage"].to_numpy()})
+
+    @classmethod
+    def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+        raise NotImplementedError("continual learning is scored from the cells' (task, stage): use score_rows")
+
+    @classmethod
+    def score_rows(cls, expected: pandas.DataFrame, predictions: np.ndarray) -> dict[str, float]:
+        from benchmarks.tracks.common.continual import summary
+
+        tasks = int(expected["stage"].max()) + 1
+        matrix = np.full((tasks, tasks), np.nan)
+        matrix[expected["task"].to_numpy(dtype=int), expected["stage"].to_numpy(dtype=int)] = predictions
+        final_only = bool((expected["stage"] == tasks - 1).all()) and tasks > 1
+        return summary(matrix, final_only=final_only)
+
+    def run(self, splits, model, model_overrides, seed, device="cpu"):
+        raise ValueError("the continual-learning task is run by its tracks: `nfnzoo track run norga` "
+                         "(see `nfnzoo track list`), not on a zoo")
