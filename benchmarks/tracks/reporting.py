@@ -78,3 +78,24 @@ def plot_stage_curves(curves: Mapping[str, np.ndarray], title: str, path: Path,
     axis.legend(fontsize="small", ncol=2)
     save_figure(figure, path)
     return path
+
+
+SHORT_NAMES = {"final_average_accuracy": "FAA", "cumulative_average_accuracy": "CAA", "final_forgetting": "FFM",
+               "task_identity_accuracy": "task-identity acc."}
+
+
+def summary_table(results_paths: Sequence[Path], title: str) -> str:
+    """A Markdown table of results files: one row per method, mean ± std over seeds of each metric."""
+    from benchmarks.results import load_results
+
+    loaded = [load_results(path) for path in results_paths]
+    names = [name for name in SHORT_NAMES if any(name in r.summary for r in loaded)]
+    lines = [f"### {title}", "", "| method | " + " | ".join(SHORT_NAMES[n] for n in names) + " | s / seed |",
+             "|---|" + "---|" * (len(names) + 1)]
+    for results in loaded:
+        cells = [f"{results.summary[n].mean:.3f} ± {results.summary[n].std:.3f}" if n in results.summary else "—"
+                 for n in names]
+        seconds = float(np.mean([entry.train_time_s for entry in results.per_seed]))
+        lines.append(f"| {results.model} | " + " | ".join(cells) + f" | {seconds:.0f} |")
+    seeds = ", ".join(map(str, loaded[0].seeds)) if loaded else ""
+    return "\n".join(lines + ["", f"Mean ± std (ddof=1) over seeds {seeds}.", ""])

@@ -57,6 +57,9 @@ def test_least_squares_recovers_the_truth_from_plentiful_clean_data():
         y = regression(x, truth(config), gate, config)
         fitted = fit(x, y, 1, gate, config, torch.Generator().manual_seed(0))
         assert voronoi_loss(fitted, truth(config)) < 1e-3
+    noisy = regression(x, truth(config), "linear", config) + torch.randn(2000, dtype=torch.float64) * 5
+    wild = fit(x, noisy, 2, "linear", dataclasses.replace(config, bound=1.5), torch.Generator().manual_seed(1))
+    assert all(float(v.abs().max()) <= 1.5 for v in wild.values())  # the compact parameter box holds
     bad = {**truth(config), "a": truth(config)["a"] + 1.0}  # negative control: a wrong atom is far
     assert voronoi_loss(bad, truth(config)) > 1.0
 
@@ -67,7 +70,7 @@ def test_the_tiny_theory_track_writes_the_slopes_and_the_plot_and_resumes(tmp_pa
     results = json.loads((tmp_path / "theory.json").read_text())
     assert {(r["fitted_atoms"], r["gate"]) for r in results["runs"]} == {(2, "linear"), (2, "tanh"), (1, "linear"),
                                                                          (1, "tanh")}
-    assert all(isinstance(r["slope"], float) and len(r["mean"]) == 3 for r in results["runs"])
+    assert all(isinstance(r["slope"], float) and len(r["median"]) == 3 for r in results["runs"])
     assert (tmp_path / "theory-estimation.png").read_bytes()[:4] == b"\x89PNG"
     assert "slopes of log D against log n" in capsys.readouterr().err
     assert main(args) == 0

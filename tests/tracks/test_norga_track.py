@@ -46,4 +46,6 @@ def test_the_tiny_profile_writes_every_methods_results_and_the_plot(tmp_path, ca
         assert results.summary["final_average_accuracy"].mean == pytest.approx(
             np.mean([read_npz(folder / results.examples)[f"accuracy_matrix_seed{s}"][:, 2].mean() for s in (0, 1)]))
     assert (tmp_path / "glyphs-3tasks-accuracy.png").read_bytes()[:4] == b"\x89PNG"
+    table = (tmp_path / "glyphs-3tasks.md").read_text()
+    assert table.count("\n| ") == len(METHODS) + 1 and "| joint | " in table and "FAA" in capsys.readouterr().err
     assert create_track("norga").DEFAULT_SEEDS == (42, 40, 44)

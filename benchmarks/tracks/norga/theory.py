@@ -11,7 +11,8 @@ regression. The simulation's design is ours, not the paper's (whose theory secti
 appendix were not reachable here; see the README's NoRGa section): every setting is in
 `TheoryConfig` and in the JSON written.
 
-The model (d-dimensional x, scalar y, Gaussian noise of variance `noise`):
+The model (d-dimensional x, scalar y, Gaussian noise of variance `noise`; every parameter in a
+compact box [-bound, bound], as the analysis assumes, imposed as theta = bound * tanh(u)):
 
     f_G(x) = [ exp(x^T A0 x + c0) h0(x) + sum_i exp(g(beta_1i^T x) + beta_0i) (a_i^T x + b_i) ]
              / [ exp(x^T A0 x + c0) + sum_i exp(g(beta_1i^T x) + beta_0i) ],
@@ -27,8 +28,9 @@ theta* = (beta_1*, a*, b*) owning every fitted atom:
                + sum_i exp(beta_0i) * (|d beta_1i| + |d a_i| + |d b_i|)      if L' = 1,
                + sum_i exp(beta_0i) * (|d beta_1i|^2 + |d a_i|^2 + |d b_i|^2)  if L' > 1.
 
-The slope of log D against log n (least squares over the grid of n, on the mean over
-replicates) is the measured rate. The same inputs and noise are used for every gate at each
+The slope of log D against log n (least squares over the grid of n, on the median over
+replicates: an over-specified fit now and then lands far away, and one such replicate would
+decide a mean) is the measured rate. The same inputs and noise are used for every gate at each
 (n, replicate) (common random numbers).
 """
 
@@ -63,6 +65,7 @@ class TheoryConfig:
     a0_scale: float = 0.5  # A0 = a0_scale * I, the known pretrained gate
     c0: float = 0.0
     h0: tuple[float, ...] = (1.0, -1.0)  # the known pretrained expert's slope (its offset is 0)
+    bound: float = 3.0  # the compact parameter box [-bound, bound] of every coordinate
     jitter: float = 0.1  # the restarts' distance from the truth
     restarts: int = 2
     iterations: int = 200
@@ -100,15 +103,21 @@ def voronoi_loss(fitted: dict[str, torch.Tensor], true: dict[str, torch.Tensor])
     return mass + float((weights * (d_beta1 ** power + d_a ** power + d_b ** power)).sum())
 
 
-def _start(true: dict[str, torch.Tensor], atoms: int, jitter: float, generator: torch.Generator) -> dict:
+def _start(true: dict[str, torch.Tensor], atoms: int, config: TheoryConfig, generator: torch.Generator) -> dict:
+    """Unconstrained u of each parameter theta = bound * tanh(u), near the truth."""
     start = {}
     for name, value in true.items():
         base = value.expand(atoms, *value.shape[1:]).clone()
         if name == "beta0":
             base = base - math.log(atoms)  # the true weight split over the atoms
-        start[name] = (base + jitter * torch.randn(base.shape, generator=generator, dtype=torch.float64)
-                       ).requires_grad_(True)
+        theta = base + config.jitter * torch.randn(base.shape, generator=generator, dtype=torch.float64)
+        limit = config.bound * (1 - 1e-6)
+        start[name] = torch.atanh(theta.clamp(-limit, limit) / config.bound).requires_grad_(True)
     return start
+
+
+def _constrained(raw: dict[str, torch.Tensor], config: TheoryConfig) -> dict[str, torch.Tensor]:
+    return {name: config.bound * torch.tanh(value) for name, value in raw.items()}
 
 
 def fit(x: torch.Tensor, y: torch.Tensor, atoms: int, gate: str, config: TheoryConfig,
@@ -116,18 +125,19 @@ def fit(x: torch.Tensor, y: torch.Tensor, atoms: int, gate: str, config: TheoryC
     """The least-squares atoms: L-BFGS from `restarts` starts near the truth, the best kept."""
     best, best_loss = None, math.inf
     for _ in range(config.restarts):
-        params = _start(truth(config), atoms, config.jitter, generator)
-        optimizer = torch.optim.LBFGS(list(params.values()), lr=1.0, max_iter=config.iterations,
+        raw = _start(truth(config), atoms, config, generator)
+        optimizer = torch.optim.LBFGS(list(raw.values()), lr=1.0, max_iter=config.iterations,
                                       tolerance_grad=1e-12, tolerance_change=1e-14, line_search_fn="strong_wolfe")
 
         def closure():
             optimizer.zero_grad()
-            loss = ((regression(x, params, gate, config) - y) ** 2).mean()
+            loss = ((regression(x, _constrained(raw, config), gate, config) - y) ** 2).mean()
             loss.backward()
             return loss
 
         optimizer.step(closure)
         with torch.no_grad():
+            params = _constrained(raw, config)
             loss = float(((regression(x, params, gate, config) - y) ** 2).mean())
         if math.isfinite(loss) and loss < best_loss:
             best, best_loss = {k: v.detach().clone() for k, v in params.items()}, loss
@@ -160,9 +170,11 @@ def summarise(config: TheoryConfig, points: dict[tuple[int, int], dict]) -> dict
         for gate in config.gates:
             values = np.array([[points[(n, r)][str(atoms)][gate] for r in range(config.replicates)]
                                for n in config.sizes])
-            slope = float(np.polyfit(log_n, np.log(values.mean(axis=1)), 1)[0]) if len(log_n) > 1 else None
+            median = np.median(values, axis=1)
+            slope = float(np.polyfit(log_n, np.log(median), 1)[0]) if len(log_n) > 1 else None
             results["runs"].append({
-                "fitted_atoms": atoms, "gate": gate, "slope": slope, "mean": values.mean(axis=1).tolist(),
+                "fitted_atoms": atoms, "gate": gate, "slope": slope, "median": median.tolist(),
+                "mean": values.mean(axis=1).tolist(),
                 "low": np.quantile(values, 0.1, axis=1).tolist(), "high": np.quantile(values, 0.9, axis=1).tolist(),
                 "losses": values.tolist()})
     return results
@@ -188,14 +200,14 @@ def plot(results: dict, path: Path) -> Path:
     for axis, atoms in zip(axes[0], fitted):
         for run in (r for r in results["runs"] if r["fitted_atoms"] == atoms):
             slope = "" if run["slope"] is None else f" (slope {run['slope']:.2f})"
-            line, = axis.loglog(sizes, run["mean"], marker="o", label=f"{run['gate']}{slope}")
+            line, = axis.loglog(sizes, run["median"], marker="o", label=f"{run['gate']}{slope}")
             axis.fill_between(sizes, run["low"], run["high"], color=line.get_color(), alpha=0.15)
-        reference = np.asarray(next(r for r in results["runs"] if r["fitted_atoms"] == atoms)["mean"])[0]
+        reference = np.asarray(next(r for r in results["runs"] if r["fitted_atoms"] == atoms)["median"])[0]
         axis.loglog(sizes, reference * (sizes / sizes[0]) ** -0.5, "k:", label="n^(-1/2)")
         kind = "over-specified" if atoms > 1 else "exact"
         axis.set_title(f"L' = {atoms} fitted atoms for 1 true ({kind})")
         axis.set_xlabel("sample size n")
-        axis.set_ylabel("Voronoi loss D(G_n, G*) (mean; 10-90% band)")
+        axis.set_ylabel("Voronoi loss D(G_n, G*) (median; 10-90% band)")
         axis.legend(fontsize="small")
         axis.grid(alpha=0.3, which="both")
     figure.suptitle("Prefix MoE least squares: linear gate vs NoRGa gates (our simulation design)")
