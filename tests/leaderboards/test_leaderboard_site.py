@@ -66,7 +66,7 @@ def site(tmp_path_factory) -> tuple[Path, Path]:
     for name in ("entries", "pinned"):
         shutil.copytree(OFFICIAL_ROOT / name, board / name)
     shutil.copy(OFFICIAL_ROOT / "datasets.json", board / "datasets.json")
-    path, entry = load_entries(OFFICIAL_ROOT)[0]
+    path, entry = next((p, e) for p, e in load_entries(OFFICIAL_ROOT) if e.results.task == "generalization")
     data = json.loads(path.read_text())["results"]
     data["predictions"] = None
     data["seeds"] = [10, 11, 12]
