@@ -1,7 +1,7 @@
 """`nfnzoo track ...`: list the tracks, run one.
 
     nfnzoo track list
-    nfnzoo track run NAME [--profile tiny|default|...] [--seeds 42,40,44] [--workers N] --out DIR
+    nfnzoo track run NAME [--profile tiny|default|...] [--seeds 42,40,44] [--workers N] [--out DIR]
 
 A run is resumable: its finished jobs are kept under DIR/jobs/, and the same command again
 runs only what is missing (or what a changed setting invalidated).
@@ -53,7 +53,8 @@ def run_command(args: argparse.Namespace) -> int:
         raise CommandError(f"--workers must be at least 1, got {args.workers}")
     start = time.perf_counter()
     try:
-        written = track.run(args.profile, seeds, Path(args.out),
+        out = Path(args.out) if args.out is not None else Path("runs") / f"track-{track.name}-{args.profile}"
+        written = track.run(args.profile, seeds, out,
                             progress=lambda message: print(f"track {track.name}: {message}", file=sys.stderr,
                                                            flush=True), workers=args.workers)
     except (ValueError, OSError, RuntimeError) as error:
@@ -75,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("name", help="a registered track, e.g. norga")
     run.add_argument("--profile", default="default", help="the track's profile (default: default)")
     run.add_argument("--seeds", default=None, help="comma-separated seeds (default: the track's, e.g. 42,40,44)")
-    run.add_argument("--out", required=True, help="folder for the results files and plots (a re-run resumes it)")
+    run.add_argument("--out", default=None,
+                     help="folder for the results files and plots (a re-run resumes it; default: runs/track-NAME-PROFILE)")
     run.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                      help="processes running jobs at once, one torch thread each (default: 2 or the CPU count)")
     run.set_defaults(handler=run_command)

@@ -64,9 +64,11 @@ def test_least_squares_recovers_the_truth_from_plentiful_clean_data():
     assert voronoi_loss(bad, truth(config)) > 1.0
 
 
-def test_the_tiny_theory_track_writes_the_slopes_and_the_plot_and_resumes(tmp_path, capsys):
-    args = ["track", "run", "norga-theory", "--profile", "tiny", "--out", str(tmp_path), "--workers", "1"]
+def test_the_tiny_theory_track_writes_the_slopes_and_the_plot_and_resumes(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["track", "run", "norga-theory", "--profile", "tiny", "--workers", "1"]  # --out defaults under runs/
     assert main(args) == 0
+    tmp_path = tmp_path / "runs" / "track-norga-theory-tiny"
     results = json.loads((tmp_path / "theory.json").read_text())
     assert {(r["fitted_atoms"], r["gate"]) for r in results["runs"]} == {(2, "linear"), (2, "tanh"), (1, "linear"),
                                                                          (1, "tanh")}
