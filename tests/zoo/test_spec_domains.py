@@ -322,7 +322,8 @@ CLI_CASES = {
     "negative channels": ("cnn-mnist", _set("architecture", "channels", value=-4), None,
                           "architecture.channels: expected a positive integer (>= 1), got -4"),
     "unknown data set": ("cnn-mnist", _set("dataset", "name", value="mnistt"), None,
-                         "dataset.name: unknown data set 'mnistt'; expected one of ['cifar10', 'cifar10_gs', "
+                         "dataset.name: unknown data set 'mnistt'; expected one of ['cifar10', 'cifar100', "
+                         "'cifar10_gs', "
                          "'fashion_mnist', 'mnist', 'svhn_gs']"),
     "base error under a profile": ("cnn-mnist", _set("training", "epochs", value="eighty-six"), "tiny",
                                    "training.epochs: expected an integer, got str 'eighty-six'"),

@@ -63,7 +63,7 @@ IMAGENET_R_VARIABLE = "NFNZOO_IMAGENET_R"
 class Benchmark:
     source: str  # a key of SEQUENCES: "glyphs" (held-out letters), "mnist", "cifar100", "imagenet-r"
     tasks: int
-    train_per_class: int | None  # None: every training image of the class
+    train_per_class: int | None  # None: every training image of the class (imagenet-r: images per class, split)
     test_per_class: int | None
 
     @property
