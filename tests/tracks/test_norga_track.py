@@ -49,3 +49,22 @@ def test_the_tiny_profile_writes_every_methods_results_and_the_plot(tmp_path, ca
     table = (tmp_path / "glyphs-3tasks.md").read_text()
     assert table.count("\n| ") == len(METHODS) + 1 and "| joint | " in table and "FAA" in capsys.readouterr().err
     assert create_track("norga").DEFAULT_SEEDS == (42, 40, 44)
+
+
+def test_a_pretraining_run_reports_its_steps_and_the_cache_then_loads_it(tmp_path, monkeypatch):
+    import dataclasses
+
+    from benchmarks.tracks.norga import track as norga
+
+    monkeypatch.setenv("NFNZOO_CACHE", str(tmp_path / "cache"))
+    profile = dataclasses.replace(norga.PROFILES["tiny"], pretrain=True, methods=("linear-probe",),
+                                  backbone=dataclasses.replace(norga.PROFILES["tiny"].backbone, steps=3,
+                                                               warmup_steps=1, batch_size=8))
+    monkeypatch.setitem(norga.PROFILES, "tiny-pretrained", profile)
+    messages = []
+    create_track("norga").run("tiny-pretrained", [0], tmp_path / "out", messages.append)
+    assert "backbone pretraining: step 3/3" in " ".join(messages)
+    assert any(m.startswith("backbone pretrained in") and "cached with sha256" in m for m in messages)
+    messages.clear()
+    create_track("norga").run("tiny-pretrained", [1], tmp_path / "out", messages.append)
+    assert not any("pretrain" in m and "step" in m for m in messages)  # loaded from the cache this time

@@ -181,12 +181,14 @@ def timm_backbone(spec: TimmBackbone) -> tuple[nn.Module, dict]:
     return model.eval(), record
 
 
-def load_backbone(spec: BackboneConfig | TimmBackbone, pretrain: bool = True) -> tuple[nn.Module, dict]:
-    """A glyph-pretrained ViT (cached; or its random initialisation when not `pretrain`) or a timm ViT."""
+def load_backbone(spec: BackboneConfig | TimmBackbone, pretrain: bool = True,
+                  progress: Callable[[int, float], None] | None = None) -> tuple[nn.Module, dict]:
+    """A glyph-pretrained ViT (cached; or its random initialisation when not `pretrain`) or a timm ViT;
+    `progress(step, loss)` follows a pretraining that runs now."""
     if isinstance(spec, TimmBackbone):
         return timm_backbone(spec)
     if pretrain:
-        return pretrained_backbone(spec)
+        return pretrained_backbone(spec, progress=progress)
     with torch.random.fork_rng():
         torch.manual_seed(spec.seed)
         return create_vit(spec).eval(), {"sha256": None, "random_init": True}

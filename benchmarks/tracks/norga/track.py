@@ -231,7 +231,16 @@ class NorgaTrack(Track):
         spec = _backbone_spec(settings)
         say(f"backbone: {type(spec).__name__} (pretrained here on glyphs, or loaded from the cache)"
             if settings.pretrain and isinstance(spec, BackboneConfig) else f"backbone: {spec}")
-        _, record = load_backbone(spec, settings.pretrain)  # before the workers: they load the cached file
+        steps = getattr(spec, "steps", 0)
+
+        def pretraining(step: int, loss: float) -> None:
+            if (step + 1) % 100 == 0 or step + 1 == steps:
+                say(f"backbone pretraining: step {step + 1}/{steps}, loss {loss:.3f}")
+
+        _, record = load_backbone(spec, settings.pretrain, pretraining)  # first: the workers load the cached file
+        if record.get("cached") is False:
+            say(f"backbone pretrained in {record['wall_time_s']:.0f} s (accuracy {record['train_accuracy']:.3f} on "
+                f"augmented training letters), cached with sha256 {record['sha256'][:12]}…")
         held = letter_split(settings.held_out)[1]
         jobs = [Job(f"jobs/{b.name}/{m}/seed{s}", run_job, (settings, b, m, s),
                     fingerprint(spec, record.get("sha256"), b, held if b.source == "glyphs" else None,
