@@ -92,7 +92,7 @@ def test_the_paper_imagenet_r_profile_runs_on_an_image_folder(tmp_path, monkeypa
     profile = dataclasses.replace(_fast(norga.PROFILES["paper-imr"], norga.Benchmark("imagenet-r", 10, None, None)),
                                   methods=("norga-sigmoid", "coda-prompt", "joint"))
     monkeypatch.setitem(norga.PROFILES, "paper-imr-test", profile)
-    written = create_track("norga").run("paper-imr-test", [42, 40, 44], tmp_path / "out", workers=1)
+    written = create_track("norga").run("paper-imr-test", [42], tmp_path / "out", workers=1)
     assert [p.name for p in written] == ["norga-sigmoid.json", "coda-prompt.json", "joint.json"]
     assert load_results(written[0]).model_config["length"] == 20
 
