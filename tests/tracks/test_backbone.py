@@ -40,3 +40,18 @@ def test_a_changed_cache_file_is_an_error_naming_it(tmp_path):
 def test_pretraining_needs_two_letters(tmp_path):
     with pytest.raises(ValueError, match="at least 2 letters"):
         pretrained_backbone(BackboneConfig(letters=("A",), steps=1), cache=tmp_path)
+
+
+def test_pretraining_gives_the_same_weights_whatever_the_callers_thread_count(tmp_path):
+    threads = torch.get_num_threads()
+    config = BackboneConfig(embed_dim=32, depth=2, num_heads=2, letters=("A", "B", "\u0416"), steps=6, batch_size=24,
+                            warmup_steps=1)
+    try:
+        torch.set_num_threads(2)
+        _, two = pretrained_backbone(config, cache=tmp_path / "two")
+        assert torch.get_num_threads() == 2  # restored after the one-thread pretraining
+        torch.set_num_threads(1)
+        _, one = pretrained_backbone(config, cache=tmp_path / "one")
+    finally:
+        torch.set_num_threads(threads)
+    assert two["sha256"] == one["sha256"] and two["torch_threads"] == 1

@@ -4,7 +4,8 @@ The prompt-based continual-learning methods assume a pretrained backbone (the pa
 on ImageNet-21k). None is reachable offline, so `pretrained_backbone` trains one: a timm
 `VisionTransformer` (`timm.create_model`, randomly initialised) classifying the pretraining
 letters of `benchmarks.tracks.common.glyphs` (those not held out for continual learning), with
-fresh augmented images every step, AdamW and a cosine schedule, seeded. The result is written
+fresh augmented images every step, AdamW and a cosine schedule, seeded, in one torch thread (so
+the weights do not depend on the caller's thread count). The result is written
 to `<cache>/backbones/<config hash>.safetensors` with a JSON sidecar (the config, the sha256 of
 the weights, the final training accuracy on a fixed augmented batch, the wall time). A later
 call with the same config loads the file after checking its sha256 (a mismatch is an error
@@ -19,6 +20,7 @@ in the tests. Its inputs are resized to the model's size and normalised per batc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -77,9 +79,28 @@ def _schedule(config: BackboneConfig, step: int) -> float:
     return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
+@contextlib.contextmanager
+def _one_thread():
+    """One torch thread: multithreaded CPU kernels sum in an order that depends on the thread count,
+    so a pretraining run with 2 threads ends elsewhere than one with 1 (on this machine the
+    checksums differed). With one thread the seeded run gives the same weights every time on a
+    given CPU and torch build."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def pretrain(config: BackboneConfig, progress: Callable[[int, float], None] | None = None) -> tuple[nn.Module, float]:
-    """Trains the ViT on the pretraining letters; returns it (head removed) and its accuracy on a
-    fixed augmented batch."""
+    """Trains the ViT on the pretraining letters, in one torch thread (`_one_thread`); returns it
+    (head removed) and its accuracy on a fixed augmented batch."""
+    with _one_thread():
+        return _pretrain(config, progress)
+
+
+def _pretrain(config: BackboneConfig, progress: Callable[[int, float], None] | None) -> tuple[nn.Module, float]:
     from benchmarks.tracks.common.glyphs import GlyphRenders
 
     if len(config.letters) < 2:
@@ -131,7 +152,8 @@ def pretrained_backbone(config: BackboneConfig, *, cache: Path | None = None,
     model, accuracy = pretrain(config, progress)
     data = save({name: tensor.contiguous() for name, tensor in model.state_dict().items()})
     record = {"config": dataclasses.asdict(config), "sha256": hashlib.sha256(data).hexdigest(),
-              "train_accuracy": accuracy, "wall_time_s": time.perf_counter() - start}
+              "train_accuracy": accuracy, "wall_time_s": time.perf_counter() - start, "torch_threads": 1,
+              "torch": torch.__version__}
     write_bytes_atomic(weights, data)  # the weights first: a sidecar always names a complete file
     write_json_atomic(sidecar, record, sort_keys=True)
     return model, {**record, "cached": False}
