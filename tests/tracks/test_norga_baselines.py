@@ -13,7 +13,7 @@ from benchmarks.tracks.common.backbone import BackboneConfig, create_vit  # noqa
 from benchmarks.tracks.common.incremental import glyph_sequence  # noqa: E402
 from benchmarks.tracks.norga.bounds import JointTraining, LinearProbe, SequentialFineTuning  # noqa: E402
 from benchmarks.tracks.norga.evaluate import run_sequence  # noqa: E402
-from benchmarks.tracks.norga.learners import Training  # noqa: E402
+from benchmarks.tracks.common.learners import Training  # noqa: E402
 from benchmarks.tracks.norga.prompt_baselines import (  # noqa: E402
     CodaConfig, CodaPrompt, DualPrompt, DualPromptConfig, L2P, L2PConfig)
 

@@ -20,7 +20,7 @@ from benchmarks.tracks.common.backbone import TimmBackbone, load_backbone  # noq
 from benchmarks.tracks.common.incremental import folder_sequence  # noqa: E402
 from benchmarks.tracks.common.prompted_vit import INPUT_TRANSFORM, PromptedViT  # noqa: E402
 from benchmarks.tracks.norga import track as norga  # noqa: E402
-from benchmarks.tracks.norga.learners import Training  # noqa: E402
+from benchmarks.tracks.common.learners import Training  # noqa: E402
 from benchmarks.tracks.registry import create_track  # noqa: E402
 
 TINY_TIMM = TimmBackbone(model="vit_tiny_patch16_224", pretrained=False, image_size=32,

@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 from benchmarks.tracks.common.incremental import Task
 from benchmarks.tracks.common.prompted_vit import PromptedViT
-from benchmarks.tracks.norga.learners import Base, Training, freeze, masked
+from benchmarks.tracks.common.learners import Base, Training, freeze, masked
 
 
 class LinearProbe(Base):

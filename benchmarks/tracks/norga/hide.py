@@ -34,7 +34,7 @@ from torch import nn
 from benchmarks.tracks.common.incremental import Task
 from benchmarks.tracks.common.prompted_vit import PromptedViT, ScoreGate
 from benchmarks.tracks.norga.gaussians import ClassGaussians
-from benchmarks.tracks.norga.learners import Base, freeze, masked
+from benchmarks.tracks.common.learners import Base, freeze, masked
 
 
 @dataclasses.dataclass(frozen=True)

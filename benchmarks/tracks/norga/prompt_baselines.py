@@ -4,8 +4,8 @@ The query q(x) of every method is the frozen backbone's own feature (no prompts)
 gamma(a, b) the cosine similarity:
 
 - L2P (Wang et al., CVPR 2022, Sec. 4.2-4.3, Eq. 5): a pool of M prompts P_j (L_p tokens each)
-  with keys k_j; each input takes the N prompts whose keys are most similar to q(x), prepended to
-  its tokens (prompt tuning); the feature is the mean of the prompts' outputs; the loss is the
+  with keys k_j (`common.prompt_pool`); each input takes the N prompts whose keys are most
+  similar to q(x), prepended to its tokens (prompt tuning); the feature is the mean of the prompts' outputs; the loss is the
   masked cross-entropy plus lambda * sum over the chosen keys of (1 - gamma(q, k)) (the "pull").
 - DualPrompt (Wang et al., ECCV 2022, Sec. 4, Eq. 3-4): a shared G-prompt (prefix) in the first
   layers and one E-prompt (prefix) per task in the next, each E-prompt with a key; training uses
@@ -32,8 +32,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from benchmarks.tracks.common.incremental import Task
+from benchmarks.tracks.common.prompt_pool import PromptPool
 from benchmarks.tracks.common.prompted_vit import PromptedViT
-from benchmarks.tracks.norga.learners import Base, Training, freeze, masked
+from benchmarks.tracks.common.learners import Base, Training, freeze, masked
 
 
 def _uniform(shape, generator) -> nn.Parameter:
@@ -72,19 +73,12 @@ class L2P(_PromptLearner):
     def __init__(self, backbone: nn.Module, classes: int, tasks: int, config: L2PConfig, seed: int):
         super().__init__(backbone, classes, seed, config.training)
         self.config = config
-        generator = torch.Generator().manual_seed(seed + 1)
-        self.prompts = _uniform((config.pool_size, config.length, self.dim), generator)
-        self.keys = _uniform((config.pool_size, self.dim), generator)
-
-    def _chosen(self, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        similarity = F.normalize(queries, dim=1) @ F.normalize(self.keys, dim=1).T  # (B, M)
-        top = similarity.topk(self.config.top_k, dim=1)
-        return top.indices, top.values
+        self.pool = PromptPool(config.pool_size, config.length, self.dim, self.dim,
+                               torch.Generator().manual_seed(seed + 1))
 
     def _features(self, images: torch.Tensor, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        index, similarity = self._chosen(queries)
-        tokens = self.prompts[index].flatten(1, 2)  # (B, N * L_p, D)
-        return self.vit.features(images, prompt_tokens=tokens), similarity
+        tokens, pull = self.pool.prompt(queries, self.config.top_k)  # (B, N * L_p, D), sum of N similarities
+        return self.vit.features(images, prompt_tokens=tokens), pull
 
     def learn(self, task_index: int, task: Task) -> None:
         self.begin(task_index, task)
@@ -92,11 +86,11 @@ class L2P(_PromptLearner):
         positions = torch.arange(len(queries))
 
         def batch_loss(index, labels):
-            features, similarity = self._features(task.train.x[index], queries[index])
+            features, pull = self._features(task.train.x[index], queries[index])
             ce = F.cross_entropy(masked(self.head(features), task.classes), labels)
-            return ce + self.config.pull * (1 - similarity).sum(dim=1).mean()
+            return ce + self.config.pull * (self.config.top_k - pull).mean()
 
-        groups = [{"params": [self.prompts, self.keys]}, {"params": self.head.parameters()}]
+        groups = [{"params": self.pool.parameters()}, {"params": self.head.parameters()}]
         self.fit(groups, self.training, positions, task.train.y, batch_loss)
 
     def predict(self, images: torch.Tensor) -> tuple[torch.Tensor, None]:

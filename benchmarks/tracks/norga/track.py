@@ -47,7 +47,7 @@ from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
 from benchmarks.tracks.norga.bounds import JointTraining, LinearProbe, SequentialFineTuning
 from benchmarks.tracks.norga.evaluate import run_sequence
 from benchmarks.tracks.norga.hide import HiDeConfig, HiDePrompt
-from benchmarks.tracks.norga.learners import Training
+from benchmarks.tracks.common.learners import Training
 from benchmarks.tracks.norga.prompt_baselines import (CodaConfig, CodaPrompt, DualPrompt, DualPromptConfig, L2P,
                                                       L2PConfig)
 from benchmarks.tracks.registry import Track, register_track

@@ -1,4 +1,4 @@
-"""What the track's continual learners share: the masked loss, seeded batches, a training loop.
+"""What the tracks' continual learners share: the masked loss, seeded batches, a training loop.
 
 Every learner is class-incremental with one shared head over all classes: while learning task
 t its logits are masked to task t's classes (the prompt-based methods' code does the same), and

@@ -1,0 +1,1 @@
+"""The wave-cre track: continual relation extraction (WAVE-CRE and its baselines)."""
