@@ -5,8 +5,10 @@ task sequences rather than zoo splits, so this task has no `run`: it is the boar
 of their results. Its metrics are those of `benchmarks.tracks.common.continual` from the
 accuracy matrix A[i, t]: the final average accuracy (required; the ranking metric), the
 cumulative average accuracy and the final forgetting (absent for learners evaluated only
-after the last task, e.g. joint training), and the task-identity accuracy of the learners that
-infer a task.
+after the last task, e.g. joint training), the task-identity accuracy of the learners that infer
+a task, and, from the relation-extraction track, the accuracy on every seen class's test examples
+together after the last task (`final_seen_accuracy`) and the bytes kept between tasks besides
+parameters (`kept_bytes`: stored examples or statistics; lower is better).
 
 The results' dataset is the benchmark's definition (`task_config["definition"]`: the task
 sequence, the backbone's config and checksum), whose canonical-JSON sha256 is the dataset hash.
@@ -31,7 +33,7 @@ from benchmarks.tasks.base import Task
 from benchmarks.tasks.registry import register_task
 
 METRICS = {"final_average_accuracy": True, "cumulative_average_accuracy": True, "final_forgetting": False,
-           "task_identity_accuracy": True}
+           "task_identity_accuracy": True, "final_seen_accuracy": True, "kept_bytes": False}
 
 
 def definition_hash(definition: Mapping) -> str:
@@ -84,8 +86,8 @@ class ContinualLearning(Task):
     def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:
         benchmark = task_config.get("benchmark", {})
         return (f"track {task_config.get('track')} ({task_config.get('profile')} profile): class-incremental, "
-                f"{benchmark.get('tasks')} tasks of {benchmark.get('source')}, one shared head, no stored examples "
-                "except joint training; FAA is the mean over tasks after the last")
+                f"{benchmark.get('tasks')} tasks of {benchmark.get('source')}, one shared head; what a method keeps "
+                "between tasks is in its config (and kept_bytes); FAA is the mean over tasks after the last")
 
     @classmethod
     def test_targets(cls, metadata: pandas.DataFrame, task_config: Mapping[str, Any]) -> pandas.DataFrame:
