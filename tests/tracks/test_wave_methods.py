@@ -37,24 +37,31 @@ def test_top_n_selection_takes_the_most_similar_keys_and_the_mixture_weighs_the_
         pool.prompt(queries, 2, "best")
 
 
-def test_the_closed_form_gaussian_is_scikit_learns_one_component_mixture():
+@pytest.mark.parametrize("rows", [(15, 25), (40, 60)])  # fewer sentences than dimensions (low-rank), and more
+def test_the_closed_form_gaussian_is_scikit_learns_one_component_mixture(rows):
     from sklearn.mixture import GaussianMixture
 
     rng = np.random.default_rng(0)
-    features = torch.from_numpy(rng.normal(size=(40, 12)) @ rng.normal(size=(12, 12)) + 3.0).float()
-    labels = torch.tensor([0] * 15 + [3] * 25)
+    dim = 24
+    features = torch.from_numpy(rng.normal(size=(sum(rows), dim)) @ rng.normal(size=(dim, dim)) + 3.0).float()
+    labels = torch.tensor([0] * rows[0] + [3] * rows[1])
     stats = RelationGaussians(reg_covar=1e-6)
     stats.add(features, labels)
     for k, label in enumerate(stats.labels):
         members = features[labels == label].double().numpy()
         mixture = GaussianMixture(n_components=1, covariance_type="full", reg_covar=1e-6, random_state=0).fit(members)
-        factor = stats._factor(k).astype(np.float64)
         assert np.allclose(stats.means[k], mixture.means_[0], atol=1e-4)
-        assert np.allclose(factor @ factor.T, mixture.covariances_[0], atol=1e-3)
-    assert stats.stored_bytes() == 2 * 4 * (12 + 12 * 13 // 2) and stats.float64_full_bytes() == 2 * 8 * (12 + 144)
-    sample, sample_labels = stats.sample(20000, torch.Generator().manual_seed(1))
+        assert np.allclose(stats.covariance(k), mixture.covariances_[0], atol=1e-3 * np.abs(mixture.covariances_).max())
+        low_rank = len(members) - 1 < (dim + 1) / 2
+        assert stats.factors[k].shape == ((dim, len(members) - 1) if low_rank else (dim * (dim + 1) // 2,))
+    expected = sum(4 * (dim + 1 + (dim * (n - 1) if n - 1 < (dim + 1) / 2 else dim * (dim + 1) // 2)) for n in rows)
+    assert stats.stored_bytes() == expected and stats.float64_full_bytes() == 2 * 8 * (dim + dim * dim)
+    sample, sample_labels = stats.sample(40000, torch.Generator().manual_seed(1))
     assert sorted(set(sample_labels.tolist())) == [0, 3]
-    assert torch.allclose(sample[sample_labels == 3].mean(0), features[labels == 3].mean(0), atol=0.15)
+    drawn = sample[sample_labels == 3].double().numpy()
+    assert np.allclose(drawn.mean(0), stats.means[1], atol=0.2)
+    scale = np.abs(stats.covariance(1)).max()
+    assert np.abs(np.cov(drawn.T, bias=True) - stats.covariance(1)).max() < 0.05 * scale
     with pytest.raises(ValueError, match="relation 0 already has a Gaussian"):
         stats.add(features[:5], torch.zeros(5, dtype=torch.long))
 
@@ -86,8 +93,9 @@ def test_wave_freezes_each_pool_after_its_task_and_caches_exact_features(run_dat
     assert torch.allclose(cached, fresh, atol=1e-5)
     relations, tasks = learner.predict(test)
     assert set(relations.tolist()) <= set(learner.seen) and set(tasks.tolist()) <= {0, 1, 2}
-    dim = data.feature_dim
-    assert learner.kept()["gaussian_statistics"] == 2 * len(learner.seen) * 4 * (dim + dim * (dim + 1) // 2)
+    assert learner.kept()["gaussian_statistics"] == learner.query_stats.stored_bytes() + learner.feature_stats.stored_bytes()
+    dim, train = data.feature_dim, settings.train_per_relation  # low-rank: 6 sentences in 2d = 64 dimensions
+    assert learner.query_stats.stored_bytes() == len(learner.seen) * 4 * (dim + 1 + dim * (train - 1))
     mixture = Wave(data, dataclasses.replace(settings.pool, selection="mixture"), 0)
     mixture.learn(0, sequence.tasks[0])
     index = np.asarray(sequence.tasks[0].test)

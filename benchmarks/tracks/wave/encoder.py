@@ -62,6 +62,7 @@ def _pretrained(path: str):
     from transformers.utils import logging
 
     logging.set_verbosity_error()  # its load report would list the checkpoint's unused pooler weights
+    logging.disable_progress_bar()
     try:
         return BertTokenizerFast.from_pretrained(path), BertModel.from_pretrained(path, add_pooling_layer=False)
     except OSError as error:
