@@ -66,6 +66,17 @@ def find_local(relative: str) -> Path | None:
     return None
 
 
+def local_folder(variable: str, relative: str, what: str) -> Path:
+    """The folder `$variable` names, else `relative` in a data root; a clear error naming both otherwise."""
+    if os.environ.get(variable):
+        return Path(os.environ[variable])
+    local = find_local(relative)
+    if local is None:
+        raise ValueError(f"{what} is not here: set ${variable} to its folder or put it at {relative}/ in one of "
+                         f"{[str(r) for r in data_roots()]}")
+    return local
+
+
 SOURCES: Registry[Callable[[], tuple[ImageData, ImageData, int]]] = Registry("data source")
 
 

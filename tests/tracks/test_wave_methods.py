@@ -149,3 +149,14 @@ def test_memory_selection_takes_the_sentence_nearest_each_centroid():
     chosen = nearest_to_centroids(points, 3)
     assert sorted(i // 8 for i in chosen) == [0, 1, 2] and len(set(chosen)) == 3
     assert nearest_to_centroids(points[:2], 3) == [0, 1]
+
+
+def test_wave_discards_its_per_task_classifiers_and_eoe_keeps_them_as_experts(run_data):
+    settings, sequence, data = run_data
+    wave, eoe = Wave(data, settings.pool, 0), EoEStyle(data, settings.pool, 0)
+    for learner in (wave, eoe):
+        learner.learn(0, sequence.tasks[0])
+    assert wave.task_heads == [] and len(eoe.task_heads) == 1
+    pools = sum(p.numel() for p in wave.pools[0].parameters())
+    heads = sum(p.numel() for head in (wave.task_predictor, wave.classifier) for p in head.parameters())
+    assert learned_parameters(wave) == pools + heads

@@ -25,7 +25,7 @@ SEEDS = (2021, 2121, 2221)
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("wave")
     messages = []
-    written = create_track("wave-cre").run("tiny", SEEDS, out, messages.append, workers=2)
+    written = create_track("wave-cre").run("tiny", SEEDS, out, messages.append, workers=1)
     return out, written, messages
 
 

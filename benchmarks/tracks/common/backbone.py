@@ -171,7 +171,8 @@ class TimmBackbone:
     seed: int = 0  # the initialisation of whatever is not pretrained
 
 
-def _state_sha256(model: nn.Module) -> str:
+def state_sha256(model: nn.Module) -> str:
+    """The sha256 of a model's state (its tensors' bytes by sorted name): its weights' checksum."""
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
@@ -198,7 +199,7 @@ def timm_backbone(spec: TimmBackbone) -> tuple[nn.Module, dict]:
     if mean is not None and len(mean) != spec.in_chans:
         mean = std = None  # the pretrained statistics are for another channel count
     with_input_transform(model, InputTransform(spec.image_size, mean, std))
-    record = {"model": spec.model, "pretrained": spec.pretrained, "sha256": _state_sha256(model),
+    record = {"model": spec.model, "pretrained": spec.pretrained, "sha256": state_sha256(model),
               "mean": mean, "std": std, "num_params": sum(p.numel() for p in model.parameters())}
     return model.eval(), record
 

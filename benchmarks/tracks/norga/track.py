@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -87,15 +86,9 @@ class NorgaProfile:
 
 
 def _imagenet_r_root() -> Path:
-    from zoo.data import data_roots, find_local
+    from zoo.data import local_folder
 
-    if os.environ.get(IMAGENET_R_VARIABLE):
-        return Path(os.environ[IMAGENET_R_VARIABLE])
-    local = find_local("imagenet-r")
-    if local is None:
-        raise ValueError(f"ImageNet-R is not here: set ${IMAGENET_R_VARIABLE} to its folder (one folder of images "
-                         f"per class) or put it at imagenet-r/ in one of {[str(r) for r in data_roots()]}")
-    return local
+    return local_folder(IMAGENET_R_VARIABLE, "imagenet-r", "ImageNet-R (one folder of images per class)")
 
 
 SEQUENCES: dict[str, Callable[[Benchmark, tuple[str, ...], int], TaskSequence]] = {

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from benchmarks.tracks.common.backbone import state_sha256
 from benchmarks.tracks.wave.relations import Sentence
 
 MARKERS = ("[unused0]", "[unused1]", "[unused2]", "[unused3]")  # [E11] [E12] [E21] [E22]
@@ -88,14 +88,6 @@ ENCODERS: dict[str, Callable[[EncoderConfig], tuple]] = {
     "bert-base-uncased": lambda config: _pretrained("bert-base-uncased"),
     "tiny-random": _tiny_random,
 }
-
-
-def weights_sha256(model: nn.Module) -> str:
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().contiguous().cpu().numpy().tobytes())
-    return digest.hexdigest()
 
 
 @dataclasses.dataclass
@@ -215,4 +207,4 @@ def load_encoder(config: EncoderConfig) -> tuple[object, RelationEncoder, str]:
     bert.eval()
     for parameter in bert.parameters():
         parameter.requires_grad_(False)
-    return tokenizer, RelationEncoder(bert), weights_sha256(bert)
+    return tokenizer, RelationEncoder(bert), state_sha256(bert)

@@ -55,7 +55,10 @@ class PoolConfig:
 
 
 class _PerTaskPools(RelationLearner):
-    """A pool per task, trained with a throwaway (or kept) classifier; prompted features cached."""
+    """A pool per task, trained with a throwaway classifier (EoE keeps it as the task's expert);
+    prompted features cached."""
+
+    keeps_task_heads = False
 
     def __init__(self, data: RelationData, config: PoolConfig, seed: int):
         super().__init__(data, seed)
@@ -84,7 +87,8 @@ class _PerTaskPools(RelationLearner):
         pool.requires_grad_(False)
         head.requires_grad_(False)
         self.pools.append(pool)
-        self.task_heads.append(head)
+        if self.keeps_task_heads:
+            self.task_heads.append(head)
 
     def _prompted(self, index: np.ndarray, tasks: np.ndarray) -> torch.Tensor:
         """Each sentence's feature under its given task's pool (computed once per pair)."""
@@ -139,6 +143,8 @@ class Wave(_PerTaskPools):
 
 class EoEStyle(_PerTaskPools):
     """Per-task pools and experts; the task by Mahalanobis distance of the query (no replay)."""
+
+    keeps_task_heads = True
 
     def __init__(self, data: RelationData, config: PoolConfig, seed: int):
         super().__init__(data, config, seed)

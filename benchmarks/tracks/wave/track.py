@@ -28,8 +28,8 @@ Profiles:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
-import os
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -122,19 +122,18 @@ PROFILES = {
 
 def fewrel_folder() -> Path:
     """`$NFNZOO_FEWREL`, else `fewrel/` in a data root (`../shared/data`)."""
-    from zoo.data import data_roots, find_local
+    from zoo.data import local_folder
 
-    if os.environ.get(FEWREL_VARIABLE):
-        return Path(os.environ[FEWREL_VARIABLE])
-    local = find_local("fewrel")
-    if local is None:
-        raise ValueError(f"no FewRel folder: set ${FEWREL_VARIABLE} to a folder of FewRel-format JSON files or put "
-                         f"one at fewrel/ in one of {[str(r) for r in data_roots()]}")
-    return local
+    return local_folder(FEWREL_VARIABLE, "fewrel", "FewRel (a folder of FewRel-format JSON files)")
+
+
+@functools.lru_cache(maxsize=4)
+def _relations(folder: Path, sources: tuple[Source, ...]) -> dict:
+    return read_sources(folder, sources)  # a worker reads the files once for all its jobs
 
 
 def sequence_of(settings: WaveProfile, order_seed: int) -> RelationSequence:
-    relations = read_sources(fewrel_folder(), settings.sources)
+    relations = _relations(fewrel_folder(), settings.sources)
     return relation_sequence(relations, settings.tasks, settings.train_per_relation, settings.test_per_relation,
                              order_seed, names=settings.relations)
 
