@@ -24,6 +24,18 @@ from benchmarks.results import SCHEMA_VERSION, summarize
 from benchmarks.tasks.continual_learning import definition_hash, matrix_predictions
 
 
+def seed_matrices(runs: Sequence[dict], seeds: Sequence[int]) -> dict[int, np.ndarray]:
+    """Each seed's job outcome's accuracy matrix as float64 (None cells: NaN)."""
+    return {s: np.array([[np.nan if v is None else v for v in row] for row in run["accuracy_matrix"]],
+                        dtype=np.float64) for s, run in zip(seeds, runs)}
+
+
+def per_seed_entries(runs: Sequence[dict], seeds: Sequence[int]) -> list[dict]:
+    """The results' per-seed blocks of the jobs' outcomes (their metrics and wall times)."""
+    return [{"seed": s, "metrics": run["metrics"], "train_time_s": run["train_time_s"], "peak_memory_mb": None,
+             "selection": {}, "ranking": {}} for s, run in zip(seeds, runs)]
+
+
 def write_track_results(path: Path, *, task: str, track: str, profile: str, benchmark: str, method: str,
                         method_config: Mapping, definition: Mapping, per_seed: Sequence[dict],
                         matrices: Mapping[int, np.ndarray], num_params: int) -> Path:

@@ -50,7 +50,8 @@ from benchmarks.tracks.common.learners import Training
 from benchmarks.tracks.norga.prompt_baselines import (CodaConfig, CodaPrompt, DualPrompt, DualPromptConfig, L2P,
                                                       L2PConfig)
 from benchmarks.tracks.registry import Track, register_track
-from benchmarks.tracks.reporting import plot_stage_curves, summary_table, write_track_results
+from benchmarks.tracks.reporting import (per_seed_entries, plot_stage_curves, seed_matrices, summary_table,
+                                         write_track_results)
 from zoo.atomic import write_text_atomic
 from zoo.schema import to_data
 
@@ -248,14 +249,12 @@ class NorgaTrack(Track):
             curves = {}
             for method in settings.methods:
                 runs = [outcomes[f"jobs/{benchmark.name}/{method}/seed{s}"] for s in seeds]
-                matrices = {s: np.array([[np.nan if v is None else v for v in row] for row in run["accuracy_matrix"]],
-                                        dtype=np.float64) for s, run in zip(seeds, runs)}
+                matrices = seed_matrices(runs, seeds)
                 with np.errstate(all="ignore"):
                     stage = [np.array([np.nanmean(m[:t + 1, t]) if np.isfinite(m[:t + 1, t]).all() else np.nan
                                        for t in range(m.shape[0])]) for m in matrices.values()]
                 curves[method] = np.mean(stage, axis=0)
-                per_seed = [{"seed": s, "metrics": run["metrics"], "train_time_s": run["train_time_s"],
-                             "peak_memory_mb": None, "selection": {}, "ranking": {}} for s, run in zip(seeds, runs)]
+                per_seed = per_seed_entries(runs, seeds)
                 written.append(write_track_results(
                     out_dir / benchmark.name / f"{method}.json", task=TASK, track=self.name, profile=profile,
                     benchmark=benchmark.name, method=method, method_config=_method_config(method, settings),

@@ -38,7 +38,7 @@ import torch
 
 from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
 from benchmarks.tracks.registry import Track, register_track
-from benchmarks.tracks.reporting import write_track_results
+from benchmarks.tracks.reporting import per_seed_entries, seed_matrices, write_track_results
 from benchmarks.tracks.wave.encoder import EncoderConfig, RelationEncoder, load_encoder, tokenize
 from benchmarks.tracks.wave.evaluate import run_relations
 from benchmarks.tracks.wave.finetuning import Finetune, FinetuneConfig, Joint, Rehearsal
@@ -232,10 +232,8 @@ class WaveTrack(Track):
         for method in settings.methods:
             runs = [outcomes[f"jobs/{settings.name}/{method}/seed{s}"] for s in seeds]
             runs_of[method] = runs
-            matrices = {s: np.array([[np.nan if v is None else v for v in row] for row in run["accuracy_matrix"]],
-                                    dtype=np.float64) for s, run in zip(seeds, runs)}
-            per_seed = [{"seed": s, "metrics": run["metrics"], "train_time_s": run["train_time_s"],
-                         "peak_memory_mb": None, "selection": {}, "ranking": {}} for s, run in zip(seeds, runs)]
+            matrices = seed_matrices(runs, seeds)
+            per_seed = per_seed_entries(runs, seeds)
             written.append(write_track_results(
                 out_dir / settings.name / f"{method}.json", task=TASK, track=self.name, profile=profile,
                 benchmark=settings.name, method=method, method_config=_method_config(method, settings),
