@@ -79,6 +79,10 @@ class ContinualLearning(Task):
                  "task-identity accuracy need the model, and are taken as reported)")
 
     @classmethod
+    def definition_cells(cls, definition: Mapping) -> pandas.DataFrame:
+        return definition_cells(definition)
+
+    @classmethod
     def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:
         return {"track": task_config.get("track")}  # the dataset hash fixes the benchmark and backbone
 

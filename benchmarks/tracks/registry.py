@@ -43,6 +43,7 @@ def register_track(name: str) -> Callable[[type[Track]], type[Track]]:
 def _load_tracks() -> None:
     import benchmarks.tracks.norga.theory  # noqa: F401 (registers the norga-theory track)
     import benchmarks.tracks.norga.track  # noqa: F401 (registers the norga track)
+    import benchmarks.tracks.tokens.track  # noqa: F401 (registers the token-dynamics track)
     import benchmarks.tracks.wave.track  # noqa: F401 (registers the wave-cre track)
 
 

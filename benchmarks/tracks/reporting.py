@@ -39,23 +39,37 @@ def per_seed_entries(runs: Sequence[dict], seeds: Sequence[int]) -> list[dict]:
 def write_track_results(path: Path, *, task: str, track: str, profile: str, benchmark: str, method: str,
                         method_config: Mapping, definition: Mapping, per_seed: Sequence[dict],
                         matrices: Mapping[int, np.ndarray], num_params: int) -> Path:
-    """Writes `<path>` (the results JSON), `<method>.examples.npz` (the accuracy matrices) and
-    `<method>.predictions.csv` (their cells, what a board re-scores) beside it; returns the JSON's path."""
+    """A continual-learning track's results: `write_results_files` with the accuracy matrices as the
+    arrays and their cells as the predictions."""
     import pandas
+
+    cells = pandas.concat([matrix_predictions(m, s) for s, m in matrices.items()], ignore_index=True)
+    final_only = any(not np.isfinite(m[0, 0]) for m in matrices.values())
+    return write_results_files(
+        path, task=task, track=track, profile=profile, benchmark=benchmark, method=method,
+        method_config=method_config, definition=definition, per_seed=per_seed, predictions=cells,
+        arrays={f"accuracy_matrix_seed{s}": m for s, m in matrices.items()}, num_params=num_params,
+        task_config={"evaluation": "final" if final_only else "every-stage"})
+
+
+def write_results_files(path: Path, *, task: str, track: str, profile: str, benchmark: str, method: str,
+                        method_config: Mapping, definition: Mapping, per_seed: Sequence[dict], predictions,
+                        arrays: Mapping[str, np.ndarray], num_params: int, task_config: Mapping | None = None) -> Path:
+    """Writes `<path>` (the results JSON), `<method>.examples.npz` (the arrays) and
+    `<method>.predictions.csv` (the rows a board re-scores: seed, model_id, prediction) beside it;
+    returns the JSON's path."""
     import torch
 
     import zoo
 
     seeds = [entry["seed"] for entry in per_seed]
-    examples, predictions = f"{method}.examples.npz", f"{method}.predictions.csv"
-    write_npz_atomic(path.with_name(examples), {f"accuracy_matrix_seed{s}": m for s, m in matrices.items()})
-    cells = pandas.concat([matrix_predictions(m, s) for s, m in matrices.items()], ignore_index=True)
-    final_only = any(not np.isfinite(m[0, 0]) for m in matrices.values())
-    write_text_atomic(path.with_name(predictions), cells.to_csv(index=False, float_format="%.17g"))
+    examples, predictions_name = f"{method}.examples.npz", f"{method}.predictions.csv"
+    write_npz_atomic(path.with_name(examples), dict(arrays))
+    write_text_atomic(path.with_name(predictions_name), predictions.to_csv(index=False, float_format="%.17g"))
     results = {
         "schema_version": SCHEMA_VERSION, "task": task, "model": method, "model_config": dict(method_config),
         "task_config": {"track": track, "profile": profile, "benchmark": dict(definition["benchmark"]),
-                        "evaluation": "final" if final_only else "every-stage", "definition": dict(definition)},
+                        **dict(task_config or {}), "definition": dict(definition)},
         "dataset": {"path": f"track:{track}/{benchmark}", "config": benchmark,
                     "dataset_hash": definition_hash(definition), "family": "track"},
         "seeds": seeds, "per_seed": list(per_seed), "summary": summarize([e["metrics"] for e in per_seed]),
@@ -63,7 +77,7 @@ def write_track_results(path: Path, *, task: str, track: str, profile: str, benc
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hardware": {"platform": platform.platform(), "python": platform.python_version(),
                      "torch": torch.__version__, "device": "cpu"},
-        "predictions": predictions, "examples": examples}
+        "predictions": predictions_name, "examples": examples}
     return write_json_atomic(path, results)
 
 

@@ -1,0 +1,100 @@
+"""The `token-dynamics` task: what the token-dynamics track's regime training reports, for the board.
+
+The track (`benchmarks.tracks.tokens`, `nfnzoo track run token-dynamics`) trains tiny
+transformers whose heads are held in a regime (Pham et al., NeurIPS 2025), on a character-level
+language model of AG News text and on MNIST rows as tokens, so this task has no `run`: it is the
+board's description of those results. Metrics: the test cross-entropy (nats per character or per
+image; lower is better) and the test accuracy (next-character or digit; the ranking metric).
+
+The dataset is the benchmark's definition (`task_config["definition"]`: the data, the windows or
+the subset, the model's size and its training), whose canonical-JSON sha256 is the dataset hash
+(`continual_learning.definition_hash`), one for every regime and encoding so they rank on one
+board. The board pins, as the dataset's test metadata, two cells per test example
+(`definition_cells`: model_id "example{k}/loss" and "example{k}/correct"); a submission's
+predictions are each example's mean cross-entropy and its share of correct predictions, and
+re-scoring recomputes both metrics as their means. The per-example values need the model and are
+taken as reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import numpy as np
+import pandas
+
+from benchmarks.tasks.base import Task
+from benchmarks.tasks.registry import register_task
+
+METRICS = {"test_accuracy": True, "test_loss": False}
+KINDS = ("loss", "correct")
+
+
+def definition_cells(definition: Mapping) -> pandas.DataFrame:
+    """Every cell a results file reports for the definition's test examples: (model_id, example, kind)."""
+    try:
+        examples = int(definition["benchmark"]["test_examples"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError("the definition names no benchmark.test_examples (the number of test examples)") from None
+    if examples < 1:
+        raise ValueError(f"the definition's benchmark.test_examples must be positive, got {examples}")
+    rows = [(f"example{k}/{kind}", k, kind) for k in range(examples) for kind in KINDS]
+    return pandas.DataFrame(rows, columns=["model_id", "example", "kind"])
+
+
+def example_predictions(loss: np.ndarray, correct: np.ndarray, seed: int) -> pandas.DataFrame:
+    """Per-example losses and correct shares as predictions rows (seed, model_id, prediction)."""
+    rows = [(seed, f"example{k}/{kind}", float(value)) for k in range(len(loss))
+            for kind, value in (("loss", loss[k]), ("correct", correct[k]))]
+    return pandas.DataFrame(rows, columns=["seed", "model_id", "prediction"])
+
+
+@register_task("token-dynamics")
+class TokenDynamics(Task):
+    """The token-dynamics track's trained regimes (see the module docstring); run with `nfnzoo track run`."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:  # no hyperparameters: the track's profiles hold them
+        pass
+
+    metrics = METRICS
+    main_metric = "test_accuracy"
+    required_metrics = ("test_accuracy", "test_loss")
+    RESCORING = ("test loss and accuracy recomputed as the means of the submitted per-example cross-entropies and "
+                 "correct shares (those need the model, and are taken as reported)")
+
+    @classmethod
+    def definition_cells(cls, definition: Mapping) -> pandas.DataFrame:
+        return definition_cells(definition)
+
+    @classmethod
+    def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"track": task_config.get("track")}  # the dataset hash fixes the data, model size and training
+
+    @classmethod
+    def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:
+        benchmark = task_config.get("benchmark", {})
+        return (f"track {task_config.get('track')} ({task_config.get('profile')} profile): {benchmark.get('name')}, "
+                f"{benchmark.get('test_examples')} test examples; the model's size and training are in the "
+                "definition, its regime and encoding in its config")
+
+    @classmethod
+    def test_targets(cls, metadata: pandas.DataFrame, task_config: Mapping[str, Any]) -> pandas.DataFrame:
+        return pandas.DataFrame({"model_id": metadata["model_id"].astype(str).to_numpy(), "target": np.nan,
+                                 "kind": metadata["kind"].astype(str).to_numpy()})
+
+    @classmethod
+    def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+        raise NotImplementedError("token dynamics is scored from the cells' kinds: use score_rows")
+
+    @classmethod
+    def score_rows(cls, expected: pandas.DataFrame, predictions: np.ndarray) -> dict[str, float]:
+        kind = expected["kind"].to_numpy()
+        if not (kind == "loss").any() or not (kind == "correct").any():
+            raise ValueError("the cells hold no loss or no correct-share rows")
+        return {"test_loss": float(np.mean(predictions[kind == "loss"])),
+                "test_accuracy": float(np.mean(predictions[kind == "correct"]))}
+
+    def run(self, splits, model, model_overrides, seed, device="cpu"):
+        raise ValueError("the token-dynamics task is run by its track: `nfnzoo track run token-dynamics`, not on a zoo")

@@ -1,0 +1,167 @@
+"""The three studies of the token-dynamics track, each one job (`benchmarks.tracks.jobs`).
+
+- `minilm_study`: every head of all-MiniLM-L6-v2 classified by the conditions (on the range of
+  its value map, `conditions`), and its ODE integrated on the layer's real input tokens for AG
+  News articles (`heads`, `dynamics`): the predicted regime against the observed one, and a
+  data-level reading of Eq. (2), the mean of x^T sym(A) x over the tokens whose self-score
+  x^T sym(W) x is positive (the moving parts), whose sign says whether those tokens' energy grows.
+- `regime_run`: one tiny transformer trained in one regime and encoding (`training`), then its
+  first layer's heads integrated on the tokens they see (test examples, embedded, encoded and
+  layer-normalised as the forward pass does).
+- `zoo_study`: a Transformer-zoo profile generated twice, without residual connections (the
+  released zoo) and with them (the family's option), through Ray, and every member's heads
+  classified; per member, the share of heads in each regime and the mean negative share of
+  sym(A), beside its test accuracy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.tracks.tokens.conditions import classify, reduce_to_value_range, sym, value_range
+from benchmarks.tracks.tokens.constrained import ModelConfig
+from benchmarks.tracks.tokens.dynamics import integrate
+from benchmarks.tracks.tokens.training import BENCHMARKS, BenchmarkConfig, TrainConfig, train_run
+
+
+@dataclasses.dataclass(frozen=True)
+class OdeConfig:
+    units: float = 10.0  # the horizon in units of 1 / |V|_2
+    steps: int = 100  # RK4 steps
+    sequences: int = 8  # test sequences integrated at once
+
+
+@dataclasses.dataclass(frozen=True)
+class MiniLMConfig:
+    texts: int = 8  # AG News test articles
+    max_length: int = 64
+    layers: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+    heads: tuple[int, ...] = tuple(range(12))
+
+
+def energy_drift(w: np.ndarray, v: np.ndarray, tokens: np.ndarray) -> float:
+    """The mean over the tokens' moving parts r with r^T sym(W_r) r > 0 of r^T sym(A_r) r / |r|^2
+    (A_r = sym(W_r) V_r on the range of V): Eq. (2) read on the data; NaN if no token qualifies."""
+    basis = value_range(v)
+    w_r, v_r = reduce_to_value_range(w, v)
+    r = tokens @ basis
+    s_w = sym(w_r)
+    a = sym(s_w @ v_r)
+    energy = np.einsum("ni,ij,nj->n", r, s_w, r)
+    keep = energy > 0
+    if not keep.any():
+        return float("nan")
+    drift = np.einsum("ni,ij,nj->n", r[keep], a, r[keep]) / np.einsum("ni,ni->n", r[keep], r[keep])
+    return float(drift.mean())
+
+
+def minilm_study(config: MiniLMConfig, ode: OdeConfig) -> dict:
+    from benchmarks.tracks.common.backbone import state_sha256
+    from benchmarks.tracks.tokens.heads import bert_heads, bert_layer_inputs, load_minilm
+    from zoo.text import ag_news_7600
+
+    tokenizer, model = load_minilm()
+    texts = ag_news_7600()[2][:config.texts]
+    inputs, mask = bert_layer_inputs(tokenizer, model, texts, config.max_length)
+    rows = []
+    for head in bert_heads(model):
+        if head.layer not in config.layers or head.head not in config.heads:
+            continue
+        regime = classify(head.w, head.v)
+        x = inputs[head.layer]
+        trajectory = integrate(head.w, head.v, x, mask, units=ode.units, steps=ode.steps)
+        tokens = x[mask].numpy()
+        rows.append({"layer": head.layer, "head": head.head, **dataclasses.asdict(regime),
+                     "energy_drift": energy_drift(head.w, head.v, tokens), "trajectory": trajectory.to_data()})
+    return {"heads": rows, "encoder_sha256": state_sha256(model), "texts": len(texts),
+            "tokens": int(mask.sum())}
+
+
+@functools.lru_cache(maxsize=2)
+def _data(benchmark: BenchmarkConfig, length: int):
+    return BENCHMARKS[benchmark.name](benchmark, length)  # a worker builds each benchmark once
+
+
+@torch.no_grad()
+def _first_layer_tokens(model, x: torch.Tensor) -> torch.Tensor:
+    """The tokens the first layer's heads see: embedded, encoded and layer-normalised."""
+    h = model.embed(x)
+    if model.encoding == "absolute":
+        h = h + model.positions[:h.shape[1]]
+    return model.norms[0](h).double()
+
+
+def regime_run(benchmark: BenchmarkConfig, model_config: ModelConfig, train: TrainConfig, ode: OdeConfig,
+               regime: str, encoding: str, seed: int) -> dict:
+    data = _data(benchmark, model_config.length)
+    model, outcome = train_run(data, model_config, train, regime, encoding, seed)
+    tokens = _first_layer_tokens(model, data.test_x[:ode.sequences])
+    w, v = model.head_matrices()[0]
+    scale = 1 / np.sqrt(model_config.dim if regime != "free" else 1.0)  # the forward pass's score scale
+    trajectories = []
+    for h in range(w.shape[0]):
+        wh, vh = w[h].detach().double().numpy() * scale, v[h].detach().double().numpy()
+        diagonal = None
+        if model.diagonal is not None:
+            diagonal = torch.nn.functional.softplus(model.diagonal[0, h]).detach().double().numpy() * scale
+        trajectories.append(integrate(wh, vh, tokens, None, units=ode.units, steps=ode.steps,
+                                      rotary=encoding != "absolute" and regime != "free",
+                                      diagonal=diagonal).to_data())
+    return {**outcome, "trajectories": trajectories}
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooConfig:
+    spec: str = "transformer-mnist"
+    profile: str = "tiny"
+    num_cpus: int = 2
+
+
+def _generate(config: ZooConfig, residual: bool, folder: Path):
+    from zoo.driver import generate
+    from zoo.pack import pack
+    from zoo.schema import to_data
+    from zoo.spec import load_spec, spec_from_data
+
+    data = to_data(load_spec(config.spec, config.profile))
+    data["architecture"] = {**data["architecture"], "residual": residual}
+    spec = spec_from_data(data)
+    out = folder / f"{config.spec}-{config.profile}-{'residual' if residual else 'plain'}"
+    report = generate(spec, out, num_cpus=config.num_cpus, progress=False)
+    if report.missing:
+        raise RuntimeError(f"{out}: {report.missing} checkpoints failed to train; run the track again to resume")
+    pack(out)
+    return spec, out
+
+
+def zoo_study(config: ZooConfig, folder: str) -> dict:
+    """Every member's last checkpoint (not its best-validation copy): its heads' regimes and its test accuracy."""
+    from benchmarks.tracks.tokens.heads import member_heads
+    from zoo.loader import dataset_hash, load_split
+
+    members, hashes = [], {}
+    for residual in (False, True):
+        spec, out = _generate(config, residual, Path(folder))
+        blocks, heads_per_block = int(spec.architecture["num_blocks"]), int(spec.architecture["num_heads"])
+        hashes["residual" if residual else "plain"] = dataset_hash(out)
+        for split in ("train", "validation", "test"):
+            part = load_split(out, split=split)
+            meta = part.metadata
+            last = (meta["epoch"].to_numpy() == meta["epoch"].max()) & ~meta["is_best"].to_numpy(dtype=bool)
+            names = part.weights.space.names
+            for row in np.flatnonzero(last):
+                state = {name: tensor[row].numpy() for name, tensor in zip(names, part.weights.tensors)}
+                regimes = [classify(h.w, h.v) for h in member_heads(state, blocks, heads_per_block)]
+                members.append({
+                    "residual": residual, "split": split, "model_id": str(meta["model_id"].iloc[row]),
+                    "optimizer": str(meta["optimizer"].iloc[row]) if "optimizer" in meta else "",
+                    "test_accuracy": float(meta["test_accuracy"].iloc[row]),
+                    "regimes": [r.regime for r in regimes],
+                    "negative_share": float(np.mean([r.negative_share for r in regimes])),
+                    "score_min_eigenvalue": float(np.mean([r.score_eigenvalues[0] for r in regimes]))})
+    return {"members": members, "dataset_hashes": hashes, "spec": config.spec, "profile": config.profile}

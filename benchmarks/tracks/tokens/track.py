@@ -1,0 +1,166 @@
+"""The `token-dynamics` track: token dynamics in self-attention (Pham et al., NeurIPS 2025).
+
+`nfnzoo track run token-dynamics --profile tiny|default [--seeds 0,1,2] [--workers N] [--out DIR]`
+runs, as resumable jobs (`benchmarks.tracks.jobs`):
+
+1. the MiniLM study (`study.minilm_study`): every head's regime by the conditions and by
+   integration, written to `minilm-heads.md`;
+2. the regime training (`study.regime_run`): per benchmark (`agnews-chars`, `mnist-rows`), regime
+   (`free`, `pd`, `hd`, `nd`), encoding (`absolute`, `rotary`, `rotary-diag`) and seed, one tiny
+   transformer; a results file per (benchmark, regime-encoding) in the harness's format (task
+   `token-dynamics`, `<benchmark>/<regime>-<encoding>.json`) and `training.md`;
+3. the zoo study (`study.zoo_study`): a Transformer-zoo profile generated without and with
+   residual connections, every member's heads classified, beside its accuracy: `zoo.md`, `zoo.png`;
+
+and `trajectories.png` (norms and distances against time, per trained regime and for MiniLM's heads).
+
+Profiles:
+- `tiny` (the test suite): 2 MiniLM heads, 60 training steps of a 16-wide model on small subsets,
+  the `pd` and `nd` regimes with absolute and rotary-diag encodings, the zoo's `tiny` profile;
+- `default` (~30 minutes on 2 cores): all 72 MiniLM heads, every regime and encoding on both
+  benchmarks for 3 seeds (a 32-wide, 2-layer, 2-head model, 800 steps), the zoo's `demo` profile
+  (160 runs per zoo: every optimizer, learning rate and init std of the paper's grid).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from benchmarks.tasks.token_dynamics import example_predictions
+from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
+from benchmarks.tracks.registry import Track, register_track
+from benchmarks.tracks.reporting import write_results_files
+from benchmarks.tracks.tokens.constrained import ENCODINGS, ModelConfig
+from benchmarks.tracks.tokens.report import minilm_table, plot_trajectories, plot_zoo, training_table, zoo_table
+from benchmarks.tracks.tokens.study import MiniLMConfig, OdeConfig, ZooConfig, minilm_study, regime_run, zoo_study
+from benchmarks.tracks.tokens.training import BenchmarkConfig, TrainConfig
+from zoo.atomic import write_text_atomic
+from zoo.schema import to_data
+
+TASK = "token-dynamics"
+REGIMES = ("free", "pd", "hd", "nd")
+
+
+@dataclasses.dataclass(frozen=True)
+class RegimeBenchmark:
+    data: BenchmarkConfig
+    model: ModelConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenProfile:
+    minilm: MiniLMConfig
+    ode: OdeConfig
+    benchmarks: tuple[RegimeBenchmark, ...]
+    train: TrainConfig
+    regimes: tuple[str, ...] = REGIMES
+    encodings: tuple[str, ...] = ENCODINGS
+    zoo: ZooConfig | None = ZooConfig()
+
+
+PROFILES = {
+    "tiny": TokenProfile(
+        minilm=MiniLMConfig(texts=2, max_length=16, layers=(0,), heads=(0, 1)), ode=OdeConfig(steps=20, sequences=2),
+        benchmarks=(RegimeBenchmark(BenchmarkConfig("agnews-chars", 64, 16), ModelConfig(16, 2, 1, 32, 32)),
+                    RegimeBenchmark(BenchmarkConfig("mnist-rows", 64, 16), ModelConfig(16, 2, 1, 32, 28))),
+        train=TrainConfig(steps=6, batch_size=8), regimes=("pd", "nd"), encodings=("absolute", "rotary-diag"),
+        zoo=ZooConfig(profile="tiny")),
+    "default": TokenProfile(
+        minilm=MiniLMConfig(), ode=OdeConfig(),
+        benchmarks=(RegimeBenchmark(BenchmarkConfig("agnews-chars", 20000, 1000), ModelConfig(length=64)),
+                    RegimeBenchmark(BenchmarkConfig("mnist-rows", 20000, 2000), ModelConfig(length=28))),
+        train=TrainConfig(steps=800, batch_size=32), zoo=ZooConfig(profile="demo")),
+}
+
+
+def definition(settings: TokenProfile, bench: RegimeBenchmark) -> dict:
+    """The benchmark's definition: what every regime and encoding shares (its hash is the dataset's)."""
+    return {"benchmark": {"name": bench.data.name, "train_examples": bench.data.train_examples,
+                          "test_examples": bench.data.test_examples, "tokens": bench.model.length},
+            "data": to_data(bench.data), "model": to_data(bench.model), "training": to_data(settings.train)}
+
+
+def _describe(outcome: dict) -> str:
+    if "metrics" in outcome:
+        m = outcome["metrics"]
+        return f"test acc. {m['test_accuracy']:.3f}, loss {m['test_loss']:.3f}"
+    if "heads" in outcome:
+        return f"{len(outcome['heads'])} MiniLM heads"
+    return f"{len(outcome['members'])} zoo members"
+
+
+@register_track("token-dynamics")
+class TokenDynamicsTrack(Track):
+    description = ("token dynamics in self-attention: MiniLM's heads by regime, tiny transformers trained in the "
+                   "divergent, mixed and convergent regimes with absolute and rotary encodings, and the zoo's heads")
+    PROFILES = PROFILES
+    DEFAULT_SEEDS = (0, 1, 2)
+
+    def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
+            progress: Callable[[str], None] | None = None, workers: int = 1) -> list[Path]:
+        settings = self.profile(profile)
+        say = progress or (lambda message: None)
+        out_dir = Path(out_dir)
+        jobs = [Job("jobs/minilm", minilm_study, (settings.minilm, settings.ode),
+                    fingerprint(settings.minilm, settings.ode))]
+        for bench in settings.benchmarks:
+            for regime in settings.regimes:
+                for encoding in settings.encodings:
+                    for seed in seeds:
+                        args = (bench.data, bench.model, settings.train, settings.ode, regime, encoding, seed)
+                        jobs.append(Job(f"jobs/{bench.data.name}/{regime}-{encoding}/seed{seed}", regime_run, args,
+                                        fingerprint(*args)))
+        if settings.zoo is not None:  # Ray inside: run it in this process, after the pool
+            zoo_job = Job("jobs/zoo", zoo_study, (settings.zoo, str(out_dir / "zoos")), fingerprint(settings.zoo))
+        outcomes = run_jobs(jobs, out_dir, workers, say, _describe)
+        if settings.zoo is not None:
+            outcomes.update(run_jobs([zoo_job], out_dir, 1, say, _describe))
+        written = self._report(settings, profile, seeds, outcomes, out_dir, say)
+        return written
+
+    def _report(self, settings: TokenProfile, profile: str, seeds: Sequence[int], outcomes: dict, out_dir: Path,
+                say: Callable[[str], None]) -> list[Path]:
+        minilm = outcomes["jobs/minilm"]
+        text = minilm_table(minilm)
+        write_text_atomic(out_dir / "minilm-heads.md", text)
+        say("\n" + text.split("\n\n| layer")[0])
+        written, grouped, drawn = [], {}, {}
+        for bench in settings.benchmarks:
+            defined = definition(settings, bench)
+            for regime in settings.regimes:
+                for encoding in settings.encodings:
+                    runs = [outcomes[f"jobs/{bench.data.name}/{regime}-{encoding}/seed{s}"] for s in seeds]
+                    grouped[(bench.data.name, regime, encoding)] = runs
+                    if encoding == settings.encodings[0] and bench is settings.benchmarks[-1]:
+                        drawn[f"{regime} ({bench.data.name})"] = runs[0]
+                    method = f"{regime}-{encoding}"
+                    predictions = [example_predictions(np.asarray(r["example_loss"]), np.asarray(r["example_correct"]),
+                                                       s) for s, r in zip(seeds, runs)]
+                    import pandas
+
+                    per_seed = [{"seed": s, "metrics": r["metrics"], "train_time_s": r["train_time_s"],
+                                 "peak_memory_mb": None, "selection": {"steps": settings.train.steps},
+                                 "ranking": {}} for s, r in zip(seeds, runs)]
+                    written.append(write_results_files(
+                        out_dir / bench.data.name / f"{method}.json", task=TASK, track=self.name, profile=profile,
+                        benchmark=bench.data.name, method=method,
+                        method_config={"regime": regime, "encoding": encoding,
+                                       "head_regimes": [h["regime"] for h in runs[0]["head_regimes"]]},
+                        definition=defined, per_seed=per_seed, predictions=pandas.concat(predictions, ignore_index=True),
+                        arrays={f"example_loss_seed{s}": np.asarray(r["example_loss"]) for s, r in zip(seeds, runs)},
+                        num_params=runs[0]["num_params"]))
+        table = training_table(grouped, f"Regime training ({profile}, seeds {', '.join(map(str, seeds))})")
+        write_text_atomic(out_dir / "training.md", table)
+        say("\n" + table)
+        plot_trajectories(drawn, minilm, out_dir / "trajectories.png")
+        if "jobs/zoo" in outcomes:
+            zoo = outcomes["jobs/zoo"]
+            table = zoo_table(zoo)
+            write_text_atomic(out_dir / "zoo.md", table)
+            plot_zoo(zoo, out_dir / "zoo.png")
+            say("\n" + table)
+        return written
