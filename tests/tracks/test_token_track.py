@@ -124,6 +124,7 @@ def test_the_tiny_profile_writes_tables_plots_and_results(tiny_run):
     assert results.task_config["definition"]["benchmark"]["test_examples"] == 16
     other = load_results(out / "mnist-rows" / "pd-absolute.json")
     assert other.dataset.dataset_hash == results.dataset.dataset_hash  # one board for every regime
+    assert "log10_growth" in (out / "zoo-heads.csv").read_text().splitlines()[0]
     for name in ("trajectories.png", "zoo.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
     minilm = (out / "minilm-heads.md").read_text()

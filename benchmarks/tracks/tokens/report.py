@@ -61,15 +61,17 @@ def minilm_table(study: Mapping) -> str:
 
 def training_table(outcomes: Mapping[tuple[str, str, str], Sequence[dict]], title: str) -> str:
     """outcomes: (benchmark, regime, encoding) -> the seeds' outcomes."""
-    lines = [f"## {title}", "", "| benchmark | regime | encoding | test accuracy | test loss | heads in regime | s / seed |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"## {title}", "", "| benchmark | regime | encoding | test accuracy | test loss | heads in regime | "
+             "rotated positions in regime | s / seed |", "|---|---|---|---|---|---|---|---|"]
     for (benchmark, regime, encoding), runs in outcomes.items():
         kept = [sum(h["regime"] == _expected(regime) for h in run["head_regimes"]) for run in runs]
         total = len(runs[0]["head_regimes"])
+        rotated = [x for run in runs for h in run["head_regimes"] for x in h.get("rotary_regimes", [])]
+        positions = f"{sum(x == _expected(regime) for x in rotated)}/{len(rotated)}" if rotated else "—"
         lines.append(f"| {benchmark} | {regime} | {encoding} | "
                      f"{_mean_std([r['metrics']['test_accuracy'] for r in runs])} | "
                      f"{_mean_std([r['metrics']['test_loss'] for r in runs])} | "
-                     f"{min(kept)}/{total} | {np.mean([r['train_time_s'] for r in runs]):.0f} |")
+                     f"{min(kept)}/{total} | {positions} | {np.mean([r['train_time_s'] for r in runs]):.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -80,7 +82,8 @@ def _expected(regime: str) -> str:
 def zoo_table(study: Mapping) -> str:
     lines = [f"Transformer zoo ({study['spec']}, profile {study['profile']}): every member's heads by the conditions",
              "", "| zoo | members | heads divergent | convergent | mixed | undecided | mean neg. share | "
-             "test acc. (median) | Spearman(acc., neg. share) |", "|---|---|---|---|---|---|---|---|---|"]
+             "block-1 heads observed divergent / bounded / convergent | test acc. (median) | "
+             "Spearman(acc., neg. share) |", "|---|---|---|---|---|---|---|---|---|---|"]
     from scipy.stats import spearmanr
 
     for residual in (False, True):
@@ -91,8 +94,10 @@ def zoo_table(study: Mapping) -> str:
         acc = np.array([m["test_accuracy"] for m in members])
         share = np.array([m["negative_share"] for m in members])
         rho = spearmanr(acc, share).statistic if len(members) > 2 and acc.std() > 0 and share.std() > 0 else float("nan")
+        seen = [sum(m["first_block_observed"].count(o) for m in members) for o in OBSERVED]
         lines.append(f"| {'residual' if residual else 'plain (released)'} | {len(members)} | {counts['divergent']} | "
                      f"{counts['convergent']} | {counts['mixed']} | {counts['undecided']} | {share.mean():.3f} | "
+                     f"{' / '.join(map(str, seen))} | "
                      f"{np.median(acc):.3f} | {rho:.3f} |")
     return "\n".join(lines) + "\n"
 
@@ -134,20 +139,34 @@ def plot_trajectories(regime_runs: Mapping[str, dict], minilm: Mapping | None, p
     return save_figure(figure, path)
 
 
+def zoo_targets(study: Mapping):
+    """Per member (model_id, joinable with the zoo's metadata): its heads' mean negative share of
+    sym(A), the mean log10 growth of its first block's heads on MNIST, and their regimes: per-member
+    quantities a weight-space model can be asked to predict."""
+    import pandas
+
+    return pandas.DataFrame([{"model_id": m["model_id"], "residual": m["residual"], "split": m["split"],
+                              "test_accuracy": m["test_accuracy"], "negative_share": m["negative_share"],
+                              "log10_growth": float(np.mean(np.log10(np.maximum(m["first_block_growth"], 1e-300)))),
+                              "regimes": ",".join(m["regimes"])} for m in study["members"]])
+
+
 def plot_zoo(study: Mapping, path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(6.5, 4.5))
+    targets = zoo_targets(study)
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
     for residual, marker in ((False, "o"), (True, "^")):
-        members = [m for m in study["members"] if m["residual"] == residual]
-        axis.scatter([m["negative_share"] for m in members], [m["test_accuracy"] for m in members], s=14,
-                     marker=marker, alpha=0.7, label="residual" if residual else "plain (released)")
-    axis.set_xlabel("mean share of negative eigenvalues of sym(A) over the member's heads")
-    axis.set_ylabel("test accuracy")
-    axis.set_title(f"{study['spec']} ({study['profile']}): heads' regime vs accuracy")
-    axis.legend()
-    figure.tight_layout()
+        rows = targets[targets["residual"] == residual]
+        label = "residual" if residual else "plain (released)"
+        axes[0].scatter(rows["negative_share"], rows["test_accuracy"], s=14, marker=marker, alpha=0.7, label=label)
+        axes[1].scatter(rows["log10_growth"], rows["test_accuracy"], s=14, marker=marker, alpha=0.7, label=label)
+    axes[0].set_xlabel("mean share of negative eigenvalues of sym(A) over the member's heads")
+    axes[1].set_xlabel("mean log10 growth of the first block's tokens (ODE on MNIST)")
+    axes[0].set_ylabel("test accuracy")
+    figure.suptitle(f"{study['spec']} ({study['profile']}): heads' regime vs accuracy")
+    axes[0].legend()
     return save_figure(figure, path)

@@ -139,15 +139,33 @@ def _generate(config: ZooConfig, residual: bool, folder: Path):
     return spec, out
 
 
-def zoo_study(config: ZooConfig, folder: str) -> dict:
-    """Every member's last checkpoint (not its best-validation copy): its heads' regimes and its test accuracy."""
+@torch.no_grad()
+def _block_inputs(arch, state: dict, images: torch.Tensor) -> torch.Tensor:
+    """The tokens a member's first block's heads see: the patch embedding plus the positional
+    encoding, layer-normalised (the block's pre-LN), for the images (B, 1, 28, 28)."""
+    from zoo.families.transformer_model import SmallTransformer
+
+    model = SmallTransformer(arch)
+    model.load_state_dict({name: torch.as_tensor(value) for name, value in state.items()})
+    h, _ = model.embedding(images)
+    h = h + model.positional_encoding[:h.shape[1]]
+    return torch.nn.functional.layer_norm(h, h.shape[-1:]).double()
+
+
+def zoo_study(config: ZooConfig, folder: str, ode: OdeConfig = OdeConfig()) -> dict:
+    """Every member's last checkpoint (not its best-validation copy): its heads' regimes, its first
+    block's heads integrated on MNIST test images, and its test accuracy."""
     from benchmarks.tracks.tokens.heads import member_heads
+    from zoo.data import SOURCES
+    from zoo.families.transformer_model import TransformerArchitecture
     from zoo.loader import dataset_hash, load_split
 
+    images = SOURCES.get("mnist")()[1].x[:ode.sequences]
     members, hashes = [], {}
     for residual in (False, True):
         spec, out = _generate(config, residual, Path(folder))
-        blocks, heads_per_block = int(spec.architecture["num_blocks"]), int(spec.architecture["num_heads"])
+        arch = TransformerArchitecture(**spec.architecture)
+        blocks, heads_per_block = arch.num_blocks, arch.num_heads
         hashes["residual" if residual else "plain"] = dataset_hash(out)
         for split in ("train", "validation", "test"):
             part = load_split(out, split=split)
@@ -156,12 +174,17 @@ def zoo_study(config: ZooConfig, folder: str) -> dict:
             names = part.weights.space.names
             for row in np.flatnonzero(last):
                 state = {name: tensor[row].numpy() for name, tensor in zip(names, part.weights.tensors)}
-                regimes = [classify(h.w, h.v) for h in member_heads(state, blocks, heads_per_block)]
+                heads = member_heads(state, blocks, heads_per_block)
+                regimes = [classify(h.w, h.v) for h in heads]
+                tokens = _block_inputs(arch, state, images)
+                observed = [integrate(h.w, h.v, tokens, units=ode.units, steps=ode.steps).to_data()
+                            for h in heads[:heads_per_block]]
                 members.append({
                     "residual": residual, "split": split, "model_id": str(meta["model_id"].iloc[row]),
                     "optimizer": str(meta["optimizer"].iloc[row]) if "optimizer" in meta else "",
                     "test_accuracy": float(meta["test_accuracy"].iloc[row]),
-                    "regimes": [r.regime for r in regimes],
+                    "regimes": [r.regime for r in regimes], "first_block_observed": [o["observed"] for o in observed],
+                    "first_block_growth": [o["growth"] for o in observed],
                     "negative_share": float(np.mean([r.negative_share for r in regimes])),
                     "score_min_eigenvalue": float(np.mean([r.score_eigenvalues[0] for r in regimes]))})
     return {"members": members, "dataset_hashes": hashes, "spec": config.spec, "profile": config.profile}

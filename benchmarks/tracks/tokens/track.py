@@ -10,7 +10,9 @@ runs, as resumable jobs (`benchmarks.tracks.jobs`):
    transformer; a results file per (benchmark, regime-encoding) in the harness's format (task
    `token-dynamics`, `<benchmark>/<regime>-<encoding>.json`) and `training.md`;
 3. the zoo study (`study.zoo_study`): a Transformer-zoo profile generated without and with
-   residual connections, every member's heads classified, beside its accuracy: `zoo.md`, `zoo.png`;
+   residual connections, every member's heads classified and its first block's heads integrated
+   on MNIST, beside its accuracy: `zoo.md`, `zoo.png`, and `zoo-heads.csv` (per member, by
+   `model_id`: the quantities a weight-space model can be asked to predict);
 
 and `trajectories.png` (norms and distances against time, per trained regime and for MiniLM's heads).
 
@@ -35,7 +37,8 @@ from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
 from benchmarks.tracks.registry import Track, register_track
 from benchmarks.tracks.reporting import write_results_files
 from benchmarks.tracks.tokens.constrained import ENCODINGS, ModelConfig
-from benchmarks.tracks.tokens.report import minilm_table, plot_trajectories, plot_zoo, training_table, zoo_table
+from benchmarks.tracks.tokens.report import (minilm_table, plot_trajectories, plot_zoo, training_table, zoo_table,
+                                             zoo_targets)
 from benchmarks.tracks.tokens.study import MiniLMConfig, OdeConfig, ZooConfig, minilm_study, regime_run, zoo_study
 from benchmarks.tracks.tokens.training import BenchmarkConfig, TrainConfig
 from zoo.atomic import write_text_atomic
@@ -115,7 +118,8 @@ class TokenDynamicsTrack(Track):
                         jobs.append(Job(f"jobs/{bench.data.name}/{regime}-{encoding}/seed{seed}", regime_run, args,
                                         fingerprint(*args)))
         if settings.zoo is not None:  # Ray inside: run it in this process, after the pool
-            zoo_job = Job("jobs/zoo", zoo_study, (settings.zoo, str(out_dir / "zoos")), fingerprint(settings.zoo))
+            zoo_job = Job("jobs/zoo", zoo_study, (settings.zoo, str(out_dir / "zoos"), settings.ode),
+                          fingerprint(settings.zoo, settings.ode))
         outcomes = run_jobs(jobs, out_dir, workers, say, _describe)
         if settings.zoo is not None:
             outcomes.update(run_jobs([zoo_job], out_dir, 1, say, _describe))
@@ -162,5 +166,6 @@ class TokenDynamicsTrack(Track):
             table = zoo_table(zoo)
             write_text_atomic(out_dir / "zoo.md", table)
             plot_zoo(zoo, out_dir / "zoo.png")
+            write_text_atomic(out_dir / "zoo-heads.csv", zoo_targets(zoo).to_csv(index=False))
             say("\n" + table)
         return written

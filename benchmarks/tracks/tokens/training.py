@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchmarks.tracks.tokens.conditions import classify
+from benchmarks.tracks.tokens.conditions import classify, rotary_regimes
 from benchmarks.tracks.tokens.constrained import ModelConfig, RegimeTransformer
 
 
@@ -133,13 +133,23 @@ def evaluate(model: RegimeTransformer, data: SequenceData, batch_size: int = 256
     return torch.cat(losses).double().numpy(), torch.cat(correct).double().numpy()
 
 
-def head_regimes(model: RegimeTransformer) -> list[dict]:
+def head_regimes(model: RegimeTransformer, positions: int = 8) -> list[dict]:
+    """Per head, its regime by the conditions on (W, V) and, for a constrained rotary model, the
+    regimes of `positions` evenly spaced positions under rotation (with the diagonal term of
+    `rotary-diag`; `conditions.rotary_regimes`)."""
     out = []
+    rotary = model.encoding != "absolute" and model.regime != "free"
+    spots = list(range(0, model.config.length, max(1, model.config.length // positions)))
     for layer, (w, v) in enumerate(model.head_matrices()):
         for h in range(w.shape[0]):
-            r = classify(w[h].detach().double().numpy(), v[h].detach().double().numpy(), reduce=model.regime == "free")
-            out.append({"layer": layer, "head": h, "regime": r.regime, "negative_share": r.negative_share,
-                        "score_min_eigenvalue": r.score_eigenvalues[0], "value_eigenvalues": list(r.value_eigenvalues)})
+            wh, vh = w[h].detach().double().numpy(), v[h].detach().double().numpy()
+            r = classify(wh, vh, reduce=model.regime == "free")
+            entry = {"layer": layer, "head": h, "regime": r.regime, "negative_share": r.negative_share,
+                     "score_min_eigenvalue": r.score_eigenvalues[0], "value_eigenvalues": list(r.value_eigenvalues)}
+            if rotary:
+                diagonal = 0.0 if model.diagonal is None else F.softplus(model.diagonal[layer, h]).detach().double().numpy()
+                entry["rotary_regimes"] = [x.regime for x in rotary_regimes(wh, vh, spots, diagonal)]
+            out.append(entry)
     return out
 
 
