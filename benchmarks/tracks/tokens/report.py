@@ -25,7 +25,7 @@ OBSERVED = ("divergent", "bounded", "convergent")
 
 
 def _mean_std(values: Sequence[float], digits: int = 3) -> str:
-    values = np.asarray(values, dtype=float)
+    values = np.asarray([np.nan if v is None else v for v in values], dtype=float)
     if not np.isfinite(values).all():
         return "diverged"
     return f"{values.mean():.{digits}f} ± {values.std(ddof=1) if len(values) > 1 else 0.0:.{digits}f}"
@@ -42,7 +42,7 @@ def minilm_table(study: Mapping) -> str:
         lines.append(f"| {regime} | {len(rows)} | " + " | ".join(map(str, seen)) + " |")
     decided = [h for h in heads if h["regime"] in ("divergent", "convergent")]
     agree = sum(h["trajectory"]["observed"] == h["regime"] for h in decided)
-    drift = [h for h in heads if np.isfinite(h["energy_drift"])]
+    drift = [h for h in heads if h["energy_drift"] is not None]
     by_drift = sum((h["energy_drift"] > 0) == (h["trajectory"]["observed"] == "divergent") for h in drift)
     lines += ["", f"Decided by the conditions: {len(decided)} of {len(heads)} heads; the integration agrees on "
               f"{agree} of them. Not decided: {len(heads) - len(decided)}.",
@@ -55,8 +55,13 @@ def minilm_table(study: Mapping) -> str:
         lines.append(f"| {h['layer']} | {h['head']} | {h['regime']} | {h['dimension']} | "
                      f"[{h['score_eigenvalues'][0]:.3f}, {h['score_eigenvalues'][1]:.3f}] | "
                      f"[{h['value_eigenvalues'][0]:.3f}, {h['value_eigenvalues'][1]:.3f}] | "
-                     f"{h['negative_share']:.2f} | {h['energy_drift']:.4f} | {t['growth']:.3g} | {t['observed']} |")
+                     f"{h['negative_share']:.2f} | {_number(h['energy_drift'], '.4f')} | {_number(t['growth'], '.3g')} | "
+                     f"{t['observed']} |")
     return "\n".join(lines) + "\n"
+
+
+def _number(value, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
 
 
 def training_table(outcomes: Mapping[tuple[str, str, str], Sequence[dict]], title: str) -> str:
@@ -113,8 +118,8 @@ def plot_trajectories(regime_runs: Mapping[str, dict], minilm: Mapping | None, p
     for label, run in regime_runs.items():
         t = run["trajectories"][0]
         times = np.asarray(t["times"]) / t["times"][-1] if t["times"][-1] else np.asarray(t["times"])
-        axes[0, 0].semilogy(times, t["moving_norm"], label=label)
-        axes[0, 1].semilogy(times, np.maximum(t["moving_distance"], 1e-12), label=label)
+        axes[0, 0].semilogy(times, np.asarray(t["moving_norm"], dtype=float), label=label)
+        axes[0, 1].semilogy(times, np.maximum(np.asarray(t["moving_distance"], dtype=float), 1e-12), label=label)
     axes[0, 0].set_title("trained regimes: mean token norm (moving part)")
     axes[0, 1].set_title("trained regimes: mean pairwise distance")
     if minilm is not None:
@@ -124,9 +129,10 @@ def plot_trajectories(regime_runs: Mapping[str, dict], minilm: Mapping | None, p
                 if not rows:
                     continue
                 length = min(len(r[key]) for r in rows)
-                values = np.array([np.asarray(r[key][:length]) / max(r[key][0], 1e-300) for r in rows])
+                values = np.array([np.asarray(r[key][:length], dtype=float) / max(r[key][0] or 0.0, 1e-300)
+                                   for r in rows])
                 grid = np.linspace(0, length / (len(rows[0]["times"])), length)
-                low, mid, high = np.percentile(values, [25, 50, 75], axis=0)
+                low, mid, high = np.nanpercentile(values, [25, 50, 75], axis=0)
                 axis.semilogy(grid, mid, color=colour, label=f"{observed} ({len(rows)} heads)")
                 axis.fill_between(grid, low, high, color=colour, alpha=0.2)
         axes[1, 0].set_title("MiniLM heads: norm / initial (median, quartiles)")
@@ -147,7 +153,7 @@ def zoo_targets(study: Mapping):
 
     return pandas.DataFrame([{"model_id": m["model_id"], "residual": m["residual"], "split": m["split"],
                               "test_accuracy": m["test_accuracy"], "negative_share": m["negative_share"],
-                              "log10_growth": float(np.mean(np.log10(np.maximum(m["first_block_growth"], 1e-300)))),
+                              "log10_growth": float(np.mean(np.log10(np.maximum(np.asarray(m["first_block_growth"], dtype=float), 1e-300)))),
                               "regimes": ",".join(m["regimes"])} for m in study["members"]])
 
 

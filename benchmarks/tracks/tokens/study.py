@@ -29,6 +29,18 @@ from benchmarks.tracks.tokens.dynamics import integrate
 from benchmarks.tracks.tokens.training import BENCHMARKS, BenchmarkConfig, TrainConfig, train_run
 
 
+def json_safe(value):
+    """The outcome with every non-finite float as None (a head with no qualifying token, a blown-up
+    trajectory's last values): job records are strict JSON."""
+    if isinstance(value, float):
+        return value if np.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class OdeConfig:
     units: float = 10.0  # the horizon in units of 1 / |V|_2
@@ -78,8 +90,8 @@ def minilm_study(config: MiniLMConfig, ode: OdeConfig) -> dict:
         tokens = x[mask].numpy()
         rows.append({"layer": head.layer, "head": head.head, **dataclasses.asdict(regime),
                      "energy_drift": energy_drift(head.w, head.v, tokens), "trajectory": trajectory.to_data()})
-    return {"heads": rows, "encoder_sha256": state_sha256(model), "texts": len(texts),
-            "tokens": int(mask.sum())}
+    return json_safe({"heads": rows, "encoder_sha256": state_sha256(model), "texts": len(texts),
+                      "tokens": int(mask.sum())})
 
 
 @functools.lru_cache(maxsize=2)
@@ -112,7 +124,7 @@ def regime_run(benchmark: BenchmarkConfig, model_config: ModelConfig, train: Tra
         trajectories.append(integrate(wh, vh, tokens, None, units=ode.units, steps=ode.steps,
                                       rotary=encoding != "absolute" and regime != "free",
                                       diagonal=diagonal).to_data())
-    return {**outcome, "trajectories": trajectories}
+    return json_safe({**outcome, "trajectories": trajectories})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,4 +199,4 @@ def zoo_study(config: ZooConfig, folder: str, ode: OdeConfig = OdeConfig()) -> d
                     "first_block_growth": [o["growth"] for o in observed],
                     "negative_share": float(np.mean([r.negative_share for r in regimes])),
                     "score_min_eigenvalue": float(np.mean([r.score_eigenvalues[0] for r in regimes]))})
-    return {"members": members, "dataset_hashes": hashes, "spec": config.spec, "profile": config.profile}
+    return json_safe({"members": members, "dataset_hashes": hashes, "spec": config.spec, "profile": config.profile})
