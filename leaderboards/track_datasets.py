@@ -4,8 +4,10 @@ A track's results (`benchmarks.tracks.reporting`) name as their dataset the benc
 definition, carried whole in `task_config["definition"]` (the task sequence, the backbone's
 config and checksum); the dataset hash is that definition's canonical-JSON sha256. The board
 accepts such a dataset when the hash recomputes from the definition, registers it with the
-source `track:<track>`, and pins as its test metadata the matrix cells the definition allows
-(`benchmarks.tasks.continual_learning.definition_cells`), which the re-scoring then reads.
+source `track:<track>`, and pins as its test metadata the cells the definition allows, which the
+re-scoring then reads: the task's `definition_cells` (the continual-learning tracks' accuracy
+matrix cells, `benchmarks.tasks.continual_learning`; the token-dynamics track's per-example
+cells, `benchmarks.tasks.token_dynamics`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.results import Results
-from benchmarks.tasks.continual_learning import definition_cells, definition_hash
+from benchmarks.tasks import get_task_class
+from benchmarks.tasks.continual_learning import definition_hash
 from leaderboards.datasets import KnownDataset
 
 FAMILY = "track"
@@ -39,8 +42,11 @@ def check_track_dataset(results: Results) -> tuple[list[str], KnownDataset | Non
                 f"({actual[:12]}…): the definition and the claimed dataset differ"], None, None
     if results.task_config.get("benchmark") != definition.get("benchmark"):
         return ["task_config.benchmark differs from task_config.definition.benchmark"], None, None
+    cells_of = getattr(get_task_class(results.task), "definition_cells", None)
+    if cells_of is None:
+        return [f"task {results.task!r} is not a track's task: it has no definition cells to pin"], None, None
     try:
-        cells = definition_cells(definition)
+        cells = cells_of(definition)
     except ValueError as error:
         return [f"task_config.definition: {error}"], None, None
     buffer = io.BytesIO()
