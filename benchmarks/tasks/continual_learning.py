@@ -21,7 +21,6 @@ taken as reported.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from typing import Any, Mapping
@@ -29,8 +28,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas
 
-from benchmarks.tasks.base import Task
 from benchmarks.tasks.registry import register_task
+from benchmarks.tasks.track_task import TrackTask
 
 METRICS = {"final_average_accuracy": True, "cumulative_average_accuracy": True, "final_forgetting": False,
            "task_identity_accuracy": True, "final_seen_accuracy": True, "kept_bytes": False}
@@ -65,13 +64,10 @@ def matrix_predictions(matrix: np.ndarray, seed: int) -> pandas.DataFrame:
 
 
 @register_task("continual-learning")
-class ContinualLearning(Task):
+class ContinualLearning(TrackTask):
     """The continual-learning tracks' results (see the module docstring); run with `nfnzoo track run`."""
 
-    @dataclasses.dataclass(frozen=True)
-    class Config:  # no hyperparameters: the tracks' profiles hold them
-        pass
-
+    TRACKS = "norga|wave-cre"
     metrics = METRICS
     main_metric = "final_average_accuracy"
     required_metrics = ("final_average_accuracy",)
@@ -81,10 +77,6 @@ class ContinualLearning(Task):
     @classmethod
     def definition_cells(cls, definition: Mapping) -> pandas.DataFrame:
         return definition_cells(definition)
-
-    @classmethod
-    def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:
-        return {"track": task_config.get("track")}  # the dataset hash fixes the benchmark and backbone
 
     @classmethod
     def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:
@@ -104,10 +96,6 @@ class ContinualLearning(Task):
                                  "task": cells["task"].to_numpy(), "stage": cells["stage"].to_numpy()})
 
     @classmethod
-    def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
-        raise NotImplementedError("continual learning is scored from the cells' (task, stage): use score_rows")
-
-    @classmethod
     def score_rows(cls, expected: pandas.DataFrame, predictions: np.ndarray) -> dict[str, float]:
         from benchmarks.tracks.common.continual import summary
 
@@ -117,6 +105,3 @@ class ContinualLearning(Task):
         final_only = bool((expected["stage"] == tasks - 1).all()) and tasks > 1
         return summary(matrix, final_only=final_only)
 
-    def run(self, splits, model, model_overrides, seed, device="cpu"):
-        raise ValueError("the continual-learning task is run by its tracks: `nfnzoo track run norga` "
-                         "(see `nfnzoo track list`), not on a zoo")

@@ -18,14 +18,13 @@ taken as reported.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
 import pandas
 
-from benchmarks.tasks.base import Task
 from benchmarks.tasks.registry import register_task
+from benchmarks.tasks.track_task import TrackTask
 
 METRICS = {"test_accuracy": True, "test_loss": False}
 KINDS = ("loss", "correct")
@@ -51,13 +50,10 @@ def example_predictions(loss: np.ndarray, correct: np.ndarray, seed: int) -> pan
 
 
 @register_task("token-dynamics")
-class TokenDynamics(Task):
+class TokenDynamics(TrackTask):
     """The token-dynamics track's trained regimes (see the module docstring); run with `nfnzoo track run`."""
 
-    @dataclasses.dataclass(frozen=True)
-    class Config:  # no hyperparameters: the track's profiles hold them
-        pass
-
+    TRACKS = "token-dynamics"
     metrics = METRICS
     main_metric = "test_accuracy"
     required_metrics = ("test_accuracy", "test_loss")
@@ -67,10 +63,6 @@ class TokenDynamics(Task):
     @classmethod
     def definition_cells(cls, definition: Mapping) -> pandas.DataFrame:
         return definition_cells(definition)
-
-    @classmethod
-    def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:
-        return {"track": task_config.get("track")}  # the dataset hash fixes the data, model size and training
 
     @classmethod
     def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:
@@ -85,16 +77,9 @@ class TokenDynamics(Task):
                                  "kind": metadata["kind"].astype(str).to_numpy()})
 
     @classmethod
-    def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
-        raise NotImplementedError("token dynamics is scored from the cells' kinds: use score_rows")
-
-    @classmethod
     def score_rows(cls, expected: pandas.DataFrame, predictions: np.ndarray) -> dict[str, float]:
         kind = expected["kind"].to_numpy()
         if not (kind == "loss").any() or not (kind == "correct").any():
             raise ValueError("the cells hold no loss or no correct-share rows")
         return {"test_loss": float(np.mean(predictions[kind == "loss"])),
                 "test_accuracy": float(np.mean(predictions[kind == "correct"]))}
-
-    def run(self, splits, model, model_overrides, seed, device="cpu"):
-        raise ValueError("the token-dynamics task is run by its track: `nfnzoo track run token-dynamics`, not on a zoo")
