@@ -53,14 +53,17 @@ def test_fourier_features_match_the_nfn_package(space_name):
     nfn_common = pytest.importorskip("nfn.common", reason="the nfn-reference extra is not installed")
     nfn_layers = pytest.importorskip("nfn.layers")
     x = _features(space_name, 2, 2, seed=1)
-    ours = FourierFeatures(2, mapping_size=8, scale=3.0)
+    # in float64: the sines of arguments up to ~100 differ by ~1e-5 in float32 between two product orders
+    x = WeightSpaceFeatures(x.description, tuple(w.double() for w in x.weights), tuple(b.double() for b in x.biases))
+    ours = FourierFeatures(2, mapping_size=8, scale=3.0).double()
     theirs_in = nfn_common.WeightSpaceFeatures(list(x.weights), list(x.biases))
     theirs = nfn_layers.GaussianFourierFeatureTransform(nfn_common.network_spec_from_wsfeat(theirs_in), 2,
-                                                         mapping_size=8, scale=3.0)
+                                                         mapping_size=8, scale=3.0).double()
     theirs._B.copy_(ours.projection)
     out, expected = ours(x), theirs(theirs_in)
     for a, b in zip((*out.weights, *out.biases), (*expected.weights, *expected.biases)):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        assert a.dtype == torch.float64
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
 def test_the_io_encoding_depends_on_the_input_and_output_order_only():
