@@ -117,19 +117,20 @@ class RegimeTransformer(nn.Module):
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown encoding {encoding!r}; expected one of {ENCODINGS}")
         generator = torch.Generator().manual_seed(seed)
-        torch.manual_seed(seed)  # the nn.Linear / nn.Embedding initialisations
         self.config, self.regime, self.encoding, self.causal = config, regime, encoding, causal
         d = config.dim
-        self.embed = nn.Embedding(inputs, d) if embed_tokens else nn.Linear(inputs, d)
-        self.attention = nn.ModuleList(
-            FreeHeads(d, config.heads) if regime == "free"
-            else ConstrainedHeads(d, config.heads, REGIME_NEGATIVE_SHARE[regime], generator)
-            for _ in range(config.layers))
-        self.mlps = nn.ModuleList(nn.Sequential(nn.LayerNorm(d), nn.Linear(d, config.mlp), nn.GELU(),
-                                                nn.Linear(config.mlp, d)) for _ in range(config.layers))
-        self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(config.layers))
-        self.final = nn.LayerNorm(d)
-        self.head = nn.Linear(d, outputs)
+        with torch.random.fork_rng(devices=[]):  # nn.Linear / nn.Embedding draw from the global generator
+            torch.manual_seed(seed)  # seeded here, and the caller's global state is restored after
+            self.embed = nn.Embedding(inputs, d) if embed_tokens else nn.Linear(inputs, d)
+            self.attention = nn.ModuleList(
+                FreeHeads(d, config.heads) if regime == "free"
+                else ConstrainedHeads(d, config.heads, REGIME_NEGATIVE_SHARE[regime], generator)
+                for _ in range(config.layers))
+            self.mlps = nn.ModuleList(nn.Sequential(nn.LayerNorm(d), nn.Linear(d, config.mlp), nn.GELU(),
+                                                    nn.Linear(config.mlp, d)) for _ in range(config.layers))
+            self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(config.layers))
+            self.final = nn.LayerNorm(d)
+            self.head = nn.Linear(d, outputs)
         self.diagonal = (nn.Parameter(torch.full((config.layers, config.heads, d), _inverse_softplus(0.05)))
                          if encoding == "rotary-diag" else None)
         from zoo.families.transformer_model import sinusoidal_encoding

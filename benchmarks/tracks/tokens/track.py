@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas
 
 from benchmarks.tasks.token_dynamics import example_predictions
 from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
@@ -144,8 +145,6 @@ class TokenDynamicsTrack(Track):
                     method = f"{regime}-{encoding}"
                     predictions = [example_predictions(np.asarray(r["example_loss"]), np.asarray(r["example_correct"]),
                                                        s) for s, r in zip(seeds, runs)]
-                    import pandas
-
                     per_seed = [{"seed": s, "metrics": r["metrics"], "train_time_s": r["train_time_s"],
                                  "peak_memory_mb": None, "selection": {"steps": settings.train.steps},
                                  "ranking": {}} for s, r in zip(seeds, runs)]
