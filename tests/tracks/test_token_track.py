@@ -153,3 +153,14 @@ def test_a_rerun_resumes_and_the_results_go_on_a_board_that_rescores_them(tiny_r
     frame.to_csv(tampered / "pd-rotary-diag.predictions.csv", index=False)
     with pytest.raises(Exception, match="test_accuracy is reported as"):
         submit(tampered / "pd-rotary-diag.json", board)
+
+
+def test_building_a_model_is_seeded_and_leaves_the_global_generator_alone():
+    state = torch.random.get_rng_state()
+    first, second = _tiny_model("pd"), _tiny_model("pd")
+    assert torch.equal(torch.random.get_rng_state(), state)
+    for a, b in zip(first.parameters(), second.parameters()):
+        assert torch.equal(a, b)
+    other = RegimeTransformer(ModelConfig(dim=8, heads=2, layers=2, mlp=16, length=6), "pd", "absolute", 11, 11,
+                              causal=True, embed_tokens=True, seed=1)
+    assert not torch.equal(other.embed.weight, first.embed.weight)
