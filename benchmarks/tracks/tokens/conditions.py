@@ -85,9 +85,11 @@ def value_range(v: np.ndarray, tolerance: float = 1e-6) -> np.ndarray:
     return u[:, :rank]
 
 
-def reduce_to_value_range(w: np.ndarray, v: np.ndarray, tolerance: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
-    """(U^T W U, U^T V U) on the range of V: the matrices of the moving part of the tokens."""
-    basis = value_range(v, tolerance)
+def reduce_to_value_range(w: np.ndarray, v: np.ndarray, tolerance: float = 1e-6,
+                          basis: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(U^T W U, U^T V U) on the range of V: the matrices of the moving part of the tokens
+    (`basis`: U when the caller has it already)."""
+    basis = value_range(v, tolerance) if basis is None else basis
     return basis.T @ w @ basis, basis.T @ v @ basis
 
 
@@ -160,6 +162,3 @@ def rotary_regimes(w: np.ndarray, v: np.ndarray, positions: Sequence[int], diago
         out.append(classify(r.T @ w @ r + extra, v, tolerance, reduce=False))
     return out
 
-
-def count(regimes: Sequence[HeadRegime]) -> dict[str, int]:
-    return {name: sum(r.regime == name for r in regimes) for name in REGIMES}

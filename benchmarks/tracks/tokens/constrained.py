@@ -40,6 +40,12 @@ from torch import nn
 from benchmarks.tracks.tokens.dynamics import rotations
 
 REGIME_NEGATIVE_SHARE = {"pd": 0.0, "hd": 0.5, "nd": 1.0}
+
+
+def expected_regime(regime: str) -> str:
+    """The regime (`conditions`) a trained regime's heads satisfy: `undecided` for free attention."""
+    share = REGIME_NEGATIVE_SHARE.get(regime)
+    return "undecided" if share is None else {0.0: "divergent", 1.0: "convergent"}.get(share, "mixed")
 ENCODINGS = ("absolute", "rotary", "rotary-diag")
 
 

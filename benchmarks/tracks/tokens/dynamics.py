@@ -3,8 +3,8 @@
 The right-hand side is Eq. (1) for a batch of sequences, with optional rotary encoding (the
 score x_i^T R_i^T W R_j x_j) and the refinement's diagonal score term, and a padding mask. It
 is integrated by classical fourth-order Runge-Kutta with a fixed step (batched in torch, float64),
-which `tests/tracks/test_token_dynamics.py` checks against `scipy.integrate.solve_ivp` (RK45 at
-rtol 1e-9). Time is measured in units of 1 / |V|_2 (`horizon`), so heads of any scale are run
+which `tests/tracks/test_token_conditions.py` checks against `scipy.integrate.solve_ivp` (RK45 at
+rtol 1e-10). Time is measured in units of 1 / |V|_2 (`horizon`), so heads of any scale are run
 for comparable spans.
 
 Along the trajectory it records, per time point and averaged over sequences: the mean token

@@ -20,6 +20,7 @@ import numpy as np
 
 from benchmarks.files import save_figure
 from benchmarks.tracks.tokens.conditions import REGIMES
+from benchmarks.tracks.tokens.constrained import expected_regime
 
 OBSERVED = ("divergent", "bounded", "convergent")
 
@@ -69,19 +70,15 @@ def training_table(outcomes: Mapping[tuple[str, str, str], Sequence[dict]], titl
     lines = [f"## {title}", "", "| benchmark | regime | encoding | test accuracy | test loss | heads in regime | "
              "rotated positions in regime | s / seed |", "|---|---|---|---|---|---|---|---|"]
     for (benchmark, regime, encoding), runs in outcomes.items():
-        kept = [sum(h["regime"] == _expected(regime) for h in run["head_regimes"]) for run in runs]
+        kept = [sum(h["regime"] == expected_regime(regime) for h in run["head_regimes"]) for run in runs]
         total = len(runs[0]["head_regimes"])
         rotated = [x for run in runs for h in run["head_regimes"] for x in h.get("rotary_regimes", [])]
-        positions = f"{sum(x == _expected(regime) for x in rotated)}/{len(rotated)}" if rotated else "—"
+        positions = f"{sum(x == expected_regime(regime) for x in rotated)}/{len(rotated)}" if rotated else "—"
         lines.append(f"| {benchmark} | {regime} | {encoding} | "
                      f"{_mean_std([r['metrics']['test_accuracy'] for r in runs])} | "
                      f"{_mean_std([r['metrics']['test_loss'] for r in runs])} | "
                      f"{min(kept)}/{total} | {positions} | {np.mean([r['train_time_s'] for r in runs]):.0f} |")
     return "\n".join(lines) + "\n"
-
-
-def _expected(regime: str) -> str:
-    return {"pd": "divergent", "hd": "mixed", "nd": "convergent"}.get(regime, "undecided")
 
 
 def zoo_table(study: Mapping) -> str:

@@ -9,9 +9,9 @@
   first layer's heads integrated on the tokens they see (test examples, embedded, encoded and
   layer-normalised as the forward pass does).
 - `zoo_study`: a Transformer-zoo profile generated twice, without residual connections (the
-  released zoo) and with them (the family's option), through Ray, and every member's heads
-  classified; per member, the share of heads in each regime and the mean negative share of
-  sym(A), beside its test accuracy.
+  released zoo) and with them (the family's option), through Ray, every member's heads
+  classified and its first block's heads integrated on MNIST test images; per member, its heads'
+  regimes, the mean negative share of sym(A) and the growth of its tokens, beside its test accuracy.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def energy_drift(w: np.ndarray, v: np.ndarray, tokens: np.ndarray) -> float:
     """The mean over the tokens' moving parts r with r^T sym(W_r) r > 0 of r^T sym(A_r) r / |r|^2
     (A_r = sym(W_r) V_r on the range of V): Eq. (2) read on the data; NaN if no token qualifies."""
     basis = value_range(v)
-    w_r, v_r = reduce_to_value_range(w, v)
+    w_r, v_r = reduce_to_value_range(w, v, basis=basis)
     r = tokens @ basis
     s_w = sym(w_r)
     a = sym(s_w @ v_r)

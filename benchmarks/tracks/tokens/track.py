@@ -37,7 +37,7 @@ from benchmarks.tasks.token_dynamics import example_predictions
 from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
 from benchmarks.tracks.registry import Track, register_track
 from benchmarks.tracks.reporting import write_results_files
-from benchmarks.tracks.tokens.constrained import ENCODINGS, ModelConfig
+from benchmarks.tracks.tokens.constrained import ENCODINGS, REGIME_NEGATIVE_SHARE, ModelConfig
 from benchmarks.tracks.tokens.report import (minilm_table, plot_trajectories, plot_zoo, training_table, zoo_table,
                                              zoo_targets)
 from benchmarks.tracks.tokens.study import MiniLMConfig, OdeConfig, ZooConfig, minilm_study, regime_run, zoo_study
@@ -46,7 +46,7 @@ from zoo.atomic import write_text_atomic
 from zoo.schema import to_data
 
 TASK = "token-dynamics"
-REGIMES = ("free", "pd", "hd", "nd")
+TRAINING_REGIMES = ("free", *REGIME_NEGATIVE_SHARE)  # standard attention, then the constrained scenarios
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,7 @@ class TokenProfile:
     ode: OdeConfig
     benchmarks: tuple[RegimeBenchmark, ...]
     train: TrainConfig
-    regimes: tuple[str, ...] = REGIMES
+    regimes: tuple[str, ...] = TRAINING_REGIMES
     encodings: tuple[str, ...] = ENCODINGS
     zoo: ZooConfig | None = ZooConfig()
 
