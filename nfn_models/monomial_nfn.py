@@ -7,7 +7,8 @@ MLP head. The nonlinearity between equivariant layers must commute with the grou
 positively homogeneous (relu(d z) = d relu(z), d > 0) for the scaling group, tanh is odd for
 the sign group. For the invariant output, for the sign group the last equivariant layer is followed by |.| instead
 (the authors' `S_tanh_abs_gen` preset), which is what makes the pooled features sign
-invariant. For the scaling group ReLU follows every equivariant layer but the last, which
+invariant; they are then pooled as HNP's are, without `MonomialPool`'s normalization, which
+removes positive factors the sign group does not have (`GROUP_POOLS`). For the scaling group ReLU follows every equivariant layer but the last, which
 has none (a deliberate departure from the authors' HNPS preset, which has a ReLU there too):
 a middle bias b_l[j] reaches the pool only through its sign (everything on its path is
 positively homogeneous and the pool normalizes), so a final ReLU that leaves one of the 5
@@ -29,7 +30,7 @@ import torch
 from torch import nn
 
 from nfn_models.features import FeatureActivation, NetworkDescription
-from nfn_models.layers import MonomialLinear, MonomialPool, check_channels, check_head_hparams, mlp
+from nfn_models.layers import HNPPool, MonomialLinear, MonomialPool, check_channels, check_head_hparams, mlp
 from nfn_models.registry import register_model
 from nfn_models.stack import InvariantStack, check_output
 from zoo.schema import SchemaError
@@ -45,6 +46,14 @@ class _Abs(nn.Module):
 
 
 GROUP_FINAL_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"scale": nn.Identity, "sign": _Abs}
+# The invariant pool each group needs after its final activation: the scaling group's removes
+# each entry's positive factor by normalizing its feature vector (`MonomialPool`); the sign
+# group has no positive factor to remove (|.| has already made every feature sign invariant),
+# so it pools as HNP does. Normalizing there would throw information away, and all of it with
+# one channel: a 1-vector of |.| normalizes to 1 whatever the member (the INR classifier's
+# 64, 64, 1 stack then predicted a constant class).
+GROUP_POOLS: dict[str, Callable[[NetworkDescription, int], nn.Module]] = {
+    "scale": MonomialPool, "sign": lambda description, channels: HNPPool(description)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +82,7 @@ def check_group(where: str, key: str, group: str) -> None:
 
 @register_model("monomial_nfn")
 class MonomialNFN(InvariantStack):
-    """WeightBatch -> [MonomialLinear -> activation]* -> MonomialPool -> MLP -> (B, out_features)."""
+    """WeightBatch -> [MonomialLinear -> activation]* -> the group's pool -> MLP -> (B, out_features)."""
 
     Config = MonomialNFNConfig
     # Tran et al. 2024's settings: generalization prediction (the defaults; `group` as the zoo's
@@ -109,7 +118,7 @@ class MonomialNFN(InvariantStack):
             blocks += [MonomialLinear(self.description, width, channels, group), FeatureActivation(activation)]
             width = channels
         if invariant:
-            self.pool = MonomialPool(self.description, width)
+            self.pool = GROUP_POOLS[group](self.description, width)
             self.head = mlp(MonomialPool.num_features(self.description, width), self.config.hidden_sizes,
                             self.config.out_features, self.config.activation, self.config.dropout)
         else:

@@ -265,3 +265,26 @@ def test_monomial_nfn_trains_on_members_with_denormal_weights():
         model = create_model("monomial_nfn", space, group=group, channels=(4, 4))
         model(batch).square().mean().backward()
         assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None), group
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sign_model_with_one_final_channel_tells_members_apart(seed):
+    """The INR classifier's stack ends in one channel: its pooled features must still vary.
+
+    The sign group has no positive factor to normalize away, so its pool is HNP's; the negative
+    control is the scaling group's `MonomialPool` on the same |.| features, which maps every
+    1-channel entry to 1 and so gives every member the same features (the model then predicts
+    one class whatever the SIREN: the bug this guards).
+    """
+    symmetry = _symmetry("siren")
+    model = create_model("monomial_nfn", symmetry.space, group="sign", channels=(4, 1), hidden_sizes=(16,),
+                         out_features=3)
+    batch = _random_batch(symmetry, size=6, seed=seed)
+    with torch.no_grad():
+        features = model.equivariant(WeightSpaceFeatures.from_weight_batch(batch, model.description))
+        pooled = model.pool(features)
+        scale_pooled = MonomialPool(model.description, 1)(features)
+    # members differ beyond b_L (the last feature, kept whole by both pools)
+    assert pooled[:, :-1].std(dim=0).min() > 1e-4
+    # the negative control: normalized 1-vectors are all 1 (the pool's affine then is the same map)
+    torch.testing.assert_close(scale_pooled[:, :-1], scale_pooled[:1, :-1].expand_as(scale_pooled[:, :-1]))
