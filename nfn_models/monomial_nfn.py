@@ -2,14 +2,15 @@
 
 Tran, Vo, Tran-Huu, Nguyen & Nguyen, "Equivariant Neural Functional Networks for Monomial
 Matrix Groups" (NeurIPS 2024), Sec. 4-5 and the generalization-prediction experiment
-(Sec. 6): a stack of equivariant `MonomialLinear` layers, the invariant `MonomialPool` and an
+(Sec. 6): a stack of equivariant `MonomialLinear` layers, the group's invariant pool and an
 MLP head. The nonlinearity between equivariant layers must commute with the group: ReLU is
 positively homogeneous (relu(d z) = d relu(z), d > 0) for the scaling group, tanh is odd for
 the sign group. For the invariant output, for the sign group the last equivariant layer is followed by |.| instead
 (the authors' `S_tanh_abs_gen` preset), which is what makes the pooled features sign
 invariant; they are then pooled as HNP's are, without `MonomialPool`'s normalization, which
-removes positive factors the sign group does not have (`GROUP_POOLS`). For the scaling group ReLU follows every equivariant layer but the last, which
-has none (a deliberate departure from the authors' HNPS preset, which has a ReLU there too):
+removes positive factors the sign group does not have (`GROUP_POOLS`). For the scaling group
+ReLU follows every equivariant layer but the last, which has none (a deliberate departure
+from the authors' HNPS preset, which has a ReLU there too):
 a middle bias b_l[j] reaches the pool only through its sign (everything on its path is
 positively homogeneous and the pool normalizes), so a final ReLU that leaves one of the 5
 channels alive makes that path constant and freezes its parameters' gradients at exactly

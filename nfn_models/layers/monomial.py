@@ -45,8 +45,9 @@ with b_L (already invariant) kept whole. The authors' pool normalizes with
 `F.normalize(eps=1e-12)`, which is not scale invariant once a vector's norm is near or below
 1e-12 (real zoo members trained with Adam/RMSprop hold denormal weights, ~1e-45); we divide
 by the max-abs first (exact, maps any finite nonzero vector into [-1, 1]) and then by the
-norm, with a zero vector mapped to zero and no epsilon. For the sign group the model applies
-|.| before this pool (the paper's `S_tanh_abs_gen`), which makes it sign invariant.
+norm, with a zero vector mapped to zero and no epsilon. This pool serves the scaling group;
+for the sign group the model applies |.| (the paper's `S_tanh_abs_gen`), which makes every
+feature sign invariant, and pools as HNP does (`nfn_models.monomial_nfn.GROUP_POOLS`).
 """
 
 from __future__ import annotations
