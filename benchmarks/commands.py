@@ -85,7 +85,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         model_overrides, task_overrides = split_overrides(args.set, args.model, args.task)
         results = run_benchmark(args.task, args.model, args.data, args.config, parse_seeds(args.seeds), args.out,
-                                model_overrides, task_overrides, device=args.device)
+                                model_overrides, task_overrides, device=args.device, workers=args.workers)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
     for name, summary in results["summary"].items():
@@ -129,7 +129,7 @@ def suite_command(args: argparse.Namespace) -> int:
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     try:
         rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
-                         device=args.device)
+                         device=args.device, workers=args.workers)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
     table = suite_table(rows)
@@ -160,11 +160,14 @@ def _listing() -> str:
 
 
 def _add_common_arguments(parser: argparse.ArgumentParser, set_metavar: str, set_help: str) -> None:
-    """--data, --seeds, --set and --device, which `run` and `suite` share."""
+    """--data, --seeds, --set, --device and --workers, which `run` and `suite` share."""
     parser.add_argument("--data", required=True, metavar="DATA", help=_data_help())
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
     parser.add_argument("--set", action="append", default=[], metavar=set_metavar, help=set_help)
     parser.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="run the seeds in this many CPU processes, one torch thread each (default: 1); "
+                             "finished seeds are kept beside the results either way, and a re-run resumes")
 
 
 def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:

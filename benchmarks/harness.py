@@ -6,6 +6,14 @@ memory, and writes the results JSON (schema: `benchmarks.results.Results`, docum
 `leaderboards/SCHEMA.md`) plus a predictions sidecar CSV beside it
 (`<stem>.predictions.csv`: seed, model_id, target, prediction) for plots. Both are written
 atomically. Progress goes to stderr, one line per seed.
+
+Each seed is a resumable job (`benchmarks.jobs`): with an output path, a finished seed's record
+(its metrics, selection, predictions and figure arrays) is written at once to
+`<stem>.seeds/seed<k>.json` beside the results, keyed by the hash of the task, the model, their
+resolved configs, the dataset's hash, the device type and the package version. A re-run of the
+same command takes the records that match and runs only the missing seeds, so a run cut off
+after two of three hour-long seeds loses only the third; the folder is removed once the results
+file is written. `workers > 1` runs the seeds in that many processes, one torch thread each.
 """
 
 from __future__ import annotations
@@ -13,16 +21,19 @@ from __future__ import annotations
 import datetime
 import io
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+import numpy as np
 import pandas
 import torch
 
 import zoo
 from benchmarks.files import write_json_atomic, write_npz_atomic, write_text_atomic
+from benchmarks.jobs import Job, JobsFailed, fingerprint, run_jobs
 from benchmarks.protocol import architecture_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, summarize
 from benchmarks.tasks import SPLITS, create_task
@@ -45,6 +56,12 @@ def examples_path(results_path: str | Path) -> Path:
     """Where a task's figure arrays live: `<stem>.examples.npz` beside the results (plain arrays, no pickles)."""
     results_path = Path(results_path)
     return results_path.with_name(f"{results_path.stem}.examples.npz")
+
+
+def seeds_folder(results_path: str | Path) -> Path:
+    """Where the finished seeds' records of an unfinished run live: `<stem>.seeds/` beside the results."""
+    results_path = Path(results_path)
+    return results_path.with_name(f"{results_path.stem}.seeds")
 
 
 def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
@@ -123,7 +140,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
                   seeds: Sequence[int], out_path: str | Path | None = None,
                   model_overrides: Mapping[str, Any] | None = None,
                   task_overrides: Mapping[str, Any] | None = None, *,
-                  device: str | torch.device | None = None, progress: bool = True) -> dict:
+                  device: str | torch.device | None = None, progress: bool = True, workers: int = 1) -> dict:
     """Runs `task` with `model` on already loaded splits for each seed; see `run_benchmark`.
 
     `dataset` describes the splits' source ({path, config, dataset_hash, family}, and optionally
@@ -141,24 +158,33 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     model_hparams = model_config(model, **model_overrides)  # validates before any training
     device = _resolve_device(device)
 
-    per_seed, tables, num_params, examples = [], [], 0, {}
-    for position, seed in enumerate(seeds, start=1):
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        start = time.perf_counter()
-        result = runner.run(splits, model, model_overrides, seed, device)
-        elapsed = time.perf_counter() - start
-        num_params = result.num_params
-        per_seed.append({"seed": seed, "metrics": result.metrics, "train_time_s": elapsed,
-                         "peak_memory_mb": _peak_memory_mb(device), "selection": result.selection,
-                         "ranking": result.ranking})
-        tables.append(result.predictions.assign(seed=seed))
-        if position == 1:
-            examples = dict(result.examples)
-        if progress:
-            shown = " ".join(f"{name}={value:.4f}" for name, value in result.metrics.items())
-            print(f"bench {task}/{model}: seed {seed} ({position}/{len(seeds)}): {shown} [{elapsed:.1f} s]",
-                  file=sys.stderr, flush=True)
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    if workers > 1 and device.type != "cpu":
+        raise ValueError(f"workers > 1 runs the seeds in CPU processes; the device is {device}")
+    described = {key: value for key, value in dataset.items() if key != "path"}  # a moved folder is the same data
+    common = fingerprint(task, model, model_hparams, runner.config, described, device.type, zoo.__version__)
+    jobs = [Job(f"seed{seed}", _run_seed, (task, model, model_overrides, task_overrides, splits, seed, str(device)),
+                fingerprint(common, seed)) for seed in seeds]
+
+    def describe(outcome: dict) -> str:
+        shown = " ".join(f"{name}={value:.4f}" for name, value in outcome["entry"]["metrics"].items())
+        return f"{shown} [{outcome['entry']['train_time_s']:.1f} s]"
+
+    label = f"bench {task}/{model}"
+    say = (lambda message: print(f"{label}: {message}", file=sys.stderr, flush=True)) if progress else None
+    folder = seeds_folder(out_path) if out_path is not None else None
+    try:
+        outcomes = run_jobs(jobs, folder, workers, progress=say, describe=describe)
+    except JobsFailed as failed:  # in the pool: a seed the data cannot serve fails as it would in this process
+        if all(isinstance(error, ValueError) for _, error in failed.errors):
+            raise failed.errors[0][1] from failed
+        raise
+    ordered = [outcomes[job.key] for job in jobs]
+    per_seed = [outcome["entry"] for outcome in ordered]
+    tables = [pandas.DataFrame(outcome["predictions"]).assign(seed=seed) for outcome, seed in zip(ordered, seeds)]
+    num_params = ordered[0]["num_params"]
+    examples = _arrays(ordered[0]["examples"])
 
     results = {
         "schema_version": SCHEMA_VERSION,
@@ -186,15 +212,41 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         if examples:
             write_npz_atomic(examples_path(out_path), examples)
         write_json_atomic(out_path, results)
+        shutil.rmtree(folder, ignore_errors=True)  # the results file holds every seed now
         if progress:
             print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=sys.stderr)
     return results
 
 
+def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_overrides: Mapping[str, Any],
+              splits: Mapping[str, "ZooSplit"], seed: int, device: str) -> dict:
+    """One seed's run (a job: top-level, so a worker process can run it): its record as plain data."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    result = create_task(task, **task_overrides).run(splits, model, dict(model_overrides), seed, device)
+    elapsed = time.perf_counter() - start
+    entry = {"seed": seed, "metrics": result.metrics, "train_time_s": elapsed,
+             "peak_memory_mb": _peak_memory_mb(device), "selection": result.selection, "ranking": result.ranking}
+    columns = result.predictions[["model_id", "target", "prediction"]]
+    return to_data({"entry": entry, "num_params": result.num_params,
+                    "predictions": {name: columns[name].tolist() for name in columns.columns},
+                    "examples": {name: {"dtype": str(np.asarray(value).dtype), "shape": list(np.shape(value)),
+                                        "values": np.asarray(value).ravel().tolist()}
+                                 for name, value in result.examples.items()}})
+
+
+def _arrays(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """A seed record's figure arrays back as arrays (their dtype and shape kept)."""
+    return {name: np.asarray(value["values"], dtype=value["dtype"]).reshape(value["shape"])
+            for name, value in stored.items()}
+
+
 def run_benchmark(task: str, model: str, data_path: str | Path, config: str | None, seeds: Sequence[int],
                   out_path: str | Path | None, model_overrides: Mapping[str, Any] | None = None,
                   task_overrides: Mapping[str, Any] | None = None, *,
-                  device: str | torch.device | None = None, progress: bool = True) -> dict:
+                  device: str | torch.device | None = None, progress: bool = True, workers: int = 1) -> dict:
     """Runs `model` on `task` over `seeds` on the dataset at `data_path` and returns the results.
 
     `data_path` is a zoo folder or a Hub dataset repo `ORG/NAME[@REVISION]` (see `load_splits`).
@@ -207,4 +259,4 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
     model_config(model, **dict(model_overrides or {}))
     splits, dataset = load_splits(data_path, config)
     return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
-                         device=device, progress=progress)
+                         device=device, progress=progress, workers=workers)

@@ -3,7 +3,7 @@
 `nfnzoo bench suite NAME --data ZOO --out DIR` runs every entry of a suite over the seeds and
 writes one results file per entry (`DIR/<entry>.json`, with its predictions beside it),
 skipping entries whose results file is already there, so an interrupted suite resumes where
-it stopped. An entry its data cannot serve (a threshold that leaves fewer than two test rows)
+it stopped (within an entry, from its finished seeds: `benchmarks.harness`). An entry its data cannot serve (a threshold that leaves fewer than two test rows)
 is recorded as `DIR/<entry>.skipped` with the reason, and the others go on. It then prints (and writes to `DIR/table.md`) the Kendall tau-b table: mean +- std
 over the seeds, with the tie ceiling of the test targets. Submitting the files to a
 leaderboard is `nfnzoo leaderboard submit DIR/*.json`.
@@ -167,7 +167,7 @@ def select_entries(suite: Suite, only: list[str] | None) -> list[SuiteEntry]:
 
 def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list[int],
               task_overrides: Mapping[str, Any] | None = None, only: list[str] | None = None,
-              device: str | None = None) -> list[tuple[SuiteEntry, dict]]:
+              device: str | None = None, workers: int = 1) -> list[tuple[SuiteEntry, dict]]:
     """Runs the suite's missing entries (the data loaded once); returns every chosen entry's results.
 
     `task_overrides` apply to every entry (e.g. {"epochs": 50}); `only` keeps the entries with
@@ -203,7 +203,8 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
             print(f"suite {name}: [{position}/{len(todo)}] {entry.name}", file=sys.stderr, flush=True)
             try:
                 run_on_splits(suite.task, entry.model, splits, dataset, seeds, out_dir / f"{entry.name}.json",
-                              entry.model_overrides, {**entry.task_overrides, **extra}, device=device)
+                              entry.model_overrides, {**entry.task_overrides, **extra}, device=device,
+                              workers=workers)
             except ValueError as error:  # the data cannot serve this protocol (e.g. a threshold leaves < 2 rows)
                 write_text_atomic(skipped_path(out_dir, entry), f"{error}\n")
                 print(f"suite {name}: {entry.name} skipped: {error}", file=sys.stderr, flush=True)

@@ -53,7 +53,7 @@ def test_bench_run_and_scatter(dataset_folder, tmp_path, capsys):
                  "--seeds", "0,1,2", "--out", str(out), "--set", "epochs=1", "--set", "model.hidden_sizes=[8]"])
     assert code == 0
     captured = capsys.readouterr()
-    assert "kendall_tau: " in captured.out and "seed 2 (3/3)" in captured.err
+    assert "kendall_tau: " in captured.out and "[3/3] seed2: " in captured.err
     results = json.loads(out.read_text())
     assert results["task_config"]["epochs"] == 1 and results["model_config"]["hidden_sizes"] == [8]
 
@@ -72,3 +72,16 @@ def test_user_errors_exit_1_with_a_message(dataset_folder, tmp_path, capsys):
     assert f"unknown NFN model 'resnet'; valid names: {', '.join(list_models())}" in capsys.readouterr().err
     assert main(["bench", "scatter", str(tmp_path / "missing.json"), "--out", str(tmp_path / "p.png")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def test_bench_run_with_worker_processes(dataset_folder, tmp_path, capsys):
+    out = tmp_path / "mlp.json"
+    code = main(["bench", "run", "--task", "generalization", "--model", "mlp", "--data", str(dataset_folder),
+                 "--seeds", "0,1", "--out", str(out), "--set", "epochs=1", "--set", "model.hidden_sizes=[8]",
+                 "--workers", "2"])
+    assert code == 0
+    assert [entry["seed"] for entry in json.loads(out.read_text())["per_seed"]] == [0, 1]
+    assert "[2/2] seed" in capsys.readouterr().err
+    assert main(["bench", "run", "--task", "generalization", "--model", "mlp", "--data", str(dataset_folder),
+                 "--out", str(out), "--workers", "0"]) == 1
+    assert "workers must be at least 1, got 0" in capsys.readouterr().err

@@ -62,7 +62,7 @@ def test_files_are_written_atomically_and_progress_goes_to_stderr(splits, datase
                   {"epochs": 1})
     assert sorted(p.name for p in out.parent.iterdir()) == ["mlp.json", "mlp.predictions.csv"]  # no temporaries
     stderr = capsys.readouterr().err
-    assert "seed 3 (1/2): kendall_tau=" in stderr and "seed 4 (2/2)" in stderr
+    assert "[1/2] seed3: kendall_tau=" in stderr and "[2/2] seed4: " in stderr
     assert f"wrote {out}" in stderr
 
 

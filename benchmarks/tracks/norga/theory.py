@@ -229,7 +229,7 @@ def _register() -> None:
         DEFAULT_SEEDS = (0,)
 
         def run(self, profile, seeds, out_dir, progress=None, workers=1):
-            from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
+            from benchmarks.jobs import Job, fingerprint, run_jobs
 
             out_dir, written = Path(out_dir), []
             configs = {seed: dataclasses.replace(self.profile(profile), seed=seed) for seed in seeds}

@@ -2,7 +2,7 @@
 
 `nfnzoo track run norga --profile tiny|default|paper|paper-imr [--seeds ...] [--workers N] --out DIR`
 runs every method of the profile on each of its class-incremental benchmarks over the seeds, as
-one resumable job per (benchmark, method, seed) (`benchmarks.tracks.jobs`: records under
+one resumable job per (benchmark, method, seed) (`benchmarks.jobs`: records under
 `DIR/jobs/`, a re-run takes the finished ones), and writes, per benchmark and method, a results
 file in the harness's format (`<benchmark>/<method>.json`: the final average accuracy,
 cumulative average accuracy, final forgetting and, for the methods that infer a task, the
@@ -42,7 +42,7 @@ import torch
 from benchmarks.tracks.common.backbone import BackboneConfig, TimmBackbone, load_backbone
 from benchmarks.tracks.common.glyphs import letters
 from benchmarks.tracks.common.incremental import TaskSequence, folder_sequence, glyph_sequence, source_sequence
-from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
+from benchmarks.jobs import Job, fingerprint, run_jobs
 from benchmarks.tracks.norga.bounds import JointTraining, LinearProbe, SequentialFineTuning
 from benchmarks.tracks.norga.evaluate import run_sequence
 from benchmarks.tracks.norga.hide import HiDeConfig, HiDePrompt

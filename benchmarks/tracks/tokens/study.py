@@ -1,4 +1,4 @@
-"""The three studies of the token-dynamics track, each one job (`benchmarks.tracks.jobs`).
+"""The three studies of the token-dynamics track, each one job (`benchmarks.jobs`).
 
 - `minilm_study`: every head of all-MiniLM-L6-v2 classified by the conditions (on the range of
   its value map, `conditions`), and its ODE integrated on the layer's real input tokens for AG

@@ -1,7 +1,7 @@
 """The `token-dynamics` track: token dynamics in self-attention (Pham et al., NeurIPS 2025).
 
 `nfnzoo track run token-dynamics --profile tiny|default [--seeds 0,1,2] [--workers N] [--out DIR]`
-runs, as resumable jobs (`benchmarks.tracks.jobs`):
+runs, as resumable jobs (`benchmarks.jobs`):
 
 1. the MiniLM study (`study.minilm_study`): every head's regime by the conditions and by
    integration, written to `minilm-heads.md`;
@@ -34,7 +34,7 @@ import numpy as np
 import pandas
 
 from benchmarks.tasks.token_dynamics import example_predictions
-from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
+from benchmarks.jobs import Job, fingerprint, run_jobs
 from benchmarks.tracks.registry import Track, register_track
 from benchmarks.tracks.reporting import write_results_files
 from benchmarks.tracks.tokens.constrained import ENCODINGS, REGIME_NEGATIVE_SHARE, ModelConfig

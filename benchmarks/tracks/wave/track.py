@@ -2,7 +2,7 @@
 
 `nfnzoo track run wave-cre --profile tiny|default|paper [--seeds ...] [--workers N] [--out DIR]`
 runs every method of the profile over the task orders (one seed each), as one resumable job per
-(method, order) (`benchmarks.tracks.jobs`), and writes per method a results file in the harness's
+(method, order) (`benchmarks.jobs`), and writes per method a results file in the harness's
 format (`<benchmark>/<method>.json`, task `continual-learning`: FAA, CAA, FFM from the accuracy
 matrix, the accuracy on every seen relation after the last task, the task-prediction accuracy,
 the bytes kept between tasks), `<benchmark>.md` (the accuracy on seen relations after each task,
@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
+from benchmarks.jobs import Job, fingerprint, run_jobs
 from benchmarks.tracks.registry import Track, register_track
 from benchmarks.tracks.reporting import per_seed_entries, seed_matrices, write_track_results
 from benchmarks.tracks.wave.encoder import EncoderConfig, RelationEncoder, load_encoder, tokenize

@@ -1,16 +1,17 @@
-"""A track's runs as resumable jobs: one JSON record per job, run in a pool of worker processes.
+"""Resumable jobs: one JSON record per finished job, run in a pool of worker processes.
 
-A track splits its study into jobs (one method on one benchmark with one seed), each a top-level
-function and its arguments, with a fingerprint: the hash of everything that decides the outcome
-(the settings, the backbone's checksum, the seed). `run_jobs` writes each finished job's record
-to `<folder>/<job key>.json` at once (atomically) and, on a re-run, takes a record whose
+A long study is split into jobs (a track's method on one benchmark with one seed; a benchmark
+run's seed, `benchmarks.harness`), each a top-level function and its arguments, with a
+fingerprint: the hash of everything that decides the outcome (the settings, the data's or the
+backbone's checksum, the seed). `run_jobs` writes each finished job's record to
+`<folder>/<job key>.json` at once (atomically) and, on a re-run, takes a record whose
 fingerprint matches instead of running the job again; a record with another fingerprint (the
-settings changed) is run again and replaced. So an interrupted track loses at most the jobs in
-flight, and `nfnzoo track run` on the same folder resumes.
+settings changed) is run again and replaced. So an interrupted study loses at most the jobs in
+flight, and the same command on the same folder resumes. Without a folder nothing is recorded.
 
 With `workers > 1` the jobs run in that many spawned processes, one torch thread each (the
-small ViTs here use a core better one per process than two threads per model); the records do
-not depend on the worker count except through float summation order.
+small models here use a core better one per process than two threads per model); the records
+do not depend on the worker count except through float summation order.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ class Job:
     def __post_init__(self):
         if not _KEY.match(self.key) or ".." in self.key:
             raise ValueError(f"job key {self.key!r}: expected names of letters, digits, '.', '_', '-' joined by '/'")
+
+
+class JobsFailed(RuntimeError):
+    """Some jobs of a pool failed (the others' records are kept); `errors` holds (key, exception) pairs."""
+
+    def __init__(self, message: str, errors: list[tuple[str, BaseException]]):
+        super().__init__(message)
+        self.errors = errors
 
 
 def fingerprint(*parts: Any) -> str:
@@ -79,11 +88,14 @@ def _timed(function: Callable[..., dict], arguments: tuple) -> tuple[dict, float
     return outcome, time.perf_counter() - start
 
 
-def run_jobs(jobs: Sequence[Job], folder: str | Path, workers: int = 1,
+def run_jobs(jobs: Sequence[Job], folder: str | Path | None, workers: int = 1,
              progress: Callable[[str], None] | None = None,
              describe: Callable[[dict], str] | None = None) -> dict[str, dict]:
-    """Every job's outcome by key: stored records whose fingerprint matches, the rest run now."""
-    folder = Path(folder)
+    """Every job's outcome by key: stored records whose fingerprint matches, the rest run now.
+
+    `folder` None: nothing is read or written (the jobs only run, in the pool with `workers > 1`).
+    """
+    folder = None if folder is None else Path(folder)
     keys = [job.key for job in jobs]
     if len(set(keys)) != len(keys):
         raise ValueError("job keys must be distinct")
@@ -93,7 +105,7 @@ def run_jobs(jobs: Sequence[Job], folder: str | Path, workers: int = 1,
     outcomes: dict[str, dict] = {}
     pending = []
     for job in jobs:
-        stored = _stored(folder, job)
+        stored = None if folder is None else _stored(folder, job)
         if stored is None:
             pending.append(job)
         else:
@@ -103,8 +115,9 @@ def run_jobs(jobs: Sequence[Job], folder: str | Path, workers: int = 1,
     start = time.perf_counter()
 
     def finished(job: Job, outcome: dict, seconds: float) -> None:
-        write_json_atomic(_record_path(folder, job), {"key": job.key, "fingerprint": job.fingerprint,
-                                                      "seconds": seconds, "outcome": outcome})
+        if folder is not None:
+            write_json_atomic(_record_path(folder, job), {"key": job.key, "fingerprint": job.fingerprint,
+                                                          "seconds": seconds, "outcome": outcome})
         outcomes[job.key] = outcome
         done = len(outcomes)
         elapsed = time.perf_counter() - start
@@ -133,6 +146,8 @@ def run_jobs(jobs: Sequence[Job], folder: str | Path, workers: int = 1,
             finished(futures[future], outcome, seconds)
     if failures:
         key, error = failures[0]
-        raise RuntimeError(f"{len(failures)} job(s) failed ({', '.join(k for k, _ in failures)}); the "
-                           f"{len(outcomes)} finished are kept in {folder}. First: {key}: {error}") from error
+        kept = f"the {len(outcomes)} finished are kept in {folder}" if folder is not None else \
+            f"{len(outcomes)} finished (nothing recorded)"
+        raise JobsFailed(f"{len(failures)} job(s) failed ({', '.join(k for k, _ in failures)}); {kept}. "
+                         f"First: {key}: {error}", failures) from error
     return outcomes

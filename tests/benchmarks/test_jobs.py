@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmarks.tracks.jobs import Job, fingerprint, run_jobs
+from benchmarks.jobs import Job, fingerprint, run_jobs
 
 
 def _jobs(b_argument=-1.0, a_print="f-a"):

@@ -1,0 +1,122 @@
+"""A benchmark run's seeds as resumable jobs: a cut-off run keeps its finished seeds, a re-run
+runs only the missing ones and writes the same results; seeds in worker processes."""
+
+from __future__ import annotations
+
+import json
+
+import pandas
+import pytest
+
+import benchmarks.harness as harness
+from benchmarks.harness import predictions_path, run_on_splits, seeds_folder
+
+MODEL = {"hidden_sizes": [8]}
+TASK = {"epochs": 2}
+REAL_SEED_JOB = harness._run_seed
+
+
+class Cut(Exception):
+    """Stands in for the end of a session: the process stops in the middle of a seed."""
+
+
+def _counting(monkeypatch, stop_at: int | None = None) -> list[int]:
+    """Wraps the seed job: records which seeds ran, and stops the run when it reaches `stop_at`."""
+    ran: list[int] = []
+
+    def wrapped(task, model, model_overrides, task_overrides, splits, seed, device):
+        if seed == stop_at:
+            raise Cut(f"cut off at seed {seed}")
+        ran.append(seed)
+        return REAL_SEED_JOB(task, model, model_overrides, task_overrides, splits, seed, device)
+
+    monkeypatch.setattr(harness, "_run_seed", wrapped)
+    return ran
+
+
+def _metrics(path) -> list[dict]:
+    return [entry["metrics"] for entry in json.loads(path.read_text())["per_seed"]]
+
+
+def test_a_cut_off_run_resumes_from_its_finished_seeds(splits, dataset_info, tmp_path, monkeypatch):
+    whole = tmp_path / "whole.json"
+    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1, 2], whole, MODEL, TASK, progress=False)
+
+    out = tmp_path / "mlp.json"
+    ran = _counting(monkeypatch, stop_at=2)
+    with pytest.raises(Cut):
+        run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1, 2], out, MODEL, TASK, progress=False)
+    assert ran == [0, 1]
+    assert not out.exists()
+    assert sorted(p.name for p in seeds_folder(out).iterdir()) == ["seed0.json", "seed1.json"]
+
+    ran = _counting(monkeypatch)
+    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1, 2], out, MODEL, TASK, progress=False)
+    assert ran == [2]  # the two finished seeds came from their records
+    assert _metrics(out) == _metrics(whole)
+    pandas.testing.assert_frame_equal(pandas.read_csv(predictions_path(out)), pandas.read_csv(predictions_path(whole)))
+    assert not seeds_folder(out).exists()  # the results file holds every seed now
+    stored = json.loads(out.read_text())
+    assert [entry["seed"] for entry in stored["per_seed"]] == [0, 1, 2]
+    assert stored["num_params"] == json.loads(whole.read_text())["num_params"]
+
+
+def test_a_changed_setting_runs_the_recorded_seeds_again(splits, dataset_info, tmp_path, monkeypatch):
+    out = tmp_path / "mlp.json"
+    _counting(monkeypatch, stop_at=1)
+    with pytest.raises(Cut):
+        run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], out, MODEL, TASK, progress=False)
+    assert (seeds_folder(out) / "seed0.json").exists()
+
+    ran = _counting(monkeypatch)
+    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], out, MODEL, {"epochs": 1}, progress=False)
+    assert ran == [0, 1]  # seed 0's record was made with 2 epochs
+    assert json.loads(out.read_text())["task_config"]["epochs"] == 1
+
+
+def test_a_record_from_another_dataset_is_not_taken(splits, dataset_info, tmp_path, monkeypatch):
+    out = tmp_path / "mlp.json"
+    _counting(monkeypatch, stop_at=1)
+    with pytest.raises(Cut):
+        run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], out, MODEL, TASK, progress=False)
+    other = {**dataset_info, "dataset_hash": "0" * 64}
+    ran = _counting(monkeypatch)
+    run_on_splits("generalization", "mlp", splits, other, [0, 1], out, MODEL, TASK, progress=False)
+    assert ran == [0, 1]
+
+
+def test_a_moved_dataset_folder_is_the_same_data(splits, dataset_info, tmp_path, monkeypatch):
+    out = tmp_path / "mlp.json"
+    _counting(monkeypatch, stop_at=1)
+    with pytest.raises(Cut):
+        run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], out, MODEL, TASK, progress=False)
+    ran = _counting(monkeypatch)
+    moved = {**dataset_info, "path": str(tmp_path / "elsewhere")}
+    run_on_splits("generalization", "mlp", splits, moved, [0, 1], out, MODEL, TASK, progress=False)
+    assert ran == [1]
+
+
+def test_seeds_in_worker_processes_give_the_same_results(splits, dataset_info, tmp_path):
+    alone, pooled = tmp_path / "alone.json", tmp_path / "pooled.json"
+    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], alone, MODEL, TASK, progress=False)
+    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], pooled, MODEL, TASK, progress=False,
+                  workers=2)
+    for first, second in zip(_metrics(alone), _metrics(pooled)):
+        assert first == pytest.approx(second, rel=1e-4, abs=1e-6)  # one thread each: summation order only
+    assert not seeds_folder(pooled).exists()
+
+
+def test_a_seed_the_data_cannot_serve_fails_in_the_pool_as_in_the_process(splits, dataset_info, tmp_path):
+    task = {**TASK, "min_accuracy": 2.0}  # no member is above an accuracy of 2
+    for workers in (1, 2):
+        with pytest.raises(ValueError, match="min_accuracy"):
+            run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], tmp_path / "x.json", MODEL, task,
+                          progress=False, workers=workers)
+
+
+def test_bad_worker_counts_are_refused(splits, dataset_info, tmp_path):
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        run_on_splits("generalization", "mlp", splits, dataset_info, [0], None, MODEL, TASK, workers=0)
+    with pytest.raises(ValueError, match="runs the seeds in CPU processes"):
+        run_on_splits("generalization", "mlp", splits, dataset_info, [0], None, MODEL, TASK, workers=2,
+                      device="cuda")
