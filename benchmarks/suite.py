@@ -17,6 +17,9 @@ runs one model's threshold sweep, one results file per threshold.
 The `inr-classification` and `inr-editing` suites are issue 12's: every model each INR task lists,
 at budget presets, on the inr-mnist zoo (`INR_CLASSIFIERS`, `INR_EDITORS`).
 
+The `inr-augmentation` suite asks whether group-augmented training SIRENs help NP at an equal
+number of optimizer steps, the NFN paper's comparison of its augmented INR copies.
+
 The `cnn-generalization` suite is issue 10's: every feedforward model on the ReLU and the tanh
 subsets of a CNN zoo's final checkpoints, with the NFN papers' protocol (sigmoid + BCE on
 the test accuracy, Adam 1e-3 without weight decay, batch 8; Zhou et al. 2023 App. and
@@ -133,6 +136,30 @@ def inr_classification() -> Suite:
     return Suite("inr-classification", "inr-classification",
                  "MLP, STATNN, NP, HNP, Monomial-NFN and MAGEP-NFN classifying the digit a SIREN encodes (budget "
                  "presets), plus MLP and NP with group-augmented training SIRENs", tuple(entries))
+
+
+# Does group augmentation help NP classify SIRENs at an equal number of optimizer steps? The NFN
+# paper compares NP without and with its 10 extra fits per MNIST image at the same 200,000 steps
+# (69.8% against 92.9%); here K random permutation + sign-flip views per training SIREN, with the
+# epochs cut to AUGMENTATION_EPOCHS / (K + 1) so every entry takes the steps of 12 plain epochs.
+# K = 11 is the paper's count of views per image (its original and 10 extra fits, plus one).
+AUGMENTATION_EPOCHS = 12
+AUGMENTATION_VIEWS = (0, 1, 3, 11)
+
+
+@SUITES.register("inr-augmentation")
+def inr_augmentation() -> Suite:
+    def entry(copies: int) -> SuiteEntry:
+        epochs = AUGMENTATION_EPOCHS // (copies + 1)
+        return SuiteEntry(f"np-k{copies}", "np", {"preset": "inr-classification-budget"},
+                          {"preset": "budget", "epochs": epochs, "augment_copies": copies},
+                          f"{copies} group view{'s' * (copies != 1)} per SIREN, {epochs} epoch{'s' * (epochs != 1)}")
+
+    entries = tuple(entry(copies) for copies in AUGMENTATION_VIEWS)
+    return Suite("inr-augmentation", "inr-classification",
+                 f"NP classifying SIRENs with K = {', '.join(map(str, AUGMENTATION_VIEWS))} random permutation + "
+                 f"sign-flip views per training SIREN, at the optimizer steps of {AUGMENTATION_EPOCHS} plain epochs",
+                 entries)
 
 
 @SUITES.register("inr-editing")

@@ -82,3 +82,19 @@ def test_only_picks_an_entry_by_its_own_name_before_a_models_entries():
     sweep = select_entries(transformer, ["transformer-nfn"])  # a model name there picks its whole sweep
     assert [e.name for e in sweep] == [f"transformer_nfn-t{t:g}" for t in (0, 0.2, 0.4, 0.6, 0.8)]
     assert len(select_entries(transformer, None)) == len(transformer.entries)
+
+
+def test_the_augmentation_suite_gives_every_view_count_the_same_optimizer_steps():
+    """Each entry sees (K + 1) views of every training SIREN for 12 / (K + 1) epochs: the steps of
+    12 plain epochs, so only the augmentation differs (the NFN paper's comparison)."""
+    from benchmarks.tasks import create_task
+
+    suite = SUITES.get("inr-augmentation")()
+    assert suite.task == "inr-classification"
+    views = sorted(e.task_overrides["augment_copies"] for e in suite.entries)
+    assert views[0] == 0 and len(views) == len(set(views)) >= 3  # a plain baseline and several K
+    for entry in suite.entries:
+        config = create_task(suite.task, **entry.task_overrides).config
+        assert entry.model == "np" and config.augment_copies == int(entry.name.removeprefix("np-k"))
+        assert config.epochs * (config.augment_copies + 1) == 12
+        assert config.batch_size == 32 and config.warmup_steps == 1_000  # the budget preset's, shared by all
