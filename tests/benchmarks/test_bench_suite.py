@@ -85,8 +85,9 @@ def test_only_picks_an_entry_by_its_own_name_before_a_models_entries():
 
 
 def test_the_augmentation_suite_gives_every_view_count_the_same_optimizer_steps():
-    """Each entry sees (K + 1) views of every training SIREN for 12 / (K + 1) epochs: the steps of
-    12 plain epochs, so only the augmentation differs (the NFN paper's comparison)."""
+    """Each entry sees (K + 1) views of every training SIREN for E / (K + 1) epochs: the steps of
+    E plain epochs, so only the augmentation differs (the NFN paper's comparison)."""
+    from benchmarks.suite import AUGMENTATION_EPOCHS
     from benchmarks.tasks import create_task
 
     suite = SUITES.get("inr-augmentation")()
@@ -96,5 +97,5 @@ def test_the_augmentation_suite_gives_every_view_count_the_same_optimizer_steps(
     for entry in suite.entries:
         config = create_task(suite.task, **entry.task_overrides).config
         assert entry.model == "np" and config.augment_copies == int(entry.name.removeprefix("np-k"))
-        assert config.epochs * (config.augment_copies + 1) == 12
+        assert config.epochs * (config.augment_copies + 1) == AUGMENTATION_EPOCHS
         assert config.batch_size == 32 and config.warmup_steps == 1_000  # the budget preset's, shared by all
