@@ -270,7 +270,22 @@ def _resolve_extends(raw: dict, path: Path, where: str, seen: tuple[Path, ...] =
         raise SchemaError(where, "extends", f"{base} extends itself")
     base_raw = yaml.safe_load(base_path.read_text())
     base_raw = _resolve_extends(base_raw, base_path, str(base_path), seen + (path.resolve(),))
+    _check_inherited_descriptions(base_raw, raw, base, where)
     return _merge(base_raw, raw)
+
+
+def _check_inherited_descriptions(base_raw: dict, raw: dict, base: str, where: str) -> None:
+    """A spec that describes its own data may not inherit a profile description of the base's:
+    it would name the base's data set in the card (inr-cifar10's `fast` described 70,000 MNIST images)."""
+    if "description" not in raw or not isinstance(base_raw.get("profiles"), dict):
+        return
+    own = raw.get("profiles") if isinstance(raw.get("profiles"), dict) else {}
+    for name, overrides in base_raw["profiles"].items():
+        if isinstance(overrides, dict) and "description" in overrides \
+                and not (isinstance(own.get(name), dict) and "description" in own[name]):
+            raise SchemaError(where, f"profiles.{name}.description",
+                              f"the {base!r} spec's {name!r} profile describes {base}'s data; this spec sets its "
+                              f"own description, so give profiles.{name} its own description too")
 
 
 def load_spec(path: str | Path, profile: str | None = None) -> ZooSpec:

@@ -420,3 +420,19 @@ def test_first_uncovered_value_of_a_stepped_range():
     assert splits.first_uncovered(range(3, 30, 7)) == 10  # 3, 10, ...
     assert splits.first_uncovered([1, 12]) == 12 and splits.first_uncovered([]) is None
     assert (splits.split_of(9), splits.split_of(10), splits.split_of(20)) == ("train", None, "test")
+
+
+def test_a_spec_with_its_own_description_must_describe_the_profiles_it_inherits(tmp_path):
+    """inr-mnist's `fast` profile describes 70,000 MNIST images: a spec extending it for another
+    data set that sets its own description is refused until each such profile has its own."""
+    child = {"extends": "inr-mnist", "name": "inr-other", "description": "SIRENs on another data set."}
+    path = tmp_path / "inr-other.yaml"
+    path.write_text(yaml.safe_dump(child))
+    with pytest.raises(SchemaError, match=r"profiles\.fast(-fifth)?\.description.*inr-mnist"):
+        load_spec(path)
+    own = {name: {"description": f"SIRENs on another data set ({name})."} for name in ("fast", "fast-fifth")}
+    path.write_text(yaml.safe_dump({**child, "profiles": own}))
+    assert load_spec(path, "fast").description == "SIRENs on another data set (fast)."
+    assert load_spec(path, "tiny").description == "SIRENs on another data set."  # no description of its own
+    path.write_text(yaml.safe_dump({key: value for key, value in child.items() if key != "description"}))
+    assert "MNIST" in load_spec(path, "fast").description  # the base's data, described as the base does
