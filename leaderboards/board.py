@@ -162,7 +162,7 @@ def _sweeps(task_class: type, entries: list[Entry], metric: str) -> list[Sweep]:
             def name(entry: Entry) -> str:
                 model = entry.results.model
                 same = [i for i in identities if json.loads(i)[0] == model]
-                return model if len(same) == 1 else f"{model} ({same.index(identity(entry)) + 1})"
+                return model if len(same) == 1 else f"{model} ({_difference(same, identity(entry))})"
 
             cells: dict[tuple[str, object], Entry] = {}
             for entry in sorted(group, key=lambda e: e.submission.id):
@@ -180,6 +180,26 @@ def _sweeps(task_class: type, entries: list[Entry], metric: str) -> list[Sweep]:
             title = f"{metric} by {label} ({len(identities)} model and training configs; one results file per cell)"
             sweeps.append(Sweep(title, header, tuple(rows)))
     return sweeps
+
+
+def _difference(identities: list[str], identity: str) -> str:
+    """What tells one of a model's rows from its others: the config values in which they differ
+    ("epochs 100, warmup_epochs 10"), and its seeds where those alone set it apart."""
+    decoded = [json.loads(i) for i in identities]
+
+    def differing(own: list) -> str:
+        parts = []
+        for index in (1, 2):  # the model config, then the task config
+            keys = sorted({k for d in decoded for k in d[index]})
+            parts += [f"{k} {own[index].get(k, '—')}" for k in keys
+                      if len({json.dumps(d[index].get(k), sort_keys=True) for d in decoded}) > 1]
+        return ", ".join(parts)
+
+    own = json.loads(identity)
+    label = differing(own)
+    if [differing(d) for d in decoded].count(label) > 1:
+        label = f"{label}, seeds {own[3]}" if label else f"seeds {own[3]}"
+    return label
 
 
 def _dataset_title(dataset_hash: str, entries: list[Entry], known: dict[str, KnownDataset]) -> tuple[str, str]:

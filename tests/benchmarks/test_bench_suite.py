@@ -80,7 +80,8 @@ def test_only_picks_an_entry_by_its_own_name_before_a_models_entries():
     assert [e.name for e in select_entries(inr, ["np", "np-aug1"])] == ["np", "np-aug1"]
     transformer = SUITES.get("transformer-generalization")()
     sweep = select_entries(transformer, ["transformer-nfn"])  # a model name there picks its whole sweep
-    assert [e.name for e in sweep] == [f"transformer_nfn-t{t:g}" for t in (0, 0.2, 0.4, 0.6, 0.8)]
+    assert [e.name for e in sweep] == [f"transformer_nfn-t{t:g}" for t in (0, 0.2, 0.4, 0.6, 0.8)] + \
+        [f"transformer_nfn-paper-t{t:g}" for t in (0, 0.2, 0.4, 0.6, 0.8)]
     assert len(select_entries(transformer, None)) == len(transformer.entries)
 
 

@@ -100,7 +100,10 @@ def test_a_fraction_that_is_no_whole_epoch_is_refused(loaded):
 
 def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path):
     suite = SUITES.get("transformer-generalization")()
-    assert len(suite.entries) == len(THRESHOLDS) * len(TRANSFORMER_MODELS) == 30
+    assert len(suite.entries) == len(THRESHOLDS) * (len(TRANSFORMER_MODELS) + 1) == 35
+    paper = [e for e in suite.entries if e.name.startswith("transformer_nfn-paper-")]
+    configs = [create_task("generalization", **e.task_overrides).config for e in paper]
+    assert [(c.min_accuracy, c.epochs, c.warmup_epochs) for c in configs] == [(t, 100, 10) for t in THRESHOLDS]
     board = tmp_path / "board"
     for threshold in (0.0, 0.11):  # the tiny zoo's members are near chance
         out = tmp_path / f"statnn-t{threshold}.json"
@@ -112,6 +115,15 @@ def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path
     assert "| Model | threshold 0 | threshold 0.11 |" in page
     row = next(line for line in page.splitlines() if line.startswith("| statnn | "))
     assert row.count("±") == 2
+    # a second training schedule of the same model is a row of its own, named by what differs
+    out = tmp_path / "statnn-2-epochs-t0.json"
+    run_benchmark("generalization", "statnn", tiny_transformer_zoo, None, [0, 1, 2], out, {"hidden_sizes": [4]},
+                  {**PAPER, "epochs": 2, "threshold": 0.0, "checkpoints": "all"}, progress=False)
+    submit(out, board)
+    rows = [line for line in render(board, tmp_path / "site").splitlines() if line.startswith("| statnn")]
+    sweep_rows = [line for line in rows if line.count("|") == 4]
+    assert [line.split(" | ")[0] for line in sweep_rows] == ["| statnn (epochs 1)", "| statnn (epochs 2)"]
+    assert sweep_rows[1].count("±") == 1 and sweep_rows[1].endswith("| — |")
 
 
 def test_a_suite_override_that_merges_two_entries_is_refused(tiny_transformer_zoo, tmp_path):
