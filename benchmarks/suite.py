@@ -12,8 +12,8 @@ The `transformer-generalization` suite is issue 11's: MLP, STATNN, XGBoost, Ligh
 forest and Transformer-NFN on a transformer zoo with Transformer-NFN's protocol (Tran et al.
 2025: the checkpoint at three quarters of training, each model retrained at each accuracy
 threshold 0, 0.2, 0.4, 0.6, 0.8; 10 epochs here, see `TRANSFORMER_PROTOCOL`, and in the
-`transformer_nfn-paper-t*` entries the paper's 100); `--only MODEL`
-runs one model's threshold sweep, one results file per threshold.
+`transformer_nfn-paper-t*` entries the paper's 100); `--only MODEL` runs every entry of
+one model, one results file per threshold.
 
 The `inr-classification` and `inr-editing` suites are issue 12's: every model each INR task lists,
 at budget presets, on the inr-mnist zoo (`INR_CLASSIFIERS`, `INR_EDITORS`).
