@@ -10,7 +10,7 @@ import math
 import pytest
 
 from benchmarks.harness import load_splits, run_benchmark, run_on_splits
-from benchmarks.suite import SUITES, THRESHOLDS, TRANSFORMER_MODELS
+from benchmarks.suite import PAPER_SCHEDULE_MODELS, SUITES, THRESHOLDS, TRANSFORMER_MODELS
 from benchmarks.tasks import create_task
 from benchmarks.tasks.learners import learning_rate_at
 from leaderboards import render, submit
@@ -100,10 +100,11 @@ def test_a_fraction_that_is_no_whole_epoch_is_refused(loaded):
 
 def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path):
     suite = SUITES.get("transformer-generalization")()
-    assert len(suite.entries) == len(THRESHOLDS) * (len(TRANSFORMER_MODELS) + 1) == 35
-    paper = [e for e in suite.entries if e.name.startswith("transformer_nfn-paper-")]
-    configs = [create_task("generalization", **e.task_overrides).config for e in paper]
-    assert [(c.min_accuracy, c.epochs, c.warmup_epochs) for c in configs] == [(t, 100, 10) for t in THRESHOLDS]
+    assert len(suite.entries) == len(THRESHOLDS) * (len(TRANSFORMER_MODELS) + len(PAPER_SCHEDULE_MODELS)) == 45
+    for model in PAPER_SCHEDULE_MODELS:
+        paper = [e for e in suite.entries if e.name.startswith(f"{model}-paper-")]
+        configs = [create_task("generalization", **e.task_overrides).config for e in paper]
+        assert [(c.min_accuracy, c.epochs, c.warmup_epochs) for c in configs] == [(t, 100, 10) for t in THRESHOLDS]
     board = tmp_path / "board"
     for threshold in (0.0, 0.11):  # the tiny zoo's members are near chance
         out = tmp_path / f"statnn-t{threshold}.json"
