@@ -94,9 +94,9 @@ def _code(entry: Entry) -> tuple[str, str]:
     return (f"{commit[:8]}" if commit else "link"), info.code_url
 
 
-def _row(entry: Entry, rank: int, metrics: tuple[str, ...]) -> Row:
+def _row(entry: Entry, rank: int, metrics: tuple[str, ...], label: str) -> Row:
     results = entry.results
-    cells, values = {"Rank": str(rank), "Model": results.model}, {"Rank": rank, "Model": results.model}
+    cells, values = {"Rank": str(rank), "Model": label}, {"Rank": rank, "Model": results.model}
     for name in metrics:
         summary = results.summary.get(name)
         cells[name] = f"{summary.mean:.4f} ± {summary.std:.4f}" if summary else "—"
@@ -151,22 +151,10 @@ def _sweeps(task_class: type, entries: list[Entry], metric: str) -> list[Sweep]:
             values = sorted({entry.results.task_config.get(field) for entry in group})
             if len(values) < 2:
                 continue
-
-            def identity(entry: Entry) -> str:  # everything but the swept value: model, configs, seeds
-                config = {k: v for k, v in entry.results.task_config.items() if k != field}
-                return json.dumps([entry.results.model, entry.results.model_config, config, entry.results.seeds],
-                                  sort_keys=True, default=str)
-
-            identities = sorted({identity(e) for e in group})
-
-            def name(entry: Entry) -> str:
-                model = entry.results.model
-                same = [i for i in identities if json.loads(i)[0] == model]
-                return model if len(same) == 1 else f"{model} ({_difference(same, identity(entry))})"
-
+            labels = _model_labels(group, field)  # a row per model and config, all but the swept value
             cells: dict[tuple[str, object], Entry] = {}
             for entry in sorted(group, key=lambda e: e.submission.id):
-                cells.setdefault((name(entry), entry.results.task_config.get(field)), entry)
+                cells.setdefault((labels[entry.submission.id], entry.results.task_config.get(field)), entry)
             rows = []
             for row_name in sorted({r for r, _ in cells}):
                 shown = []
@@ -177,9 +165,30 @@ def _sweeps(task_class: type, entries: list[Entry], metric: str) -> list[Sweep]:
                 rows.append((row_name, *shown))
             header = ("Model", *(f"{label} {value:g}" if isinstance(value, float) else f"{label} {value}"
                                  for value in values))
-            title = f"{metric} by {label} ({len(identities)} model and training configs; one results file per cell)"
+            configs = len(set(labels.values()))
+            title = f"{metric} by {label} ({configs} model and training configs; one results file per cell)"
             sweeps.append(Sweep(title, header, tuple(rows)))
     return sweeps
+
+
+def _identity(entry: Entry, ignored: str | None = None) -> str:
+    """An entry's model, model config, task config (less the `ignored` field) and seeds, as JSON."""
+    config = {k: v for k, v in entry.results.task_config.items() if k != ignored}
+    return json.dumps([entry.results.model, entry.results.model_config, config, entry.results.seeds],
+                      sort_keys=True, default=str)
+
+
+def _model_labels(entries: list[Entry], ignored: str | None = None) -> dict[str, str]:
+    """Each entry's model name (by submission id), and where the same model runs under several
+    configs here, what sets this one apart: `transformer_nfn (epochs 100, warmup_epochs 10)`."""
+    identities = sorted({_identity(e, ignored) for e in entries})
+    labels = {}
+    for entry in entries:
+        model = entry.results.model
+        same = [i for i in identities if json.loads(i)[0] == model]
+        labels[entry.submission.id] = (model if len(same) == 1
+                                       else f"{model} ({_difference(same, _identity(entry, ignored))})")
+    return labels
 
 
 def _difference(identities: list[str], identity: str) -> str:
@@ -229,7 +238,9 @@ def build_board(root: str | Path) -> list[TaskBoard]:
             tables = []
             for number, key in enumerate(sorted(groups), start=1):
                 ranked = _ranked(groups[key], main, task_class.metrics[main])
-                rows = tuple(_row(entry, rank, metrics) for rank, entry in enumerate(ranked, start=1))
+                labels = _model_labels(ranked)
+                rows = tuple(_row(entry, rank, metrics, labels[entry.submission.id])
+                             for rank, entry in enumerate(ranked, start=1))
                 tables.append(Table(number, json.loads(key), _protocol_lines(task_class, ranked), columns, rows))
             title, source = _dataset_title(dataset_hash, entries, known)
             sections.append(DatasetSection(dataset_hash, title, source,

@@ -121,10 +121,13 @@ def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path
     run_benchmark("generalization", "statnn", tiny_transformer_zoo, None, [0, 1, 2], out, {"hidden_sizes": [4]},
                   {**PAPER, "epochs": 2, "threshold": 0.0, "checkpoints": "all"}, progress=False)
     submit(out, board)
-    rows = [line for line in render(board, tmp_path / "site").splitlines() if line.startswith("| statnn")]
-    sweep_rows = [line for line in rows if line.count("|") == 4]
+    page = render(board, tmp_path / "site").splitlines()
+    sweep_rows = [line for line in page if line.startswith("| statnn")]
     assert [line.split(" | ")[0] for line in sweep_rows] == ["| statnn (epochs 1)", "| statnn (epochs 2)"]
     assert sweep_rows[1].count("±") == 1 and sweep_rows[1].endswith("| — |")
+    # and so is it in the ranked table of threshold 0, where both schedules ran
+    ranked = [line.split(" | ")[1] for line in page if line.startswith("| ") and " | statnn" in line]
+    assert sorted(ranked) == ["statnn", "statnn (epochs 1)", "statnn (epochs 2)"]  # threshold 0.11: one config
 
 
 def test_a_suite_override_that_merges_two_entries_is_refused(tiny_transformer_zoo, tmp_path):
