@@ -216,9 +216,13 @@ def _limitations(entries: dict) -> str:
     for name, entry in entries.items():
         profile = entry["spec"].get("profile")
         if profile:
+            training = entry["spec"].get("training", {})
             lines.append(f"- `{name}` uses the spec's `{profile}` profile, which changes the base spec's size or "
-                         "recipe (the description above says how; the resolved spec is in `manifest.json`): numbers "
-                         "measured on it are not directly comparable with the paper's.")
+                         f"recipe: numbers measured on it are not directly comparable with the paper's. It trains "
+                         f"{training.get('epochs')} epochs in batches of {training.get('batch_size')} with "
+                         f"checkpoints at epochs {training.get('checkpoint_epochs')} (Creation above, and the "
+                         "resolved spec); where the description names other epochs or sizes, those are the base "
+                         "spec's.")
         diverged = entry["status"].get("diverged", 0)
         if diverged:
             lines.append(f"- `{name}`: {diverged:,} rows have status `diverged` and NaN metrics; filter on "

@@ -13,6 +13,7 @@ from zoo.card import card_header, dataset_info, render_card, size_category
 from zoo.data import SOURCES
 from zoo.families import create_family, list_families
 from zoo.folder import MANIFEST, read_manifest
+from zoo.spec import load_spec
 from zoo.info import describe
 from zoo.provenance import DATA_SETS, FAMILIES
 from zoo.record import arrow_schema
@@ -99,6 +100,10 @@ def test_the_body_has_uses_creation_limitations_license_and_citation(tiny_zoo):
         assert f"\n{section}\n" in text, section
     assert "from zoo.hf_datasets import formatted" in text and "**Do not** call `with_format`" in text
     assert "`tiny` profile, which changes the base spec" in text and "not directly comparable with the paper" in text
+    training = read_manifest(tiny_zoo)["configs"][CONFIG]["spec"]["training"]  # the profile's own, not the base's
+    assert training["epochs"] != load_spec(CONFIG).training.epochs
+    assert (f"It trains {training['epochs']} epochs in batches of {training['batch_size']} with checkpoints at "
+            f"epochs {training['checkpoint_epochs']}") in text
     assert "Small CNN Zoo (Unterthiner et al. 2020)" in text and "never the test set" in text
     assert "title   = {Predicting Neural Network Accuracy from Weights}" in text
     assert "@software{nfnzoo," in text and "Gradient-Based Learning Applied to Document Recognition" in text
