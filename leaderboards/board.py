@@ -181,13 +181,15 @@ def _identity(entry: Entry, ignored: str | None = None) -> str:
 def _model_labels(entries: list[Entry], ignored: str | None = None) -> dict[str, str]:
     """Each entry's model name (by submission id), and where the same model runs under several
     configs here, what sets this one apart: `transformer_nfn (epochs 100, warmup_epochs 10)`."""
-    identities = sorted({_identity(e, ignored) for e in entries})
+    identity = {entry.submission.id: _identity(entry, ignored) for entry in entries}
+    by_model: dict[str, set[str]] = defaultdict(set)
+    for entry in entries:
+        by_model[entry.results.model].add(identity[entry.submission.id])
     labels = {}
     for entry in entries:
-        model = entry.results.model
-        same = [i for i in identities if json.loads(i)[0] == model]
+        model, same = entry.results.model, sorted(by_model[entry.results.model])
         labels[entry.submission.id] = (model if len(same) == 1
-                                       else f"{model} ({_difference(same, _identity(entry, ignored))})")
+                                       else f"{model} ({_difference(same, identity[entry.submission.id])})")
     return labels
 
 

@@ -13,10 +13,10 @@ from zoo.card import card_header, dataset_info, render_card, size_category
 from zoo.data import SOURCES
 from zoo.families import create_family, list_families
 from zoo.folder import MANIFEST, read_manifest
-from zoo.spec import load_spec
 from zoo.info import describe
 from zoo.provenance import DATA_SETS, FAMILIES
 from zoo.record import arrow_schema
+from zoo.spec import load_spec
 from zoo.text import TEXT_SOURCES
 from zoo.verify import verify
 
