@@ -17,6 +17,9 @@ from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from zoo import __version__
+from zoo.inputs import InputError
+from zoo.lock import FolderInUse
+from zoo.schema import SchemaError
 
 
 class CommandError(Exception):
@@ -25,6 +28,23 @@ class CommandError(Exception):
     def __init__(self, message: str, exit_code: int = 1):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def user_message(error: BaseException) -> str:
+    """The one line a user sees for a failure of theirs (or of their disk): an `OSError` names its file."""
+    if isinstance(error, OSError) and not isinstance(error, (InputError,)):
+        reason = error.strerror or type(error).__name__
+        names = [str(name) for name in (error.filename, error.filename2) if name is not None]
+        return f"{' -> '.join(names)}: {reason}" if names else reason
+    if isinstance(error, RecursionError):
+        return "input nested too deeply"
+    return str(error)
+
+
+# what `main` reports in one line, without a traceback: malformed or hostile input (`zoo.inputs`,
+# `zoo.schema`), a folder another process is writing (`zoo.lock`), and the operating system's
+# refusals (a full disk, a read-only folder, a missing file)
+USER_ERRORS = (InputError, SchemaError, FolderInUse, OSError, RecursionError)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -74,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as error:
         print(f"nfnzoo {args.command}: error: {error}", file=sys.stderr)
         return error.exit_code
+    except USER_ERRORS as error:  # the one path for a user's bad input, wherever it is found
+        print(f"nfnzoo {args.command}: error: {user_message(error)}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `nfnzoo ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from typing import Annotated, Any, Union
 
 from zoo.domains import domain_of
+from zoo.inputs import MAX_INT, NAME, text_problem, value_problem
 
 
 class SchemaError(ValueError):
@@ -27,6 +29,14 @@ class SchemaError(ValueError):
 
 class DomainError(SchemaError):
     """A value of the right type outside its field's domain (`zoo.domains`)."""
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """`repr(value)` cut to `limit` characters and ASCII-escaped: a message quotes a value, not a megabyte."""
+    text = ascii(value) if isinstance(value, str) else repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and len(text) > limit:
+        return f"<an integer of {len(text):,} digits>"
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _type_name(tp: Any) -> str:
@@ -49,18 +59,24 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
     """Checks `value` against the type annotation `tp` and converts containers."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if tp is Any:
+    if tp is Any:  # free-form data (a model's config): still finite, 64-bit, plain text, bounded
+        problem = value_problem(value, finite=False)  # strict JSON refuses NaN; a spec's domains say why
+        if problem is not None:
+            inner, reason = problem
+            raise SchemaError(where, f"{key}.{inner}" if inner and key else inner or key, reason)
         return value
     if origin is Annotated:
-        value = convert(args[0], value, where, key)
         domain = domain_of(tp)
+        if domain is not None and isinstance(value, float) and not math.isfinite(value):
+            raise DomainError(where, key, domain.violation(value))  # the domain's words, not "finite"
+        value = convert(args[0], value, where, key)
         reason = domain.violation(value) if domain is not None else None
         if reason is not None:
             raise DomainError(where, key, reason)
         return value
     if origin is typing.Literal:
         if value not in args:
-            raise SchemaError(where, key, f"expected one of {list(args)}, got {value!r}")
+            raise SchemaError(where, key, f"expected one of {list(args)}, got {_shown(value)}")
         return value
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
@@ -78,36 +94,45 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
                 return convert(option, value, where, key)
             except SchemaError:
                 continue
-        raise SchemaError(where, key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+        raise SchemaError(where, key, f"expected {_type_name(tp)}, got {type(value).__name__} {_shown(value)}")
     if tp is type(None):
         if value is not None:
-            raise SchemaError(where, key, f"expected null, got {value!r}")
+            raise SchemaError(where, key, f"expected null, got {_shown(value)}")
         return None
     if dataclasses.is_dataclass(tp):
         return from_data(tp, value, where, key)
     if origin in (list, tuple) or tp in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise SchemaError(where, key, f"expected a list, got {type(value).__name__} {value!r}")
+            raise SchemaError(where, key, f"expected a list, got {type(value).__name__} {_shown(value)}")
         item_type = args[0] if args else Any
         items = [convert(item_type, v, where, f"{key}[{i}]") for i, v in enumerate(value)]
         return tuple(items)
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
-            raise SchemaError(where, key, f"expected a mapping, got {type(value).__name__} {value!r}")
+            raise SchemaError(where, key, f"expected a mapping, got {type(value).__name__} {_shown(value)}")
         key_type, value_type = args if args else (Any, Any)
         return {convert(key_type, k, where, f"{key}.{k}"): convert(value_type, v, where, f"{key}.{k}")
                 for k, v in value.items()}
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SchemaError(where, key, f"expected a number, got {type(value).__name__} {value!r}")
+            raise SchemaError(where, key, f"expected a number, got {type(value).__name__} {_shown(value)}")
+        if isinstance(value, int) and not -MAX_INT - 1 <= value <= MAX_INT:
+            raise SchemaError(where, key, "expected a finite number, got an integer beyond 64 bits")
+        if not math.isfinite(value):
+            raise SchemaError(where, key, f"expected a finite number, got {value}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise SchemaError(where, key, f"expected an integer, got {type(value).__name__} {value!r}")
+            raise SchemaError(where, key, f"expected an integer, got {type(value).__name__} {_shown(value)}")
+        if not -MAX_INT - 1 <= value <= MAX_INT:
+            raise SchemaError(where, key, f"expected a 64-bit integer, got one of {len(str(abs(value))):,} digits")
         return value
     if tp in (str, bool):
         if not isinstance(value, tp):
-            raise SchemaError(where, key, f"expected {tp.__name__}, got {type(value).__name__} {value!r}")
+            raise SchemaError(where, key, f"expected {tp.__name__}, got {type(value).__name__} {_shown(value)}")
+        problem = text_problem(value) if tp is str else None
+        if problem is not None:
+            raise SchemaError(where, key, problem)
         return value
     raise TypeError(f"schema type {tp!r} is not supported")  # a programming error, not the user's
 
@@ -126,11 +151,12 @@ def _fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field]]:
 def from_data(cls: type, data: Any, where: str, key: str = "") -> Any:
     """Builds dataclass `cls` from a mapping, rejecting unknown and missing keys."""
     if not isinstance(data, dict):
-        raise SchemaError(where, key, f"expected a mapping for {cls.__name__}, got {type(data).__name__} {data!r}")
+        raise SchemaError(where, key, f"expected a mapping for {cls.__name__}, got {type(data).__name__} {_shown(data)}")
     hints, fields = _fields(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        path = f"{key}.{unknown[0]}" if key else str(unknown[0])
+        shown = unknown[0] if NAME.fullmatch(str(unknown[0])) else ascii(str(unknown[0])[:60])
+        path = f"{key}.{shown}" if key else shown
         raise SchemaError(where, path, f"unknown key; expected one of {sorted(fields)}")
     values = {}
     for name, field in fields.items():
