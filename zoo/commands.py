@@ -18,11 +18,13 @@ if TYPE_CHECKING:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from zoo.folder import check_writable
+    from zoo.lock import FolderLock
     from zoo.plan import plan_runs
     from zoo.spec import load_spec
 
     try:
-        spec = load_spec(args.spec, args.profile)
+        spec = load_spec(args.spec, args.profile, allow_outside_extends=args.allow_extends_anywhere)
     except (FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
     runs = plan_runs(spec)
@@ -33,6 +35,16 @@ def _generate(args: argparse.Namespace) -> int:
 
         print("\n".join(estimate(spec).lines()[1:]))
         return 0
+    try:
+        check_writable(args.out)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    # one generate or pack per output folder, held from before Ray starts through our own pack
+    with FolderLock(args.out, "nfnzoo generate") as lock:
+        return _generate_locked(args, spec, lock)
+
+
+def _generate_locked(args: argparse.Namespace, spec, lock) -> int:
     from zoo.driver import GenerationInterrupted, generate
 
     try:
@@ -56,7 +68,7 @@ def _generate(args: argparse.Namespace) -> int:
     packs = not args.no_pack and (not report.missing or args.allow_incomplete)
     if packs:
         _pack(argparse.Namespace(folder=args.out, config=[spec.name], shard_mb=args.shard_mb,
-                                 allow_incomplete=args.allow_incomplete))
+                                 allow_incomplete=args.allow_incomplete, lock=lock))
     if report.missing or report.failed_trials:
         outcome = ("packed incomplete (--allow-incomplete)" if packs and report.missing
                    else "nothing was packed" if report.missing and not args.no_pack else "not packed (--no-pack)")
@@ -74,7 +86,7 @@ def _pack(args: argparse.Namespace) -> int:
 
     try:
         manifest = pack(args.folder, configs=args.config, max_shard_bytes=int(args.shard_mb * 2**20),
-                        allow_incomplete=args.allow_incomplete)
+                        allow_incomplete=args.allow_incomplete, lock=getattr(args, "lock", None))
     except (FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
     for name in args.config or sorted(manifest["configs"]):
@@ -213,6 +225,9 @@ def register(subparsers) -> Callable[[], str]:
     p.add_argument("--allow-incomplete", action="store_true",
                    help="pack even if some planned checkpoints are missing (the command still fails)")
     p.add_argument("--dry-run", action="store_true", help="print the plan's size and stop")
+    p.add_argument("--allow-extends-anywhere", action="store_true",
+                   help="let the spec's `extends` name a file outside its own folder tree (by default only "
+                        "bundled specs and files beside or below the spec)")
     p.set_defaults(handler=lambda a: _generate(_default_out(a)))
 
     p = subparsers.add_parser("pack", help="pack a staging folder into Parquet shards, card and manifest")

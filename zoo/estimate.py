@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from zoo.families import create_family
+from zoo.inputs import InputError, read_json_file
 from zoo.plan import plan_runs
 from zoo.spec import ZooSpec
 
 THROUGHPUT_FILE = Path(__file__).with_name("throughput.json")  # written by benchmarks.perf.generation --save
+MAX_THROUGHPUT_BYTES = 2**20  # a few entries per device
 ROW_OVERHEAD_BYTES = 2048  # safetensors header (~1.4 KB for a small CNN) + Parquet framing + metadata columns
 
 
@@ -53,4 +54,10 @@ def measured_throughput(path: Path | None = None) -> dict[str, dict[str, dict]]:
     path = path or THROUGHPUT_FILE
     if not path.exists():
         return {}
-    return {device: rates for device, rates in json.loads(path.read_text()).items() if not device.startswith("_")}
+    data = read_json_file(path, MAX_THROUGHPUT_BYTES, strict=True, what="throughput file")
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of device -> family -> rates")
+    rates = {device: rates for device, rates in data.items() if not device.startswith("_")}
+    if not all(isinstance(by_family, dict) for by_family in rates.values()):
+        raise InputError(f"{path}: expected a mapping of device -> family -> rates")
+    return rates

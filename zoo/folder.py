@@ -14,11 +14,13 @@ import os
 from pathlib import Path
 
 from zoo import atomic
+from zoo.inputs import InputError, check_name, read_json_file
 from zoo.spec import ZooSpec, spec_from_data
 
 SPECS_FOLDER = "specs"
 STAGING_FOLDER = "staging"
 MANIFEST = "manifest.json"
+MAX_SPEC_JSON_BYTES = 4 * 2**20  # a resolved spec is a few kilobytes
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
@@ -26,25 +28,40 @@ def write_json_atomic(path: Path, data: dict) -> None:
     atomic.write_json_atomic(path, data, sort_keys=True)
 
 
+def _spec_path(folder: str | Path, name: str) -> Path:
+    """specs/<name>.json, for a name that is a safe path component only (`zoo.inputs.NAME`)."""
+    return Path(folder) / SPECS_FOLDER / f"{check_name(name, 'spec name')}.json"
+
+
+def _read_saved_spec(path: Path) -> ZooSpec:
+    """A saved spec, read within bounds; its `name` must be its file's stem (the name is what
+    `pack` turns into data/<name>/: a hand-edited file may not point it elsewhere)."""
+    spec = spec_from_data(read_json_file(path, MAX_SPEC_JSON_BYTES, strict=True, what="saved spec"), str(path))
+    if spec.name != path.stem:
+        raise InputError(f"{path}: name: {ascii(spec.name)[:80]} is not the file's name {path.stem!r}; "
+                         "a saved spec is specs/<name>.json")
+    return spec
+
+
 def save_spec(spec: ZooSpec, folder: Path) -> Path:
-    path = Path(folder) / SPECS_FOLDER / f"{spec.name}.json"
+    path = _spec_path(folder, spec.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(spec.to_data(), indent=2, sort_keys=True) + "\n"
     if path.exists() and path.read_text() != text:
         # the same spec written before an option with a default existed (its hash leaves such
         # defaults out) is kept as written; a different spec of the same name would mix its runs
         # in silently at packing time
-        if spec_from_data(json.loads(path.read_text()), str(path)).hash() == spec.hash():
+        if _read_saved_spec(path).hash() == spec.hash():
             return path
         raise ValueError(f"{folder} already holds a different spec named {spec.name!r} ({path}); "
                          "use another --out folder or remove that one")
-    path.write_text(text)
+    atomic.write_text_atomic(path, text)
     return path
 
 
 def load_saved_specs(folder: str | Path) -> list[ZooSpec]:
-    return [spec_from_data(json.loads(p.read_text()), str(p))
-            for p in sorted((Path(folder) / SPECS_FOLDER).glob("*.json"))]
+    """Every spec saved in the folder (specs/*.json), each checked as `_read_saved_spec` says."""
+    return [_read_saved_spec(p) for p in sorted((Path(folder) / SPECS_FOLDER).glob("*.json"))]
 
 
 def read_manifest(folder: str | Path) -> dict:

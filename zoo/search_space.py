@@ -7,6 +7,12 @@ the plan can give a hyperparameter against the family's declared type and domain
 (`zoo.domains`): fixed values and grid values themselves, a range's first and last values, a
 choice's values and both bounds of a uniform or log-uniform axis (a draw is rounded to 6
 significant digits, so it can land on either bound).
+
+`check_plan_size` bounds the plan before anything is enumerated: the number of runs is
+computed arithmetically (grid axis lengths, a range's length from its bounds, sub-grids,
+the sampled count, the seeds) and refused past `MAX_PLANNED_RUNS`, so that a few bytes of
+spec (`sampled.count: 1e12`, `range: [0, 9223372036854775807]`) are a one-line error rather
+than a plan that never finishes or exhausts memory.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from zoo.domains import Seed, Size, base_type, domain_of
 from zoo.schema import DomainError, SchemaError, convert, type_hints
 
 SAMPLED_DIGITS = 6  # significant digits a sampled value keeps
+# the largest real zoo has 125,000 checkpoints (30,000 runs); a plan is a list in memory, so its
+# size is bounded well above that and below what one machine can hold
+MAX_PLANNED_RUNS = 10_000_000
+MAX_PLANNED_CHECKPOINTS = 100_000_000
 
 
 def _rounded(value: float) -> float:
@@ -70,6 +80,9 @@ class SampledSpace:
     def validate(self, where: str, key: str) -> None:
         if not self.axes:
             raise SchemaError(where, f"{key}.axes", "empty; expected at least one sampled axis")
+        if self.count > MAX_PLANNED_RUNS:  # checked before any draw is made
+            raise SchemaError(where, f"{key}.count", f"{self.count:,} configurations; a plan holds at most "
+                                                     f"{MAX_PLANNED_RUNS:,} runs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +103,11 @@ class GridRange:
 
     def values(self) -> range:
         return range(*self.range)
+
+    def length(self) -> int:
+        """len(self.values()), computed from the bounds (`len` of a range overflows past 2**63)."""
+        start, stop, step = (*self.range, 1)[:3]
+        return max(0, -(-(stop - start) // step))
 
 
 def axis_values(values: tuple[Any, ...] | GridRange) -> typing.Sequence[Any]:
@@ -154,6 +172,31 @@ class SearchSpace:
     def names(self) -> set[str]:
         grids = set(self.grids[0]) if self.grids else set()
         return set(self.fixed) | set(self.grid) | (set(self.sampled.axes) if self.sampled else set()) | grids
+
+
+def _axis_length(values: Any) -> int:
+    return values.length() if isinstance(values, GridRange) else len(values)
+
+
+def check_plan_size(space: SearchSpace, seeds: int, checkpoints_per_run: int, where: str) -> None:
+    """The plan's size (runs before de-duplication) from the spec's numbers alone, within
+    `MAX_PLANNED_RUNS` runs and `MAX_PLANNED_CHECKPOINTS` checkpoints, else a `SchemaError`."""
+    grid = math.prod(_axis_length(values) for values in space.grid.values())
+    subgrids = sum(math.prod(_axis_length(values) for values in subgrid.values()) for subgrid in space.grids) \
+        if space.grids else 1
+    sampled = space.sampled.count if space.sampled is not None else 1
+    runs = grid * subgrids * sampled * seeds
+    checkpoints = runs * checkpoints_per_run
+    if runs > MAX_PLANNED_RUNS or checkpoints > MAX_PLANNED_CHECKPOINTS:
+        factors = [f"grid {grid:,}"] if space.grid else []
+        factors += [f"grids {subgrids:,}"] if space.grids else []
+        factors += [f"sampled.count {sampled:,}"] if space.sampled is not None else []
+        factors += [f"seeds {seeds:,}"]
+        total = f"{runs:,}" if runs < 10**30 else f"about 10^{len(str(runs)) - 1}"
+        raise SchemaError(where, "search_space", f"plans {total} runs ({' x '.join(factors)}) of "
+                                                 f"{checkpoints_per_run:,} checkpoints each; at most "
+                                                 f"{MAX_PLANNED_RUNS:,} runs and {MAX_PLANNED_CHECKPOINTS:,} "
+                                                 "checkpoints")
 
 
 def _check_axes(axes: dict[str, Any], where: str, key: str) -> None:

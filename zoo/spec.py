@@ -15,6 +15,14 @@ against the family, the base spec and every profile: an unknown key, a wrong typ
 outside its field's domain (`zoo.domains`), a data set the family cannot load or an empty axis
 is a `SchemaError` naming the file (and profile), the key, what was expected and what was given.
 The search space and its checks are in `zoo.search_space`.
+
+A spec is user input, so reading one is bounded (`zoo.inputs`): every YAML file (the spec and
+each `extends` target) is read with a size cap and an alias-expansion bound, the `name` is a
+safe path component (it names files under the output folder: `specs/<name>.json`,
+`data/<name>/`), at most `MAX_PROFILES` profiles are merged, and the plan's size is bounded
+before anything is enumerated (`zoo.search_space.check_plan_size`). `extends` names a bundled
+spec or a file inside the extending spec's own folder tree (symbolic links resolved), unless
+the caller allows files anywhere (`nfnzoo generate --allow-extends-anywhere`).
 """
 
 from __future__ import annotations
@@ -23,13 +31,13 @@ import copy
 import dataclasses
 import hashlib
 import json
+import os
 import typing
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from zoo.domains import Count, Fraction, Seed, Size, base_type
+from zoo.inputs import NAME, InputError, load_yaml, name_problem
 from zoo.schema import SchemaError, from_data, to_data, type_hints
 # the search space lives in its own module; its names are part of this module's interface
 from zoo.search_space import (  # noqa: F401
@@ -39,10 +47,14 @@ from zoo.search_space import (  # noqa: F401
     SearchSpace,
     axis_values,
     check_hyperparameters,
+    check_plan_size,
 )
 
 SPLIT_NAMES = ("train", "validation", "test")
 SPECS_DIR = Path(__file__).parent / "specs"
+MAX_SPEC_BYTES = 2**20  # a bundled spec is under 8 KB
+MAX_SPEC_NODES = 100_000  # YAML values once aliases are expanded; a bundled spec has a few hundred
+MAX_PROFILES = 64  # each profile is merged onto the base and validated; bundled specs have at most 7
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,8 +171,13 @@ class ZooSpec:
     profile: str | None = None  # the profile applied, recorded for the dataset card
 
     def validate(self, where: str, key: str) -> None:
+        problem = name_problem(self.name)
+        if problem is not None:  # it becomes specs/<name>.json and data/<name>/ in the output folder
+            raise SchemaError(where, "name", problem)
         if not self.seeds:
             raise SchemaError(where, "seeds", "empty; expected at least one seed")
+        check_plan_size(self.search_space, len(self.seeds), len(self.training.checkpoint_epochs)
+                        + self.training.keep_best, where)
         from zoo.families import get_family  # families validate their own parts
 
         try:
@@ -248,28 +265,68 @@ def resolve_spec_path(spec: str | Path) -> Path:
     if path.is_file():
         return path
     bundled = SPECS_DIR / f"{spec}.yaml"
-    if bundled.exists():
+    if NAME.fullmatch(str(spec)) and bundled.is_file():
         return bundled
     names = sorted(p.stem for p in SPECS_DIR.glob("*.yaml"))
-    raise FileNotFoundError(f"no spec file {str(spec)!r}; bundled specs: {', '.join(names)}")
+    raise FileNotFoundError(f"no spec file {ascii(str(spec))[1:-1][:200]!r}; bundled specs: {', '.join(names)}")
 
 
-def _resolve_extends(raw: dict, path: Path, where: str, seen: tuple[Path, ...] = ()) -> dict:
+def _read_spec_yaml(path: Path, where: str) -> dict:
+    """One spec file (the spec or an `extends` target) as a mapping, read within bounds."""
+    top = where == str(path)
+    try:
+        raw = load_yaml(path, limit=MAX_SPEC_BYTES, max_nodes=MAX_SPEC_NODES, what="spec file")
+    except InputError as error:
+        if top:
+            raise SchemaError(where, "", str(error).removeprefix(f"{where}: ")) from None
+        raise SchemaError(where, "extends", str(error)) from None
+    if not isinstance(raw, dict):
+        raise SchemaError(where, "" if top else "extends", f"expected a mapping at the top level (a spec)"
+                                                          f"{'' if top else f' of {path}'}, got {type(raw).__name__}")
+    return raw
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([real, root]) == root
+
+
+def _extends_target(base: str, path: Path, root: Path, where: str, allow_anywhere: bool) -> Path:
+    """The file `extends: base` of spec `path` names: a file beside it, else a bundled spec (or,
+    with `allow_anywhere`, a path from the working directory). Without `allow_anywhere` it must lie
+    in `root` (the top spec's folder tree) or among the bundled specs, once symbolic links are resolved."""
+    shown = ascii(base)[1:-1][:120]
+    beside = path.parent / base
+    if beside.is_file():
+        target = beside
+    elif NAME.fullmatch(base) and (SPECS_DIR / f"{base}.yaml").is_file():
+        return SPECS_DIR / f"{base}.yaml"
+    elif allow_anywhere and Path(base).is_file():
+        target = Path(base)
+    else:
+        names = ", ".join(sorted(p.stem for p in SPECS_DIR.glob("*.yaml")))
+        raise SchemaError(where, "extends", f"no spec file {shown!r} beside {path} and no bundled spec of that "
+                                            f"name; bundled specs: {names}")
+    if not allow_anywhere and not (_inside(target, root) or _inside(target, SPECS_DIR)):
+        raise SchemaError(where, "extends", f"{shown!r} leads outside {root} (the spec's folder tree) and is not a "
+                                            "bundled spec; move the base spec beside this one, or pass "
+                                            "--allow-extends-anywhere")
+    return target
+
+
+def _resolve_extends(raw: dict, path: Path, where: str, root: Path, allow_anywhere: bool,
+                     seen: tuple[Path, ...] = ()) -> dict:
     """`extends: NAME` (a bundled spec or a path beside this one) deep-merges this file onto it."""
     base = raw.pop("extends", None)
     if base is None:
         return raw
-    if not isinstance(base, str):
-        raise SchemaError(where, "extends", f"expected a spec name or path, got {base!r}")
-    beside = path.parent / base
-    try:
-        base_path = beside if beside.is_file() else resolve_spec_path(base)
-    except FileNotFoundError as error:
-        raise SchemaError(where, "extends", str(error)) from None
+    if not isinstance(base, str) or not base:
+        raise SchemaError(where, "extends", f"expected a spec name or path, got {type(base).__name__}")
+    base_path = _extends_target(base, path, root, where, allow_anywhere)
     if base_path.resolve() in seen or base_path.resolve() == path.resolve():
-        raise SchemaError(where, "extends", f"{base} extends itself")
-    base_raw = yaml.safe_load(base_path.read_text())
-    base_raw = _resolve_extends(base_raw, base_path, str(base_path), seen + (path.resolve(),))
+        raise SchemaError(where, "extends", f"{ascii(base)[1:-1][:120]} extends itself")
+    base_raw = _read_spec_yaml(base_path, where)
+    base_raw = _resolve_extends(base_raw, base_path, str(base_path), root, allow_anywhere, seen + (path.resolve(),))
     _check_inherited_descriptions(base_raw, raw, base, where)
     return _merge(base_raw, raw)
 
@@ -288,33 +345,36 @@ def _check_inherited_descriptions(base_raw: dict, raw: dict, base: str, where: s
                               f"own description, so give profiles.{name} its own description too")
 
 
-def load_spec(path: str | Path, profile: str | None = None) -> ZooSpec:
+def load_spec(path: str | Path, profile: str | None = None, *, allow_outside_extends: bool = False) -> ZooSpec:
     """Reads and validates a spec file, applying the named profile.
 
     The base spec and every profile are validated, whichever profile is asked for: a profile
     that overrides a key must not hide an error in the base, nor one profile's error wait
-    until someone selects it.
+    until someone selects it. `extends` may name a file outside the spec's folder tree only
+    with `allow_outside_extends`.
     """
     path = resolve_spec_path(path)
     where = str(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise SchemaError(where, "", f"not valid YAML: {error}") from None
-    if not isinstance(raw, dict):
-        raise SchemaError(where, "", "expected a mapping at the top level")
-    raw = _resolve_extends(raw, path, where)
+    raw = _read_spec_yaml(path, where)
+    raw = _resolve_extends(raw, path, where, path.parent, allow_outside_extends)
     profiles = raw.pop("profiles", None) or {}
     if not isinstance(profiles, dict):
         raise SchemaError(where, "profiles", "expected a mapping of profile name -> overrides")
+    if len(profiles) > MAX_PROFILES:
+        raise SchemaError(where, "profiles", f"{len(profiles):,} profiles; at most {MAX_PROFILES}")
+    for name in profiles:
+        problem = name_problem(name)
+        if problem is not None:
+            raise SchemaError(where, "profiles", f"profile {problem}")
     if "profile" in raw:
         raise SchemaError(where, "profile", "is set by load_spec(profile=...), not in the file")
     if profile is not None and profile not in profiles:
-        raise SchemaError(where, "profiles", f"no profile {profile!r}; available: {sorted(profiles)}")
+        raise SchemaError(where, "profiles", f"no profile {ascii(profile)[:80]}; available: {sorted(map(str, profiles))}")
     specs = {None: from_data(ZooSpec, raw, where)}
     for name, overrides in profiles.items():
         if not isinstance(overrides, dict):
-            raise SchemaError(where, f"profiles.{name}", f"expected a mapping of overrides, got {overrides!r}")
+            raise SchemaError(where, f"profiles.{name}", f"expected a mapping of overrides, got "
+                                                         f"{type(overrides).__name__}")
         specs[name] = from_data(ZooSpec, {**_merge(raw, overrides), "profile": name}, f"{where} (profile {name})")
     return specs[profile]
 
