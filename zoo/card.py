@@ -2,8 +2,9 @@
 
 The YAML header carries what the Hub and `datasets` read:
 
-- `configs`: every config and split with a glob over its shards, which is all
-  `datasets.load_dataset(folder_or_repo, config)` needs;
+- `configs`: every config and split with the exact list of its shard files, which is all
+  `datasets.load_dataset(folder_or_repo, config)` needs (a glob would also read the unlisted
+  leftovers an interrupted pack may leave, `zoo.commit`);
 - `dataset_info`: per config the features, each split's `num_examples` and `num_bytes`,
   `download_size` and `dataset_size`, in the layout `datasets` itself writes
   (`DatasetInfosDict.to_dataset_card_data`: one mapping for one config, else a list of
@@ -39,6 +40,7 @@ FEATURE_DTYPES = {"string": "string", "large_string": "large_string", "int64": "
                   "double": "float64", "float": "float32", "bool": "bool", "binary": "binary",
                   "large_binary": "large_binary"}
 CARD = "README.md"
+INCOMPLETE_MARK = "**Incomplete:**"  # what a config's section says when not every planned checkpoint is packed
 SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
                    (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
 BASE_TAGS = ["model-zoo", "weight-space-learning", "neural-functional-networks", "safetensors"]
@@ -93,6 +95,12 @@ def _license_fields(entries: dict) -> dict:
             "license_details": "the configs carry different data-set terms; see the card's License section"}
 
 
+def split_paths(entry: dict, split: str) -> list[str]:
+    """The exact shard files of one split: `load_dataset` reads these and nothing else, never the
+    unlisted leftovers of an interrupted pack (`zoo.commit`)."""
+    return [f["path"] for f in entry["files"] if f["split"] == split]
+
+
 def card_header(manifest: dict) -> dict:
     names = sorted(manifest["configs"])
     entries = {name: manifest["configs"][name] for name in names}
@@ -100,7 +108,7 @@ def card_header(manifest: dict) -> dict:
     sources = sorted({f"extended|{f.source_id}" for f in map(_data_set, entries.values()) if f})
     infos = [dataset_info(name, entries[name]) for name in names]
     configs = [{"config_name": name,
-                "data_files": [{"split": split, "path": f"data/{name}/{split}-*.parquet"}
+                "data_files": [{"split": split, "path": split_paths(entries[name], split)}
                                for split in SPLIT_NAMES if entries[name]["splits"].get(split)]}
                for name in names]
     header = {
@@ -128,7 +136,7 @@ def _config_section(name: str, entry: dict) -> str:
         for arch_id, info in sorted(entry["architectures"].items()))
     statuses = ", ".join(f"{k}: {v:,}" for k, v in entry["status"].items())
     complete = "" if entry["complete"] else (
-        f"\n**Incomplete:** {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned checkpoints.\n")
+        f"\n{INCOMPLETE_MARK} {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned checkpoints.\n")
     data_set = facts.pretty_name if facts else spec["dataset"]["name"]
     return f"""## `{name}`
 

@@ -135,6 +135,8 @@ def _info(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from zoo.verify import verify
 
+    if args.json is not None and not Path(args.json).parent.is_dir():
+        raise CommandError(f"--json {args.json}: no folder {Path(args.json).parent} to write the report into")
     source = _resolve_data(args)
     report = verify(source.folder, recompute=args.recompute, seed=args.seed, allow_incomplete=args.allow_incomplete,
                     retrain=args.retrain)
@@ -149,7 +151,9 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"  retrained {result['config']} run {result['run_id']}: {result['checkpoints']} checkpoints {verdict}")
     if args.json:
         hub = {"repo": source.repo, "revision": source.revision} if source.repo is not None else {}
-        Path(args.json).write_text(json.dumps({**report.__dict__, **hub}, indent=2, default=str))
+        from zoo.atomic import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps({**report.__dict__, **hub}, indent=2, default=str))
     if not report.ok:
         raise CommandError(f"{len(report.problems)} problems:\n  " + "\n  ".join(report.problems))
     print("ok")
@@ -233,7 +237,7 @@ def register(subparsers) -> Callable[[], str]:
     p = subparsers.add_parser("pack", help="pack a staging folder into Parquet shards, card and manifest")
     p.add_argument("folder", help="the folder `nfnzoo generate` wrote (with specs/ and staging/)")
     p.add_argument("--config", action="append", help="pack only this config (repeatable)")
-    p.add_argument("--shard-mb", type=float, default=256, help="target shard size in MiB")
+    p.add_argument("--shard-mb", type=_positive_float, default=256, help="target shard size in MiB")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="pack even if some planned checkpoints are not staged (the zoo is marked incomplete)")
     p.set_defaults(handler=_pack)

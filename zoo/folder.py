@@ -74,13 +74,15 @@ def read_manifest(folder: str | Path) -> dict:
         hint = (f"it has staged checkpoints: run `nfnzoo pack {folder}`" if (folder / SPECS_FOLDER).is_dir()
                 else "give the folder that `nfnzoo generate` or `nfnzoo pack` wrote")
         raise FileNotFoundError(f"{folder} is not a packed zoo: no {MANIFEST} ({hint})")
+    from zoo.inputs import InputError, read_json_file
+    from zoo.manifest import MAX_MANIFEST_BYTES, check_manifest
+
     try:
-        manifest = json.loads(path.read_bytes())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not a readable manifest ({error}); it may be truncated: "
-                         "re-run `nfnzoo pack` to rewrite it") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("configs"), dict):
-        raise ValueError(f"{path}: not a zoo manifest (expected a JSON object with a `configs` mapping)")
+        manifest = read_json_file(path, MAX_MANIFEST_BYTES, strict=True, what="manifest")
+    except InputError as error:
+        raise InputError(f"{path}: not a readable manifest ({str(error).removeprefix(f'{path}: ')}); it may be "
+                         "truncated: re-run `nfnzoo pack` to rewrite it") from None
+    check_manifest(manifest, str(path), folder)  # its structure, and every shard path inside the folder
     return manifest
 
 

@@ -26,7 +26,8 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zoo.folder import read_manifest, resolve_config
+from zoo.folder import MANIFEST, read_manifest, resolve_config
+from zoo.manifest import shard_path
 
 
 class CorruptShardError(ValueError):
@@ -59,11 +60,18 @@ def shard_problem(path: Path, entry: dict) -> str | None:
     return None
 
 
+def entry_paths(folder: str | Path, entries: list[dict]) -> list[Path]:
+    """The files of manifest shard entries, each confined to `folder` (`zoo.manifest.shard_path`)."""
+    return [shard_path(folder, entry["path"], f"{Path(folder) / MANIFEST}: shard {ascii(entry['path'])[:80]}")
+            for entry in entries]
+
+
 def check_shards(folder: str | Path, entries: list[dict], *, threads: int = 2) -> None:
     """Raises `CorruptShardError` naming the first shard (in manifest order) that does not match."""
     folder = Path(folder)
+    paths = entry_paths(folder, entries)  # before any file is touched
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        problems = list(pool.map(lambda entry: shard_problem(folder / entry["path"], entry), entries))
+        problems = list(pool.map(lambda pair: shard_problem(*pair), zip(paths, entries)))
     found = [f"{folder / entry['path']}: {problem}" for entry, problem in zip(entries, problems) if problem]
     if found:
         more = f" (and {len(found) - 1} more shards)" if len(found) > 1 else ""

@@ -27,7 +27,7 @@ import torch
 
 from zoo import safetensors_io
 from zoo.folder import read_manifest, resolve_config
-from zoo.integrity import check_shards, read_named
+from zoo.integrity import check_shards, entry_paths, read_named
 from zoo.parquet_pages import fixed_width_pages
 from zoo.record import METADATA_KEY, parse_weights_metadata
 from zoo.weightspace import WeightBatch, WeightSpace
@@ -55,7 +55,7 @@ def split_entries(folder: str | Path, config: str | None, split: str) -> list[di
 
 
 def split_files(folder: str | Path, config: str | None, split: str) -> list[Path]:
-    return [Path(folder) / f["path"] for f in split_entries(folder, config, split)]
+    return entry_paths(folder, split_entries(folder, config, split))
 
 
 def dataset_hash(folder: str | Path, config: str | None = None) -> str:
@@ -88,15 +88,27 @@ class _Layout:
     header: np.ndarray  # the shared header bytes, [0, start)
 
     @classmethod
-    def of(cls, row: bytes) -> "_Layout":
-        header, start = safetensors_io.read_header(row)
-        _, _, space = parse_weights_metadata(header["__metadata__"])
+    def of(cls, row: bytes, where: str = "row 0") -> "_Layout":
+        """The layout of `row`, every declared shape checked against the row's real bytes first
+        (`safetensors_io.read_header`): nothing is allocated by a size the row does not hold."""
+        try:
+            header, start = safetensors_io.read_header(row)
+            _, _, space = parse_weights_metadata(header.get("__metadata__") or {})
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
         for t in space.tensors:
-            if header[t.name]["dtype"] != "F32":
-                raise ValueError(f"tensor {t.name} is {header[t.name]['dtype']}; the fast loader reads float32 zoos")
+            info = header.get(t.name)
+            if info is None or info["dtype"] != "F32" or tuple(info["shape"]) != t.shape:
+                found = "absent" if info is None else f"{info['dtype']} {tuple(info['shape'])[:8]}"
+                raise ValueError(f"{where}: tensor {ascii(t.name)[:60]}: the architecture says float32 "
+                                 f"{t.shape[:8]}, the safetensors header {found} (the fast loader reads float32 zoos)")
         ranges = tuple(tuple(header[t.name]["data_offsets"]) for t in space.tensors)
         identity = header["__metadata__"][METADATA_KEY]
         return cls(space, identity, start, ranges, np.frombuffer(bytes(row[:start]), np.uint8))
+
+    @property
+    def data_bytes(self) -> int:
+        return sum(end - begin for begin, end in self.ranges)
 
     def _same_header(self, headers: np.ndarray) -> bool:
         if self.start % 8 == 0:  # safetensors pads headers to 8 bytes: compare 8-byte words
@@ -158,8 +170,19 @@ def _batch(layout: _Layout, outputs: list[np.ndarray]) -> WeightBatch:
                                            for o, t in zip(outputs, layout.space.tensors)))
 
 
-def _allocate(layout: _Layout, total: int) -> list[np.ndarray]:
+def _allocate(layout: _Layout, total: int, held_bytes: int, where: str) -> list[np.ndarray]:
+    """The outputs for `total` rows, once the rows are known to hold the bytes they would fill."""
+    if total * layout.data_bytes > held_bytes:
+        raise ValueError(f"{where}: rows of several architectures; filter by the `architecture` column first "
+                         f"(load_split(..., architecture=ID)); or a corrupt shard: {total:,} rows of "
+                         f"{layout.data_bytes:,} weight bytes each do not fit in the {held_bytes:,} bytes they hold")
     return [np.empty((total, t.numel), dtype=np.float32) for t in layout.space.tensors]
+
+
+def _held_bytes(jobs: list, fallback: list) -> int:
+    """Bytes of the row values behind `jobs` and `fallback` (what an allocation may not exceed)."""
+    held = sum(rows.shape[0] * (rows.shape[1] - skip) for rows, skip, _ in jobs)
+    return held + sum(int(pc.sum(pc.binary_length(chunk)).as_py() or 0) for chunk, _ in fallback)
 
 
 def _arrow_jobs(column: pa.ChunkedArray | pa.Array, position: int, jobs: list, fallback: list) -> int:
@@ -178,9 +201,9 @@ def decode_weights(column: pa.ChunkedArray | pa.Array, *, threads: int = 2) -> W
     if len(column) == 0:
         raise ValueError("no rows to decode")
     layout = _Layout.of(column[0].as_py())
-    outputs = _allocate(layout, len(column))
     jobs, fallback = [], []
     _arrow_jobs(column, 0, jobs, fallback)
+    outputs = _allocate(layout, len(column), _held_bytes(jobs, fallback), "weights column")
     _fill(layout, jobs, fallback, outputs, threads)
     return _batch(layout, outputs)
 
@@ -188,8 +211,9 @@ def decode_weights(column: pa.ChunkedArray | pa.Array, *, threads: int = 2) -> W
 def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
     """Decodes the `weights` column of Parquet shards, straight from the page cache when the
     pages allow it (`zoo.parquet_pages`), else through Arrow."""
-    jobs, fallback, keep_alive, position, layout = [], [], [], 0, None
+    jobs, fallback, keep_alive, position, sources = [], [], [], 0, []
     for path in files:
+        sources.append((position, path))
         direct = read_named(path, lambda: fixed_width_pages(path, "weights"))
         if direct is not None:
             mapped, pages = direct
@@ -203,10 +227,11 @@ def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
             position = _arrow_jobs(column, position, jobs, fallback)
     if position == 0:
         raise ValueError("no rows to decode")
-    first_rows, skip, _ = jobs[0] if jobs else (None, 0, 0)
+    first_rows, skip, at = jobs[0] if jobs else (None, 0, fallback[0][1])
     first = first_rows[0, skip:].tobytes() if first_rows is not None else fallback[0][0][0].as_py()
-    layout = _Layout.of(first)
-    outputs = _allocate(layout, position)
+    source, row = next((path, at - begin) for begin, path in reversed(sources) if begin <= at)
+    layout = _Layout.of(first, f"{source}: row {row}")
+    outputs = _allocate(layout, position, _held_bytes(jobs, fallback), ", ".join(map(str, files))[:400])
     _fill(layout, jobs, fallback, outputs, threads)
     return _batch(layout, outputs)
 
@@ -222,7 +247,7 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
     entries = split_entries(folder, config, split)
     if check:
         check_shards(folder, entries)
-    files = [Path(folder) / f["path"] for f in entries]
+    files = entry_paths(folder, entries)
     if architecture is None:
         return ZooSplit(read_weights(files), _read_metadata(files))
     table = read_named(files, lambda: pq.read_table(files, memory_map=True))
@@ -238,7 +263,7 @@ def read_metadata(folder: str | Path, config: str | None = None, split: str = "t
     entries = split_entries(folder, config, split)
     if check:
         check_shards(folder, entries)
-    return _read_metadata([Path(folder) / f["path"] for f in entries])
+    return _read_metadata(entry_paths(folder, entries))
 
 
 def _read_metadata(files: list[Path]) -> pd.DataFrame:

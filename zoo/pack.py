@@ -2,9 +2,9 @@
 
 Layout (what `datasets.load_dataset(folder, config)` reads with no custom code)::
 
-    data/<config>/<split>-NNNNN-of-MMMMM.parquet   one row per checkpoint
-    README.md                                      dataset card; its YAML lists configs and splits
-    manifest.json                                  per shard: sha256, rows, bytes; per config: hash
+    data/<config>/<split>-NNNNN-of-MMMMM-<tag>.parquet   one row per checkpoint; <tag>: sha256[:8]
+    README.md                                  dataset card; its YAML lists each split's shards
+    manifest.json                              per shard: sha256, rows, bytes; per config: hash
 
 Runs are assigned to splits by a seeded hash of their ids over the whole plan, so checkpoints
 of one run never cross splits and the assignment does not depend on what is staged yet. Rows
@@ -15,14 +15,16 @@ without dictionary encoding or statistics: float bytes do not compress, and plai
 each row a contiguous safetensors file for the fast loader. Every shard carries a page index
 (the Hub's dataset viewer reads pages through it; it sits after the row groups, so the fast
 loader's page walk is unchanged). Each config's manifest entry records its splits' Arrow sizes
-(`arrow_bytes`) for the card's `dataset_info`.
+(`arrow_bytes`) for the card's `dataset_info`. The content tag in a shard's name lets the old
+and the new pack's shards coexist until the new manifest is written: `zoo.commit` commits a
+pack so that a kill or a full disk at any point leaves one complete pack, old or new.
+Packs before the tag (plain `<split>-NNNNN-of-MMMMM.parquet`) verify and load as before.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -30,11 +32,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import zoo
-from zoo.atomic import write_text_atomic
-from zoo.card import CARD, render_card
-from zoo.folder import MANIFEST, STAGING_FOLDER, check_writable, load_saved_specs, read_manifest, write_json_atomic
+from zoo.card import render_card
+from zoo.commit import building_folder, commit_pack
+from zoo.folder import MANIFEST, STAGING_FOLDER, check_writable, load_saved_specs, read_manifest
 from zoo.families import create_family
 from zoo.integrity import dataset_hash_of, sha256_file  # noqa: F401 (also part of this module's API)
+from zoo.lock import FolderLock
 from zoo.plan import assign_splits, plan_runs
 from zoo.record import arrow_schema, to_row
 from zoo.spec import SPLIT_NAMES, ZooSpec
@@ -46,8 +49,9 @@ DEFAULT_SHARD_BYTES = 256 * 2**20
 ROW_GROUP_BYTES = 32 * 2**20
 
 
-def shard_name(split: str, index: int, count: int) -> str:
-    return f"{split}-{index:05d}-of-{count:05d}.parquet"
+def shard_name(split: str, index: int, count: int, sha256: str) -> str:
+    """`<split>-NNNNN-of-MMMMM-<sha256[:8]>.parquet`: the same bytes always get the same name."""
+    return f"{split}-{index:05d}-of-{count:05d}-{sha256[:8]}.parquet"
 
 
 def write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int) -> int:
@@ -87,7 +91,7 @@ def check_complete(spec: ZooSpec, runs: list, staged: set[str], allow_incomplete
 def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
                 runs: list | None = None, staged: set[str] | None = None) -> dict:
     """Writes the shards of one spec into data/.<config>.building/ and returns its manifest entry;
-    `commit_config` then moves them to data/<config>/."""
+    `zoo.commit.commit_pack` then moves them to data/<config>/."""
     family = create_family(spec.family)
     schema = arrow_schema(family.HParams, family.METRICS)
     runs = plan_runs(spec) if runs is None else runs
@@ -98,7 +102,7 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
         by_split[split_of[run.run_id]].extend(m for m in run.model_ids if m in staged)
     planned = sum(len(r.checkpoints) for r in runs)
 
-    building = _building(folder, spec.name)
+    building = building_folder(folder, spec.name)
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
     files, architectures, status_counts, arrow_bytes = [], {}, {}, {}
@@ -120,10 +124,13 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
                         "layers": space.to_json(), "num_params": space.num_params}
                 status_counts[record.status] = status_counts.get(record.status, 0) + 1
                 rows.append(to_row(dataclasses.replace(record, config=spec.name)))
-            name = shard_name(split, index, count)
-            arrow_bytes[split] = arrow_bytes.get(split, 0) + write_shard(rows, schema, building / name, row_bytes)
+            written = building / f".{split}-{index:05d}.parquet.tmp"
+            arrow_bytes[split] = arrow_bytes.get(split, 0) + write_shard(rows, schema, written, row_bytes)
+            digest = sha256_file(written)
+            name = shard_name(split, index, count, digest)
+            written.rename(building / name)
             files.append({"path": f"data/{spec.name}/{name}", "split": split, "rows": len(rows),
-                          "bytes": (building / name).stat().st_size, "sha256": sha256_file(building / name)})
+                          "bytes": (building / name).stat().st_size, "sha256": digest})
     splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
     packed = sum(splits.values())
     return {
@@ -146,32 +153,20 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
     }
 
 
-def _building(folder: Path, name: str) -> Path:
-    return folder / "data" / f".{name}.building"
-
-
-def commit_config(folder: Path, name: str) -> None:
-    """Replaces data/<name>/ with its freshly built shards (two renames)."""
-    final, building = folder / "data" / name, _building(folder, name)
-    if final.exists():
-        retired = folder / "data" / f".{name}.retired"
-        shutil.rmtree(retired, ignore_errors=True)
-        os.replace(final, retired)
-        os.replace(building, final)
-        shutil.rmtree(retired)
-    else:
-        os.replace(building, final)
-
-
 def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, configs: list[str] | None = None,
-         allow_incomplete: bool = False) -> dict:
+         allow_incomplete: bool = False, lock: FolderLock | None = None) -> dict:
     """Packs every config staged in `folder` (or the named ones); returns the manifest.
 
     Every config is checked before anything is written: one with nothing staged is an
     `IncompleteZooError`, and so is a partial one unless `allow_incomplete` (its manifest
-    entry, card and `nfnzoo info` then say it is incomplete).
+    entry, card and `nfnzoo info` then say it is incomplete). The folder's lock (`zoo.lock`) is
+    held throughout: taken here, or the held `lock` of the caller (`nfnzoo generate`).
     """
     folder = Path(folder)
+    if lock is None and folder.is_dir():  # one generate or pack per folder at a time
+        with FolderLock(folder, "nfnzoo pack") as held:
+            return pack(folder, max_shard_bytes=max_shard_bytes, configs=configs,
+                        allow_incomplete=allow_incomplete, lock=held)
     specs = load_saved_specs(folder)
     if not specs:
         raise FileNotFoundError(f"{folder} has no staged zoo (no specs/*.json); run `nfnzoo generate` first")
@@ -195,11 +190,8 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
         card = render_card(manifest)  # before anything moves: a card that cannot be rendered changes nothing
     except BaseException:  # an error or Ctrl-C while building: the last pack stays as it was
         for spec in specs:
-            shutil.rmtree(_building(folder, spec.name), ignore_errors=True)
+            shutil.rmtree(building_folder(folder, spec.name), ignore_errors=True)
         raise
-    with deferred_signals():  # shards, manifest and card change together or not at all: Ctrl-C waits
-        for name in entries:
-            commit_config(folder, name)
-        write_json_atomic(folder / MANIFEST, manifest)
-        write_text_atomic(folder / CARD, card)
+    with deferred_signals():  # Ctrl-C waits; a kill or a full disk leaves one complete pack (`zoo.commit`)
+        commit_pack(folder, list(entries), manifest, card)
     return manifest

@@ -7,8 +7,8 @@ and manifest are read at the head commit, and one commit (`HfApi.create_commit`)
   the leftovers of an interrupted pack), `manifest.json` and the card `README.md`;
 - deletes: every file the repo holds under `data/<config>/` of a config being uploaded that
   the folder's manifest does not list. `upload_folder` overwrites same-name files and
-  leaves the others, so a re-pack with fewer shards would leave old shards that the card's
-  glob (`data/<config>/<split>-*.parquet`) reads too: duplicated rows, silently. (Since
+  leaves the others, so a re-pack would leave old shards that a card's glob (packs before
+  the card listed exact files read `data/<config>/<split>-*.parquet`) reads too: duplicated rows. (Since
   huggingface_hub 1.x with hf_xet, `upload_folder` may also split a large folder into several
   commits, so its `delete_patterns` would not make one atomic change.)
 
@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from zoo.folder import MANIFEST, read_manifest
+from zoo.inputs import InputError, read_json_file
+from zoo.manifest import MAX_MANIFEST_BYTES, check_manifest, shard_path
 from zoo.integrity import release_hash, release_tag  # noqa: F401 (part of the publisher's story)
 from zoo.verify import verify
 
@@ -98,7 +100,8 @@ def plan_commit(folder: Path, folder_manifest: dict, repo_files: list[str], repo
     """(files to add as (path in repo, local path or bytes), paths to delete, the merged manifest)."""
     merged = merge_manifests(repo_manifest, folder_manifest, where)
     shards = sorted(f["path"] for entry in folder_manifest["configs"].values() for f in entry["files"])
-    adds: list[tuple[str, Path | bytes]] = [(path, folder / path) for path in shards]
+    adds: list[tuple[str, Path | bytes]] = [(path, shard_path(folder, path, f"{folder / MANIFEST}: shard {path}"))
+                                            for path in shards]
     if merged is folder_manifest:  # nothing to merge: the folder's own card and manifest, byte for byte
         adds += [(CARD, folder / CARD), (MANIFEST, folder / MANIFEST)]
     else:
@@ -128,13 +131,15 @@ def _read_repo(api: Any, repo_id: str, revision: str | None, where: str) -> tupl
         return head, files, None
     path = api.hf_hub_download(repo_id, MANIFEST, repo_type="dataset", revision=head)
     try:
-        manifest = json.loads(Path(path).read_bytes())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise PublishError(f"{where}@{head[:12]}: {MANIFEST} is not readable JSON ({error}); "
-                           "fix or delete it in the repo before publishing") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("configs"), dict):
-        raise PublishError(f"{where}@{head[:12]}: {MANIFEST} is not a zoo manifest (expected a JSON object with a "
-                           "`configs` mapping); publish to another repo")
+        manifest = read_json_file(path, MAX_MANIFEST_BYTES, strict=True, what="manifest")
+    except InputError as error:
+        raise PublishError(f"{where}@{head[:12]}: {MANIFEST} is not readable JSON "
+                           f"({str(error).removeprefix(f'{path}: ')}); fix or delete it in the repo before "
+                           "publishing") from None
+    try:
+        check_manifest(manifest, f"{where}@{head[:12]}: {MANIFEST}")  # its shard paths by their form: never opened
+    except InputError as error:
+        raise PublishError(f"{error}; publish to another repo") from None
     return head, files, manifest
 
 
@@ -198,6 +203,9 @@ def publish(folder: str | Path, repo_id: str, *, token: str | None = None, priva
     report = verify(folder)
     if not report.ok:
         raise PublishError("the folder does not verify; fix it before publishing:\n  " + "\n  ".join(report.problems))
+    stale = [warning for warning in report.warnings if warning.startswith(f"{CARD}: ")]
+    if stale:  # the card would make `load_dataset` read other shards than the manifest lists
+        raise PublishError(f"{folder}: {stale[0].split(' (')[0]}; re-run `nfnzoo pack {folder}` to rewrite the card")
     folder_manifest = read_manifest(folder)
     api = api if api is not None else hub_client(token)
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete

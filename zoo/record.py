@@ -18,6 +18,7 @@ import pyarrow as pa
 import torch
 
 from zoo import safetensors_io
+from zoo.inputs import InputError, load_json_bytes
 from zoo.spec import content_hash
 from zoo.weightspace import WeightSpace
 
@@ -55,8 +56,18 @@ def weights_metadata(family: str, architecture: dict, space: WeightSpace) -> dic
 
 
 def parse_weights_metadata(metadata: dict[str, str]) -> tuple[str, dict, WeightSpace]:
-    info = json.loads(metadata[METADATA_KEY])
-    return info["family"], info["architecture"], WeightSpace.from_json(info["layers"])
+    """(family, architecture, weight space) of a row's safetensors metadata; a malformed one is a
+    one-line `ValueError` (its JSON depth-bounded: it comes from a file)."""
+    if not isinstance(metadata, dict) or not isinstance(metadata.get(METADATA_KEY), str):
+        raise ValueError(f"no `{METADATA_KEY}` entry in the safetensors metadata (not an nfnzoo checkpoint)")
+    try:
+        info = load_json_bytes(metadata[METADATA_KEY], f"the `{METADATA_KEY}` metadata", strict=True)
+        return info["family"], info["architecture"], WeightSpace.from_json(info["layers"])
+    except InputError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ValueError(f"the `{METADATA_KEY}` metadata is not an architecture (expected family, architecture "
+                         f"and layers; {type(error).__name__}: {ascii(str(error))[1:-1][:80]})") from None
 
 
 def encode_weights(record: CheckpointRecord) -> bytes:

@@ -24,7 +24,7 @@ from zoo.staging import Staging
 from zoo.verify import verify
 
 CONFIG = "cnn-mnist"
-SHARD_NAME = re.compile(r"^(train|validation|test)-(\d{5})-of-(\d{5})\.parquet$")
+SHARD_NAME = re.compile(r"^(train|validation|test)-(\d{5})-of-(\d{5})-([0-9a-f]{8})\.parquet$")
 HPARAM_NAMES = ("optimizer", "learning_rate", "l2", "init", "init_std", "activation", "dropout", "train_fraction")
 
 
@@ -103,6 +103,7 @@ def test_shards_are_named_by_split_index_and_count(tiny_zoo):
         match = SHARD_NAME.match(name)
         assert match and match.group(1) == entry["split"]
         assert (int(match.group(2)), int(match.group(3))) == (0, 1)  # one shard per split at the default size
+        assert match.group(4) == entry["sha256"][:8]  # the content tag: old and new shards coexist until commit
 
 
 def test_manifest_counts_and_checksums_match_the_files(tiny_zoo, tiny_zoo_spec):
@@ -125,13 +126,14 @@ def test_manifest_counts_and_checksums_match_the_files(tiny_zoo, tiny_zoo_spec):
     assert [c["name"] for c in entry["columns"]][-2:] == ["status", "weights"]
 
 
-def test_card_lists_every_split_with_a_shard_glob(tiny_zoo):
+def test_card_lists_every_split_with_its_exact_shards(tiny_zoo):
     text = (tiny_zoo / "README.md").read_text()
     header = yaml.safe_load(text.split("---\n")[1])
     (config,) = header["configs"]
     assert config["config_name"] == CONFIG
-    assert config["data_files"] == [{"split": s, "path": f"data/{CONFIG}/{s}-*.parquet"}
-                                    for s in ("train", "validation", "test")]
+    files = read_manifest(tiny_zoo)["configs"][CONFIG]["files"]
+    assert config["data_files"] == [{"split": s, "path": [f["path"] for f in files if f["split"] == s]}
+                                    for s in ("train", "validation", "test")]  # exact files: never a leftover
     assert "4,970 parameters" in text and "Incomplete" not in text
 
 
@@ -144,8 +146,8 @@ def test_small_shards_split_a_config_and_load_in_order(tiny_zoo, tiny_zoo_copy):
         by_split[entry["split"]].append(entry)
     for split, entries in by_split.items():
         count = len(entries)
-        assert [e["path"].rsplit("/", 1)[1] for e in entries] == [f"{split}-{i:05d}-of-{count:05d}.parquet"
-                                                                 for i in range(count)]
+        assert [e["path"].rsplit("/", 1)[1] for e in entries] == [
+            f"{split}-{i:05d}-of-{count:05d}-{e['sha256'][:8]}.parquet" for i, e in enumerate(entries)]
         assert all(e["rows"] <= 5 for e in entries)
     assert len(by_split["train"]) == 3  # 12 train rows at 5 per shard
     assert shard_files(tiny_zoo_copy) == sorted(e["path"] for e in files)  # the old single shards are gone

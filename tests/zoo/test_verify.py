@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from zoo.cli import main
 from zoo.folder import MANIFEST, read_manifest, write_json_atomic
@@ -70,8 +71,32 @@ def test_truncated_and_flipped_shards_are_reported_by_name(tiny_zoo_copy, capsys
     assert not out.strip().endswith("ok")
 
 
-def test_stray_shard_is_reported(tiny_zoo_copy, capsys):
-    stray = f"data/{CONFIG}/train-00001-of-00002.parquet"
+def glob_card(folder: Path) -> None:
+    """Rewrites the card's data_files as packs before the exact shard lists wrote them: a glob per split."""
+    text = (folder / "README.md").read_text()
+    _, header, body = text.split("---\n", 2)
+    data = yaml.safe_load(header)
+    for config in data["configs"]:
+        for files in config["data_files"]:
+            files["path"] = f"data/{config['config_name']}/{files['split']}-*.parquet"
+    (folder / "README.md").write_text(f"---\n{yaml.safe_dump(data, sort_keys=False)}---\n{body}")
+
+
+def test_a_stray_shard_is_a_warning_under_a_card_that_lists_its_shards(tiny_zoo_copy, capsys):
+    stray = f"data/{CONFIG}/train-00001-of-00002.parquet"  # e.g. left by a killed pack: nothing reads it
+    shutil.copyfile(tiny_zoo_copy / shard(tiny_zoo_copy, "train"), tiny_zoo_copy / stray)
+    report = verify(tiny_zoo_copy)
+    assert report.ok, report.problems
+    (warning,) = report.warnings
+    assert warning.startswith(f"{stray}: not listed in the manifest") and "next `nfnzoo pack` removes it" in warning
+    code, out, err = run_cli(["verify", str(tiny_zoo_copy)], capsys)
+    assert code == 0 and stray in err and out.strip().endswith("ok")
+
+
+def test_a_stray_shard_is_a_problem_under_an_older_cards_glob(tiny_zoo_copy, capsys):
+    glob_card(tiny_zoo_copy)
+    assert verify(tiny_zoo_copy).ok  # an older pack's card (a glob per split) still verifies
+    stray = f"data/{CONFIG}/train-00001-of-00002.parquet"  # which `load_dataset` would read through the glob
     shutil.copyfile(tiny_zoo_copy / shard(tiny_zoo_copy, "train"), tiny_zoo_copy / stray)
     assert verify(tiny_zoo_copy).problems == [f"{stray}: not listed in the manifest"]
     assert run_cli(["verify", str(tiny_zoo_copy)], capsys)[0] == 1
