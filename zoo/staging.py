@@ -4,32 +4,85 @@ Each file is written atomically (`zoo.atomic`: a temporary file in the same fold
 then renamed), so a crash leaves either a whole checkpoint or none, and a resumed job
 skips exactly the checkpoints that exist. A staging file carries the full record in its
 metadata, so packing needs nothing else.
+
+A staged file is trusted, not merely present: a disk that filled up, a copy cut short or a
+flipped bit must not count as a finished checkpoint forever (every later `generate` would skip
+its run and every `pack` fail on it). Each file records a SHA-256 (metadata `nfnzoo.sha256`)
+of its canonical header (the header's JSON without that key, keys sorted) followed by its data
+section; the checksum cannot cover itself. A file counts as staged (`exists`, `missing`,
+`model_ids`) only if it is a regular file with a bounded safetensors header whose checksum
+matches; a file staged before checksums existed only if it decodes completely into a record.
+Anything else is moved aside into `staging/.corrupt/` with a warning naming it, so that the
+next `generate` trains its run again. A file is checked once per `Staging` object and then
+known by its inode, size and modification time (files are replaced, never rewritten in place).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Iterator
 
 from zoo import safetensors_io
 from zoo.atomic import write_bytes_atomic
+from zoo.inputs import InputError, read_capped
 from zoo.record import CheckpointRecord, parse_weights_metadata, weights_metadata
 from zoo.weightspace import WeightSpace
 
 RECORD_KEY = "nfnzoo.record"
+CHECKSUM_KEY = "nfnzoo.sha256"
 SUFFIX = ".safetensors"
+CORRUPT_FOLDER = ".corrupt"  # untrusted staged files are moved here, kept for inspection
+MAX_STAGED_BYTES = 2**32  # one checkpoint: the largest bundled model's is a few megabytes
+
+
+def checksum(header: dict, data: bytes | memoryview) -> str:
+    """SHA-256 of the canonical header (without `CHECKSUM_KEY`) followed by the data section."""
+    header = dict(header)
+    metadata = {k: v for k, v in (header.get("__metadata__") or {}).items() if k != CHECKSUM_KEY}
+    header["__metadata__"] = metadata
+    digest = hashlib.sha256(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
+    digest.update(data)
+    return digest.hexdigest()
 
 
 class Staging:
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        self._trusted: dict[str, tuple[int, int, int]] = {}  # model id -> (inode, size, mtime) checked
 
     def path(self, model_id: str) -> Path:
         return self.root / model_id[:2] / f"{model_id}{SUFFIX}"  # 256 sub-folders keep listings fast
 
     def exists(self, model_id: str) -> bool:
-        return self.path(model_id).exists()
+        """Whether a trusted checkpoint is staged (an untrusted file is moved aside: see the module)."""
+        path = self.path(model_id)
+        try:
+            status = os.stat(path)
+        except FileNotFoundError:
+            return False
+        signature = (status.st_ino, status.st_size, status.st_mtime_ns)
+        if self._trusted.get(model_id) == signature:
+            return True
+        problem = staged_file_problem(path)
+        if problem is None:
+            self._trusted[model_id] = signature
+            return True
+        self._set_aside(path, problem)
+        return False
+
+    def _set_aside(self, path: Path, problem: str) -> None:
+        target = self.root / CORRUPT_FOLDER / path.name
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+        except FileNotFoundError:  # another process set it aside (or replaced it) first
+            return
+        print(f"warning: staged checkpoint {path} is not trusted ({problem}); moved to {target}; "
+              "`nfnzoo generate` trains its run again", file=sys.stderr)
 
     def missing(self, model_ids: tuple[str, ...] | list[str]) -> list[str]:
         return [m for m in model_ids if not self.exists(m)]
@@ -41,6 +94,9 @@ class Staging:
                     "config": record.config, "epoch": record.epoch, "seed": record.seed,
                     "hparams": record.hparams, "metrics": record.metrics, "status": record.status}
         metadata[RECORD_KEY] = json.dumps(identity, sort_keys=True, allow_nan=True)
+        unsigned = safetensors_io.encode(record.weights, metadata)
+        header, start = safetensors_io.read_header(unsigned)
+        metadata[CHECKSUM_KEY] = checksum(header, memoryview(unsigned)[start:])
         payload = safetensors_io.encode(record.weights, metadata)
         return write_bytes_atomic(self.path(record.model_id), payload, durable=True)
 
@@ -48,16 +104,52 @@ class Staging:
         return read_staged(self.path(model_id))
 
     def model_ids(self) -> list[str]:
-        """Ids of the complete checkpoints (temporary files are ignored), sorted."""
-        return sorted(p.name[:-len(SUFFIX)] for p in self.root.glob(f"??/*{SUFFIX}"))
+        """Ids of the trusted checkpoints (temporary files are ignored, untrusted ones set aside), sorted."""
+        listed = sorted(p.name[:-len(SUFFIX)] for p in self.root.glob(f"??/*{SUFFIX}"))
+        return [model_id for model_id in listed if self.exists(model_id)]
 
     def __iter__(self) -> Iterator[CheckpointRecord]:
         for model_id in self.model_ids():
             yield self.read(model_id)
 
 
-def read_staged(path: Path) -> CheckpointRecord:
-    tensors, metadata = safetensors_io.decode(path.read_bytes())
+def _record_of(buffer: bytes, path: Path) -> CheckpointRecord:
+    tensors, metadata = safetensors_io.decode(buffer)
     family, architecture, space = parse_weights_metadata(metadata)
     info = json.loads(metadata[RECORD_KEY])
     return CheckpointRecord(architecture=architecture, weights={n: tensors[n] for n in space.names}, **info)
+
+
+def staged_file_problem(path: Path) -> str | None:
+    """Why the staged file at `path` is not a trusted checkpoint, or None (see the module)."""
+    try:
+        buffer = read_capped(path, MAX_STAGED_BYTES, "staged checkpoint")
+    except InputError as error:
+        return str(error).removeprefix(f"{path}: ")
+    if len(buffer) < 8:
+        return f"{len(buffer)} bytes, shorter than a safetensors header"
+    try:
+        header, start = safetensors_io.read_header(buffer)
+    except ValueError as error:
+        return str(error).removeprefix(f"{path}: ")
+    metadata = header.get("__metadata__") if isinstance(header, dict) else None
+    recorded = metadata.get(CHECKSUM_KEY) if isinstance(metadata, dict) else None
+    if recorded is not None:
+        if recorded != checksum(header, memoryview(buffer)[start:]):
+            return "its checksum does not match its contents (truncated or changed)"
+        return None
+    try:  # staged before checksums were recorded: trusted only if it decodes into a whole record
+        _record_of(buffer, path)
+    except Exception as error:  # noqa: BLE001 (any failure to decode means: not a checkpoint)
+        return f"does not decode ({type(error).__name__})"
+    return None
+
+
+def read_staged(path: Path) -> CheckpointRecord:
+    """The record staged at `path`; a file that cannot be decoded is an `InputError` naming it."""
+    buffer = read_capped(path, MAX_STAGED_BYTES, "staged checkpoint")
+    try:
+        return _record_of(buffer, path)
+    except Exception as error:  # noqa: BLE001 (the message names the file, whatever broke)
+        raise InputError(f"{path}: not a readable staged checkpoint ({type(error).__name__}: "
+                         f"{ascii(str(error))[1:-1][:200]})") from None
