@@ -16,39 +16,90 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import os
+import re
 from typing import Any, Callable
 
+from benchmarks.seeds import MAX_SEED, MAX_SEEDS
 from zoo.cli import CommandError
 from zoo.registry import UnknownNameError
 from zoo.schema import SchemaError
 
 
-def parse_seeds(text: str) -> list[int]:
-    """"0,1,2" -> [0, 1, 2]; also accepts ranges like "0-4"."""
-    seeds: list[int] = []
-    try:
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            first, dash, last = part.partition("-")
-            if dash and first:
-                if int(first) > int(last):
-                    raise CommandError(f"--seeds: the range {part} is empty ({first} > {last}); "
-                                       f"write {last}-{first}")
-                seeds += list(range(int(first), int(last) + 1))
-            else:
-                seeds.append(int(part))
-    except ValueError:
-        raise CommandError(f"--seeds: expected integers like 0,1,2 or 0-4, got {text!r}") from None
+# bounds on what the command line declares, checked before anything is allocated: seeds
+# (`benchmarks.seeds`), and worker processes, which beyond the machine's cores only contend
+# (each is a Python process with torch loaded)
+MAX_WORKERS = max(64, os.cpu_count() or 1)
+_SEED_PART = re.compile(r"(\d{1,20})(?:\s*-\s*(\d{1,20}))?")
+
+
+def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
+    """"0,1,2" -> [0, 1, 2]; also accepts ranges like "0-4". At most `MAX_SEEDS` distinct seeds,
+    each in 0..`MAX_SEED`: a range's length is computed before its seeds are listed, so
+    `0-1000000000` is an error, not a list of a billion integers."""
+    shown = ascii(text[:60]) + ("…" if len(text) > 60 else "")
+    spans, count = [], 0
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        match = _SEED_PART.fullmatch(part)
+        if match is None:
+            raise CommandError(f"{option}: expected non-negative integers like 0,1,2 or 0-4, got {shown}")
+        first = int(match[1])
+        last = int(match[2]) if match[2] is not None else first
+        if first > last:
+            raise CommandError(f"{option}: the range {part} is empty ({first} > {last}); write {last}-{first}")
+        if last > MAX_SEED:
+            raise CommandError(f"{option}: the seed {last} is too large; seeds are 0 to {MAX_SEED:,}")
+        count += last - first + 1
+        if count > MAX_SEEDS:
+            raise CommandError(f"{option}: {shown} names more than {MAX_SEEDS:,} seeds; at most {MAX_SEEDS:,} per run")
+        spans.append((first, last))
+    seeds = [seed for first, last in spans for seed in range(first, last + 1)]
     if not seeds:
-        raise CommandError(f"--seeds: no seed in {text!r}; give at least one, like 0,1,2 or 0-4")
+        raise CommandError(f"{option}: no seed in {shown}; give at least one, like 0,1,2 or 0-4")
+    if len(set(seeds)) != len(seeds):
+        repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+        raise CommandError(f"{option}: the seeds {repeated[:5]} appear twice in {shown}; each seed runs once")
     return seeds
 
 
-def _parse_value(text: str) -> Any:
+def check_workers(workers: int) -> int:
+    """`--workers`, if it is 1 to `MAX_WORKERS` processes; else a `CommandError`."""
+    if workers < 1:
+        raise CommandError(f"--workers must be at least 1, got {workers}")
+    if workers > MAX_WORKERS:
+        raise CommandError(f"--workers must be at most {MAX_WORKERS} (processes, each with torch loaded), "
+                           f"got {workers:,}")
+    return workers
+
+
+def image_rows(text: str) -> int:
+    """An argparse type: rows of a figure, 1 to 100 (each row is a column of renders in one PNG)."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of rows, got {ascii(text[:40])}") from None
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"expected 1 to 100 rows, got {value:,}")
+    return value
+
+
+def _parse_value(text: str, option: str = "--set") -> Any:
+    """A `--set` value: JSON when it parses (bounded: nesting depth, 64-bit integers, finite
+    numbers, plain text), else the text itself."""
+    from zoo.inputs import InputError, load_json_bytes, value_problem
+
+    try:
+        value = load_json_bytes(text, option, strict=True)
+    except InputError as error:
+        if "not valid JSON" in str(error):  # plain text: a name such as relu
+            value = text
+        else:
+            raise CommandError(str(error)) from None
+    problem = value_problem(value)
+    if problem is not None:
+        key, reason = problem
+        raise CommandError(f"{option} {ascii(text[:60])}: {key + ': ' if key else ''}{reason}")
+    return value
 
 
 def split_overrides(assignments: list[str], model: str, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -85,7 +136,8 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         model_overrides, task_overrides = split_overrides(args.set, args.model, args.task)
         results = run_benchmark(args.task, args.model, args.data, args.config, parse_seeds(args.seeds), args.out,
-                                model_overrides, task_overrides, device=args.device, workers=args.workers)
+                                model_overrides, task_overrides, device=args.device,
+                                workers=check_workers(args.workers))
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
     for name, summary in results["summary"].items():
@@ -129,7 +181,7 @@ def suite_command(args: argparse.Namespace) -> int:
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     try:
         rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
-                         device=args.device, workers=args.workers)
+                         device=args.device, workers=check_workers(args.workers))
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
     table = suite_table(rows)
@@ -193,7 +245,7 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
                                 "results file's edited render, for a few test SIRENs")
     edits.add_argument("results", nargs="+", help="inr-editing results JSON files (their .examples.npz beside them)")
     edits.add_argument("--out", required=True, help="the PNG to write")
-    edits.add_argument("--images", type=int, default=6, help="test SIRENs to show (rows; default 6)")
+    edits.add_argument("--images", type=image_rows, default=6, help="test SIRENs to show (rows, 1-100; default 6)")
     edits.set_defaults(handler=plot_edits_command)
 
     suite = commands.add_parser("suite", help="run a named matrix of benchmark entries (resumable), "

@@ -1,23 +1,35 @@
-"""Atomic file writes (`zoo.atomic`) and JSON reading with errors that name the file.
+"""Atomic file writes (`zoo.atomic`) and bounded JSON reading with errors that name the file.
 
 A results file, a plot or a leaderboard entry is either complete or absent: it is written to
 a temporary file in the target folder and renamed over the target, with the user's normal
-file mode.
+file mode. A results file and its sidecars (predictions, figure arrays) commit together
+(`write_with_sidecars`). Every JSON or .npz read here is bounded (`zoo.inputs`): a regular
+file, a capped size, a bounded nesting depth, array shapes checked against the bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
-import json
+import os
+import re
+import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from zoo.atomic import replacing, write_bytes_atomic, write_json_atomic, write_text_atomic
+from zoo.inputs import InputError, load_json_bytes, read_capped
 
-__all__ = ["read_json", "read_npz", "replacing", "save_figure", "write_json_atomic", "write_npz_atomic",
-           "write_text_atomic"]
+# the most a JSON file we read may hold: a results file is kilobytes, a job record with a seed's
+# predictions a few megabytes; past this it is not ours
+MAX_JSON_BYTES = 64 * 2**20
+MAX_NPZ_BYTES = 1 * 2**30  # a task's figure arrays (INR renders, accuracy matrices) are megabytes
+MAX_NPZ_UNPACKED = 4 * 2**30  # and the arrays it unpacks to
+
+__all__ = ["npz_bytes", "read_json", "read_npz", "replacing", "save_figure", "write_json_atomic", "write_npz_atomic",
+           "write_text_atomic", "write_with_sidecars"]
 
 
 def save_figure(figure, path: str | Path, dpi: int = 110) -> Path:
@@ -33,59 +45,101 @@ def save_figure(figure, path: str | Path, dpi: int = 110) -> Path:
     return Path(path)
 
 
-def write_npz_atomic(path: str | Path, arrays: Mapping[str, Any]) -> Path:
-    """Plain numeric or string arrays as one .npz (object arrays are refused: no pickles)."""
+def npz_bytes(arrays: Mapping[str, Any], where: str = "arrays") -> bytes:
+    """Plain numeric or string arrays as the bytes of one compressed .npz (object arrays are refused: no pickles)."""
     converted = {name: np.asarray(value) for name, value in arrays.items()}
     odd = [name for name, value in converted.items() if value.dtype == object]
     if odd:
-        raise ValueError(f"{path}: the arrays {odd} are object arrays; only plain numbers and strings are saved")
+        raise ValueError(f"{where}: the arrays {odd} are object arrays; only plain numbers and strings are saved")
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **converted)
-    return write_bytes_atomic(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
-def read_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """The arrays of an .npz written by `write_npz_atomic` (pickled content is refused)."""
+def write_npz_atomic(path: str | Path, arrays: Mapping[str, Any]) -> Path:
+    """Plain numeric or string arrays as one .npz (`npz_bytes`), written atomically."""
+    return write_bytes_atomic(path, npz_bytes(arrays, str(path)))
+
+
+def read_npz(path: str | Path, *, limit: int = MAX_NPZ_BYTES) -> dict[str, np.ndarray]:
+    """The arrays of an .npz written by `write_npz_atomic` (pickled content is refused).
+
+    Read with a cap (`zoo.inputs.read_capped`: a regular file, at most `limit` bytes), and each
+    member's declared shape checked against the bytes the archive says it holds before numpy
+    allocates it: a header declaring a 200000 x 200000 array is an error naming the member, not
+    a 320 GB allocation."""
+    data = read_capped(path, limit, ".npz file")
     try:
-        with np.load(Path(path), allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except (ValueError, OSError) as error:
-        raise ValueError(f"{path}: not a plain .npz of arrays ({error})") from None
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            unpacked = sum(member.file_size for member in archive.infolist())
+            if unpacked > MAX_NPZ_UNPACKED:
+                raise InputError(f"{path}: unpacks to {unpacked:,} bytes; at most {MAX_NPZ_UNPACKED:,}")
+            for member in archive.infolist():
+                with archive.open(member) as stream:
+                    version = np.lib.format.read_magic(stream)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read_header(stream)
+                    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if declared > member.file_size:
+                    raise InputError(f"{path}: member {ascii(member.filename)[:80]} declares a {shape} {dtype} array "
+                                     f"({declared:,} bytes) but holds {member.file_size:,}")
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            return {name: arrays[name] for name in arrays.files}
+    except InputError:
+        raise
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, TypeError) as error:
+        raise InputError(f"{path}: not a plain .npz of arrays ({ascii(str(error))[1:-1][:200]})") from None
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not plain JSON")
+def read_json(path: str | Path, *, strict: bool = False, limit: int = MAX_JSON_BYTES) -> Any:
+    """Reads a JSON file; a missing, unreadable, oversized or malformed file raises ValueError naming it.
 
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    repeated = sorted({key for key in keys if keys.count(key) > 1})
-    if repeated:
-        raise ValueError(f"the keys {repeated} appear twice in one object")
-    return dict(pairs)
-
-
-def read_json(path: str | Path, *, strict: bool = False) -> Any:
-    """Reads a JSON file; a missing, unreadable or malformed file raises ValueError naming it.
-
-    `strict` also refuses NaN and Infinity and an object with a repeated key (a submission)."""
+    Read through `zoo.inputs`: a regular file only (a FIFO or a device is refused, not waited on),
+    at most `limit` bytes actually read, nesting at most `zoo.inputs.MAX_DEPTH` deep. `strict` also
+    refuses NaN and Infinity, numbers that overflow to infinity (`1e999`) and an object with a
+    repeated key (a submission)."""
     path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path}: is a folder; expected a JSON file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not a text file (byte {error.start} is not UTF-8); expected a JSON file") from None
-    except OSError as error:
-        raise ValueError(f"{path}: cannot be read ({error.strerror or error})") from None
-    options = {"parse_constant": _refuse_constant, "object_pairs_hook": _unique_keys} if strict else {}
-    try:
-        return json.loads(text, **options)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
-    except ValueError as error:
-        raise ValueError(f"{path}: not plain JSON ({error})") from None
+    if not os.path.lexists(path):
+        raise InputError(f"{path}: no such file")
+    return load_json_bytes(read_capped(path, limit, "JSON file"), str(path), strict=strict)
+
+
+def _staged_name(name: str, data: bytes) -> str:
+    """`mlp.predictions.csv` -> `mlp.predictions.<16 hex of the bytes' sha256>.csv`."""
+    base, dot, suffix = name.rpartition(".")
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    return f"{base}.{digest}.{suffix}" if dot else f"{name}.{digest}"
+
+
+def _staged_pattern(name: str) -> re.Pattern:
+    base, dot, suffix = name.rpartition(".")
+    return re.compile(rf"{re.escape(base)}\.[0-9a-f]{{16}}\.{re.escape(suffix)}" if dot
+                      else rf"{re.escape(name)}\.[0-9a-f]{{16}}")
+
+
+def write_with_sidecars(path: str | Path, document: Mapping[str, Any], sidecars: Mapping[str, tuple[str, bytes]]
+                        ) -> Path:
+    """Writes a results JSON and the sidecar files it names as one commit.
+
+    `sidecars` maps a field of `document` to (file name beside `path`, bytes); the document
+    names the file in that field. Two renames cannot be one, so the sidecars are first written
+    under names made of their content's hash (`mlp.predictions.<sha>.csv`, never the current
+    one) and the document naming those is written (the commit point); then the sidecars are
+    written under their usual names and the document naming those replaces it; then the hashed
+    copies (and any a killed run left) are removed. Killed at any point, the JSON at `path` is
+    the old one with its old sidecars or the new one with files holding exactly the new sidecars'
+    bytes: never a results file beside another run's predictions."""
+    path = Path(path)
+    staged = {field: _staged_name(name, data) for field, (name, data) in sidecars.items()}
+    for field, (_, data) in sidecars.items():
+        write_bytes_atomic(path.with_name(staged[field]), data)
+    write_json_atomic(path, {**document, **staged})  # the commit: the new results, naming the new bytes
+    for name, data in sidecars.values():
+        write_bytes_atomic(path.with_name(name), data)
+    write_json_atomic(path, {**document, **{field: name for field, (name, _) in sidecars.items()}})
+    patterns = [_staged_pattern(name) for name, _ in sidecars.values()]
+    for leftover in path.parent.iterdir():
+        if any(pattern.fullmatch(leftover.name) for pattern in patterns):
+            leftover.unlink(missing_ok=True)
+    return path

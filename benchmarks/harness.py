@@ -4,8 +4,10 @@
 `zoo.loader`), runs the task once per seed, measures each seed's wall-clock time and peak
 memory, and writes the results JSON (schema: `benchmarks.results.Results`, documented in
 `leaderboards/SCHEMA.md`) plus a predictions sidecar CSV beside it
-(`<stem>.predictions.csv`: seed, model_id, target, prediction) for plots. Both are written
-atomically. Progress goes to stderr, one line per seed.
+(`<stem>.predictions.csv`: seed, model_id, target, prediction) for plots. They are written
+as one commit (`benchmarks.files.write_with_sidecars`): a run killed while writing leaves the
+old results with their predictions or the new ones with theirs. Progress goes to stderr, one
+line per seed.
 
 Each seed is a resumable job (`benchmarks.jobs`): with an output path, a finished seed's record
 (its metrics, selection, predictions and figure arrays) is written at once to
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import os
 import platform
 import shutil
 import sys
@@ -32,10 +35,11 @@ import pandas
 import torch
 
 import zoo
-from benchmarks.files import write_json_atomic, write_npz_atomic, write_text_atomic
+from benchmarks.files import npz_bytes, write_with_sidecars
 from benchmarks.jobs import Job, JobsFailed, fingerprint, run_jobs
 from benchmarks.protocol import architecture_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, summarize
+from benchmarks.seeds import check_seeds
 from benchmarks.tasks import SPLITS, create_task
 from nfn_models import model_config
 from benchmarks.tasks.registry import TASKS
@@ -77,8 +81,9 @@ def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "Z
 
     source = resolve_data(data_path, config=config)
     path = source.folder
-    if not path.is_dir():
-        raise FileNotFoundError(f"dataset folder {path} does not exist; generate or download a zoo first "
+    if not os.path.isdir(path):  # os.path: a name too long for the file system is no folder, not an OSError
+        shown = ascii(str(path)[:200])[1:-1] + (f"… ({len(str(path)):,} characters)" if len(str(path)) > 200 else "")
+        raise FileNotFoundError(f"dataset folder {shown} does not exist; generate or download a zoo first "
                                 "(or give a Hub dataset repo ORG/NAME[@REVISION])")
     manifest = loader.read_manifest(path)
     configs = manifest["configs"]
@@ -125,17 +130,6 @@ def _hardware(device: torch.device) -> dict[str, str]:
             "torch": torch.__version__, "device": name}
 
 
-def _check_seeds(seeds: Sequence[int]) -> list[int]:
-    seeds = list(seeds)
-    if not seeds:
-        raise ValueError("give at least one seed")
-    if any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
-        raise ValueError(f"seeds must be integers, got {seeds}")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be unique, got {seeds}")
-    return seeds
-
-
 def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset: Mapping[str, str],
                   seeds: Sequence[int], out_path: str | Path | None = None,
                   model_overrides: Mapping[str, Any] | None = None,
@@ -146,7 +140,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     `dataset` describes the splits' source ({path, config, dataset_hash, family}, and optionally
     {repo, revision} for a Hub dataset: `benchmarks.results.DatasetInfo`).
     """
-    seeds = _check_seeds(seeds)
+    seeds = check_seeds(seeds)
     model = MODELS.resolve(model)  # results record the registered spellings
     task = TASKS.resolve(task)
     model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
@@ -208,10 +202,10 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         table = pandas.concat(tables, ignore_index=True)[["seed", "model_id", "target", "prediction"]]
         buffer = io.StringIO()
         table.to_csv(buffer, index=False)
-        write_text_atomic(predictions_path(out_path), buffer.getvalue())
+        sidecars = {"predictions": (results["predictions"], buffer.getvalue().encode("utf-8"))}
         if examples:
-            write_npz_atomic(examples_path(out_path), examples)
-        write_json_atomic(out_path, results)
+            sidecars["examples"] = (results["examples"], npz_bytes(examples, str(examples_path(out_path))))
+        write_with_sidecars(out_path, results, sidecars)  # one commit: never results beside older predictions
         shutil.rmtree(folder, ignore_errors=True)  # the results file holds every seed now
         if progress:
             print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=sys.stderr)
@@ -254,7 +248,7 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
     sidecar are written there atomically. `device` defaults to CUDA when available;
     `progress` prints a line per seed to stderr.
     """
-    _check_seeds(seeds)
+    check_seeds(seeds)
     create_task(task, **dict(task_overrides or {}))  # fail on a bad name or override before loading data
     model_config(model, **dict(model_overrides or {}))
     splits, dataset = load_splits(data_path, config)

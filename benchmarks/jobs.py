@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from benchmarks.files import read_json  # bounded: a regular file, capped, nesting depth limited
 from zoo.atomic import write_json_atomic
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
@@ -66,11 +67,9 @@ def _record_path(folder: Path, job: Job) -> Path:
 def _stored(folder: Path, job: Job) -> dict | None:
     path = _record_path(folder, job)
     try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
+        record = read_json(path)
     except (OSError, ValueError):
-        return None  # a damaged record is run again
+        return None  # a missing, damaged or hostile record (a FIFO, a gigabyte, deep nesting) is run again
     if not isinstance(record, dict) or record.get("fingerprint") != job.fingerprint:
         return None
     return record.get("outcome")

@@ -6,6 +6,7 @@ this module, and the CLI, stays fast and needs no display.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Sequence
 
@@ -14,13 +15,20 @@ import pandas
 from benchmarks.files import save_figure
 from benchmarks.harness import predictions_path
 from benchmarks.results import load_results
+from zoo.inputs import read_capped
+
+MAX_PREDICTIONS_BYTES = 1 * 2**30  # a predictions CSV is a row per test checkpoint and seed: megabytes
 
 
 def _load_predictions(results_path: Path, sidecar: str | None) -> pandas.DataFrame:
     path = results_path.with_name(sidecar) if sidecar else predictions_path(results_path)
     if not path.is_file():
         raise FileNotFoundError(f"{results_path}: its predictions file {path} is missing; rerun the benchmark")
-    table = pandas.read_csv(path)
+    data = read_capped(path, MAX_PREDICTIONS_BYTES, "predictions CSV")  # a regular file, bounded
+    try:
+        table = pandas.read_csv(io.BytesIO(data))
+    except (ValueError, UnicodeDecodeError) as error:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise ValueError(f"{path}: not a predictions CSV ({ascii(str(error))[1:-1][:200]})") from None
     missing = {"seed", "target", "prediction"} - set(table.columns)
     if missing:
         raise ValueError(f"{path}: expected the columns seed, model_id, target, prediction; missing {sorted(missing)}")

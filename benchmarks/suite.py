@@ -249,10 +249,30 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
             print(f"suite {name}: {entry.name} done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     for entry in entries:
         if skipped_path(out_dir, entry).exists():
-            print(f"suite {name}: {entry.name} was skipped ({skipped_path(out_dir, entry).read_text().strip()}); "
+            print(f"suite {name}: {entry.name} was skipped ({_skip_reason(skipped_path(out_dir, entry))}); "
                   f"delete {skipped_path(out_dir, entry).name} to retry it", file=sys.stderr)
-    return [(e, json.loads((out_dir / f"{e.name}.json").read_text())) for e in entries
-            if (out_dir / f"{e.name}.json").exists()]
+    return [(e, _read_results(out_dir / f"{e.name}.json")) for e in entries if (out_dir / f"{e.name}.json").exists()]
+
+
+def _read_results(path: Path) -> dict:
+    """An entry's results file as plain data, read bounded and checked against the results schema
+    (a hand-edited or damaged file in --out is an error naming it, not a KeyError in the table)."""
+    from benchmarks.files import read_json
+    from benchmarks.results import Results
+    from zoo.schema import from_data
+
+    data = read_json(path)
+    from_data(Results, data, where=str(path))
+    return data
+
+
+def _skip_reason(path: Path) -> str:
+    """The first line of a `.skipped` file, bounded and printable."""
+    from zoo.inputs import read_capped
+
+    text = read_capped(path, 64 * 2**10, "skip record").decode("utf-8", errors="replace")
+    line = (text.strip().splitlines() or [""])[0]
+    return line if line.isprintable() and len(line) <= 500 else ascii(line[:500])
 
 
 def skipped_path(out_dir: Path, entry: SuiteEntry) -> Path:

@@ -13,18 +13,29 @@ The resolved commit sha comes back with the folder, so a benchmark result record
 which bytes it read (`benchmarks.results.DatasetInfo.repo` / `.revision`). The snapshot is
 not trusted more than a folder: the callers check its shards against `manifest.json`
 (`zoo.integrity`, `zoo.verify`). Failures are one line (`HubDataError`, a `ValueError`)
-naming the repo, the revision and what was expected. This module and `zoo.publish` are the
+naming the repo, the revision and what was expected; a reference that breaks the Hub's naming
+rules (a 5,000-character name, a revision with `..` or control characters) is refused before
+any Hub call, and the message shows at most 60 of its characters. This module and `zoo.publish` are the
 only ones importing the Hub client, and only when a repo is actually named.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
-# ORG/NAME as the Hub spells repo ids (letters, digits, `-`, `_`, `.`), then an optional @REVISION
+# what reads as ORG/NAME[@REVISION] rather than a folder path (then checked against the Hub's rules)
 REPO_REFERENCE = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>[^\s@]+))?")
+# the Hub's rules for each part of a repo id (huggingface_hub `validate_repo_id`): 1-96 ASCII letters,
+# digits, `-`, `_`, `.`, starting and ending with a letter, digit or `_`; no `--` or `..`; no `.git` end
+REPO_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?")
+# a branch, tag or commit sha, or a ref such as refs/pr/1: parts of letters, digits and `._-`, each
+# starting with a letter, digit or `_` (so never `.` or `..`), joined by `/`; the revision becomes a
+# path under the Hub cache's refs/ folder, which this confines it to
+REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
+MAX_REVISION = 255
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 DATA_HELP = ("a packed zoo folder, or a Hub dataset repo ORG/NAME[@REVISION] (a branch, tag or commit sha; "
              "default main), fetched into the Hugging Face cache (with HF_HUB_OFFLINE=1, read from it); an "
@@ -55,12 +66,35 @@ def parse_repo_reference(text: str | Path) -> tuple[str, str | None] | None:
     An existing path (file or folder) is never a repo, so a local `org/zoo` folder shadows
     the repo of that name; `./org/zoo` always means the folder.
     """
-    if isinstance(text, Path) or Path(text).exists():
+    if isinstance(text, Path) or os.path.exists(text):  # os.path: a too long name is no path, not an error
         return None
     match = REPO_REFERENCE.fullmatch(text)
     if match is None:
         return None
+    problem = reference_problem(match["repo"], match["revision"])
+    if problem is not None:
+        shown = ascii(text[:60])[1:-1] + (f"… ({len(text):,} characters)" if len(text) > 60 else "")
+        raise HubDataError(f"{shown}: not a Hub dataset repo ORG/NAME[@REVISION] nor an existing folder: {problem}")
     return match["repo"], match["revision"]
+
+
+def reference_problem(repo: str, revision: str | None) -> str | None:
+    """Why `repo` (ORG/NAME) or `revision` breaks the Hub's rules, or None; checked before any Hub call."""
+    for part, what in zip(repo.split("/"), ("ORG", "NAME")):
+        if not REPO_PART.fullmatch(part):
+            return (f"{what} must be 1-96 letters, digits, '-', '_' or '.', starting and ending with a letter, "
+                    f"digit or '_' (it has {len(part):,} characters)")
+        if "--" in part or ".." in part:
+            return f"{what} may not hold '--' or '..'"
+    if repo.endswith(".git"):
+        return "NAME may not end with '.git'"
+    if revision is not None:
+        if len(revision) > MAX_REVISION:
+            return f"REVISION has {len(revision):,} characters; at most {MAX_REVISION}"
+        if not REVISION.fullmatch(revision) or ".." in revision:
+            return ("REVISION must be a branch, tag or commit sha: letters, digits and '._-' in parts joined by '/', "
+                    "each starting with a letter, digit or '_', no '..' and no control characters")
+    return None
 
 
 def resolve_data(text: str | Path, *, config: str | None = None) -> DataSource:

@@ -1,7 +1,7 @@
 """`nfnzoo track ...`: list the tracks, run one.
 
     nfnzoo track list
-    nfnzoo track run NAME [--profile tiny|default|...] [--seeds 42,40,44] [--workers N] [--out DIR]
+    nfnzoo track run NAME [--profile tiny|default|...] [--seeds 42,40,44 or 0-4] [--workers N] [--out DIR]
 
 A run is resumable: its finished jobs are kept under DIR/jobs/, and the same command again
 runs only what is missing (or what a changed setting invalidated).
@@ -19,15 +19,10 @@ from zoo.cli import CommandError
 
 
 def _seeds(text: str | None, default: tuple[int, ...]) -> list[int]:
-    if text is None:
-        return list(default)
-    try:
-        seeds = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise CommandError(f"--seeds must be comma-separated integers, got {text!r}") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise CommandError(f"--seeds must name distinct seeds, got {text!r}")
-    return seeds
+    """The track's default seeds, or `--seeds` through the bench commands' bounded parser."""
+    from benchmarks.commands import parse_seeds
+
+    return list(default) if text is None else parse_seeds(text)
 
 
 def list_command(args: argparse.Namespace) -> int:
@@ -40,6 +35,7 @@ def list_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from benchmarks.commands import check_workers
     from benchmarks.tracks.registry import create_track
     from zoo.registry import UnknownNameError
 
@@ -49,8 +45,7 @@ def run_command(args: argparse.Namespace) -> int:
     except (UnknownNameError, ValueError) as error:
         raise CommandError(str(error)) from None
     seeds = _seeds(args.seeds, track.DEFAULT_SEEDS)
-    if args.workers < 1:
-        raise CommandError(f"--workers must be at least 1, got {args.workers}")
+    check_workers(args.workers)
     start = time.perf_counter()
     try:
         out = Path(args.out) if args.out is not None else Path("runs") / f"track-{track.name}-{args.profile}"

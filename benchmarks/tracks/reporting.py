@@ -18,8 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from benchmarks.files import save_figure, write_json_atomic, write_npz_atomic
-from zoo.atomic import write_text_atomic
+from benchmarks.files import npz_bytes, save_figure, write_with_sidecars
 from benchmarks.results import SCHEMA_VERSION, summarize
 from benchmarks.tasks.continual_learning import definition_hash, matrix_predictions
 
@@ -64,8 +63,6 @@ def write_results_files(path: Path, *, task: str, track: str, profile: str, benc
 
     seeds = [entry["seed"] for entry in per_seed]
     examples, predictions_name = f"{method}.examples.npz", f"{method}.predictions.csv"
-    write_npz_atomic(path.with_name(examples), dict(arrays))
-    write_text_atomic(path.with_name(predictions_name), predictions.to_csv(index=False, float_format="%.17g"))
     results = {
         "schema_version": SCHEMA_VERSION, "task": task, "model": method, "model_config": dict(method_config),
         "task_config": {"track": track, "profile": profile, "benchmark": dict(definition["benchmark"]),
@@ -78,7 +75,9 @@ def write_results_files(path: Path, *, task: str, track: str, profile: str, benc
         "hardware": {"platform": platform.platform(), "python": platform.python_version(),
                      "torch": torch.__version__, "device": "cpu"},
         "predictions": predictions_name, "examples": examples}
-    return write_json_atomic(path, results)
+    sidecars = {"predictions": (predictions_name, predictions.to_csv(index=False, float_format="%.17g").encode()),
+                "examples": (examples, npz_bytes(dict(arrays), str(path.with_name(examples))))}
+    return write_with_sidecars(path, results, sidecars)  # one commit: never results beside another run's cells
 
 
 def plot_stage_curves(curves: Mapping[str, np.ndarray], title: str, path: Path,

@@ -57,7 +57,8 @@ def _write_manifest(folder: Path, configs: dict[str, str]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     manifest = {"package_version": "0.1.0", "configs": {
         name: {"dataset_hash": digest, "family": "cnn", "splits": {"train": 240, "validation": 80, "test": 80},
-               "spec_hash": "0" * 20, "files": []}
+               "spec_hash": "0" * 20, "files": [], "planned_checkpoints": 400, "packed_checkpoints": 400,
+               "complete": True, "columns": [], "spec": {}, "architectures": {}}
         for name, digest in configs.items()}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder

@@ -33,7 +33,11 @@ from typing import Callable
 import torch
 from torch import nn
 
+from benchmarks.files import read_json
 from zoo.atomic import write_bytes_atomic, write_json_atomic
+from zoo.inputs import read_capped
+
+MAX_BACKBONE_BYTES = 2 * 2**30  # the track's ViTs are a few megabytes
 
 CACHE_VARIABLE = "NFNZOO_CACHE"
 
@@ -135,18 +139,23 @@ def _pretrain(config: BackboneConfig, progress: Callable[[int, float], None] | N
 def pretrained_backbone(config: BackboneConfig, *, cache: Path | None = None,
                         progress: Callable[[int, float], None] | None = None) -> tuple[nn.Module, dict]:
     """The pretrained ViT (no head) for `config` and its record, from the cache or trained now."""
-    from safetensors.torch import load_file, save
+    from safetensors.torch import load as safetensors_load, save
 
     folder = cache or cache_folder()
     weights, sidecar = folder / f"{config.key()}.safetensors", folder / f"{config.key()}.json"
     if weights.exists() and sidecar.exists():
-        record = json.loads(sidecar.read_text())
-        actual = hashlib.sha256(weights.read_bytes()).hexdigest()
-        if actual != record["sha256"]:
-            raise ValueError(f"{weights}: sha256 {actual[:12]}… is not the recorded {record['sha256'][:12]}…; "
+        # the cache is a folder of the user's: both files read bounded (regular files, capped sizes)
+        record = read_json(sidecar)
+        recorded = record.get("sha256") if isinstance(record, dict) else None
+        if not isinstance(recorded, str):
+            raise ValueError(f"{sidecar}: not a backbone record (no sha256); delete it to pretrain the backbone again")
+        data = read_capped(weights, MAX_BACKBONE_BYTES, "backbone weights file")
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != recorded:
+            raise ValueError(f"{weights}: sha256 {actual[:12]}… is not the recorded {ascii(recorded[:12])}…; "
                              "delete it to pretrain the backbone again")
         model = create_vit(config)
-        model.load_state_dict(load_file(weights))
+        model.load_state_dict(safetensors_load(data))
         return model.eval(), {**record, "cached": True}
     start = time.perf_counter()
     model, accuracy = pretrain(config, progress)

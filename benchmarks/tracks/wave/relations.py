@@ -17,11 +17,15 @@ size (`np.array_split`: 33 relations in 8 tasks are one task of 5 and seven of 4
 from __future__ import annotations
 
 import dataclasses
-import json
+import os
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from benchmarks.files import read_json
+
+MAX_RELATION_BYTES = 256 * 2**20  # FewRel's train_wiki.json is about 60 MB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,12 +78,13 @@ def _span(entity, tokens: int, where: str, role: str) -> tuple[int, int]:
 def read_fewrel(path: str | Path, prefix: str) -> dict[str, list[Sentence]]:
     """Every relation of a FewRel-format file, its sentences checked (errors name the file and record)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such relation file (a FewRel-format JSON file was expected)") from None
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"{path}: no such relation file (a FewRel-format JSON file was expected)")
+    try:  # bounded: a regular file of at most MAX_RELATION_BYTES, nesting depth limited
+        data = read_json(path, limit=MAX_RELATION_BYTES)
     except ValueError as error:
-        raise ValueError(f"{path}: not JSON ({error}); a FewRel-format file was expected") from None
+        raise ValueError(f"{path}: not JSON ({str(error).removeprefix(f'{path}: ')}); "
+                         "a FewRel-format file was expected") from None
     if not isinstance(data, dict) or not data or not all(isinstance(v, list) for v in data.values()):
         raise ValueError(f"{path}: not FewRel-formatted: expected a JSON object mapping each relation id to a list "
                          f"of sentences, got {type(data).__name__}")
