@@ -4,11 +4,17 @@ A results JSON is what `run_benchmark` writes and what the leaderboard validates
 documented field by field in `leaderboards/SCHEMA.md`. The dataclasses here are the one
 definition of its structure: `load_results` checks a file against them with `zoo.schema`
 (unknown, missing or mistyped keys are errors naming the file and the key).
+
+Beyond types, every field is bounded where a board shows it: a `ranking` block holds all of
+`benchmarks.ranking`'s tau-ceiling statistics or none of them, each in its range; the hardware and version strings
+are one line of at most `MAX_LINE` characters; `created` is an ISO 8601 time; the dataset's
+config and family are names (`zoo.inputs.NAME`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import re
 import statistics
@@ -16,9 +22,24 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from benchmarks.files import read_json
+from zoo.inputs import name_problem
 from zoo.schema import SchemaError, from_data
 
 SCHEMA_VERSION = 1
+MAX_LINE = 200  # characters of a one-line string a board shows (a device, a platform, a version)
+MAX_PATH = 4_096  # characters of the dataset path the run read
+# what `benchmarks.ranking.ranking_ceiling` writes into a seed's `ranking`, and each value's range
+RANKING_RANGES = {"kendall_tau_ceiling": (0.0, 1.0), "distinct_targets": (1.0, 2.0**53),
+                  "tied_pair_fraction": (0.0, 1.0), "num_targets": (2.0, 2.0**53)}
+
+
+def line_problem(value: str, limit: int = MAX_LINE) -> str | None:
+    """Why `value` is not one line of at most `limit` characters, or None."""
+    if len(value) > limit:
+        return f"{len(value):,} characters; at most {limit:,}"
+    if "\n" in value or "\t" in value:
+        return "expected one line (no newline or tab)"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +53,13 @@ class DatasetInfo:
 
     def validate(self, where: str, key: str) -> None:
         prefix = f"{key}." if key else ""
+        for field in ("config", "family"):
+            problem = name_problem(getattr(self, field))
+            if problem is not None:
+                raise SchemaError(where, f"{prefix}{field}", problem)
+        problem = line_problem(self.path, MAX_PATH)
+        if problem is not None:
+            raise SchemaError(where, f"{prefix}path", problem)
         if (self.repo is None) != (self.revision is None):
             raise SchemaError(where, f"{prefix}{'revision' if self.repo else 'repo'}",
                               "expected `repo` and `revision` together (a Hub dataset) or neither (a local folder)")
@@ -59,6 +87,17 @@ class SeedResult:
                     raise SchemaError(where, f"{key}.{block}.{name}", f"expected a finite number, got {value}")
         if self.train_time_s < 0:
             raise SchemaError(where, f"{key}.train_time_s", f"expected a non-negative time, got {self.train_time_s}")
+        if self.peak_memory_mb is not None and self.peak_memory_mb < 0:
+            raise SchemaError(where, f"{key}.peak_memory_mb", f"expected a non-negative size, got {self.peak_memory_mb}")
+        ceiling = set(self.ranking) & set(RANKING_RANGES)  # beside them, a task's own (majority_class_accuracy)
+        if ceiling and ceiling != set(RANKING_RANGES):
+            raise SchemaError(where, f"{key}.ranking", f"expected all of {sorted(RANKING_RANGES)} (as "
+                              f"benchmarks.ranking writes them) or none, got {sorted(ceiling)}")
+        for name in sorted(ceiling):
+            value, (low, high) = self.ranking[name], RANKING_RANGES[name]
+            if not low <= value <= high:
+                raise SchemaError(where, f"{key}.ranking.{name}", f"expected a number from {low:g} to {high:g}, "
+                                  f"got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +112,12 @@ class Hardware:
     python: str
     torch: str
     device: str
+
+    def validate(self, where: str, key: str) -> None:
+        for field in ("platform", "python", "torch", "device"):
+            problem = line_problem(getattr(self, field))
+            if problem is not None:
+                raise SchemaError(where, f"{key}.{field}", problem)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +143,13 @@ class Results:
             raise SchemaError(where, "schema_version", f"expected {SCHEMA_VERSION}, got {self.schema_version}")
         if not self.seeds:
             raise SchemaError(where, "seeds", "expected at least one seed")
+        problem = line_problem(self.package_version)
+        if problem is not None:
+            raise SchemaError(where, "package_version", problem)
+        try:
+            datetime.datetime.fromisoformat(self.created)
+        except ValueError:
+            raise SchemaError(where, "created", f"expected an ISO 8601 time, got {ascii(self.created[:60])}") from None
 
 
 def summarize(per_seed: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:

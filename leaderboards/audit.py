@@ -1,24 +1,38 @@
-"""Auditing a board: every accepted entry checked again, as CI does for the official board.
+"""Auditing a board: every accepted entry file checked again, whole, as CI does for the official board.
 
-`audit(root)` re-reads each entry under `<root>/entries` and reports, per entry, what no longer
-holds: its results' content hash (a hand-edited metric changes it), its stored predictions'
-sha256, the dataset's pinned test metadata and its sha256, and the re-scoring itself
-(`leaderboards.rescore`) of every seed's metrics from the stored predictions. An entry that was
-accepted unverified (no predictions) is listed as such, not as a problem; `require_verified`
-makes it one (the official board holds only verified entries).
+`audit(root)` re-reads each entry file under `<root>/entries` and reports, per entry, what no
+longer holds:
+- the file itself: it parses (within its size bound) and matches the schema; its seal
+  (`leaderboards.seal`: the sha256 of the whole entry as accepted) recomputes, so a hand edit of
+  the submission block (the code URL, the re-scoring record, the acceptance time) is caught as a
+  hand edit of the results is;
+- its structure: the id is the file's stem and `<model>-<content hash[:8]>`, the file sits at
+  `entries.entry_path(...)`, `verified` holds exactly when predictions are stored, the re-scoring
+  record is the task's (`re-scored: <RESCORING>`, or an `unverified: ...` reason on an unverified
+  entry), `accepted` is an ISO 8601 time, and the results' content hash recomputes;
+- for a verified entry, its stored predictions' sha256, the dataset's pinned test metadata and
+  its sha256, and the re-scoring itself (`leaderboards.rescore`) of every seed's metrics.
+An entry that was accepted unverified (no predictions) is listed as such, not as a problem;
+`require_verified` makes it one (the official board holds only verified entries). A file that
+cannot be read or parsed is a problem of that entry, not an error of the whole audit.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 from pathlib import Path
 
-from benchmarks.files import read_json
+from benchmarks.tasks import get_task_class
 from leaderboards.datasets import load_datasets
-from leaderboards.entries import content_hash, load_entries, stored_predictions_path
+from leaderboards.entries import Entry, content_hash, entry_files, entry_path, read_entry, stored_predictions_path
 from leaderboards.pinned import load_pinned
-from leaderboards.rescore import read_stored_predictions, rescore
+from leaderboards.rescore import MAX_PREDICTIONS_BYTES, read_stored_predictions, rescore
+from leaderboards.seal import seal_problem
+from zoo.inputs import InputError, read_capped
+from zoo.registry import UnknownNameError
+from zoo.schema import SchemaError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,20 +42,56 @@ class EntryAudit:
     problems: tuple[str, ...]
 
 
-def audit_entry(root: Path, path: Path, entry, datasets: dict, require_verified: bool = False) -> EntryAudit:
+def structure_problems(root: Path, path: Path, data: dict, entry: Entry) -> list[str]:
+    """What the entry file's submission block claims that its place and results contradict."""
+    info, results = entry.submission, entry.results
     problems = []
-    results = entry.results
-    if content_hash(read_json(path)["results"]) != entry.submission.content_hash:
+    problem = seal_problem(data)
+    if problem is not None:
+        problems.append(problem)
+    if content_hash(data["results"]) != info.content_hash:
         problems.append("the results differ from those accepted (their content hash changed)")
+    expected = entry_path(root, results, info.content_hash)
+    if info.id != expected.stem or path.stem != info.id:
+        problems.append(f"the id {info.id!r} is not the file's stem {path.stem!r} and <model>-<content hash[:8]> "
+                        f"({expected.stem!r})")
+    if path.resolve() != expected.resolve():
+        problems.append(f"the entry is filed at {path.relative_to(root)}, not at {expected.relative_to(root)}")
+    try:
+        datetime.datetime.fromisoformat(info.accepted)
+    except ValueError:
+        problems.append(f"accepted {ascii(info.accepted[:60])} is not an ISO 8601 time")
+    try:
+        rescoring = get_task_class(results.task).RESCORING
+    except UnknownNameError as error:
+        return [*problems, str(error)]
+    if info.verified and info.rescoring != f"re-scored: {rescoring}":
+        problems.append(f"verified, but its re-scoring record {info.rescoring[:80]!r} is not the task's "
+                        f"('re-scored: {rescoring[:40]}…')")
+    if not info.verified and not info.rescoring.startswith("unverified: "):
+        problems.append(f"unverified, but its re-scoring record {info.rescoring[:80]!r} does not say why "
+                        "('unverified: …')")
+    if info.verified != (info.predictions is not None):
+        problems.append("verified must hold exactly when predictions are stored")
+    return problems
+
+
+def audit_entry(root: Path, path: Path, datasets: dict, require_verified: bool = False) -> EntryAudit:
+    try:
+        data, entry = read_entry(path)
+    except (InputError, SchemaError) as error:
+        return EntryAudit(path, False, (f"cannot be read as an entry: {error}",))
+    problems = structure_problems(root, path, data, entry)
+    results = entry.results
     if not entry.submission.verified:
         if require_verified:
             problems.append(f"unverified ({entry.submission.rescoring or 'accepted before re-scoring'})")
         return EntryAudit(path, False, tuple(problems))
     stored = stored_predictions_path(path)
     try:
-        digest = hashlib.sha256(stored.read_bytes()).hexdigest()
-    except OSError as error:
-        return EntryAudit(path, True, (*problems, f"{stored}: cannot be read ({error.strerror or error})"))
+        digest = hashlib.sha256(read_capped(stored, MAX_PREDICTIONS_BYTES, "stored predictions file")).hexdigest()
+    except InputError as error:
+        return EntryAudit(path, True, (*problems, str(error)))
     if digest != entry.submission.predictions_sha256:
         problems.append(f"{stored.name}: sha256 {digest[:12]}… is not the recorded "
                         f"{entry.submission.predictions_sha256[:12]}… (the predictions were changed)")
@@ -50,9 +100,10 @@ def audit_entry(root: Path, path: Path, entry, datasets: dict, require_verified:
         return EntryAudit(path, True, (*problems, f"dataset {results.dataset.dataset_hash[:12]}… is not registered"))
     try:
         metadata = load_pinned(root, record)
-    except ValueError as error:
+        predictions = read_stored_predictions(stored)
+    except (ValueError, OSError) as error:
         return EntryAudit(path, True, (*problems, str(error)))
-    problems += rescore(results, read_stored_predictions(stored), metadata)
+    problems += rescore(results, predictions, metadata)
     return EntryAudit(path, True, tuple(problems))
 
 
@@ -60,4 +111,4 @@ def audit(root: str | Path, *, require_verified: bool = False) -> list[EntryAudi
     """Every entry of the board, audited (see the module docstring), sorted by path."""
     root = Path(root)
     datasets = load_datasets(root)
-    return [audit_entry(root, path, entry, datasets, require_verified) for path, entry in load_entries(root)]
+    return [audit_entry(root, path, datasets, require_verified) for path in entry_files(root)]

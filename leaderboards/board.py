@@ -8,7 +8,10 @@ Each row holds the cells every view shows (`COLUMNS`: the metrics' mean ± std o
 parameters, train time and peak memory per seed, hardware, package version, seeds, whether the
 entry was re-scored, the code it came from, the entry id) and the raw values views sort by.
 The Markdown renderer (`leaderboards.renderer`), the HTML site (`leaderboards.site`) and the
-plots (`leaderboards.plots`) all read this, so they show the same numbers.
+plots (`leaderboards.plots`) all read this, so they show the same numbers. Every text here is
+plain (unescaped, no markup): each view escapes it for its own format (`leaderboards.escape`).
+`board_of(entries, known)` builds the same from entries in memory: a submission builds its
+own board row with it before it is accepted, so an entry that cannot be shown is refused.
 """
 
 from __future__ import annotations
@@ -57,8 +60,10 @@ class Sweep:
 @dataclasses.dataclass(frozen=True)
 class DatasetSection:
     dataset_hash: str
-    title: str
+    title: str  # plain text: "<name> — config <config> (dataset <hash12>)"
     source: str
+    name: str  # the dataset's display name (free text)
+    config: str  # its config (a name)
     sweeps: tuple[Sweep, ...]
     tables: tuple[Table, ...]
 
@@ -213,18 +218,23 @@ def _difference(identities: list[str], identity: str) -> str:
     return label
 
 
-def _dataset_title(dataset_hash: str, entries: list[Entry], known: dict[str, KnownDataset]) -> tuple[str, str]:
+def _dataset_names(dataset_hash: str, entries: list[Entry], known: dict[str, KnownDataset]) -> tuple[str, str, str]:
+    """(name, config, source) of a section's dataset."""
     record = known.get(dataset_hash)
     config = record.config if record else entries[0].results.dataset.config
     name = record.name if record else "unregistered dataset"
-    return f"{name} — config `{config}` (dataset `{dataset_hash[:12]}`)", (record.source if record else "")
+    return name, config, (record.source if record else "")
 
 
 def build_board(root: str | Path) -> list[TaskBoard]:
     """The board's tasks, sorted by name (see the module docstring)."""
-    known = load_datasets(root)
+    return board_of([entry for _, entry in load_entries(root)], load_datasets(root))
+
+
+def board_of(entries: list[Entry], known: dict[str, KnownDataset]) -> list[TaskBoard]:
+    """The boards of `entries`, with the datasets `known` (see the module docstring)."""
     by_task: dict[str, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
-    for _, entry in load_entries(root):
+    for entry in entries:
         by_task[entry.results.task][entry.results.dataset.dataset_hash].append(entry)
     boards = []
     for task in sorted(by_task):
@@ -244,8 +254,9 @@ def build_board(root: str | Path) -> list[TaskBoard]:
                 rows = tuple(_row(entry, rank, metrics, labels[entry.submission.id])
                              for rank, entry in enumerate(ranked, start=1))
                 tables.append(Table(number, json.loads(key), _protocol_lines(task_class, ranked), columns, rows))
-            title, source = _dataset_title(dataset_hash, entries, known)
-            sections.append(DatasetSection(dataset_hash, title, source,
+            name, config, source = _dataset_names(dataset_hash, entries, known)
+            title = f"{name} — config {config} (dataset {dataset_hash[:12]})"
+            sections.append(DatasetSection(dataset_hash, title, source, name, config,
                                            tuple(_sweeps(task_class, entries, main)), tuple(tables)))
         boards.append(TaskBoard(task, main, task_class.metrics[main], metrics, tuple(sections)))
     return boards

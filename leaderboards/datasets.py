@@ -6,6 +6,11 @@ local dataset folder (or a Hub snapshot) whose checked shards give that hash; th
 registered here with its `source` (`local:<path>` or `ORG/NAME@<commit>`), so the board records
 where its data came from, and its test split's metadata is pinned (`leaderboards.pinned`):
 `test_metadata` is the pinned file, relative to the board, and `test_metadata_sha256` its hash.
+
+The file is read within `MAX_DATASETS_BYTES` (regular files only), and every record's fields
+are bounded (a one-line name of at most `MAX_NAME` characters, a config and family that are
+names, a sha256, a one-line source). Writers hold the board's lock (`leaderboards.lock`), so
+two submissions registering datasets at once cannot lose either record.
 """
 
 from __future__ import annotations
@@ -14,10 +19,25 @@ import dataclasses
 import re
 from pathlib import Path
 
-from benchmarks.files import read_json, write_json_atomic
+from benchmarks.files import write_json_atomic
+from zoo.inputs import name_problem, read_json_file
+from zoo.lock import FolderLock
 from zoo.schema import SchemaError, from_data, to_data
 
 DATASETS_FILE = "datasets.json"
+MAX_DATASETS_BYTES = 4 * 2**20  # a record is a few hundred bytes
+MAX_NAME = 200  # characters of a dataset's display name (a Hub repo id, a folder's name)
+MAX_SOURCE = 4_096  # characters of its source (a path or a Hub repo at a commit)
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def line_problem(value: str, limit: int) -> str | None:
+    """Why `value` is not one line of at most `limit` characters, or None."""
+    if len(value) > limit:
+        return f"{len(value):,} characters; at most {limit:,}"
+    if "\n" in value or "\t" in value:
+        return "expected one line (no newline or tab)"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +51,18 @@ class KnownDataset:
     test_metadata_sha256: str | None = None  # its sha256; set exactly when test_metadata is
 
     def validate(self, where: str, key: str) -> None:
+        for field, limit in (("name", MAX_NAME), ("source", MAX_SOURCE)):
+            problem = line_problem(getattr(self, field), limit)
+            if problem is not None:
+                raise SchemaError(where, f"{key}.{field}", problem)
+        for field in ("config", "family"):
+            problem = name_problem(getattr(self, field))
+            if problem is not None:
+                raise SchemaError(where, f"{key}.{field}", problem)
+        for field in ("dataset_hash", "test_metadata_sha256"):
+            value = getattr(self, field)
+            if value is not None and not SHA256.fullmatch(value):
+                raise SchemaError(where, f"{key}.{field}", f"expected a sha256 hex digest, got {ascii(value[:80])}")
         if (self.test_metadata is None) != (self.test_metadata_sha256 is None):
             raise SchemaError(where, f"{key}.test_metadata", "expected test_metadata and test_metadata_sha256 together")
         if self.test_metadata is not None and not re.fullmatch(r"pinned/[0-9a-f]{12}\.test\.parquet",
@@ -55,13 +87,21 @@ def load_datasets(root: str | Path) -> dict[str, KnownDataset]:
     path = Path(root) / DATASETS_FILE
     if not path.exists():
         return {}
-    records = from_data(DatasetsFile, read_json(path), where=str(path))
+    data = read_json_file(path, MAX_DATASETS_BYTES, strict=True, what="datasets file")
+    records = from_data(DatasetsFile, data, where=str(path))
     return {record.dataset_hash: record for record in records.datasets}
 
 
-def register_dataset(root: str | Path, dataset: KnownDataset, *, replace: bool = False) -> None:
+def register_dataset(root: str | Path, dataset: KnownDataset, *, replace: bool = False,
+                     lock: FolderLock | None = None) -> None:
     """Adds a dataset record to `<root>/datasets.json` (an error if its hash is already known),
-    or with `replace` updates the record of its hash (e.g. to add the pinned test metadata)."""
+    or with `replace` updates the record of its hash (e.g. to add the pinned test metadata).
+    `lock`: the board's lock, held by the caller; without it, it is taken here."""
+    from leaderboards.lock import board_lock
+
+    if lock is None or not lock.held:
+        with board_lock(root) as held:
+            return register_dataset(root, dataset, replace=replace, lock=held)
     known = load_datasets(root)
     if (dataset.dataset_hash in known) != replace:
         raise ValueError(f"dataset {dataset.dataset_hash[:12]} is already registered as "

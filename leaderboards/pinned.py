@@ -7,7 +7,8 @@ sha256 in the dataset's record (`leaderboards.datasets`). Re-scoring (`leaderboa
 takes the protocol's test rows and their targets from this file, so a board re-scores every
 entry without the zoo at hand (CI has no zoo), and a changed file fails its recorded hash.
 `pin_dataset` pins an already registered dataset; run again on a pinned one, it checks that
-the dataset's test split still equals the pinned file.
+the dataset's test split still equals the pinned file. A pinned file is read within
+`MAX_PINNED_BYTES` (a regular file only), and pinning holds the board's lock.
 """
 
 from __future__ import annotations
@@ -21,10 +22,14 @@ import pandas
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zoo.atomic import write_bytes_atomic
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
+from leaderboards.lock import board_lock
+from zoo.atomic import write_bytes_atomic
+from zoo.inputs import InputError, read_capped
+from zoo.lock import FolderLock
 
 PINNED_DIR = "pinned"
+MAX_PINNED_BYTES = 256 * 2**20  # a test split's metadata: ~1 MB for 20,000 rows
 
 
 def pinned_name(dataset_hash: str) -> str:
@@ -59,10 +64,15 @@ def pin_dataset(root: str | Path, folder: str | Path, config: str | None = None)
     The folder's checked hash must be a registered dataset's. A record already pinned is
     compared with the folder's test split instead (an error if they differ).
     """
+    root, folder = Path(root), Path(folder)
+    with board_lock(root) as lock:
+        return _pin_dataset(root, folder, config, lock)
+
+
+def _pin_dataset(root: Path, folder: Path, config: str | None, lock: FolderLock) -> str:
     from zoo.folder import read_manifest
     from zoo.integrity import verified_dataset_hash
 
-    root, folder = Path(root), Path(folder)
     configs = read_manifest(folder)["configs"]
     if config is None:
         if len(configs) != 1:
@@ -81,7 +91,7 @@ def pin_dataset(root: str | Path, folder: str | Path, config: str | None = None)
         return f"{record.name}: the pinned {record.test_metadata} equals the test split of {folder}"
     pinned, data = pinned_record(root, record, folder)
     write_pinned(root, pinned, data)
-    register_dataset(root, pinned, replace=True)
+    register_dataset(root, pinned, replace=True, lock=lock)
     return f"{record.name}: pinned {len(data):,} bytes of test metadata as {pinned.test_metadata}"
 
 
@@ -92,9 +102,9 @@ def load_pinned(root: str | Path, record: KnownDataset) -> pandas.DataFrame:
                          "board; pin it with `nfnzoo leaderboard pin DATASET_DIR`")
     path = Path(root) / record.test_metadata
     try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise ValueError(f"{path}: the pinned test metadata of {record.name!r} cannot be read ({error})") from None
+        data = read_capped(path, MAX_PINNED_BYTES, "pinned test metadata file")
+    except InputError as error:
+        raise ValueError(f"the pinned test metadata of {record.name!r}: {error}") from None
     actual = hashlib.sha256(data).hexdigest()
     if actual != record.test_metadata_sha256:
         raise ValueError(f"{path}: sha256 {actual[:12]}… is not the recorded {record.test_metadata_sha256[:12]}…; "

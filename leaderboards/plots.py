@@ -7,25 +7,26 @@
   entry (its first seed, from the stored predictions and the pinned targets: what re-scoring
   read), a confusion matrix where both are classes; tables whose targets are not metadata
   (INR editing) or whose top entry is unverified have no panel.
-Each function returns the file it wrote, or None when there was nothing to draw.
+Each function returns the file it wrote, or None when there was nothing to draw. Every text drawn
+from an entry or a dataset goes through `leaderboards.escape.plot_text` (never mathtext, one
+line, cut short), so a label such as `$\\undefinedmacro{$` is drawn as written.
 """
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.files import save_figure
 from leaderboards.board import TaskBoard
+from leaderboards.escape import plot_text
 
 MAX_PANELS = 12  # tables drawn per figure (the largest first); a board with more shows them in its tables
 
 
 def _panels(board: TaskBoard) -> list[tuple[str, list]]:
-    panels = [(f"{section.title.replace('`', '')}" + (f", protocol {table.number}" if len(section.tables) > 1 else ""),
-               list(table.rows)) for section in board.sections for table in section.tables]
+    panels = [(section.title + (f", protocol {table.number}" if len(section.tables) > 1 else ""), list(table.rows)) for section in board.sections for table in section.tables]
     return sorted(panels, key=lambda panel: -len(panel[1]))[:MAX_PANELS]
 
 
@@ -43,7 +44,7 @@ def _figure(count: int, width: float, height: float, columns: int = 1):
 
 
 def _save(figure, title: str, path: Path) -> Path:
-    figure.suptitle(title)
+    figure.suptitle(plot_text(title, 120))
     return save_figure(figure, path)
 
 
@@ -56,12 +57,12 @@ def metric_bars(board: TaskBoard, path: Path) -> Path | None:
     metric = board.main_metric
     for axis, (title, rows) in zip(axes, panels):
         rows = rows[::-1]  # best on top
-        labels = [row.cells["Entry"] for row in rows]
+        labels = [plot_text(row.cells["Entry"]) for row in rows]
         means = [row.entry.results.summary[metric].mean for row in rows]
         stds = [row.entry.results.summary[metric].std for row in rows]
         axis.barh(labels, means, xerr=stds, capsize=4, color="tab:blue", alpha=0.8)
         axis.set_xlabel(f"{metric} (mean ± std over seeds)")
-        axis.set_title(title, fontsize="medium")
+        axis.set_title(plot_text(title, 120), fontsize="medium")
     return _save(figure, f"Leaderboard: {board.task}", path)
 
 
@@ -79,11 +80,11 @@ def metric_against(board: TaskBoard, column: str, label: str, path: Path) -> Pat
         stds = [row.entry.results.summary[metric].std for row in rows]
         axis.errorbar(x, means, yerr=stds, fmt="o", capsize=3)
         for xi, yi, row in zip(x, means, rows):
-            axis.annotate(row.cells["Model"], (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize="small")
+            axis.annotate(plot_text(row.cells["Model"]), (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize="small")
         axis.set_xscale("log")
         axis.set_xlabel(label)
         axis.set_ylabel(f"{metric} ({'higher' if board.higher_is_better else 'lower'} is better)")
-        axis.set_title(textwrap.fill(title, 60), fontsize="small")
+        axis.set_title(plot_text(title, 120, width=60), fontsize="small")
     return _save(figure, f"{board.task}: {metric} against {label}", path)
 
 
@@ -108,5 +109,5 @@ def predicted_against_true(board: TaskBoard, panels: list[tuple[str, str, np.nda
             axis.plot([low, high], [low, high], color="grey", linewidth=1)
             axis.set_xlabel("true (pinned test metadata)")
             axis.set_ylabel("predicted")
-        axis.set_title(textwrap.fill(f"{model}: {title}", 44), fontsize="x-small")
+        axis.set_title(plot_text(f"{model}: {title}", 120, width=44), fontsize="x-small")
     return _save(figure, f"{board.task}: predicted against true, each table's top entry (its first seed)", path)

@@ -41,7 +41,9 @@ from benchmarks.tasks import get_task_class
 from leaderboards.audit import audit
 from leaderboards.datasets import DATASETS_FILE, load_datasets
 from leaderboards.entries import ENTRIES_DIR, Entry, load_entries
-from leaderboards.pinned import PINNED_DIR
+from leaderboards.escape import markdown_text, yaml_string
+from leaderboards.pinned import MAX_PINNED_BYTES, PINNED_DIR
+from zoo.inputs import read_capped
 from zoo.publish import PublishError, hub_client, hub_failure, tag_commit
 
 BOARD_MANIFEST = "board.json"
@@ -128,8 +130,8 @@ def upload_set(root: str | Path) -> dict[str, bytes]:
     for task, task_entries in sorted(by_task.items()):
         files[f"data/{task}/entries.parquet"] = _parquet(entry_rows(task_entries, datasets))
     for path in [root / DATASETS_FILE, *sorted((root / PINNED_DIR).glob("*")), *sorted((root / ENTRIES_DIR).rglob("*"))]:
-        if path.is_file():
-            files[f"board/{path.relative_to(root).as_posix()}"] = path.read_bytes()
+        if path.is_file():  # a board file, within the largest bound the board reads any file with
+            files[f"board/{path.relative_to(root).as_posix()}"] = read_capped(path, MAX_PINNED_BYTES, "board file")
     with tempfile.TemporaryDirectory() as rendered:
         render(root, rendered)
         for path in sorted(Path(rendered).iterdir()):
@@ -147,13 +149,16 @@ def board_tag(files: dict[str, bytes]) -> str:
 
 
 def _card(by_task: dict[str, list[Entry]], manifest: dict, datasets: dict) -> str:
-    configs = "\n".join(f"- config_name: {task}\n  data_files:\n  - split: entries\n    path: data/{task}/*.parquet"
-                        for task in sorted(by_task))
+    """The repo's card: YAML front matter (every value a quoted YAML string), then Markdown whose free
+    text (dataset names and sources) is escaped (`leaderboards.escape`)."""
+    configs = "\n".join(f"- config_name: {yaml_string(task)}\n  data_files:\n  - split: entries\n"
+                        f"    path: {yaml_string(f'data/{task}/*.parquet')}" for task in sorted(by_task))
     rows = "\n".join(f"| `{task}` | {len(entries)} | {sum(e.submission.verified for e in entries)} | "
                      f"{len({e.results.dataset.dataset_hash for e in entries})} |" for task, entries in sorted(by_task.items()))
     used = sorted({e.results.dataset.dataset_hash for entries in by_task.values() for e in entries})
-    sources = "\n".join(f"- `{h[:12]}`: {datasets[h].name} (config `{datasets[h].config}`, source "
-                        f"`{datasets[h].source}`)" if h in datasets else f"- `{h[:12]}`: unregistered" for h in used)
+    sources = "\n".join(f"- `{h[:12]}`: {markdown_text(datasets[h].name)} (config `{datasets[h].config}`, source "
+                        f"{markdown_text(datasets[h].source)})" if h in datasets else f"- `{h[:12]}`: unregistered"
+                        for h in used)
     first = sorted(by_task)[0]
     return f"""---
 configs:

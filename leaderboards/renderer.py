@@ -11,10 +11,18 @@
   `<task>-predictions.png`);
 - `<out_dir>/index.md`, and the HTML site (`leaderboards.site`: `index.html`, `<task>.html`).
 It returns the Markdown of the task pages. matplotlib is imported only to draw the plots.
+
+Every free text (a device, a model's config values in its label, a dataset's name, a protocol
+line) is escaped for Markdown (`leaderboards.escape`). Everything is built in a temporary folder
+beside `out_dir` and moved into place only once all of it was written, so a failure leaves
+`out_dir` as it was, never half-written; `out_dir` being a file is an error.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +33,7 @@ from leaderboards import plots
 from leaderboards.board import Table, TaskBoard, build_board
 from leaderboards.datasets import load_datasets
 from leaderboards.entries import entry_path, stored_predictions_path
+from leaderboards.escape import markdown_cell, markdown_text
 from leaderboards.pinned import load_pinned
 from leaderboards.rescore import read_stored_predictions
 from leaderboards.site import write_site
@@ -32,14 +41,42 @@ from leaderboards.site import write_site
 EMPTY = "No accepted submissions yet."
 
 
+def _markdown_row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def _markdown_table(table: Table) -> str:
-    lines = ["| " + " | ".join(table.columns) + " |", "|" + "|".join("---" for _ in table.columns) + "|"]
+    lines = [_markdown_row(markdown_cell(c) for c in table.columns), "|" + "|".join("---" for _ in table.columns) + "|"]
     for row in table.rows:
-        cells = dict(row.cells)
-        cells["Entry"] = f"`{cells['Entry']}`"
-        if row.values.get("Code"):
+        cells = {column: markdown_cell(text) for column, text in row.cells.items()}
+        cells["Entry"] = f"`{row.cells['Entry']}`"  # an id: <model name>-<8 hex digits> (entries.SubmissionInfo)
+        if row.values.get("Code"):  # an https URL without spaces, quotes or parentheses (entries.CODE_URL)
             cells["Code"] = f"[{cells['Code']}]({row.values['Code']})"
-        lines.append("| " + " | ".join(cells[column] for column in table.columns) + " |")
+        lines.append(_markdown_row(cells[column] for column in table.columns))
+    return "\n".join(lines)
+
+
+def task_markdown(board: TaskBoard, figures: list[tuple[str, str]]) -> str:
+    """A task's Markdown page: per dataset its sweeps and ranked tables, then the plots' links."""
+    direction = "higher" if board.higher_is_better else "lower"
+    lines = [f"# Leaderboard: {markdown_text(board.task)}", "",
+             f"Ranked by `{board.main_metric}` ({direction} is better); "
+             "metrics are mean ± std (ddof=1) over seeds on the test split; `Verified`: re-scored by the board "
+             "from the entry's predictions and the dataset's pinned test metadata.", ""]
+    for section in board.sections:
+        lines += [f"## {markdown_text(section.name)} — config `{section.config}` "
+                  f"(dataset `{section.dataset_hash[:12]}`)", ""]
+        for sweep in section.sweeps:
+            lines += [f"{markdown_text(sweep.title)}:", "", _markdown_row(markdown_cell(c) for c in sweep.header),
+                      "|" + "|".join("---" for _ in sweep.header) + "|",
+                      *(_markdown_row(markdown_cell(c) for c in row) for row in sweep.rows), ""]
+        for table in section.tables:
+            if len(section.tables) > 1:
+                lines += [f"### Protocol {table.number}", ""]
+            lines += [_markdown_table(table), ""]
+            if table.protocol_lines:
+                lines += ["\n".join(markdown_text(line) for line in table.protocol_lines), ""]
+    lines += [f"![{markdown_text(caption)}]({name})" for name, caption in figures] + [""]
     return "\n".join(lines)
 
 
@@ -66,7 +103,7 @@ def _top_predictions(root: Path, board: TaskBoard) -> list[tuple[str, str, np.nd
             seed = top.results.seeds[0]
             rows = stored[stored["seed"] == seed].set_index("model_id")["prediction"]
             predictions = rows.reindex(expected["model_id"]).to_numpy(dtype=np.float64)
-            title = section.title.replace("`", "") + (f", protocol {table.number}" if len(section.tables) > 1 else "")
+            title = section.title + (f", protocol {table.number}" if len(section.tables) > 1 else "")
             panels.append((title, top.results.model, expected["target"].to_numpy(dtype=np.float64), predictions))
     return panels
 
@@ -84,31 +121,12 @@ def _plots(root: Path, board: TaskBoard, out_dir: Path) -> list[tuple[str, str]]
     return [(path.name, caption) for path, caption in drawn if path is not None]
 
 
-def render(root: str | Path, out_dir: str | Path) -> str:
-    """Writes the leaderboard pages, plots and site to `out_dir`; returns the task pages' Markdown."""
-    root, out_dir = Path(root), Path(out_dir)
-    boards = build_board(root)
+def _write_all(root: Path, boards: list[TaskBoard], out_dir: Path) -> list[str]:
+    """Writes every page, plot and the site into `out_dir`; returns the task pages' Markdown."""
     pages, index, figures = [], ["# Leaderboards", ""], {}
     for board in boards:
-        direction = "higher" if board.higher_is_better else "lower"
-        lines = [f"# Leaderboard: {board.task}", "", f"Ranked by `{board.main_metric}` ({direction} is better); "
-                 "metrics are mean ± std (ddof=1) over seeds on the test split; `Verified`: re-scored by the board "
-                 "from the entry's predictions and the dataset's pinned test metadata.", ""]
-        for section in board.sections:
-            lines += [f"## {section.title}", ""]
-            for sweep in section.sweeps:
-                lines += [f"{sweep.title}:", "", "| " + " | ".join(sweep.header) + " |",
-                          "|" + "|".join("---" for _ in sweep.header) + "|",
-                          *("| " + " | ".join(row) + " |" for row in sweep.rows), ""]
-            for table in section.tables:
-                if len(section.tables) > 1:
-                    lines += [f"### Protocol {table.number}", ""]
-                lines += [_markdown_table(table), ""]
-                if table.protocol_lines:
-                    lines += ["\n".join(table.protocol_lines), ""]
         figures[board.task] = _plots(root, board, out_dir)
-        lines += [f"![{caption}]({name})" for name, caption in figures[board.task]] + [""]
-        page = "\n".join(lines)
+        page = task_markdown(board, figures[board.task])
         write_text_atomic(out_dir / f"{board.task}.md", page)
         pages.append(page)
         index.append(f"- [{board.task}]({board.task}.md): {board.entries} entries on {len(board.sections)} dataset(s)")
@@ -116,4 +134,31 @@ def render(root: str | Path, out_dir: str | Path) -> str:
         index.append(EMPTY)
     write_text_atomic(out_dir / "index.md", "\n".join(index) + "\n")
     write_site(boards, out_dir, figures, EMPTY)
+    return pages
+
+
+def _move_into(built: Path, out_dir: Path) -> None:
+    """`built`'s files into `out_dir`: the folder itself when there is none yet, else file by file."""
+    if not out_dir.exists():
+        os.replace(built, out_dir)
+        return
+    for path in sorted(built.iterdir()):
+        os.replace(path, out_dir / path.name)
+    built.rmdir()
+
+
+def render(root: str | Path, out_dir: str | Path) -> str:
+    """Writes the leaderboard pages, plots and site to `out_dir`; returns the task pages' Markdown."""
+    root, out_dir = Path(root), Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"{out_dir}: is a file; --out must be a folder (it is created if missing)")
+    boards = build_board(root)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    built = out_dir.parent / f".{out_dir.name}.rendering-{os.getpid()}-{secrets.token_hex(4)}"
+    built.mkdir()  # the umask's mode, unlike mkdtemp's 0700: it becomes `out_dir` when there is none
+    try:
+        pages = _write_all(root, boards, built)
+        _move_into(built, out_dir)
+    finally:
+        shutil.rmtree(built, ignore_errors=True)
     return "\n".join(pages) if pages else EMPTY + "\n"

@@ -21,6 +21,7 @@ import pandas
 
 from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
+from zoo.inputs import InputError, read_capped
 
 TOLERANCE = 1e-9  # predictions round-trip exactly through CSV; the rest is summation order
 MAX_PREDICTIONS_BYTES = 64 * 2**20  # 64 MiB: a 20,000-row test split over 10 seeds is ~12 MB
@@ -32,16 +33,12 @@ SHOWN = 3  # model_ids quoted per problem
 def read_predictions(path: str | Path) -> tuple[pandas.DataFrame | None, list[str]]:
     """A predictions CSV as (frame of seed, model_id, prediction; problems). Plain CSV only."""
     path = Path(path)
+    try:  # a regular file, read up to the cap (a FIFO or /dev/zero is refused, never waited on)
+        data = read_capped(path, MAX_PREDICTIONS_BYTES, "predictions file")
+    except InputError as error:
+        return None, [str(error)]
     try:
-        size = path.stat().st_size
-    except OSError as error:
-        return None, [f"{path}: the predictions file cannot be read ({error.strerror or error})"]
-    if not path.is_file():
-        return None, [f"{path}: the predictions must be a plain file"]
-    if size > MAX_PREDICTIONS_BYTES:
-        return None, [f"{path}: {size:,} bytes; a predictions file may hold at most {MAX_PREDICTIONS_BYTES:,}"]
-    try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
         frame = pandas.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, engine="c")
     except UnicodeDecodeError as error:
         return None, [f"{path}: not a text file (byte {error.start} is not UTF-8); expected CSV"]
@@ -137,6 +134,7 @@ def predictions_frame_bytes(predictions: pandas.DataFrame) -> bytes:
 
 
 def read_stored_predictions(path: str | Path) -> pandas.DataFrame:
+    """An entry's stored predictions (Parquet), read within `MAX_PREDICTIONS_BYTES`."""
     import pyarrow.parquet as pq
 
-    return pq.read_table(Path(path)).to_pandas()
+    return pq.read_table(io.BytesIO(read_capped(path, MAX_PREDICTIONS_BYTES, "stored predictions file"))).to_pandas()

@@ -12,11 +12,20 @@ first registered, or given with --dataset) and rejected when its metrics or mode
 agree; its entry is marked verified and keeps the predictions as Parquet beside it. Without
 predictions an entry is accepted as unverified, and shown so.
 
-Bounds: a results file of at most `MAX_RESULTS_BYTES`, plain JSON (NaN, Infinity and repeated
-keys are refused), a predictions file of at most `leaderboards.rescore.MAX_PREDICTIONS_BYTES`,
-plain CSV, named by a bare file name beside the results (no folders, no links). Nothing is
-written unless the submission is accepted, and only under the board's folder: an entry's path
-is made of the registered task, the dataset's sha256 and the checked model name.
+Bounds: a results file of at most `MAX_RESULTS_BYTES`, a regular file read up to that cap (a
+FIFO or /dev/zero is refused, never waited on), plain JSON (NaN, Infinity, numbers overflowing to
+infinity, repeated keys and nesting past `zoo.inputs.MAX_DEPTH` are refused), a predictions file
+of at most `leaderboards.rescore.MAX_PREDICTIONS_BYTES`, plain CSV, named by a bare file name
+beside the results (no folders, no links). Nothing is written unless the submission is accepted,
+and only under the board's folder: an entry's path is made of the registered task, the dataset's
+sha256 and the checked model name.
+
+Before anything is written, the new entry is shown the way `render` shows it (its board rows
+beside the entries it would share tables with, their Markdown, the protocol lines): an entry the
+board cannot show is a rejection, never a broken board. The board's state is read and written
+under its lock (`leaderboards.lock`): the duplicate check, the dataset's registration and the
+writes of concurrent submissions never interleave. The entry is written last, sealed
+(`leaderboards.seal`).
 """
 
 from __future__ import annotations
@@ -30,17 +39,24 @@ from pathlib import Path
 import pandas
 import pyarrow.parquet
 
-from benchmarks.files import read_json, write_json_atomic
+from benchmarks.files import write_json_atomic
 from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
 from leaderboards import default_root
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
-from leaderboards.entries import CODE_URL, COMMIT, content_hash, duplicate_key, entry_path, load_entries, stored_predictions_path
+from leaderboards.entries import (CODE_URL, COMMIT, Entry, SubmissionInfo, content_hash, duplicate_key, entry_path,
+                                  load_entries, stored_predictions_path)
+from leaderboards.lock import board_lock
 from leaderboards.pinned import load_pinned, pinned_name, test_metadata_bytes, write_pinned
+from leaderboards.render_check import render_problems
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
+from leaderboards.seal import sealed
 from leaderboards.track_datasets import check_track_dataset, is_track_dataset
 from leaderboards.validate import check_results
 from zoo.atomic import write_bytes_atomic
+from zoo.inputs import InputError, read_json_file
+from zoo.lock import FolderLock
+from zoo.schema import from_data
 
 MAX_RESULTS_BYTES = 4 * 2**20  # 4 MiB: a results file is a few kilobytes
 
@@ -81,12 +97,13 @@ class _DatasetCheck:
     pin: bytes | None = None  # or the test metadata itself (a track's matrix cells)
 
 
-def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None) -> _DatasetCheck:
+def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None,
+                   predicted_rows: int | None) -> _DatasetCheck:
     """Problems with the claimed dataset, and its record (a verified local or Hub one is new)."""
     claimed = results.dataset
     known = load_datasets(root).get(claimed.dataset_hash)
     if is_track_dataset(results):  # checked from its definition, whether known or not
-        problems, record, pin = check_track_dataset(results)
+        problems, record, pin = check_track_dataset(results, predicted_rows)
         if known is not None and record is not None:
             record, pin = known, (pin if known.test_metadata is None else None)
         return _DatasetCheck(problems, record, known is None, pin=pin)
@@ -163,18 +180,10 @@ def _check_duplicates(results: Results, hash_of_content: str, root: Path) -> lis
 
 
 def _read_submission(path: Path) -> tuple[object, list[str]]:
-    """The results file as plain JSON (no NaN or Infinity, no repeated keys), within its size bound."""
+    """The results file as plain JSON (see the module docstring), read up to its size bound."""
     try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return None, [f"{path}: no such file"]
-    except OSError as error:
-        return None, [f"{path}: cannot be read ({error.strerror or error})"]
-    if size > MAX_RESULTS_BYTES:
-        return None, [f"{path}: {size:,} bytes; a results file may hold at most {MAX_RESULTS_BYTES:,}"]
-    try:
-        return read_json(path, strict=True), []
-    except ValueError as error:
+        return read_json_file(path, MAX_RESULTS_BYTES, strict=True, what="results file"), []
+    except InputError as error:
         return None, [str(error)]
 
 
@@ -240,11 +249,21 @@ def submit(results_path: str | Path, root: str | Path | None = None,
     results, problems = check_results(data, where=str(results_path))
     if results is None:
         raise SubmissionRejected(results_path, problems)
-    hash_of_content = content_hash(data)
-    check = _check_dataset(results, root, dataset_dir)
     predictions, prediction_problems = _predictions(results_path, results)
-    problems += (check.problems + _check_duplicates(results, hash_of_content, root) + prediction_problems
-                 + _check_code(code_url, code_commit))
+    problems += prediction_problems + _check_code(code_url, code_commit)
+    with board_lock(root) as lock:  # from the first read of the board's state to the last write
+        return _accept(results_path, data, results, predictions, problems, root, dataset_dir, code_url,
+                       code_commit, lock)
+
+
+def _accept(results_path: Path, data: dict, results: Results, predictions: pandas.DataFrame | None,
+            problems: list[str], root: Path, dataset_dir: str | Path | None, code_url: str | None,
+            code_commit: str | None, lock: FolderLock) -> Accepted:
+    """The checks against the board's state (beside the file's own `problems`: every problem is listed),
+    the render check, and the writes; under the board's lock."""
+    hash_of_content = content_hash(data)
+    check = _check_dataset(results, root, dataset_dir, None if predictions is None else len(predictions))
+    problems = problems + check.problems + _check_duplicates(results, hash_of_content, root)
     verified, pin = "", None
     if not problems:
         rescore_problems, verified, pin = _verification(results, predictions, check, root)
@@ -256,18 +275,27 @@ def submit(results_path: str | Path, root: str | Path | None = None,
     if pin is not None:
         record = dataclasses.replace(record, test_metadata=pinned_name(record.dataset_hash),
                                      test_metadata_sha256=hashlib.sha256(pin).hexdigest())
-        write_pinned(root, record, pin)
-    if check.new or pin is not None:
-        register_dataset(root, record, replace=not check.new)
     path = entry_path(root, results, hash_of_content)
     entry_id = path.stem
     submission = {"id": entry_id, "content_hash": hash_of_content,
                   "accepted": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "source": results_path.name, "verified": verified.startswith("re-scored"), "rescoring": verified,
-                  "code_url": code_url, "code_commit": code_commit}
+                  "source": results_path.name[:200], "verified": verified.startswith("re-scored"),
+                  "rescoring": verified, "code_url": code_url, "code_commit": code_commit}
+    stored = None
     if predictions is not None and submission["verified"]:
         stored = predictions_frame_bytes(predictions)
-        predictions_file = write_bytes_atomic(stored_predictions_path(path), stored)
-        submission.update(predictions=predictions_file.name, predictions_sha256=hashlib.sha256(stored).hexdigest())
-    write_json_atomic(path, {"submission": submission, "results": data})
+        submission.update(predictions=stored_predictions_path(path).name,
+                          predictions_sha256=hashlib.sha256(stored).hexdigest())
+    entry_data = sealed({"submission": submission, "results": data})
+    problems = render_problems(root, from_data(Entry, entry_data, where=str(path)), record)
+    if problems:
+        raise SubmissionRejected(results_path, problems)
+
+    if pin is not None:
+        write_pinned(root, record, pin)
+    if check.new or pin is not None:
+        register_dataset(root, record, replace=not check.new, lock=lock)
+    if stored is not None:
+        write_bytes_atomic(stored_predictions_path(path), stored)
+    write_json_atomic(path, entry_data)  # last: an entry on the board has its dataset and predictions
     return Accepted(path, entry_id, record if check.new else None, submission["verified"], verified)

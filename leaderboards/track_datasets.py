@@ -8,6 +8,11 @@ source `track:<track>`, and pins as its test metadata the cells the definition a
 re-scoring then reads: the task's `definition_cells` (the continual-learning tracks' accuracy
 matrix cells, `benchmarks.tasks.continual_learning`; the token-dynamics track's per-example
 cells, `benchmarks.tasks.token_dynamics`).
+
+The definition's declared size (tasks, test examples) is checked before any cell is built: against
+the task's documented limit (`cell_count`), and, when the results name predictions, against the
+rows the predictions file actually holds (at least one seed's `predicted_cells`): a few bytes
+declaring `tasks: 10000` would otherwise build 50 million rows.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import pyarrow.parquet as pq
 from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
 from benchmarks.tasks.continual_learning import definition_hash
+from benchmarks.tasks.track_task import TrackTask
 from leaderboards.datasets import KnownDataset
 
 FAMILY = "track"
@@ -29,8 +35,10 @@ def is_track_dataset(results: Results) -> bool:
     return results.dataset.family == FAMILY
 
 
-def check_track_dataset(results: Results) -> tuple[list[str], KnownDataset | None, bytes | None]:
-    """(problems, the dataset's record, the test metadata to pin) for a track's results."""
+def check_track_dataset(results: Results, predicted_rows: int | None = None
+                        ) -> tuple[list[str], KnownDataset | None, bytes | None]:
+    """(problems, the dataset's record, the test metadata to pin) for a track's results;
+    `predicted_rows`: the rows of the submitted predictions, when there are any."""
     claimed = results.dataset
     definition = results.task_config.get("definition")
     if not isinstance(definition, dict):
@@ -42,11 +50,19 @@ def check_track_dataset(results: Results) -> tuple[list[str], KnownDataset | Non
                 f"({actual[:12]}…): the definition and the claimed dataset differ"], None, None
     if results.task_config.get("benchmark") != definition.get("benchmark"):
         return ["task_config.benchmark differs from task_config.definition.benchmark"], None, None
-    cells_of = getattr(get_task_class(results.task), "definition_cells", None)
-    if cells_of is None:
+    task_class = get_task_class(results.task)
+    if not issubclass(task_class, TrackTask):
         return [f"task {results.task!r} is not a track's task: it has no definition cells to pin"], None, None
     try:
-        cells = cells_of(definition)
+        task_class.cell_count(definition)  # the declared size, bounded, before anything is built
+        per_seed = task_class.predicted_cells(definition, results.task_config)
+    except ValueError as error:
+        return [f"task_config.definition: {error}"], None, None
+    if predicted_rows is not None and predicted_rows < per_seed:  # re-scoring names any cell missing; this
+        return [f"task_config.definition declares {per_seed:,} predicted cells per seed, but the predictions "
+                f"file holds only {predicted_rows:,} rows in all"], None, None  # refuses a size nothing backs
+    try:
+        cells = task_class.definition_cells(definition)
     except ValueError as error:
         return [f"task_config.definition: {error}"], None, None
     buffer = io.BytesIO()

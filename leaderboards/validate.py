@@ -4,19 +4,24 @@ A submission is a results JSON written by `benchmarks.harness` (schema:
 `benchmarks.results.Results`, documented in SCHEMA.md). Beyond the schema we require: a
 registered task whose metrics are all reported (its `required_metrics` where it names them),
 at least `MIN_SEEDS` unique seeds that match the per-seed entries, the same metrics for every seed, a summary whose mean and std agree with
-the per-seed metrics to `TOLERANCE`, a positive parameter count, a sha256 dataset hash, and a
-model name usable in a file name. Every problem found is reported, not just the first; a
+the per-seed metrics to `TOLERANCE`, a parameter count from 1 to `MAX_PARAMS`, a sha256 dataset
+hash, a model name usable in a file name, and a `task_config` that is the task's own: its
+`Config` dataclass (`zoo.schema.from_data`: no unknown key, every value of its declared type), or
+for a track's task the fields `benchmarks.tracks.reporting` writes (`TrackResultsConfig`). The
+schema's value checks (finite numbers, 64-bit integers, plain bounded text) hold for every field. Every problem found is reported, not just the first; a
 file that does not match the schema reports that alone, since the other checks need its
 structure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any
+from typing import Any, Literal
 
 from benchmarks.results import Results, summarize
 from benchmarks.tasks import get_task_class
+from benchmarks.tasks.track_task import TrackTask
 from zoo.registry import UnknownNameError
 from zoo.schema import SchemaError, from_data
 
@@ -25,6 +30,32 @@ TOLERANCE = 1e-6
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")  # a sidecar: a bare name beside the results
 SHA256 = re.compile(r"[0-9a-f]{64}")
+MAX_PARAMS = 10**13  # ten trillion: past any model a zoo benchmark trains, and exact as a float
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackResultsConfig:
+    """A track's results' `task_config`, as `benchmarks.tracks.reporting` writes it."""
+    track: str  # the track's registered name
+    profile: str  # its profile
+    benchmark: dict[str, Any]  # the definition's benchmark block, copied for the board's protocol line
+    definition: dict[str, Any]  # the benchmark's definition: the dataset (its hash is the dataset hash)
+    evaluation: Literal["every-stage", "final"] = "every-stage"  # continual learning: when a learner is evaluated
+
+    def validate(self, where: str, key: str) -> None:
+        for field in ("track", "profile"):
+            if not MODEL_NAME.fullmatch(getattr(self, field)):
+                raise SchemaError(where, f"{key}.{field}", "expected 1-64 letters, digits or ._+-")
+
+
+def task_config_problems(task_class: type, task_config: dict[str, Any], where: str) -> list[str]:
+    """Whether a results file's `task_config` is its task's (see the module docstring)."""
+    schema = TrackResultsConfig if issubclass(task_class, TrackTask) else task_class.Config
+    try:
+        from_data(schema, task_config, where, "task_config")
+    except SchemaError as error:
+        return [str(error)]
+    return []
 
 
 def _close(claimed: float, actual: float) -> bool:
@@ -42,6 +73,7 @@ def check_results(data: Any, where: str) -> tuple[Results | None, list[str]]:
     try:
         task_class = get_task_class(results.task)
         task_metrics = set(task_class.required_metrics or task_class.metrics)
+        problems += task_config_problems(task_class, results.task_config, where)
     except UnknownNameError as error:
         problems.append(str(error))
         task_metrics = set()
@@ -55,8 +87,8 @@ def check_results(data: Any, where: str) -> tuple[Results | None, list[str]]:
                             "or ._+-, no folders)")
     if not SHA256.fullmatch(results.dataset.dataset_hash):
         problems.append(f"dataset.dataset_hash {results.dataset.dataset_hash!r} is not a sha256 hex digest")
-    if results.num_params <= 0:
-        problems.append(f"num_params must be positive, got {results.num_params}")
+    if not 0 < results.num_params <= MAX_PARAMS:
+        problems.append(f"num_params must be from 1 to {MAX_PARAMS:,}, got {results.num_params:,}")
 
     seeds = list(results.seeds)
     if len(seeds) < MIN_SEEDS:

@@ -40,18 +40,27 @@ def definition_hash(definition: Mapping) -> str:
     return hashlib.sha256(json.dumps(definition, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
 
 
+MAX_TASKS = 1_000  # a definition's declared task count (the tracks run 5 to 20): T(T+1)/2 cells are built
+
+
+def declared_tasks(definition: Mapping) -> int:
+    """The definition's number of tasks T, checked (an int from 1 to MAX_TASKS) before anything is built."""
+    benchmark = definition.get("benchmark") if isinstance(definition, Mapping) else None
+    tasks = benchmark.get("tasks") if isinstance(benchmark, Mapping) else None
+    if isinstance(tasks, bool) or not isinstance(tasks, int):
+        raise ValueError("the definition names no benchmark.tasks (the number of tasks, an integer)")
+    if not 1 <= tasks <= MAX_TASKS:
+        raise ValueError(f"the definition's benchmark.tasks must be from 1 to {MAX_TASKS:,}, got {tasks:,}")
+    return tasks
+
+
 def cell_id(task: int, stage: int) -> str:
     return f"task{task}@stage{stage}"
 
 
 def definition_cells(definition: Mapping) -> pandas.DataFrame:
     """Every cell (task i, stage t) a learner can report for the definition's T tasks: i <= t < T."""
-    try:
-        tasks = int(definition["benchmark"]["tasks"])
-    except (KeyError, TypeError, ValueError):
-        raise ValueError("the definition names no benchmark.tasks (the number of tasks)") from None
-    if tasks < 1:
-        raise ValueError(f"the definition's benchmark.tasks must be positive, got {tasks}")
+    tasks = declared_tasks(definition)
     rows = [(cell_id(i, t), i, t) for t in range(tasks) for i in range(t + 1)]
     return pandas.DataFrame(rows, columns=["model_id", "task", "stage"])
 
@@ -77,6 +86,17 @@ class ContinualLearning(TrackTask):
     @classmethod
     def definition_cells(cls, definition: Mapping) -> pandas.DataFrame:
         return definition_cells(definition)
+
+    @classmethod
+    def cell_count(cls, definition: Mapping) -> int:
+        tasks = declared_tasks(definition)
+        return tasks * (tasks + 1) // 2
+
+    @classmethod
+    def predicted_cells(cls, definition: Mapping, task_config: Mapping[str, Any]) -> int:
+        """Every cell, or only the last stage's T for a learner evaluated after the last task."""
+        final = task_config.get("evaluation", "every-stage") == "final"
+        return declared_tasks(definition) if final else cls.cell_count(definition)
 
     @classmethod
     def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:

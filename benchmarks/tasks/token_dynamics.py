@@ -30,14 +30,25 @@ METRICS = {"test_accuracy": True, "test_loss": False}
 KINDS = ("loss", "correct")
 
 
+MAX_TEST_EXAMPLES = 250_000  # a definition's declared test examples (the track's: 1,000); two cells each
+
+
+def declared_examples(definition: Mapping) -> int:
+    """The definition's number of test examples, checked (an int from 1 to MAX_TEST_EXAMPLES) before anything
+    is built."""
+    benchmark = definition.get("benchmark") if isinstance(definition, Mapping) else None
+    examples = benchmark.get("test_examples") if isinstance(benchmark, Mapping) else None
+    if isinstance(examples, bool) or not isinstance(examples, int):
+        raise ValueError("the definition names no benchmark.test_examples (the number of test examples, an integer)")
+    if not 1 <= examples <= MAX_TEST_EXAMPLES:
+        raise ValueError(f"the definition's benchmark.test_examples must be from 1 to {MAX_TEST_EXAMPLES:,}, "
+                         f"got {examples:,}")
+    return examples
+
+
 def definition_cells(definition: Mapping) -> pandas.DataFrame:
     """Every cell a results file reports for the definition's test examples: (model_id, example, kind)."""
-    try:
-        examples = int(definition["benchmark"]["test_examples"])
-    except (KeyError, TypeError, ValueError):
-        raise ValueError("the definition names no benchmark.test_examples (the number of test examples)") from None
-    if examples < 1:
-        raise ValueError(f"the definition's benchmark.test_examples must be positive, got {examples}")
+    examples = declared_examples(definition)
     rows = [(f"example{k}/{kind}", k, kind) for k in range(examples) for kind in KINDS]
     return pandas.DataFrame(rows, columns=["model_id", "example", "kind"])
 
@@ -63,6 +74,10 @@ class TokenDynamics(TrackTask):
     @classmethod
     def definition_cells(cls, definition: Mapping) -> pandas.DataFrame:
         return definition_cells(definition)
+
+    @classmethod
+    def cell_count(cls, definition: Mapping) -> int:
+        return len(KINDS) * declared_examples(definition)
 
     @classmethod
     def describe_protocol(cls, task_config: Mapping[str, Any]) -> str:

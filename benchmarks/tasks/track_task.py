@@ -4,6 +4,11 @@ A track runs its study itself, so its task has no `run` and no hyperparameters; 
 dataset is the benchmark's definition (`task_config["definition"]`), one hash per benchmark, and
 the board pins, as that dataset's test metadata, the cells the definition allows
 (`definition_cells`, a subclass's), which `test_targets` and `score_rows` then read.
+
+A definition declares its size (the number of tasks, of test examples); `cell_count` checks
+that declaration against the subclass's documented limit and returns the number of cells
+without building any, and `predicted_cells` the number a results file's predictions hold per
+seed, so a board refuses an oversized or inconsistent definition before allocating its cells.
 """
 
 from __future__ import annotations
@@ -28,6 +33,17 @@ class TrackTask(Task):
     def definition_cells(cls, definition: Mapping) -> pandas.DataFrame:
         """The cells (model_id and what scoring needs) a results file reports for this definition."""
         raise NotImplementedError
+
+    @classmethod
+    def cell_count(cls, definition: Mapping) -> int:
+        """How many cells `definition_cells` would build, computed without building them; raises
+        ValueError when the definition's declared size is missing, not positive or past the limit."""
+        raise NotImplementedError
+
+    @classmethod
+    def predicted_cells(cls, definition: Mapping, task_config: Mapping[str, Any]) -> int:
+        """How many prediction rows a results file with `task_config` holds per seed (default: every cell)."""
+        return cls.cell_count(definition)
 
     @classmethod
     def evaluation_protocol(cls, task_config: Mapping[str, Any]) -> dict[str, Any]:

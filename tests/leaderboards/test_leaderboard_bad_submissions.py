@@ -38,7 +38,7 @@ def test_an_oversized_results_file_is_rejected_before_it_is_read(root, tmp_path)
     path = tmp_path / "huge.json"
     path.write_text(json.dumps({"padding": "x" * MAX_RESULTS_BYTES}))
     (problem,) = _rejected(path, root)
-    assert f"a results file may hold at most {MAX_RESULTS_BYTES:,}" in problem
+    assert f"larger than {MAX_RESULTS_BYTES:,} bytes, the most a results file may hold" in problem
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -74,7 +74,7 @@ def test_an_oversized_predictions_file_is_refused(root, write_results, make_data
     monkeypatch.setattr(rescore, "MAX_PREDICTIONS_BYTES", 100)  # the real bound is 64 MiB
     path = _with_predictions(write_results, make_data, b"seed,model_id,prediction\n" + b"0,a,0.5\n" * 20)
     problems = _rejected(path, root)
-    assert any("a predictions file may hold at most 100" in p for p in problems), problems
+    assert any("larger than 100 bytes, the most a predictions file may hold" in p for p in problems), problems
 
 
 def test_a_predictions_link_is_refused(root, write_results, make_data, tmp_path):
@@ -92,7 +92,7 @@ def test_a_missing_predictions_file_is_named(root, write_results, make_data):
     data = make_data()
     data["predictions"] = "absent.csv"
     problems = _rejected(write_results(data), root)
-    assert any("absent.csv" in p and "cannot be read" in p for p in problems), problems
+    assert any("absent.csv" in p and "no such predictions file" in p for p in problems), problems
 
 
 @pytest.mark.parametrize("url, commit, reason", [

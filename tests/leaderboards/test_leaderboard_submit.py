@@ -47,7 +47,7 @@ def test_unreadable_files_are_rejected(root, tmp_path):
     bad.write_text("{not json")
     with pytest.raises(SubmissionRejected, match="not valid JSON"):
         submit(bad, root)
-    with pytest.raises(SubmissionRejected, match="no such file"):
+    with pytest.raises(SubmissionRejected, match="no such results file"):
         submit(tmp_path / "missing.json", root)
 
 

@@ -37,7 +37,7 @@ RULES = {
     "unknown task": (lambda d: d.update(task="no-such-task"), "unknown benchmark task 'no-such-task'"),
     "bad model name": (lambda d: d.update(model="../statnn"), "model name '../statnn'"),
     "bad hash": (lambda d: d["dataset"].update(dataset_hash="abc"), "not a sha256 hex digest"),
-    "no params": (lambda d: d.update(num_params=0), "num_params must be positive"),
+    "no params": (lambda d: d.update(num_params=0), "num_params must be from 1 to"),
 }
 
 

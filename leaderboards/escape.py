@@ -1,0 +1,56 @@
+"""Escaping free text for each output format the board writes: one helper per format.
+
+Entries carry text their submitters chose (a device string, a model config's values, a dataset's
+name, a protocol description built from a task config). Every such value reaches an output only
+through the helper of that output's format, so a `|` cannot shift a Markdown table's cells, a
+`[x](javascript:...)` cannot become a link, a `<script>` stays text, a newline cannot end a
+heading, and a `$...$` is never parsed as matplotlib mathtext:
+
+- `markdown_text`: inline Markdown (headings, paragraphs, list items, table cells): line breaks
+  become spaces and Markdown's punctuation is backslash-escaped (CommonMark allows it before any
+  ASCII punctuation); `|` included, so the same text is safe in a table cell (`markdown_cell`).
+- `yaml_string`: a double-quoted YAML scalar (the Hub card's front matter): JSON's string syntax,
+  ASCII only, which YAML 1.2 reads as the same string.
+- `plot_text`: a label or title drawn by matplotlib: `$` escaped (no mathtext), line breaks
+  folded, and cut to `PLOT_TEXT` characters (a long label would make the figure too large to save).
+- HTML: `html.escape` in `leaderboards.site` (`site._e`), for text and attribute values alike.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]<>|$~&])")  # what can make markup: code, emphasis, links, HTML, cells, math
+PLOT_TEXT = 80  # characters of one plot label
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())  # newlines, tabs and runs of spaces -> one space
+
+
+def markdown_text(text: object) -> str:
+    """`text` as literal inline Markdown: one line, every Markdown metacharacter escaped."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", _one_line(text))
+
+
+def markdown_cell(text: object) -> str:
+    """`text` as a literal Markdown table cell (an escaped `|` does not end the cell)."""
+    return markdown_text(text)
+
+
+def yaml_string(text: object) -> str:
+    """`text` as a double-quoted YAML scalar (JSON string syntax, ASCII-only: valid YAML 1.2)."""
+    return json.dumps(str(text), ensure_ascii=True)
+
+
+def plot_text(text: object, limit: int = PLOT_TEXT, width: int | None = None) -> str:
+    """`text` as literal matplotlib text: at most `limit` characters, wrapped at `width` (else one
+    line), `$` escaped (after wrapping, so no break falls between a `\\` and its `$`)."""
+    line = _one_line(text)
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    if width is not None:
+        line = textwrap.fill(line, width)
+    return line.replace("$", r"\$")  # every `$` escaped: no even count of bare ones, so no mathtext
