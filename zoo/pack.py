@@ -125,7 +125,11 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
                 status_counts[record.status] = status_counts.get(record.status, 0) + 1
                 rows.append(to_row(dataclasses.replace(record, config=spec.name)))
             written = building / f".{split}-{index:05d}.parquet.tmp"
-            arrow_bytes[split] = arrow_bytes.get(split, 0) + write_shard(rows, schema, written, row_bytes)
+            try:
+                arrow_bytes[split] = arrow_bytes.get(split, 0) + write_shard(rows, schema, written, row_bytes)
+            except OSError as error:  # Arrow's (a full disk) names no file and spans lines: one line naming it
+                raise OSError(error.errno, error.strerror or str(error).strip().splitlines()[-1][:200],
+                              str(written)) from None
             digest = sha256_file(written)
             name = shard_name(split, index, count, digest)
             written.rename(building / name)
