@@ -251,6 +251,8 @@ def submit(results_path: str | Path, root: str | Path | None = None,
         raise SubmissionRejected(results_path, problems)
     predictions, prediction_problems = _predictions(results_path, results)
     problems += prediction_problems + _check_code(code_url, code_commit)
+    if problems:  # rejected whatever the board holds: its checks only add to the list, and nothing is written
+        _accept(results_path, data, results, predictions, problems, root, dataset_dir, code_url, code_commit, None)
     with board_lock(root) as lock:  # from the first read of the board's state to the last write
         return _accept(results_path, data, results, predictions, problems, root, dataset_dir, code_url,
                        code_commit, lock)
@@ -258,9 +260,10 @@ def submit(results_path: str | Path, root: str | Path | None = None,
 
 def _accept(results_path: Path, data: dict, results: Results, predictions: pandas.DataFrame | None,
             problems: list[str], root: Path, dataset_dir: str | Path | None, code_url: str | None,
-            code_commit: str | None, lock: FolderLock) -> Accepted:
+            code_commit: str | None, lock: FolderLock | None) -> Accepted:
     """The checks against the board's state (beside the file's own `problems`: every problem is listed),
-    the render check, and the writes; under the board's lock."""
+    the render check, and the writes; under the board's `lock` (None only when `problems` already
+    rejects the submission, so that nothing is written, not even the lock file)."""
     hash_of_content = content_hash(data)
     check = _check_dataset(results, root, dataset_dir, None if predictions is None else len(predictions))
     problems = problems + check.problems + _check_duplicates(results, hash_of_content, root)
@@ -270,6 +273,7 @@ def _accept(results_path: Path, data: dict, results: Results, predictions: panda
         problems += rescore_problems
     if problems:
         raise SubmissionRejected(results_path, problems)
+    assert lock is not None and lock.held, "an accepted submission is written under the board's lock"
 
     record = check.record
     if pin is not None:

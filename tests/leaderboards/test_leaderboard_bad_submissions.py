@@ -10,13 +10,19 @@ import pytest
 from leaderboards import SubmissionRejected, submit
 from leaderboards.submission import MAX_RESULTS_BYTES
 from leaderboards import rescore
+from zoo.lock import LOCK_FILE
+
+
+def _written(folder) -> list:
+    """Everything under `folder` but the board's lock file (leaderboards.lock)."""
+    return sorted(p for p in folder.rglob("*") if p.name != LOCK_FILE)
 
 
 def _rejected(path, root) -> list[str]:
-    before = sorted(p for p in root.parent.rglob("*"))
+    before = _written(root.parent)
     with pytest.raises(SubmissionRejected) as error:
         submit(path, root)
-    assert sorted(p for p in root.parent.rglob("*")) == before  # nothing written anywhere
+    assert _written(root.parent) == before  # nothing written anywhere
     return error.value.problems
 
 
