@@ -22,7 +22,7 @@ import json
 import re
 import textwrap
 
-MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]<>|$~&])")  # what can make markup: code, emphasis, links, HTML, cells, math
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|$~&])")  # what can make markup: code, emphasis, links, HTML, cells, math
 PLOT_TEXT = 80  # characters of one plot label
 
 

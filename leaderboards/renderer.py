@@ -46,7 +46,7 @@ def _markdown_row(cells) -> str:
 
 
 def _markdown_table(table: Table) -> str:
-    lines = [_markdown_row(markdown_cell(c) for c in table.columns), "|" + "|".join("---" for _ in table.columns) + "|"]
+    lines = [_markdown_row(table.columns), "|" + "|".join("---" for _ in table.columns) + "|"]
     for row in table.rows:
         cells = {column: markdown_cell(text) for column, text in row.cells.items()}
         cells["Entry"] = f"`{row.cells['Entry']}`"  # an id: <model name>-<8 hex digits> (entries.SubmissionInfo)
@@ -67,7 +67,7 @@ def task_markdown(board: TaskBoard, figures: list[tuple[str, str]]) -> str:
         lines += [f"## {markdown_text(section.name)} — config `{section.config}` "
                   f"(dataset `{section.dataset_hash[:12]}`)", ""]
         for sweep in section.sweeps:
-            lines += [f"{markdown_text(sweep.title)}:", "", _markdown_row(markdown_cell(c) for c in sweep.header),
+            lines += [f"{sweep.title}:", "", _markdown_row(sweep.header),  # the task's metric and field names
                       "|" + "|".join("---" for _ in sweep.header) + "|",
                       *(_markdown_row(markdown_cell(c) for c in row) for row in sweep.rows), ""]
         for table in section.tables:
@@ -76,7 +76,7 @@ def task_markdown(board: TaskBoard, figures: list[tuple[str, str]]) -> str:
             lines += [_markdown_table(table), ""]
             if table.protocol_lines:
                 lines += ["\n".join(markdown_text(line) for line in table.protocol_lines), ""]
-    lines += [f"![{markdown_text(caption)}]({name})" for name, caption in figures] + [""]
+    lines += [f"![{caption}]({name})" for name, caption in figures] + [""]  # our captions: task and metric names
     return "\n".join(lines)
 
 
