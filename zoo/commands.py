@@ -154,6 +154,8 @@ def _verify(args: argparse.Namespace) -> int:
         from zoo.atomic import write_text_atomic
 
         write_text_atomic(args.json, json.dumps({**report.__dict__, **hub}, indent=2, default=str))
+    if len(report.problems) == 1:  # one problem, one line
+        raise CommandError(report.problems[0])
     if not report.ok:
         raise CommandError(f"{len(report.problems)} problems:\n  " + "\n  ".join(report.problems))
     print("ok")
