@@ -133,6 +133,12 @@ class _Layout:
         return True
 
 
+def check_row(row: bytes | memoryview, where: str = "row 0") -> None:
+    """Raises a one-line `ValueError` (prefixed `where`) unless the fast loader could decode `row`
+    without allocating more than it holds (`nfnzoo verify` runs this on every row)."""
+    _Layout.of(row, where)
+
+
 def _decode_row(layout: _Layout, value: bytes, outputs: list[np.ndarray], row: int) -> None:
     tensors, metadata = safetensors_io.decode(value)
     if metadata.get(METADATA_KEY) != layout.identity:

@@ -35,7 +35,7 @@ from zoo.card_check import card_problems
 from zoo.families import create_family
 from zoo.folder import MANIFEST, read_manifest
 from zoo.integrity import shard_problem
-from zoo.loader import _Layout
+from zoo.loader import check_row
 from zoo.manifest import SPLITS, shard_path
 from zoo.safetensors_io import MAX_HEADER_BYTES
 from zoo.spec import spec_from_data
@@ -96,7 +96,7 @@ def _check_rows(parquet: pq.ParquetFile, entry: dict, report: VerifyReport, ids:
             head = bytes(buffer[:8 + min(int.from_bytes(bytes(buffer[:8]), "little"), MAX_HEADER_BYTES)])
             if head != known:  # same-architecture rows share a header byte for byte: decode each new one
                 try:
-                    _Layout.of(buffer, f"row {row}")
+                    check_row(buffer, f"row {row}")
                     known = head
                 except ValueError as error:
                     bad += 1

@@ -168,6 +168,20 @@ def test_the_next_pack_removes_an_interrupted_packs_leftovers(tiny_zoo_copy):
     assert final.ok and not final.warnings
 
 
+def test_publish_refuses_a_card_naming_other_shards_than_the_manifest(tiny_zoo, tiny_zoo_copy):
+    from zoo.publish import PublishError, publish
+
+    card = (tiny_zoo_copy / "README.md").read_text()  # a pack killed between its manifest and its card
+    pack(tiny_zoo_copy, max_shard_bytes=int(float(NEW_SHARD_MB) * 2**20))
+    for old in listing(tiny_zoo)["files"]:
+        shutil.copyfile(tiny_zoo / old, tiny_zoo_copy / old)
+    (tiny_zoo_copy / "README.md").write_text(card)
+    report = verify(tiny_zoo_copy)
+    assert report.ok and any("the card names other shards" in w for w in report.warnings)
+    with pytest.raises(PublishError, match="the card names other shards than manifest.json; re-run `nfnzoo pack"):
+        publish(tiny_zoo_copy, "org/zoo", api=object())  # refused before the Hub is asked anything
+
+
 def test_an_old_pack_with_plain_shard_names_verifies_and_loads(tiny_zoo_copy):
     manifest = read_manifest(tiny_zoo_copy)
     for entry in manifest["configs"][CONFIG]["files"]:  # as packs before the content tag named them
