@@ -7,6 +7,7 @@ this module, and the CLI, stays fast and needs no display.
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -22,7 +23,7 @@ MAX_PREDICTIONS_BYTES = 1 * 2**30  # a predictions CSV is a row per test checkpo
 
 def _load_predictions(results_path: Path, sidecar: str | None) -> pandas.DataFrame:
     path = results_path.with_name(sidecar) if sidecar else predictions_path(results_path)
-    if not path.is_file():
+    if not os.path.lexists(path):  # present but no regular file (a FIFO, a device, a folder): read_capped says so
         raise FileNotFoundError(f"{results_path}: its predictions file {path} is missing; rerun the benchmark")
     data = read_capped(path, MAX_PREDICTIONS_BYTES, "predictions CSV")  # a regular file, bounded
     try:
@@ -77,7 +78,7 @@ def _load_examples(results_path: Path, sidecar: str | None) -> dict:
     if not sidecar:
         raise ValueError(f"{results_path}: its task kept no example renders (an inr-editing results file has them)")
     path = results_path.with_name(sidecar)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"{results_path}: its examples file {path} is missing; rerun the benchmark")
     arrays = read_npz(path)
     missing = {"model_id", "original", "target", "edited"} - set(arrays)
