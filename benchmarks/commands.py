@@ -138,7 +138,7 @@ def run_command(args: argparse.Namespace) -> int:
         results = run_benchmark(args.task, args.model, args.data, args.config, parse_seeds(args.seeds), args.out,
                                 model_overrides, task_overrides, device=args.device,
                                 workers=check_workers(args.workers))
-    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError) as error:
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError) as error:
         raise CommandError(str(error)) from None
     for name, summary in results["summary"].items():
         print(f"{name}: {summary['mean']:.4f} ± {summary['std']:.4f}")
@@ -182,7 +182,7 @@ def suite_command(args: argparse.Namespace) -> int:
     try:
         rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
                          device=args.device, workers=check_workers(args.workers))
-    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError) as error:
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError) as error:
         raise CommandError(str(error)) from None
     table = suite_table(rows)
     write_text_atomic(f"{args.out}/table.md", table)

@@ -171,7 +171,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     try:
         outcomes = run_jobs(jobs, folder, workers, progress=say, describe=describe)
     except JobsFailed as failed:  # in the pool: a seed the data cannot serve fails as it would in this process
-        if all(isinstance(error, ValueError) for _, error in failed.errors):
+        if all(isinstance(error, (ValueError, MemoryError)) for _, error in failed.errors):
             raise failed.errors[0][1] from failed
         raise
     ordered = [outcomes[job.key] for job in jobs]
@@ -219,7 +219,15 @@ def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_ov
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
-    result = create_task(task, **task_overrides).run(splits, model, dict(model_overrides), seed, device)
+    try:
+        result = create_task(task, **task_overrides).run(splits, model, dict(model_overrides), seed, device)
+    except (MemoryError, RuntimeError) as error:  # `--set model.hidden_sizes=[100000000]`: one line, not a traceback
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        if not isinstance(error, MemoryError) and not any(
+                text in reason for text in ("allocate", "out of memory", "not enough memory")):
+            raise
+        raise MemoryError(f"{task}/{model} (seed {seed}) with {dict(model_overrides)} does not fit in memory on "
+                          f"{device}: {reason[:300]}") from None
     elapsed = time.perf_counter() - start
     entry = {"seed": seed, "metrics": result.metrics, "train_time_s": elapsed,
              "peak_memory_mb": _peak_memory_mb(device), "selection": result.selection, "ranking": result.ranking}

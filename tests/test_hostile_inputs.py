@@ -312,6 +312,8 @@ ROWS = [
      ["org/zoo@main\\x1b", "REVISION"]),
     ("track-seeds-billion", lambda case: ["track", "run", "norga", "--profile", "tiny", "--seeds", "0-1000000000",
                                           "--out", str(case.tmp / "track")], 1, ["--seeds"]),
+    ("bench-set-model-too-large", bench_on(plain_zoo, "--set", "model.hidden_sizes=[100000000,100000000]"), 1,
+     ["hidden_sizes", "does not fit in memory"]),
     ("bench-set-nested", bench_plain("--set", "model.hidden_sizes=" + "[" * 1000 + "]" * 1000), 1,
      ["--set", "nested"]),
     ("plot-edits-npz-huge-array", plot_edits_huge_array, 1, ["r.examples.npz", "200000"]),
