@@ -16,7 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from zoo.folder import MANIFEST, read_manifest
