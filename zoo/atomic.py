@@ -5,7 +5,9 @@ Each write goes to a uniquely named temporary file beside the target and is rena
 `durable=True` the bytes are fsynced first (staged checkpoints, which a resumed job trusts).
 `tempfile.mkstemp` creates its file with mode 0600; the result is given the mode a plain
 `open()` would give it (0666 less the user's umask), so a shared results folder or a
-leaderboard entry is as readable as any other file the user writes.
+leaderboard entry is as readable as any other file the user writes. An `OSError` that names
+no file (a write on a full disk) is raised again naming the target, so the one line a user sees
+says which file could not be written.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ def replacing(path: str | Path, *, durable: bool = False) -> Iterator[Path]:
             with open(temporary, "rb") as written:
                 os.fsync(written.fileno())
         os.replace(temporary, path)
+    except OSError as error:
+        if error.filename is None and error.errno is not None:  # a write on a full disk names no file
+            raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+        raise
     finally:
         Path(temporary).unlink(missing_ok=True)
 

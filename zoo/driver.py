@@ -11,18 +11,28 @@ Stopping is part of the contract: a SIGINT or SIGTERM ends the fit with
 out), `ray.init` and `ray.shutdown` are never cut in half by a signal, and a local instance
 started here is marked and watched (`zoo.ray_cleanup`) so none of its processes outlives
 the driver, even one killed by SIGKILL.
+
+A full disk is part of it too: a trial whose staging write fails with ENOSPC (or a quota,
+EDQUOT) reports it and ends instead of failing (a retry would only fail again), the fit
+stops, and `generate` raises an `OSError` naming the staging folder and "No space left on
+device" with what is staged (kept: every staged file is whole, `zoo.staging`), so that the
+command ends in one line and a rerun after freeing space resumes. Tune's own bookkeeping goes
+to a temporary folder, not the output folder: on a full output disk Tune failed writing it
+and ended with an `EOFError` reading it back.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import logging
 import math
 import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -39,6 +49,7 @@ from zoo.staging import Staging
 
 DATA_FOLDER = "data"  # where `zoo.pack` writes the shards
 PATH_VARIABLES = ("NFNZOO_DATA", "NFNZOO_CACHE")  # read by workers (zoo.data): made absolute before Ray starts
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a trial that meets these reports and ends: retrying cannot help
 
 @dataclasses.dataclass(frozen=True)
 class GenerateReport:
@@ -105,8 +116,15 @@ def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir:
         tune.report({"runs_done": done["runs"], "checkpoints_written": done["written"],
                      "busy_s": time.perf_counter() - start})
 
-    train_runs(spec, batches[config["batch"]], Staging(staging_dir), on_run_done=report, device=device,
-               population_size=population_size)
+    try:
+        train_runs(spec, batches[config["batch"]], Staging(staging_dir), on_run_done=report, device=device,
+                   population_size=population_size)
+    except OSError as error:
+        if error.errno not in DISK_FULL:
+            raise
+        tune.report({"runs_done": done["runs"], "checkpoints_written": done["written"],
+                     "busy_s": time.perf_counter() - start, "disk_full": error.strerror or "No space left on device"})
+        return
     report()  # the trial's whole busy time, writing included
 
 
@@ -120,12 +138,16 @@ def _progress_callback(total_runs: int, show: bool):
                             disable=not show)
             self.seen: dict[str, int] = {}
             self.busy: dict[str, float] = {}  # each trial's latest busy time
+            self.disk_full: str | None = None  # the reason a trial gave up writing, if any
 
         def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
             runs_done = int(result.get("runs_done", 0))
             self.bar.update(runs_done - self.seen.get(trial.trial_id, 0))
             self.seen[trial.trial_id] = runs_done
             self.busy[trial.trial_id] = float(result.get("busy_s", 0.0))
+            if result.get("disk_full") and self.disk_full is None:
+                self.disk_full = str(result["disk_full"])
+                self.bar.write(f"the output folder is full ({self.disk_full}); stopping")
 
         def on_trial_error(self, iteration, trials, trial, **info) -> None:
             self.bar.write(f"trial {trial.trial_id} failed; Tune retries it (staged checkpoints are kept)")
@@ -136,6 +158,20 @@ def _progress_callback(total_runs: int, show: bool):
             self.bar.close()
 
     return Progress()
+
+
+def _stop_when_disk_full(progress_callback):
+    """A Tune stopper that ends the whole fit once a trial reported a full disk."""
+    from ray import tune
+
+    class StopWhenDiskFull(tune.Stopper):
+        def __call__(self, trial_id, result) -> bool:
+            return bool(result.get("disk_full"))
+
+        def stop_all(self) -> bool:
+            return progress_callback.disk_full is not None
+
+    return StopWhenDiskFull()
 
 
 class GenerationInterrupted(KeyboardInterrupt):
@@ -297,20 +333,25 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     received: list[int] = []
     try:
         with _interruptible() as received, _ray_instance(address, num_cpus):
-            workers, batches, fit_time, failed, busy = _fit(spec, family, todo, staging, out_dir, runs_per_trial,
-                                                            max_failures, progress, device, population_size, on_gpu)
+            workers, batches, fit_time, failed, busy, disk_full = _fit(
+                spec, family, todo, staging, runs_per_trial, max_failures, progress, device, population_size, on_gpu)
     except KeyboardInterrupt as interrupt:  # ours (`_Signalled`), or Ray's rewrapping of it
         signum = interrupt.signum if isinstance(interrupt, _Signalled) else (received or [signal.SIGINT])[0]
         raise GenerationInterrupted(signal.Signals(signum).name, total - still_missing(), total) from None
     left = still_missing()
+    if disk_full is not None:
+        raise OSError(errno.ENOSPC, f"{disk_full}; {total - left:,} of {total:,} planned checkpoints are staged and "
+                                    "kept (nothing was packed): free some space and run the same command again "
+                                    "to resume", str(staging.root))
     return GenerateReport(len(runs), total, already, total - already - left, batches, failed,
                           time.perf_counter() - start, workers, fit_time, busy, left)
 
 
-def _fit(spec: ZooSpec, family, todo: list[Run], staging: Staging, out_dir: Path, runs_per_trial: int | None,
+def _fit(spec: ZooSpec, family, todo: list[Run], staging: Staging, runs_per_trial: int | None,
          max_failures: int, progress: bool, device: str | None, population_size: int | None,
-         on_gpu: bool) -> tuple[int, int, float, tuple[str, ...], float]:
-    """Tune's fit over `todo` on the connected Ray: (workers, trials, fit s, failures, busy s)."""
+         on_gpu: bool) -> tuple[int, int, float, tuple[str, ...], float, str | None]:
+    """Tune's fit over `todo` on the connected Ray: (workers, trials, fit s, failures, busy s, and
+    the reason the disk was full, if a trial met one)."""
     import ray
     from ray import tune
 
@@ -325,8 +366,8 @@ def _fit(spec: ZooSpec, family, todo: list[Run], staging: Staging, out_dir: Path
             raise ValueError("device cuda requested, but the Ray cluster has no GPU resources")
         resources["gpu"] = min(1.0, gpus / workers)
         device = device or "cuda"
-    storage = out_dir / ".tune"
-    shutil.rmtree(storage, ignore_errors=True)  # Tune's bookkeeping only; our state is the staging folder
+    # Tune's bookkeeping only (our state is the staging folder), kept off the output folder's disk
+    storage = Path(tempfile.mkdtemp(prefix="nfnzoo-tune-"))
     progress_callback = _progress_callback(len(todo), progress)
     trainable = tune.with_resources(
         tune.with_parameters(_trial, spec_data=spec.to_data(), batches=batches, staging_dir=str(staging.root),
@@ -338,7 +379,7 @@ def _fit(spec: ZooSpec, family, todo: list[Run], staging: Staging, out_dir: Path
         run_config=tune.RunConfig(
             name=f"generate-{spec.name}", storage_path=str(storage), verbose=0,
             failure_config=tune.FailureConfig(max_failures=max_failures),
-            callbacks=[progress_callback],
+            callbacks=[progress_callback], stop=_stop_when_disk_full(progress_callback),
         ),
     )
     fit_start = time.perf_counter()
@@ -346,7 +387,8 @@ def _fit(spec: ZooSpec, family, todo: list[Run], staging: Staging, out_dir: Path
         results = tuner.fit()
     finally:
         progress_callback.bar.close()  # also when interrupted: the message goes below the bar
+        shutil.rmtree(storage, ignore_errors=True)
     fit_time = time.perf_counter() - fit_start
     failed = tuple(str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
                    for error in results.errors)
-    return workers, len(batches), fit_time, failed, sum(progress_callback.busy.values())
+    return workers, len(batches), fit_time, failed, sum(progress_callback.busy.values()), progress_callback.disk_full
