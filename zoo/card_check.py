@@ -14,10 +14,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import yaml
 
 from zoo.card import CARD, INCOMPLETE_MARK, split_paths
-from zoo.inputs import MAX_YAML_NODES, InputError, _expanded_size, depth_of, read_capped
+from zoo.inputs import InputError, load_yaml_text, read_capped
 from zoo.spec import SPLIT_NAMES
 
 MAX_CARD_BYTES = 16 * 2**20
@@ -37,17 +36,8 @@ def read_card(path: Path) -> tuple[dict, str]:
     if not text.startswith("---\n") or "\n---\n" not in text[3:]:
         raise InputError(f"{path}: no YAML header between --- lines")
     end = text.index("\n---\n", 3)
-    loader = yaml.SafeLoader(text[4:end])
-    try:
-        node = loader.get_single_node()
-        if node is not None and _expanded_size(node, MAX_YAML_NODES) > MAX_YAML_NODES:
-            raise InputError(f"{path}: its YAML header expands to more than {MAX_YAML_NODES:,} values")
-        header = loader.construct_document(node) if node is not None else None
-    except (yaml.YAMLError, RecursionError) as error:
-        raise InputError(f"{path}: its YAML header is not valid YAML ({type(error).__name__})") from None
-    finally:
-        loader.dispose()
-    if not isinstance(header, dict) or depth_of(header) > 64:
+    header = load_yaml_text(text[4:end], f"{path}: its YAML header")
+    if not isinstance(header, dict):
         raise InputError(f"{path}: its YAML header is not a mapping")
     return header, text[end + 5:]
 

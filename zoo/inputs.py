@@ -192,15 +192,8 @@ def _yaml_error(where: str, error: yaml.YAMLError) -> InputError:
     return InputError(f"{where}: not valid YAML{place} ({ascii(str(problem))[1:-1][:120]})")
 
 
-def load_yaml(path: str | Path, *, limit: int = MAX_YAML_BYTES, max_nodes: int = MAX_YAML_NODES,
-              what: str = "YAML file") -> Any:
-    """A YAML file through the safe loader, within `limit` bytes and `max_nodes` expanded nodes."""
-    where = str(path)
-    data = read_capped(path, limit, what)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(f"{where}: not a text file (byte {error.start} is not UTF-8); expected YAML") from None
+def load_yaml_text(text: str, where: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
+    """YAML text through the safe loader, within `max_nodes` expanded nodes and `MAX_DEPTH` levels."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -223,6 +216,17 @@ def load_yaml(path: str | Path, *, limit: int = MAX_YAML_BYTES, max_nodes: int =
     if depth_of(value) > MAX_DEPTH:
         raise InputError(f"{where}: YAML nested too deeply (at most {MAX_DEPTH} levels)")
     return value
+
+
+def load_yaml(path: str | Path, *, limit: int = MAX_YAML_BYTES, max_nodes: int = MAX_YAML_NODES,
+              what: str = "YAML file") -> Any:
+    """A YAML file through the safe loader, within `limit` bytes and `max_nodes` expanded nodes."""
+    data = read_capped(path, limit, what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not a text file (byte {error.start} is not UTF-8); expected YAML") from None
+    return load_yaml_text(text, str(path), max_nodes=max_nodes)
 
 
 # --- names and paths ----------------------------------------------------------------------------
