@@ -281,6 +281,9 @@ ROWS = [
      ["manifest.json", "files"]),
     ("info-config-without-files", on_zoo(["info"], edit_manifest(lambda m: first_config(m).pop("files"))), 1,
      ["manifest.json", "files"]),
+    ("info-layer-without-shape", on_zoo(["info"], edit_manifest(
+        lambda m: next(iter(first_config(m)["architectures"].values()))["layers"][0].pop("shape"))), 1,
+     ["manifest.json", "layers[0]"]),
     ("verify-shard-dotdot", on_zoo(["verify"], edit_manifest(set_shard_path("../outside"))), 1,
      ["manifest.json", "files[0].path"]),
     ("verify-shard-absolute", on_zoo(["verify"], edit_manifest(set_shard_path("/etc/passwd"))), 1,

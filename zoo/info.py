@@ -1,4 +1,9 @@
-"""A human summary of a packed zoo: counts, accuracy distribution, architecture."""
+"""A human summary of a packed zoo: counts, accuracy distribution, architecture.
+
+The manifest is read through `zoo.folder.read_manifest` (capped, structure checked, shard paths
+confined); what only this summary prints (run counts, architectures) is checked here, so a
+hand-edited manifest is one line naming the key.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import pyarrow.parquet as pq
 
 from zoo.families import create_family
 from zoo.folder import read_manifest, resolve_config
+from zoo.inputs import InputError
 from zoo.integrity import read_named
 from zoo.spec import SPLIT_NAMES
 
@@ -21,10 +27,33 @@ def histogram(values: np.ndarray, bins: int = 20, low: float = 0.0, high: float 
     return "".join(BARS[int(round(c / scale * (len(BARS) - 1)))] for c in counts)
 
 
+def _described(entry: dict, where: str) -> dict:
+    """`entry` if it holds what `describe` prints (beyond `zoo.manifest.check_config`'s structure):
+    status and runs per split, each architecture's parameter count and layers; else an `InputError`
+    naming the key (a hand-edited manifest gets one line, not a KeyError)."""
+    for key in ("status", "runs"):
+        if not isinstance(entry.get(key), dict):
+            raise InputError(f"{where}.{key}: expected a mapping")
+    missing = [split for split in entry["splits"] if split not in entry["runs"]]
+    if missing:
+        raise InputError(f"{where}.runs: no run count for the split(s) {missing}")
+    for arch_id, info in entry["architectures"].items():
+        at = f"{where}.architectures.{ascii(arch_id)[1:-1][:40]}"
+        if not isinstance(info, dict) or isinstance(info.get("num_params"), bool) or not isinstance(
+                info.get("num_params"), int) or not isinstance(info.get("layers"), list):
+            raise InputError(f"{at}: expected {{num_params: an integer, layers: a list}}")
+        for index, layer in enumerate(info["layers"]):
+            if not (isinstance(layer, dict) and isinstance(layer.get("name"), str) and isinstance(layer.get("role"), str)
+                    and isinstance(layer.get("shape"), list)
+                    and all(isinstance(n, int) and not isinstance(n, bool) for n in layer["shape"])):
+                raise InputError(f"{at}.layers[{index}]: expected {{name, shape: a list of integers, role}}")
+    return entry
+
+
 def _load(folder: Path, config: str | None, columns: tuple[str, ...] = ()):
     manifest = read_manifest(folder)
     config = resolve_config(manifest, config, folder)
-    entry = manifest["configs"][config]
+    entry = _described(manifest["configs"][config], f"{folder / 'manifest.json'}: configs.{config}")
     files = [folder / f["path"] for f in entry["files"]]
     if not files:
         raise ValueError(f"{folder} config {config!r} is empty: no shards (0 of {entry['planned_checkpoints']:,} "
