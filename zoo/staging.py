@@ -62,7 +62,7 @@ class Staging:
         path = self.path(model_id)
         try:
             status = os.stat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # absent (or a file where its folder goes)
             return False
         signature = (status.st_ino, status.st_size, status.st_mtime_ns)
         if self._trusted.get(model_id) == signature:
