@@ -142,6 +142,9 @@ def _move_into(built: Path, out_dir: Path) -> None:
     if not out_dir.exists():
         os.replace(built, out_dir)
         return
+    blocked = [path.name for path in built.iterdir() if (out_dir / path.name).is_dir()]
+    if blocked:  # checked before anything moves: a rename onto a folder would fail halfway
+        raise ValueError(f"{out_dir}: {blocked[0]} is a folder there; the board's files cannot replace it")
     for path in sorted(built.iterdir()):
         os.replace(path, out_dir / path.name)
     built.rmdir()

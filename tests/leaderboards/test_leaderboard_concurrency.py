@@ -11,6 +11,19 @@ from leaderboards.audit import audit
 from leaderboards.datasets import load_datasets
 from leaderboards.entries import load_entries
 
+# the CLI's main in a real process, started once every process has imported it: the four
+# submissions then race on the board's state instead of arriving one after another
+RACER = """
+import pathlib, sys, time
+import leaderboards.commands, leaderboards.submission
+from zoo.cli import main
+barrier, count, argv = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+(barrier / str(len(list(barrier.iterdir())) + time.time())).touch()
+while len(list(barrier.iterdir())) < count:
+    time.sleep(0.005)
+sys.exit(main(argv))
+"""
+
 
 def test_four_concurrent_submissions_into_one_fresh_board(tmp_path, write_results, local_dataset, hashes):
     """The same file twice and two distinct files, at once, each naming one unregistered local dataset: one
@@ -21,7 +34,9 @@ def test_four_concurrent_submissions_into_one_fresh_board(tmp_path, write_result
     third = write_results(model="statnn", seeds=(3, 4, 5), dataset_hash=hashes["local"],
                           dataset_path=str(local_dataset))
     environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    processes = [subprocess.Popen([sys.executable, "-m", "zoo.cli", "leaderboard", "submit", str(path),
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    processes = [subprocess.Popen([sys.executable, "-c", RACER, str(barrier), "4", "leaderboard", "submit", str(path),
                                    "--root", str(board)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env=environment)
                  for path in (same, same, other, third)]
