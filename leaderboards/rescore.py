@@ -69,7 +69,8 @@ def read_predictions(path: str | Path) -> tuple[pandas.DataFrame | None, list[st
 
 
 def _listing(ids: set[str]) -> str:
-    shown = sorted(ids)[:SHOWN]
+    """A count and the first few ids, each shown as ASCII and cut short (an id from a CSV may hold anything)."""
+    shown = [ascii(model_id)[1:-1][:60] for model_id in sorted(ids)[:SHOWN]]
     return f"{len(ids)} ({', '.join(shown)}{', …' if len(ids) > SHOWN else ''})"
 
 

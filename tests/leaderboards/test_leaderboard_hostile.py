@@ -239,3 +239,17 @@ def test_the_render_check_refuses_an_entry_the_views_cannot_show(root, write_res
     assert "the board cannot show this entry" in problem and "\n" not in problem
     assert render_problems(root, entry, None) == []
 
+
+
+def test_a_hostile_model_id_in_the_predictions_is_named_on_one_line(root, write_results, make_data):
+    """A track pins its cells from its definition, so its predictions are re-scored on any board."""
+    data = _track_data(make_data, 2)
+    data["predictions"] = "p.csv"
+    path = write_results(data)
+    cells = "".join(f"{seed},task{i}@stage{t},0.5\n" for seed in (0, 1, 2) for t in (0, 1) for i in range(t + 1))
+    (path.parent / "p.csv").write_text('seed,model_id,prediction\n0,"a\nb\u202e",0.5\n' + cells)
+    with pytest.raises(SubmissionRejected) as error:
+        submit(path, root)
+    problems = error.value.problems
+    assert any("not test rows 1" in p for p in problems), problems
+    assert all("\n" not in p and "\u202e" not in p for p in problems), problems
