@@ -267,6 +267,8 @@ def resolve_spec_path(spec: str | Path) -> Path:
     bundled = SPECS_DIR / f"{spec}.yaml"
     if NAME.fullmatch(str(spec)) and bundled.is_file():
         return bundled
+    if os.path.lexists(path):  # a folder, a pipe, a device: `load_yaml` says which, without reading it
+        return path
     names = sorted(p.stem for p in SPECS_DIR.glob("*.yaml"))
     raise FileNotFoundError(f"no spec file {ascii(str(spec))[1:-1][:200]!r}; bundled specs: {', '.join(names)}")
 
