@@ -64,10 +64,11 @@ def test_a_spec_name_that_is_not_a_safe_file_name_is_refused(tmp_path, victim, c
     spec.parent.mkdir(parents=True)
     spec.write_text(BASE + f"name: {json.dumps(name)}\n")
     out = tmp_path / "out" / "zoo"
+    before = sorted(tmp_path.rglob("*"))
     code, _, err = _run(["generate", str(spec), "--profile", "tiny", "--out", str(out), "--no-pack"], capsys)
     _one_line_error(code, err, str(spec), "name: ", "is not a valid name")
     _assert_untouched(victim)
-    assert not out.exists(), "nothing is written for a spec that does not load"
+    assert sorted(tmp_path.rglob("*")) == before, "nothing is written, inside --out or beside it"
 
 
 def test_pack_refuses_a_staged_spec_whose_name_leads_outside(tiny_zoo_copy, tiny_zoo_spec, victim, capsys):
@@ -241,3 +242,17 @@ def test_a_huge_integer_in_a_spec_is_a_one_line_error_naming_its_key(tmp_path, c
     code, _, err = _run(["generate", str(spec), "--dry-run", "--out", str(tmp_path / "o")], capsys)
     _one_line_error(code, err, f"{spec}: {key}: ")
     assert len(err) < 400, err
+
+
+def test_save_spec_never_builds_a_path_from_an_unchecked_name(tmp_path, tiny_zoo_spec, victim):
+    """A spec built in code (no validation) with a hostile name: save_spec refuses it, writes nothing."""
+    import dataclasses
+
+    from zoo.folder import save_spec
+    from zoo.inputs import InputError
+
+    hostile = dataclasses.replace(tiny_zoo_spec, name=os.path.relpath(victim / "precious", tmp_path / "out" / "specs"))
+    with pytest.raises(InputError, match="spec name: .* is not a valid name"):
+        save_spec(hostile, tmp_path / "out")
+    _assert_untouched(victim)
+    assert not (tmp_path / "out").exists()
