@@ -113,7 +113,7 @@ class Staging:
             yield self.read(model_id)
 
 
-def _record_of(buffer: bytes, path: Path) -> CheckpointRecord:
+def _record_of(buffer: bytes) -> CheckpointRecord:
     tensors, metadata = safetensors_io.decode(buffer)
     family, architecture, space = parse_weights_metadata(metadata)
     info = json.loads(metadata[RECORD_KEY])
@@ -139,7 +139,7 @@ def staged_file_problem(path: Path) -> str | None:
             return "its checksum does not match its contents (truncated or changed)"
         return None
     try:  # staged before checksums were recorded: trusted only if it decodes into a whole record
-        _record_of(buffer, path)
+        _record_of(buffer)
     except Exception as error:  # noqa: BLE001 (any failure to decode means: not a checkpoint)
         return f"does not decode ({type(error).__name__})"
     return None
@@ -149,7 +149,7 @@ def read_staged(path: Path) -> CheckpointRecord:
     """The record staged at `path`; a file that cannot be decoded is an `InputError` naming it."""
     buffer = read_capped(path, MAX_STAGED_BYTES, "staged checkpoint")
     try:
-        return _record_of(buffer, path)
+        return _record_of(buffer)
     except Exception as error:  # noqa: BLE001 (the message names the file, whatever broke)
         raise InputError(f"{path}: not a readable staged checkpoint ({type(error).__name__}: "
                          f"{ascii(str(error))[1:-1][:200]})") from None

@@ -46,7 +46,7 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def holder_of(request):
+def holder_of():
     started: list[subprocess.Popen] = []
 
     def start(folder: Path, command: str) -> subprocess.Popen:
@@ -78,7 +78,7 @@ def test_pack_while_a_generate_holds_the_folder_fails_at_once(tiny_zoo, tiny_zoo
     assert (tiny_zoo_copy / MANIFEST).read_bytes() == (tiny_zoo / MANIFEST).read_bytes()
 
 
-def test_generate_while_a_pack_holds_the_folder_fails_before_any_work(tmp_path, holder_of, tiny_zoo_spec):
+def test_generate_while_a_pack_holds_the_folder_fails_before_any_work(tmp_path, holder_of):
     out = tmp_path / "zoo"
     holder = holder_of(out, "nfnzoo pack")
     result = _cli("generate", "cnn-mnist", "--profile", "tiny", "--out", str(out), "--num-cpus", "1")
