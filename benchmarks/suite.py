@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import time
@@ -230,7 +231,11 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
         create_task(suite.task, **{**entry.task_overrides, **extra})
         model_config(entry.model, **entry.model_overrides)
     out_dir = Path(out_dir)
-    todo = [e for e in entries if not (out_dir / f"{e.name}.json").exists() and not skipped_path(out_dir, e).exists()]
+    # the results already in --out are read (bounded, schema-checked) first: a damaged one is an
+    # error naming it before hours go into the others
+    kept = {e.name: _read_results(out_dir / f"{e.name}.json") for e in entries
+            if os.path.lexists(out_dir / f"{e.name}.json")}
+    todo = [e for e in entries if e.name not in kept and not skipped_path(out_dir, e).exists()]
     print(f"suite {name}: {len(entries)} entries, {len(entries) - len(todo)} already in {out_dir}",
           file=sys.stderr, flush=True)
     if todo:
@@ -251,7 +256,8 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
         if skipped_path(out_dir, entry).exists():
             print(f"suite {name}: {entry.name} was skipped ({_skip_reason(skipped_path(out_dir, entry))}); "
                   f"delete {skipped_path(out_dir, entry).name} to retry it", file=sys.stderr)
-    return [(e, _read_results(out_dir / f"{e.name}.json")) for e in entries if (out_dir / f"{e.name}.json").exists()]
+    return [(e, kept[e.name] if e.name in kept else _read_results(out_dir / f"{e.name}.json")) for e in entries
+            if os.path.lexists(out_dir / f"{e.name}.json")]
 
 
 def _read_results(path: Path) -> dict:

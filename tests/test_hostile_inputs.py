@@ -244,6 +244,19 @@ def scatter_predictions_fifo(case: Case) -> list[str]:
     return ["bench", "scatter", str(results), "--out", str(case.tmp / "p.png")]
 
 
+def suite_with_entry(text: str) -> Callable[[Case], list[str]]:
+    """A suite whose only chosen entry's results are already in --out (so nothing runs): `text`."""
+    def build(case: Case) -> list[str]:
+        case.write("suite/mlp-relu.json", text)
+        return ["bench", "suite", "cnn-generalization", "--data", str(case.tmp / "zoo"), "--out",
+                str(case.tmp / "suite"), "--only", "mlp-relu"]
+    return build
+
+
+suite_results_nested = suite_with_entry("[" * 1000 + "]" * 1000)
+suite_results_schema = suite_with_entry(json.dumps({k: v for k, v in results_data().items() if k != "per_seed"}))
+
+
 def render_onto_file(case: Case) -> list[str]:
     (case.tmp / "board").mkdir()
     return ["leaderboard", "render", "--root", str(case.tmp / "board"), "--out", str(case.write("site.txt", "x"))]
@@ -321,6 +334,8 @@ ROWS = [
      ["--set", "nested"]),
     ("plot-edits-npz-huge-array", plot_edits_huge_array, 1, ["r.examples.npz", "200000"]),
     ("scatter-predictions-fifo", scatter_predictions_fifo, 1, ["r.predictions.csv", "not a regular file"]),
+    ("suite-results-nested", suite_results_nested, 1, ["mlp-relu.json", "nested"]),
+    ("suite-results-schema", suite_results_schema, 1, ["mlp-relu.json", "per_seed"]),
     ("scatter-results-fifo", lambda case: ["bench", "scatter", str(case.fifo("r.json")), "--out",
                                            str(case.tmp / "p.png")], 1, ["r.json", "not a regular file"]),
     # the leaderboard
