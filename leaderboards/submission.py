@@ -66,8 +66,11 @@ class SubmissionRejected(ValueError):
 
     def __init__(self, source: str | Path, problems: list[str]):
         self.source, self.problems = str(source), list(problems)
+        if len(self.problems) == 1:  # one reason, one line (as every other error of the CLI)
+            super().__init__(f"{source} was rejected: {self.problems[0]}")
+            return
         listing = "\n".join(f"  - {problem}" for problem in self.problems)
-        super().__init__(f"{source} was rejected ({len(self.problems)} problem(s)):\n{listing}")
+        super().__init__(f"{source} was rejected ({len(self.problems)} problems):\n{listing}")
 
 
 @dataclasses.dataclass(frozen=True)

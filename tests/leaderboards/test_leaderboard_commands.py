@@ -29,5 +29,5 @@ def test_a_rejection_exits_1_listing_the_problems(root, write_results, make_data
     data["model"] = "no/slashes"
     assert main(["leaderboard", "submit", str(write_results(data)), "--root", str(root)]) == 1
     err = capsys.readouterr().err
-    assert "rejected (2 problem(s))" in err
+    assert "rejected (2 problems)" in err
     assert "  - at least 3 seeds" in err and "  - model name 'no/slashes'" in err

@@ -37,7 +37,7 @@ def test_a_rejection_lists_every_problem_and_writes_nothing(root, write_results,
     assert any("at least 3 seeds" in p for p in problems)
     assert any("num_params" in p for p in problems)
     assert any("not a known dataset" in p and "--dataset" in p for p in problems)
-    assert "rejected (3 problem(s))" in str(error.value)
+    assert "rejected (3 problems)" in str(error.value)
     assert not (root / "entries").exists()
     assert set(load_datasets(root)) == {hashes["known"]}
 
