@@ -59,6 +59,10 @@ def driver():
         browser.quit()
 
 
+# a `|` that would shift Markdown cells, markup that would run, a mathtext label
+HOSTILE_DEVICE = "cpu | Verified: yes <script>window.pwned = 1</script> <b>bold</b> $\\undefinedmacro{$"
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> tuple[Path, Path]:
     """The official board plus one unverified entry (results without predictions), rendered."""
@@ -69,6 +73,7 @@ def site(tmp_path_factory) -> tuple[Path, Path]:
     path, entry = next((p, e) for p, e in load_entries(OFFICIAL_ROOT) if e.results.task == "generalization")
     data = json.loads(path.read_text())["results"]
     data["predictions"] = None
+    data["hardware"]["device"] = HOSTILE_DEVICE  # free text a submitter controls, shown in every view
     data["seeds"] = [10, 11, 12]
     for seed, per_seed in zip(data["seeds"], data["per_seed"]):
         per_seed["seed"] = seed
@@ -144,3 +149,19 @@ def test_the_verified_filter_hides_the_unverified_entry(driver, site):
     path = out.parent / "site.png"
     driver.save_screenshot(str(path))
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_submitters_free_text_shows_as_text_and_runs_nothing(driver, site):
+    """The hostile device string is the unverified row's Hardware cell, verbatim: no script ran, no
+    element was made of it, and the row still says it is unverified (a `|` shifts nothing here)."""
+    _, out = site
+    driver.get((out / "generalization.html").as_uri())
+    assert driver.execute_script("return window.pwned === undefined")
+    row = driver.find_element("css selector", 'tr[data-verified="false"]')
+    table = row.find_element("xpath", "ancestor::table[1]")
+    headers = [th.text.rstrip(" ▲▼") for th in table.find_elements("css selector", "thead th")]
+    cells = row.find_elements("css selector", "td")
+    assert cells[headers.index("Hardware")].text == HOSTILE_DEVICE
+    assert cells[headers.index("Verified")].text == "unverified"
+    assert not row.find_elements("css selector", "script, b")
+    assert _errors(driver) == []
