@@ -124,6 +124,39 @@ def tiny_inr_zoo_folder(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """One real two-node Ray cluster for the whole test run (`tests/cluster.py`).
+
+    The head node (1 CPU) sees what the driver sees; the worker node (1 CPU) runs in a mount
+    namespace of its own with empty folders over the tests' temporary folders (every `--out`)
+    and over the shared data folder, as a second machine without NFS would. Tests that kill a
+    node add their own (`ray_cluster.add_node`) and leave these two running.
+    """
+    from zoo.data import PROJECT_ROOT
+
+    from cluster import LocalCluster, private_mounts_work
+
+    reason = private_mounts_work()
+    if reason:
+        pytest.skip(f"no private-folder cluster here: {reason}")
+    hidden = [tmp_path_factory.getbasetemp()]
+    data = PROJECT_ROOT.parent / "shared" / "data"
+    if data.is_dir():
+        hidden.append(data)
+    if os.environ.get("NFNZOO_DATA"):
+        hidden.append(Path(os.environ["NFNZOO_DATA"]))
+    cluster = LocalCluster(Path("/tmp") / f"nfnzoo-cluster-logs-{os.getpid()}", hidden=tuple(hidden))
+    cluster.logs.mkdir(exist_ok=True)
+    try:
+        cluster.start_head(num_cpus=1)
+        cluster.worker = cluster.add_node("worker-1", num_cpus=1)
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.logs, ignore_errors=True)
+
+
 @pytest.fixture
 def tiny_zoo_copy(tiny_zoo: Path, tmp_path: Path) -> Path:
     """A writable copy of the tiny zoo (same bytes, same relative layout)."""
