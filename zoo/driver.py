@@ -42,13 +42,11 @@ from zoo.families import create_family
 from zoo.plan import Run, plan_runs
 from zoo.population import populations
 from zoo.folder import SPECS_FOLDER, STAGING_FOLDER, check_writable, save_spec
-from zoo.ray_cleanup import MARKER_VARIABLE, Watchdog, new_marker
-from zoo.signals import deferred_signals
+from zoo.ray_session import Signalled, connected, interruptible
 from zoo.spec import ZooSpec, spec_from_data
 from zoo.staging import Staging
 
 DATA_FOLDER = "data"  # where `zoo.pack` writes the shards
-PATH_VARIABLES = ("NFNZOO_DATA", "NFNZOO_CACHE")  # read by workers (zoo.data): made absolute before Ray starts
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a trial that meets these reports and ends: retrying cannot help
 
 @dataclasses.dataclass(frozen=True)
@@ -186,112 +184,6 @@ class GenerationInterrupted(KeyboardInterrupt):
         self.signal_name, self.staged, self.planned = signal_name, staged, planned
 
 
-class _Signalled(KeyboardInterrupt):
-    """What the handlers installed by `_interruptible` raise in the main thread."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _interruptible():
-    """SIGINT and SIGTERM raise `_Signalled` in the main thread while the block runs; yields
-    the list of signals received.
-
-    Ray Tune replaces the SIGINT handler during `Tuner.fit` with one that only ends the
-    experiment early and returns normally (ray/tune/tune.py, `_setup_signal_catching`), so an
-    interrupted generation looked finished; ``TUNE_DISABLE_SIGINT_HANDLER=1`` (read when the
-    fit starts) keeps ours. SIGTERM, whose default ends the process without unwinding, is
-    handled too so that the Ray instance is shut down. The old handlers come back after.
-    """
-    received: list[int] = []  # Ray's native code may re-raise our exception as a plain KeyboardInterrupt
-
-    def raise_signalled(signum: int, frame) -> None:
-        received.append(signum)
-        raise _Signalled(signum)
-
-    if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
-        yield received
-        return
-    previous = {signum: signal.signal(signum, raise_signalled) for signum in (signal.SIGINT, signal.SIGTERM)}
-    previous_usr1 = signal.getsignal(signal.SIGUSR1) if hasattr(signal, "SIGUSR1") else None  # Tune takes it
-    tune_setting = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
-    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
-    try:
-        yield received
-    finally:
-        _restore_environment("TUNE_DISABLE_SIGINT_HANDLER", tune_setting)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if previous_usr1 is not None:
-            signal.signal(signal.SIGUSR1, previous_usr1)
-
-
-def _restore_environment(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-
-
-def _package_root() -> Path:
-    """The folder holding the real `zoo` package (the repository for an editable install)."""
-    return Path(__file__).resolve().parent.parent
-
-
-@contextlib.contextmanager
-def _ray_instance(address: str | None, num_cpus: int | None):
-    """Ray, connected for the block: a local instance of our own unless `address` names one.
-
-    An instance started here is marked and watched (`zoo.ray_cleanup`), so that no process
-    of it outlives the generation, whichever way the driver ends (even by SIGKILL). A cluster
-    joined with `address`, or a Ray the caller initialized already, is left running.
-
-    ``ray.init`` runs with the working directory set to the folder holding the real `zoo`
-    package: Ray puts the driver's working directory first on every worker's ``sys.path``
-    (``JobConfig._py_driver_sys_path``, ray/_private/worker.py), so an output folder named
-    ``zoo`` in it (no ``__init__.py``: a namespace package) shadowed the installed package
-    for workers started after the folder existed. Workers, whose working directory is then
-    that folder too, read the data locations (`PATH_VARIABLES`) made absolute first.
-    """
-    import ray
-
-    if ray.is_initialized():
-        yield
-        return
-    watchdog = None
-    marker_setting = os.environ.get(MARKER_VARIABLE)
-    working_directory = os.getcwd()
-    for name in PATH_VARIABLES:  # workers run in the package's folder: relative paths must not move
-        if os.environ.get(name):
-            os.environ[name] = str(Path(os.environ[name]).resolve())
-    try:
-        with deferred_signals((signal.SIGINT, signal.SIGTERM), _Signalled):
-            if not address:
-                marker = new_marker()
-                watchdog = Watchdog(marker)
-                os.environ[MARKER_VARIABLE] = marker  # inherited by every process of the instance
-            os.chdir(_package_root())
-            try:
-                if address:
-                    ray.init(address=address, logging_level=logging.ERROR)
-                else:
-                    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-                             logging_level=logging.ERROR, configure_logging=True)
-            finally:
-                os.chdir(working_directory)
-        yield
-    finally:
-        with deferred_signals((signal.SIGINT, signal.SIGTERM), _Signalled):
-            try:
-                ray.shutdown()
-            finally:
-                _restore_environment(MARKER_VARIABLE, marker_setting)
-                if watchdog is not None:
-                    watchdog.close()  # ends what shutdown left (the agents), and waits for that
-
-
 def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None, address: str | None = None,
              runs_per_trial: int | None = None, max_failures: int = 2, progress: bool = True,
              device: str | None = None, population_size: int | None = None) -> GenerateReport:
@@ -332,11 +224,11 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     address = address or os.environ.get("RAY_ADDRESS")
     received: list[int] = []
     try:
-        with _interruptible() as received, _ray_instance(address, num_cpus):
+        with interruptible() as received, connected(address, num_cpus):
             workers, batches, fit_time, failed, busy, disk_full = _fit(
                 spec, family, todo, staging, runs_per_trial, max_failures, progress, device, population_size, on_gpu)
-    except KeyboardInterrupt as interrupt:  # ours (`_Signalled`), or Ray's rewrapping of it
-        signum = interrupt.signum if isinstance(interrupt, _Signalled) else (received or [signal.SIGINT])[0]
+    except KeyboardInterrupt as interrupt:  # ours (`Signalled`), or Ray's rewrapping of it
+        signum = interrupt.signum if isinstance(interrupt, Signalled) else (received or [signal.SIGINT])[0]
         raise GenerationInterrupted(signal.Signals(signum).name, total - still_missing(), total) from None
     left = still_missing()
     if disk_full is not None:
