@@ -118,6 +118,22 @@ def plot_final(folder: str | Path, out: str | Path, column: str | None = None, c
     return out
 
 
+def machine_lines(machines: list[dict] | None) -> list[str]:
+    """Where the checkpoints were trained (`zoo.machine`): bytes are reproducible only per instruction set."""
+    if machines is None:
+        return ["machines: not recorded (packed before nfnzoo recorded them)"]
+    lines = []
+    for machine in machines:
+        gpus = ", ".join(machine["gpu_models"]) or "none"
+        count = machine.get("checkpoints")  # `zoo.manifest` has checked the entry; role and count may be left out
+        who = ("packed the zoo (the machines that trained it are unknown)" if machine.get("role") == "packed"
+               else f"trained {count:,} checkpoints" if count is not None else "trained checkpoints")
+        lines.append(f"machine: {who}: {machine['cpu_model']}; ATen {machine['aten_isa']}, oneDNN "
+                     f"{machine['onednn_isa']}; GPUs {gpus} (CUDA {machine['cuda']}); torch {machine['torch']}; "
+                     f"{machine['platform']}")
+    return lines
+
+
 def describe(folder: str | Path, config: str | None = None) -> str:
     folder = Path(folder)
     config, entry, frame, (metric, low, high) = _load(folder, config)
@@ -131,7 +147,7 @@ def describe(folder: str | Path, config: str | None = None) -> str:
              f"runs: {frame['run_id'].nunique():,}; status: " + ", ".join(f"{k} {v:,}" for k, v in entry["status"].items()),
              "splits: " + ", ".join(f"{s} {entry['splits'][s]:,} ({entry['runs'][s]:,} runs)"
                                     for s in SPLIT_NAMES if s in entry["splits"]),
-             f"dataset hash: {entry['dataset_hash']}"]
+             f"dataset hash: {entry['dataset_hash']}", *machine_lines(entry.get("machines"))]
     ok = frame[frame["status"] == "ok"]
     lines.append(f"{metric} by epoch (ok rows):".ljust(36) + f"min    q25    median q75    max    histogram {low:g}..{high:g}")
     for epoch, group in ok.groupby("epoch"):

@@ -3,11 +3,12 @@
 A manifest comes from a local folder or from a Hub snapshot, so it is input like any other:
 `check_manifest` holds it to a small schema (every config a safe name mapping to an entry
 whose `files` are {path, split, rows, bytes, sha256}, non-negative counts, a `complete`
-flag and per-split row counts) so that every reader gets a one-line `InputError` naming the
-key instead of a `KeyError` or `TypeError` deep inside. `shard_path` is the only way a
-manifest's `files[].path` becomes a file to open: a relative path of safe names that stays
-inside the folder (`zoo.inputs.confined`), so `../x` or `/etc/passwd` is refused before
-anything outside is touched.
+flag, per-split row counts and, where present, `machines` as `zoo.machine` checks them) so
+that every reader gets a one-line `InputError` naming the key instead of a `KeyError` or
+`TypeError` deep inside. `shard_path` is the only way a manifest's `files[].path` becomes a
+file to open: a relative path of safe names that stays inside the folder
+(`zoo.inputs.confined`), so `../x` or `/etc/passwd` is refused before anything outside is
+touched.
 
 A Hub snapshot's files are symbolic links into the cache's `blobs/` (huggingface_hub's
 layout, `.../datasets--ORG--NAME/snapshots/<commit>/<path>`), so there the links may lead
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from zoo.inputs import InputError, confined, name_problem
+from zoo.machine import check_machines
+from zoo.schema import SchemaError
 
 MAX_MANIFEST_BYTES = 64 * 2**20  # a 100,000-shard manifest is ~30 MiB
 SPLITS = ("train", "validation", "test")
@@ -110,6 +113,11 @@ def check_config(entry: Any, where: str, folder: Path | None) -> None:
             raise InputError(f"{where}.{key}: expected a string")
     _mapping(entry.get("spec"), f"{where}.spec")
     _mapping(entry.get("architectures"), f"{where}.architectures")
+    if "machines" in entry:  # absent from packs before it (`zoo.machine`)
+        try:
+            check_machines(entry["machines"], f"{where}.machines")
+        except SchemaError as error:
+            raise InputError(str(error)) from None
 
 
 def check_manifest(manifest: Any, where: str, folder: str | Path | None = None) -> dict:

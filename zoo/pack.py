@@ -19,6 +19,11 @@ loader's page walk is unchanged). Each config's manifest entry records its split
 and the new pack's shards coexist until the new manifest is written: `zoo.commit` commits a
 pack so that a kill or a full disk at any point leaves one complete pack, old or new.
 Packs before the tag (plain `<split>-NNNNN-of-MMMMM.parquet`) verify and load as before.
+
+Each config's entry also records `machines` (`zoo.machine`): the folder's `machines.json`, which
+the Ray driver writes (the nodes that trained its checkpoints, with their CPU, instruction sets
+and GPUs), or, for a folder staged without it, the packing machine with `role: packed`. Zoo
+bytes are reproducible only per instruction set, so two zoos that differ can be told apart.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from zoo.folder import MANIFEST, STAGING_FOLDER, check_writable, load_saved_spec
 from zoo.families import create_family
 from zoo.integrity import dataset_hash_of, sha256_file  # noqa: F401 (also part of this module's API)
 from zoo.lock import FolderLock
+from zoo.machine import packing_machine, read_machines
 from zoo.plan import assign_splits, plan_runs
 from zoo.record import arrow_schema, to_row
 from zoo.spec import SPLIT_NAMES, ZooSpec
@@ -186,9 +192,10 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
     plans = {spec.name: plan_runs(spec) for spec in specs}
     for spec in specs:
         check_complete(spec, plans[spec.name], staged, allow_incomplete, folder)
+    machines = read_machines(folder) or packing_machine()  # who trained it (`zoo.machine`); read before writing
     try:
-        entries = {spec.name: pack_config(spec, folder, staging, max_shard_bytes, plans[spec.name], staged)
-                   for spec in specs}
+        entries = {spec.name: {**pack_config(spec, folder, staging, max_shard_bytes, plans[spec.name], staged),
+                               "machines": machines} for spec in specs}
         manifest["configs"].update(entries)
         manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
         card = render_card(manifest)  # before anything moves: a card that cannot be rendered changes nothing

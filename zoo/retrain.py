@@ -9,7 +9,9 @@ bytes (and so the same dataset hash) without regenerating it: populations are bi
 independent of their composition and size (README, "Reproducibility"), so a run trained in
 a population of its own must reproduce its packed checkpoints exactly. On another CPU
 (another SIMD instruction set) or on CUDA the bits may differ; the report then names the
-first differing tensor and its largest difference.
+first differing tensor and its largest difference, and, when the manifest records the
+machines that trained the zoo (`zoo.machine`) and their ATen or oneDNN instruction set is not
+this machine's, says so: that explains the difference.
 """
 
 from __future__ import annotations
@@ -81,4 +83,13 @@ def retrain_runs(folder: Path, name: str, entry: dict, count: int, seed: int) ->
         results.append({"config": name, "run_id": run.run_id, "checkpoints": len(by_id),
                         "identical": not differences, "differences": differences[:5]})
         problems += [f"{name}: retrained run {run.run_id}: {d}" for d in differences[:3]]
+    if problems and entry.get("machines"):  # the likely reason, where the manifest records the trainers
+        from zoo.machine import describe_machine, isa_note
+
+        note = isa_note(entry["machines"], describe_machine())
+        if note is not None:
+            problems.append(f"{name}: {note}")
+            for result in results:
+                if not result["identical"]:
+                    result["note"] = note
     return results, problems
