@@ -112,12 +112,30 @@ class Hardware:
     python: str
     torch: str
     device: str
+    # where the numbers came from (`zoo.machine`); absent from results written before them
+    cpu_model: str | None = None  # /proc/cpuinfo's model name (else platform.processor())
+    aten_isa: str | None = None  # torch.backends.cpu.get_cpu_capability(): AVX2, AVX512, ...
+    onednn_isa: str | None = None  # the ISA of oneDNN's kernels: avx2, avx512_core, ...
+    gpu_model: str | None = None  # the CUDA device the run used; null on the CPU
 
     def validate(self, where: str, key: str) -> None:
-        for field in ("platform", "python", "torch", "device"):
-            problem = line_problem(getattr(self, field))
+        for field in ("platform", "python", "torch", "device", "cpu_model", "aten_isa", "onednn_isa", "gpu_model"):
+            value = getattr(self, field)
+            problem = line_problem(value) if value is not None else None
             if problem is not None:
                 raise SchemaError(where, f"{key}.{field}", problem)
+
+
+def describe_hardware(device: str, gpu_model: str | None = None) -> dict[str, str | None]:
+    """The `hardware` block of a results file for a run on `device` (a CUDA device's name in `gpu_model`)."""
+    import platform
+
+    from zoo.machine import describe_machine
+
+    machine = describe_machine()
+    return {"platform": machine["platform"], "python": platform.python_version(), "torch": machine["torch"],
+            "device": device, "cpu_model": machine["cpu_model"], "aten_isa": machine["aten_isa"],
+            "onednn_isa": machine["onednn_isa"], "gpu_model": gpu_model}
 
 
 @dataclasses.dataclass(frozen=True)

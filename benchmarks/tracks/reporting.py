@@ -12,14 +12,13 @@ re-scores.
 from __future__ import annotations
 
 import datetime
-import platform
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from benchmarks.files import npz_bytes, save_figure, write_with_sidecars
-from benchmarks.results import SCHEMA_VERSION, summarize
+from benchmarks.results import SCHEMA_VERSION, describe_hardware, summarize
 from benchmarks.tasks.continual_learning import definition_hash, matrix_predictions
 
 
@@ -57,8 +56,6 @@ def write_results_files(path: Path, *, task: str, track: str, profile: str, benc
     """Writes `<path>` (the results JSON), `<method>.examples.npz` (the arrays) and
     `<method>.predictions.csv` (the rows a board re-scores: seed, model_id, prediction) beside it;
     returns the JSON's path."""
-    import torch
-
     import zoo
 
     seeds = [entry["seed"] for entry in per_seed]
@@ -72,8 +69,7 @@ def write_results_files(path: Path, *, task: str, track: str, profile: str, benc
         "seeds": seeds, "per_seed": list(per_seed), "summary": summarize([e["metrics"] for e in per_seed]),
         "num_params": int(num_params), "package_version": zoo.__version__,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "hardware": {"platform": platform.platform(), "python": platform.python_version(),
-                     "torch": torch.__version__, "device": "cpu"},
+        "hardware": describe_hardware("cpu"),
         "predictions": predictions_name, "examples": examples}
     sidecars = {"predictions": (predictions_name, predictions.to_csv(index=False, float_format="%.17g").encode()),
                 "examples": (examples, npz_bytes(dict(arrays), str(path.with_name(examples))))}
