@@ -50,7 +50,8 @@ def _generate_locked(args: argparse.Namespace, spec, lock) -> int:
     try:
         report = generate(spec, args.out, num_cpus=args.num_cpus, address=args.address,
                           runs_per_trial=args.runs_per_trial, max_failures=args.max_failures,
-                          device=args.device, population_size=args.population_size)
+                          device=args.device, population_size=args.population_size,
+                          gpus_per_trial=args.gpus_per_trial)
     except ValueError as error:  # a device that is not there, an output folder that cannot be written
         raise CommandError(str(error)) from None
     except GenerationInterrupted as interrupt:  # SIGINT 130, SIGTERM 143; nothing packed
@@ -60,7 +61,8 @@ def _generate_locked(args: argparse.Namespace, spec, lock) -> int:
             "Run the same command again to resume.",
             exit_code=143 if interrupt.signal_name == "SIGTERM" else 130) from None
     print(f"staged {report.written:,} new checkpoints ({report.already_staged:,} already staged) "
-          f"in {report.trials} trials, {report.wall_time_s:.1f} s"
+          f"in {report.trials} trials" + (f" on {report.nodes} nodes" if report.nodes > 1 else "")
+          + f", {report.wall_time_s:.1f} s"
           + (f" (Ray scheduling overhead {100 * report.scheduling_overhead:.0f}% of the workers' time)"
              if report.trials else ""))
     # A zoo with planned checkpoints missing (failed trials, anything) is not packed unless
@@ -210,6 +212,14 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _gpu_share(text: str) -> float:
+    """An argparse type: a GPU share, a number in (0, 64]."""
+    value = _positive_float(text)
+    if value > 64:
+        raise argparse.ArgumentTypeError(f"must be at most 64 GPUs, got {text}")
+    return value
+
+
 def register(subparsers) -> Callable[[], str]:
     p = subparsers.add_parser("generate", help="train a zoo from a spec with Ray, then pack it")
     p.add_argument("spec", help="a spec file, or the name of a bundled spec (e.g. cnn-mnist)")
@@ -217,13 +227,20 @@ def register(subparsers) -> Callable[[], str]:
     p.add_argument("--out", default=None, help="output folder (default: runs/<config>)")
     p.add_argument("--num-cpus", type=_at_least(1), default=None,
                    help="CPUs of the local Ray instance (default: all of this machine's)")
-    p.add_argument("--address", default=None, help="join this Ray cluster (or set RAY_ADDRESS)")
+    p.add_argument("--address", default=None,
+                   help="join this Ray cluster, HOST:PORT or auto (or set RAY_ADDRESS); its nodes need share no "
+                        "folder with this one: data and checkpoints travel through Ray")
     p.add_argument("--runs-per-trial", type=_at_least(1), default=None,
                    help="runs trained by one Ray trial (default: spread over the workers, at most 256)")
-    p.add_argument("--max-failures", type=_at_least(0), default=2, help="retries of a failed trial (default: 2)")
+    p.add_argument("--max-failures", type=_at_least(0), default=2,
+                   help="times a failed trial (an error, or its node lost) is started again for what it had not "
+                        "sent (default: 2)")
     p.add_argument("--device", default=None,
-                   help="where populations train: auto (default; CUDA when available), cpu, cuda, cuda:N "
-                        "(or set NFNZOO_DEVICE)")
+                   help="where populations train: auto (default; CUDA when the Ray cluster has GPUs), cpu, cuda, "
+                        "cuda:N (or set NFNZOO_DEVICE)")
+    p.add_argument("--gpus-per-trial", type=_gpu_share, default=None,
+                   help="GPUs a trial asks Ray for, fractions to share one (e.g. 0.25); implies --device cuda "
+                        "(default: an equal share of the cluster's GPUs among its CPUs, at most 1)")
     p.add_argument("--population-size", type=_at_least(1), default=None,
                    help="runs trained together in one process (default: the family's choice for the device)")
     p.add_argument("--shard-mb", type=_positive_float, default=256, help="target shard size in MiB (default: 256)")

@@ -1,39 +1,40 @@
-"""The distributed generation driver: planned runs -> Ray Tune trials -> staging folder.
+"""The distributed generation driver: planned runs -> Ray tasks on any node -> the staging folder.
 
-One trial trains a batch of runs (many models per trial: Tune's per-trial actor start costs
-about a second, more than a tiny run). A local Ray instance is started with ``num_cpus``
-unless ``address`` (or ``RAY_ADDRESS``) names a cluster to join. Failed trials are retried by
-Tune (`FailureConfig`); an interrupted job is resumed by running it again, which skips every
-checkpoint already staged. Ray is imported here and nowhere else in `zoo`.
+One trial trains a batch of runs (many models per trial: a task's start costs about a second,
+more than a tiny run) as a Ray generator task (`zoo.trial`). A local Ray instance is started
+with ``num_cpus`` unless ``address`` (or ``RAY_ADDRESS``) names a cluster to join.
 
-Stopping is part of the contract: a SIGINT or SIGTERM ends the fit with
-`GenerationInterrupted` (Tune's own SIGINT handler, which returned as if finished, is kept
-out), `ray.init` and `ray.shutdown` are never cut in half by a signal, and a local instance
-started here is marked and watched (`zoo.ray_cleanup`) so none of its processes outlives
-the driver, even one killed by SIGKILL.
+Nodes share nothing but Ray; no folder is assumed common to the driver and the workers. The
+driver loads the training data once and puts it in Ray's object store (each node fetches it
+once; a trial checks its SHA-256), and every finished checkpoint comes back to the driver in
+its trial's stream as the bytes of its staging file, checksummed, and is written here
+(`Staging.write_payload`: whole or not at all). So the driver's staging folder stays the single
+source of truth: ids are content hashes, a resumed run trains only what is missing from it, and
+a checkpoint received twice is written once. Ray retries nothing by itself (``max_retries=0``):
+a trial that fails (an error in training, or its node lost) is started again by the driver, up
+to ``max_failures`` times, for the checkpoints it had not yet sent; its members train the same
+bits in a smaller population, so the zoo does not depend on which trials failed. Why this and
+not a storage URI: it needs nothing beyond the Ray cluster itself, and at a paper-scale trial's
+size the driver writes checkpoints far faster than trials make them (``benchmarks/perf/staging.py``,
+docs/cluster.md).
 
-A full disk is part of it too: a trial whose staging write fails with ENOSPC (or a quota,
-EDQUOT) reports it and ends instead of failing (a retry would only fail again), the fit
-stops, and `generate` raises an `OSError` naming the staging folder and "No space left on
-device" with what is staged (kept: every staged file is whole, `zoo.staging`), so that the
-command ends in one line and a rerun after freeing space resumes. Tune's own bookkeeping goes
-to a temporary folder, not the output folder: on a full output disk Tune failed writing it
-and ended with an `EOFError` reading it back.
+Stopping is part of the contract: a SIGINT or SIGTERM ends the generation with
+`GenerationInterrupted`, `ray.init` and `ray.shutdown` are never cut in half by a signal, and a
+local instance started here is marked and watched (`zoo.ray_session`, `zoo.ray_cleanup`) so
+none of its processes outlives the driver, even one killed by SIGKILL. A full disk too: a
+staging write that fails with ENOSPC (or a quota, EDQUOT) stops the trials, and `generate`
+raises an `OSError` naming the staging folder and "No space left on device" with what is staged
+(kept: every staged file is whole), so that a rerun after freeing space resumes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
-import logging
 import math
 import os
-import shutil
 import signal
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -42,12 +43,13 @@ from zoo.families import create_family
 from zoo.plan import Run, plan_runs
 from zoo.population import populations
 from zoo.folder import SPECS_FOLDER, STAGING_FOLDER, check_writable, save_spec
+from zoo.inputs import InputError
 from zoo.ray_session import Signalled, connected, interruptible
-from zoo.spec import ZooSpec, spec_from_data
+from zoo.spec import ZooSpec
 from zoo.staging import Staging
 
 DATA_FOLDER = "data"  # where `zoo.pack` writes the shards
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a trial that meets these reports and ends: retrying cannot help
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a staging write that meets these stops the generation
 
 @dataclasses.dataclass(frozen=True)
 class GenerateReport:
@@ -59,9 +61,10 @@ class GenerateReport:
     failed_trials: tuple[str, ...]  # error messages of trials that failed after their retries
     wall_time_s: float
     workers: int = 0  # CPUs of the Ray cluster
-    fit_time_s: float = 0.0  # Tune's fit, start to end (the Ray instance's start-up excluded)
+    fit_time_s: float = 0.0  # the trials, first submitted to last finished (the Ray instance's start-up excluded)
     busy_time_s: float = 0.0  # trials' own time (data, training, writing), summed over trials
     missing: int = 0  # planned checkpoints still not staged after the fit (failed trials): do not pack
+    nodes: int = 0  # Ray nodes that ran trials
 
     @property
     def scheduling_overhead(self) -> float:
@@ -98,80 +101,6 @@ def pack_trials(runs: list[Run], family, spec: ZooSpec, trials: int, population_
     return [sorted(b, key=family.population_key) for b in bins]
 
 
-def _trial(config: dict, spec_data: dict, batches: list[list[Run]], staging_dir: str, device: str | None,
-           population_size: int | None) -> None:
-    from ray import tune
-
-    from zoo.worker import train_runs
-
-    start = time.perf_counter()
-    spec = spec_from_data(spec_data)
-    done = {"runs": 0, "written": 0}
-
-    def report(run: Run | None = None, written: int = 0) -> None:
-        done["runs"] += run is not None
-        done["written"] += written
-        tune.report({"runs_done": done["runs"], "checkpoints_written": done["written"],
-                     "busy_s": time.perf_counter() - start})
-
-    try:
-        train_runs(spec, batches[config["batch"]], Staging(staging_dir), on_run_done=report, device=device,
-                   population_size=population_size)
-    except OSError as error:
-        if error.errno not in DISK_FULL:
-            raise
-        tune.report({"runs_done": done["runs"], "checkpoints_written": done["written"],
-                     "busy_s": time.perf_counter() - start, "disk_full": error.strerror or "No space left on device"})
-        return
-    report()  # the trial's whole busy time, writing included
-
-
-def _progress_callback(total_runs: int, show: bool):
-    from ray import tune
-    from tqdm import tqdm
-
-    class Progress(tune.Callback):
-        def __init__(self) -> None:
-            self.bar = tqdm(total=total_runs, unit="run", desc="training", file=sys.stderr, dynamic_ncols=True,
-                            disable=not show)
-            self.seen: dict[str, int] = {}
-            self.busy: dict[str, float] = {}  # each trial's latest busy time
-            self.disk_full: str | None = None  # the reason a trial gave up writing, if any
-
-        def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
-            runs_done = int(result.get("runs_done", 0))
-            self.bar.update(runs_done - self.seen.get(trial.trial_id, 0))
-            self.seen[trial.trial_id] = runs_done
-            self.busy[trial.trial_id] = float(result.get("busy_s", 0.0))
-            if result.get("disk_full") and self.disk_full is None:
-                self.disk_full = str(result["disk_full"])
-                self.bar.write(f"the output folder is full ({self.disk_full}); stopping")
-
-        def on_trial_error(self, iteration, trials, trial, **info) -> None:
-            self.bar.write(f"trial {trial.trial_id} failed; Tune retries it (staged checkpoints are kept)")
-            # a retried trial starts again from runs_done=0 and skips what it already wrote
-            self.seen[trial.trial_id] = 0
-
-        def on_experiment_end(self, trials, **info) -> None:
-            self.bar.close()
-
-    return Progress()
-
-
-def _stop_when_disk_full(progress_callback):
-    """A Tune stopper that ends the whole fit once a trial reported a full disk."""
-    from ray import tune
-
-    class StopWhenDiskFull(tune.Stopper):
-        def __call__(self, trial_id, result) -> bool:
-            return bool(result.get("disk_full"))
-
-        def stop_all(self) -> bool:
-            return progress_callback.disk_full is not None
-
-    return StopWhenDiskFull()
-
-
 class GenerationInterrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM ended the fit; what is staged stays staged, nothing was packed.
 
@@ -184,21 +113,52 @@ class GenerationInterrupted(KeyboardInterrupt):
         self.signal_name, self.staged, self.planned = signal_name, staged, planned
 
 
+def trial_resources(device: str | None, gpus_per_trial: float | None, cluster: dict[str, float],
+                    workers: int) -> tuple[str, float]:
+    """(the device trials train on, GPUs each trial asks Ray for), checked against the cluster.
+
+    `device` None means $NFNZOO_DEVICE, else ``auto``: CUDA when the cluster has GPUs. A CUDA
+    trial asks for `gpus_per_trial` GPUs (fractions share a GPU; default: an equal share of the
+    cluster's GPUs among its CPUs, at most one), so Ray places it only on a node with a GPU; a
+    CPU trial asks for none. The driver's own node need not have a GPU.
+    """
+    gpus = float(cluster.get("GPU", 0))
+    name = device or os.environ.get("NFNZOO_DEVICE") or ("cuda" if gpus_per_trial else "auto")
+    if name == "auto":
+        name = "cuda" if gpus else "cpu"
+    kind = name.split(":")[0]
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {name!r} (from --device or NFNZOO_DEVICE): expected cpu, cuda or cuda:N")
+    if kind == "cpu":
+        if gpus_per_trial:
+            raise ValueError(f"--gpus-per-trial {gpus_per_trial:g} asks for GPUs, but the device is {name!r}")
+        return name, 0.0
+    if not gpus:
+        raise ValueError(f"device {name} requested, but the Ray cluster has no GPU (its resources: "
+                         f"{', '.join(f'{k} {v:g}' for k, v in sorted(cluster.items()) if '.' not in k and ':' not in k)})")
+    share = gpus_per_trial or min(1.0, gpus / max(1, workers))
+    if share > gpus:
+        raise ValueError(f"--gpus-per-trial {share:g} is more than the Ray cluster's {gpus:g} GPUs")
+    return name, share
+
+
 def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None, address: str | None = None,
              runs_per_trial: int | None = None, max_failures: int = 2, progress: bool = True,
-             device: str | None = None, population_size: int | None = None) -> GenerateReport:
+             device: str | None = None, population_size: int | None = None,
+             gpus_per_trial: float | None = None) -> GenerateReport:
     """Trains every planned checkpoint of `spec` not yet staged under `out_dir`/staging.
 
-    `device` (default: $NFNZOO_DEVICE, else CUDA when the driver sees it) is where each trial
-    trains its populations; on CUDA every trial asks Ray for an equal share of the GPUs.
-    `population_size` overrides the family's members per population. The output folders are
-    checked writable before Ray starts (`ValueError` naming the path). A SIGINT or SIGTERM
-    raises `GenerationInterrupted` once the Ray instance is down; checkpoints that are still
-    missing after the fit (failed trials) are counted in `GenerateReport.missing`.
+    `device` (default: $NFNZOO_DEVICE, else CUDA when the Ray cluster has GPUs) is where each
+    trial trains its populations, `gpus_per_trial` what a CUDA trial asks Ray for
+    (`trial_resources`). `population_size` overrides the family's members per population. The
+    output folders are checked writable before Ray starts (`ValueError` naming the path). A
+    SIGINT or SIGTERM raises `GenerationInterrupted` once the Ray instance is down; checkpoints
+    still missing after every retry are counted in `GenerateReport.missing`.
     """
     start = time.perf_counter()
     family = create_family(spec.family, population_size=population_size)  # checks the size
-    on_gpu = training_device(device).type == "cuda"  # checks the device, before Ray starts
+    if device and not address and not os.environ.get("RAY_ADDRESS"):
+        training_device(device)  # a local instance trains here: the device must exist, checked before Ray starts
     out_dir = Path(out_dir).resolve()
     check_writable(out_dir)
     for part in (SPECS_FOLDER, STAGING_FOLDER, DATA_FOLDER):
@@ -217,70 +177,156 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     def still_missing() -> int:
         return sum(len(staging.missing(r.model_ids)) for r in todo)
 
-    # Tune's rich console tables and its CSV/JSON/TensorBoard result loggers are noise and
-    # overhead here: progress is our own bar, and the results are the staging folder.
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     address = address or os.environ.get("RAY_ADDRESS")
     received: list[int] = []
     try:
         with interruptible() as received, connected(address, num_cpus):
-            workers, batches, fit_time, failed, busy, disk_full = _fit(
-                spec, family, todo, staging, runs_per_trial, max_failures, progress, device, population_size, on_gpu)
+            outcome = _Generation(spec, family, todo, staging, max_failures, progress, population_size).run(
+                runs_per_trial, device, gpus_per_trial)
     except KeyboardInterrupt as interrupt:  # ours (`Signalled`), or Ray's rewrapping of it
         signum = interrupt.signum if isinstance(interrupt, Signalled) else (received or [signal.SIGINT])[0]
         raise GenerationInterrupted(signal.Signals(signum).name, total - still_missing(), total) from None
     left = still_missing()
-    if disk_full is not None:
-        raise OSError(errno.ENOSPC, f"{disk_full}; {total - left:,} of {total:,} planned checkpoints are staged and "
-                                    "kept (nothing was packed): free some space and run the same command again "
-                                    "to resume", str(staging.root))
-    return GenerateReport(len(runs), total, already, total - already - left, batches, failed,
-                          time.perf_counter() - start, workers, fit_time, busy, left)
+    if outcome.disk_full is not None:
+        raise OSError(errno.ENOSPC, f"{outcome.disk_full}; {total - left:,} of {total:,} planned checkpoints are "
+                                    "staged and kept (nothing was packed): free some space and run the same command "
+                                    "again to resume", str(staging.root))
+    if outcome.machines:
+        from zoo.machine import record_machines
+
+        record_machines(out_dir, list(outcome.machines.values()))
+    return GenerateReport(len(runs), total, already, outcome.written, outcome.trials, tuple(outcome.failed),
+                          time.perf_counter() - start, outcome.workers, outcome.fit_time_s, outcome.busy_s, left,
+                          len(outcome.nodes))
 
 
-def _fit(spec: ZooSpec, family, todo: list[Run], staging: Staging, runs_per_trial: int | None,
-         max_failures: int, progress: bool, device: str | None, population_size: int | None,
-         on_gpu: bool) -> tuple[int, int, float, tuple[str, ...], float, str | None]:
-    """Tune's fit over `todo` on the connected Ray: (workers, trials, fit s, failures, busy s, and
-    the reason the disk was full, if a trial met one)."""
-    import ray
-    from ray import tune
+@dataclasses.dataclass
+class _Outcome:
+    workers: int = 0
+    trials: int = 0
+    written: int = 0
+    fit_time_s: float = 0.0
+    busy_s: float = 0.0
+    failed: list[str] = dataclasses.field(default_factory=list)  # one line per trial given up or file not staged
+    disk_full: str | None = None
+    machines: dict[str, dict] = dataclasses.field(default_factory=dict)  # by description: {..., "checkpoints": n}
+    nodes: set[str] = dataclasses.field(default_factory=set)  # Ray nodes that ran trials
 
-    workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    size = runs_per_trial or default_runs_per_trial(len(todo), workers)
-    device_type = "cuda" if on_gpu else "cpu"
-    batches = pack_trials(todo, family, spec, math.ceil(len(todo) / size), family.population_size_on(device_type))
-    resources = {"cpu": 1}
-    if on_gpu:
-        gpus = ray.cluster_resources().get("GPU", 0)
-        if not gpus:
-            raise ValueError("device cuda requested, but the Ray cluster has no GPU resources")
-        resources["gpu"] = min(1.0, gpus / workers)
-        device = device or "cuda"
-    # Tune's bookkeeping only (our state is the staging folder), kept off the output folder's disk
-    storage = Path(tempfile.mkdtemp(prefix="nfnzoo-tune-"))
-    progress_callback = _progress_callback(len(todo), progress)
-    trainable = tune.with_resources(
-        tune.with_parameters(_trial, spec_data=spec.to_data(), batches=batches, staging_dir=str(staging.root),
-                             device=device, population_size=population_size),
-        resources)
-    tuner = tune.Tuner(
-        trainable,
-        param_space={"batch": tune.grid_search(list(range(len(batches))))},
-        run_config=tune.RunConfig(
-            name=f"generate-{spec.name}", storage_path=str(storage), verbose=0,
-            failure_config=tune.FailureConfig(max_failures=max_failures),
-            callbacks=[progress_callback], stop=_stop_when_disk_full(progress_callback),
-        ),
-    )
-    fit_start = time.perf_counter()
-    try:
-        results = tuner.fit()
-    finally:
-        progress_callback.bar.close()  # also when interrupted: the message goes below the bar
-        shutil.rmtree(storage, ignore_errors=True)
-    fit_time = time.perf_counter() - fit_start
-    failed = tuple(str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
-                   for error in results.errors)
-    return workers, len(batches), fit_time, failed, sum(progress_callback.busy.values()), progress_callback.disk_full
+
+class _Generation:
+    """The trials of one `generate` on the connected Ray: submitted, their streams read as events
+    arrive (`zoo.trial`), each checkpoint staged here, failed trials started again."""
+
+    def __init__(self, spec: ZooSpec, family, todo: list[Run], staging: Staging, max_failures: int,
+                 progress: bool, population_size: int | None) -> None:
+        self.spec, self.family, self.todo, self.staging = spec, family, todo, staging
+        self.max_failures, self.progress, self.population_size = max_failures, progress, population_size
+        self.outcome = _Outcome()
+        self.runs_done: set[str] = set()
+        self.machine_of: dict = {}  # stream -> key of the machine it runs on, in `outcome.machines`
+
+    def run(self, runs_per_trial: int | None, device: str | None, gpus_per_trial: float | None) -> _Outcome:
+        import ray
+        from tqdm import tqdm
+
+        from zoo.trial import data_sha256, trial
+
+        cluster = ray.cluster_resources()
+        workers = max(1, int(cluster.get("CPU", 1)))
+        device, gpus = trial_resources(device, gpus_per_trial, cluster, workers)
+        size = runs_per_trial or default_runs_per_trial(len(self.todo), workers)
+        batches = pack_trials(self.todo, self.family, self.spec, math.ceil(len(self.todo) / size),
+                              self.family.population_size_on(device.split(":")[0]))
+        self.outcome.workers, self.outcome.trials = workers, len(batches)
+        data = self.family.load_data(self.spec)  # here, once: no node reads a path only the driver has
+        digest = data_sha256(data)
+        data_ref = ray.put(data)
+        del data
+        remote = ray.remote(trial).options(num_cpus=1, num_gpus=gpus, max_retries=0, num_returns="streaming")
+        streams: dict = {}  # ObjectRefGenerator -> (batch index, attempt)
+
+        def submit(index: int, attempt: int) -> None:
+            runs = batches[index]
+            missing = [m for r in runs for m in self.staging.missing(r.model_ids)]
+            if missing:
+                stream = remote.remote(self.spec.to_data(), runs, missing, data_ref, digest, device,
+                                       self.population_size)
+                streams[stream] = (index, attempt)
+
+        self.bar = tqdm(total=len(self.todo), unit="run", desc="training", file=sys.stderr, dynamic_ncols=True,
+                        disable=not self.progress)
+        fit_start = time.perf_counter()
+        try:
+            for index in range(len(batches)):
+                submit(index, 0)
+            while streams and self.outcome.disk_full is None:
+                ready, _ = ray.wait(list(streams), num_returns=1, timeout=1.0)
+                for stream in ready:
+                    self._read(stream, streams, submit)
+        finally:
+            self.bar.close()  # also when interrupted: the message goes below the bar
+            for stream in streams:  # a full disk, an interrupt: nothing more is wanted from them
+                ray.cancel(stream, force=True)
+        self.outcome.fit_time_s = time.perf_counter() - fit_start
+        return self.outcome
+
+    def _read(self, stream, streams: dict, submit) -> None:
+        """The next event of `stream` (ready), or its end, or its failure (started again, or given up)."""
+        import ray
+
+        index, attempt = streams[stream]
+        try:
+            event = ray.get(next(stream))
+        except StopIteration:
+            del streams[stream]
+            return
+        except ray.exceptions.RayError as error:
+            del streams[stream]
+            reason = _one_line(error)
+            if attempt < self.max_failures:
+                self.bar.write(f"trial {index} failed ({reason}); starting it again for the checkpoints it had not "
+                               "sent (those it sent are staged)")
+                submit(index, attempt + 1)
+            else:
+                self.outcome.failed.append(f"trial {index}, after {attempt + 1} attempts: {reason}")
+            return
+        kind = event[0]
+        if kind == "checkpoint":
+            self._stage(event[1], event[2], stream)
+        elif kind == "run" and event[1] not in self.runs_done:
+            self.runs_done.add(event[1])
+            self.bar.update(1)
+        elif kind == "machine":
+            key = repr(sorted(event[1].items()))
+            self.outcome.machines.setdefault(key, {**event[1], "checkpoints": 0})
+            self.machine_of[stream] = key
+            self.outcome.nodes.add(event[2])
+        elif kind == "done":
+            self.outcome.busy_s += float(event[1])
+
+    def _stage(self, model_id: str, payload: bytes, stream) -> None:
+        if self.staging.exists(model_id):  # a retried trial's duplicate, or another driver's
+            return
+        try:
+            self.staging.write_payload(model_id, payload)
+        except OSError as error:
+            if error.errno in DISK_FULL:
+                self.outcome.disk_full = error.strerror or "No space left on device"
+                self.bar.write(f"the output folder is full ({self.outcome.disk_full}); stopping")
+            else:
+                self.outcome.failed.append(f"{error.filename or self.staging.path(model_id)}: "
+                                           f"{error.strerror or error}; checkpoint {model_id} not staged")
+            return
+        except InputError as error:
+            self.outcome.failed.append(str(error))
+            return
+        self.outcome.written += 1
+        key = self.machine_of.get(stream)
+        if key is not None:
+            self.outcome.machines[key]["checkpoints"] += 1
+
+
+def _one_line(error: BaseException) -> str:
+    """The last line of a Ray error (the cause, not Ray's traceback of it)."""
+    text = str(error).strip()
+    return text.splitlines()[-1] if text else type(error).__name__

@@ -88,17 +88,20 @@ class Staging:
         return [m for m in model_ids if not self.exists(m)]
 
     def write(self, record: CheckpointRecord) -> Path:
-        space = WeightSpace.from_state_dict(record.weights)
-        metadata = weights_metadata(record.family, record.architecture, space)
-        identity = {"model_id": record.model_id, "run_id": record.run_id, "family": record.family,
-                    "config": record.config, "epoch": record.epoch, "seed": record.seed,
-                    "hparams": record.hparams, "metrics": record.metrics, "status": record.status}
-        metadata[RECORD_KEY] = json.dumps(identity, sort_keys=True, allow_nan=True)
-        unsigned = safetensors_io.encode(record.weights, metadata)
-        header, start = safetensors_io.read_header(unsigned)
-        metadata[CHECKSUM_KEY] = checksum(header, memoryview(unsigned)[start:])
-        payload = safetensors_io.encode(record.weights, metadata)
-        return write_bytes_atomic(self.path(record.model_id), payload, durable=True)
+        return write_bytes_atomic(self.path(record.model_id), encode_staged(record), durable=True)
+
+    def write_payload(self, model_id: str, payload: bytes) -> Path:
+        """Stages a checkpoint encoded elsewhere (`encode_staged` on another node): its checksum
+        and its id are checked before it is written, so that a damaged transfer never counts
+        as a finished checkpoint. A bad payload is an `InputError` and nothing is written."""
+        problem = payload_problem(payload)
+        if problem is None:
+            recorded = _recorded_model_id(payload)
+            if recorded != model_id:
+                problem = f"it holds checkpoint {recorded!r}"
+        if problem is not None:
+            raise InputError(f"checkpoint {model_id} as received: {problem}; not staged")
+        return write_bytes_atomic(self.path(model_id), payload, durable=True)
 
     def read(self, model_id: str) -> CheckpointRecord:
         return read_staged(self.path(model_id))
@@ -120,18 +123,48 @@ def _record_of(buffer: bytes) -> CheckpointRecord:
     return CheckpointRecord(architecture=architecture, weights={n: tensors[n] for n in space.names}, **info)
 
 
+def encode_staged(record: CheckpointRecord) -> bytes:
+    """The bytes of `record`'s staging file: safetensors with the record and its checksum in
+    the metadata (see the module)."""
+    space = WeightSpace.from_state_dict(record.weights)
+    metadata = weights_metadata(record.family, record.architecture, space)
+    identity = {"model_id": record.model_id, "run_id": record.run_id, "family": record.family,
+                "config": record.config, "epoch": record.epoch, "seed": record.seed,
+                "hparams": record.hparams, "metrics": record.metrics, "status": record.status}
+    metadata[RECORD_KEY] = json.dumps(identity, sort_keys=True, allow_nan=True)
+    unsigned = safetensors_io.encode(record.weights, metadata)
+    header, start = safetensors_io.read_header(unsigned)
+    metadata[CHECKSUM_KEY] = checksum(header, memoryview(unsigned)[start:])
+    return safetensors_io.encode(record.weights, metadata)
+
+
+def _recorded_model_id(payload: bytes) -> str | None:
+    header, _ = safetensors_io.read_header(payload)
+    try:
+        return json.loads(header["__metadata__"][RECORD_KEY]).get("model_id")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def staged_file_problem(path: Path) -> str | None:
     """Why the staged file at `path` is not a trusted checkpoint, or None (see the module)."""
     try:
         buffer = read_capped(path, MAX_STAGED_BYTES, "staged checkpoint")
     except InputError as error:
         return str(error).removeprefix(f"{path}: ")
+    return payload_problem(buffer)
+
+
+def payload_problem(buffer: bytes) -> str | None:
+    """Why `buffer` is not a trusted staged checkpoint, or None."""
     if len(buffer) < 8:
         return f"{len(buffer)} bytes, shorter than a safetensors header"
+    if len(buffer) > MAX_STAGED_BYTES:
+        return f"{len(buffer):,} bytes, more than a staged checkpoint may hold ({MAX_STAGED_BYTES:,})"
     try:
         header, start = safetensors_io.read_header(buffer)
     except ValueError as error:
-        return str(error).removeprefix(f"{path}: ")
+        return str(error)
     metadata = header.get("__metadata__") if isinstance(header, dict) else None
     recorded = metadata.get(CHECKSUM_KEY) if isinstance(metadata, dict) else None
     if recorded is not None:
