@@ -72,6 +72,44 @@ def check_workers(workers: int) -> int:
     return workers
 
 
+_ADDRESS = re.compile(r"(?:ray://)?[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?:\d{1,5}")
+
+
+def ray_address(text: str) -> str:
+    """An argparse type: `--address`, a Ray cluster's HOST:PORT, ray://HOST:PORT or auto."""
+    if text == "auto" or (_ADDRESS.fullmatch(text) and 0 < int(text.rsplit(":", 1)[1]) < 65536):
+        return text
+    raise argparse.ArgumentTypeError(f"expected a Ray cluster's HOST:PORT, ray://HOST:PORT or auto, got "
+                                     f"{ascii(text[:60])}{'…' if len(text) > 60 else ''}")
+
+
+def gpus_per_job(text: str) -> float:
+    """An argparse type: `--gpus-per-job`, 0 to `MAX_GPUS_PER_JOB` GPUs (a fraction shares one)."""
+    from benchmarks.jobs import MAX_GPUS_PER_JOB
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GPUs like 1 or 0.5, got {ascii(text[:40])}") from None
+    if not 0 <= value <= MAX_GPUS_PER_JOB:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected 0 to {MAX_GPUS_PER_JOB} GPUs per job, got {ascii(text[:40])}")
+    return value
+
+
+def add_ray_arguments(parser: argparse.ArgumentParser, what: str, workers: int = 1) -> None:
+    """--workers, --address and --gpus-per-job: where the jobs (`benchmarks.jobs`) run."""
+    parser.add_argument("--workers", type=int, default=workers,
+                        help=f"run the {what} as Ray tasks on a local Ray instance with this many CPUs, one job "
+                             f"per CPU (default: {workers}; 1 runs them in this process, without Ray); finished "
+                             "jobs are kept either way, and a re-run resumes")
+    parser.add_argument("--address", type=ray_address, default=None,
+                        help=f"run the {what} as Ray tasks on this Ray cluster (HOST:PORT, ray://HOST:PORT or "
+                             "auto); its nodes need share no folder with this one: the data travels through Ray "
+                             "and the records are written here")
+    parser.add_argument("--gpus-per-job", type=gpus_per_job, default=0.0,
+                        help="GPUs Ray gives each job (a fraction shares one; default 0: the jobs run on CPUs)")
+
+
 def image_rows(text: str) -> int:
     """An argparse type: rows of a figure, 1 to 100 (each row is a column of renders in one PNG)."""
     try:
@@ -132,13 +170,15 @@ def split_overrides(assignments: list[str], model: str, task: str) -> tuple[dict
 
 def run_command(args: argparse.Namespace) -> int:
     from benchmarks.harness import run_benchmark
+    from benchmarks.jobs import JobsFailed
 
     try:
         model_overrides, task_overrides = split_overrides(args.set, args.model, args.task)
         results = run_benchmark(args.task, args.model, args.data, args.config, parse_seeds(args.seeds), args.out,
                                 model_overrides, task_overrides, device=args.device,
-                                workers=check_workers(args.workers))
-    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError) as error:
+                                workers=check_workers(args.workers), address=args.address,
+                                gpus_per_job=args.gpus_per_job)
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed) as error:
         raise CommandError(str(error)) from None
     for name, summary in results["summary"].items():
         print(f"{name}: {summary['mean']:.4f} ± {summary['std']:.4f}")
@@ -169,6 +209,7 @@ def plot_edits_command(args: argparse.Namespace) -> int:
 
 def suite_command(args: argparse.Namespace) -> int:
     from benchmarks.files import write_text_atomic
+    from benchmarks.jobs import JobsFailed
     from benchmarks.suite import run_suite, suite_table
 
     task_overrides: dict[str, Any] = {}
@@ -181,8 +222,9 @@ def suite_command(args: argparse.Namespace) -> int:
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     try:
         rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
-                         device=args.device, workers=check_workers(args.workers))
-    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError) as error:
+                         device=args.device, workers=check_workers(args.workers), address=args.address,
+                         gpus_per_job=args.gpus_per_job)
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed) as error:
         raise CommandError(str(error)) from None
     table = suite_table(rows)
     write_text_atomic(f"{args.out}/table.md", table)
@@ -212,14 +254,13 @@ def _listing() -> str:
 
 
 def _add_common_arguments(parser: argparse.ArgumentParser, set_metavar: str, set_help: str) -> None:
-    """--data, --seeds, --set, --device and --workers, which `run` and `suite` share."""
+    """--data, --seeds, --set, --device, --workers, --address and --gpus-per-job, which `run` and `suite` share."""
     parser.add_argument("--data", required=True, metavar="DATA", help=_data_help())
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
     parser.add_argument("--set", action="append", default=[], metavar=set_metavar, help=set_help)
-    parser.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="run the seeds in this many CPU processes, one torch thread each (default: 1); "
-                             "finished seeds are kept beside the results either way, and a re-run resumes")
+    parser.add_argument("--device", default=None,
+                        help="torch device (default: cuda when available, else cpu; on Ray cuda with --gpus-per-job)")
+    add_ray_arguments(parser, "seeds")
 
 
 def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:

@@ -15,11 +15,14 @@ Each seed is a resumable job (`benchmarks.jobs`): with an output path, a finishe
 resolved configs, the dataset's hash, the device type and the package version. A re-run of the
 same command takes the records that match and runs only the missing seeds, so a run cut off
 after two of three hour-long seeds loses only the third; the folder is removed once the results
-file is written. `workers > 1` runs the seeds in that many processes, one torch thread each.
+file is written. `workers > 1` or a Ray cluster's `address` runs the seeds as Ray tasks
+(`benchmarks.jobs`): the splits travel to the workers through Ray's object store, each seed's
+peak memory is measured in its own process, and the records are written here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import io
 import os
@@ -27,7 +30,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas
@@ -35,7 +38,8 @@ import torch
 
 import zoo
 from benchmarks.files import npz_bytes, write_with_sidecars
-from benchmarks.jobs import Job, JobsFailed, fingerprint, run_jobs
+from benchmarks.jobs import Job, JobsFailed, fingerprint, job_device, run_jobs
+from benchmarks.memory import peak_mb, reset_peak
 from benchmarks.protocol import architecture_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summarize
 from benchmarks.seeds import check_seeds
@@ -105,39 +109,32 @@ def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "Z
     return splits, dataset
 
 
-def _resolve_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def _peak_memory_mb(device: torch.device) -> float | None:
-    """Peak allocated CUDA memory since the last reset, or the process's peak RSS on the CPU."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    try:
-        import resource
-    except ImportError:  # not on Unix: peak RSS is not available from the standard library
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
-
-
 def _hardware(device: torch.device) -> dict[str, str | None]:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     return describe_hardware(f"cuda ({gpu})" if gpu else "cpu", gpu)
 
 
-def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset: Mapping[str, str],
-                  seeds: Sequence[int], out_path: str | Path | None = None,
-                  model_overrides: Mapping[str, Any] | None = None,
-                  task_overrides: Mapping[str, Any] | None = None, *,
-                  device: str | torch.device | None = None, progress: bool = True, workers: int = 1) -> dict:
-    """Runs `task` with `model` on already loaded splits for each seed; see `run_benchmark`.
+@dataclasses.dataclass
+class PreparedRun:
+    """A benchmark run as jobs (one per seed, keyed `seed<k>`) and what makes its results of their outcomes."""
 
-    `dataset` describes the splits' source ({path, config, dataset_hash, family}, and optionally
-    {repo, revision} for a Hub dataset: `benchmarks.results.DatasetInfo`).
-    """
+    jobs: list[Job]
+    finish: Callable[[Mapping[str, dict]], dict]  # the outcomes by job key -> the results (written with an out path)
+
+
+def describe_seed(outcome: dict) -> str:
+    """A seed's progress line: its metrics and training time."""
+    shown = " ".join(f"{name}={value:.4f}" for name, value in outcome["entry"]["metrics"].items())
+    return f"{shown} [{outcome['entry']['train_time_s']:.1f} s]"
+
+
+def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset: Mapping[str, str],
+                seeds: Sequence[int], out_path: str | Path | None = None,
+                model_overrides: Mapping[str, Any] | None = None,
+                task_overrides: Mapping[str, Any] | None = None, *, device: str = "cpu",
+                progress: bool = True) -> PreparedRun:
+    """Checks the run and makes its seed jobs (`run_on_splits` runs them; `benchmarks.suite` runs
+    every entry's together). `device` is the device type the jobs run on (`benchmarks.jobs.job_device`)."""
     seeds = check_seeds(seeds)
     model = MODELS.resolve(model)  # results record the registered spellings
     task = TASKS.resolve(task)
@@ -148,74 +145,92 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     runner = create_task(task, **task_overrides)
     model_overrides = runner.model_overrides(model, model_overrides, splits)  # what the task fixes, recorded
     model_hparams = model_config(model, **model_overrides)  # validates before any training
-    device = _resolve_device(device)
-
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    if workers > 1 and device.type != "cpu":
-        raise ValueError(f"workers > 1 runs the seeds in CPU processes; the device is {device}")
+    device_type = torch.device(device).type
     described = {key: value for key, value in dataset.items() if key != "path"}  # a moved folder is the same data
-    common = fingerprint(task, model, model_hparams, runner.config, described, device.type, zoo.__version__)
-    jobs = [Job(f"seed{seed}", _run_seed, (task, model, model_overrides, task_overrides, splits, seed, str(device)),
+    common = fingerprint(task, model, model_hparams, runner.config, described, device_type, zoo.__version__)
+    inputs = runner.driver_inputs(splits)  # what the task reads besides the splits, read here (the data is here)
+    jobs = [Job(f"seed{seed}", _run_seed, (task, model, model_overrides, task_overrides, inputs, seed, str(device)),
                 fingerprint(common, seed)) for seed in seeds]
 
-    def describe(outcome: dict) -> str:
-        shown = " ".join(f"{name}={value:.4f}" for name, value in outcome["entry"]["metrics"].items())
-        return f"{shown} [{outcome['entry']['train_time_s']:.1f} s]"
+    def finish(outcomes: Mapping[str, dict]) -> dict:
+        ordered = [outcomes[job.key] for job in jobs]
+        per_seed = [outcome["entry"] for outcome in ordered]
+        tables = [pandas.DataFrame(outcome["predictions"]).assign(seed=seed) for outcome, seed in zip(ordered, seeds)]
+        examples = _arrays(ordered[0]["examples"])
+        results = {
+            "schema_version": SCHEMA_VERSION,
+            "task": task,
+            "model": model,
+            "model_config": to_data(model_hparams),
+            "task_config": to_data(runner.config),
+            "dataset": dict(dataset),
+            "seeds": seeds,
+            "per_seed": per_seed,
+            "summary": summarize([entry["metrics"] for entry in per_seed]),
+            "num_params": ordered[0]["num_params"],
+            "package_version": zoo.__version__,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "hardware": ordered[0].get("hardware") or _hardware(torch.device(device)),  # where the first seed ran
+            "predictions": predictions_path(out_path).name if out_path is not None else None,
+            "examples": examples_path(out_path).name if out_path is not None and examples else None,
+        }
+        from_data(Results, results, where="benchmark results")  # the harness writes what it documents
+        if out_path is not None:
+            table = pandas.concat(tables, ignore_index=True)[["seed", "model_id", "target", "prediction"]]
+            buffer = io.StringIO()
+            table.to_csv(buffer, index=False)
+            sidecars = {"predictions": (results["predictions"], buffer.getvalue().encode("utf-8"))}
+            if examples:
+                sidecars["examples"] = (results["examples"], npz_bytes(examples, str(examples_path(out_path))))
+            write_with_sidecars(out_path, results, sidecars)  # one commit: never results beside older predictions
+            shutil.rmtree(seeds_folder(out_path), ignore_errors=True)  # the results file holds every seed now
+            if progress:
+                print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=sys.stderr)
+        return results
 
-    label = f"bench {task}/{model}"
+    return PreparedRun(jobs, finish)
+
+
+def raise_unservable(failed: JobsFailed) -> None:
+    """A seed the data cannot serve (a ValueError) or that does not fit in memory fails on Ray as it
+    would in this process: that error, not `JobsFailed`."""
+    if all(isinstance(error, (ValueError, MemoryError)) for _, error in failed.errors):
+        raise failed.errors[0][1] from failed
+
+
+def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset: Mapping[str, str],
+                  seeds: Sequence[int], out_path: str | Path | None = None,
+                  model_overrides: Mapping[str, Any] | None = None,
+                  task_overrides: Mapping[str, Any] | None = None, *,
+                  device: str | torch.device | None = None, progress: bool = True, workers: int = 1,
+                  address: str | None = None, gpus_per_job: float = 0.0) -> dict:
+    """Runs `task` with `model` on already loaded splits for each seed; see `run_benchmark`.
+
+    `dataset` describes the splits' source ({path, config, dataset_hash, family}, and optionally
+    {repo, revision} for a Hub dataset: `benchmarks.results.DatasetInfo`).
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    device = job_device(None if device is None else str(device), workers, address, gpus_per_job)
+    prepared = prepare_run(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
+                           device=device, progress=progress)
+    label = f"bench {TASKS.resolve(task)}/{MODELS.resolve(model)}"
     say = (lambda message: print(f"{label}: {message}", file=sys.stderr, flush=True)) if progress else None
     folder = seeds_folder(out_path) if out_path is not None else None
     try:
-        outcomes = run_jobs(jobs, folder, workers, progress=say, describe=describe)
-    except JobsFailed as failed:  # in the pool: a seed the data cannot serve fails as it would in this process
-        if all(isinstance(error, (ValueError, MemoryError)) for _, error in failed.errors):
-            raise failed.errors[0][1] from failed
+        outcomes = run_jobs(prepared.jobs, folder, workers, progress=say, describe=describe_seed, address=address,
+                            gpus_per_job=gpus_per_job)
+    except JobsFailed as failed:
+        raise_unservable(failed)
         raise
-    ordered = [outcomes[job.key] for job in jobs]
-    per_seed = [outcome["entry"] for outcome in ordered]
-    tables = [pandas.DataFrame(outcome["predictions"]).assign(seed=seed) for outcome, seed in zip(ordered, seeds)]
-    num_params = ordered[0]["num_params"]
-    examples = _arrays(ordered[0]["examples"])
-
-    results = {
-        "schema_version": SCHEMA_VERSION,
-        "task": task,
-        "model": model,
-        "model_config": to_data(model_hparams),
-        "task_config": to_data(runner.config),
-        "dataset": dict(dataset),
-        "seeds": seeds,
-        "per_seed": per_seed,
-        "summary": summarize([entry["metrics"] for entry in per_seed]),
-        "num_params": num_params,
-        "package_version": zoo.__version__,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "hardware": _hardware(device),
-        "predictions": predictions_path(out_path).name if out_path is not None else None,
-        "examples": examples_path(out_path).name if out_path is not None and examples else None,
-    }
-    from_data(Results, results, where="benchmark results")  # the harness writes what it documents
-    if out_path is not None:
-        table = pandas.concat(tables, ignore_index=True)[["seed", "model_id", "target", "prediction"]]
-        buffer = io.StringIO()
-        table.to_csv(buffer, index=False)
-        sidecars = {"predictions": (results["predictions"], buffer.getvalue().encode("utf-8"))}
-        if examples:
-            sidecars["examples"] = (results["examples"], npz_bytes(examples, str(examples_path(out_path))))
-        write_with_sidecars(out_path, results, sidecars)  # one commit: never results beside older predictions
-        shutil.rmtree(folder, ignore_errors=True)  # the results file holds every seed now
-        if progress:
-            print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=sys.stderr)
-    return results
+    return prepared.finish(outcomes)
 
 
 def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_overrides: Mapping[str, Any],
               splits: Mapping[str, "ZooSplit"], seed: int, device: str) -> dict:
     """One seed's run (a job: top-level, so a worker process can run it): its record as plain data."""
     device = torch.device(device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    reset_peak(device)  # this job's peak, not the process's so far (`benchmarks.memory`)
     start = time.perf_counter()
     try:
         result = create_task(task, **task_overrides).run(splits, model, dict(model_overrides), seed, device)
@@ -228,9 +243,9 @@ def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_ov
                           f"{device}: {reason[:300]}") from None
     elapsed = time.perf_counter() - start
     entry = {"seed": seed, "metrics": result.metrics, "train_time_s": elapsed,
-             "peak_memory_mb": _peak_memory_mb(device), "selection": result.selection, "ranking": result.ranking}
+             "peak_memory_mb": peak_mb(device), "selection": result.selection, "ranking": result.ranking}
     columns = result.predictions[["model_id", "target", "prediction"]]
-    return to_data({"entry": entry, "num_params": result.num_params,
+    return to_data({"entry": entry, "num_params": result.num_params, "hardware": _hardware(device),
                     "predictions": {name: columns[name].tolist() for name in columns.columns},
                     "examples": {name: {"dtype": str(np.asarray(value).dtype), "shape": list(np.shape(value)),
                                         "values": np.asarray(value).ravel().tolist()}
@@ -246,7 +261,8 @@ def _arrays(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, np.ndarray]:
 def run_benchmark(task: str, model: str, data_path: str | Path, config: str | None, seeds: Sequence[int],
                   out_path: str | Path | None, model_overrides: Mapping[str, Any] | None = None,
                   task_overrides: Mapping[str, Any] | None = None, *,
-                  device: str | torch.device | None = None, progress: bool = True, workers: int = 1) -> dict:
+                  device: str | torch.device | None = None, progress: bool = True, workers: int = 1,
+                  address: str | None = None, gpus_per_job: float = 0.0) -> dict:
     """Runs `model` on `task` over `seeds` on the dataset at `data_path` and returns the results.
 
     `data_path` is a zoo folder or a Hub dataset repo `ORG/NAME[@REVISION]` (see `load_splits`).
@@ -259,4 +275,5 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
     model_config(model, **dict(model_overrides or {}))
     splits, dataset = load_splits(data_path, config)
     return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
-                         device=device, progress=progress, workers=workers)
+                         device=device, progress=progress, workers=workers, address=address,
+                         gpus_per_job=gpus_per_job)

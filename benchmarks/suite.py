@@ -205,13 +205,18 @@ def select_entries(suite: Suite, only: list[str] | None) -> list[SuiteEntry]:
 
 def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list[int],
               task_overrides: Mapping[str, Any] | None = None, only: list[str] | None = None,
-              device: str | None = None, workers: int = 1) -> list[tuple[SuiteEntry, dict]]:
+              device: str | None = None, workers: int = 1, address: str | None = None,
+              gpus_per_job: float = 0.0) -> list[tuple[SuiteEntry, dict]]:
     """Runs the suite's missing entries (the data loaded once); returns every chosen entry's results.
 
     `task_overrides` apply to every entry (e.g. {"epochs": 50}); `only` keeps the entries with
-    those names, and every entry of a model named that is not itself an entry's name.
+    those names, and every entry of a model named that is not itself an entry's name. Every
+    missing entry's seeds are jobs of one pool (`benchmarks.jobs`: Ray tasks unless `workers` is 1
+    and there is no `address`), their records under `<out_dir>/<entry>.seeds/` until the entry's
+    results file is written.
     """
-    from benchmarks.harness import load_splits, run_on_splits
+    from benchmarks.harness import describe_seed, load_splits, prepare_run, raise_unservable
+    from benchmarks.jobs import JobsFailed, job_device, run_jobs
     from benchmarks.tasks import create_task
     from nfn_models import model_config
 
@@ -230,34 +235,70 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
     for entry in entries:  # every override checked before any data is loaded or model trained
         create_task(suite.task, **{**entry.task_overrides, **extra})
         model_config(entry.model, **entry.model_overrides)
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    device = job_device(device, workers, address, gpus_per_job)
     out_dir = Path(out_dir)
     # the results already in --out are read (bounded, schema-checked) first: a damaged one is an
     # error naming it before hours go into the others
     kept = {e.name: _read_results(out_dir / f"{e.name}.json") for e in entries
             if os.path.lexists(out_dir / f"{e.name}.json")}
     todo = [e for e in entries if e.name not in kept and not skipped_path(out_dir, e).exists()]
-    print(f"suite {name}: {len(entries)} entries, {len(entries) - len(todo)} already in {out_dir}",
-          file=sys.stderr, flush=True)
+    say = _say(name)
+    say(f"{len(entries)} entries, {len(entries) - len(todo)} already in {out_dir}")
     if todo:
         splits, dataset = load_splits(data_path, None)
-        for position, entry in enumerate(todo, start=1):
-            start = time.perf_counter()
-            print(f"suite {name}: [{position}/{len(todo)}] {entry.name}", file=sys.stderr, flush=True)
+        prepared, jobs = {}, []
+        for entry in todo:
             try:
-                run_on_splits(suite.task, entry.model, splits, dataset, seeds, out_dir / f"{entry.name}.json",
-                              entry.model_overrides, {**entry.task_overrides, **extra}, device=device,
-                              workers=workers)
+                run = prepare_run(suite.task, entry.model, splits, dataset, seeds, out_dir / f"{entry.name}.json",
+                                  entry.model_overrides, {**entry.task_overrides, **extra}, device=device)
             except ValueError as error:  # the data cannot serve this protocol (e.g. a threshold leaves < 2 rows)
-                write_text_atomic(skipped_path(out_dir, entry), f"{error}\n")
-                print(f"suite {name}: {entry.name} skipped: {error}", file=sys.stderr, flush=True)
+                _skip(name, out_dir, entry, error)
                 continue
-            print(f"suite {name}: {entry.name} done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+            prepared[entry.name] = run
+            # keyed by the entry: the records land in <entry>.seeds/, where `bench run` keeps them
+            jobs += [dataclasses.replace(job, key=f"{entry.name}.seeds/{job.key}") for job in run.jobs]
+        start = time.perf_counter()
+        failures: list[tuple[str, BaseException]] = []
+        try:
+            outcomes = run_jobs(jobs, out_dir, workers, say, describe_seed, address=address, gpus_per_job=gpus_per_job)
+        except JobsFailed as failed:
+            outcomes, failures = failed.outcomes, failed.errors
+        unfinished = []
+        for entry_name, run in prepared.items():
+            prefix = f"{entry_name}.seeds/"
+            errors = [(key, error) for key, error in failures if key.startswith(prefix)]
+            if errors and all(isinstance(error, ValueError) for _, error in errors):
+                _skip(name, out_dir, next(e for e in todo if e.name == entry_name), errors[0][1])  # the data cannot serve it
+            elif errors:
+                unfinished += errors
+            else:
+                run.finish({key.removeprefix(prefix): outcome for key, outcome in outcomes.items()
+                            if key.startswith(prefix)})
+        say(f"{len(prepared)} entries run in {time.perf_counter() - start:.0f} s")
+        if unfinished:  # after the others are written: a seed out of memory is its one line, else JobsFailed
+            failed = JobsFailed(f"{len(unfinished)} job(s) failed ({', '.join(k for k, _ in unfinished)}); the "
+                                f"entries that finished are written in {out_dir}. First: {unfinished[0][0]}: "
+                                f"{unfinished[0][1]}", unfinished)
+            raise_unservable(failed)
+            raise failed
     for entry in entries:
         if skipped_path(out_dir, entry).exists():
             print(f"suite {name}: {entry.name} was skipped ({_skip_reason(skipped_path(out_dir, entry))}); "
                   f"delete {skipped_path(out_dir, entry).name} to retry it", file=sys.stderr)
     return [(e, kept[e.name] if e.name in kept else _read_results(out_dir / f"{e.name}.json")) for e in entries
             if os.path.lexists(out_dir / f"{e.name}.json")]
+
+
+def _say(name: str) -> Callable[[str], None]:
+    return lambda message: print(f"suite {name}: {message}", file=sys.stderr, flush=True)
+
+
+def _skip(name: str, out_dir: Path, entry: SuiteEntry, error: BaseException) -> None:
+    """Records why the entry's data cannot serve it (kept across resumes) and says so."""
+    write_text_atomic(skipped_path(out_dir, entry), f"{error}\n")
+    _say(name)(f"{entry.name} skipped: {error}")
 
 
 def _read_results(path: Path) -> dict:

@@ -87,6 +87,11 @@ class Task(abc.ABC):
         applies it too (it is idempotent)."""
         return dict(overrides)
 
+    def driver_inputs(self, splits: Mapping[str, "ZooSplit"]) -> Mapping[str, "ZooSplit"]:
+        """The splits with whatever else `run` reads attached (read here, on the driver): a job may
+        run on a node that has none of the driver's files (`benchmarks.jobs`). Nothing by default."""
+        return splits
+
     @abc.abstractmethod
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
             seed: int, device: str | torch.device = "cpu") -> TaskResult:

@@ -115,11 +115,27 @@ def _inr_architecture(split: "ZooSplit", where: str):
     return INRArchitecture(**architectures[used[0]]["architecture"])
 
 
+SOURCE_IMAGES_ATTR = "source_images"  # metadata.attrs key: the source images, read on the driver
+
+
+class _Attached:
+    """A value riding in `DataFrame.attrs`, which pandas deep-copies with every derived frame: this
+    holder is copied as itself (the images are read-only), and pickles with the frame."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __deepcopy__(self, memo: dict) -> "_Attached":
+        return self
+
+
 def source_images(split: "ZooSplit", where: str) -> "ImageData":
     """The images the zoo's SIRENs were fitted to, indexed by `image_index` (through the zoo's spec)."""
     from zoo.families import create_family
     from zoo.spec import spec_from_data
 
+    if isinstance(split.metadata.attrs.get(SOURCE_IMAGES_ATTR), _Attached):  # read on the driver (`driver_inputs`)
+        return split.metadata.attrs[SOURCE_IMAGES_ATTR].value
     spec_data = split.metadata.attrs.get(SPEC_ATTR)
     if not spec_data:
         raise ValueError(f"{where}: the inr-editing task needs the zoo's spec to find the source images; load the "
@@ -170,6 +186,17 @@ class INREditingTask(Task):
             raise ValueError(f"the inr-editing task needs a model with a weight-space output (a delta); {model!r} "
                              f"has none. The models with one: {models_with_output('weights')}")
         return {**overrides, "output": "weights"}
+
+    def driver_inputs(self, splits: Mapping[str, "ZooSplit"]) -> dict[str, "ZooSplit"]:
+        """The training split with the source images attached: read here, where the data is, so that
+        a job on a node without the driver's data folder still finds them (in the object store)."""
+        from zoo.loader import ZooSplit
+
+        require_splits("inr-editing", splits)
+        images = source_images(splits["train"], "train split")
+        metadata = splits["train"].metadata.copy()
+        metadata.attrs[SOURCE_IMAGES_ATTR] = _Attached(images)
+        return {**splits, "train": ZooSplit(splits["train"].weights, metadata)}
 
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
             seed: int, device: str | torch.device = "cpu") -> TaskResult:

@@ -2,9 +2,12 @@
 
     nfnzoo track list
     nfnzoo track run NAME [--profile tiny|default|...] [--seeds 42,40,44 or 0-4] [--workers N] [--out DIR]
+        [--address HOST:PORT] [--gpus-per-job G]
 
 A run is resumable: its finished jobs are kept under DIR/jobs/, and the same command again
-runs only what is missing (or what a changed setting invalidated).
+runs only what is missing (or what a changed setting invalidated). The jobs are Ray tasks
+(`benchmarks.jobs`): on a local instance of `--workers` CPUs (two by default; `--workers 1`
+runs them in this process), or on the cluster at `--address`.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ def run_command(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out is not None else Path("runs") / f"track-{track.name}-{args.profile}"
         written = track.run(args.profile, seeds, out,
                             progress=lambda message: print(f"track {track.name}: {message}", file=sys.stderr,
-                                                           flush=True), workers=args.workers)
+                                                           flush=True), workers=args.workers,
+                            address=args.address, gpus_per_job=args.gpus_per_job)
     except (ValueError, OSError, RuntimeError) as error:
         raise CommandError(str(error)) from None
     for path in written:
@@ -63,6 +67,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds `nfnzoo track list` and `nfnzoo track run`."""
+    from benchmarks.commands import add_ray_arguments
+
     track = subparsers.add_parser("track", help="rerun a benchmark track (a study) with one command")
     commands = track.add_subparsers(dest="track_command", required=True, metavar="ACTION")
     listing = commands.add_parser("list", help="the registered tracks and their profiles")
@@ -73,6 +79,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--seeds", default=None, help="comma-separated seeds (default: the track's, e.g. 42,40,44)")
     run.add_argument("--out", default=None,
                      help="folder for the results files and plots (a re-run resumes it; default: runs/track-NAME-PROFILE)")
-    run.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                     help="processes running jobs at once, one torch thread each (default: 2 or the CPU count)")
+    add_ray_arguments(run, "jobs", workers=min(2, os.cpu_count() or 1))  # a track is tens of jobs
     run.set_defaults(handler=run_command)

@@ -24,9 +24,13 @@ class Track(abc.ABC):
 
     @abc.abstractmethod
     def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
-            progress: Callable[[str], None] | None = None, workers: int = 1) -> list[Path]:
-        """Runs the profile over the seeds in `workers` processes, resuming what `out_dir` holds;
-        returns the results files written (the harness's format)."""
+            progress: Callable[[str], None] | None = None, workers: int = 1, *,
+            address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
+        """Runs the profile over the seeds as jobs (`benchmarks.jobs.run_jobs`: in this process with
+        `workers == 1` and no `address`, else Ray tasks, each with `gpus_per_job` GPUs and on the
+        device they give), resuming what `out_dir` holds; returns the results files written (the
+        harness's format). A job's data is read here and passed to it: a worker node may have
+        none of this machine's folders."""
 
 
 TRACKS: Registry[type[Track]] = Registry("track")

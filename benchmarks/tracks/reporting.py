@@ -30,7 +30,8 @@ def seed_matrices(runs: Sequence[dict], seeds: Sequence[int]) -> dict[int, np.nd
 
 def per_seed_entries(runs: Sequence[dict], seeds: Sequence[int]) -> list[dict]:
     """The results' per-seed blocks of the jobs' outcomes (their metrics and wall times)."""
-    return [{"seed": s, "metrics": run["metrics"], "train_time_s": run["train_time_s"], "peak_memory_mb": None,
+    return [{"seed": s, "metrics": run["metrics"], "train_time_s": run["train_time_s"],
+             "peak_memory_mb": run.get("peak_memory_mb"),
              "selection": {}, "ranking": {}} for s, run in zip(seeds, runs)]
 
 

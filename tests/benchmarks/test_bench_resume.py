@@ -1,5 +1,5 @@
 """A benchmark run's seeds as resumable jobs: a cut-off run keeps its finished seeds, a re-run
-runs only the missing ones and writes the same results; seeds in worker processes."""
+runs only the missing ones and writes the same results; seeds as Ray tasks."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ TASK = {"epochs": 2}
 REAL_SEED_JOB = harness._run_seed
 
 
-class Cut(Exception):
-    """Stands in for the end of a session: the process stops in the middle of a seed."""
+class Cut(KeyboardInterrupt):
+    """Stands in for the end of a session (a signal): the process stops in the middle of a seed."""
 
 
 def _counting(monkeypatch, stop_at: int | None = None) -> list[int]:
@@ -117,6 +117,6 @@ def test_a_seed_the_data_cannot_serve_fails_in_the_pool_as_in_the_process(splits
 def test_bad_worker_counts_are_refused(splits, dataset_info, tmp_path):
     with pytest.raises(ValueError, match="workers must be at least 1"):
         run_on_splits("generalization", "mlp", splits, dataset_info, [0], None, MODEL, TASK, workers=0)
-    with pytest.raises(ValueError, match="runs the seeds in CPU processes"):
+    with pytest.raises(ValueError, match="device cuda on Ray needs GPUs per job"):
         run_on_splits("generalization", "mlp", splits, dataset_info, [0], None, MODEL, TASK, workers=2,
                       device="cuda")

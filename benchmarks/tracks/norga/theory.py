@@ -228,14 +228,17 @@ def _register() -> None:
                     "default": TheoryConfig()}
         DEFAULT_SEEDS = (0,)
 
-        def run(self, profile, seeds, out_dir, progress=None, workers=1):
-            from benchmarks.jobs import Job, fingerprint, run_jobs
+        def run(self, profile, seeds, out_dir, progress=None, workers=1, *, address=None, gpus_per_job=0.0):
+            from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
+
+            if job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job) != "cpu":
+                raise ValueError(f"the {self.name} track's simulations run on the CPU only; leave out --gpus-per-job")
 
             out_dir, written = Path(out_dir), []
             configs = {seed: dataclasses.replace(self.profile(profile), seed=seed) for seed in seeds}
             jobs = [Job(f"jobs/seed{seed}/n{n}-r{r}", simulate_point, (config, n, r), fingerprint(config, n, r))
                     for seed, config in configs.items() for n in config.sizes for r in range(config.replicates)]
-            outcomes = run_jobs(jobs, out_dir, workers, progress)
+            outcomes = run_jobs(jobs, out_dir, workers, progress, address=address, gpus_per_job=gpus_per_job)
             for seed, config in configs.items():
                 points = {(n, r): outcomes[f"jobs/seed{seed}/n{n}-r{r}"] for n in config.sizes
                           for r in range(config.replicates)}

@@ -39,10 +39,10 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from benchmarks.tracks.common.backbone import BackboneConfig, TimmBackbone, load_backbone
+from benchmarks.tracks.common.backbone import BackboneConfig, TimmBackbone, load_backbone, state_sha256
 from benchmarks.tracks.common.glyphs import letters
 from benchmarks.tracks.common.incremental import TaskSequence, folder_sequence, glyph_sequence, source_sequence
-from benchmarks.jobs import Job, fingerprint, run_jobs
+from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
 from benchmarks.tracks.norga.bounds import JointTraining, LinearProbe, SequentialFineTuning
 from benchmarks.tracks.norga.evaluate import run_sequence
 from benchmarks.tracks.norga.hide import HiDeConfig, HiDePrompt
@@ -189,12 +189,19 @@ def _parameters(learner) -> int:
     return total
 
 
-def run_job(settings: NorgaProfile, benchmark: Benchmark, method: str, seed: int) -> dict:
-    """One method on one benchmark with one seed (a worker process's job): the matrix and metrics."""
+def run_job(settings: NorgaProfile, benchmark: Benchmark, method: str, seed: int, sequence: TaskSequence,
+            backbone: torch.nn.Module, backbone_sha256: str, device: str = "cpu") -> dict:
+    """One method on one benchmark with one seed (a job): the matrix and metrics. The driver read the
+    sequence's images and the backbone (`NorgaTrack.run`); the backbone's weights are checked here
+    against the checksum the driver computed, so a job runs on the weights the run records."""
     import time
 
-    backbone, _ = load_backbone(_backbone_spec(settings), settings.pretrain)
-    sequence = _sequence(benchmark, letter_split(settings.held_out)[1], seed)
+    from benchmarks.memory import peak_mb, reset_peak
+
+    arrived = state_sha256(backbone)
+    if arrived != backbone_sha256:
+        raise ValueError(f"the backbone arrived with sha256 {arrived[:12]}…, not the driver's {backbone_sha256[:12]}…")
+    reset_peak(device)
     learner = METHODS[method](copy.deepcopy(backbone), sequence.num_classes, len(sequence.tasks), settings, seed)
     start = time.perf_counter()
     outcome = run_sequence(learner, sequence)
@@ -202,7 +209,8 @@ def run_job(settings: NorgaProfile, benchmark: Benchmark, method: str, seed: int
     if outcome["task_identity_accuracy"] is not None:
         metrics["task_identity_accuracy"] = outcome["task_identity_accuracy"]
     return {"metrics": metrics, "accuracy_matrix": outcome["accuracy_matrix"],
-            "train_time_s": time.perf_counter() - start, "num_params": _parameters(learner)}
+            "train_time_s": time.perf_counter() - start, "num_params": _parameters(learner),
+            "peak_memory_mb": peak_mb(device)}
 
 
 def _describe(outcome: dict) -> str:
@@ -218,8 +226,12 @@ class NorgaTrack(Track):
     DEFAULT_SEEDS = (42, 40, 44)
 
     def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
-            progress: Callable[[str], None] | None = None, workers: int = 1) -> list[Path]:
+            progress: Callable[[str], None] | None = None, workers: int = 1, *,
+            address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
         settings = self.profile(profile)
+        device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
+        if device != "cpu":  # before anything runs
+            raise ValueError(f"the {self.name} track's learners run on the CPU only; leave out --gpus-per-job")
         say = progress or (lambda message: None)
         out_dir = Path(out_dir)
         spec = _backbone_spec(settings)
@@ -231,16 +243,21 @@ class NorgaTrack(Track):
             if (step + 1) % 100 == 0 or step + 1 == steps:
                 say(f"backbone pretraining: step {step + 1}/{steps}, loss {loss:.3f}")
 
-        _, record = load_backbone(spec, settings.pretrain, pretraining)  # first: the workers load the cached file
+        backbone, record = load_backbone(spec, settings.pretrain, pretraining)  # read here: the jobs get it through Ray
         if record.get("cached") is False:
             say(f"backbone pretrained in {record['wall_time_s']:.0f} s (accuracy {record['train_accuracy']:.3f} on "
                 f"augmented training letters), cached with sha256 {record['sha256'][:12]}…")
         held = letter_split(settings.held_out)[1]
-        jobs = [Job(f"jobs/{b.name}/{m}/seed{s}", run_job, (settings, b, m, s),
+        backbone_sha256 = state_sha256(backbone)
+        # each (benchmark, seed)'s images are read here once and shared by its methods' jobs
+        sequences = {(b, s): _sequence(b, held, s) for b in settings.benchmarks for s in seeds}
+        on_device = [] if device == "cpu" else [device]  # a CPU run's records keep their fingerprints
+        jobs = [Job(f"jobs/{b.name}/{m}/seed{s}", run_job, (settings, b, m, s, sequences[b, s], backbone,
+                                                            backbone_sha256, device),
                     fingerprint(spec, record.get("sha256"), b, held if b.source == "glyphs" else None,
-                                _method_config(m, settings), s))
+                                _method_config(m, settings), s, *on_device))
                 for b in settings.benchmarks for m in settings.methods for s in seeds]
-        outcomes = run_jobs(jobs, out_dir, workers, say, _describe)
+        outcomes = run_jobs(jobs, out_dir, workers, say, _describe, address=address, gpus_per_job=gpus_per_job)
         written = []
         for benchmark in settings.benchmarks:
             definition = {"benchmark": dataclasses.asdict(benchmark), "backbone": to_data(spec),

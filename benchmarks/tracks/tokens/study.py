@@ -95,8 +95,10 @@ def minilm_study(config: MiniLMConfig, ode: OdeConfig) -> dict:
 
 
 @functools.lru_cache(maxsize=2)
-def _data(benchmark: BenchmarkConfig, length: int):
-    return BENCHMARKS[benchmark.name](benchmark, length)  # a worker builds each benchmark once
+def benchmark_data(benchmark: BenchmarkConfig, length: int):
+    """The benchmark's sequences (`training.BENCHMARKS`), read from the data folder: the track reads
+    them on the driver and passes them to the jobs."""
+    return BENCHMARKS[benchmark.name](benchmark, length)
 
 
 @torch.no_grad()
@@ -109,8 +111,13 @@ def _first_layer_tokens(model, x: torch.Tensor) -> torch.Tensor:
 
 
 def regime_run(benchmark: BenchmarkConfig, model_config: ModelConfig, train: TrainConfig, ode: OdeConfig,
-               regime: str, encoding: str, seed: int) -> dict:
-    data = _data(benchmark, model_config.length)
+               regime: str, encoding: str, seed: int, data=None) -> dict:
+    """One regime and encoding trained with one seed (a job), on `data` (`benchmark_data`; read
+    here when not given)."""
+    from benchmarks.memory import peak_mb, reset_peak
+
+    reset_peak()
+    data = benchmark_data(benchmark, model_config.length) if data is None else data
     model, outcome = train_run(data, model_config, train, regime, encoding, seed)
     tokens = _first_layer_tokens(model, data.test_x[:ode.sequences])
     w, v = model.head_matrices()[0]
@@ -124,7 +131,7 @@ def regime_run(benchmark: BenchmarkConfig, model_config: ModelConfig, train: Tra
         trajectories.append(integrate(wh, vh, tokens, None, units=ode.units, steps=ode.steps,
                                       rotary=encoding != "absolute" and regime != "free",
                                       diagonal=diagonal).to_data())
-    return json_safe({**outcome, "trajectories": trajectories})
+    return json_safe({**outcome, "trajectories": trajectories, "peak_memory_mb": peak_mb()})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,13 +34,14 @@ import numpy as np
 import pandas
 
 from benchmarks.tasks.token_dynamics import example_predictions
-from benchmarks.jobs import Job, fingerprint, run_jobs
+from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
 from benchmarks.tracks.registry import Track, register_track
 from benchmarks.tracks.reporting import write_results_files
 from benchmarks.tracks.tokens.constrained import ENCODINGS, REGIME_NEGATIVE_SHARE, ModelConfig
 from benchmarks.tracks.tokens.report import (minilm_table, plot_trajectories, plot_zoo, training_table, zoo_table,
                                              zoo_targets)
-from benchmarks.tracks.tokens.study import MiniLMConfig, OdeConfig, ZooConfig, minilm_study, regime_run, zoo_study
+from benchmarks.tracks.tokens.study import (MiniLMConfig, OdeConfig, ZooConfig, benchmark_data, minilm_study,
+                                            regime_run, zoo_study)
 from benchmarks.tracks.tokens.training import BenchmarkConfig, TrainConfig
 from zoo.atomic import write_text_atomic
 from zoo.schema import to_data
@@ -105,23 +106,28 @@ class TokenDynamicsTrack(Track):
     DEFAULT_SEEDS = (0, 1, 2)
 
     def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
-            progress: Callable[[str], None] | None = None, workers: int = 1) -> list[Path]:
+            progress: Callable[[str], None] | None = None, workers: int = 1, *,
+            address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
         settings = self.profile(profile)
+        device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
+        if device != "cpu":  # before anything runs
+            raise ValueError(f"the {self.name} track's models train on the CPU only; leave out --gpus-per-job")
         say = progress or (lambda message: None)
         out_dir = Path(out_dir)
         jobs = [Job("jobs/minilm", minilm_study, (settings.minilm, settings.ode),
                     fingerprint(settings.minilm, settings.ode))]
         for bench in settings.benchmarks:
+            data = benchmark_data(bench.data, bench.model.length)  # read here: the jobs get it through Ray
             for regime in settings.regimes:
                 for encoding in settings.encodings:
                     for seed in seeds:
                         args = (bench.data, bench.model, settings.train, settings.ode, regime, encoding, seed)
-                        jobs.append(Job(f"jobs/{bench.data.name}/{regime}-{encoding}/seed{seed}", regime_run, args,
-                                        fingerprint(*args)))
+                        jobs.append(Job(f"jobs/{bench.data.name}/{regime}-{encoding}/seed{seed}", regime_run,
+                                        (*args, data), fingerprint(*args)))
         if settings.zoo is not None:  # Ray inside: run it in this process, after the pool
             zoo_job = Job("jobs/zoo", zoo_study, (settings.zoo, str(out_dir / "zoos"), settings.ode),
                           fingerprint(settings.zoo, settings.ode))
-        outcomes = run_jobs(jobs, out_dir, workers, say, _describe)
+        outcomes = run_jobs(jobs, out_dir, workers, say, _describe, address=address, gpus_per_job=gpus_per_job)
         if settings.zoo is not None:
             outcomes.update(run_jobs([zoo_job], out_dir, 1, say, _describe))
         written = self._report(settings, profile, seeds, outcomes, out_dir, say)
@@ -146,7 +152,7 @@ class TokenDynamicsTrack(Track):
                     predictions = [example_predictions(np.asarray(r["example_loss"]), np.asarray(r["example_correct"]),
                                                        s) for s, r in zip(seeds, runs)]
                     per_seed = [{"seed": s, "metrics": r["metrics"], "train_time_s": r["train_time_s"],
-                                 "peak_memory_mb": None, "selection": {"steps": settings.train.steps},
+                                 "peak_memory_mb": r.get("peak_memory_mb"), "selection": {"steps": settings.train.steps},
                                  "ranking": {}} for s, r in zip(seeds, runs)]
                     written.append(write_results_files(
                         out_dir / bench.data.name / f"{method}.json", task=TASK, track=self.name, profile=profile,

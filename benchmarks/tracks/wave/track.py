@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from benchmarks.jobs import Job, fingerprint, run_jobs
+from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
 from benchmarks.tracks.registry import Track, register_track
 from benchmarks.tracks.reporting import per_seed_entries, seed_matrices, write_track_results
 from benchmarks.tracks.wave.encoder import EncoderConfig, RelationEncoder, load_encoder, tokenize
@@ -129,11 +129,13 @@ def fewrel_folder() -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _relations(folder: Path, sources: tuple[Source, ...]) -> dict:
-    return read_sources(folder, sources)  # a worker reads the files once for all its jobs
+    return read_sources(folder, sources)
 
 
-def sequence_of(settings: WaveProfile, order_seed: int) -> RelationSequence:
-    relations = _relations(fewrel_folder(), settings.sources)
+def sequence_of(settings: WaveProfile, order_seed: int, relations: dict | None = None) -> RelationSequence:
+    """The task order `order_seed` of the relations (read from the FewRel folder when not given)."""
+    if relations is None:
+        relations = _relations(fewrel_folder(), settings.sources)
     return relation_sequence(relations, settings.tasks, settings.train_per_relation, settings.test_per_relation,
                              order_seed, names=settings.relations)
 
@@ -178,22 +180,28 @@ def learned_parameters(learner) -> int:
     return total
 
 
-def run_job(settings: WaveProfile, method: str, seed: int, queries_path: str) -> dict:
-    """One method on one task order (a worker process's job)."""
-    sequence = sequence_of(settings, seed)
+def run_job(settings: WaveProfile, method: str, seed: int, relations: dict, queries: torch.Tensor, record: dict,
+            device: str = "cpu") -> dict:
+    """One method on one task order (a job). The driver read the sentences (`relations`) and the
+    cached frozen queries; they are checked here against the encoder this node loads and the
+    sentences' checksum the driver recorded."""
+    from benchmarks.memory import peak_mb, reset_peak
+
+    reset_peak(device)
+    sequence = sequence_of(settings, seed, relations)
     tokenizer, encoder, sha = load_encoder(settings.encoder)
-    stored = torch.load(queries_path)
-    if stored["encoder_sha256"] != sha or stored["sentences_sha256"] != _sentences_sha256(sequence):
-        raise ValueError(f"{queries_path}: the cached queries are of another encoder or other sentences")
+    if record["encoder_sha256"] != sha or record["sentences_sha256"] != _sentences_sha256(sequence):
+        raise ValueError("the cached queries are of another encoder or other sentences than this node's "
+                         f"(encoder sha256 {sha[:12]}…, recorded {str(record['encoder_sha256'])[:12]}…)")
     bank = tokenize(tokenizer, sequence.sentences, settings.encoder.max_length)
-    data = RelationData(encoder, bank, stored["queries"], torch.as_tensor(sequence.labels), sequence.num_relations,
+    data = RelationData(encoder, bank, queries, torch.as_tensor(sequence.labels), sequence.num_relations,
                         len(sequence.tasks))
     learner = METHODS[method](data, settings, seed)
     outcome = run_relations(learner, sequence)
     return {"metrics": outcome["metrics"], "accuracy_matrix": outcome["accuracy_matrix"],
             "seen_accuracy": outcome["seen_accuracy"], "kept_bytes": outcome["kept_bytes"],
             "train_time_s": outcome["wall_time_s"], "num_params": learned_parameters(learner),
-            "task_relations": [list(t.classes) for t in sequence.tasks]}
+            "task_relations": [list(t.classes) for t in sequence.tasks], "peak_memory_mb": peak_mb(device)}
 
 
 def _describe(outcome: dict) -> str:
@@ -212,16 +220,26 @@ class WaveTrack(Track):
     DEFAULT_SEEDS = (2021, 2121, 2221, 2321, 2421)
 
     def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
-            progress: Callable[[str], None] | None = None, workers: int = 1) -> list[Path]:
+            progress: Callable[[str], None] | None = None, workers: int = 1, *,
+            address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
         settings = self.profile(profile)
+        device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
+        if device != "cpu":  # before anything runs
+            raise ValueError(f"the {self.name} track's learners run on the CPU only; leave out --gpus-per-job")
         say = progress or (lambda message: None)
         out_dir = Path(out_dir)
         say(f"encoder {settings.encoder.name}: computing (or loading) the frozen queries")
         queries_path, record = _queries(settings, out_dir / "cache")
-        jobs = [Job(f"jobs/{settings.name}/{m}/seed{s}", run_job, (settings, m, s, str(queries_path)),
+        stored = torch.load(queries_path)  # read here, where the cache is: the jobs get the tensor through Ray
+        if {key: stored.get(key) for key in record} != record:
+            raise ValueError(f"{queries_path}: the cached queries are of another encoder or other sentences; "
+                             "delete it to compute them again")
+        relations = _relations(fewrel_folder(), settings.sources)
+        jobs = [Job(f"jobs/{settings.name}/{m}/seed{s}", run_job, (settings, m, s, relations, stored["queries"],
+                                                                   record, device),
                     fingerprint(settings, record, m, s)) for m in settings.methods for s in seeds]
-        outcomes = run_jobs(jobs, out_dir, workers, say, _describe)
-        sequence = sequence_of(settings, seeds[0])
+        outcomes = run_jobs(jobs, out_dir, workers, say, _describe, address=address, gpus_per_job=gpus_per_job)
+        sequence = sequence_of(settings, seeds[0], relations)
         definition = {"benchmark": {"source": settings.name, "tasks": settings.tasks,
                                     "relations": list(sequence.relation_names),
                                     "train_per_relation": settings.train_per_relation,
