@@ -77,7 +77,7 @@ def _generate_locked(args: argparse.Namespace, spec, lock) -> int:
         failures = "".join(f"\n  {message}" for message in report.failed_trials)
         raise CommandError(
             f"{report.missing:,} of {report.checkpoints:,} planned checkpoints are missing after training and "
-            f"{len(report.failed_trials)} trials failed after retries; {outcome}. The "
+            f"retries ({len(report.failed_trials)} failure(s), below); {outcome}. The "
             f"{report.checkpoints - report.missing:,} staged are kept: run the same command again to resume."
             + failures)
     return 0

@@ -78,7 +78,7 @@ def test_interrupted_generation_resumes_without_duplicates(tmp_path):
     assert third.returncode == 0 and f"staged 0 new checkpoints ({len(planned):,} already staged)" in output, output
 
 
-def test_failing_trial_is_retried_reported_and_loses_nothing(tmp_path):
+def test_a_checkpoint_that_cannot_be_staged_is_reported_and_loses_nothing(tmp_path):
     spec_path = _spec_file(tmp_path)
     out = tmp_path / "zoo"
     spec = load_spec(spec_path, "tiny")
@@ -94,7 +94,8 @@ def test_failing_trial_is_retried_reported_and_loses_nothing(tmp_path):
     first = _generate(spec_path, out)
     output, _ = first.communicate(timeout=300)
     assert first.returncode == 1, output
-    assert "Tune retries it" in output and "trials failed after retries" in output, output
+    assert f"missing after training and retries ({len(doomed)} failure(s), below)" in output, output
+    assert all(f"{blocker}: File exists; checkpoint {m} not staged" in output for m in doomed), output
     staged = set(staging.model_ids())
     assert staged and staged.isdisjoint(doomed)
     assert not (out / "data").exists(), "an incomplete job must not be packed as if it were whole"
