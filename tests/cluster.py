@@ -70,6 +70,8 @@ class LocalCluster:
         self.token = secrets.token_hex(8)
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.dashboard_port = _free_port()
+        self.dashboard = f"http://127.0.0.1:{self.dashboard_port}"  # the job server (`ray job submit`)
         self.nodes: list[Node] = []
 
     def _environment(self) -> dict[str, str]:
@@ -94,8 +96,8 @@ class LocalCluster:
         return node
 
     def start_head(self, num_cpus: int = 1, resources: str | None = None) -> Node:
-        arguments = ["--head", f"--port={self.port}", f"--num-cpus={num_cpus}", "--include-dashboard=false",
-                     "--node-ip-address=127.0.0.1"]
+        arguments = ["--head", f"--port={self.port}", f"--num-cpus={num_cpus}", "--include-dashboard=true",
+                     f"--dashboard-port={self.dashboard_port}", "--node-ip-address=127.0.0.1"]
         if resources:
             arguments.append(f"--resources={resources}")
         node = self._start("head", arguments, ())

@@ -128,7 +128,7 @@ def tiny_inr_zoo_folder(tmp_path_factory) -> Path:
 def ray_cluster(tmp_path_factory):
     """One real two-node Ray cluster for the whole test run (`tests/cluster.py`).
 
-    The head node (1 CPU) sees what the driver sees; the worker node (1 CPU) runs in a mount
+    The head node (1 CPU, with the job server at `.dashboard`) sees what the driver sees; the worker node (1 CPU) runs in a mount
     namespace of its own with empty folders over the tests' temporary folders (every `--out`)
     and over the shared data folder, as a second machine without NFS would. Tests that kill a
     node add their own (`ray_cluster.add_node`) and leave these two running.

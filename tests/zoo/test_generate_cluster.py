@@ -97,3 +97,19 @@ def test_a_worker_node_killed_mid_generation_loses_and_duplicates_nothing(ray_cl
     planned = sorted(m for run in plan_runs(spec) for m in run.model_ids)
     assert Staging(out / "staging").model_ids() == planned  # 0 lost
     assert _shards(out) == _shards(local_zoo)  # 0 duplicated, and the same bytes as an uninterrupted run
+
+
+def test_ray_job_submit_runs_the_driver_on_the_head_node(ray_cluster, spec_path, local_zoo, tmp_path):
+    """`ray job submit -- nfnzoo generate ...`: the job's driver runs on the head node (its `--out`
+    is the head node's folder) and joins the cluster through the RAY_ADDRESS the job sets."""
+    out = tmp_path / "zoo"
+    command = [str(Path(sys.executable).with_name("ray")), "job", "submit", "--address", ray_cluster.dashboard, "--",
+               sys.executable, "-m", "zoo.cli", "generate", str(spec_path), "--profile", "tiny", "--out", str(out),
+               "--runs-per-trial", "2"]
+    environment = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    environment.pop("RAY_ADDRESS", None)
+    submitted = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
+    output = submitted.stdout + submitted.stderr
+    assert submitted.returncode == 0 and "succeeded" in output, output[-4000:]
+    assert "staged 24 new checkpoints (0 already staged) in 6 trials on 2 nodes" in output, output[-3000:]
+    assert _shards(out) == _shards(local_zoo)
