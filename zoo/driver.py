@@ -46,7 +46,7 @@ from zoo.folder import SPECS_FOLDER, STAGING_FOLDER, check_writable, save_spec
 from zoo.inputs import InputError
 from zoo.ray_session import Signalled, connected, interruptible
 from zoo.spec import ZooSpec
-from zoo.staging import Staging
+from zoo.staging import PayloadWriter, Staging
 
 DATA_FOLDER = "data"  # where `zoo.pack` writes the shards
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a staging write that meets these stops the generation
@@ -255,18 +255,24 @@ class _Generation:
 
         self.bar = tqdm(total=len(self.todo), unit="run", desc="training", file=sys.stderr, dynamic_ncols=True,
                         disable=not self.progress)
+        self.writer = PayloadWriter(self.staging)
         fit_start = time.perf_counter()
         try:
             for index in range(len(batches)):
                 submit(index, 0)
             while streams and self.outcome.disk_full is None:
-                ready, _ = ray.wait(list(streams), num_returns=1, timeout=1.0)
+                ready, _ = ray.wait(list(streams), num_returns=1, timeout=0.5)
+                if ready and len(streams) > 1:  # and every other stream with an event waiting
+                    ready, _ = ray.wait(list(streams), num_returns=len(streams), timeout=0)
                 for stream in ready:
                     self._read(stream, streams, submit)
+                self._collect()
+            self._collect(wait_all=True)
         finally:
             self.bar.close()  # also when interrupted: the message goes below the bar
             for stream in streams:  # a full disk, an interrupt: nothing more is wanted from them
                 ray.cancel(stream, force=True)
+            self.writer.close()
         self.outcome.fit_time_s = time.perf_counter() - fit_start
         return self.outcome
 
@@ -305,25 +311,28 @@ class _Generation:
             self.outcome.busy_s += float(event[1])
 
     def _stage(self, model_id: str, payload: bytes, stream) -> None:
-        if self.staging.exists(model_id):  # a retried trial's duplicate, or another driver's
+        if self.writer.pending(model_id) or self.staging.exists(model_id):  # a retried trial's duplicate
             return
-        try:
-            self.staging.write_payload(model_id, payload)
-        except OSError as error:
-            if error.errno in DISK_FULL:
-                self.outcome.disk_full = error.strerror or "No space left on device"
-                self.bar.write(f"the output folder is full ({self.outcome.disk_full}); stopping")
-            else:
+        self.writer.submit(model_id, payload, self.machine_of.get(stream))
+
+    def _collect(self, wait_all: bool = False) -> None:
+        """Counts the staging writes that finished; a full disk stops the generation."""
+        for model_id, machine, error in self.writer.done(wait_all):
+            if error is None:
+                self.outcome.written += 1
+                if machine is not None:
+                    self.outcome.machines[machine]["checkpoints"] += 1
+            elif isinstance(error, OSError) and error.errno in DISK_FULL:
+                if self.outcome.disk_full is None:
+                    self.outcome.disk_full = error.strerror or "No space left on device"
+                    self.bar.write(f"the output folder is full ({self.outcome.disk_full}); stopping")
+            elif isinstance(error, OSError):
                 self.outcome.failed.append(f"{error.filename or self.staging.path(model_id)}: "
                                            f"{error.strerror or error}; checkpoint {model_id} not staged")
-            return
-        except InputError as error:
-            self.outcome.failed.append(str(error))
-            return
-        self.outcome.written += 1
-        key = self.machine_of.get(stream)
-        if key is not None:
-            self.outcome.machines[key]["checkpoints"] += 1
+            elif isinstance(error, InputError):
+                self.outcome.failed.append(str(error))
+            else:
+                raise error
 
 
 def _one_line(error: BaseException) -> str:

@@ -186,3 +186,50 @@ def read_staged(path: Path) -> CheckpointRecord:
     except Exception as error:  # noqa: BLE001 (the message names the file, whatever broke)
         raise InputError(f"{path}: not a readable staged checkpoint ({type(error).__name__}: "
                          f"{ascii(str(error))[1:-1][:200]})") from None
+
+
+class PayloadWriter:
+    """Stages received payloads (`Staging.write_payload`) on `threads` threads, so that one
+    file's fsync does not wait for the last: the driver of a many-GPU generation stages
+    hundreds of small checkpoints a second (benchmarks/perf/staging.py). At most `limit` are in
+    flight (`submit` waits for the oldest beyond that); `done()` hands back the finished ones as
+    (model_id, tag, error or None), in no particular order.
+    """
+
+    def __init__(self, staging: Staging, threads: int = 8, limit: int = 512) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.staging, self.limit = staging, limit
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="nfnzoo-staging")
+        self.in_flight: dict = {}  # future -> (model_id, tag)
+        self.ids: set[str] = set()  # model ids in flight
+
+    def pending(self, model_id: str) -> bool:
+        return model_id in self.ids
+
+    def submit(self, model_id: str, payload: bytes, tag=None) -> None:
+        """Starts staging `payload`; beyond `limit` in flight, first waits until one has finished
+        (collect it with `done`)."""
+        while len(self.in_flight) >= self.limit and not any(f.done() for f in self.in_flight):
+            self._wait_one()
+        self.in_flight[self.pool.submit(self.staging.write_payload, model_id, payload)] = (model_id, tag)
+        self.ids.add(model_id)
+
+    def _wait_one(self) -> None:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        wait(list(self.in_flight), return_when=FIRST_COMPLETED)
+
+    def done(self, wait_all: bool = False) -> list[tuple[str, object, BaseException | None]]:
+        if wait_all:
+            from concurrent.futures import wait
+
+            wait(list(self.in_flight))
+        finished = [future for future in self.in_flight if future.done()]
+        results = [(*self.in_flight.pop(future), future.exception()) for future in finished]
+        self.ids.difference_update(model_id for model_id, _, _ in results)
+        return results
+
+    def close(self) -> None:
+        """Waits for the writes in flight (each is whole or absent either way) and ends the threads."""
+        self.pool.shutdown(wait=True)
