@@ -336,6 +336,7 @@ class _Generation:
 
 
 def _one_line(error: BaseException) -> str:
-    """The last line of a Ray error (the cause, not Ray's traceback of it)."""
+    """The last line of a Ray error (the cause, not Ray's traceback of it), at most 240 characters."""
     text = str(error).strip()
-    return text.splitlines()[-1] if text else type(error).__name__
+    line = text.splitlines()[-1] if text else type(error).__name__
+    return line if len(line) <= 240 else line[:239] + "…"
