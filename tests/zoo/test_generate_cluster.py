@@ -75,6 +75,9 @@ def test_a_worker_node_without_the_drivers_folders_trains_into_the_drivers_stagi
     planned = sorted(m for run in plan_runs(spec) for m in run.model_ids)
     assert Staging(out / "staging").model_ids() == planned
     assert _shards(out) == _shards(local_zoo)  # byte for byte the zoo one machine makes
+    manifest = json.loads((out / "manifest.json").read_text())
+    machines = manifest["configs"][spec.name]["machines"]  # where the bytes were made (one machine, two nodes)
+    assert sum(m["checkpoints"] for m in machines) == 24 and all(m["aten_isa"] for m in machines), machines
     verified = subprocess.run([sys.executable, "-m", "zoo.cli", "verify", str(out)], capture_output=True, text=True,
                               env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
     assert verified.returncode == 0, verified.stdout + verified.stderr
