@@ -2,6 +2,7 @@
 
     nfnzoo leaderboard submit RESULTS.json [--root DIR] [--dataset DIR] [--code URL --commit SHA]
     nfnzoo leaderboard render [--root DIR] --out DIR
+    nfnzoo leaderboard render --docs DIR [--readme FILE] [--check]   (the official board by default)
     nfnzoo leaderboard pin DATASET_DIR [--config NAME] [--root DIR]
     nfnzoo leaderboard audit [--root DIR] [--require-verified]
     nfnzoo leaderboard publish --repo ORG/NAME [--root DIR] [--revision BRANCH] [--private]
@@ -31,11 +32,44 @@ def submit_command(args: argparse.Namespace) -> int:
 def render_command(args: argparse.Namespace) -> int:
     from leaderboards import render
 
+    if args.out is None and args.docs is None:
+        raise CommandError("render needs --out DIR (the board's Markdown, plots and site) or --docs DIR "
+                           "(the results tables in the documentation's pages), or both")
+    if args.check and args.out is not None:
+        raise CommandError("--check reads the --docs pages and writes nothing; leave out --out")
+    if args.docs is None and (args.readme is not None or args.check):
+        raise CommandError("--readme and --check go with --docs DIR")
+    if args.out is not None:
+        try:
+            text = render(args.root if args.root is not None else default_root(), args.out)
+        except (SchemaError, UnknownNameError, ValueError) as error:
+            raise CommandError(str(error)) from None
+        print(text, end="")
+    return _render_docs(args) if args.docs is not None else 0
+
+
+def _render_docs(args: argparse.Namespace) -> int:
+    """`--docs`: the marked results regions of the documentation, from the official board unless --root."""
+    from leaderboards import OFFICIAL_ROOT
+    from leaderboards.docs_pages import render_docs, stale_pages
+
+    root = args.root if args.root is not None else OFFICIAL_ROOT
     try:
-        text = render(args.root if args.root is not None else default_root(), args.out)
-    except (SchemaError, UnknownNameError, ValueError) as error:
+        if args.check:
+            pages, unshown = stale_pages(root, args.docs, args.readme)
+        else:
+            pages, unshown = render_docs(root, args.docs, args.readme)
+    except (OSError, SchemaError, UnknownNameError, ValueError) as error:
         raise CommandError(str(error)) from None
-    print(text, end="")
+    for page in pages:
+        print(f"{'stale' if args.check else 'rendered'} {page}")
+    if unshown:
+        raise CommandError(f"no page of {args.docs} shows the board's sections {unshown}; add a "
+                           "`<!-- nfnzoo:board task=TASK dataset=HASH12 -->` region for each")
+    if args.check and pages:
+        raise CommandError(f"{len(pages)} page(s) differ from what the board renders now; run "
+                           f"`nfnzoo leaderboard render --docs {args.docs}"
+                           + (f" --readme {args.readme}" if args.readme else "") + "`")
     return 0
 
 
@@ -100,7 +134,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     render = commands.add_parser("render", help="write the leaderboard's Markdown, plots and static HTML site, "
                                                 "and print the tables")
     render.add_argument("--root", default=None, help=root_help)
-    render.add_argument("--out", required=True, metavar="DIR", help="the folder to write the Markdown, PNG plots and HTML site to")
+    render.add_argument("--out", default=None, metavar="DIR", help="the folder to write the Markdown, PNG plots and HTML site to")
+    render.add_argument("--docs", default=None, metavar="DIR",
+                        help="rewrite the `<!-- nfnzoo:... -->` results regions of the Markdown pages under DIR "
+                             "(default board: the official one)")
+    render.add_argument("--readme", default=None, metavar="FILE", help="with --docs: also rewrite FILE's regions")
+    render.add_argument("--check", action="store_true",
+                        help="with --docs: write nothing; exit 1 if a page differs from what the board renders")
     render.set_defaults(handler=render_command)
 
     pin = commands.add_parser("pin", help="pin a registered dataset's test metadata (what re-scoring reads), "

@@ -1,0 +1,295 @@
+"""The documentation's results tables, rendered from a board into marked regions of Markdown pages.
+
+Result pages mix tables (data) with analysis (prose, written by hand). The tables must never be
+copied by hand, so each one lives in a marked region that `nfnzoo leaderboard render --docs DIR`
+rewrites from the board, leaving everything outside the markers as its author wrote it:
+
+    <!-- nfnzoo:board task=generalization dataset=6e211693486a -->
+    (generated: the dataset's sweep tables and one ranked table per evaluation protocol)
+    <!-- /nfnzoo:board -->
+
+    <!-- nfnzoo:teaser -->
+    (generated: one row per ranked table of the board, its top two entries)
+    <!-- /nfnzoo:teaser -->
+
+`board` regions name a task and a dataset (its hash, or the first 12 hex digits of it); under
+each table they print the protocol, the seeds, the full dataset hash and, where the task ranks,
+the tau-b ceiling the test targets' ties allow, and below the dataset the suite entries recorded
+as skipped on it (`leaderboards/skipped.json`: an entry whose protocol leaves its data no test
+rows, so no result can exist). `render_docs(root, docs_dir, readme)` rewrites the regions of
+the pages; `stale_pages` says which pages differ from what the board renders now (the docs test runs
+it on the official board); both also list the board's datasets that no region shows.
+
+Every free text from the board (model labels, dataset names, protocol lines, skip reasons) goes
+through `leaderboards.escape.markdown_cell` / `markdown_text`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+from benchmarks.files import write_text_atomic
+from leaderboards.board import DatasetSection, Table, TaskBoard, build_board
+from leaderboards.escape import markdown_cell, markdown_text
+from leaderboards.datasets import SHA256, line_problem
+from zoo.inputs import name_problem, read_json_file
+from zoo.schema import SchemaError, from_data
+
+# a region's markers are whole lines, so prose can quote them inline
+REGION = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)(?P<params>[^>\n]*?) -->\n(?P<body>.*?)^<!-- /nfnzoo:(?P=kind) -->$",
+                    re.DOTALL | re.MULTILINE)
+OPENING = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)", re.MULTILINE)
+PARAMS = {"board": {"task", "dataset"}, "teaser": set()}
+COMMAND = "nfnzoo leaderboard render --docs docs --readme README.md"
+NOTICE = f"*Generated from the official board by `{COMMAND}`; edits between the markers are overwritten.*"
+BOARD_COLUMNS = ("Params", "Train time / seed (s)", "Verified", "Entry")  # after Rank, Model and the metrics
+SKIPPED_FILE = "skipped.json"
+MAX_SKIPPED_BYTES = 1 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedEntries:
+    """Suite entries that could not run on a dataset, and why (what the suite wrote to `<entry>.skipped`)."""
+    task: str
+    dataset_hash: str  # the full sha256
+    suite: str
+    entries: tuple[str, ...]
+    protocol: dict[str, Any]  # the task-config fields in which these entries differ from the dataset's others
+    reason: str  # one line: the error the task raises on the pinned test split with that protocol
+
+    def validate(self, where: str, key: str) -> None:
+        for field, value in (("task", self.task), ("suite", self.suite),
+                             *((f"entries[{i}]", name) for i, name in enumerate(self.entries))):
+            problem = name_problem(value)
+            if problem is not None:
+                raise SchemaError(where, f"{key}.{field}", problem)
+        if not SHA256.fullmatch(self.dataset_hash):
+            raise SchemaError(where, f"{key}.dataset_hash", f"expected a sha256 hex digest, got {ascii(self.dataset_hash[:80])}")
+        problem = line_problem(self.reason, 500)
+        if problem is not None:
+            raise SchemaError(where, f"{key}.reason", problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedFile:
+    skipped: tuple[SkippedEntries, ...] = ()
+
+
+def load_skipped(root: str | Path) -> tuple[SkippedEntries, ...]:
+    """The board's skipped-entry records (`<root>/skipped.json`); a missing file means none."""
+    path = Path(root) / SKIPPED_FILE
+    if not path.exists():
+        return ()
+    data = read_json_file(path, MAX_SKIPPED_BYTES, strict=True, what="skipped-entries file")
+    return from_data(SkippedFile, data, where=str(path)).skipped
+
+
+# -- the cells -------------------------------------------------------------------------------
+
+def _row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _rule(columns) -> str:
+    return "|" + "|".join("---" for _ in columns) + "|"
+
+
+def _protocol_parts(table: Table) -> list[str]:
+    """The table's protocol description cut into its `; `-separated parts (without "Protocol: ")."""
+    line = next((line for line in table.protocol_lines if line.startswith("Protocol: ")), "")
+    return [part for part in line.removeprefix("Protocol: ").rstrip(".").split("; ") if part]
+
+
+def protocol_label(section: DatasetSection, table: Table) -> str:
+    """What sets `table`'s protocol apart from the section's other tables ("" when it is alone)."""
+    if len(section.tables) < 2:
+        return ""
+    others = [set(_protocol_parts(other)) for other in section.tables if other is not table]
+    shared = set.intersection(*others) if others else set()
+    return "; ".join(part for part in _protocol_parts(table) if part not in shared)
+
+
+def _seeds_line(table: Table) -> str:
+    sets: dict[tuple, int] = {}
+    for row in table.rows:
+        key = tuple(row.entry.results.seeds)
+        sets[key] = sets.get(key, 0) + 1
+    parts = [f"{', '.join(str(s) for s in seeds)}" + ("" if len(sets) == 1 else f" ({count} entries)")
+             for seeds, count in sorted(sets.items())]
+    return "Seeds: " + "; ".join(parts) + (" (every entry)." if len(sets) == 1 else ".")
+
+
+def _ceiling(table: Table) -> float | None:
+    values = [seed.ranking["kendall_tau_ceiling"] for row in table.rows for seed in row.entry.results.per_seed
+              if "kendall_tau_ceiling" in seed.ranking]
+    return min(values) if values else None
+
+
+def _table(board: TaskBoard, table: Table) -> list[str]:
+    columns = ("Rank", "Model", *board.metrics, *BOARD_COLUMNS)
+    lines = [_row(markdown_cell(c) for c in columns), _rule(columns)]
+    for row in table.rows:
+        cells = {column: markdown_cell(row.cells[column]) for column in columns}
+        cells["Entry"] = f"`{row.cells['Entry']}`"  # an id: <model name>-<8 hex digits>
+        lines.append(_row(cells[column] for column in columns))
+    return lines
+
+
+def board_region(board: TaskBoard, section: DatasetSection, skipped: tuple[SkippedEntries, ...]) -> str:
+    """The generated body of a `board` region: the section's sweeps, then a table per protocol."""
+    lines = [NOTICE, ""]
+    for sweep in section.sweeps:
+        lines += [f"{markdown_text(sweep.title)}:", "", _row(markdown_cell(c) for c in sweep.header),
+                  _rule(sweep.header), *(_row(markdown_cell(c) for c in row) for row in sweep.rows), ""]
+    for table in section.tables:
+        label = protocol_label(section, table)
+        if label:
+            lines += [f"**{markdown_text(label)}**", ""]
+        lines += [*_table(board, table), ""]
+        lines += [markdown_text(line) + "  " for line in table.protocol_lines]
+        lines += [markdown_text(_seeds_line(table)) + "  ",
+                  f"Dataset: `{section.dataset_hash}` ({markdown_text(section.name)}, config `{section.config}`).", ""]
+    for record in skipped:
+        if record.task == board.task and record.dataset_hash == section.dataset_hash:
+            names = ", ".join(f"`{name}`" for name in record.entries)
+            lines += [f"Skipped by the `{record.suite}` suite on this dataset (no result can exist): {names}: "
+                      f"{markdown_text(record.reason)}.", ""]
+    return "\n".join(lines)
+
+
+def teaser_region(boards: list[TaskBoard]) -> str:
+    """The generated body of the `teaser` region: every ranked table's top two entries."""
+    columns = ("Benchmark (metric)", "Dataset", "Protocol", "Seeds", "Tie ceiling", "#1", "#2", "Entries")
+    lines = [NOTICE, "", _row(columns), _rule(columns)]
+    for board in boards:
+        arrow = "↑" if board.higher_is_better else "↓"
+        for section in board.sections:
+            for table in section.tables:
+                top = [f"{markdown_cell(row.cells['Model'])} {_short(row, board.main_metric)}" for row in table.rows[:2]]
+                seeds = sorted({len(row.entry.results.seeds) for row in table.rows})
+                ceiling = _ceiling(table)
+                lines.append(_row([
+                    f"{board.task} ({markdown_cell(board.main_metric)} {arrow})",
+                    f"{markdown_cell(section.name)} `{section.dataset_hash[:12]}`",
+                    markdown_cell(protocol_label(section, table)) or "—",
+                    "–".join(str(n) for n in (seeds[0], seeds[-1]) if n is not None) if seeds[0] != seeds[-1]
+                    else str(seeds[0]),
+                    f"{ceiling:.3f}" if ceiling is not None else "—",
+                    *(top + ["—"] * (2 - len(top))), str(len(table.rows))]))
+    lines += ["", "Mean ± std over each entry's seeds on the dataset's test split; the dataset column gives the "
+              "first 12 hex digits of its hash. Each results page repeats these tables in full with the "
+              "protocol, the seeds, the whole dataset hash and the tie ceiling under each."]
+    return "\n".join(lines)
+
+
+def _short(row, metric: str) -> str:
+    summary = row.entry.results.summary[metric]
+    return f"{summary.mean:.3f} ± {summary.std:.3f}"
+
+
+# -- the regions -----------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Rendered:
+    boards: list[TaskBoard]
+    skipped: tuple[SkippedEntries, ...]
+
+
+def _params(text: str, kind: str, where: str) -> dict[str, str]:
+    params = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if not sep or key not in PARAMS[kind]:
+            raise ValueError(f"{where}: nfnzoo:{kind} takes {sorted(PARAMS[kind]) or 'no parameters'} "
+                             f"as key=value; got {token!r}")
+        params[key] = value
+    missing = PARAMS[kind] - set(params)
+    if missing:
+        raise ValueError(f"{where}: nfnzoo:{kind} needs {sorted(missing)}")
+    return params
+
+
+def _section(rendered: Rendered, params: dict[str, str], where: str) -> tuple[TaskBoard, DatasetSection]:
+    boards = {board.task: board for board in rendered.boards}
+    board = boards.get(params["task"])
+    if board is None:
+        raise ValueError(f"{where}: task={params['task']!r} has no entries on the board; expected one of {sorted(boards)}")
+    found = [s for s in board.sections if s.dataset_hash.startswith(params["dataset"]) and len(params["dataset"]) >= 12]
+    if len(found) != 1:
+        raise ValueError(f"{where}: dataset={params['dataset']!r} is not a dataset of task {board.task} (expected 12 "
+                         f"or more hex digits of one of {[s.dataset_hash[:12] for s in board.sections]})")
+    return board, found[0]
+
+
+def rewrite(text: str, where: str, rendered: Rendered) -> tuple[str, set[tuple[str, str]]]:
+    """`text` with every region's body rendered anew, and the (task, dataset hash) sections it shows."""
+    shown: set[tuple[str, str]] = set()
+    opened = len(OPENING.findall(text))
+    matched = 0
+
+    def replace(match: re.Match) -> str:
+        nonlocal matched
+        matched += 1
+        kind = match["kind"]
+        line = text.count("\n", 0, match.start()) + 1
+        here = f"{where}:{line}"
+        if kind not in PARAMS:
+            raise ValueError(f"{here}: unknown region nfnzoo:{kind}; expected one of {sorted(PARAMS)}")
+        params = _params(match["params"], kind, here)
+        if kind == "teaser":
+            body = teaser_region(rendered.boards)
+            shown.add(("*", "*"))
+        else:
+            board, section = _section(rendered, params, here)
+            body = board_region(board, section, rendered.skipped)
+            shown.add((board.task, section.dataset_hash))
+        return f"<!-- nfnzoo:{kind}{match['params']} -->\n{body}\n<!-- /nfnzoo:{kind} -->"
+
+    result = REGION.sub(replace, text)
+    if matched != opened:
+        raise ValueError(f"{where}: {opened} nfnzoo region(s) open but {matched} close; each "
+                         "`<!-- nfnzoo:KIND ... -->` line needs its `<!-- /nfnzoo:KIND -->`")
+    return result, shown
+
+
+def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], list[str]]:
+    """Each page's text with its regions rendered from the board at `root`, and the board's
+    (task, dataset) sections that no region shows, as `task dataset_hash[:12]`."""
+    rendered = Rendered(build_board(root), load_skipped(root))
+    out, shown = {}, set()
+    for page in pages:
+        text, sections = rewrite(page.read_text(encoding="utf-8"), str(page), rendered)
+        out[page] = text
+        shown |= sections
+    unshown = [f"{board.task} {section.dataset_hash[:12]}" for board in rendered.boards
+               for section in board.sections if (board.task, section.dataset_hash) not in shown]
+    return out, unshown
+
+
+def docs_pages(docs_dir: str | Path, readme: str | Path | None = None) -> list[Path]:
+    """Every Markdown page under `docs_dir` (and `readme`) that holds a region."""
+    pages = sorted(Path(docs_dir).rglob("*.md")) + ([Path(readme)] if readme is not None else [])
+    return [page for page in pages if OPENING.search(page.read_text(encoding="utf-8"))]
+
+
+def stale_pages(root: str | Path, docs_dir: str | Path,
+                readme: str | Path | None = None) -> tuple[list[Path], list[str]]:
+    """The pages whose regions differ from what the board at `root` renders now, and the board's
+    sections that no region shows; writes nothing."""
+    texts, unshown = render_pages(root, docs_pages(docs_dir, readme))
+    return [page for page, text in texts.items() if page.read_text(encoding="utf-8") != text], unshown
+
+
+def render_docs(root: str | Path, docs_dir: str | Path, readme: str | Path | None = None) -> tuple[list[Path], list[str]]:
+    """Rewrites the regions of the pages under `docs_dir` (and `readme`) from the board at `root`.
+    Returns the pages changed and the board's sections that no region shows."""
+    texts, unshown = render_pages(root, docs_pages(docs_dir, readme))
+    changed = []
+    for page, text in texts.items():
+        if page.read_text(encoding="utf-8") != text:
+            write_text_atomic(page, text)
+            changed.append(page)
+    return changed, unshown
