@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo test bench-loading bench-generation bench-nfn venv clean
+.PHONY: demo test test-fast docs docs-results bench-loading bench-generation bench-nfn venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,21 @@ venv: $(STAMP)
 demo: $(STAMP)
 	HF_HOME=$$(mktemp -d) $(BIN)/python -m benchmarks.demo
 
+# The whole suite (what CI runs through .ci/run).
 test: $(STAMP)
 	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q --durations=15
+
+# The edit loop: everything but the tests marked slow (real Ray clusters, real training).
+test-fast: $(STAMP)
+	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -m "not slow" --durations=10
+
+# The documentation site into build/site (mkdocs.yml; --strict: a broken link or API object fails).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The results tables in docs/ and README.md, rendered again from the official board (leaderboards/).
+docs-results: $(STAMP)
+	$(BIN)/nfnzoo leaderboard render --docs docs --readme README.md
 
 bench-loading: $(STAMP)
 	$(BIN)/python -m benchmarks.perf.loading
