@@ -34,7 +34,9 @@ import torch
 
 from zoo.registry import Registry
 
-FAMILIES: Registry[type] = Registry("zoo family")
+# the built-in families, imported by name on the registry's first read (`zoo.registry`)
+FAMILIES: Registry[type] = Registry("zoo family", modules=("zoo.families.cnn", "zoo.families.inr",
+                                                           "zoo.families.transformer"))
 
 
 @dataclasses.dataclass(frozen=True)

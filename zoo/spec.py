@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.domains import Count, Fraction, Seed, Size, base_type
+from zoo.family import get_family  # families validate their own parts (the registry imports them when read)
 from zoo.inputs import NAME, InputError, load_yaml, name_problem
 from zoo.schema import SchemaError, from_data, to_data, type_hints
 # the search space lives in its own module; its names are part of this module's interface
@@ -178,8 +179,6 @@ class ZooSpec:
             raise SchemaError(where, "seeds", "empty; expected at least one seed")
         check_plan_size(self.search_space, len(self.seeds), len(self.training.checkpoint_epochs)
                         + self.training.keep_best, where)
-        from zoo.families import get_family  # families validate their own parts
-
         try:
             family = get_family(self.family)
         except KeyError as error:

@@ -1,8 +1,8 @@
 """Zoo families: one module per family (the model, its weight space, its training recipe).
 
 The contract a family fulfils, its base class and the registry are in `zoo.family` (which
-imports no family); they are re-exported here, and importing this package registers the
-families: `cnn`, `inr`, `transformer`.
+imports no family: the registry imports the built-in ones, `cnn`, `inr`, `transformer`, by
+name on its first read); they are re-exported here.
 """
 
 from zoo.family import (  # noqa: F401
@@ -14,8 +14,3 @@ from zoo.family import (  # noqa: F401
     list_families,
     register_family,
 )
-
-# Families register themselves on import.
-from zoo.families import cnn  # noqa: E402,F401
-from zoo.families import inr  # noqa: E402,F401
-from zoo.families import transformer  # noqa: E402,F401

@@ -33,129 +33,31 @@ frozen where it diverged and recorded "diverged"; masking keeps its NaNs out of 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, Callable, Sequence
 
 import torch
-from torch import nn
 
 from zoo.data import SOURCES, ImageData, image_source_names
-from zoo.domains import Index, LearningRate, Scale, Size
+from zoo.families.inr_model import (  # noqa: F401 (the member's pieces, re-exported for users of the family)
+    INTENSITY_RANGE,
+    INRArchitecture,
+    INRHParams,
+    Siren,
+    coordinate_grid,
+    fit_metrics,
+    init_siren,
+    layer_names,
+    layer_shapes,
+    omegas,
+    pixel_targets,
+    siren_forward,
+)
 from zoo.family import CheckpointResult, Family, register_family
 from zoo.population import populations
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.train import seeded_generator
 from zoo.weightspace import WeightSpace
-
-INTENSITY_RANGE = 2.0  # targets span [-1, 1]
-
-
-@dataclasses.dataclass(frozen=True)
-class INRArchitecture:
-    in_features: Size = 2  # (row, column) coordinates
-    hidden_features: Size = 32
-    num_sine_layers: Size = 2  # sine layers before the linear output: 2 -> 32 -> 32 -> out
-    out_features: Size = 1  # 1 for grayscale, 3 for color
-    image_size: Size = 28  # the fitted grid is image_size x image_size; needed to render a member
-    first_omega_0: Scale = 30.0  # frequency factor of the first layer
-    hidden_omega_0: Scale = 30.0  # ... and of the later sine layers
-
-    @property
-    def pixels(self) -> int:
-        return self.image_size * self.image_size
-
-
-@dataclasses.dataclass(frozen=True)
-class INRHParams:
-    image_index: Index  # position in the source's training images followed by its test images
-    learning_rate: LearningRate  # Adam's step size
-
-
-# --- the member ---------------------------------------------------------------------------
-
-def layer_names(arch: INRArchitecture) -> list[str]:
-    return [f"sine{i + 1}" for i in range(arch.num_sine_layers)] + ["output"]
-
-
-def layer_shapes(arch: INRArchitecture) -> list[tuple[int, int]]:
-    """(out, in) of every layer, in forward order."""
-    widths = [arch.in_features] + [arch.hidden_features] * arch.num_sine_layers + [arch.out_features]
-    return list(zip(widths[1:], widths[:-1]))
-
-
-def omegas(arch: INRArchitecture) -> list[float]:
-    return [arch.first_omega_0] + [arch.hidden_omega_0] * (arch.num_sine_layers - 1)
-
-
-class Siren(nn.Module):
-    """One SIREN as a plain module (for users and reference checks; populations train in
-    `zoo.families.inr_population`, stored weights are evaluated by `siren_forward`)."""
-
-    def __init__(self, arch: INRArchitecture):
-        super().__init__()
-        self.arch = arch
-        for name, (fan_out, fan_in) in zip(layer_names(arch), layer_shapes(arch)):
-            # no default init: it would draw from the global RNG; weights come from init_siren or a checkpoint
-            layer = nn.utils.skip_init(nn.Linear, fan_in, fan_out)
-            nn.init.zeros_(layer.weight)
-            nn.init.zeros_(layer.bias)
-            self.add_module(name, layer)
-
-    def forward(self, coords: torch.Tensor) -> torch.Tensor:
-        h = coords  # (P, in)
-        layers = [getattr(self, name) for name in layer_names(self.arch)]
-        for layer, omega in zip(layers[:-1], omegas(self.arch)):
-            h = torch.sin(omega * layer(h))  # (P, hidden)
-        return layers[-1](h)  # (P, out)
-
-
-def init_siren(arch: INRArchitecture, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """SIREN's initialization (module docstring), drawn in weight-space order from `generator`."""
-    weights = {}
-    for i, (name, (fan_out, fan_in)) in enumerate(zip(layer_names(arch), layer_shapes(arch))):
-        bound = 1 / fan_in if i == 0 else math.sqrt(6 / fan_in) / arch.hidden_omega_0
-        weights[f"{name}.weight"] = torch.empty(fan_out, fan_in).uniform_(-bound, bound, generator=generator)
-        bias_bound = 1 / math.sqrt(fan_in)
-        weights[f"{name}.bias"] = torch.empty(fan_out).uniform_(-bias_bound, bias_bound, generator=generator)
-    return weights
-
-
-def coordinate_grid(image_size: int) -> torch.Tensor:
-    """(P, 2) pixel centres in [-1, 1]^2, (row, column), row-major like `image.reshape(-1)`."""
-    axis = torch.linspace(-1, 1, image_size)
-    rows, columns = torch.meshgrid(axis, axis, indexing="ij")
-    return torch.stack([rows, columns], dim=-1).reshape(-1, 2)
-
-
-def pixel_targets(images: torch.Tensor) -> torch.Tensor:
-    """(B, C, H, W) intensities in [0, 1] -> (B, H*W, C) in [-1, 1], the pixel order of `coordinate_grid`."""
-    return (images * 2 - 1).flatten(2).transpose(1, 2).contiguous()
-
-
-def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords: torch.Tensor) -> torch.Tensor:
-    """B SIRENs at once: params in weight-space order, each (B, ...); coords (P, in) -> (B, P, out)."""
-    members = params[0].shape[0]
-    h = coords.expand(members, *coords.shape)  # (B, P, in)
-    last = len(params) // 2 - 1
-    for layer in range(last + 1):
-        weight, bias = params[2 * layer], params[2 * layer + 1]  # (B, out, in), (B, out)
-        if layer == last:
-            # as (W h^T)^T: with P columns rather than out (often 1) the product stays a GEMM
-            # whose arithmetic does not depend on how many members share the call
-            return torch.baddbmm(bias.unsqueeze(2), weight, h.transpose(1, 2)).transpose(1, 2)  # (B, P, out)
-        # omega (W h + b) as (omega W) h + omega b: scales the small tensors, not (B, P, out)
-        omega = omegas(arch)[layer]
-        h = torch.sin(torch.baddbmm(omega * bias.unsqueeze(1), h, (omega * weight).transpose(1, 2)))  # (B, P, out)
-    raise AssertionError("unreachable: the loop returns at the output layer")
-
-
-def fit_metrics(mse: float, label: int) -> dict[str, float | int]:
-    """The METRICS of one fit; a diverged fit (non-finite MSE) has NaN for both float metrics."""
-    if not math.isfinite(mse):
-        return {"label": label, "psnr": math.nan, "mse": math.nan}
-    psnr = 10 * math.log10(INTENSITY_RANGE ** 2 / mse) if mse > 0 else math.inf
-    return {"label": label, "psnr": psnr, "mse": mse}
 
 
 # --- the family -----------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from typing import Sequence
 
 import torch
 
-from zoo.families.inr import INRArchitecture, coordinate_grid, omegas, pixel_targets
+from zoo.families.inr_model import INRArchitecture, coordinate_grid, omegas, pixel_targets
 from zoo.optim_stacked import StackedOptimizer
 from zoo.simd import sin_cos
 from zoo.weightspace import WeightSpace
