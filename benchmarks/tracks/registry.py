@@ -33,7 +33,11 @@ class Track(abc.ABC):
         none of this machine's folders."""
 
 
-TRACKS: Registry[type[Track]] = Registry("track")
+# the tracks, imported by name on the registry's first read (`zoo.registry`): they import this
+# module to register, and this module imports none of them
+TRACKS: Registry[type[Track]] = Registry("track", modules=(
+    "benchmarks.tracks.norga.theory", "benchmarks.tracks.norga.track", "benchmarks.tracks.tokens.track",
+    "benchmarks.tracks.wave.track"))
 
 
 def register_track(name: str) -> Callable[[type[Track]], type[Track]]:
@@ -44,18 +48,9 @@ def register_track(name: str) -> Callable[[type[Track]], type[Track]]:
     return decorator
 
 
-def _load_tracks() -> None:
-    import benchmarks.tracks.norga.theory  # noqa: F401 (registers the norga-theory track)
-    import benchmarks.tracks.norga.track  # noqa: F401 (registers the norga track)
-    import benchmarks.tracks.tokens.track  # noqa: F401 (registers the token-dynamics track)
-    import benchmarks.tracks.wave.track  # noqa: F401 (registers the wave-cre track)
-
-
 def list_tracks() -> list[str]:
-    _load_tracks()
     return TRACKS.names()
 
 
 def create_track(name: str) -> Track:
-    _load_tracks()
     return TRACKS.get(name)()
