@@ -111,16 +111,13 @@ def test_a_diverging_transformer_member_is_recorded_and_does_not_poison_the_othe
     assert all(math.isnan(together[key].metrics[m]) for key in diverged for m in together[key].metrics if m != "is_best")
 
 
-def test_transformer_populations_share_an_optimizer_and_a_train_fraction(setting):
+def test_transformer_populations_share_an_optimizer_and_a_train_fraction(setting, monkeypatch):
     spec, family, data = setting
     runs = _runs(spec, "sgd", 2) + _runs(spec, "adam", 1, train_fraction=0.25)
     calls = []
-    from zoo.families import transformer_population
+    from zoo.families import transformer
 
-    original = transformer_population.train_transformer_population
-    try:
-        transformer_population.train_transformer_population = lambda f, s, population, d, e: calls.append(population)
-        family.train_population(spec, runs, data, lambda run, result: None)
-    finally:
-        transformer_population.train_transformer_population = original
+    monkeypatch.setattr(transformer, "train_transformer_population",
+                        lambda f, s, population, d, e: calls.append(population))
+    family.train_population(spec, runs, data, lambda run, result: None)
     assert [[r.run_id for r in group] for group in calls] == [[r.run_id for r in runs[:2]], [runs[2].run_id]]

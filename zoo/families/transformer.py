@@ -31,22 +31,22 @@ real values.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Callable, Literal
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from zoo.data import SOURCE_INFO, TaskData, image_source_names, load_task_data, split_sizes
-from zoo.domains import Coefficient, Count, FinalLearningRate, Fraction, LearningRate, Probability, Scale
 from zoo.families.transformer_model import (  # noqa: F401  (the member's names, re-exported)
     SmallTransformer,
     TransformerArchitecture,
     forward_flops,
     sinusoidal_encoding,
 )
+from zoo.families.transformer_population import train_transformer_population
+from zoo.families.transformer_recipe import TransformerHParams, learning_rate_at, random_crops  # noqa: F401 (re-exported)
 from zoo.family import CheckpointResult, Family, register_family
 from zoo.population import populations
 from zoo.symmetry.attention import AttentionSymmetry
@@ -62,39 +62,6 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {  # (parameters, 
 }
 INIT_BOUND = 2.0  # truncation of the initial weights, absolute (PyTorch's trunc_normal_ default)
 METRICS: dict[str, type] = {**dict.fromkeys(CLASSIFICATION_METRICS, float), "is_best": bool}
-
-
-@dataclasses.dataclass(frozen=True)
-class TransformerHParams:
-    optimizer: Literal["adam", "rmsprop", "sgd", "sgd_momentum"]
-    learning_rate: LearningRate  # the peak rate, after warm-up
-    init_std: Scale  # std of the truncated-normal initial weights
-    l2: Coefficient  # the optimizer's weight decay (coupled L2)
-    dropout: Probability  # after the stem and after each attention and MLP sublayer
-    train_fraction: Fraction  # share of the training pool this run sees
-    warmup_epochs: Count  # linear warm-up of the learning rate
-    crop_padding: Count  # images: random crops of the zero-padded image while training (0: none)
-    final_learning_rate: FinalLearningRate  # where the cosine decay ends
-
-
-def learning_rate_at(epoch: int, hp: TransformerHParams, epochs: int) -> float:
-    """The rate of 1-based `epoch`: the schedule's value at the epoch's start, t = epoch - 1."""
-    t, warmup = epoch - 1, hp.warmup_epochs
-    if t < warmup:
-        return hp.learning_rate * (t + 1) / warmup
-    progress = (t - warmup) / max(1, epochs - warmup)
-    return hp.final_learning_rate + (hp.learning_rate - hp.final_learning_rate) * (1 + math.cos(math.pi * progress)) / 2
-
-
-def random_crops(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
-    """Each image shifted by up to `padding` pixels: a random crop of the zero-padded image (the
-    released zoo's RandomCrop(size, padding=2), with a seeded generator)."""
-    batch, _, height, width = x.shape
-    padded = F.pad(x, (padding,) * 4)
-    offsets = torch.randint(0, 2 * padding + 1, (2, batch), generator=generator)
-    rows = (offsets[0][:, None] + torch.arange(height))[:, :, None]  # (B, H, 1)
-    cols = (offsets[1][:, None] + torch.arange(width))[:, None, :]  # (B, 1, W)
-    return padded[torch.arange(batch)[:, None, None], :, rows, cols].permute(0, 3, 1, 2)  # (B, C, H, W)
 
 
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -167,7 +134,6 @@ class TransformerFamily(Family):
     def train_population(self, spec, runs, data: TaskData, emit) -> None:
         """Runs sharing an optimizer and a train fraction (equal steps per epoch) train together,
         in chunks of `population_size_on` their device (`zoo.families.transformer_population`)."""
-        from zoo.families.transformer_population import train_transformer_population  # imports this module
 
         size = self.population_size_on(data.train.x.device)
         for population in populations(runs, size, self.population_key):

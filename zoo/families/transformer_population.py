@@ -23,7 +23,8 @@ import torch.nn.functional as F
 
 from zoo.data import TaskData
 from zoo.family import CheckpointResult
-from zoo.families.transformer import TransformerArchitecture, learning_rate_at, random_crops, sinusoidal_encoding
+from zoo.families.transformer_model import TransformerArchitecture, sinusoidal_encoding
+from zoo.families.transformer_recipe import learning_rate_at, random_crops
 from zoo.optim_stacked import StackedOptimizer
 from zoo.population import _accumulate, _Members, masked_step
 from zoo.train import CLASSIFICATION_METRICS, batch_starts, seeded_generator
