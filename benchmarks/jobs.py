@@ -238,7 +238,8 @@ def run_jobs(jobs: Sequence[Job], folder: str | Path | None, workers: int = 1,
         ran = done - (len(jobs) - len(pending))
         left = (time.perf_counter() - start) / ran * (len(jobs) - done) if ran else 0.0
         detail = f": {describe(result['outcome'])}" if describe else ""
-        say(f"[{done}/{len(jobs)}] {job.key}{detail} ({result['seconds']:.0f} s; about {left / 60:.0f} min left)")
+        node = f" on node {result['node_id'][:12]}" if result.get("node_id") else ""  # which machine, on Ray
+        say(f"[{done}/{len(jobs)}] {job.key}{detail} ({result['seconds']:.0f} s{node}; about {left / 60:.0f} min left)")
 
     failures: list[tuple[str, BaseException]] = []
     try:

@@ -30,7 +30,9 @@ def test_the_letter_split_is_fixed_and_disjoint():
 
 
 def test_the_tiny_profile_writes_every_methods_results_and_the_plot(tmp_path, capsys):
-    assert main(["track", "run", "norga", "--profile", "tiny", "--seeds", "0,1", "--out", str(tmp_path)]) == 0
+    # in this process (--workers 1): 20 tiny jobs, each a fresh Ray worker otherwise (tests/benchmarks/test_jobs_cluster.py)
+    assert main(["track", "run", "norga", "--profile", "tiny", "--seeds", "0,1", "--out", str(tmp_path),
+                 "--workers", "1"]) == 0
     folder = tmp_path / "glyphs-3tasks"
     for method in METHODS:
         results = load_results(folder / f"{method}.json")  # the harness's schema

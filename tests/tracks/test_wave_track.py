@@ -70,11 +70,11 @@ def test_the_cached_queries_must_match_the_encoder_and_sentences(tiny_run, tmp_p
     out, _, _ = tiny_run
     path = next((out / "cache").glob("queries-*.pt"))
     stored = torch.load(path)
-    stored["sentences_sha256"] = "0" * 64
-    bad = tmp_path / "queries.pt"
-    torch.save(stored, bad)
+    record = {"encoder_sha256": stored["encoder_sha256"], "sentences_sha256": "0" * 64}
+    settings = wave.PROFILES["tiny"]
+    relations = wave.read_sources(wave.fewrel_folder(), settings.sources)
     with pytest.raises(ValueError, match="cached queries are of another encoder or other sentences"):
-        wave.run_job(wave.PROFILES["tiny"], "l2p", 2021, str(bad))
+        wave.run_job(settings, "l2p", 2021, relations, stored["queries"], record)  # checked where the job runs
 
 
 def test_the_paper_profiles_code_path_on_a_fewrel_formatted_folder(tmp_path, monkeypatch):
