@@ -273,6 +273,7 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
     check_seeds(seeds)
     create_task(task, **dict(task_overrides or {}))  # fail on a bad name or override before loading data
     model_config(model, **dict(model_overrides or {}))
+    job_device(None if device is None else str(device), workers, address, gpus_per_job)  # GPUs asked for, none here
     splits, dataset = load_splits(data_path, config)
     return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
                          device=device, progress=progress, workers=workers, address=address,

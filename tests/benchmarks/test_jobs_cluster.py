@@ -119,3 +119,13 @@ def test_a_small_job_after_a_large_one_reports_its_own_peak(ray_cluster, tmp_pat
     run_jobs(jobs, tmp_path, 1, address=address)
     large, small = (json.loads((tmp_path / f"{key}.json").read_text())["peak_memory_mb"] for key in ("large", "small"))
     assert large > small + 300, (large, small)  # the small job's peak is not the large one's
+
+
+
+def test_gpus_per_job_on_a_cluster_without_gpus_is_an_error_before_any_job_runs(ray_cluster, tiny_zoo, tmp_path,
+                                                                                  capsys):
+    out = tmp_path / "s"
+    argv = [*SUITE, "--data", str(tiny_zoo), "--out", str(out), "--address", ray_cluster.address, "--gpus-per-job", "1"]
+    assert main(argv) == 1
+    assert f"the Ray cluster at {ray_cluster.address} has no node with that many GPUs" in capsys.readouterr().err
+    assert not list(out.rglob("*.json"))  # no job ran
