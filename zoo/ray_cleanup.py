@@ -14,6 +14,8 @@ overwrites the memory `/proc/<pid>/environ` shows, and the marker can vanish fro
 under load: `ray::DashboardAgent` kept the test's variable and lost ours). So while the
 driver lives, the watchdog also records every descendant of it twice a second (pid and start
 time), and ends those too: the agents are descendants from the moment the raylet starts them.
+What the driver was already running when the watchdog started (another Ray cluster it had
+started, a server) is spared, with everything below it: it is not this instance's.
 
 Standard library only, and Linux only (``/proc``); elsewhere the scan finds nothing and
 cleanup is left to Ray. Nothing here imports Ray or the rest of `zoo`.
@@ -83,16 +85,20 @@ def _process_table() -> dict[int, tuple[int, str]]:
     return table
 
 
-def descendants(root: int) -> dict[int, str]:
-    """The live descendants of process `root`: pid -> start time (which tells a reused pid apart)."""
+def descendants(root: int, spare: dict[int, str] | None = None) -> dict[int, str]:
+    """The live descendants of process `root`: pid -> start time (which tells a reused pid apart).
+
+    The processes of `spare` (pid -> start time) and everything below them are left out.
+    """
     table = _process_table()
+    spare = spare or {}
     children: dict[int, list[int]] = {}
     for pid, (parent, _) in table.items():
         children.setdefault(parent, []).append(pid)
     found, stack = {}, list(children.get(root, []))
     while stack:
         pid = stack.pop()
-        if pid not in found:
+        if pid not in found and spare.get(pid) != table[pid][1]:
             found[pid] = table[pid][1]
             stack.extend(children.get(pid, []))
     return found
@@ -148,8 +154,12 @@ class Watchdog:
     def __init__(self, marker: str, driver_pid: int | None = None) -> None:
         self.marker = marker
         environment = {k: v for k, v in os.environ.items() if k != MARKER_VARIABLE}  # never its own target
+        driver_pid = driver_pid or os.getpid()
+        # what the driver runs already (another Ray cluster it started, a server) is not the
+        # instance's, nor anything those start later: spared, with all below them
+        spare = ",".join(f"{pid}:{started}" for pid, started in descendants(driver_pid).items())
         self.process = subprocess.Popen(
-            [sys.executable, "-I", str(Path(__file__).resolve()), marker, str(driver_pid or os.getpid())],
+            [sys.executable, "-I", str(Path(__file__).resolve()), marker, str(driver_pid), spare],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
             start_new_session=True, close_fds=True)  # its own session: a Ctrl-C to the driver's group spares it
 
@@ -174,7 +184,7 @@ def _started(pid: int) -> str | None:
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
-def _watch(marker: str, driver_pid: int, poll_s: float = 0.5) -> None:
+def _watch(marker: str, driver_pid: int, spare: dict[int, str], poll_s: float = 0.5) -> None:
     """The watchdog's body: wait until the pipe closes or the driver is gone, then end the instance.
 
     End of file alone is not enough: a process the driver forked (without exec) keeps a copy
@@ -189,7 +199,7 @@ def _watch(marker: str, driver_pid: int, poll_s: float = 0.5) -> None:
     stream = sys.stdin.buffer
     known: dict[int, str] = {}  # every descendant of the driver seen so far: pid -> start time
     while started is not None and _started(driver_pid) == started:
-        known.update(descendants(driver_pid))
+        known.update(descendants(driver_pid, spare=spare))
         try:
             readable, _, _ = select.select([stream], [], [], poll_s)
             if readable and not os.read(stream.fileno(), 4096):
@@ -202,4 +212,5 @@ def _watch(marker: str, driver_pid: int, poll_s: float = 0.5) -> None:
 
 
 if __name__ == "__main__":
-    _watch(sys.argv[1], int(sys.argv[2]))
+    _watch(sys.argv[1], int(sys.argv[2]),
+           {int(pid): started for pid, _, started in (item.partition(":") for item in sys.argv[3].split(",") if item)})
