@@ -102,10 +102,10 @@ def add_ray_arguments(parser: argparse.ArgumentParser, what: str, workers: int =
                         help=f"run the {what} as Ray tasks on a local Ray instance with this many CPUs, one job "
                              f"per CPU (default: {workers}; 1 runs them in this process, without Ray); finished "
                              "jobs are kept either way, and a re-run resumes")
-    parser.add_argument("--address", type=ray_address, default=None,
+    parser.add_argument("--address", type=ray_address, default=os.environ.get("RAY_ADDRESS") or None,
                         help=f"run the {what} as Ray tasks on this Ray cluster (HOST:PORT, ray://HOST:PORT or "
-                             "auto); its nodes need share no folder with this one: the data travels through Ray "
-                             "and the records are written here")
+                             "auto; default $RAY_ADDRESS, which a Ray job sets); its nodes need share no folder with "
+                             "this one: the data travels through Ray and the records are written here")
     parser.add_argument("--gpus-per-job", type=gpus_per_job, default=0.0,
                         help="GPUs Ray gives each job (a fraction shares one; default 0: the jobs run on CPUs)")
 
