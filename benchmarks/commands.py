@@ -23,7 +23,7 @@ from typing import Any, Callable
 from benchmarks.seeds import MAX_SEED, MAX_SEEDS
 from zoo.cli import CommandError
 from zoo.registry import UnknownNameError
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 
 
 # bounds on what the command line declares, checked before anything is allocated: seeds
@@ -124,7 +124,7 @@ def image_rows(text: str) -> int:
 def _parse_value(text: str, option: str = "--set") -> Any:
     """A `--set` value: JSON when it parses (bounded: nesting depth, 64-bit integers, finite
     numbers, plain text), else the text itself."""
-    from zoo.inputs import InputError, load_json_bytes, value_problem
+    from zoo.validation.inputs import InputError, load_json_bytes, value_problem
 
     try:
         value = load_json_bytes(text, option, strict=True)
@@ -240,7 +240,7 @@ def _suite_listing() -> str:
 
 
 def _data_help() -> str:
-    from zoo.hub import DATA_HELP  # no Hub client import: zoo.hub imports it only to resolve a repo
+    from zoo.hub.resolve import DATA_HELP  # no Hub client import: zoo.hub.resolve imports it only to resolve a repo
 
     return f"{DATA_HELP}; the results record the repo and the commit sha beside the dataset hash"
 

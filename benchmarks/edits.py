@@ -11,7 +11,7 @@ render. We use OpenCV (`opencv-python-headless`), the library the authors' code 
   passes the RGB array as if it were BGR, and so do we: the target is the reference's.
 
 `apply_edit(name, images)` takes and returns float images (N, C, H, W) in [0, 1]. The image
-sources store 8-bit images exactly (`zoo.data`), so they are quantized back to uint8 first
+sources store 8-bit images exactly (`zoo.data.images`), so they are quantized back to uint8 first
 (checked: a value that is not a multiple of 1/255 is an error, not a silent rounding).
 """
 

@@ -1,9 +1,9 @@
-"""Atomic file writes (`zoo.atomic`) and bounded JSON reading with errors that name the file.
+"""Atomic file writes (`zoo.storage.atomic`) and bounded JSON reading with errors that name the file.
 
 A results file, a plot or a leaderboard entry is either complete or absent: it is written to
 a temporary file in the target folder and renamed over the target, with the user's normal
 file mode. A results file and its sidecars (predictions, figure arrays) commit together
-(`write_with_sidecars`). Every JSON or .npz read here is bounded (`zoo.inputs`): a regular
+(`write_with_sidecars`). Every JSON or .npz read here is bounded (`zoo.validation.inputs`): a regular
 file, a capped size, a bounded nesting depth, array shapes checked against the bytes.
 """
 
@@ -19,8 +19,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from zoo.atomic import replacing, write_bytes_atomic, write_json_atomic, write_text_atomic
-from zoo.inputs import InputError, load_json_bytes, read_capped
+from zoo.storage.atomic import replacing, write_bytes_atomic, write_json_atomic, write_text_atomic
+from zoo.validation.inputs import InputError, load_json_bytes, read_capped
 
 # the most a JSON file we read may hold: a results file is kilobytes, a job record with a seed's
 # predictions a few megabytes; past this it is not ours
@@ -64,7 +64,7 @@ def write_npz_atomic(path: str | Path, arrays: Mapping[str, Any]) -> Path:
 def read_npz(path: str | Path, *, limit: int = MAX_NPZ_BYTES) -> dict[str, np.ndarray]:
     """The arrays of an .npz written by `write_npz_atomic` (pickled content is refused).
 
-    Read with a cap (`zoo.inputs.read_capped`: a regular file, at most `limit` bytes), and each
+    Read with a cap (`zoo.validation.inputs.read_capped`: a regular file, at most `limit` bytes), and each
     member's declared shape checked against the bytes the archive says it holds before numpy
     allocates it: a header declaring a 200000 x 200000 array is an error naming the member, not
     a 320 GB allocation."""
@@ -95,8 +95,8 @@ def read_npz(path: str | Path, *, limit: int = MAX_NPZ_BYTES) -> dict[str, np.nd
 def read_json(path: str | Path, *, strict: bool = False, limit: int = MAX_JSON_BYTES) -> Any:
     """Reads a JSON file; a missing, unreadable, oversized or malformed file raises ValueError naming it.
 
-    Read through `zoo.inputs`: a regular file only (a FIFO or a device is refused, not waited on),
-    at most `limit` bytes actually read, nesting at most `zoo.inputs.MAX_DEPTH` deep. `strict` also
+    Read through `zoo.validation.inputs`: a regular file only (a FIFO or a device is refused, not waited on),
+    at most `limit` bytes actually read, nesting at most `zoo.validation.inputs.MAX_DEPTH` deep. `strict` also
     refuses NaN and Infinity, numbers that overflow to infinity (`1e999`) and an object with a
     repeated key (a submission)."""
     path = Path(path)

@@ -47,7 +47,7 @@ from benchmarks.tasks import SPLITS, create_task
 from nfn_models import model_config
 from benchmarks.tasks.registry import TASKS
 from nfn_models.registry import MODELS
-from zoo.schema import from_data, to_data
+from zoo.validation.schema import from_data, to_data
 
 if TYPE_CHECKING:
     from zoo.loader import ZooSplit
@@ -74,13 +74,13 @@ def seeds_folder(results_path: str | Path) -> Path:
 def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
     """Loads the three splits of a dataset config and describes the dataset for the results.
 
-    `data_path` is a folder or a Hub dataset repo `ORG/NAME[@REVISION]` (`zoo.hub.resolve_data`:
+    `data_path` is a folder or a Hub dataset repo `ORG/NAME[@REVISION]` (`zoo.hub.resolve.resolve_data`:
     an existing path wins); a repo's snapshot is checked like a folder, and the description
     records the repo and the commit it resolved to.
     """
     from zoo import loader  # imported here: the loader pulls in pyarrow, which the CLI need not load
-    from zoo.hub import resolve_data
-    from zoo.integrity import verified_dataset_hash
+    from zoo.hub.resolve import resolve_data
+    from zoo.storage.integrity import verified_dataset_hash
 
     source = resolve_data(data_path, config=config)
     path = source.folder

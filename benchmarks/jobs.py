@@ -15,7 +15,7 @@ Where the jobs run:
   (seconds saved on every small run), a debugger and a profiler see the job (the first error
   is chained to `JobsFailed` with its traceback), and a test can patch a job function.
 - otherwise: each job is a Ray task (`num_cpus=1`, `num_gpus=gpus_per_job`, one torch thread)
-  on a local instance with `workers` CPUs (`zoo.ray_session.connected`), or on the cluster at
+  on a local instance with `workers` CPUs (`zoo.distributed.ray_session.connected`), or on the cluster at
   `address`, whose resources then decide how many run at once. The driver gathers each outcome
   as it finishes (`ray.wait`) and writes its record itself: a worker node writes nothing and
   needs none of the driver's folders. Arguments travel through Ray's object store, an object
@@ -45,7 +45,7 @@ from typing import Any, Callable, Sequence
 
 from benchmarks.files import read_json  # bounded: a regular file, capped, nesting depth limited
 from benchmarks.memory import peak_mb, reset_peak
-from zoo.atomic import write_json_atomic
+from zoo.storage.atomic import write_json_atomic
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
 MAX_GPUS_PER_JOB = 64
@@ -75,7 +75,7 @@ class JobsFailed(RuntimeError):
 
 def fingerprint(*parts: Any) -> str:
     """The sha256 of the parts as canonical JSON (dataclasses, tuples and paths become plain data)."""
-    from zoo.schema import to_data
+    from zoo.validation.schema import to_data
 
     text = json.dumps([to_data(part) for part in parts], sort_keys=True, ensure_ascii=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -274,7 +274,7 @@ def _run_on_ray(pending: Sequence[Job], workers: int, address: str | None, gpus_
     import ray
     from ray.exceptions import RayError
 
-    from zoo.ray_session import connected, interruptible
+    from zoo.distributed.ray_session import connected, interruptible
 
     with interruptible(), connected(address, num_cpus=workers):
         _check_gpus(gpus_per_job, address)

@@ -16,7 +16,7 @@ import pandas
 from benchmarks.files import save_figure
 from benchmarks.harness import predictions_path
 from benchmarks.results import load_results
-from zoo.inputs import read_capped
+from zoo.validation.inputs import read_capped
 
 MAX_PREDICTIONS_BYTES = 1 * 2**30  # a predictions CSV is a row per test checkpoint and seed: megabytes
 

@@ -7,7 +7,7 @@ records the choices in its config, hence in every results file:
 - checkpoints: every stored epoch (this package's default), or each run's final epoch, as
   Monomial-NFN (Tran et al. NeurIPS 2024), ScaleGMN (Kalogeropoulos et al. NeurIPS 2024) and
   Transformer-NFN (Tran et al. ICLR 2025) use the CNN zoos of Unterthiner et al. 2020, or a
-  list of epochs. A run's "best" checkpoint (`zoo.plan`, `training.keep_best`) is not a final
+  list of epochs. A run's "best" checkpoint (`zoo.planning.plan`, `training.keep_best`) is not a final
   one, and a run whose final checkpoint diverged contributes no row;
 - a metadata subset, e.g. `{activation: relu}`: the ReLU and tanh subsets of the Small CNN Zoo
   on which Monomial-NFN and ScaleGMN report separately;
@@ -32,7 +32,7 @@ import numpy as np
 import pandas
 import torch
 
-from zoo.plan import checkpoint_id
+from zoo.planning.plan import checkpoint_id
 from zoo.weightspace import WeightBatch
 
 if TYPE_CHECKING:

@@ -2,13 +2,13 @@
 
 A results JSON is what `run_benchmark` writes and what the leaderboard validates; it is
 documented field by field in `leaderboards/SCHEMA.md`. The dataclasses here are the one
-definition of its structure: `load_results` checks a file against them with `zoo.schema`
+definition of its structure: `load_results` checks a file against them with `zoo.validation.schema`
 (unknown, missing or mistyped keys are errors naming the file and the key).
 
 Beyond types, every field is bounded where a board shows it: a `ranking` block holds all of
 `benchmarks.ranking`'s tau-ceiling statistics or none of them, each in its range; the hardware and version strings
 are one line of at most `MAX_LINE` characters; `created` is an ISO 8601 time; the dataset's
-config and family are names (`zoo.inputs.NAME`).
+config and family are names (`zoo.validation.inputs.NAME`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from benchmarks.files import read_json
-from zoo.inputs import name_problem
-from zoo.schema import SchemaError, from_data
+from zoo.validation.inputs import name_problem
+from zoo.validation.schema import SchemaError, from_data
 
 SCHEMA_VERSION = 1
 MAX_LINE = 200  # characters of a one-line string a board shows (a device, a platform, a version)
@@ -112,7 +112,7 @@ class Hardware:
     python: str
     torch: str
     device: str
-    # where the numbers came from (`zoo.machine`); absent from results written before them
+    # where the numbers came from (`zoo.distributed.machine`); absent from results written before them
     cpu_model: str | None = None  # /proc/cpuinfo's model name (else platform.processor())
     aten_isa: str | None = None  # torch.backends.cpu.get_cpu_capability(): AVX2, AVX512, ...
     onednn_isa: str | None = None  # the ISA of oneDNN's kernels: avx2, avx512_core, ...
@@ -130,7 +130,7 @@ def describe_hardware(device: str, gpu_model: str | None = None) -> dict[str, st
     """The `hardware` block of a results file for a run on `device` (a CUDA device's name in `gpu_model`)."""
     import platform
 
-    from zoo.machine import describe_machine
+    from zoo.distributed.machine import describe_machine
 
     machine = describe_machine()
     return {"platform": machine["platform"], "python": platform.python_version(), "torch": machine["torch"],

@@ -306,7 +306,7 @@ def _read_results(path: Path) -> dict:
     (a hand-edited or damaged file in --out is an error naming it, not a KeyError in the table)."""
     from benchmarks.files import read_json
     from benchmarks.results import Results
-    from zoo.schema import from_data
+    from zoo.validation.schema import from_data
 
     data = read_json(path)
     from_data(Results, data, where=str(path))
@@ -315,7 +315,7 @@ def _read_results(path: Path) -> dict:
 
 def _skip_reason(path: Path) -> str:
     """The first line of a `.skipped` file, bounded and printable."""
-    from zoo.inputs import read_capped
+    from zoo.validation.inputs import read_capped
 
     text = read_capped(path, 64 * 2**10, "skip record").decode("utf-8", errors="replace")
     line = (text.strip().splitlines() or [""])[0]

@@ -30,9 +30,9 @@ from leaderboards.entries import Entry, content_hash, entry_files, entry_path, r
 from leaderboards.pinned import load_pinned
 from leaderboards.rescore import MAX_PREDICTIONS_BYTES, read_stored_predictions, rescore
 from leaderboards.seal import seal_problem
-from zoo.inputs import InputError, read_capped
+from zoo.validation.inputs import InputError, read_capped
 from zoo.registry import UnknownNameError
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ import argparse
 from leaderboards import USER_ROOT_VARIABLE, default_root
 from zoo.cli import CommandError
 from zoo.registry import UnknownNameError
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 
 
 def submit_command(args: argparse.Namespace) -> int:
@@ -103,7 +103,7 @@ def audit_command(args: argparse.Namespace) -> int:
 
 def publish_command(args: argparse.Namespace) -> int:
     from leaderboards.publish import publish_board
-    from zoo.publish import PublishError
+    from zoo.hub.publish import PublishError
 
     try:
         published = publish_board(args.root if args.root is not None else default_root(), args.repo,

@@ -20,9 +20,9 @@ import re
 from pathlib import Path
 
 from benchmarks.files import write_json_atomic
-from zoo.inputs import name_problem, read_json_file
-from zoo.lock import FolderLock
-from zoo.schema import SchemaError, from_data, to_data
+from zoo.validation.inputs import name_problem, read_json_file
+from zoo.storage.lock import FolderLock
+from zoo.validation.schema import SchemaError, from_data, to_data
 
 DATASETS_FILE = "datasets.json"
 MAX_DATASETS_BYTES = 4 * 2**20  # a record is a few hundred bytes

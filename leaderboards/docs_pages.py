@@ -35,8 +35,8 @@ from benchmarks.files import write_text_atomic
 from leaderboards.board import DatasetSection, Table, TaskBoard, build_board
 from leaderboards.escape import markdown_cell, markdown_text
 from leaderboards.datasets import SHA256, line_problem
-from zoo.inputs import name_problem, read_json_file
-from zoo.schema import SchemaError, from_data
+from zoo.validation.inputs import name_problem, read_json_file
+from zoo.validation.schema import SchemaError, from_data
 
 # a region's markers are whole lines, so prose can quote them inline
 REGION = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)(?P<params>[^>\n]*?) -->\n(?P<body>.*?)^<!-- /nfnzoo:(?P=kind) -->$",

@@ -10,7 +10,7 @@ content hash, or the same task, model, model config, task config (the protocol: 
 ReLU subset and on the tanh subset are two experiments), dataset hash and set of seeds.
 
 Entry files are read within `MAX_ENTRY_BYTES` (a results file's bound and room for the
-submission block), regular files only (`zoo.inputs.read_json_file`).
+submission block), regular files only (`zoo.validation.inputs.read_json_file`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.results import Results
-from zoo.inputs import read_json_file
-from zoo.schema import SchemaError, from_data
+from zoo.validation.inputs import read_json_file
+from zoo.validation.schema import SchemaError, from_data
 
 ENTRIES_DIR = "entries"
 CODE_URL = re.compile(r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/+-]*)?")  # no quotes, spaces or queries

@@ -3,7 +3,7 @@
 A submission reads the board (its datasets, its entries for the duplicate check) and then
 writes it (a dataset record, a pinned file, the entry); two submissions interleaving those
 steps lost entries, accepted duplicates and dropped a `datasets.json` record. Every writer
-therefore holds `board_lock(root)` (`zoo.lock.FolderLock` on `<root>/.nfnzoo.lock`) from its
+therefore holds `board_lock(root)` (`zoo.storage.lock.FolderLock` on `<root>/.nfnzoo.lock`) from its
 first read of the board's state to its last write, waiting up to `WAIT_S` for another writer
 (a submission takes about a second) before failing with "in use by PID ...". A lock left by a
 killed process is free at once (`flock`). Readers (render, audit) take no lock: every file is
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.lock import FolderLock
+from zoo.storage.lock import FolderLock
 
 COMMAND = "nfnzoo leaderboard submit"
 WAIT_S = 60.0  # seconds a writer waits for another to finish

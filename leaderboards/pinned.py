@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
 from leaderboards.lock import board_lock
-from zoo.atomic import write_bytes_atomic
-from zoo.inputs import InputError, read_capped
-from zoo.lock import FolderLock
+from zoo.storage.atomic import write_bytes_atomic
+from zoo.validation.inputs import InputError, read_capped
+from zoo.storage.lock import FolderLock
 
 PINNED_DIR = "pinned"
 MAX_PINNED_BYTES = 256 * 2**20  # a test split's metadata: ~1 MB for 20,000 rows
@@ -70,8 +70,8 @@ def pin_dataset(root: str | Path, folder: str | Path, config: str | None = None)
 
 
 def _pin_dataset(root: Path, folder: Path, config: str | None, lock: FolderLock) -> str:
-    from zoo.folder import read_manifest
-    from zoo.integrity import verified_dataset_hash
+    from zoo.storage.folder import read_manifest
+    from zoo.storage.integrity import verified_dataset_hash
 
     configs = read_manifest(folder)["configs"]
     if config is None:

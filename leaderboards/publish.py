@@ -14,7 +14,7 @@ not published). The upload set, built in memory:
 - `board.json`: the upload's file list with sha256 (what marks the repo as an nfnzoo board),
   and the card `README.md`.
 
-As for zoos (`zoo.publish`): one `create_commit` whose parent is the head that was read, so a
+As for zoos (`zoo.hub.publish`): one `create_commit` whose parent is the head that was read, so a
 concurrent publish is refused rather than merged silently; it deletes every file under
 `data/`, `board/` and `site/` the upload does not hold (a board republished with fewer
 entries leaves no stale ones for the card's globs to read); a repo with a card but no
@@ -43,8 +43,8 @@ from leaderboards.datasets import DATASETS_FILE, load_datasets
 from leaderboards.entries import ENTRIES_DIR, Entry, load_entries
 from leaderboards.escape import markdown_text, yaml_string
 from leaderboards.pinned import MAX_PINNED_BYTES, PINNED_DIR
-from zoo.inputs import read_capped
-from zoo.publish import PublishError, hub_client, hub_failure, tag_commit
+from zoo.validation.inputs import read_capped
+from zoo.hub.publish import PublishError, hub_client, hub_failure, tag_commit
 
 BOARD_MANIFEST = "board.json"
 CARD = "README.md"

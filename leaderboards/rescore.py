@@ -21,7 +21,7 @@ import pandas
 
 from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
-from zoo.inputs import InputError, read_capped
+from zoo.validation.inputs import InputError, read_capped
 
 TOLERANCE = 1e-9  # predictions round-trip exactly through CSV; the rest is summation order
 MAX_PREDICTIONS_BYTES = 64 * 2**20  # 64 MiB: a 20,000-row test split over 10 seeds is ~12 MB

@@ -14,7 +14,7 @@ predictions an entry is accepted as unverified, and shown so.
 
 Bounds: a results file of at most `MAX_RESULTS_BYTES`, a regular file read up to that cap (a
 FIFO or /dev/zero is refused, never waited on), plain JSON (NaN, Infinity, numbers overflowing to
-infinity, repeated keys and nesting past `zoo.inputs.MAX_DEPTH` are refused), a predictions file
+infinity, repeated keys and nesting past `zoo.validation.inputs.MAX_DEPTH` are refused), a predictions file
 of at most `leaderboards.rescore.MAX_PREDICTIONS_BYTES`, plain CSV, named by a bare file name
 beside the results (no folders, no links). Nothing is written unless the submission is accepted,
 and only under the board's folder: an entry's path is made of the registered task, the dataset's
@@ -53,10 +53,10 @@ from leaderboards.rescore import predictions_frame_bytes, read_predictions, resc
 from leaderboards.seal import sealed
 from leaderboards.track_datasets import check_track_dataset, is_track_dataset
 from leaderboards.validate import check_results
-from zoo.atomic import write_bytes_atomic
-from zoo.inputs import InputError, read_json_file
-from zoo.lock import FolderLock
-from zoo.schema import from_data
+from zoo.storage.atomic import write_bytes_atomic
+from zoo.validation.inputs import InputError, read_json_file
+from zoo.storage.lock import FolderLock
+from zoo.validation.schema import from_data
 
 MAX_RESULTS_BYTES = 4 * 2**20  # 4 MiB: a results file is a few kilobytes
 
@@ -131,7 +131,7 @@ def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None,
 
 
 def _check_local(results: Results, local: Path) -> tuple[list[str], KnownDataset | None, Path | None]:
-    from zoo.integrity import verified_dataset_hash  # only needed to verify a local dataset
+    from zoo.storage.integrity import verified_dataset_hash  # only needed to verify a local dataset
 
     claimed = results.dataset
     try:
@@ -153,8 +153,8 @@ def _check_hub_dataset(results: Results) -> tuple[list[str], KnownDataset | None
     The snapshot comes from the Hub cache (offline) or the Hub; its shards are checked like a
     local folder's, and it is registered as `ORG/NAME@<commit>`, which pins the bytes.
     """
-    from zoo.hub import resolve_data
-    from zoo.integrity import verified_dataset_hash
+    from zoo.hub.resolve import resolve_data
+    from zoo.storage.integrity import verified_dataset_hash
 
     claimed = results.dataset
     pinned = f"{claimed.repo}@{claimed.revision}"

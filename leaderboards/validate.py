@@ -6,7 +6,7 @@ registered task whose metrics are all reported (its `required_metrics` where it 
 at least `MIN_SEEDS` unique seeds that match the per-seed entries, the same metrics for every seed, a summary whose mean and std agree with
 the per-seed metrics to `TOLERANCE`, a parameter count from 1 to `MAX_PARAMS`, a sha256 dataset
 hash, a model name usable in a file name, and a `task_config` that is the task's own: its
-`Config` dataclass (`zoo.schema.from_data`: no unknown key, every value of its declared type), or
+`Config` dataclass (`zoo.validation.schema.from_data`: no unknown key, every value of its declared type), or
 for a track's task the fields `benchmarks.tracks.reporting` writes (`TrackResultsConfig`). The
 schema's value checks (finite numbers, 64-bit integers, plain bounded text) hold for every field. Every problem found is reported, not just the first; a
 file that does not match the schema reports that alone, since the other checks need its
@@ -23,7 +23,7 @@ from benchmarks.results import Results, summarize
 from benchmarks.tasks import get_task_class
 from benchmarks.tasks.track_task import TrackTask
 from zoo.registry import UnknownNameError
-from zoo.schema import SchemaError, from_data
+from zoo.validation.schema import SchemaError, from_data
 
 MIN_SEEDS = 3
 TOLERANCE = 1e-6

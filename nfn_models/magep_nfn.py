@@ -29,7 +29,7 @@ from nfn_models.layers import MonomialLinear, PolynomialLinear, PolynomialPool, 
 from nfn_models.monomial_nfn import GROUP_ACTIVATIONS, check_group
 from nfn_models.registry import register_model
 from nfn_models.stack import InvariantStack, check_output
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightSpace
 
 

@@ -34,7 +34,7 @@ from nfn_models.features import FeatureActivation, NetworkDescription
 from nfn_models.layers import HNPPool, MonomialLinear, MonomialPool, check_channels, check_head_hparams, mlp
 from nfn_models.registry import register_model
 from nfn_models.stack import InvariantStack, check_output
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightSpace
 
 # The equivariant nonlinearity each group allows, and what ends the equivariant stack.

@@ -23,7 +23,7 @@ from nfn_models.layers import (ACTIVATIONS, HNPLinear, HNPPool, NPLinear, NPPool
 from nfn_models.layers.encoding import FourierFeatures, IOPositionEncoding
 from nfn_models.registry import register_model
 from nfn_models.stack import InvariantStack, check_output
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightSpace
 
 

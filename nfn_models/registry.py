@@ -2,7 +2,7 @@
 
 A registered model is an `nn.Module` class constructed as `Model(weight_space, **hparams)`,
 with a class attribute `Config`: the frozen dataclass of its hyperparameters. Overrides are
-validated against that dataclass (via `zoo.schema`), so an unknown or mistyped
+validated against that dataclass (via `zoo.validation.schema`), so an unknown or mistyped
 hyperparameter is an error naming the model, the key and what was expected.
 
 A model may carry named `PRESETS` (preset name -> hyperparameter overrides, as data, each
@@ -44,7 +44,7 @@ from typing import Any, Callable, TypeVar
 from torch import nn
 
 from zoo.registry import Registry
-from zoo.schema import SchemaError, from_data, to_data
+from zoo.validation.schema import SchemaError, from_data, to_data
 from zoo.weightspace import WeightBatch, WeightSpace
 
 ModelClass = TypeVar("ModelClass", bound=type)

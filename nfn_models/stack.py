@@ -19,7 +19,7 @@ from torch import nn
 
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
 from nfn_models.registry import check_weight_space
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
 Output = Literal["invariant", "weights"]

@@ -38,7 +38,7 @@ from nfn_models.attention_space import AttentionLayout, block_features, flat
 from nfn_models.layers import check_channels
 from nfn_models.layers.attention import AttentionInvariant, AttentionLinear, MLPActivation, axis_sizes
 from nfn_models.registry import check_weight_space, register_model
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
 

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from nfn_models.registry import check_weight_space, register_model
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
 

@@ -6,7 +6,7 @@ worker node runs under `unshare -m --propagation private` with an empty tmpfs mo
 folder it must not see (the tests' temporary folders, where every `--out` lives, and the shared
 data folder), as a second machine without NFS would be. Every process of the cluster carries
 ``NFNZOO_TEST_CLUSTER=<token>`` in its environment, so that what a group kill misses (Ray's
-agents, which may leave the group) is found and ended too (`zoo.ray_cleanup`).
+agents, which may leave the group) is found and ended too (`zoo.distributed.ray_cleanup`).
 
 Not a test module: `tests/conftest.py` builds one `LocalCluster` per test session (the
 `ray_cluster` fixture) and tests add or kill nodes of their own on it.
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from zoo.ray_cleanup import instance_processes
+from zoo.distributed.ray_cleanup import instance_processes
 
 MARKER = "NFNZOO_TEST_CLUSTER"
 RAY = str(Path(sys.executable).with_name("ray"))

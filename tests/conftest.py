@@ -1,7 +1,7 @@
 """Shared fixtures: one tiny real zoo per session, trained on MNIST without Ray and packed.
 
 Torch runs on one intra-op thread in every test, as each Ray trial does
-(`zoo.worker.configure_threads`): float reductions, hence trained weights, depend on the
+(`zoo.training.worker.configure_threads`): float reductions, hence trained weights, depend on the
 thread count, and on 2-core machines extra threads only contend.
 
 `api` and `repo` stand in for the Hub (unreachable here): an autospec of the client backed by
@@ -26,14 +26,14 @@ import huggingface_hub
 import pytest
 from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelete
 
-from zoo.spec import ZooSpec, load_spec, spec_from_data
+from zoo.planning.spec import ZooSpec, load_spec, spec_from_data
 
 
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     import torch
 
-    from zoo.worker import configure_threads
+    from zoo.training.worker import configure_threads
 
     previous = torch.get_num_threads()
     configure_threads(1)
@@ -60,12 +60,12 @@ def tiny_zoo_spec() -> ZooSpec:
 
 @pytest.fixture(scope="session")
 def tiny_zoo(tmp_path_factory, tiny_zoo_spec: ZooSpec) -> Path:
-    """A packed tiny zoo (read-only). Staged with `zoo.worker.train_runs`, no Ray."""
-    from zoo.folder import STAGING_FOLDER, save_spec
-    from zoo.pack import pack
-    from zoo.plan import plan_runs
-    from zoo.staging import Staging
-    from zoo.worker import train_runs
+    """A packed tiny zoo (read-only). Staged with `zoo.training.worker.train_runs`, no Ray."""
+    from zoo.storage.folder import STAGING_FOLDER, save_spec
+    from zoo.dataset.pack import pack
+    from zoo.planning.plan import plan_runs
+    from zoo.storage.staging import Staging
+    from zoo.training.worker import train_runs
 
     folder = tmp_path_factory.mktemp("tiny_zoo")
     save_spec(tiny_zoo_spec, folder)
@@ -82,11 +82,11 @@ def tiny_zoo(tmp_path_factory, tiny_zoo_spec: ZooSpec) -> Path:
 def tiny_transformer_zoo(tmp_path_factory) -> Path:
     """A packed tiny `transformer-mnist` zoo (read-only): 16 runs (4 configurations x 4 seeds) of
     4 epochs on 800 images, checkpoints at epochs 2, 3, 4 and the best; no Ray."""
-    from zoo.folder import STAGING_FOLDER, save_spec
-    from zoo.pack import pack
-    from zoo.plan import plan_runs
-    from zoo.staging import Staging
-    from zoo.worker import train_runs
+    from zoo.storage.folder import STAGING_FOLDER, save_spec
+    from zoo.dataset.pack import pack
+    from zoo.planning.plan import plan_runs
+    from zoo.storage.staging import Staging
+    from zoo.training.worker import train_runs
 
     data = load_spec("transformer-mnist", "tiny").to_data()
     data["dataset"].update(train_size=800, validation_size=200, test_size=200, eval_train_size=200)
@@ -109,11 +109,11 @@ def tiny_transformer_zoo(tmp_path_factory) -> Path:
 def tiny_inr_zoo_folder(tmp_path_factory) -> Path:
     """The packed `inr-mnist` `tiny` profile: 28 SIRENs (every 2,500th MNIST image, so all three
     splits: 18 / 2 / 8 runs), checkpoints at steps 100 and 200; no Ray. Tests must not change it."""
-    from zoo.folder import STAGING_FOLDER, save_spec
-    from zoo.pack import pack
-    from zoo.plan import plan_runs
-    from zoo.staging import Staging
-    from zoo.worker import train_runs
+    from zoo.storage.folder import STAGING_FOLDER, save_spec
+    from zoo.dataset.pack import pack
+    from zoo.planning.plan import plan_runs
+    from zoo.storage.staging import Staging
+    from zoo.training.worker import train_runs
 
     spec = load_spec("inr-mnist", "tiny")
     folder = tmp_path_factory.mktemp("inr_zoo")
@@ -133,7 +133,7 @@ def ray_cluster(tmp_path_factory):
     and over the shared data folder, as a second machine without NFS would. Tests that kill a
     node add their own (`ray_cluster.add_node`) and leave these two running.
     """
-    from zoo.data import PROJECT_ROOT
+    from zoo.data.images import PROJECT_ROOT
 
     from cluster import LocalCluster, private_mounts_work
 
@@ -188,7 +188,7 @@ def cache_dataset_repo(cache: Path, repo_id: str, folder: Path, refs: tuple[str,
     import json
     import os
 
-    from zoo.folder import read_manifest
+    from zoo.storage.folder import read_manifest
 
     manifest = read_manifest(folder)
     paths = sorted(["README.md", "manifest.json",

@@ -12,7 +12,7 @@ def test_the_worker_node_sees_neither_the_drivers_output_nor_its_data(ray_cluste
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from zoo.data import PROJECT_ROOT
+    from zoo.data.images import PROJECT_ROOT
 
     (tmp_path / "written-by-the-driver.txt").write_text("here")
     data = PROJECT_ROOT.parent / "shared" / "data"

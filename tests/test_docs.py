@@ -23,7 +23,7 @@ def test_the_site_builds_strictly(tmp_path):
     built = _build(REPO / "mkdocs.yml", tmp_path / "site")
     assert built.returncode == 0, built.stderr[-4000:]
     api = (tmp_path / "site" / "api" / "zoo" / "index.html").read_text()
-    assert 'id="zoo.spec.load_spec"' in api  # mkdocstrings rendered the docstrings, not an empty page
+    assert 'id="zoo.planning.spec.load_spec"' in api  # mkdocstrings rendered the docstrings, not an empty page
     assert (tmp_path / "site" / "results" / "cnn-generalization" / "index.html").exists()
 
 
@@ -39,7 +39,7 @@ def _tiny_site(tmp_path: Path, page: str) -> Path:
 
 def test_a_good_tiny_site_builds(tmp_path):
     """The control of the controls below: the one-page site builds when nothing is wrong."""
-    built = _build(_tiny_site(tmp_path, "# Home\n\n::: zoo.spec\n"), tmp_path / "site")
+    built = _build(_tiny_site(tmp_path, "# Home\n\n::: zoo.planning.spec\n"), tmp_path / "site")
     assert built.returncode == 0, built.stderr[-2000:]
 
 

@@ -136,7 +136,7 @@ def hostile_weights(kind: str) -> Callable[[Case], Path]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from zoo.integrity import dataset_hash_of
+        from zoo.storage.integrity import dataset_hash_of
 
         folder = case.zoo()
         manifest = json.loads((folder / "manifest.json").read_text())

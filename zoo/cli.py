@@ -17,9 +17,9 @@ from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from zoo import __version__
-from zoo.inputs import InputError
-from zoo.lock import FolderInUse
-from zoo.schema import SchemaError
+from zoo.validation.inputs import InputError
+from zoo.storage.lock import FolderInUse
+from zoo.validation.schema import SchemaError
 
 
 class CommandError(Exception):
@@ -41,8 +41,8 @@ def user_message(error: BaseException) -> str:
     return str(error)
 
 
-# what `main` reports in one line, without a traceback: malformed or hostile input (`zoo.inputs`,
-# `zoo.schema`), a folder another process is writing (`zoo.lock`), and the operating system's
+# what `main` reports in one line, without a traceback: malformed or hostile input (`zoo.validation.inputs`,
+# `zoo.validation.schema`), a folder another process is writing (`zoo.storage.lock`), and the operating system's
 # refusals (a full disk, a read-only folder, a missing file)
 USER_ERRORS = (InputError, SchemaError, FolderInUse, OSError, RecursionError)
 

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Callable
 from zoo.cli import CommandError
 
 if TYPE_CHECKING:
-    from zoo.hub import DataSource
+    from zoo.hub.resolve import DataSource
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from zoo.folder import check_writable
-    from zoo.lock import FolderLock
-    from zoo.plan import plan_runs
-    from zoo.spec import load_spec
+    from zoo.storage.folder import check_writable
+    from zoo.storage.lock import FolderLock
+    from zoo.planning.plan import plan_runs
+    from zoo.planning.spec import load_spec
 
     try:
         spec = load_spec(args.spec, args.profile, allow_outside_extends=args.allow_extends_anywhere)
@@ -31,7 +31,7 @@ def _generate(args: argparse.Namespace) -> int:
     checkpoints = sum(len(r.checkpoints) for r in runs)
     print(f"{spec.name} ({args.profile or 'full'}): {len(runs):,} runs, {checkpoints:,} checkpoints")
     if args.dry_run:
-        from zoo.estimate import estimate
+        from zoo.planning.estimate import estimate
 
         print("\n".join(estimate(spec).lines()[1:]))
         return 0
@@ -45,7 +45,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _generate_locked(args: argparse.Namespace, spec, lock) -> int:
-    from zoo.driver import GenerationInterrupted, generate
+    from zoo.distributed.driver import GenerationInterrupted, generate
 
     try:
         report = generate(spec, args.out, num_cpus=args.num_cpus, address=args.address,
@@ -84,7 +84,7 @@ def _generate_locked(args: argparse.Namespace, spec, lock) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    from zoo.pack import pack
+    from zoo.dataset.pack import pack
 
     try:
         manifest = pack(args.folder, configs=args.config, max_shard_bytes=int(args.shard_mb * 2**20),
@@ -103,8 +103,8 @@ def _pack(args: argparse.Namespace) -> int:
 
 
 def _resolve_data(args: argparse.Namespace, config: str | None = None) -> "DataSource":
-    """The `zoo.hub.DataSource` of the positional FOLDER or `--data` (exactly one of them)."""
-    from zoo.hub import resolve_data
+    """The `zoo.hub.resolve.DataSource` of the positional FOLDER or `--data` (exactly one of them)."""
+    from zoo.hub.resolve import resolve_data
 
     if (args.folder is None) == (args.data is None):
         raise CommandError("give the zoo once: a FOLDER (or ORG/NAME[@REVISION]) argument or --data, not "
@@ -120,7 +120,7 @@ def _resolve_data(args: argparse.Namespace, config: str | None = None) -> "DataS
 
 
 def _info(args: argparse.Namespace) -> int:
-    from zoo.info import describe, final_breakdown, plot_final
+    from zoo.dataset.info import describe, final_breakdown, plot_final
 
     source = _resolve_data(args, args.config)
     try:
@@ -135,7 +135,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from zoo.verify import verify
+    from zoo.dataset.verify import verify
 
     if args.json is not None and not Path(args.json).parent.is_dir():
         raise CommandError(f"--json {args.json}: no folder {Path(args.json).parent} to write the report into")
@@ -153,7 +153,7 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"  retrained {result['config']} run {result['run_id']}: {result['checkpoints']} checkpoints {verdict}")
     if args.json:
         hub = {"repo": source.repo, "revision": source.revision} if source.repo is not None else {}
-        from zoo.atomic import write_text_atomic
+        from zoo.storage.atomic import write_text_atomic
 
         write_text_atomic(args.json, json.dumps({**report.__dict__, **hub}, indent=2, default=str))
     if len(report.problems) == 1:  # one problem, one line
@@ -165,7 +165,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from zoo.publish import PublishError, publish
+    from zoo.hub.publish import PublishError, publish
 
     try:
         published = publish(args.folder, args.repo, private=args.private, revision=args.revision)
@@ -179,7 +179,7 @@ def _publish(args: argparse.Namespace) -> int:
 def _listing() -> str:
     """The bundled specs and the zoo families, for `nfnzoo --help`."""
     from zoo.families import list_families
-    from zoo.spec import SPECS_DIR
+    from zoo.planning.spec import SPECS_DIR
 
     specs = ", ".join(sorted(p.stem for p in SPECS_DIR.glob("*.yaml")))
     return f"bundled specs (nfnzoo generate NAME): {specs}\nzoo families: {', '.join(list_families())}"
@@ -298,7 +298,7 @@ def register(subparsers) -> Callable[[], str]:
 
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """The zoo to read, as a positional FOLDER or as `--data` (the spelling `bench run` uses)."""
-    from zoo.hub import DATA_HELP  # imports no Hub client
+    from zoo.hub.resolve import DATA_HELP  # imports no Hub client
 
     parser.add_argument("folder", nargs="?", default=None, metavar="FOLDER", help=DATA_HELP)
     parser.add_argument("--data", default=None, metavar="DATA", help="the same as FOLDER, spelled as in `bench run`")

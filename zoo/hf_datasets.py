@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.safetensors_io import read_header
+from zoo.storage.safetensors_io import read_header
 
 WEIGHTS = "weights"
 FORMATS = ("torch", "numpy")

@@ -9,7 +9,7 @@ not share a header (several architectures) take a per-row path and must be narro
 architecture first.
 
 `load_split` first checks the sha256 of every shard it reads against `manifest.json`
-(`zoo.integrity`): a flipped byte is an error naming the shard, never a silently wrong weight.
+(`zoo.storage.integrity`): a flipped byte is an error naming the shard, never a silently wrong weight.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
-from zoo import safetensors_io
-from zoo.folder import read_manifest, resolve_config
-from zoo.integrity import check_shards, entry_paths, read_named
-from zoo.parquet_pages import fixed_width_pages
-from zoo.record import METADATA_KEY, parse_weights_metadata
+from zoo.storage import safetensors_io
+from zoo.storage.folder import read_manifest, resolve_config
+from zoo.storage.integrity import check_shards, entry_paths, read_named
+from zoo.storage.parquet_pages import fixed_width_pages
+from zoo.storage.record import METADATA_KEY, parse_weights_metadata
 from zoo.weightspace import WeightBatch, WeightSpace
 
 
@@ -59,7 +59,7 @@ def split_files(folder: str | Path, config: str | None, split: str) -> list[Path
 
 
 def dataset_hash(folder: str | Path, config: str | None = None) -> str:
-    """The dataset hash the manifest records (unchecked: `zoo.integrity.verified_dataset_hash`
+    """The dataset hash the manifest records (unchecked: `zoo.storage.integrity.verified_dataset_hash`
     checks the shards first)."""
     manifest = read_manifest(folder)
     return manifest["configs"][resolve_config(manifest, config, folder)]["dataset_hash"]
@@ -216,7 +216,7 @@ def decode_weights(column: pa.ChunkedArray | pa.Array, *, threads: int = 2) -> W
 
 def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
     """Decodes the `weights` column of Parquet shards, straight from the page cache when the
-    pages allow it (`zoo.parquet_pages`), else through Arrow."""
+    pages allow it (`zoo.storage.parquet_pages`), else through Arrow."""
     jobs, fallback, keep_alive, position, sources = [], [], [], 0, []
     for path in files:
         sources.append((position, path))
@@ -247,7 +247,7 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
     """Reads one split of a packed zoo: stacked weights and the metadata columns.
 
     With `check` (the default) every shard's size and sha256 are checked against the
-    manifest first (`zoo.integrity.CorruptShardError` names a bad one); pass False only
+    manifest first (`zoo.storage.integrity.CorruptShardError` names a bad one); pass False only
     when the caller has just checked them.
     """
     entries = split_entries(folder, config, split)

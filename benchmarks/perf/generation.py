@@ -20,13 +20,13 @@ from pathlib import Path
 
 import torch
 
-from zoo.device import exact_float32, to_device, training_device
-from zoo.estimate import THROUGHPUT_FILE
+from zoo.training.device import exact_float32, to_device, training_device
+from zoo.planning.estimate import THROUGHPUT_FILE
 from zoo.families import create_family, list_families
-from zoo.plan import plan_runs
-from zoo.population import populations
-from zoo.schema import to_data
-from zoo.spec import load_spec, spec_from_data
+from zoo.planning.plan import plan_runs
+from zoo.training.population import populations
+from zoo.validation.schema import to_data
+from zoo.planning.spec import load_spec, spec_from_data
 
 CPU = torch.device("cpu")
 

@@ -25,8 +25,8 @@ import torch
 from zoo.families import create_family
 from zoo.families.inr import INRArchitecture, fit_metrics, init_siren
 from zoo.families.inr_population import fit_population
-from zoo.spec import load_spec
-from zoo.train import seeded_generator
+from zoo.planning.spec import load_spec
+from zoo.training.train import seeded_generator
 
 QUANTILES = {"min": 0, "p1": 1, "p5": 5, "p25": 25, "median": 50}
 POPULATION = 64  # the CPU population size of the INR family

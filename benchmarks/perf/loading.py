@@ -6,7 +6,7 @@ the page cache, then measures in one run (best of `--repeat`):
 - memcpy: `numpy.copyto` of a buffer the size of the split's weights (pre-faulted);
 - nfnzoo: Parquet read (memory-mapped) + `zoo.loader.decode_weights` into (N, *shape) tensors;
 - nfnzoo checked: the same after the sha256 check of every shard that `load_split` (and every
-  benchmark load) runs first (`zoo.integrity.check_shards`, two threads);
+  benchmark load) runs first (`zoo.storage.integrity.check_shards`, two threads);
 - per-row safetensors: `safetensors.torch.load` of each row's bytes, then `torch.stack`;
 - per-file torch.load: one `.pt` file per checkpoint, as the reference zoos ship them.
 
@@ -27,11 +27,11 @@ import safetensors.torch
 import torch
 
 from zoo.families import create_family
-from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
-from zoo.integrity import check_shards, sha256_file
+from zoo.training.train import CLASSIFICATION_METRICS as METRIC_NAMES
+from zoo.storage.integrity import check_shards, sha256_file
 from zoo.loader import read_weights
-from zoo.pack import write_shard
-from zoo.record import CheckpointRecord, arrow_schema, to_row
+from zoo.dataset.pack import write_shard
+from zoo.storage.record import CheckpointRecord, arrow_schema, to_row
 
 ARCHITECTURE = {"in_channels": 1, "channels": 16, "num_conv_layers": 3, "kernel_size": 3, "stride": 2, "num_classes": 10}
 HPARAMS = {"optimizer": "adam", "learning_rate": 1e-3, "l2": 0.0, "init": "normal", "init_std": 0.1,

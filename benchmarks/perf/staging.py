@@ -1,6 +1,6 @@
 """Staging throughput: checkpoints sent through Ray to the driver, against written where they were made.
 
-`nfnzoo generate` stages every checkpoint on the driver (`zoo.driver`, `zoo.trial`): a trial on
+`nfnzoo generate` stages every checkpoint on the driver (`zoo.distributed.driver`, `zoo.distributed.trial`): a trial on
 any node encodes it (`encode_staged`), Ray carries the bytes to the driver, and the driver
 checks the checksum and writes the file (`Staging.write_payload`, fsynced). Before, a trial
 wrote its checkpoints itself into a folder every node had to share. This measures, in one run
@@ -32,10 +32,10 @@ from pathlib import Path
 import torch
 
 from zoo.families import create_family
-from zoo.plan import plan_runs
-from zoo.record import CheckpointRecord
-from zoo.spec import SPECS_DIR, ZooSpec, load_spec, spec_from_data
-from zoo.staging import PayloadWriter, Staging, encode_staged
+from zoo.planning.plan import plan_runs
+from zoo.storage.record import CheckpointRecord
+from zoo.planning.spec import SPECS_DIR, ZooSpec, load_spec, spec_from_data
+from zoo.storage.staging import PayloadWriter, Staging, encode_staged
 
 THROUGHPUT = Path(__file__).resolve().parents[2] / "zoo" / "throughput.json"
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=256, help="runs in the trial (default: 256, the most a trial gets)")
     parser.add_argument("--address", default=None, help="a Ray cluster to join (default: a local instance)")
     args = parser.parse_args(argv)
-    from zoo.ray_session import connected
+    from zoo.distributed.ray_session import connected
 
     spec = load_spec(SPECS_DIR / f"{args.spec}.yaml", None)
     records = trial_records(spec, args.runs)

@@ -38,7 +38,7 @@ from benchmarks.tasks.learners import LEARNERS, Problem, check_training
 from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, augmented_order, copy_ids, select_rows
 from nfn_models import count_parameters, create_model, trained_by
-from zoo.schema import SchemaError, from_data, to_data
+from zoo.validation.schema import SchemaError, from_data, to_data
 from zoo.weightspace import WeightBatch
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, kept_metadata, select_rows
 from nfn_models import count_parameters, create_model, trained_by
 from nfn_models.registry import MODELS
-from zoo.schema import SchemaError, from_data
+from zoo.validation.schema import SchemaError, from_data
 
 if TYPE_CHECKING:
     from zoo.loader import ZooSplit

@@ -40,11 +40,11 @@ from benchmarks.tasks.learners import LEARNERS, Problem, check_training
 from benchmarks.tasks.registry import register_task
 from benchmarks.tasks.rows import augment_rows, kept_metadata, select_rows
 from nfn_models import count_parameters, create_model, model_outputs, models_with_output
-from zoo.schema import SchemaError, from_data
+from zoo.validation.schema import SchemaError, from_data
 from zoo.weightspace import WeightBatch, WeightSpace
 
 if TYPE_CHECKING:
-    from zoo.data import ImageData
+    from zoo.data.images import ImageData
     from zoo.loader import ZooSplit
 
 
@@ -132,7 +132,7 @@ class _Attached:
 def source_images(split: "ZooSplit", where: str) -> "ImageData":
     """The images the zoo's SIRENs were fitted to, indexed by `image_index` (through the zoo's spec)."""
     from zoo.families import create_family
-    from zoo.spec import spec_from_data
+    from zoo.planning.spec import spec_from_data
 
     if isinstance(split.metadata.attrs.get(SOURCE_IMAGES_ATTR), _Attached):  # read on the driver (`driver_inputs`)
         return split.metadata.attrs[SOURCE_IMAGES_ATTR].value
@@ -147,7 +147,7 @@ def source_images(split: "ZooSplit", where: str) -> "ImageData":
         raise ValueError(f"the inr-editing task computes its targets from the images the SIRENs were fitted to "
                          f"(data source {spec.dataset.name!r}, by the image_index column), and they are not "
                          f"reachable here: {error}. Give a local copy (NFNZOO_DATA, or ../shared/data beside the "
-                         "project; see zoo/data.py) or network access to the source") from error
+                         "project; see zoo/data/images.py) or network access to the source") from error
 
 
 def _render(architecture, weights: WeightBatch, batch_size: int) -> torch.Tensor:

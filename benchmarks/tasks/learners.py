@@ -61,7 +61,7 @@ def check_training(config, where: str) -> None:
     """Validates the fields every gradient-trained task's config shares (epochs, batch_size, lr,
     eval_batch_size, weight_decay, lr_schedule, warmup_epochs, final_lr, checkpoints and
     checkpoint_epochs); raises `SchemaError`."""
-    from zoo.schema import SchemaError
+    from zoo.validation.schema import SchemaError
 
     for name in ("epochs", "batch_size", "lr", "eval_batch_size"):
         if getattr(config, name) <= 0:

@@ -1,6 +1,6 @@
 """The task registry: `@register_task(name)`, `list_tasks()`, `create_task(name, **overrides)`.
 
-Overrides are validated against the task's `Config` dataclass with `zoo.schema`, so a typo
+Overrides are validated against the task's `Config` dataclass with `zoo.validation.schema`, so a typo
 in a hyperparameter is an error naming the task, the key and the valid keys.
 
 A task may carry named `PRESETS` (a paper's protocol, as data): `preset=NAME` starts from one
@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 
 from benchmarks.tasks.base import Task
 from zoo.registry import Registry
-from zoo.schema import SchemaError, from_data, to_data
+from zoo.validation.schema import SchemaError, from_data, to_data
 
 TaskClass = TypeVar("TaskClass", bound=type)
 

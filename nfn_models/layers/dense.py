@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 from torch import nn
 
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.harness import run_on_splits
 from benchmarks.synthetic import small_cnn_space, synthetic_splits
-from zoo.integrity import dataset_hash_of
+from zoo.storage.integrity import dataset_hash_of
 
 FAST_TASK = {"epochs": 3, "batch_size": 32}  # enough to learn the synthetic zoo a little, quickly
 DATASET = {"path": "runs/synthetic", "config": "synthetic", "dataset_hash": "ab" * 32, "family": "cnn"}

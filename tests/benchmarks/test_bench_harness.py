@@ -8,11 +8,11 @@ import pandas
 import pytest
 
 import zoo
-from zoo.integrity import dataset_hash_of
+from zoo.storage.integrity import dataset_hash_of
 from benchmarks.harness import load_splits, predictions_path, run_benchmark, run_on_splits
 from benchmarks.results import load_results, summarize
 from nfn_models import model_config
-from zoo.schema import SchemaError, to_data
+from zoo.validation.schema import SchemaError, to_data
 
 
 def test_results_file_matches_the_documented_schema(results_path, dataset_info, fast_task):

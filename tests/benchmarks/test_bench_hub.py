@@ -12,8 +12,8 @@ from benchmarks.harness import run_benchmark
 from benchmarks.results import load_results
 from leaderboards import submit
 from zoo.cli import main
-from zoo.folder import read_manifest
-from zoo.schema import SchemaError
+from zoo.storage.folder import read_manifest
+from zoo.validation.schema import SchemaError
 
 REPO = "org/zoo"
 FAST = {"epochs": 1, "batch_size": 4}

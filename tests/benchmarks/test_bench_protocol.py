@@ -12,8 +12,8 @@ from benchmarks import protocol
 from benchmarks.tasks import create_task
 from zoo.families.cnn import CNNArchitecture, SmallCNN
 from zoo.loader import ZooSplit
-from zoo.plan import checkpoint_id
-from zoo.schema import SchemaError
+from zoo.planning.plan import checkpoint_id
+from zoo.validation.schema import SchemaError
 
 FAST = {"epochs": 1, "batch_size": 32}
 SMALL = {"hidden_sizes": [8]}

@@ -12,7 +12,7 @@ from benchmarks.synthetic import small_cnn_space, synthetic_split, synthetic_spl
 from benchmarks.tasks import Task, create_task, list_tasks, register_task
 from zoo.registry import UnknownNameError
 from zoo.loader import ZooSplit
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 
 FAST = {"epochs": 4, "batch_size": 32}
 

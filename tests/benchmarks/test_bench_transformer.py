@@ -15,7 +15,7 @@ from benchmarks.tasks import create_task
 from benchmarks.tasks.learners import learning_rate_at
 from leaderboards import render, submit
 from zoo.loader import load_split
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 
 PAPER = {"preset": "transformer-nfn", "epochs": 2, "warmup_epochs": 1}
 SMALL_NFN = {"channels": [2], "invariant_channels": 3, "encoder_hidden": 4}

@@ -1,5 +1,5 @@
 """What the benchmarks read on a user's say-so is bounded: JSON (results, job records, relation
-files) and .npz sidecars come through `zoo.inputs` (regular files only, capped, nesting depth
+files) and .npz sidecars come through `zoo.validation.inputs` (regular files only, capped, nesting depth
 limited, array shapes checked against their bytes), and `--seeds` is bounded before any list is
 built. A FIFO or a device is refused at once, so each such read runs in a subprocess under a
 timeout: before, it blocked forever."""

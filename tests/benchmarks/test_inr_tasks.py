@@ -27,7 +27,7 @@ from benchmarks.tasks.inr_editing import EditedRender, INREditingConfig
 from benchmarks.tasks.learners import Problem, by_gradient, warmed_up
 from benchmarks.tasks.rows import augment_rows, select_rows
 from nfn_models import create_model
-from zoo.data import SOURCES
+from zoo.data.images import SOURCES
 from zoo.families import create_family
 from zoo.families.inr import INRArchitecture, coordinate_grid, siren_forward
 from zoo.weightspace import WeightBatch
@@ -312,7 +312,7 @@ def test_inr_results_go_on_a_leaderboard_ranked_lower_mse_first(inr_splits, tiny
 
 def test_bad_task_settings_are_refused_with_the_key():
     from benchmarks.tasks import create_task
-    from zoo.schema import SchemaError
+    from zoo.validation.schema import SchemaError
 
     with pytest.raises(SchemaError, match=r"edit: expected one of \['contrast', 'dilate'\], got 'blur'"):
         create_task("inr-editing", edit="blur")

@@ -4,7 +4,7 @@ folder nor its data (`tests/cluster.py`); every record is written on the driver;
 memory is its own.
 
 The local runs are subprocesses: a local Ray instance's watchdog ends every descendant of the
-process that started it when it closes (`zoo.ray_cleanup`), and the shared cluster's nodes are
+process that started it when it closes (`zoo.distributed.ray_cleanup`), and the shared cluster's nodes are
 descendants of this test process."""
 
 from __future__ import annotations

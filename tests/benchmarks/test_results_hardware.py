@@ -10,8 +10,8 @@ import pytest
 
 from benchmarks.results import describe_hardware, load_results
 from benchmarks.tracks.reporting import write_track_results
-from zoo.machine import describe_machine
-from zoo.schema import SchemaError
+from zoo.distributed.machine import describe_machine
+from zoo.validation.schema import SchemaError
 
 MACHINE_FIELDS = ("cpu_model", "aten_isa", "onednn_isa", "gpu_model")
 

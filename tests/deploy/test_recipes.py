@@ -200,7 +200,7 @@ def commands_in(text: str) -> list[list[str]]:
 
 def _commands(line: str) -> list[list[str]]:
     try:
-        tokens = shlex.split(line, comments=False)
+        tokens = shlex.split(line, comments=True)
     except ValueError:
         return []  # prose, not a command (an apostrophe)
     found = []
@@ -244,7 +244,7 @@ def test_a_misspelled_command_does_not_parse(capsys):
 
 def test_the_recipes_generate_a_bundled_spec_and_profile():
     """The spec and profile each recipe's `generate` names exist and validate (what `--dry-run` checks first)."""
-    from zoo.spec import load_spec
+    from zoo.planning.spec import load_spec
 
     for _, command in recipe_commands():
         if command[0] == "generate":

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 
 from benchmarks.results import summarize
-from zoo.integrity import dataset_hash_of
+from zoo.storage.integrity import dataset_hash_of
 
 KNOWN_HASH = "11" * 32  # listed in the board's datasets.json
 # the local dataset folder's one shard: the leaderboard checks its bytes, not what is in it

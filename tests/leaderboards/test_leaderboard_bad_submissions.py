@@ -10,7 +10,7 @@ import pytest
 from leaderboards import SubmissionRejected, submit
 from leaderboards.submission import MAX_RESULTS_BYTES
 from leaderboards import rescore
-from zoo.lock import LOCK_FILE
+from zoo.storage.lock import LOCK_FILE
 
 
 def _written(folder) -> list:

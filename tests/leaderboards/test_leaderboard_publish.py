@@ -15,7 +15,7 @@ from leaderboards import OFFICIAL_ROOT
 from leaderboards.entries import load_entries, stored_predictions_path
 from leaderboards.publish import BOARD_MANIFEST, publish_board
 from zoo.cli import main
-from zoo.publish import PublishError
+from zoo.hub.publish import PublishError
 
 READ = r"""
 import json, sys
@@ -94,7 +94,7 @@ def _publish(board, env):
 
 
 def test_offline_mode_is_one_line_before_any_work(board, offline_hf):
-    """No token and an unreachable Hub take the zoo publisher's path (`zoo.publish.hub_client`,
+    """No token and an unreachable Hub take the zoo publisher's path (`zoo.hub.publish.hub_client`,
     `hub_failure`), tested in tests/zoo/test_publish.py."""
     result = _publish(board, offline_hf)
     assert result.returncode == 1 and "Traceback" not in result.stderr

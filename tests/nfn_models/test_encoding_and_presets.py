@@ -13,7 +13,7 @@ from nfn_models.registry import MODELS
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
 from nfn_models.layers.encoding import FourierFeatures, IOPositionEncoding
 from zoo.families import create_family
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch
 
 SPACES = {"siren": ("inr", {}), "cnn": ("cnn", {})}

@@ -9,7 +9,7 @@ from torch import nn
 
 from nfn_models import create_model, list_models, model_config, register_model
 from zoo.registry import UnknownNameError
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 
 
 def test_builtin_models_are_registered():

@@ -21,7 +21,7 @@ from nfn_models import create_model
 from nfn_models.attention_space import AttentionLayout, block_features, block_weights
 from nfn_models.layers.attention import AttentionInvariant, AttentionLinear, TermSum, axis_kinds, axis_sizes
 from zoo.families import get_family
-from zoo.schema import SchemaError
+from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch
 
 FAMILY = get_family("transformer")
@@ -144,7 +144,7 @@ def test_the_layers_have_the_papers_terms():
 
 def test_the_default_model_on_the_small_transformer_zoo_member():
     """About 1.8M parameters, 72% in the two D^3 terms of each block (as the issue states the paper's)."""
-    from zoo.spec import load_spec
+    from zoo.planning.spec import load_spec
 
     model = create_model("transformer_nfn", FAMILY.weight_space(load_spec("transformer-mnist").architecture))
     total = sum(p.numel() for p in model.parameters())
@@ -214,7 +214,7 @@ def test_any_depth_and_heads_and_text_members_build_and_train():
         weights = _weights(FAMILY.weight_space(arch), 5, 0)
         model(weights).sum().backward()
         assert all(p.grad is not None for p in model.parameters())
-    from zoo.spec import load_spec
+    from zoo.planning.spec import load_spec
 
     text = load_spec("transformer-agnews").architecture  # frozen word vectors: no stem weights
     model = create_model("transformer_nfn", FAMILY.weight_space(text))

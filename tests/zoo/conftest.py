@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from zoo.families import create_family
-from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
+from zoo.training.train import CLASSIFICATION_METRICS as METRIC_NAMES
 from zoo.families.cnn import CNNArchitecture, CNNHParams
-from zoo.record import CheckpointRecord
+from zoo.storage.record import CheckpointRecord
 
 ARCH = dataclasses.asdict(CNNArchitecture())
 HPARAMS = {"optimizer": "adam", "learning_rate": 0.003, "l2": 1e-6, "init": "normal", "init_std": 0.1,
@@ -74,7 +74,7 @@ def assert_members_match(solo: dict, together: dict, weight_tolerance: float, me
     not torch.cuda.is_available(), reason="no CUDA device here: the population's GPU path runs where one is"))])
 def device(request) -> torch.device:
     """Where a population trains in equivalence tests (its solo reference always runs on the CPU)."""
-    from zoo.device import exact_float32
+    from zoo.training.device import exact_float32
 
     exact_float32()
     return torch.device(request.param)

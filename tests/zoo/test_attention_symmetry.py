@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from zoo.families import create_family
-from zoo.spec import load_spec
+from zoo.planning.spec import load_spec
 from zoo.symmetry.attention import AttentionSymmetry
 from zoo.weightspace import WeightBatch
 

@@ -9,16 +9,16 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from zoo.card import card_header, dataset_info, render_card, size_category
-from zoo.data import SOURCES
+from zoo.dataset.card import card_header, dataset_info, render_card, size_category
+from zoo.data.images import SOURCES
 from zoo.families import create_family, list_families
-from zoo.folder import MANIFEST, read_manifest
-from zoo.info import describe
-from zoo.provenance import DATA_SETS, FAMILIES
-from zoo.record import arrow_schema
-from zoo.spec import load_spec
-from zoo.text import TEXT_SOURCES
-from zoo.verify import verify
+from zoo.storage.folder import MANIFEST, read_manifest
+from zoo.dataset.info import describe
+from zoo.dataset.provenance import DATA_SETS, FAMILIES
+from zoo.storage.record import arrow_schema
+from zoo.planning.spec import load_spec
+from zoo.data.text import TEXT_SOURCES
+from zoo.dataset.verify import verify
 
 CONFIG = "cnn-mnist"
 

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from zoo.cli import build_parser, main
-from zoo.folder import read_manifest
-from zoo.spec import SPECS_DIR
+from zoo.storage.folder import read_manifest
+from zoo.planning.spec import SPECS_DIR
 
 CONFIG = "cnn-mnist"
 

@@ -8,21 +8,21 @@ import math
 import pytest
 import torch
 
-from zoo.data import data_roots, find_local, load_task_data
+from zoo.data.images import data_roots, find_local, load_task_data
 from zoo.families import FAMILIES, create_family, list_families, register_family
-from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
+from zoo.training.train import CLASSIFICATION_METRICS as METRIC_NAMES
 from zoo.families.cnn import CNNFamily
-from zoo.folder import STAGING_FOLDER, save_spec
-from zoo.info import describe
-from zoo.pack import pack
-from zoo.plan import plan_runs
+from zoo.storage.folder import STAGING_FOLDER, save_spec
+from zoo.dataset.info import describe
+from zoo.dataset.pack import pack
+from zoo.planning.plan import plan_runs
 from zoo.registry import Registry, UnknownNameError
-from zoo.spec import DatasetSpec, load_spec, spec_from_data
-from zoo.staging import Staging
-from zoo.train import run_train_subset, seeded_generator
-from zoo.verify import verify
+from zoo.planning.spec import DatasetSpec, load_spec, spec_from_data
+from zoo.storage.staging import Staging
+from zoo.training.train import run_train_subset, seeded_generator
+from zoo.dataset.verify import verify
 from zoo.weightspace import WeightSpace
-from zoo.worker import train_runs
+from zoo.training.worker import train_runs
 
 SANE = {"optimizer": "adam", "learning_rate": 3e-3, "l2": 0.0, "init": "normal", "init_std": 0.1,
         "activation": "relu", "dropout": 0.0, "train_fraction": 1.0}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from zoo.data import ImageData, TaskData
-from zoo.device import DEVICE_VARIABLE, to_device, training_device
+from zoo.data.images import ImageData, TaskData
+from zoo.training.device import DEVICE_VARIABLE, to_device, training_device
 
 
 def test_auto_picks_cuda_only_when_torch_sees_it(monkeypatch):

@@ -7,11 +7,11 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from zoo.cli import main
-from zoo.data import SOURCE_INFO, SOURCES, find_local
-from zoo.estimate import estimate
+from zoo.data.images import SOURCE_INFO, SOURCES, find_local
+from zoo.planning.estimate import estimate
 from zoo.families import create_family
-from zoo.schema import SchemaError
-from zoo.spec import load_spec
+from zoo.validation.schema import SchemaError
+from zoo.planning.spec import load_spec
 
 CNN_SPECS = ["cnn-mnist", "cnn-fashion-mnist", "cnn-cifar10-gs", "cnn-svhn-gs"]
 
@@ -74,7 +74,7 @@ def test_online_sources_load_when_a_copy_is_reachable(name, relative):
 
 
 def test_core_hours_come_from_the_measured_throughput(tmp_path, monkeypatch):
-    import zoo.estimate as estimate_module
+    import zoo.planning.estimate as estimate_module
 
     spec = load_spec("cnn-mnist", "tiny")
     measured = tmp_path / "throughput.json"

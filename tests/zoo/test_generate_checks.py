@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from zoo.cli import build_parser, main
-from zoo.folder import check_writable
+from zoo.storage.folder import check_writable
 
 NFNZOO = Path(sys.executable).parent / "nfnzoo"
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zoo.plan import plan_runs
-from zoo.spec import SPECS_DIR, load_spec
-from zoo.staging import Staging
+from zoo.planning.plan import plan_runs
+from zoo.planning.spec import SPECS_DIR, load_spec
+from zoo.storage.staging import Staging
 
 pytestmark = pytest.mark.slow
 

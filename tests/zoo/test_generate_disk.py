@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from zoo.plan import plan_runs
-from zoo.spec import load_spec
-from zoo.staging import Staging
+from zoo.planning.plan import plan_runs
+from zoo.planning.spec import load_spec
+from zoo.storage.staging import Staging
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
 ENV.pop("RAY_ADDRESS", None)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from zoo.driver import trial_resources
+from zoo.distributed.driver import trial_resources
 
 CPU_ONLY = {"CPU": 4.0, "memory": 8e9, "object_store_memory": 2e9, "node:127.0.0.1": 1.0}
 MIXED = {"CPU": 12.0, "GPU": 2.0, "memory": 8e9, "node:127.0.0.1": 1.0}

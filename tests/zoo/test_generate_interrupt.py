@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zoo.plan import plan_runs
-from zoo.ray_cleanup import instance_processes
-from zoo.spec import SPECS_DIR, load_spec
-from zoo.staging import Staging
+from zoo.planning.plan import plan_runs
+from zoo.distributed.ray_cleanup import instance_processes
+from zoo.planning.spec import SPECS_DIR, load_spec
+from zoo.storage.staging import Staging
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from zoo.folder import read_manifest
+from zoo.storage.folder import read_manifest
 from zoo.loader import load_split
 
 CONFIG = "cnn-mnist"
@@ -118,7 +118,7 @@ def test_zoo_hf_datasets_imports_without_datasets():
     import subprocess
     import sys
 
-    code = ("import sys; sys.modules['datasets'] = None; import zoo.hf_datasets, zoo.card, zoo.pack; "
+    code = ("import sys; sys.modules['datasets'] = None; import zoo.hf_datasets, zoo.dataset.card, zoo.dataset.pack; "
             "print('datasets' in sys.modules and sys.modules['datasets'] is not None)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -130,7 +130,7 @@ def test_zoo_hf_datasets_imports_without_datasets():
 @pytest.fixture
 def sharded_zoo(tiny_zoo, tiny_zoo_copy):
     """The tiny zoo packed with 5 rows per shard: train is 3 shards, so one can go missing."""
-    from zoo.pack import pack
+    from zoo.dataset.pack import pack
 
     row_bytes = len(pq.read_table(tiny_zoo / read_manifest(tiny_zoo)["configs"][CONFIG]["files"][0]["path"],
                                   columns=["weights"])["weights"][0].as_py())

@@ -1,4 +1,4 @@
-"""Reading a zoo from a Hub dataset repo (`zoo.hub`), offline, from a pre-populated Hub cache.
+"""Reading a zoo from a Hub dataset repo (`zoo.hub.resolve`), offline, from a pre-populated Hub cache.
 
 The cache is laid out as huggingface_hub lays out a downloaded dataset repo
 (`cache_dataset_repo` in tests/conftest.py) from the real tiny zoo's files, and the real
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from zoo.cli import main
-from zoo.folder import read_manifest
-from zoo.hub import HubDataError, parse_repo_reference, resolve_data
-from zoo.integrity import verified_dataset_hash
+from zoo.storage.folder import read_manifest
+from zoo.hub.resolve import HubDataError, parse_repo_reference, resolve_data
+from zoo.storage.integrity import verified_dataset_hash
 
 REPO = "org/zoo"
 

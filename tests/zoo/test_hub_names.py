@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from zoo.hub import HubDataError, parse_repo_reference, resolve_data
+from zoo.hub.resolve import HubDataError, parse_repo_reference, resolve_data
 
 
 @pytest.mark.parametrize(("text", "reason"), [

@@ -17,19 +17,19 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from zoo.estimate import estimate
+from zoo.planning.estimate import estimate
 from zoo.families import create_family
 from zoo.families.inr_population import fit_population
 from zoo.families.inr import (INRArchitecture, Siren, coordinate_grid, init_siren,
                               pixel_targets, siren_forward)
-from zoo.folder import STAGING_FOLDER
+from zoo.storage.folder import STAGING_FOLDER
 from zoo.loader import load_split
-from zoo.plan import assign_splits, plan_runs
-from zoo.spec import load_spec, spec_from_data
-from zoo.staging import Staging
+from zoo.planning.plan import assign_splits, plan_runs
+from zoo.planning.spec import load_spec, spec_from_data
+from zoo.storage.staging import Staging
 from zoo.symmetry.feedforward import FeedforwardSymmetry
-from zoo.train import seeded_generator
-from zoo.verify import verify
+from zoo.training.train import seeded_generator
+from zoo.dataset.verify import verify
 from zoo.weightspace import WeightBatch
 
 MNIST = dataclasses.asdict(INRArchitecture())
@@ -61,7 +61,7 @@ def mnist():
 
 @pytest.fixture(scope="module")
 def tiny_inr_zoo(tiny_inr_zoo_folder):
-    """The `tiny` profile staged with zoo.worker.train_runs (no Ray) and packed (tests/conftest.py)."""
+    """The `tiny` profile staged with zoo.training.worker.train_runs (no Ray) and packed (tests/conftest.py)."""
     return load_spec("inr-mnist", "tiny"), tiny_inr_zoo_folder
 
 

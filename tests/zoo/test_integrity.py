@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from zoo.cli import main
-from zoo.folder import MANIFEST, read_manifest
-from zoo.integrity import CorruptShardError, verified_dataset_hash
+from zoo.storage.folder import MANIFEST, read_manifest
+from zoo.storage.integrity import CorruptShardError, verified_dataset_hash
 from zoo.loader import dataset_hash, load_split
 
 CONFIG = "cnn-mnist"
@@ -122,10 +122,10 @@ def test_a_folder_that_is_no_zoo_gets_no_advice_to_pack_it(tmp_path, capsys):
 def test_written_files_get_the_users_normal_mode(tiny_zoo, tmp_path, umask):
     from benchmarks.harness import run_benchmark
     from leaderboards import render, submit
-    from zoo.atomic import write_json_atomic
-    from zoo.folder import write_json_atomic as write_sorted_json
-    from zoo.staging import Staging
-    from zoo.staging import read_staged
+    from zoo.storage.atomic import write_json_atomic
+    from zoo.storage.folder import write_json_atomic as write_sorted_json
+    from zoo.storage.staging import Staging
+    from zoo.storage.staging import read_staged
 
     previous = os.umask(umask)
     try:
@@ -150,7 +150,7 @@ def test_written_files_get_the_users_normal_mode(tiny_zoo, tmp_path, umask):
 def test_an_interrupt_during_a_multi_file_change_waits_for_its_end():
     import signal
 
-    from zoo.signals import deferred_signals
+    from zoo.distributed.signals import deferred_signals
 
     steps = []
     before = signal.getsignal(signal.SIGINT)  # default_int_handler; SIG_IGN when launched as a background job
@@ -163,7 +163,7 @@ def test_an_interrupt_during_a_multi_file_change_waits_for_its_end():
 
 
 def test_an_interrupt_while_packing_leaves_the_last_pack_as_it_was(tiny_zoo_copy, monkeypatch):
-    from zoo import pack as pack_module
+    from zoo.dataset import pack as pack_module
 
     before = {p: p.read_bytes() for p in sorted(tiny_zoo_copy.rglob("*")) if p.is_file() and "staging" not in p.parts
               and p.name != ".nfnzoo.lock"}  # the folder lock records who holds it

@@ -10,12 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from zoo import safetensors_io
-from zoo.folder import MANIFEST, read_manifest, write_json_atomic
+from zoo.storage import safetensors_io
+from zoo.storage.folder import MANIFEST, read_manifest, write_json_atomic
 from zoo.loader import dataset_hash, decode_weights, load_split, read_weights, split_files
-from zoo.pack import dataset_hash_of, sha256_file, write_shard
-from zoo.parquet_pages import fixed_width_pages
-from zoo.record import arrow_schema, to_row
+from zoo.dataset.pack import dataset_hash_of, sha256_file, write_shard
+from zoo.storage.parquet_pages import fixed_width_pages
+from zoo.storage.record import arrow_schema, to_row
 from zoo.families.cnn import CNNFamily, CNNHParams
 
 CONFIG = "cnn-mnist"

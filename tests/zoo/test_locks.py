@@ -2,7 +2,7 @@
 
 Two `generate` runs on one `--out` used to both train everything, and concurrent `pack` runs
 deleted each other's building folders (a `FileExistsError` traceback). Each now takes the
-folder's lock (`zoo.lock`: an flock on <folder>/.nfnzoo.lock) before any work; a second one
+folder's lock (`zoo.storage.lock`: an flock on <folder>/.nfnzoo.lock) before any work; a second one
 fails at once with one line naming the holder's PID and command, and a lock left by a process
 killed with SIGKILL is free again (the kernel drops an flock with its holder).
 """
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from zoo.folder import MANIFEST
-from zoo.lock import LOCK_FILE
+from zoo.storage.folder import MANIFEST
+from zoo.storage.lock import LOCK_FILE
 
 HOLD = """
 import sys, time
-from zoo.lock import FolderLock
+from zoo.storage.lock import FolderLock
 lock = FolderLock(sys.argv[1], sys.argv[2]).acquire()
 print("held", flush=True)
 time.sleep(120)

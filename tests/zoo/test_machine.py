@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from zoo.cli import main
-from zoo.folder import read_manifest
-from zoo.info import describe
-from zoo.inputs import InputError
-from zoo.machine import (MACHINES_FILE, check_machines, describe_machine, isa_note, merge_machines, read_machines,
+from zoo.storage.folder import read_manifest
+from zoo.dataset.info import describe
+from zoo.validation.inputs import InputError
+from zoo.distributed.machine import (MACHINES_FILE, check_machines, describe_machine, isa_note, merge_machines, read_machines,
                          record_machines)
-from zoo.pack import pack
-from zoo.schema import SchemaError
+from zoo.dataset.pack import pack
+from zoo.validation.schema import SchemaError
 
 FIELDS = {"platform", "cpu_model", "aten_isa", "onednn_isa", "gpu_models", "cuda", "torch"}
 
@@ -49,7 +49,7 @@ def test_onednn_isa_follows_its_cap_in_a_fresh_process():
     """ONEDNN_MAX_CPU_ISA caps the kernels oneDNN picks; what we record is what it picked."""
     if not torch.backends.mkldnn.is_available():
         pytest.skip("torch has no oneDNN here")
-    script = "from zoo.machine import onednn_isa; print(onednn_isa())"
+    script = "from zoo.distributed.machine import onednn_isa; print(onednn_isa())"
     capped = subprocess.run([sys.executable, "-c", script], env={"ONEDNN_MAX_CPU_ISA": "SSE41", "PATH": ""},
                             capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2])
     assert capped.stdout.strip().splitlines()[-1] in ("sse41", "gemm:jit", "ref:any")
@@ -114,7 +114,7 @@ def test_isa_note_names_the_instruction_set_that_differs(here):
 # --- the manifest ---------------------------------------------------------------------------------
 
 def test_a_pack_without_machines_json_records_the_packing_machine(tiny_zoo, here):
-    """The session zoo is staged by `zoo.worker.train_runs` without Ray: its trainers are unknown."""
+    """The session zoo is staged by `zoo.training.worker.train_runs` without Ray: its trainers are unknown."""
     machines = read_manifest(tiny_zoo)["configs"]["cnn-mnist"]["machines"]
     assert machines == [{**here, "checkpoints": None, "role": "packed"}]
     assert "packed the zoo (the machines that trained it are unknown)" in describe(tiny_zoo)

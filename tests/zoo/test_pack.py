@@ -14,14 +14,14 @@ import safetensors.torch
 import torch
 import yaml
 
-from zoo.train import CLASSIFICATION_METRICS as METRIC_NAMES
-from zoo.folder import MANIFEST, STAGING_FOLDER, read_manifest
+from zoo.training.train import CLASSIFICATION_METRICS as METRIC_NAMES
+from zoo.storage.folder import MANIFEST, STAGING_FOLDER, read_manifest
 from zoo.loader import load_split
-from zoo.pack import IncompleteZooError, pack, sha256_file
-from zoo.plan import assign_splits, plan_runs
-from zoo.record import from_row
-from zoo.staging import Staging
-from zoo.verify import verify
+from zoo.dataset.pack import IncompleteZooError, pack, sha256_file
+from zoo.planning.plan import assign_splits, plan_runs
+from zoo.storage.record import from_row
+from zoo.storage.staging import Staging
+from zoo.dataset.verify import verify
 
 CONFIG = "cnn-mnist"
 SHARD_NAME = re.compile(r"^(train|validation|test)-(\d{5})-of-(\d{5})-([0-9a-f]{8})\.parquet$")
@@ -198,7 +198,7 @@ def test_pack_of_an_unknown_config_names_the_staged_ones(tiny_zoo_copy):
 def test_rows_carry_the_name_of_the_config_they_are_packed_into(tiny_zoo_copy, tiny_zoo_spec):
     import dataclasses
 
-    from zoo.folder import save_spec
+    from zoo.storage.folder import save_spec
 
     twin = dataclasses.replace(tiny_zoo_spec, name="cnn-mnist-twin")  # same runs, another config name
     save_spec(twin, tiny_zoo_copy)
@@ -209,7 +209,7 @@ def test_rows_carry_the_name_of_the_config_they_are_packed_into(tiny_zoo_copy, t
 
 
 def test_shards_carry_a_page_index_and_keep_the_fast_loaders_direct_path(tiny_zoo):
-    from zoo.parquet_pages import fixed_width_pages
+    from zoo.storage.parquet_pages import fixed_width_pages
 
     for entry in read_manifest(tiny_zoo)["configs"][CONFIG]["files"]:
         path = tiny_zoo / entry["path"]
@@ -234,8 +234,8 @@ def test_a_spec_saved_before_an_option_existed_is_the_same_spec(tmp_path):
     """A folder generated before `training.drop_last` existed resumes; a changed spec is refused."""
     import json
 
-    from zoo.folder import save_spec
-    from zoo.spec import load_spec
+    from zoo.storage.folder import save_spec
+    from zoo.planning.spec import load_spec
 
     spec = load_spec("cnn-mnist", "tiny")
     old = spec.to_data()

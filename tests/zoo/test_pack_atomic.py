@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from zoo.folder import MANIFEST, read_manifest
-from zoo.integrity import verified_dataset_hash
+from zoo.storage.folder import MANIFEST, read_manifest
+from zoo.storage.integrity import verified_dataset_hash
 from zoo.loader import read_metadata
-from zoo.pack import pack
-from zoo.verify import verify
+from zoo.dataset.pack import pack
+from zoo.dataset.verify import verify
 
 CONFIG = "cnn-mnist"
 NEW_SHARD_MB = "0.06"  # ~3 rows a shard: the re-pack differs from the tiny zoo's one shard per split
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 KILL_AT = r"""
 import os, shutil, signal, sys
-import zoo.commit, zoo.pack
+import zoo.storage.commit, zoo.dataset.pack
 from zoo.cli import main
 
 source, work, shard_mb = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -47,14 +47,14 @@ def counted(function):
     return wrapper
 
 os.replace, os.rename, os.unlink = counted(os.replace), counted(os.rename), counted(os.unlink)
-shutil.rmtree, zoo.commit._write = counted(shutil.rmtree), counted(zoo.commit._write)
-real_commit = zoo.pack.commit_pack
+shutil.rmtree, zoo.storage.commit._write = counted(shutil.rmtree), counted(zoo.storage.commit._write)
+real_commit = zoo.dataset.pack.commit_pack
 
 def commit_pack(*args, **kwargs):
     active[0] = True  # count only the commit's steps: building is thrown away on any failure
     return real_commit(*args, **kwargs)
 
-zoo.pack.commit_pack = commit_pack
+zoo.dataset.pack.commit_pack = commit_pack
 for n in range(1, 100):  # one forked process per kill point (imports once: seconds, not minutes)
     folder = os.path.join(work, f"zoo{n}")
     shutil.copytree(source, folder, copy_function=shutil.copyfile)
@@ -168,7 +168,7 @@ def test_the_next_pack_removes_an_interrupted_packs_leftovers(tiny_zoo_copy):
 
 
 def test_publish_refuses_a_card_naming_other_shards_than_the_manifest(tiny_zoo, tiny_zoo_copy):
-    from zoo.publish import PublishError, publish
+    from zoo.hub.publish import PublishError, publish
 
     card = (tiny_zoo_copy / "README.md").read_text()  # a pack killed between its manifest and its card
     pack(tiny_zoo_copy, max_shard_bytes=int(float(NEW_SHARD_MB) * 2**20))
@@ -187,8 +187,8 @@ def test_an_old_pack_with_plain_shard_names_verifies_and_loads(tiny_zoo_copy):
         plain = entry["path"].rsplit("-", 1)[0] + ".parquet"
         (tiny_zoo_copy / entry["path"]).rename(tiny_zoo_copy / plain)
         entry["path"] = plain
-    from zoo.card import render_card
-    from zoo.integrity import dataset_hash_of
+    from zoo.dataset.card import render_card
+    from zoo.storage.integrity import dataset_hash_of
 
     manifest["configs"][CONFIG]["dataset_hash"] = dataset_hash_of(manifest["configs"][CONFIG]["files"])
     (tiny_zoo_copy / MANIFEST).write_text(__import__("json").dumps(manifest, indent=2, sort_keys=True))

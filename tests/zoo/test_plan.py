@@ -9,8 +9,8 @@ import hashlib
 
 import pytest
 
-from zoo.plan import BEST_EPOCH, assign_splits, configurations, plan_runs, run_definition
-from zoo.spec import content_hash, load_spec, spec_from_data
+from zoo.planning.plan import BEST_EPOCH, assign_splits, configurations, plan_runs, run_definition
+from zoo.planning.spec import content_hash, load_spec, spec_from_data
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from zoo.device import to_device
+from zoo.training.device import to_device
 from zoo.families import create_family
-from zoo.plan import plan_runs
-from zoo.population import _Members, populations, train_classifier_population
-from zoo.train import seeded_generator
-from zoo.schema import to_data
-from zoo.spec import load_spec, spec_from_data
+from zoo.planning.plan import plan_runs
+from zoo.training.population import _Members, populations, train_classifier_population
+from zoo.training.train import seeded_generator
+from zoo.validation.schema import to_data
+from zoo.planning.spec import load_spec, spec_from_data
 
 OPTIMIZERS = ["adam", "rmsprop", "sgd", "sgd_momentum"]
 # float32 rounding differs between a grouped convolution and K single ones; over the 16 steps

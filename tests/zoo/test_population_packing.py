@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from zoo.driver import pack_trials
+from zoo.distributed.driver import pack_trials
 from zoo.families import create_family
-from zoo.plan import plan_runs
-from zoo.population import populations
-from zoo.spec import load_spec
+from zoo.planning.plan import plan_runs
+from zoo.training.population import populations
+from zoo.planning.spec import load_spec
 
 
 def test_trials_hold_whole_populations_and_equal_work():

@@ -18,11 +18,11 @@ import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from zoo.cli import main
-from zoo.folder import MANIFEST, read_manifest, save_spec
-from zoo.pack import pack
-from zoo.integrity import release_hash as content_hash
-from zoo.publish import PublishError, publish, release_tag
-from zoo.spec import spec_from_data
+from zoo.storage.folder import MANIFEST, read_manifest, save_spec
+from zoo.dataset.pack import pack
+from zoo.storage.integrity import release_hash as content_hash
+from zoo.hub.publish import PublishError, publish, release_tag
+from zoo.planning.spec import spec_from_data
 
 CONFIG = "cnn-mnist"
 
@@ -108,7 +108,7 @@ def test_configs_already_in_the_repo_are_kept_and_merged_into_card_and_manifest(
     for config, folder in [(CONFIG, tiny_zoo), ("cnn-mnist-b", other)]:
         seen = read_with_datasets(repo.root, config)
         assert row_counts(seen) == read_manifest(folder)["configs"][config]["splits"], config
-    from zoo.verify import verify
+    from zoo.dataset.verify import verify
 
     assert verify(repo.root).ok  # the merged repo is a valid zoo folder: card, manifest and shards agree
 
@@ -164,10 +164,10 @@ def test_the_combined_hash_of_several_configs_ignores_their_order_and_origin():
 
 
 def test_the_cli_prints_the_repo_the_commit_and_the_tag(tiny_zoo, api, repo, monkeypatch, capsys):
-    import zoo.publish
+    import zoo.hub.publish
 
-    real = zoo.publish.publish
-    monkeypatch.setattr(zoo.publish, "publish", lambda *a, **k: real(*a, **{**k, "api": api}))
+    real = zoo.hub.publish.publish
+    monkeypatch.setattr(zoo.hub.publish, "publish", lambda *a, **k: real(*a, **{**k, "api": api}))
     assert main(["publish", str(tiny_zoo), "--repo", "org/zoo"]) == 0
     out = capsys.readouterr().out
     tag = next(iter(repo.tags))

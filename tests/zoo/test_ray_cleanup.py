@@ -19,7 +19,7 @@ DRIVER = textwrap.dedent("""
     import os, subprocess, sys, time
     bystander = subprocess.Popen(["sleep", "120"])  # running before the instance: not the instance's
     sys.stdout.write(f"{bystander.pid}\\n"); sys.stdout.flush()
-    from zoo.ray_session import connected
+    from zoo.distributed.ray_session import connected
     import ray
     with connected(None, 1):
         worker = ray.get(ray.remote(lambda: os.getpid()).remote())

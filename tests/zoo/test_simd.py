@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo import simd
+from zoo.training import simd
 
 
 def test_sin_cos_match_torch_to_float32_rounding():

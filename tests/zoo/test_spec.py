@@ -9,8 +9,8 @@ from typing import Callable
 import pytest
 import yaml
 
-from zoo.schema import SchemaError
-from zoo.spec import SPECS_DIR, GridRange, IndexSplits, axis_values, load_spec, resolve_spec_path, spec_from_data
+from zoo.validation.schema import SchemaError
+from zoo.planning.spec import SPECS_DIR, GridRange, IndexSplits, axis_values, load_spec, resolve_spec_path, spec_from_data
 
 
 def bundled_raw() -> dict:

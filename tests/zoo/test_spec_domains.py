@@ -1,4 +1,4 @@
-"""Value domains (`zoo.domains`): every field's range is checked when a spec loads.
+"""Value domains (`zoo.validation.domains`): every field's range is checked when a spec loads.
 
 A value outside its domain is a `SchemaError` naming the file, the key path, the domain and the
 value, wherever the value is written: fixed, a grid list, a range's ends, a sub-grid, a choice,
@@ -18,11 +18,11 @@ import pytest
 import yaml
 
 from zoo.cli import main
-from zoo.domains import Domain, Probability, base_type, domain_of
+from zoo.validation.domains import Domain, Probability, base_type, domain_of
 from zoo.families import create_family, list_families
-from zoo.record import arrow_schema
-from zoo.schema import DomainError, SchemaError, type_hints
-from zoo.spec import SPECS_DIR, load_spec
+from zoo.storage.record import arrow_schema
+from zoo.validation.schema import DomainError, SchemaError, type_hints
+from zoo.planning.spec import SPECS_DIR, load_spec
 
 AXES = "search_space.sampled.axes"
 
@@ -250,7 +250,7 @@ def test_every_numeric_field_of_every_family_declares_a_domain(family):
     for cls in (create_family(family).Architecture, create_family(family).HParams):
         hints = type_hints(cls)
         undeclared = [name for name, hint in hints.items() if base_type(hint) in (int, float) and domain_of(hint) is None]
-        assert undeclared == [], f"{cls.__name__}: give {undeclared} a domain (zoo.domains)"
+        assert undeclared == [], f"{cls.__name__}: give {undeclared} a domain (zoo.validation.domains)"
 
 
 @pytest.mark.parametrize("family, name, domain, tp", _architecture_cases())
@@ -284,8 +284,8 @@ def test_an_unknown_data_set_is_rejected_listing_what_the_family_loads(tmp_path,
 
 def test_every_loadable_data_set_has_planning_sizes():
     """A name a family accepts must also be one the planner (`nfnzoo generate --dry-run`) can size."""
-    from zoo.data import SOURCE_INFO, image_source_names
-    from zoo.text import SOURCE_SIZES, TEXT_SOURCES
+    from zoo.data.images import SOURCE_INFO, image_source_names
+    from zoo.data.text import SOURCE_SIZES, TEXT_SOURCES
 
     assert set(image_source_names()) == set(SOURCE_INFO)
     assert set(TEXT_SOURCES.names()) == set(SOURCE_SIZES)

@@ -248,8 +248,8 @@ def test_save_spec_never_builds_a_path_from_an_unchecked_name(tmp_path, tiny_zoo
     """A spec built in code (no validation) with a hostile name: save_spec refuses it, writes nothing."""
     import dataclasses
 
-    from zoo.folder import save_spec
-    from zoo.inputs import InputError
+    from zoo.storage.folder import save_spec
+    from zoo.validation.inputs import InputError
 
     hostile = dataclasses.replace(tiny_zoo_spec, name=os.path.relpath(victim / "precious", tmp_path / "out" / "specs"))
     with pytest.raises(InputError, match="spec name: .* is not a valid name"):

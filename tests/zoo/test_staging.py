@@ -9,8 +9,8 @@ import pytest
 import safetensors.torch
 import torch
 
-from zoo import atomic as atomic_module
-from zoo.staging import SUFFIX, Staging, read_staged
+from zoo.storage import atomic as atomic_module
+from zoo.storage.staging import SUFFIX, Staging, read_staged
 
 
 def all_files(root: Path) -> list[str]:

@@ -4,7 +4,7 @@ A 0-byte, truncated or bit-flipped file in staging/ used to count as staged fore
 `generate` skipped its run and every `pack` failed with "not a safetensors buffer" naming no
 file. Now it is moved to staging/.corrupt/ with a warning naming it, `pack` says which
 checkpoints are missing, and training the plan again (what each `generate` trial does,
-`zoo.worker.train_runs`, deciding by the same `Staging.missing` as the driver) rewrites
+`zoo.training.worker.train_runs`, deciding by the same `Staging.missing` as the driver) rewrites
 exactly that checkpoint, after which the pack is byte-identical to the original.
 """
 
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from zoo import safetensors_io
+from zoo.storage import safetensors_io
 from zoo.cli import main
-from zoo.folder import MANIFEST, STAGING_FOLDER, load_saved_specs
-from zoo.plan import plan_runs
-from zoo.staging import CHECKSUM_KEY, CORRUPT_FOLDER, RECORD_KEY, Staging, staged_file_problem
-from zoo.worker import train_runs
+from zoo.storage.folder import MANIFEST, STAGING_FOLDER, load_saved_specs
+from zoo.planning.plan import plan_runs
+from zoo.storage.staging import CHECKSUM_KEY, CORRUPT_FOLDER, RECORD_KEY, Staging, staged_file_problem
+from zoo.training.worker import train_runs
 
 
 def _damage(path: Path, how: str) -> None:

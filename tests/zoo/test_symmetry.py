@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from zoo.families import create_family
-from zoo.spec import load_spec
+from zoo.planning.spec import load_spec
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.weightspace import WeightBatch
 

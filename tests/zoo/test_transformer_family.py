@@ -11,17 +11,17 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from zoo.families import create_family
 from zoo.families.transformer import TransformerHParams, learning_rate_at
-from zoo.folder import STAGING_FOLDER, save_spec
+from zoo.storage.folder import STAGING_FOLDER, save_spec
 from zoo.loader import load_split
-from zoo.pack import pack
-from zoo.plan import BEST_EPOCH, plan_runs
-from zoo.schema import SchemaError
-from zoo.spec import content_hash, load_spec, spec_from_data
-from zoo.staging import Staging
-from zoo.text import PAD_ID, TEXT_SOURCES, clean_text, tokenize
-from zoo.train import CLASSIFICATION_METRICS
-from zoo.verify import verify
-from zoo.worker import train_runs
+from zoo.dataset.pack import pack
+from zoo.planning.plan import BEST_EPOCH, plan_runs
+from zoo.validation.schema import SchemaError
+from zoo.planning.spec import content_hash, load_spec, spec_from_data
+from zoo.storage.staging import Staging
+from zoo.data.text import PAD_ID, TEXT_SOURCES, clean_text, tokenize
+from zoo.training.train import CLASSIFICATION_METRICS
+from zoo.dataset.verify import verify
+from zoo.training.worker import train_runs
 
 SPECS = ["transformer-mnist", "transformer-agnews"]
 SENSIBLE = {"optimizer": "adam", "learning_rate": 1e-3, "init_std": 0.3, "l2": 1e-6, "dropout": 0.0,
@@ -231,9 +231,9 @@ def test_tiny_agnews_zoo_stages_packs_verifies_and_loads(tmp_path, read_with_dat
 def test_drop_last_trains_full_batches_only_as_the_reference():
     """training.drop_last (the reference's DataLoader(drop_last=True)): only full batches; a pool
     smaller than one batch is refused; specs without it keep their hashes and run ids."""
-    from zoo.plan import run_definition
-    from zoo.spec import TrainingSpec
-    from zoo.train import batch_starts
+    from zoo.planning.plan import run_definition
+    from zoo.planning.spec import TrainingSpec
+    from zoo.training.train import batch_starts
 
     dropping = TrainingSpec(epochs=1, batch_size=32, checkpoint_epochs=(1,), drop_last=True)
     keeping = TrainingSpec(epochs=1, batch_size=32, checkpoint_epochs=(1,))

@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from zoo.device import to_device
+from zoo.training.device import to_device
 from zoo.families import create_family
-from zoo.plan import plan_runs
-from zoo.schema import to_data
-from zoo.spec import load_spec, spec_from_data
+from zoo.planning.plan import plan_runs
+from zoo.validation.schema import to_data
+from zoo.planning.spec import load_spec, spec_from_data
 
 OPTIMIZERS = ["adam", "rmsprop", "sgd", "sgd_momentum"]
 # float32 rounding differs between batched and single matrix products; far below any real bug.

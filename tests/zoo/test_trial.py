@@ -1,4 +1,4 @@
-"""One trial without Ray (`zoo.trial` is framework-free): the events it streams, the checkpoints
+"""One trial without Ray (`zoo.distributed.trial` is framework-free): the events it streams, the checkpoints
 it sends equal to what `train_runs` stages itself, and training data that arrived changed refused."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 
 from zoo.families import create_family
-from zoo.plan import plan_runs
-from zoo.staging import Staging, payload_problem
-from zoo.trial import data_sha256, trial
-from zoo.worker import train_runs
+from zoo.planning.plan import plan_runs
+from zoo.storage.staging import Staging, payload_problem
+from zoo.distributed.trial import data_sha256, trial
+from zoo.training.worker import train_runs
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from zoo.cli import main
-from zoo.folder import MANIFEST, read_manifest, write_json_atomic
-from zoo.pack import sha256_file
-from zoo.verify import verify
+from zoo.storage.folder import MANIFEST, read_manifest, write_json_atomic
+from zoo.dataset.pack import sha256_file
+from zoo.dataset.verify import verify
 
 CONFIG = "cnn-mnist"
 

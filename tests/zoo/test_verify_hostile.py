@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from zoo.folder import MANIFEST, read_manifest
-from zoo.inputs import InputError
-from zoo.integrity import dataset_hash_of, sha256_file
+from zoo.storage.folder import MANIFEST, read_manifest
+from zoo.validation.inputs import InputError
+from zoo.storage.integrity import dataset_hash_of, sha256_file
 from zoo.loader import load_split
-from zoo.safetensors_io import read_header
-from zoo.verify import verify
+from zoo.storage.safetensors_io import read_header
+from zoo.dataset.verify import verify
 
 CONFIG = "cnn-mnist"
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def test_a_manifest_naming_a_file_outside_the_folder_is_refused_before_it_is_ope
 
 
 def test_a_hub_snapshots_links_into_its_own_blobs_are_allowed(tiny_zoo, tmp_path):
-    from zoo.manifest import shard_path
+    from zoo.storage.manifest import shard_path
 
     cache = tmp_path / "datasets--org--zoo"
     snapshot = cache / "snapshots" / ("a" * 40)
@@ -175,7 +175,7 @@ def test_a_safetensors_header_is_checked_against_its_buffer(buffer, expected):
 
 
 def test_weights_metadata_nested_deeply_is_one_line():
-    from zoo.record import parse_weights_metadata
+    from zoo.storage.record import parse_weights_metadata
 
     with pytest.raises(ValueError, match="nested too deeply"):
         parse_weights_metadata({"nfnzoo": "[" * 1000 + "]" * 1000})
@@ -246,10 +246,10 @@ def test_inconsistent_counts_are_problems(tiny_zoo_copy, change, expected):
 
 
 def test_the_cards_completeness_must_agree_with_the_manifest(tiny_zoo_copy, tiny_zoo_spec):
-    from zoo.card import INCOMPLETE_MARK
-    from zoo.pack import pack
-    from zoo.plan import plan_runs
-    from zoo.staging import Staging
+    from zoo.dataset.card import INCOMPLETE_MARK
+    from zoo.dataset.pack import pack
+    from zoo.planning.plan import plan_runs
+    from zoo.storage.staging import Staging
 
     card = tiny_zoo_copy / "README.md"
     text = card.read_text()

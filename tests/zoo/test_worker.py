@@ -6,10 +6,10 @@ from pathlib import Path
 
 import torch
 
-from zoo.folder import STAGING_FOLDER
-from zoo.plan import plan_runs
-from zoo.staging import Staging
-from zoo.worker import train_runs
+from zoo.storage.folder import STAGING_FOLDER
+from zoo.planning.plan import plan_runs
+from zoo.storage.staging import Staging
+from zoo.training.worker import train_runs
 
 
 def snapshot(staging: Staging) -> dict[str, tuple[int, bytes]]:
@@ -76,8 +76,8 @@ def test_resume_under_another_thread_count_is_byte_identical(tiny_zoo: Path, tin
 
 
 def test_best_checkpoint_is_written_under_its_real_epoch_and_each_run_reported_once(tmp_path: Path):
-    from zoo.plan import BEST_EPOCH
-    from zoo.spec import load_spec
+    from zoo.planning.plan import BEST_EPOCH
+    from zoo.planning.spec import load_spec
 
     spec = load_spec("transformer-mnist", "tiny")  # training.keep_best: epochs 1, 2 and the best
     runs = plan_runs(spec)[:2]

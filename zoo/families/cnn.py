@@ -19,17 +19,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo import simd
-from zoo.data import SOURCE_INFO, TaskData, image_source_names, load_task_data, split_sizes
-from zoo.domains import Classes, Coefficient, Fraction, LearningRate, Probability, Scale, Size
-from zoo.family import CheckpointResult, Family, register_family
-from zoo.population import populations, train_classifier_population
-from zoo.train import CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
+from zoo.training import simd
+from zoo.data.images import SOURCE_INFO, TaskData, image_source_names, load_task_data, split_sizes
+from zoo.validation.domains import Classes, Coefficient, Fraction, LearningRate, Probability, Scale, Size
+from zoo.families.base import CheckpointResult, Family, register_family
+from zoo.training.population import populations, train_classifier_population
+from zoo.training.train import CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.weightspace import WeightSpace
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "tanh": torch.tanh}
-# the same functions for populations: tanh through NumPy's SIMD kernel on the CPU (`zoo.simd`)
+# the same functions for populations: tanh through NumPy's SIMD kernel on the CPU (`zoo.training.simd`)
 POPULATION_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "tanh": simd.tanh}
 # the hidden-unit rescalings each activation commutes with (zoo.symmetry.feedforward)
 SYMMETRY_MODES: dict[str, str] = {"relu": "scale", "tanh": "sign"}
@@ -187,7 +187,7 @@ class CNNFamily(Family):
         return run.hparams["optimizer"], run.hparams["train_fraction"], run.hparams["activation"]
 
     def train_population(self, spec, runs, data: TaskData, emit) -> None:
-        """Runs with equal `population_key`s train together (`zoo.population`)."""
+        """Runs with equal `population_key`s train together (`zoo.training.population`)."""
         size = self.population_size_on(data.train.x.device)
         for population in populations(runs, size, self.population_key):
             train_classifier_population(self, spec, population, data, emit)

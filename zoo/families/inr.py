@@ -18,7 +18,7 @@ pixel grid as coordinates in [-1, 1]^2 (`linspace(-1, 1, size)` per axis, (row, 
 order, pixels row-major, channels last) and intensities scaled from [0, 1] to [-1, 1]
 (torchvision's Normalize(0.5, 0.5)); full batch (every pixel every step), loss the mean
 squared error over pixels and channels, Adam (Kingma & Ba 2015, Algorithm 1; beta = (0.9,
-0.999), eps = 1e-8, torch.optim.Adam's arithmetic in `zoo.optim_stacked`). Fitting steps
+0.999), eps = 1e-8, torch.optim.Adam's arithmetic in `zoo.training.optim_stacked`). Fitting steps
 play the role of epochs. PSNR = 10 log10(R^2 / MSE) with R = 2 the intensity range, i.e.
 the PSNR of the image on the usual [0, 1] scale.
 
@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from zoo.data import SOURCES, ImageData, image_source_names
+from zoo.data.images import SOURCES, ImageData, image_source_names
 from zoo.families.inr_model import (  # noqa: F401 (the member's pieces, re-exported for users of the family)
     INTENSITY_RANGE,
     INRArchitecture,
@@ -53,10 +53,10 @@ from zoo.families.inr_model import (  # noqa: F401 (the member's pieces, re-expo
     pixel_targets,
     siren_forward,
 )
-from zoo.family import CheckpointResult, Family, register_family
-from zoo.population import populations
+from zoo.families.base import CheckpointResult, Family, register_family
+from zoo.training.population import populations
 from zoo.symmetry.feedforward import FeedforwardSymmetry
-from zoo.train import seeded_generator
+from zoo.training.train import seeded_generator
 from zoo.weightspace import WeightSpace
 
 

@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from zoo.domains import Index, LearningRate, Scale, Size
+from zoo.validation.domains import Index, LearningRate, Scale, Size
 
 INTENSITY_RANGE = 2.0  # targets span [-1, 1]
 

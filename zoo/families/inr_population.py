@@ -3,7 +3,7 @@
 The member and its fit are `zoo.families.inr`'s (Sitzmann et al. 2020, Sec. 3: sine layers
 h_l = sin(omega_l (W_l h_{l-1} + b_l)), a linear output, the mean squared error over pixels
 and channels, Adam). Every parameter of the K members lives in one flat (K, n) buffer in
-weight-space order, so one Adam update (`zoo.optim_stacked`, per-member learning rate and
+weight-space order, so one Adam update (`zoo.training.optim_stacked`, per-member learning rate and
 `alive` mask) moves them all. The backward pass is the chain rule written out rather than
 autograd's graph:
 
@@ -25,7 +25,7 @@ Its weight gradient is one product with the (P, 3) matrix [row, column, 1].
 Every kernel's arithmetic is independent of K (batched products computed member by member,
 elementwise ops, reductions along a member's own axes), so a member's fit is bitwise the same
 in any population and equals its solo `nn.Module` + `torch.optim.Adam` fit to float32
-rounding (tested). The sines and cosines come from `zoo.simd` (NumPy's SIMD kernels on the CPU).
+rounding (tested). The sines and cosines come from `zoo.training.simd` (NumPy's SIMD kernels on the CPU).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from typing import Sequence
 import torch
 
 from zoo.families.inr_model import INRArchitecture, coordinate_grid, omegas, pixel_targets
-from zoo.optim_stacked import StackedOptimizer
-from zoo.simd import sin_cos
+from zoo.training.optim_stacked import StackedOptimizer
+from zoo.training.simd import sin_cos
 from zoo.weightspace import WeightSpace
 
 Fitted = tuple[list[dict[str, torch.Tensor]], list[float], list[bool]]  # weights, MSE, finite; per member

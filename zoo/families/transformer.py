@@ -18,7 +18,7 @@ random draw (init, train subset, shuffles, crops, dropout) comes from an explici
 generator.
 
 The "best" checkpoint: the specs keep it (`training.keep_best`), a planned checkpoint of its own
-per run (`zoo.plan`) that holds the weights of the epoch with the highest validation accuracy
+per run (`zoo.planning.plan`) that holds the weights of the epoch with the highest validation accuracy
 (ties: the lower loss, then the earlier; the initialization competes, so a run that never
 improves still has one). It is emitted with ``best=True`` at the end of training, its row's
 `epoch` is the real best epoch, and `is_best` is True on that row only.
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.data import SOURCE_INFO, TaskData, image_source_names, load_task_data, split_sizes
+from zoo.data.images import SOURCE_INFO, TaskData, image_source_names, load_task_data, split_sizes
 from zoo.families.transformer_model import (  # noqa: F401  (the member's names, re-exported)
     SmallTransformer,
     TransformerArchitecture,
@@ -47,10 +47,10 @@ from zoo.families.transformer_model import (  # noqa: F401  (the member's names,
 )
 from zoo.families.transformer_population import train_transformer_population
 from zoo.families.transformer_recipe import TransformerHParams, learning_rate_at, random_crops  # noqa: F401 (re-exported)
-from zoo.family import CheckpointResult, Family, register_family
-from zoo.population import populations
+from zoo.families.base import CheckpointResult, Family, register_family
+from zoo.training.population import populations
 from zoo.symmetry.attention import AttentionSymmetry
-from zoo.train import (CLASSIFICATION_METRICS, batch_starts, evaluate, evaluate_sets, run_train_subset, seeded_generator,
+from zoo.training.train import (CLASSIFICATION_METRICS, batch_starts, evaluate, evaluate_sets, run_train_subset, seeded_generator,
                        steps_per_epoch)
 from zoo.weightspace import WeightSpace
 
@@ -92,10 +92,10 @@ class TransformerFamily(Family):
         return AttentionSymmetry(self.weight_space(architecture), arch.num_heads, arch.residual)
 
     def data_sources(self, architecture: dict) -> list[str]:
-        """Image data sets for patches; text data sets (`zoo.text`) for word embeddings."""
+        """Image data sets for patches; text data sets (`zoo.data.text`) for word embeddings."""
         if TransformerArchitecture(**architecture).input == "image_patches":
             return image_source_names()
-        from zoo.text import TEXT_SOURCES
+        from zoo.data.text import TEXT_SOURCES
 
         return TEXT_SOURCES.names()
 
@@ -105,7 +105,7 @@ class TransformerFamily(Family):
             data = load_task_data(spec.dataset)
             found, expected = tuple(data.train.x.shape[1:]), (arch.in_channels, arch.image_size, arch.image_size)
         else:
-            from zoo.text import checked_word_embeddings, load_text_task_data
+            from zoo.data.text import checked_word_embeddings, load_text_task_data
 
             checked_word_embeddings(arch.word_embeddings, arch.d_model, source_sha256=arch.word_embeddings_sha256,
                                     reduced_sha256=arch.reduced_embeddings_sha256, tokenizer_sha256=arch.tokenizer_sha256)
@@ -245,7 +245,7 @@ class TransformerFamily(Family):
         """(training pool, validation, test) sizes the data loader gives, without loading."""
         if spec.dataset.name in SOURCE_INFO:
             return split_sizes(spec.dataset)
-        from zoo.text import SOURCE_SIZES
+        from zoo.data.text import SOURCE_SIZES
 
         if spec.dataset.name not in SOURCE_SIZES:
             raise ValueError(f"no planning sizes for data set {spec.dataset.name!r}; "

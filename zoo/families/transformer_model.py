@@ -10,7 +10,7 @@ Linear(32, 32), ReLU, Linear(32, classes). Dropout follows the stem and each sub
 
 - MNIST: a patch embedding Conv2d(1, 32, kernel 4, stride 4) (49 tokens) plus the fixed
   sinusoidal positional encoding; 18,506 parameters.
-- AG News: frozen word vectors (`zoo.text`: MiniLM's input embeddings, PCA to 32 dims; not
+- AG News: frozen word vectors (`zoo.data.text`: MiniLM's input embeddings, PCA to 32 dims; not
   stored) plus the positional encoding, 64 WordPiece tokens with the padding masked out of
   attention and pooling (the released code masked nothing); 17,764 parameters.
 
@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.domains import Classes, Real, Scale, Size
-from zoo.schema import SchemaError
+from zoo.validation.domains import Classes, Real, Scale, Size
+from zoo.validation.schema import SchemaError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +48,7 @@ class TransformerArchitecture:
     pixel_mean: Real = 0.5  # image_patches: pixels in [0, 1] enter as (x - mean) / std, [-1, 1] as released
     pixel_std: Scale = 0.5
     max_length: Size = 64  # word_embeddings: tokens per text (~88% of AG News articles fit)
-    word_embeddings: str = ""  # word_embeddings: the frozen vectors' source, see zoo.text
+    word_embeddings: str = ""  # word_embeddings: the frozen vectors' source, see zoo.data.text
     word_embeddings_sha256: str = ""  # ... of the source table, to rebuild and check the input
     reduced_embeddings_sha256: str = ""  # ... of the PCA-reduced table the member reads
     tokenizer_sha256: str = ""  # ... of the WordPiece tokenizer file
@@ -68,7 +68,7 @@ class TransformerArchitecture:
         if self.input == "word_embeddings":
             for name in ("word_embeddings", "word_embeddings_sha256", "reduced_embeddings_sha256", "tokenizer_sha256"):
                 if not getattr(self, name):
-                    raise SchemaError(where, f"{key}.{name}", "required for input word_embeddings (see zoo/text.py)")
+                    raise SchemaError(where, f"{key}.{name}", "required for input word_embeddings (see zoo/data/text.py)")
 
     @property
     def num_tokens(self) -> int:
@@ -112,14 +112,14 @@ class WordEmbedding(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.table.numel() == 0:
-            from zoo.text import checked_word_embeddings
+            from zoo.data.text import checked_word_embeddings
 
             a = self.arch
             table = checked_word_embeddings(a.word_embeddings, a.d_model, source_sha256=a.word_embeddings_sha256,
                                             reduced_sha256=a.reduced_embeddings_sha256,
                                             tokenizer_sha256=a.tokenizer_sha256).table
             self.table = table.to(self.table.device, self.table.dtype)  # follows model.to() done before the first call
-        from zoo.text import PAD_ID
+        from zoo.data.text import PAD_ID
 
         return F.embedding(tokens, self.table), tokens != PAD_ID  # (B, T, D), (B, T)
 

@@ -1,4 +1,4 @@
-"""Population training of the Transformer family: K runs in one tensor program (`zoo.population`).
+"""Population training of the Transformer family: K runs in one tensor program (`zoo.training.population`).
 
 Every trainable tensor is stacked on a leading member dimension (K, ...) and each layer is
 computed for all members at once: the 4x4 stride-4 patch convolution as a reshape plus a
@@ -21,13 +21,13 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from zoo.data import TaskData
-from zoo.family import CheckpointResult
+from zoo.data.images import TaskData
+from zoo.families.base import CheckpointResult
 from zoo.families.transformer_model import TransformerArchitecture, sinusoidal_encoding
 from zoo.families.transformer_recipe import learning_rate_at, random_crops
-from zoo.optim_stacked import StackedOptimizer
-from zoo.population import _accumulate, _Members, masked_step
-from zoo.train import CLASSIFICATION_METRICS, batch_starts, seeded_generator
+from zoo.training.optim_stacked import StackedOptimizer
+from zoo.training.population import _accumulate, _Members, masked_step
+from zoo.training.train import CLASSIFICATION_METRICS, batch_starts, seeded_generator
 
 EVAL_ROWS = 16384  # examples x members per evaluation batch: bounds the (K, B, H, T, T) attention scores
 

@@ -13,7 +13,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from zoo.domains import Coefficient, Count, FinalLearningRate, Fraction, LearningRate, Probability, Scale
+from zoo.validation.domains import Coefficient, Count, FinalLearningRate, Fraction, LearningRate, Probability, Scale
 
 
 @dataclasses.dataclass(frozen=True)

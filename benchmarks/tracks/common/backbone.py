@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from benchmarks.files import read_json
-from zoo.atomic import write_bytes_atomic, write_json_atomic
-from zoo.inputs import read_capped
+from zoo.storage.atomic import write_bytes_atomic, write_json_atomic
+from zoo.validation.inputs import read_capped
 
 MAX_BACKBONE_BYTES = 2 * 2**30  # the track's ViTs are a few megabytes
 

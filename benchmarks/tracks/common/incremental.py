@@ -7,7 +7,7 @@ label. Two offline sources:
 - `glyph_sequence`: held-out letters of `benchmarks.tracks.common.glyphs`, training images drawn
   (augmented) from 9 of the 12 faces and test images from the other 3 (`TEST_FACES`), so the
   test asks for letters in styles never seen in training;
-- `source_sequence`: an image source of `zoo.data` (`../shared/data` or `$NFNZOO_DATA`, else the
+- `source_sequence`: an image source of `zoo.data.images` (`../shared/data` or `$NFNZOO_DATA`, else the
   usual download): MNIST in 5 tasks of 2 digits (padded from 28 to 32 pixels), CIFAR-100 in 10
   tasks of 10 (the paper's Split CIFAR-100), a seeded subset of each class's training images
   (all of them with `train_per_class=None`) and its first test images;
@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from zoo.data import ImageData
+from zoo.data.images import ImageData
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +80,8 @@ def _per_class(data: ImageData, classes: int, count: int | None, rng: np.random.
 
 def source_sequence(source: str, tasks: int, train_per_class: int | None, test_per_class: int | None, seed: int,
                     pad_to: int | None = None) -> TaskSequence:
-    """A `zoo.data` image source (e.g. "mnist", "cifar100") split into `tasks` class-incremental tasks."""
-    from zoo.data import SOURCES
+    """A `zoo.data.images` image source (e.g. "mnist", "cifar100") split into `tasks` class-incremental tasks."""
+    from zoo.data.images import SOURCES
 
     train_all, test_all, classes = SOURCES.get(source)()
     rng = np.random.default_rng(seed)

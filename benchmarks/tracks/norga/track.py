@@ -52,8 +52,8 @@ from benchmarks.tracks.norga.prompt_baselines import (CodaConfig, CodaPrompt, Du
 from benchmarks.tracks.registry import Track, register_track
 from benchmarks.tracks.reporting import (per_seed_entries, plot_stage_curves, seed_matrices, summary_table,
                                          write_track_results)
-from zoo.atomic import write_text_atomic
-from zoo.schema import to_data
+from zoo.storage.atomic import write_text_atomic
+from zoo.validation.schema import to_data
 
 TASK = "continual-learning"
 IMAGENET_R_VARIABLE = "NFNZOO_IMAGENET_R"
@@ -87,7 +87,7 @@ class NorgaProfile:
 
 
 def _imagenet_r_root() -> Path:
-    from zoo.data import local_folder
+    from zoo.data.images import local_folder
 
     return local_folder(IMAGENET_R_VARIABLE, "imagenet-r", "ImageNet-R (one folder of images per class)")
 

@@ -75,7 +75,7 @@ def energy_drift(w: np.ndarray, v: np.ndarray, tokens: np.ndarray) -> float:
 def minilm_study(config: MiniLMConfig, ode: OdeConfig) -> dict:
     from benchmarks.tracks.common.backbone import state_sha256
     from benchmarks.tracks.tokens.heads import bert_heads, bert_layer_inputs, load_minilm
-    from zoo.text import ag_news_7600
+    from zoo.data.text import ag_news_7600
 
     tokenizer, model = load_minilm()
     texts = ag_news_7600()[2][:config.texts]
@@ -142,10 +142,10 @@ class ZooConfig:
 
 
 def _generate(config: ZooConfig, residual: bool, folder: Path):
-    from zoo.driver import generate
-    from zoo.pack import pack
-    from zoo.schema import to_data
-    from zoo.spec import load_spec, spec_from_data
+    from zoo.distributed.driver import generate
+    from zoo.dataset.pack import pack
+    from zoo.validation.schema import to_data
+    from zoo.planning.spec import load_spec, spec_from_data
 
     data = to_data(load_spec(config.spec, config.profile))
     data["architecture"] = {**data["architecture"], "residual": residual}
@@ -175,7 +175,7 @@ def zoo_study(config: ZooConfig, folder: str, ode: OdeConfig = OdeConfig()) -> d
     """Every member's last checkpoint (not its best-validation copy): its heads' regimes, its first
     block's heads integrated on MNIST test images, and its test accuracy."""
     from benchmarks.tracks.tokens.heads import member_heads
-    from zoo.data import SOURCES
+    from zoo.data.images import SOURCES
     from zoo.families.transformer_model import TransformerArchitecture
     from zoo.loader import dataset_hash, load_split
 

@@ -43,8 +43,8 @@ from benchmarks.tracks.tokens.report import (minilm_table, plot_trajectories, pl
 from benchmarks.tracks.tokens.study import (MiniLMConfig, OdeConfig, ZooConfig, benchmark_data, minilm_study,
                                             regime_run, zoo_study)
 from benchmarks.tracks.tokens.training import BenchmarkConfig, TrainConfig
-from zoo.atomic import write_text_atomic
-from zoo.schema import to_data
+from zoo.storage.atomic import write_text_atomic
+from zoo.validation.schema import to_data
 
 TASK = "token-dynamics"
 TRAINING_REGIMES = ("free", *REGIME_NEGATIVE_SHARE)  # standard attention, then the constrained scenarios

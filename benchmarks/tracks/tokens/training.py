@@ -1,7 +1,7 @@
 """The two benchmarks the regimes are trained on, and one training run.
 
 - `agnews-chars`: a character-level language model of AG News text (the 7,600 official test
-  articles, `zoo.text.ag_news_7600`: its 5,700-article training pool and 1,900-article test
+  articles, `zoo.data.text.ag_news_7600`: its 5,700-article training pool and 1,900-article test
   part). Articles are joined by newlines; windows of `length + 1` characters are cut at seeded
   random offsets, the model predicts each next character (causal attention). The alphabet is
   the training text's characters seen at least `min_count` times, the rest map to one unknown
@@ -70,7 +70,7 @@ def _windows(text: np.ndarray, count: int, length: int, rng: np.random.Generator
 
 
 def agnews_chars(config: BenchmarkConfig, length: int) -> SequenceData:
-    from zoo.text import ag_news_7600
+    from zoo.data.text import ag_news_7600
 
     train_texts, _, test_texts, _ = ag_news_7600()
     counts = Counter("\n".join(train_texts))
@@ -90,7 +90,7 @@ def agnews_chars(config: BenchmarkConfig, length: int) -> SequenceData:
 
 
 def mnist_rows(config: BenchmarkConfig, length: int) -> SequenceData:
-    from zoo.data import SOURCES
+    from zoo.data.images import SOURCES
 
     if length != 28:
         raise ValueError(f"mnist-rows has 28 tokens (the rows), so the model's length must be 28, got {length}")

@@ -46,8 +46,8 @@ from benchmarks.tracks.wave.learners import Optimisation, RelationData, Relation
 from benchmarks.tracks.wave.prompting import EoEStyle, L2PStyle, PoolConfig, Wave
 from benchmarks.tracks.wave.relations import RelationSequence, Source, read_sources, relation_sequence
 from benchmarks.tracks.wave.report import plot_track, stage_table
-from zoo.atomic import write_text_atomic
-from zoo.schema import to_data
+from zoo.storage.atomic import write_text_atomic
+from zoo.validation.schema import to_data
 
 TASK = "continual-learning"
 FEWREL_VARIABLE = "NFNZOO_FEWREL"
@@ -122,7 +122,7 @@ PROFILES = {
 
 def fewrel_folder() -> Path:
     """`$NFNZOO_FEWREL`, else `fewrel/` in a data root (`../shared/data`)."""
-    from zoo.data import local_folder
+    from zoo.data.images import local_folder
 
     return local_folder(FEWREL_VARIABLE, "fewrel", "FewRel (a folder of FewRel-format JSON files)")
 

@@ -1,0 +1,3 @@
+"""A packed zoo as a dataset: packing, the dataset card and its provenance (licenses,
+citations), its checks (`verify`, `retrain`) and its summary (`info`).
+"""

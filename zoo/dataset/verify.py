@@ -1,0 +1,221 @@
+"""Verification of a packed zoo folder against its manifest, and metric recomputation.
+
+Checks every shard listed in ``manifest.json`` (read through `zoo.storage.folder.read_manifest`, which
+holds it to its schema and confines its shard paths to the folder): present, of the recorded
+size and sha256, readable as Parquet, with the recorded row count and schema, and every row's
+safetensors header decoded within bounds and matching its architecture (`zoo.loader`'s check,
+so a row the loader would refuse or over-allocate for is a problem here, named by shard and
+row); model ids unique across a config; counts consistent (rows per split, packed =
+sum of rows <= planned, complete = packed == planned); a card that lists each config's shards
+and says "incomplete" exactly where the manifest does. Shards on disk that the manifest does
+not list are a warning when the card names its files (an interrupted pack's leftovers: never
+read, and the next `nfnzoo pack` removes them), a problem under an older card's glob (which
+`datasets.load_dataset` would read); a card naming other shards than the manifest (a pack
+killed between writing the two) is a warning, and `nfnzoo publish` refuses it. A zoo with
+nothing packed fails; an incomplete one (fewer checkpoints packed than planned, which
+`nfnzoo pack --allow-incomplete` writes) fails too unless ``allow_incomplete``, when it is a
+warning: a partial zoo is a legitimate thing to share only when someone chose it. With
+``recompute=N`` it reloads N seeded-random checkpoints into the family's model and
+re-evaluates them on the stored validation and test sets, failing if the metrics differ; with
+``retrain=N`` it trains N seeded-random runs again and fails unless their checkpoints are
+the packed ones bit for bit (`zoo.dataset.retrain`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from zoo.dataset.card import card_header
+from zoo.dataset.card_check import card_problems
+from zoo.families import create_family
+from zoo.storage.folder import MANIFEST, read_manifest
+from zoo.storage.integrity import shard_problem
+from zoo.loader import check_row
+from zoo.storage.manifest import SPLITS, shard_path
+from zoo.storage.safetensors_io import MAX_HEADER_BYTES
+from zoo.planning.spec import spec_from_data
+
+@dataclasses.dataclass
+class VerifyReport:
+    files_checked: int = 0
+    rows_checked: int = 0
+    problems: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    recomputed: list[dict] = dataclasses.field(default_factory=list)
+    retrained: list[dict] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+ROW_BATCH_BYTES = 64 * 2**20  # the weights read at once while decoding headers
+MAX_REPORTED = 5  # problems of one kind per shard, then a count
+
+
+def _check_file(folder: Path, entry: dict, columns: list[dict], report: VerifyReport, ids: dict[str, str]) -> None:
+    path = shard_path(folder, entry["path"], f"{folder / MANIFEST}: shard {entry['path']}")
+    problem = shard_problem(path, entry)
+    if problem == "missing":
+        report.problems.append(f"{entry['path']}: missing")
+        return
+    report.files_checked += 1
+    if problem is not None:
+        report.problems.append(f"{entry['path']}: {problem}")
+    try:
+        parquet = pq.ParquetFile(path)
+        metadata, schema = parquet.metadata, parquet.schema_arrow
+    except (pa.ArrowInvalid, OSError) as error:
+        report.problems.append(f"{entry['path']}: not readable as Parquet ({error})")
+        return
+    if metadata.num_rows != entry["rows"]:
+        report.problems.append(f"{entry['path']}: {metadata.num_rows} rows, manifest says {entry['rows']}")
+    found = [{"name": f.name, "type": str(f.type)} for f in schema]
+    if found != columns:
+        report.problems.append(f"{entry['path']}: schema differs from the manifest's columns")
+    report.rows_checked += metadata.num_rows
+    if {"weights", "model_id"} <= set(schema.names):
+        try:
+            _check_rows(parquet, entry, report, ids)
+        except (pa.ArrowInvalid, OSError) as error:
+            report.problems.append(f"{entry['path']}: not readable as Parquet ({error})")
+
+
+def _check_rows(parquet: pq.ParquetFile, entry: dict, report: VerifyReport, ids: dict[str, str]) -> None:
+    """Every row's safetensors header decoded (bounded) and its model id unique, a batch of rows at a time."""
+    batch_size = max(1, ROW_BATCH_BYTES // max(1, entry["bytes"] // max(1, entry["rows"])))
+    row, known, bad, repeated = 0, b"", 0, 0
+    for batch in parquet.iter_batches(batch_size=batch_size, columns=["model_id", "weights"]):
+        for model_id, value in zip(batch.column(0).to_pylist(), batch.column(1)):
+            buffer = memoryview(value.as_buffer()) if value.is_valid else memoryview(b"")
+            head = bytes(buffer[:8 + min(int.from_bytes(bytes(buffer[:8]), "little"), MAX_HEADER_BYTES)])
+            if head != known:  # same-architecture rows share a header byte for byte: decode each new one
+                try:
+                    check_row(buffer, f"row {row}")
+                    known = head
+                except ValueError as error:
+                    bad += 1
+                    if bad <= MAX_REPORTED:
+                        report.problems.append(f"{entry['path']}: {error}")
+            if model_id in ids:
+                repeated += 1
+                if repeated <= MAX_REPORTED:
+                    report.problems.append(f"{entry['path']}: row {row}: model_id {ascii(model_id)[:80]} appears "
+                                           f"twice (also in {ids[model_id]})")
+            else:
+                ids[model_id] = entry["path"]
+            row += 1
+    for count, what in ((bad, "rows with a bad safetensors header"), (repeated, "repeated model ids")):
+        if count > MAX_REPORTED:
+            report.problems.append(f"{entry['path']}: {count - MAX_REPORTED} more {what}")
+
+
+def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, report: VerifyReport) -> None:
+    from zoo.loader import load_split
+
+    spec = spec_from_data(entry["spec"], f"{folder}/manifest.json:{name}")
+    family = create_family(spec.family)
+    data = family.load_data(spec)
+    rng = np.random.default_rng(seed)
+    splits = sorted(entry["splits"])
+    picks: dict[str, int] = {}
+    for split in rng.choice(splits, size=count):
+        picks[str(split)] = picks.get(str(split), 0) + 1
+    for split, n in sorted(picks.items()):
+        loaded = load_split(folder, name, split, check=False)  # verify has just checked every shard
+        candidates = np.flatnonzero(loaded.metadata["status"].to_numpy() == "ok")
+        for row in rng.choice(candidates, size=min(n, len(candidates)), replace=False):
+            row = int(row)
+            stored = loaded.metadata.iloc[row]
+            hparams = {f.name: stored[f.name] for f in dataclasses.fields(family.HParams)}
+            metrics = family.evaluate(spec, hparams, loaded.weights.state_dict(row), data)
+            result = {"config": name, "split": split, "model_id": stored["model_id"], "metrics": {}}
+            for key, value in metrics.items():
+                expected = float(stored[key])
+                close = family.metric_matches(key, expected, value, data)
+                result["metrics"][key] = {"stored": expected, "recomputed": value, "match": close}
+                if not close:
+                    report.problems.append(f"{name}/{split} {stored['model_id']}: {key} stored {expected:.6g}, "
+                                           f"recomputed {value:.6g}")
+            report.recomputed.append(result)
+
+
+def _check_counts(name: str, entry: dict, report: VerifyReport) -> None:
+    """The manifest's counts against its own shard list and each other."""
+    packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
+    rows = {split: sum(f["rows"] for f in entry["files"] if f["split"] == split) for split in SPLITS}
+    for split in SPLITS:
+        if rows[split] != entry["splits"].get(split, 0):
+            report.problems.append(f"config {name}: splits.{split} says {entry['splits'].get(split, 0):,} rows, "
+                                   f"its shards hold {rows[split]:,}")
+    if packed != sum(rows.values()):
+        report.problems.append(f"config {name}: packed_checkpoints {packed:,}, its shards hold {sum(rows.values()):,}")
+    if planned < packed:
+        report.problems.append(f"config {name}: packed_checkpoints {packed:,} exceeds planned_checkpoints {planned:,}")
+    if entry["complete"] != (packed == planned):
+        report.problems.append(f"config {name}: complete is {str(entry['complete']).lower()}, but {packed:,} of "
+                               f"{planned:,} planned checkpoints are packed")
+
+
+def _check_completeness(name: str, entry: dict, allow_incomplete: bool, report: VerifyReport) -> None:
+    packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
+    if not entry["files"]:
+        report.problems.append(f"config {name}: empty, no shards ({packed:,} of {planned:,} planned checkpoints "
+                               "packed); run `nfnzoo generate` to train it")
+    elif not entry["complete"]:
+        message = (f"config {name}: incomplete, {packed:,} of {planned:,} planned checkpoints packed "
+                   "(re-run `nfnzoo generate` to finish it")
+        if allow_incomplete:
+            report.warnings.append(message + ")")
+        else:
+            report.problems.append(message + ", or pass --allow-incomplete to accept a partial zoo)")
+
+
+def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incomplete: bool = False,
+           retrain: int = 0) -> VerifyReport:
+    """Checks a packed zoo folder; see the module docstring for what counts as a problem."""
+    folder = Path(folder)
+    report = VerifyReport()
+    try:
+        manifest = read_manifest(folder)
+    except (FileNotFoundError, ValueError) as error:
+        report.problems.append(str(error))
+        return report
+    if not manifest["configs"]:
+        report.problems.append(f"{folder / MANIFEST}: lists no configs; nothing is packed")
+        return report
+    for name, entry in sorted(manifest["configs"].items()):
+        _check_completeness(name, entry, allow_incomplete, report)
+        _check_counts(name, entry, report)
+        ids: dict[str, str] = {}
+        for file_entry in entry["files"]:
+            _check_file(folder, file_entry, entry["columns"], report, ids)
+    card_report = card_problems(folder, manifest)
+    report.problems += card_report.problems
+    report.warnings += card_report.warnings
+    listed = {f["path"] for entry in manifest["configs"].values() for f in entry["files"]}
+    for stray in sorted((folder / "data").glob("**/*.parquet")):
+        relative = stray.relative_to(folder).as_posix()
+        if relative in listed or any(part.startswith(".") for part in stray.relative_to(folder).parts):
+            continue  # dot folders are pack's scratch space: never loaded, never uploaded
+        if stray.parent.name in card_report.globbed:  # an older card's glob would read it
+            report.problems.append(f"{relative}: not listed in the manifest")
+        else:
+            report.warnings.append(f"{relative}: not listed in the manifest (left by an interrupted pack; never "
+                                   "loaded or published; the next `nfnzoo pack` removes it)")
+    if card_header(manifest)["configs"] and not report.problems:
+        for name, entry in sorted(manifest["configs"].items()):
+            if recompute > 0:
+                _recompute(folder, name, entry, recompute, seed, report)
+            if retrain > 0:
+                from zoo.dataset.retrain import retrain_runs
+
+                results, problems = retrain_runs(folder, name, entry, retrain, seed)
+                report.retrained += results
+                report.problems += problems
+    return report

@@ -1,0 +1,108 @@
+"""The zoo family contract: the `Family` base class, its checkpoint result and the registry.
+
+This module imports no family, so the shared machinery (`zoo.training.population`) and the families
+(`zoo.families.*`) both import it and not each other. The families register themselves when
+`zoo.families` is imported; use that package's `create_family`, `list_families`.
+
+A family is a `Family` subclass registered with `@register_family(name)` that provides:
+- ``Architecture`` and ``HParams``: frozen dataclasses the spec is validated against;
+- ``METRICS``: the typed per-checkpoint result columns (name -> float or int), and
+  ``HEADLINE``: the one `nfnzoo info` summarizes, with its histogram range;
+- ``build(architecture, hparams)``: the member model; ``weight_space(architecture)``: its
+  ordered parameter tensors (`zoo.weightspace`);
+- ``symmetry(architecture, hparams)``: the group acting on its weights (`zoo.symmetry`);
+- ``data_sources(architecture)``: the data set names (`dataset.name`) it loads for that
+  architecture, checked when a spec loads; ``load_data(spec)``: the data its runs share;
+- ``POPULATION_SIZES``: members per population on each device type (`population_size_on`);
+- ``population_key(run)``: what runs must share to train in one population (the driver packs
+  runs with equal keys into the same trials); the default, ``()``, lets any runs share;
+- ``train_population(spec, runs, data, emit)``: trains runs, calling ``emit(run, result)`` at
+  each checkpoint epoch of each run (and for the rest once a run diverges), and once with
+  ``best=True`` at the end when the spec keeps the best checkpoint; the default
+  trains them one at a time with ``train_run(spec, run, data, emit_one)``;
+- ``evaluate(spec, hparams, weights, data)``: the metrics that depend only on the weights, recomputed;
+- ``run_flops(spec, hparams)``: the FLOPs of one run, training and evaluation, for planning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+
+from zoo.registry import Registry
+
+# the built-in families, imported by name on the registry's first read (`zoo.registry`)
+FAMILIES: Registry[type] = Registry("zoo family", modules=("zoo.families.cnn", "zoo.families.inr",
+                                                           "zoo.families.transformer"))
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointResult:
+    epoch: int  # the epoch whose weights these are (for the best checkpoint: the best epoch itself)
+    weights: dict[str, torch.Tensor]  # ordered as the family's weight space, float32 on the CPU
+    metrics: dict[str, float | int]  # every column of the family's METRICS (float ones NaN once diverged)
+    status: str  # "ok" or "diverged"
+    best: bool = False  # the run's planned best-validation checkpoint (training.keep_best)
+
+
+class Family:
+    """Defaults shared by the families; see the module docstring for the contract."""
+
+    name: str
+    Architecture: type
+    HParams: type
+    METRICS: dict[str, type]
+    HEADLINE: tuple[str, float, float] = ("test_accuracy", 0.0, 1.0)  # metric, histogram low, high
+    # runs trained together in one process, per device type (each family's measured choice);
+    # a larger population bounds nothing but memory, a smaller one wastes per-step overhead
+    POPULATION_SIZES: dict[str, int] = {"cpu": 1, "cuda": 1}
+
+    def __init__(self, population_size: int | None = None):
+        if population_size is not None and population_size < 1:
+            raise ValueError(f"population size must be at least 1, got {population_size}")
+        self.population_size = population_size  # overrides POPULATION_SIZES when set
+
+    def population_size_on(self, device: torch.device | str) -> int:
+        """Members per population on `device`: the override, else the family's measured choice."""
+        return self.population_size or self.POPULATION_SIZES.get(torch.device(device).type, 1)
+
+    def data_sources(self, architecture: dict) -> list[str]:
+        """The data sets (`dataset.name`) this family loads for `architecture`; every family says."""
+        raise NotImplementedError(f"family {self.name!r} does not list its data sources")
+
+    def train_run(self, spec, run, data, emit: Callable[[CheckpointResult], None]) -> None:
+        raise NotImplementedError(f"family {self.name!r} trains populations only")
+
+    def metric_matches(self, name: str, stored: float, recomputed: float, data) -> bool:
+        """Whether a recomputed metric agrees with the stored one (`nfnzoo verify --recompute`):
+        to float32 reduction order, which differs between thread counts and batch shapes."""
+        return math.isclose(stored, recomputed, rel_tol=1e-4, abs_tol=1e-6)
+
+    def population_key(self, run) -> tuple:
+        return ()
+
+    def train_population(self, spec, runs: Sequence, data, emit: Callable[[Any, CheckpointResult], None]) -> None:
+        for run in runs:
+            self.train_run(spec, run, data, lambda result, run=run: emit(run, result))
+
+
+def register_family(name: str):
+    def decorator(cls: type) -> type:
+        cls.name = name
+        return FAMILIES.register(name)(cls)
+
+    return decorator
+
+
+def list_families() -> list[str]:
+    return FAMILIES.names()
+
+
+def create_family(name: str, **overrides: Any):
+    return FAMILIES.create(name, **overrides)
+
+
+get_family = create_family

@@ -1,0 +1,63 @@
+"""Planning estimates of a spec: size, parameters, training FLOPs, bytes, without training."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from zoo.families import create_family
+from zoo.validation.inputs import InputError, read_json_file
+from zoo.planning.plan import plan_runs
+from zoo.planning.spec import ZooSpec
+
+THROUGHPUT_FILE = Path(__file__).resolve().parents[1] / "throughput.json"  # written by benchmarks.perf.generation --save
+MAX_THROUGHPUT_BYTES = 2**20  # a few entries per device
+ROW_OVERHEAD_BYTES = 2048  # safetensors header (~1.4 KB for a small CNN) + Parquet framing + metadata columns
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    runs: int
+    checkpoints: int
+    params: int  # per checkpoint
+    training_flops: float  # all runs: training and checkpoint evaluation
+    dataset_bytes: int  # the packed dataset, approximately
+    device_hours: dict[str, float] = dataclasses.field(default_factory=dict)  # "cpu" (core-hours), "cuda" ...
+
+    def lines(self) -> list[str]:
+        lines = [f"runs: {self.runs:,}; checkpoints: {self.checkpoints:,}",
+                 f"parameters per checkpoint: {self.params:,}",
+                 f"training FLOPs (training + evaluation): {self.training_flops:.3e}",
+                 f"expected dataset size: {self.dataset_bytes / 1e9:.3f} GB"]
+        names = {"cpu": "core-hours", "cuda": "GPU-hours"}
+        for device, hours in self.device_hours.items():
+            lines.append(f"estimated {names.get(device, device + '-hours')}: {hours:,.1f} "
+                         f"(at the throughput measured by make bench-generation)")
+        if not self.device_hours:
+            lines.append("estimated hours: no measured throughput for this family (run make bench-generation --save)")
+        return lines
+
+
+def estimate(spec: ZooSpec) -> Estimate:
+    family = create_family(spec.family)
+    runs = plan_runs(spec)
+    params = family.weight_space(spec.architecture).num_params
+    checkpoints = sum(len(r.checkpoints) for r in runs)
+    flops = sum(family.run_flops(spec, run.hparams) for run in runs)
+    hours = {device: flops / rates[spec.family]["flops_per_second"] / 3600
+             for device, rates in measured_throughput().items() if spec.family in rates}
+    return Estimate(len(runs), checkpoints, params, flops, checkpoints * (4 * params + ROW_OVERHEAD_BYTES), hours)
+
+
+def measured_throughput(path: Path | None = None) -> dict[str, dict[str, dict]]:
+    """device -> family -> {"flops_per_second", "measured"}, as the generation benchmark saved it."""
+    path = path or THROUGHPUT_FILE
+    if not path.exists():
+        return {}
+    data = read_json_file(path, MAX_THROUGHPUT_BYTES, strict=True, what="throughput file")
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of device -> family -> rates")
+    rates = {device: rates for device, rates in data.items() if not device.startswith("_")}
+    if not all(isinstance(by_family, dict) for by_family in rates.values()):
+        raise InputError(f"{path}: expected a mapping of device -> family -> rates")
+    return rates

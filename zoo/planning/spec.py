@@ -1,0 +1,385 @@
+"""Zoo specs: the YAML data file that defines one published zoo config.
+
+A spec names the family, the data set, the architecture, the hyperparameter search space
+(fixed values, grid axes, and sampled axes with their own seed), the training seeds, the
+epochs and checkpoint epochs, the dataset splits, and named profiles that override any of
+these (``tiny`` for tests and the demo). A grid axis is a list of values or a compact
+integer range, ``{range: [start, stop]}`` or ``{range: [start, stop, step]}`` (Python's
+half-open `range`: 70,000 image indices need not be a YAML list). A search space can also be a
+union of grids (``grids``): each sub-grid names the same hyperparameters with its own values
+(Adam's learning rates are not SGD's) and is crossed with ``grid`` and the sampled draws; the
+plan is the sub-grids' plans one after another. Runs go to splits by
+seeded fractions, or by half-open ranges of one integer hyperparameter (``splits.by``), the
+classic fixed splits of data sets whose runs are their images. Loading validates everything
+against the family, the base spec and every profile: an unknown key, a wrong type, a value
+outside its field's domain (`zoo.validation.domains`), a data set the family cannot load or an empty axis
+is a `SchemaError` naming the file (and profile), the key, what was expected and what was given.
+The search space and its checks are in `zoo.planning.search_space`.
+
+A spec is user input, so reading one is bounded (`zoo.validation.inputs`): every YAML file (the spec and
+each `extends` target) is read with a size cap and an alias-expansion bound, the `name` is a
+safe path component (it names files under the output folder: `specs/<name>.json`,
+`data/<name>/`), at most `MAX_PROFILES` profiles are merged, and the plan's size is bounded
+before anything is enumerated (`zoo.planning.search_space.check_plan_size`). `extends` names a bundled
+spec or a file inside the extending spec's own folder tree (symbolic links resolved), unless
+the caller allows files anywhere (`nfnzoo generate --allow-extends-anywhere`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import typing
+from pathlib import Path
+from typing import Any
+
+from zoo.validation.domains import Count, Fraction, Seed, Size, base_type
+from zoo.families.base import get_family  # families validate their own parts (the registry imports them when read)
+from zoo.validation.inputs import NAME, InputError, load_yaml, name_problem
+from zoo.validation.schema import SchemaError, from_data, to_data, type_hints
+# the search space lives in its own module; its names are part of this module's interface
+from zoo.planning.search_space import (  # noqa: F401
+    GridRange,
+    SampledAxis,
+    SampledSpace,
+    SearchSpace,
+    axis_values,
+    check_hyperparameters,
+    check_plan_size,
+)
+
+SPLIT_NAMES = ("train", "validation", "test")
+SPECS_DIR = Path(__file__).resolve().parents[1] / "specs"
+MAX_SPEC_BYTES = 2**20  # a bundled spec is under 8 KB
+MAX_SPEC_NODES = 100_000  # YAML values once aliases are expanded; a bundled spec has a few hundred
+MAX_PROFILES = 64  # each profile is merged onto the base and validated; bundled specs have at most 7
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    name: str  # a data source the family loads (`Family.data_sources`), e.g. "mnist"
+    validation_size: Count  # examples held out of the training data (seeded) for model selection
+    seed: Seed = 0  # seeds the validation hold-out and the subsets below
+    train_size: Size | None = None  # a seeded subset of the remaining training pool (small profiles)
+    test_size: Size | None = None  # a seeded subset of the test split (small profiles)
+    eval_train_size: Size = 10000  # training examples used to measure train loss/accuracy
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSpec:
+    epochs: Count
+    batch_size: Size
+    checkpoint_epochs: tuple[Count, ...]  # epoch 0 is the initialization
+    eval_batch_size: Size = 2000
+    # also keep the weights of the epoch with the best validation score, as one more planned
+    # checkpoint per run (`zoo.planning.plan`: its slot's epoch is BEST_EPOCH; its row records the real epoch)
+    keep_best: bool = False
+    # drop each epoch's last partial batch (PyTorch's DataLoader(drop_last=True), as the Small
+    # Transformer Zoo's reference trains); a pool smaller than one batch is refused
+    drop_last: bool = False
+
+    def validate(self, where: str, key: str) -> None:
+        if not self.checkpoint_epochs:
+            raise SchemaError(where, f"{key}.checkpoint_epochs", "empty; expected at least one epoch")
+        bad = [e for e in self.checkpoint_epochs if not 0 <= e <= self.epochs]
+        if bad:
+            raise SchemaError(where, f"{key}.checkpoint_epochs", f"epochs {bad} are outside 0..{self.epochs}")
+        if len(set(self.checkpoint_epochs)) != len(self.checkpoint_epochs):
+            raise SchemaError(where, f"{key}.checkpoint_epochs", "contains duplicates")
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexSplits:
+    """Fixed splits by one integer hyperparameter: run -> the split whose [start, stop) holds its value."""
+
+    key: str  # an integer hyperparameter of the family, e.g. image_index
+    ranges: dict[str, tuple[int, ...]]  # split -> [start, stop), e.g. {train: [0, 45000], ...}
+
+    def validate(self, where: str, key: str) -> None:
+        if not self.ranges:
+            raise SchemaError(where, f"{key}.ranges", "empty; expected split -> [start, stop]")
+        for name, bounds in self.ranges.items():
+            if name not in SPLIT_NAMES:
+                raise SchemaError(where, f"{key}.ranges.{name}", f"unknown split; expected one of {list(SPLIT_NAMES)}")
+            if len(bounds) != 2 or not bounds[0] < bounds[1]:
+                raise SchemaError(where, f"{key}.ranges.{name}", f"expected [start, stop] with start < stop, "
+                                                                 f"got {list(bounds)}")
+        ordered = sorted((bounds[0], bounds[1], name) for name, bounds in self.ranges.items())
+        for (_, stop, name), (start, _, other) in zip(ordered, ordered[1:]):
+            if start < stop:
+                raise SchemaError(where, f"{key}.ranges", f"{name} and {other} overlap; ranges are [start, stop), "
+                                                          "stop excluded")
+
+    def split_of(self, value: int) -> str | None:
+        for name, (start, stop) in self.ranges.items():
+            if start <= value < stop:
+                return name
+        return None
+
+    def first_uncovered(self, values: typing.Sequence[int]) -> int | None:
+        """The first of `values` (a list or a `range`) that no split holds, or None."""
+        if not isinstance(values, range):
+            return next((v for v in values if self.split_of(v) is None), None)
+        if not values:
+            return None
+        # gaps between the sorted ranges, then the first range element in each gap
+        edges = sorted(tuple(bounds) for bounds in self.ranges.values())
+        gaps, low = [], values.start
+        for start, stop in edges:
+            if low < start:
+                gaps.append((low, start))
+            low = max(low, stop)
+        gaps.append((low, values.stop))
+        for low, high in gaps:
+            first = values.start + max(0, -(-(low - values.start) // values.step)) * values.step
+            if low <= first < min(high, values.stop):
+                return first
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSpec:
+    seed: Seed = 0  # seeds the assignment of runs to splits by fractions
+    fractions: dict[str, Fraction] | None = None  # e.g. {train: 0.7, validation: 0.1, test: 0.2}
+    by: IndexSplits | None = None  # or fixed splits by an integer hyperparameter's ranges
+
+    def validate(self, where: str, key: str) -> None:
+        if (self.fractions is None) == (self.by is None):
+            raise SchemaError(where, key or "splits", "give exactly one of fractions (seeded) or by (index ranges)")
+        if self.fractions is None:
+            return
+        unknown = sorted(set(self.fractions) - set(SPLIT_NAMES))
+        if unknown:
+            raise SchemaError(where, f"{key}.fractions.{unknown[0]}", f"unknown split; expected one of {list(SPLIT_NAMES)}")
+        if any(f <= 0 for f in self.fractions.values()) or abs(sum(self.fractions.values()) - 1) > 1e-9:
+            raise SchemaError(where, f"{key}.fractions", f"expected positive fractions summing to 1, got {self.fractions}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooSpec:
+    name: str  # the dataset config name, e.g. "cnn-mnist"
+    family: str  # a registered zoo family
+    dataset: DatasetSpec
+    architecture: dict[str, Any]  # validated by the family's Architecture dataclass
+    search_space: SearchSpace
+    seeds: tuple[Seed, ...]  # every configuration is trained once per seed
+    training: TrainingSpec
+    splits: SplitSpec
+    description: str = ""
+    profile: str | None = None  # the profile applied, recorded for the dataset card
+
+    def validate(self, where: str, key: str) -> None:
+        problem = name_problem(self.name)
+        if problem is not None:  # it becomes specs/<name>.json and data/<name>/ in the output folder
+            raise SchemaError(where, "name", problem)
+        if not self.seeds:
+            raise SchemaError(where, "seeds", "empty; expected at least one seed")
+        check_plan_size(self.search_space, len(self.seeds), len(self.training.checkpoint_epochs)
+                        + self.training.keep_best, where)
+        try:
+            family = get_family(self.family)
+        except KeyError as error:
+            raise SchemaError(where, "family", str(error)) from None
+        from_data(family.Architecture, self.architecture, where, "architecture")
+        sources = family.data_sources(self.architecture)
+        if self.dataset.name not in sources:
+            raise SchemaError(where, "dataset.name", f"unknown data set {self.dataset.name!r}; expected one of "
+                                                     f"{sorted(sources)} (what family {self.family} loads "
+                                                     "for this architecture)")
+        check_hyperparameters(family.HParams, self.search_space, where)
+        if self.splits.by is not None:
+            _check_index_splits(family.HParams, self.search_space, self.splits.by, where)
+
+    def to_data(self) -> dict:
+        return to_data(self)
+
+    def hash(self) -> str:
+        """The content hash of the resolved spec; options left at their defaults that older specs
+        did not have (`search_space.grids`, `training.keep_best`, `training.drop_last`) are left out, so their hashes stay."""
+        data = self.to_data()
+        if not data["search_space"]["grids"]:
+            del data["search_space"]["grids"]
+        for option in ("keep_best", "drop_last"):
+            if not data["training"][option]:
+                del data["training"][option]
+        return content_hash(data)
+
+
+def content_hash(data: Any, length: int = 20) -> str:
+    """A stable hex digest of JSON-able data (sorted keys, no whitespace)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _check_index_splits(hparams_cls: type, space: SearchSpace, by: IndexSplits, where: str) -> None:
+    """The split key is an integer hyperparameter, and every value the plan can give it has a split."""
+    hints = type_hints(hparams_cls)
+    if by.key not in hints or base_type(hints[by.key]) is not int:
+        integers = sorted(name for name, hint in hints.items() if base_type(hint) is int)
+        raise SchemaError(where, "splits.by.key", f"expected an integer hyperparameter (one of {integers}), "
+                                                  f"got {by.key!r}")
+    if by.key in space.fixed:
+        planned, section = [space.fixed[by.key]], f"search_space.fixed.{by.key}"
+    elif by.key in space.grid:
+        planned, section = axis_values(space.grid[by.key]), f"search_space.grid.{by.key}"
+    elif space.grids and by.key in space.grids[0]:
+        for i, subgrid in enumerate(space.grids):
+            uncovered = by.first_uncovered(axis_values(subgrid[by.key]))
+            if uncovered is not None:
+                raise SchemaError(where, "splits.by.ranges", f"{by.key}={uncovered} (from search_space.grids[{i}]."
+                                                             f"{by.key}) falls in no split; ranges are [start, stop): "
+                                                             f"{to_data(by.ranges)}")
+        return
+    else:
+        axis = space.sampled.axes[by.key]
+        if axis.choice is None:
+            raise SchemaError(where, f"search_space.sampled.axes.{by.key}",
+                              "a split key must take listed values (fixed, grid or choice)")
+        planned, section = axis.choice, f"search_space.sampled.axes.{by.key}"
+    uncovered = by.first_uncovered(planned)
+    if uncovered is not None:
+        raise SchemaError(where, "splits.by.ranges", f"{by.key}={uncovered} (from {section}) falls in no split; "
+                                                     f"ranges are [start, stop): {to_data(by.ranges)}")
+
+
+def _merge(base: Any, override: Any) -> Any:
+    """Deep-merges a profile into the base spec; `null` in a profile deletes a key."""
+    if not isinstance(base, dict) or not isinstance(override, dict):
+        return copy.deepcopy(override)
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge(merged.get(key), value) if key in merged else copy.deepcopy(value)
+    return merged
+
+
+def resolve_spec_path(spec: str | Path) -> Path:
+    """A path, or the name of a bundled spec (``cnn-mnist`` -> zoo/specs/cnn-mnist.yaml)."""
+    path = Path(spec)
+    if path.is_file():
+        return path
+    bundled = SPECS_DIR / f"{spec}.yaml"
+    if NAME.fullmatch(str(spec)) and bundled.is_file():
+        return bundled
+    if os.path.lexists(path):  # a folder, a pipe, a device: `load_yaml` says which, without reading it
+        return path
+    names = sorted(p.stem for p in SPECS_DIR.glob("*.yaml"))
+    raise FileNotFoundError(f"no spec file {ascii(str(spec))[1:-1][:200]!r}; bundled specs: {', '.join(names)}")
+
+
+def _read_spec_yaml(path: Path, where: str) -> dict:
+    """One spec file (the spec or an `extends` target) as a mapping, read within bounds."""
+    top = where == str(path)
+    try:
+        raw = load_yaml(path, limit=MAX_SPEC_BYTES, max_nodes=MAX_SPEC_NODES, what="spec file")
+    except InputError as error:
+        if top:
+            raise SchemaError(where, "", str(error).removeprefix(f"{where}: ")) from None
+        raise SchemaError(where, "extends", str(error)) from None
+    if not isinstance(raw, dict):
+        raise SchemaError(where, "" if top else "extends", f"expected a mapping at the top level (a spec)"
+                                                          f"{'' if top else f' of {path}'}, got {type(raw).__name__}")
+    return raw
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([real, root]) == root
+
+
+def _extends_target(base: str, path: Path, root: Path, where: str, allow_anywhere: bool) -> Path:
+    """The file `extends: base` of spec `path` names: a file beside it, else a bundled spec (or,
+    with `allow_anywhere`, a path from the working directory). Without `allow_anywhere` it must lie
+    in `root` (the top spec's folder tree) or among the bundled specs, once symbolic links are resolved."""
+    shown = ascii(base)[1:-1][:120]
+    beside = path.parent / base
+    if beside.is_file():
+        target = beside
+    elif NAME.fullmatch(base) and (SPECS_DIR / f"{base}.yaml").is_file():
+        return SPECS_DIR / f"{base}.yaml"
+    elif allow_anywhere and Path(base).is_file():
+        target = Path(base)
+    else:
+        names = ", ".join(sorted(p.stem for p in SPECS_DIR.glob("*.yaml")))
+        raise SchemaError(where, "extends", f"no spec file {shown!r} beside {path} and no bundled spec of that "
+                                            f"name; bundled specs: {names}")
+    if not allow_anywhere and not (_inside(target, root) or _inside(target, SPECS_DIR)):
+        raise SchemaError(where, "extends", f"{shown!r} leads outside {root} (the spec's folder tree) and is not a "
+                                            "bundled spec; move the base spec beside this one, or pass "
+                                            "--allow-extends-anywhere")
+    return target
+
+
+def _resolve_extends(raw: dict, path: Path, where: str, root: Path, allow_anywhere: bool,
+                     seen: tuple[Path, ...] = ()) -> dict:
+    """`extends: NAME` (a bundled spec or a path beside this one) deep-merges this file onto it."""
+    base = raw.pop("extends", None)
+    if base is None:
+        return raw
+    if not isinstance(base, str) or not base:
+        raise SchemaError(where, "extends", f"expected a spec name or path, got {type(base).__name__}")
+    base_path = _extends_target(base, path, root, where, allow_anywhere)
+    if base_path.resolve() in seen or base_path.resolve() == path.resolve():
+        raise SchemaError(where, "extends", f"{ascii(base)[1:-1][:120]} extends itself")
+    base_raw = _read_spec_yaml(base_path, where)
+    base_raw = _resolve_extends(base_raw, base_path, str(base_path), root, allow_anywhere, seen + (path.resolve(),))
+    _check_inherited_descriptions(base_raw, raw, base, where)
+    return _merge(base_raw, raw)
+
+
+def _check_inherited_descriptions(base_raw: dict, raw: dict, base: str, where: str) -> None:
+    """A spec that describes its own data may not inherit a profile description of the base's:
+    it would name the base's data set in the card (inr-cifar10's `fast` described 70,000 MNIST images)."""
+    if "description" not in raw or not isinstance(base_raw.get("profiles"), dict):
+        return
+    own = raw.get("profiles") if isinstance(raw.get("profiles"), dict) else {}
+    for name, overrides in base_raw["profiles"].items():
+        if isinstance(overrides, dict) and "description" in overrides \
+                and not (isinstance(own.get(name), dict) and "description" in own[name]):
+            raise SchemaError(where, f"profiles.{name}.description",
+                              f"the {base!r} spec's {name!r} profile describes {base}'s data; this spec sets its "
+                              f"own description, so give profiles.{name} its own description too")
+
+
+def load_spec(path: str | Path, profile: str | None = None, *, allow_outside_extends: bool = False) -> ZooSpec:
+    """Reads and validates a spec file, applying the named profile.
+
+    The base spec and every profile are validated, whichever profile is asked for: a profile
+    that overrides a key must not hide an error in the base, nor one profile's error wait
+    until someone selects it. `extends` may name a file outside the spec's folder tree only
+    with `allow_outside_extends`.
+    """
+    path = resolve_spec_path(path)
+    where = str(path)
+    raw = _read_spec_yaml(path, where)
+    raw = _resolve_extends(raw, path, where, path.parent, allow_outside_extends)
+    profiles = raw.pop("profiles", None) or {}
+    if not isinstance(profiles, dict):
+        raise SchemaError(where, "profiles", "expected a mapping of profile name -> overrides")
+    if len(profiles) > MAX_PROFILES:
+        raise SchemaError(where, "profiles", f"{len(profiles):,} profiles; at most {MAX_PROFILES}")
+    for name in profiles:
+        problem = name_problem(name)
+        if problem is not None:
+            raise SchemaError(where, "profiles", f"profile {problem}")
+    if "profile" in raw:
+        raise SchemaError(where, "profile", "is set by load_spec(profile=...), not in the file")
+    if profile is not None and profile not in profiles:
+        raise SchemaError(where, "profiles", f"no profile {ascii(profile)[:80]}; available: {sorted(map(str, profiles))}")
+    specs = {None: from_data(ZooSpec, raw, where)}
+    for name, overrides in profiles.items():
+        if not isinstance(overrides, dict):
+            raise SchemaError(where, f"profiles.{name}", f"expected a mapping of overrides, got "
+                                                         f"{type(overrides).__name__}")
+        specs[name] = from_data(ZooSpec, {**_merge(raw, overrides), "profile": name}, f"{where} (profile {name})")
+    return specs[profile]
+
+
+def spec_from_data(data: dict, where: str = "<spec>") -> ZooSpec:
+    """Rebuilds a resolved spec (as stored in a manifest) and validates it."""
+    return from_data(ZooSpec, data, where)

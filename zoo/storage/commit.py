@@ -1,0 +1,129 @@
+"""Atomic commit of a pack: after a SIGKILL or a full disk at any point, the folder holds one
+complete pack, the old one or the new one.
+
+Shard names carry a content tag (`<split>-NNNNN-of-MMMMM-<sha256[:8]>.parquet`, `zoo.dataset.pack`),
+so the old and the new pack's shards can sit side by side in `data/<config>/`, and a
+same-named file there holds the same bytes. The commit, in order:
+
+1. fsync every shard built in `data/.<config>.building/`, move it into `data/<config>/`
+   (replacing a same-named file, which has the same bytes), fsync the folder;
+2. write `manifest.json` atomically and durably: the commit point for nfnzoo's readers,
+   which read only the shards a manifest lists;
+3. write `README.md` atomically: the card, whose YAML `data_files` name the exact shard files
+   of each split, so `datasets.load_dataset` reads the pack the card describes and never a
+   leftover;
+4. only then delete the files in `data/<config>/` that the new manifest does not list, and
+   the scratch folders of interrupted packs (`remove_leftovers`).
+
+A kill before step 2 leaves the old manifest and card with their shards untouched, plus
+unlisted new shards (`nfnzoo verify` warns about them; nothing reads them); a kill between 2
+and 3 leaves the new manifest with the old card, each naming shards that are all present; a
+kill during 4 leaves only unlisted leftovers. A failure before the manifest is written (a full
+disk) removes the shards this commit added, so the old pack stays as it was. The next pack
+removes every leftover. Only files a manifest listed are ever replaced, and only by the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from zoo.storage.atomic import replacing
+
+MANIFEST = "manifest.json"
+CARD = "README.md"
+
+
+def building_folder(folder: Path, name: str) -> Path:
+    """The scratch folder one config's new shards are written to (a dot folder: never read)."""
+    return Path(folder) / "data" / f".{name}.building"
+
+
+def fsync_path(path: Path, *, folder: bool = False) -> None:
+    descriptor = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0))
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _named(error: OSError, path: Path) -> OSError:
+    """`error` naming `path` when it names no file (a full disk inside a write names none)."""
+    if error.filename is not None:
+        return error
+    named = OSError(error.errno, error.strerror or type(error).__name__, str(path))
+    named.__cause__ = error
+    return named
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        with replacing(path, durable=True) as temporary:
+            temporary.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise _named(error, path) from None
+
+
+def _move_shards(folder: Path, names: list[str], added: list[Path]) -> None:
+    """Step 1: the built shards into data/<config>/; `added` collects the paths that did not exist."""
+    for name in names:
+        building, final = building_folder(folder, name), Path(folder) / "data" / name
+        final.mkdir(parents=True, exist_ok=True)
+        for shard in sorted(p for p in building.iterdir() if not p.name.startswith(".")):
+            target = final / shard.name
+            try:
+                fsync_path(shard)
+                existed = target.exists()
+                os.replace(shard, target)
+            except OSError as error:
+                raise _named(error, shard) from None
+            if not existed:
+                added.append(target)
+        fsync_path(final, folder=True)
+
+
+def commit_pack(folder: str | Path, names: list[str], manifest: dict, card: str) -> None:
+    """Commits the shards built for configs `names`, then `manifest` and `card` (module docstring)."""
+    folder = Path(folder)
+    added: list[Path] = []
+    try:
+        _move_shards(folder, names, added)
+        _write(folder / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    except BaseException:  # the old manifest still rules: take back what this commit added
+        for path in added:
+            path.unlink(missing_ok=True)
+        for name in names:
+            shutil.rmtree(building_folder(folder, name), ignore_errors=True)
+        raise
+    fsync_path(folder, folder=True)
+    _write(folder / CARD, card)
+    fsync_path(folder, folder=True)
+    remove_leftovers(folder, manifest)
+
+
+def leftovers(folder: str | Path, manifest: dict) -> list[Path]:
+    """Shards in data/<config>/ of the manifest's configs that it does not list (an interrupted pack's)."""
+    folder = Path(folder)
+    listed = {f["path"] for entry in manifest["configs"].values() for f in entry["files"]}
+    found = []
+    for name in sorted(manifest["configs"]):
+        config_folder = folder / "data" / name
+        if config_folder.is_dir():
+            found += [path for path in sorted(config_folder.glob("*.parquet"))
+                      if path.is_file() and f"data/{name}/{path.name}" not in listed]
+    return found
+
+
+def remove_leftovers(folder: str | Path, manifest: dict) -> None:
+    """Step 4: unlisted shards, scratch folders and temporary files of interrupted packs."""
+    folder = Path(folder)
+    for path in leftovers(folder, manifest):
+        path.unlink(missing_ok=True)
+    data = folder / "data"
+    if data.is_dir():
+        for scratch in [*data.glob(".*.building"), *data.glob(".*.retired")]:
+            shutil.rmtree(scratch, ignore_errors=True)
+    for temporary in [*folder.glob(f".{MANIFEST}.*.tmp"), *folder.glob(f".{CARD}.*.tmp")]:
+        temporary.unlink(missing_ok=True)

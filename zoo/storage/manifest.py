@@ -1,0 +1,136 @@
+"""The structure of `manifest.json`, checked once where it is read, and its shard paths confined.
+
+A manifest comes from a local folder or from a Hub snapshot, so it is input like any other:
+`check_manifest` holds it to a small schema (every config a safe name mapping to an entry
+whose `files` are {path, split, rows, bytes, sha256}, non-negative counts, a `complete`
+flag, per-split row counts and, where present, `machines` as `zoo.distributed.machine` checks them) so
+that every reader gets a one-line `InputError` naming the key instead of a `KeyError` or
+`TypeError` deep inside. `shard_path` is the only way a manifest's `files[].path` becomes a
+file to open: a relative path of safe names that stays inside the folder
+(`zoo.validation.inputs.confined`), so `../x` or `/etc/passwd` is refused before anything outside is
+touched.
+
+A Hub snapshot's files are symbolic links into the cache's `blobs/` (huggingface_hub's
+layout, `.../datasets--ORG--NAME/snapshots/<commit>/<path>`), so there the links may lead
+anywhere inside the repo's cache folder, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from zoo.validation.inputs import InputError, confined, name_problem
+from zoo.distributed.machine import check_machines
+from zoo.validation.schema import SchemaError
+
+MAX_MANIFEST_BYTES = 64 * 2**20  # a 100,000-shard manifest is ~30 MiB
+SPLITS = ("train", "validation", "test")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def shard_path(folder: str | Path, relative: Any, what: str) -> Path:
+    """`folder / relative` for a manifest's shard path, confined to `folder` (see the module docstring)."""
+    folder = Path(folder)
+    try:
+        return confined(folder, relative, what)
+    except InputError:
+        cache = folder.parent.parent
+        lexical = isinstance(relative, str) and not relative.startswith("/") and all(
+            name_problem(part) is None for part in relative.split("/"))
+        if not (lexical and folder.parent.name == "snapshots" and (cache / "blobs").is_dir()
+                and name_problem(folder.name) is None):
+            raise
+        confined(cache, f"snapshots/{folder.name}/{relative}", what)  # the blob it links to is in this repo's cache
+        return folder / relative
+
+
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"{where}: expected a non-negative integer, got {ascii(value)[:40]}")
+    return value
+
+
+def _mapping(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _check_file(entry: Any, where: str, folder: Path | None) -> None:
+    _mapping(entry, where)
+    for key in ("path", "split", "rows", "bytes", "sha256"):
+        if key not in entry:
+            raise InputError(f"{where}: missing `{key}` (expected path, split, rows, bytes, sha256)")
+    if folder is not None:
+        shard_path(folder, entry["path"], f"{where}.path")
+    else:
+        _lexical(entry["path"], where)
+    if entry["split"] not in SPLITS:
+        raise InputError(f"{where}.split: expected one of {list(SPLITS)}, got {ascii(entry['split'])[:40]}")
+    _count(entry["rows"], f"{where}.rows")
+    _count(entry["bytes"], f"{where}.bytes")
+    if not isinstance(entry["sha256"], str) or not _SHA256.fullmatch(entry["sha256"]):
+        raise InputError(f"{where}.sha256: expected 64 lowercase hex digits")
+
+
+def _lexical(relative: Any, where: str) -> None:
+    """A path's form alone (for a manifest not read from a folder, e.g. a repo's before merging)."""
+    if not isinstance(relative, str) or not relative or relative.startswith("/"):
+        raise InputError(f"{where}.path: {ascii(relative)[:80]} is not a relative path")
+    for part in relative.split("/"):
+        problem = name_problem(part)
+        if problem is not None:
+            raise InputError(f"{where}.path: path {ascii(relative)[:80]}: {problem}")
+
+
+def check_config(entry: Any, where: str, folder: Path | None) -> None:
+    _mapping(entry, where)
+    files = entry.get("files")
+    if not isinstance(files, list):
+        raise InputError(f"{where}.files: expected a list of shards, got "
+                         f"{'nothing' if files is None else type(files).__name__}")
+    for index, file_entry in enumerate(files):
+        _check_file(file_entry, f"{where}.files[{index}]", folder)
+    for key in ("planned_checkpoints", "packed_checkpoints"):
+        _count(entry.get(key), f"{where}.{key}")
+    if not isinstance(entry.get("complete"), bool):
+        raise InputError(f"{where}.complete: expected true or false")
+    for key in ("splits", "runs", "status", "arrow_bytes"):
+        if key in entry or key == "splits":
+            for split, count in _mapping(entry.get(key), f"{where}.{key}").items():
+                _count(count, f"{where}.{key}.{split}")
+    for split in entry["splits"]:
+        if split not in SPLITS:
+            raise InputError(f"{where}.splits: unknown split {ascii(split)[:40]}; expected {list(SPLITS)}")
+    columns = entry.get("columns")
+    if not isinstance(columns, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("type"), str) for c in columns):
+        raise InputError(f"{where}.columns: expected a list of {{name, type}} strings")
+    for key in ("family", "dataset_hash", "spec_hash"):
+        if not isinstance(entry.get(key), str):
+            raise InputError(f"{where}.{key}: expected a string")
+    _mapping(entry.get("spec"), f"{where}.spec")
+    _mapping(entry.get("architectures"), f"{where}.architectures")
+    if "machines" in entry:  # absent from packs before it (`zoo.distributed.machine`)
+        try:
+            check_machines(entry["machines"], f"{where}.machines")
+        except SchemaError as error:
+            raise InputError(str(error)) from None
+
+
+def check_manifest(manifest: Any, where: str, folder: str | Path | None = None) -> dict:
+    """`manifest` if it has the structure `zoo.dataset.pack` writes, else an `InputError` naming the key.
+
+    With `folder`, every shard path is also confined to it (`shard_path`); without, only its form is checked.
+    """
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("configs"), dict):
+        raise InputError(f"{where}: not a zoo manifest (expected a JSON object with a `configs` mapping)")
+    folder = Path(folder) if folder is not None else None
+    for name, entry in manifest["configs"].items():
+        problem = name_problem(name)
+        if problem is not None:
+            raise InputError(f"{where}: configs: {problem}")
+        check_config(entry, f"{where}: configs.{name}", folder)
+    return manifest

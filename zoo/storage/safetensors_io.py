@@ -1,0 +1,126 @@
+"""Deterministic safetensors encoding and decoding, without a per-tensor framework round trip.
+
+The format (https://github.com/huggingface/safetensors): an 8-byte little-endian header
+length, a JSON header mapping tensor names to dtype, shape and byte offsets (plus an
+optional ``__metadata__`` of strings), padded with spaces to 8 bytes, then the raw data.
+Writing it here fixes two things the library leaves open: the header's key order (so every
+checkpoint of one architecture has byte-identical headers, and each tensor is a fixed byte
+range of every row) and the data order (layer order, so a row's data section is the
+flattened weight vector). `safetensors.torch.load` reads what this writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import numpy as np
+import torch
+
+from zoo.validation.inputs import InputError, load_json_bytes
+
+DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
+          torch.int64: "I64", torch.int32: "I32", torch.uint8: "U8", torch.bool: "BOOL"}
+# numpy has no bfloat16: its bytes are read as uint16 and reinterpreted by torch
+NUMPY_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.uint16, "I64": np.int64,
+                "I32": np.int32, "U8": np.uint8, "BOOL": np.bool_}
+TORCH_DTYPES = {name: dtype for dtype, name in DTYPES.items()}
+
+
+def encode(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> bytes:
+    """Serializes `tensors` in their dict order; metadata values must be strings."""
+    header: dict = {}
+    if metadata:
+        header["__metadata__"] = {k: metadata[k] for k in sorted(metadata)}
+    offset, chunks = 0, []
+    for name, tensor in tensors.items():
+        tensor = tensor.detach().cpu().contiguous()
+        data = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        header[name] = {"dtype": DTYPES[tensor.dtype], "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+
+
+MAX_HEADER_BYTES = 16 * 2**20  # a header lists tensor names and shapes: ours are a few kilobytes
+
+
+def _tensor_problem(name: str, info, data_bytes: int) -> str | None:
+    """Why header entry `name` does not describe a tensor inside a `data_bytes`-byte data section, or None."""
+    if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+        return f"tensor {ascii(name)[:60]}: expected exactly dtype, shape and data_offsets"
+    if info["dtype"] not in NUMPY_DTYPES:
+        return f"tensor {ascii(name)[:60]}: unknown dtype {ascii(info['dtype'])[:20]}"
+    shape, offsets = info["shape"], info["data_offsets"]
+    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+        return f"tensor {ascii(name)[:60]}: shape must be a list of non-negative integers"
+    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(n) is int for n in offsets)
+            or not 0 <= offsets[0] <= offsets[1] <= data_bytes):
+        return f"tensor {ascii(name)[:60]}: data_offsets {ascii(offsets)[:60]} outside the {data_bytes}-byte data section"
+    size = math.prod(shape) * np.dtype(NUMPY_DTYPES[info["dtype"]]).itemsize  # Python ints: no overflow
+    if size != offsets[1] - offsets[0]:
+        return (f"tensor {ascii(name)[:60]}: shape {shape[:8]} needs {size:,} bytes, data_offsets give "
+                f"{offsets[1] - offsets[0]:,}")
+    return None
+
+
+def read_header(buffer: bytes | memoryview, max_header_bytes: int = MAX_HEADER_BYTES) -> tuple[dict, int]:
+    """The parsed header and the byte position where the data section starts.
+
+    Everything the header declares is checked against the buffer before anyone allocates by
+    it: the header's length (at most `max_header_bytes` and within the buffer), its JSON
+    (depth-bounded), and every tensor (a known dtype, a shape of non-negative integers, data
+    offsets inside the data section that match shape x itemsize, no two overlapping). A bad
+    one is a one-line `ValueError` saying what; callers add the file and row.
+    """
+    if len(buffer) < 8:
+        raise ValueError("not a safetensors buffer: shorter than its 8-byte header length")
+    (length,) = struct.unpack("<Q", bytes(buffer[:8]))
+    if length > max_header_bytes:
+        raise ValueError(f"not a safetensors buffer: declares a {length:,}-byte header (at most {max_header_bytes:,})")
+    if 8 + length > len(buffer):
+        raise ValueError(f"not a safetensors buffer: header of {length} bytes exceeds the {len(buffer)}-byte buffer")
+    try:
+        header = load_json_bytes(bytes(buffer[8:8 + length]), "header", strict=True)
+    except InputError as error:
+        raise ValueError(f"not a safetensors buffer: {error}") from None
+    if not isinstance(header, dict):
+        raise ValueError("not a safetensors buffer: its header is not a JSON object")
+    metadata = header.get("__metadata__", {})
+    if metadata is not None and (not isinstance(metadata, dict)
+                                 or not all(isinstance(v, str) for v in metadata.values())):
+        raise ValueError("not a safetensors buffer: __metadata__ must map names to strings")
+    data_bytes, spans = len(buffer) - 8 - length, []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        problem = _tensor_problem(name, info, data_bytes)
+        if problem is not None:
+            raise ValueError(f"not a safetensors buffer: {problem}")
+        if info["data_offsets"][1] > info["data_offsets"][0]:
+            spans.append((*info["data_offsets"], name))
+    spans.sort()
+    for (_, end, first), (begin, _, second) in zip(spans, spans[1:]):
+        if begin < end:
+            raise ValueError(f"not a safetensors buffer: tensors {ascii(first)[:60]} and {ascii(second)[:60]} overlap")
+    return header, 8 + length
+
+
+def decode(buffer: bytes | memoryview) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Tensors in data order (copies) and the metadata."""
+    header, start = read_header(buffer)
+    metadata = header.pop("__metadata__", {}) or {}
+    tensors = {}
+    for name, info in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
+        begin, end = info["data_offsets"]
+        dtype = np.dtype(NUMPY_DTYPES[info["dtype"]])
+        array = np.frombuffer(buffer, dtype=dtype, count=(end - begin) // dtype.itemsize, offset=start + begin)
+        tensor = torch.from_numpy(array.copy())
+        if info["dtype"] == "BF16":
+            tensor = tensor.view(torch.bfloat16)
+        tensors[name] = tensor.reshape(info["shape"])
+    return tensors, metadata

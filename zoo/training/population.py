@@ -1,0 +1,211 @@
+"""Population training of image classifiers: K runs of one family in one tensor program.
+
+A zoo member has a few thousand parameters, so training one at a time spends the machine on
+per-operation overhead. Here K runs sharing an optimizer and a train fraction (hence the
+same number of steps per epoch) are trained together: parameters are stacked on a leading
+member dimension and every layer is computed for all members at once by the family's
+``population_forward`` (grouped convolutions, batched matrix products). Everything that
+differs between members is a tensor or a per-member generator: learning rate, L2, dropout
+rate, activation, initialization, the train subset, the batch order and the dropout masks,
+each drawn from the member's own seeded generators exactly as its solo run draws them, so a
+member follows its solo trajectory to float32 rounding. The loss is the sum of the members'
+losses, so each member's gradient is its own. A member whose loss turns non-finite is
+recorded as diverged, zeroed and frozen; the others go on untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from zoo.data.images import TaskData
+from zoo.families.base import CheckpointResult
+from zoo.training.optim_stacked import StackedOptimizer
+from zoo.training.train import CLASSIFICATION_METRICS, batch_starts, seeded_generator, train_subset_index
+
+
+def populations(runs: Sequence, size: int, key: Callable) -> list[list]:
+    """Runs grouped by `key` (what must be shared), in chunks of at most `size`, in plan order."""
+    groups: dict = defaultdict(list)
+    for run in runs:
+        groups[key(run)].append(run)
+    return [group[i:i + size] for group in groups.values() for i in range(0, len(group), size)]
+
+
+class _Members:
+    """Per-member settings and generators of one population."""
+
+    def __init__(self, family, runs: Sequence, data: TaskData):
+        self.runs = list(runs)
+        self.device = device = data.train.x.device  # the population trains where its data lives
+        self.hparams = [family.HParams(**run.hparams) for run in runs]
+        self.learning_rate = torch.tensor([h.learning_rate for h in self.hparams], dtype=torch.float64, device=device)
+        self.l2 = torch.tensor([h.l2 for h in self.hparams], device=device)
+        self.dropout = [h.dropout for h in self.hparams]
+        fractions = {h.train_fraction for h in self.hparams}
+        if len(fractions) != 1 or len({h.optimizer for h in self.hparams}) != 1:
+            raise ValueError("a population shares one optimizer and one train fraction (equal steps per epoch)")
+        self.subsets = torch.stack([train_subset_index(len(data.train), h.train_fraction, r.seed)
+                                    for r, h in zip(runs, self.hparams)]).to(device)  # (K, N) indices into the pool
+        self.shuffle = [seeded_generator(r.seed, "shuffle") for r in runs]
+        self.dropout_generators = [seeded_generator(r.seed, "dropout") for r in runs]
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def batch_orders(self, size: int, active: torch.Tensor | None = None) -> torch.Tensor:
+        """(K, size): each member's shuffle of its subset positions for one epoch, drawn on the CPU
+        from its own generator (an inactive member's generator is not advanced)."""
+        orders = [torch.randperm(size, generator=g) if active is None or active[k] else torch.arange(size)
+                  for k, g in enumerate(self.shuffle)]
+        return torch.stack(orders).to(self.device)
+
+    def masks(self, active: torch.Tensor) -> Callable[[int, tuple[int, ...]], torch.Tensor | None]:
+        """Dropout masks (K, *shape), each member's drawn from its generator as its solo run draws them.
+
+        A solo run draws `torch.empty(shape).bernoulli_(1 - p, generator)`; the same bits (and
+        the same generator state after) come from `torch.rand(shape, float64, generator) < 1 - p`
+        in half the time (the uniform draw is how torch's CPU bernoulli_ samples; pinned by a test).
+        """
+        if not any(p > 0 for p in self.dropout):
+            return lambda layer, shape: None
+        stepping = [p > 0 and bool(alive) for p, alive in zip(self.dropout, active.tolist())]
+        keep = torch.tensor([1 - p if draws else 1.0 for p, draws in zip(self.dropout, stepping)])  # float32
+
+        def draw(layer: int, shape: tuple[int, ...]) -> torch.Tensor:
+            kept = torch.ones((len(self), *shape), dtype=torch.bool)
+            for k, draws in enumerate(stepping):
+                if draws:
+                    uniform = torch.rand(shape, dtype=torch.float64, generator=self.dropout_generators[k])
+                    torch.lt(uniform, 1 - self.dropout[k], out=kept[k])
+            return (kept.to(torch.float32) / keep.view(-1, *[1] * len(shape))).to(self.device)
+
+        return draw
+
+
+# Population evaluation runs EVAL_MEMBERS members on EVAL_EXAMPLES examples per forward, so that
+# its activations stay near the caches (measured on one core, 16 CNN members: 8 x 128 evaluates
+# 2.8x faster than 8 x 2,000, and 2x faster than 16 x 128) and a worker's memory is bounded
+# whatever K is. Both are fixed, so a member's
+# metrics do not depend on its population.
+EVAL_EXAMPLES = 128
+EVAL_MEMBERS = 8
+
+
+@torch.no_grad()
+def _evaluate(family, spec, params, members: _Members, data: TaskData) -> list[dict[str, float]]:
+    """Each member's train/val/test loss and accuracy, as its solo evaluation computes them
+    (summed over other batch boundaries: equal to float32 rounding)."""
+    K = len(members)
+    results: list[dict[str, float]] = []
+    for low in range(0, K, EVAL_MEMBERS):
+        members_slice = slice(low, min(K, low + EVAL_MEMBERS))
+        results += _evaluate_members(family, spec, {name: p[members_slice] for name, p in params.items()},
+                                     [h.activation for h in members.hparams[members_slice]],
+                                     members.subsets[members_slice], data)
+    return results
+
+
+def _evaluate_members(family, spec, params, activations: list[str], subsets: torch.Tensor,
+                      data: TaskData) -> list[dict[str, float]]:
+    arch, batch_size, K = spec.architecture, EVAL_EXAMPLES, len(activations)
+    sums = {name: [0.0] * K for name in CLASSIFICATION_METRICS}
+    count_train = min(subsets.shape[1], spec.dataset.eval_train_size)
+    train_index = subsets[:, :count_train]  # (K, M): the first examples of each member's subset
+    for start in range(0, count_train, batch_size):
+        index = train_index[:, start:start + batch_size]
+        logits = family.population_forward(arch, params, data.train.x[index], activations=activations)
+        _accumulate(sums, "train", logits, data.train.y[index])
+    for prefix, examples in (("val", data.validation), ("test", data.test)):
+        for start in range(0, len(examples), batch_size):
+            x, y = examples.x[start:start + batch_size], examples.y[start:start + batch_size]
+            logits = family.population_forward(arch, params, x, activations=activations, shared_input=True)
+            _accumulate(sums, prefix, logits, y.expand(K, -1))
+    sizes = {"train": count_train, "val": len(data.validation), "test": len(data.test)}
+    return [{name: sums[name][k] / sizes[name.split("_")[0]] for name in CLASSIFICATION_METRICS} for k in range(K)]
+
+
+def _accumulate(sums: dict, prefix: str, logits: torch.Tensor, y: torch.Tensor) -> None:
+    K, B, classes = logits.shape
+    losses = F.cross_entropy(logits.reshape(K * B, classes), y.reshape(-1), reduction="none").view(K, B).sum(1)
+    correct = (logits.argmax(dim=2) == y).sum(1)
+    for k, (loss, hits) in enumerate(zip(losses.tolist(), correct.tolist())):
+        sums[f"{prefix}_loss"][k] += loss
+        sums[f"{prefix}_accuracy"][k] += hits
+
+
+def masked_step(losses: torch.Tensor, active: torch.Tensor, optimizer: StackedOptimizer) -> list[int]:
+    """One update of the members whose loss is finite; returns the members that just diverged.
+
+    The loss is the sum of the members' losses, so each gradient is the member's own; a member
+    stops before the step whose loss is not finite, as it would alone.
+    """
+    finite = torch.isfinite(losses.detach())
+    active = active.to(losses.device)
+    stepping = active & finite
+    optimizer.zero_grad()
+    torch.where(stepping, losses, torch.zeros_like(losses)).sum().backward()
+    optimizer.step(stepping)
+    return torch.nonzero(active & ~finite).flatten().tolist()
+
+
+def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
+                                emit: Callable[[object, CheckpointResult], None]) -> None:
+    """Trains runs that share an optimizer and a train fraction as one population."""
+    members = _Members(family, runs, data)
+    K, training = len(members), spec.training
+    initial = [family.initial_weights(spec, run) for run in runs]
+    names = list(initial[0])
+    params = {name: torch.stack([w[name] for w in initial]).to(members.device).requires_grad_() for name in names}
+    weights = [params[name] for name in names if name.endswith("weight")]
+    optimizer = StackedOptimizer(list(params.values()), members.learning_rate, members.hparams[0].optimizer)
+    active = torch.ones(K, dtype=torch.bool)
+    checkpoints = sorted(training.checkpoint_epochs)
+    activations = [h.activation for h in members.hparams]
+
+    def snapshot(k: int) -> dict[str, torch.Tensor]:
+        return {name: params[name][k].detach().to("cpu", copy=True) for name in names}
+
+    def retire(k: int, from_epoch: int, inclusive: bool) -> None:
+        """Records member k as diverged from `from_epoch` on, then zeroes and freezes it."""
+        nan_metrics = dict.fromkeys(CLASSIFICATION_METRICS, math.nan)
+        weights_now = snapshot(k)
+        for epoch in (e for e in checkpoints if e > from_epoch or (inclusive and e == from_epoch)):
+            emit(members.runs[k], CheckpointResult(epoch, weights_now, nan_metrics, "diverged"))
+        active[k] = False
+        with torch.no_grad():
+            for tensor in params.values():
+                tensor[k] = 0.0
+
+    def checkpoint(epoch: int) -> None:
+        for k, metrics in enumerate(_evaluate(family, spec, params, members, data)):
+            if not active[k]:
+                continue
+            finite = all(math.isfinite(v) for v in metrics.values())
+            emit(members.runs[k], CheckpointResult(epoch, snapshot(k), metrics, "ok" if finite else "diverged"))
+            if not finite:
+                retire(k, epoch, inclusive=False)
+
+    if 0 in checkpoints:
+        checkpoint(0)
+    size = members.subsets.shape[1]
+    for epoch in range(1, training.epochs + 1):
+        if not active.any():
+            return
+        orders = members.batch_orders(size)  # (K, N)
+        for start in batch_starts(size, training):
+            index = torch.gather(members.subsets, 1, orders[:, start:start + training.batch_size])  # (K, b)
+            x, y = data.train.x[index], data.train.y[index]  # (K, b, C, H, W), (K, b)
+            logits = family.population_forward(spec.architecture, params, x, activations=activations,
+                                                masks=members.masks(active))  # (K, b, classes)
+            _, b, classes = logits.shape
+            losses = F.cross_entropy(logits.reshape(K * b, classes), y.reshape(-1), reduction="none").view(K, b).mean(1)
+            losses = losses + members.l2 * sum((w * w).flatten(1).sum(1) for w in weights)
+            for k in masked_step(losses, active, optimizer):
+                retire(k, epoch, inclusive=True)
+        if epoch in checkpoints:
+            checkpoint(epoch)
