@@ -185,8 +185,9 @@ def _check_gpus(gpus_per_job: float, address: str | None) -> None:
 def _progress_bar(total: int, done: int, enabled: bool):
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=done, unit="job", file=sys.stderr, disable=not enabled, dynamic_ncols=True,
-                smoothing=0.1, leave=False)
+    # on a terminal only: a log (CI, a pipe) gets the `progress` lines, not a bar's redraws
+    return tqdm(total=total, initial=done, unit="job", file=sys.stderr, disable=not enabled or not sys.stderr.isatty(),
+                dynamic_ncols=True, smoothing=0.1, leave=False)
 
 
 def run_jobs(jobs: Sequence[Job], folder: str | Path | None, workers: int = 1,
@@ -251,7 +252,8 @@ def run_jobs(jobs: Sequence[Job], folder: str | Path | None, workers: int = 1,
                     result = _execute(job.function, job.arguments)
                 except Exception as error:  # noqa: BLE001 (the others run and are kept; then it is raised)
                     failures.append((job.key, error))
-                    say(f"{job.key} failed: {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}")
+                    if len(pending) > 1:  # the others go on; a lone job's error is the command's one line
+                        say(f"{job.key} failed: {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}")
                     continue
                 finished(job, result)
         else:
@@ -300,7 +302,8 @@ def _run_on_ray(pending: Sequence[Job], workers: int, address: str | None, gpus_
                 if "error" in result:
                     error = result["error"]
                     failures.append((job.key, error))
-                    say(f"{job.key} failed: {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}")
+                    if len(pending) > 1:  # the others go on; a lone job's error is the command's one line
+                        say(f"{job.key} failed: {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}")
                     continue
                 finished(job, result)
         except BaseException:
