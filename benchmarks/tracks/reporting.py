@@ -6,7 +6,9 @@ the track, profile, benchmark and the benchmark's whole definition (its data, th
 config and checksum) as the task config, a dataset block whose hash is the definition's
 (`benchmarks.tasks.continual_learning`), the per-seed metrics and the summary; the accuracy
 matrices go to the `.examples.npz` beside it and, cell by cell, to the predictions CSV a board
-re-scores.
+re-scores. The hardware block names the device the jobs ran on: each job's outcome records
+its own (`job_hardware`, on the worker, whose GPU the driver may not have), and a record from
+before it did is of a CPU run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,26 @@ import numpy as np
 from benchmarks.files import npz_bytes, save_figure, write_with_sidecars
 from benchmarks.results import SCHEMA_VERSION, describe_hardware, summarize
 from benchmarks.tasks.continual_learning import definition_hash, matrix_predictions
+
+
+def job_hardware(device) -> dict[str, str | None]:
+    """What a job's outcome records of the device it ran on, in the harness's words: "cpu", or
+    "cuda (<GPU name>)" and the GPU's name."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return {"device": device.type, "gpu_model": None}
+    name = torch.cuda.get_device_name(device)
+    return {"device": f"cuda ({name})", "gpu_model": name}
+
+
+def runs_hardware(runs: Sequence[dict]) -> dict[str, str | None]:
+    """The results' hardware block of the jobs' outcomes: their devices (a record without one ran on
+    the CPU; should they differ, each is named)."""
+    seen = list(dict.fromkeys((run.get("hardware") or {}).get("device", "cpu") for run in runs)) or ["cpu"]
+    models = list(dict.fromkeys(m for run in runs if (m := (run.get("hardware") or {}).get("gpu_model"))))
+    return describe_hardware(", ".join(seen), ", ".join(models) or None)
 
 
 def seed_matrices(runs: Sequence[dict], seeds: Sequence[int]) -> dict[int, np.ndarray]:
@@ -37,7 +59,7 @@ def per_seed_entries(runs: Sequence[dict], seeds: Sequence[int]) -> list[dict]:
 
 def write_track_results(path: Path, *, task: str, track: str, profile: str, benchmark: str, method: str,
                         method_config: Mapping, definition: Mapping, per_seed: Sequence[dict],
-                        matrices: Mapping[int, np.ndarray], num_params: int) -> Path:
+                        matrices: Mapping[int, np.ndarray], num_params: int, hardware: Mapping | None = None) -> Path:
     """A continual-learning track's results: `write_results_files` with the accuracy matrices as the
     arrays and their cells as the predictions."""
     import pandas
@@ -48,15 +70,16 @@ def write_track_results(path: Path, *, task: str, track: str, profile: str, benc
         path, task=task, track=track, profile=profile, benchmark=benchmark, method=method,
         method_config=method_config, definition=definition, per_seed=per_seed, predictions=cells,
         arrays={f"accuracy_matrix_seed{s}": m for s, m in matrices.items()}, num_params=num_params,
-        task_config={"evaluation": "final" if final_only else "every-stage"})
+        task_config={"evaluation": "final" if final_only else "every-stage"}, hardware=hardware)
 
 
 def write_results_files(path: Path, *, task: str, track: str, profile: str, benchmark: str, method: str,
                         method_config: Mapping, definition: Mapping, per_seed: Sequence[dict], predictions,
-                        arrays: Mapping[str, np.ndarray], num_params: int, task_config: Mapping | None = None) -> Path:
+                        arrays: Mapping[str, np.ndarray], num_params: int, task_config: Mapping | None = None,
+                        hardware: Mapping | None = None) -> Path:
     """Writes `<path>` (the results JSON), `<method>.examples.npz` (the arrays) and
     `<method>.predictions.csv` (the rows a board re-scores: seed, model_id, prediction) beside it;
-    returns the JSON's path."""
+    returns the JSON's path. `hardware`: the jobs' (`runs_hardware`); none given, the CPU's."""
     import zoo
 
     seeds = [entry["seed"] for entry in per_seed]
@@ -70,7 +93,7 @@ def write_results_files(path: Path, *, task: str, track: str, profile: str, benc
         "seeds": seeds, "per_seed": list(per_seed), "summary": summarize([e["metrics"] for e in per_seed]),
         "num_params": int(num_params), "package_version": zoo.__version__,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "hardware": describe_hardware("cpu"),
+        "hardware": dict(hardware) if hardware is not None else describe_hardware("cpu"),
         "predictions": predictions_name, "examples": examples}
     sidecars = {"predictions": (predictions_name, predictions.to_csv(index=False, float_format="%.17g").encode()),
                 "examples": (examples, npz_bytes(dict(arrays), str(path.with_name(examples))))}

@@ -43,6 +43,14 @@ class TaskSequence:
     def num_classes(self) -> int:
         return len(self.class_names)
 
+    def to(self, device: torch.device | str) -> "TaskSequence":
+        """The sequence with every task's images and labels on `device` (moved once, before learning)."""
+        from zoo.training.device import to_device
+
+        return dataclasses.replace(self, tasks=tuple(
+            dataclasses.replace(task, train=to_device(task.train, device), test=to_device(task.test, device))
+            for task in self.tasks))
+
 
 def class_order(num_classes: int, tasks: int, seed: int) -> list[tuple[int, ...]]:
     """A seeded permutation of the classes cut into `tasks` equal tasks."""

@@ -3,12 +3,17 @@
 Every learner is class-incremental with one shared head over all classes: while learning task
 t its logits are masked to task t's classes (the prompt-based methods' code does the same), and
 at test time to every class seen so far.
+
+A learner is built on the CPU, where its seeded initialisation draws, then moved with
+`learner.to(device)` before it learns (zoo/training/device.py's rule): its random draws (batch
+orders, pseudo-features, prompt inits) keep coming from CPU generators, so it draws the same
+numbers on any device, and what it creates while learning it moves to `learner.device`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 from torch import nn
@@ -30,15 +35,44 @@ class Training:
     batch_size: int = 64
 
 
+def moved(value: Any, device: torch.device) -> Any:
+    """`value` with its modules, parameters and tensors on `device` (inside lists, tuples and
+    dataclasses too); the same object when nothing in it moved."""
+    if isinstance(value, nn.Module):
+        return value.to(device)
+    if isinstance(value, nn.Parameter):
+        return value if value.device == device else nn.Parameter(value.detach().to(device), value.requires_grad)
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        items = [moved(item, device) for item in value]
+        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: moved(getattr(value, f.name), device) for f in dataclasses.fields(value) if f.init}
+        changed = {name: new for name, new in fields.items() if new is not getattr(value, name)}
+        return dataclasses.replace(value, **changed) if changed else value
+    return value
+
+
 class Base:
     """Seen classes, the class -> task map, a seeded generator and a frozen-feature helper."""
 
     def __init__(self, classes: int, seed: int, features_batch: int = 256):
         self.classes, self.features_batch = classes, features_batch
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed)  # on the CPU whatever the device
         self.seen: list[int] = []
         self.task_of_class = torch.full((classes,), -1, dtype=torch.long)
         self.learned = 0
+        self.device = torch.device("cpu")
+
+    def to(self, device: torch.device | str) -> "Base":
+        """Moves what the learner holds (modules, parameters, tensors, its data) to `device`; call
+        it after construction, before `learn` (an optimizer made earlier would hold the CPU's)."""
+        device = torch.device(device)
+        for name, value in list(vars(self).items()):
+            setattr(self, name, moved(value, device))
+        self.device = device
+        return self
 
     def begin(self, task_index: int, task: Task) -> None:
         if task_index != self.learned:

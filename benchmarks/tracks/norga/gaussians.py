@@ -34,18 +34,20 @@ class ClassGaussians:
             members = features[labels == label]
             if len(members) < 2:
                 raise ValueError(f"class {label} has {len(members)} feature(s); a covariance needs 2")
-            covariance = torch.cov(members.T) + RIDGE * torch.eye(members.shape[1], dtype=torch.float64)
+            covariance = torch.cov(members.T) + RIDGE * torch.eye(members.shape[1], dtype=torch.float64,
+                                                                  device=members.device)
             self.labels.append(label)
             self.means.append(members.mean(0))
             self.factors.append(torch.linalg.cholesky(covariance))
 
     def sample(self, per_class: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """`per_class` pseudo-features of every stored class: (features float32, labels), shuffled."""
+        """`per_class` pseudo-features of every stored class: (features float32, labels), shuffled, on
+        the statistics' device (the draws come from `generator`, on the CPU, whatever that device)."""
         if not self.labels:
             raise ValueError("no class statistics stored yet")
         means, factors = torch.stack(self.means), torch.stack(self.factors)
         noise = torch.randn((len(self.labels), per_class, means.shape[1]), generator=generator, dtype=torch.float64)
-        features = means[:, None, :] + torch.einsum("kij,knj->kni", factors, noise)
+        features = means[:, None, :] + torch.einsum("kij,knj->kni", factors, noise.to(means.device))
         labels = torch.tensor(self.labels).repeat_interleave(per_class)
         order = torch.randperm(len(labels), generator=generator)
-        return features.reshape(-1, means.shape[1])[order].to(torch.float32), labels[order]
+        return features.reshape(-1, means.shape[1])[order].to(torch.float32), labels[order].to(means.device)

@@ -143,7 +143,7 @@ class HiDePrompt(Base):
             if task_index == 0:
                 groups.append({"params": self.gate.parameters(), "lr": config.prompt_lr})
         optimizer = torch.optim.Adam(groups)
-        ids = torch.full((len(task.train),), task_index, dtype=torch.long)
+        ids = torch.full((len(task.train),), task_index, dtype=torch.long, device=self.device)
         for _ in range(config.prompt_epochs):
             for batch in self._batches(len(task.train)):
                 logits = self.head(self.prompted(task.train.x[batch], ids[batch]))
@@ -158,7 +158,7 @@ class HiDePrompt(Base):
         self.begin(task_index, task)
         self._train_tii(task_index, task, self.frozen_features(task.train.x))
         self._train_prompts(task_index, task)
-        ids = torch.full((len(task.train),), task_index, dtype=torch.long)
+        ids = torch.full((len(task.train),), task_index, dtype=torch.long, device=self.device)
         self.prompted_stats.add(self.no_grad_batched(self.prompted, task.train.x, ids), task.train.y)
         if task_index > 0:
             self._fit_on_pseudo(self.head, self.head.parameters(), self.prompted_stats, self.config.head_epochs,

@@ -145,7 +145,7 @@ class DualPrompt(_PromptLearner):
         def keep_other_tasks():  # only task t's E-prompt and key learn
             for tensor in (self.e_prompts, self.keys):
                 grad = tensor.grad
-                keep = torch.zeros(self.tasks, dtype=torch.bool)
+                keep = torch.zeros(self.tasks, dtype=torch.bool, device=grad.device)
                 keep[task_index] = True
                 grad[~keep] = 0
 
@@ -173,7 +173,7 @@ def _orthogonal_rows(rows: int, dim: int, earlier: torch.Tensor, generator: torc
     basis = list(torch.linalg.qr(earlier.T.to(torch.float64)).Q.T.to(torch.float32)) if len(earlier) else []
     out = []
     for _ in range(rows):
-        vector = torch.randn(dim, generator=generator)
+        vector = torch.randn(dim, generator=generator).to(earlier.device)  # drawn on the CPU
         for other in basis + out:
             vector = vector - (vector @ other) * other
         vector = vector / vector.norm()

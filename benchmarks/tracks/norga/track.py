@@ -50,8 +50,8 @@ from benchmarks.tracks.common.learners import Training
 from benchmarks.tracks.norga.prompt_baselines import (CodaConfig, CodaPrompt, DualPrompt, DualPromptConfig, L2P,
                                                       L2PConfig)
 from benchmarks.tracks.registry import Track, register_track
-from benchmarks.tracks.reporting import (per_seed_entries, plot_stage_curves, seed_matrices, summary_table,
-                                         write_track_results)
+from benchmarks.tracks.reporting import (job_hardware, per_seed_entries, plot_stage_curves, runs_hardware,
+                                         seed_matrices, summary_table, write_track_results)
 from zoo.storage.atomic import write_text_atomic
 from zoo.validation.schema import to_data
 
@@ -193,7 +193,8 @@ def run_job(settings: NorgaProfile, benchmark: Benchmark, method: str, seed: int
             backbone: torch.nn.Module, backbone_sha256: str, device: str = "cpu") -> dict:
     """One method on one benchmark with one seed (a job): the matrix and metrics. The driver read the
     sequence's images and the backbone (`NorgaTrack.run`); the backbone's weights are checked here
-    against the checksum the driver computed, so a job runs on the weights the run records."""
+    against the checksum the driver computed, so a job runs on the weights the run records. The
+    learner is built on the CPU (its seeded init) and then moved to `device` with the images."""
     import time
 
     from benchmarks.memory import peak_mb, reset_peak
@@ -203,6 +204,8 @@ def run_job(settings: NorgaProfile, benchmark: Benchmark, method: str, seed: int
         raise ValueError(f"the backbone arrived with sha256 {arrived[:12]}…, not the driver's {backbone_sha256[:12]}…")
     reset_peak(device)
     learner = METHODS[method](copy.deepcopy(backbone), sequence.num_classes, len(sequence.tasks), settings, seed)
+    learner.to(device)
+    sequence = sequence.to(device)
     start = time.perf_counter()
     outcome = run_sequence(learner, sequence)
     metrics = dict(outcome["metrics"])
@@ -210,7 +213,7 @@ def run_job(settings: NorgaProfile, benchmark: Benchmark, method: str, seed: int
         metrics["task_identity_accuracy"] = outcome["task_identity_accuracy"]
     return {"metrics": metrics, "accuracy_matrix": outcome["accuracy_matrix"],
             "train_time_s": time.perf_counter() - start, "num_params": _parameters(learner),
-            "peak_memory_mb": peak_mb(device)}
+            "peak_memory_mb": peak_mb(device), "hardware": job_hardware(device)}
 
 
 def _describe(outcome: dict) -> str:
@@ -230,8 +233,6 @@ class NorgaTrack(Track):
             address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
         settings = self.profile(profile)
         device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
-        if device != "cpu":  # before anything runs
-            raise ValueError(f"the {self.name} track's learners run on the CPU only; leave out --gpus-per-job")
         say = progress or (lambda message: None)
         out_dir = Path(out_dir)
         spec = _backbone_spec(settings)
@@ -275,7 +276,8 @@ class NorgaTrack(Track):
                 written.append(write_track_results(
                     out_dir / benchmark.name / f"{method}.json", task=TASK, track=self.name, profile=profile,
                     benchmark=benchmark.name, method=method, method_config=_method_config(method, settings),
-                    definition=definition, per_seed=per_seed, matrices=matrices, num_params=runs[0]["num_params"]))
+                    definition=definition, per_seed=per_seed, matrices=matrices, num_params=runs[0]["num_params"],
+                    hardware=runs_hardware(runs)))
             plot_stage_curves(curves, f"{benchmark.name} ({profile}, seeds {', '.join(map(str, seeds))})",
                               out_dir / f"{benchmark.name}-accuracy.png")
             table = summary_table(written[-len(settings.methods):], f"{benchmark.name} ({profile} profile)")
