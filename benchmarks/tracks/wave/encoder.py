@@ -192,10 +192,10 @@ class RelationEncoder(nn.Module):
                 prompts: torch.Tensor | None = None) -> torch.Tensor:
         shift = 0 if prompts is None else prompts.shape[1]
         if shift:
-            mask = torch.cat([torch.ones((len(ids), shift), dtype=mask.dtype), mask], dim=1)
+            mask = torch.cat([torch.ones((len(ids), shift), dtype=mask.dtype, device=mask.device), mask], dim=1)
         with self._prompted(prompts):
             hidden = self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
-        rows = torch.arange(len(ids))
+        rows = torch.arange(len(ids), device=hidden.device)
         return torch.cat([hidden[rows, head + shift], hidden[rows, tail + shift]], dim=1)
 
 

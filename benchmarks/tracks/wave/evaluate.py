@@ -36,12 +36,12 @@ def run_relations(learner, sequence: RelationSequence, progress: Callable[[str],
         index = np.concatenate([np.asarray(sequence.tasks[i].test) for i in range(t + 1)])
         owner = np.concatenate([np.full(len(sequence.tasks[i].test), i) for i in range(t + 1)])
         relations, predicted_tasks = learner.predict(index)
-        correct = relations.numpy() == sequence.labels[index]
+        correct = relations.cpu().numpy() == sequence.labels[index]
         for i in range(t + 1):
             matrix[i, t] = float(correct[owner == i].mean())
         seen_accuracy[t] = float(correct.mean())
         if predicted_tasks is not None:
-            identity = float((predicted_tasks.numpy() == owner).mean())
+            identity = float((predicted_tasks.cpu().numpy() == owner).mean())
         if progress is not None:
             progress(f"task {t + 1}/{tasks}: accuracy on seen relations {seen_accuracy[t]:.3f}")
     metrics = dict(summary(matrix, final_only))

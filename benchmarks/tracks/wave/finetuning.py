@@ -58,7 +58,7 @@ class Finetune(RelationLearner):
         groups = [{"params": trainable, "lr": self.config.encoder_lr}, {"params": list(self.classifier.parameters())}]
 
         def loss(batch: np.ndarray) -> torch.Tensor:
-            features = self.encoder(*data.bank.batch(batch))
+            features = self.encoder(*self.tokens(batch))
             return F.cross_entropy(masked(self.classifier(features), self.seen), data.labels[batch])
 
         self.train_steps(groups, optimisation, index, loss)
@@ -111,8 +111,8 @@ class Rehearsal(Finetune):
     def learn(self, task_index: int, task: RelationTask) -> None:
         super().learn(task_index, task)
         train = np.asarray(task.train)
-        features = self.encode(train, encoder=self.encoder).numpy()
-        labels = self.data.labels[train].numpy()
+        features = self.encode(train, encoder=self.encoder).cpu().numpy()
+        labels = self.data.labels[train].cpu().numpy()
         for relation in task.classes:
             rows = np.flatnonzero(labels == relation)
             self.memory += [int(train[rows[i]]) for i in

@@ -89,17 +89,21 @@ class RelationLearner(Base):
         self.data = data
         self.seed = seed
 
+    def tokens(self, index: Sequence[int]) -> tuple[torch.Tensor, ...]:
+        """The sentences' padded batch (`TokenBank.batch`) on the learner's device."""
+        return tuple(tensor.to(self.device) for tensor in self.data.bank.batch(index))
+
     def encode(self, index: Sequence[int], prompts: Callable[[np.ndarray], torch.Tensor | None] | None = None,
                encoder: RelationEncoder | None = None) -> torch.Tensor:
         """Features (len(index), 2d) of the sentences, in `index`'s order, without gradients;
         `prompts(batch)` gives each batch's prompt tokens."""
         encoder = encoder or self.data.encoder
         index = np.asarray(index)
-        out = torch.empty((len(index), 2 * encoder.dim))
+        out = torch.empty((len(index), 2 * encoder.dim), device=self.device)
         position = {int(s): k for k, s in enumerate(index)}
         with torch.no_grad():
             for batch in length_batches(self.data.bank, index, self.features_batch):
-                features = encoder(*self.data.bank.batch(batch), prompts(batch) if prompts else None)
+                features = encoder(*self.tokens(batch), prompts(batch) if prompts else None)
                 out[[position[int(s)] for s in batch]] = features
         return out
 
@@ -117,10 +121,11 @@ class RelationLearner(Base):
 
     def fit_pseudo(self, head: nn.Module, sample: Callable[[], tuple[torch.Tensor, torch.Tensor]],
                    optimisation: Optimisation) -> None:
-        """Adam on pseudo-features (a fresh draw each epoch), cross-entropy over the seen relations."""
+        """Adam on pseudo-features (a fresh draw each epoch, on the CPU, moved to the learner's
+        device), cross-entropy over the seen relations."""
         optimizer = torch.optim.Adam(head.parameters(), lr=optimisation.lr)
         for _ in range(optimisation.epochs):
-            features, labels = sample()
+            features, labels = (tensor.to(self.device) for tensor in sample())
             for batch in self.batches(len(labels), optimisation.batch_size):
                 loss = F.cross_entropy(masked(head(features[batch]), self.seen), labels[batch])
                 optimizer.zero_grad(set_to_none=True)

@@ -74,12 +74,13 @@ class _PerTaskPools(RelationLearner):
         data, config = self.data, self.config
         with torch.random.fork_rng():
             torch.manual_seed(self.seed * 1000 + task_index)
-            head = Classifier(data.feature_dim, data.relations)
-        pool = PromptPool(config.pool_size, config.length, data.encoder.dim, data.feature_dim, self.generator)
+            head = Classifier(data.feature_dim, data.relations).to(self.device)
+        pool = PromptPool(config.pool_size, config.length, data.encoder.dim, data.feature_dim,
+                          self.generator).to(self.device)
 
         def loss(batch: np.ndarray) -> torch.Tensor:
             tokens, pull = self._pool_prompt(pool, data.queries[batch])
-            features = data.encoder(*data.bank.batch(batch), tokens)
+            features = data.encoder(*self.tokens(batch), tokens)
             ce = F.cross_entropy(masked(head(features), task.classes), data.labels[batch])
             return ce - config.pull * pull.mean()
 
@@ -123,7 +124,7 @@ class Wave(_PerTaskPools):
     def _retrained(self, stats: RelationGaussians, salt: int) -> Classifier:
         with torch.random.fork_rng():
             torch.manual_seed(self.seed * 1000 + 100 * salt + self.learned)
-            head = Classifier(self.data.feature_dim, self.data.relations)
+            head = Classifier(self.data.feature_dim, self.data.relations).to(self.device)
         self.fit_pseudo(head, lambda: stats.sample(self.config.pseudo_per_relation, self.generator), self.config.replay)
         return head.requires_grad_(False)
 
@@ -132,7 +133,7 @@ class Wave(_PerTaskPools):
         with torch.no_grad():
             identity = masked(self.task_predictor(self.data.queries[index]), self.seen).argmax(1)
             tasks = self.task_of_class[identity]
-            features = self._prompted(index, tasks.numpy())
+            features = self._prompted(index, tasks.cpu().numpy())
             return masked(self.classifier(features), self.seen).argmax(1), tasks
 
     def kept(self) -> dict[str, int]:
@@ -175,8 +176,8 @@ class EoEStyle(_PerTaskPools):
         index = np.asarray(index)
         with torch.no_grad():
             tasks = self.tasks_of(self.data.queries[index])
-            features = self._prompted(index, tasks.numpy())
-            predicted = torch.empty(len(index), dtype=torch.long)
+            features = self._prompted(index, tasks.cpu().numpy())
+            predicted = torch.empty(len(index), dtype=torch.long, device=tasks.device)
             for t in tasks.unique().tolist():
                 rows = tasks == t
                 classes = [r for r in self.seen if self.task_of_class[r] == t]
@@ -208,7 +209,7 @@ class L2PStyle(RelationLearner):
 
         def loss(batch: np.ndarray) -> torch.Tensor:
             tokens, pull = self._tokens(batch)
-            features = data.encoder(*data.bank.batch(batch), tokens)
+            features = data.encoder(*self.tokens(batch), tokens)
             ce = F.cross_entropy(masked(self.classifier(features), task.classes), data.labels[batch])
             return ce - config.pull * pull.mean()
 

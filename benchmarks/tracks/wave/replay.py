@@ -38,8 +38,8 @@ class RelationGaussians:
 
     def add(self, features: torch.Tensor, labels: torch.Tensor) -> None:
         """Fits one Gaussian per relation in `labels` to its rows of `features` (N, D)."""
-        data = features.detach().double().numpy()
-        labels = labels.numpy()
+        data = features.detach().double().cpu().numpy()
+        labels = labels.cpu().numpy()
         for label in sorted(set(labels.tolist())):
             if label in self.labels:
                 raise ValueError(f"relation {label} already has a Gaussian")

@@ -38,7 +38,8 @@ import torch
 
 from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
 from benchmarks.tracks.registry import Track, register_track
-from benchmarks.tracks.reporting import per_seed_entries, seed_matrices, write_track_results
+from benchmarks.tracks.reporting import (job_hardware, per_seed_entries, runs_hardware, seed_matrices,
+                                         write_track_results)
 from benchmarks.tracks.wave.encoder import EncoderConfig, RelationEncoder, load_encoder, tokenize
 from benchmarks.tracks.wave.evaluate import run_relations
 from benchmarks.tracks.wave.finetuning import Finetune, FinetuneConfig, Joint, Rehearsal
@@ -184,7 +185,8 @@ def run_job(settings: WaveProfile, method: str, seed: int, relations: dict, quer
             device: str = "cpu") -> dict:
     """One method on one task order (a job). The driver read the sentences (`relations`) and the
     cached frozen queries; they are checked here against the encoder this node loads and the
-    sentences' checksum the driver recorded."""
+    sentences' checksum the driver recorded. The learner is built on the CPU (its seeded init),
+    then moved to `device` with the encoder and the queries."""
     from benchmarks.memory import peak_mb, reset_peak
 
     reset_peak(device)
@@ -196,12 +198,13 @@ def run_job(settings: WaveProfile, method: str, seed: int, relations: dict, quer
     bank = tokenize(tokenizer, sequence.sentences, settings.encoder.max_length)
     data = RelationData(encoder, bank, queries, torch.as_tensor(sequence.labels), sequence.num_relations,
                         len(sequence.tasks))
-    learner = METHODS[method](data, settings, seed)
+    learner = METHODS[method](data, settings, seed).to(device)
     outcome = run_relations(learner, sequence)
     return {"metrics": outcome["metrics"], "accuracy_matrix": outcome["accuracy_matrix"],
             "seen_accuracy": outcome["seen_accuracy"], "kept_bytes": outcome["kept_bytes"],
             "train_time_s": outcome["wall_time_s"], "num_params": learned_parameters(learner),
-            "task_relations": [list(t.classes) for t in sequence.tasks], "peak_memory_mb": peak_mb(device)}
+            "task_relations": [list(t.classes) for t in sequence.tasks], "peak_memory_mb": peak_mb(device),
+            "hardware": job_hardware(device)}
 
 
 def _describe(outcome: dict) -> str:
@@ -224,8 +227,6 @@ class WaveTrack(Track):
             address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
         settings = self.profile(profile)
         device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
-        if device != "cpu":  # before anything runs
-            raise ValueError(f"the {self.name} track's learners run on the CPU only; leave out --gpus-per-job")
         say = progress or (lambda message: None)
         out_dir = Path(out_dir)
         say(f"encoder {settings.encoder.name}: computing (or loading) the frozen queries")
@@ -235,9 +236,10 @@ class WaveTrack(Track):
             raise ValueError(f"{queries_path}: the cached queries are of another encoder or other sentences; "
                              "delete it to compute them again")
         relations = _relations(fewrel_folder(), settings.sources)
+        on_device = [] if device == "cpu" else [device]  # a CPU run's records keep their fingerprints
         jobs = [Job(f"jobs/{settings.name}/{m}/seed{s}", run_job, (settings, m, s, relations, stored["queries"],
                                                                    record, device),
-                    fingerprint(settings, record, m, s)) for m in settings.methods for s in seeds]
+                    fingerprint(settings, record, m, s, *on_device)) for m in settings.methods for s in seeds]
         outcomes = run_jobs(jobs, out_dir, workers, say, _describe, address=address, gpus_per_job=gpus_per_job)
         sequence = sequence_of(settings, seeds[0], relations)
         definition = {"benchmark": {"source": settings.name, "tasks": settings.tasks,
@@ -255,7 +257,8 @@ class WaveTrack(Track):
             written.append(write_track_results(
                 out_dir / settings.name / f"{method}.json", task=TASK, track=self.name, profile=profile,
                 benchmark=settings.name, method=method, method_config=_method_config(method, settings),
-                definition=definition, per_seed=per_seed, matrices=matrices, num_params=runs[0]["num_params"]))
+                definition=definition, per_seed=per_seed, matrices=matrices, num_params=runs[0]["num_params"],
+                hardware=runs_hardware(runs)))
         title = f"{settings.name} ({profile}, task orders {', '.join(map(str, seeds))})"
         plot_track(runs_of, title, out_dir / f"{settings.name}-accuracy.png")
         table = stage_table(runs_of, title)
