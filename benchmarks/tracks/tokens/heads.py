@@ -69,10 +69,11 @@ def load_minilm():
 
 @torch.no_grad()
 def bert_layer_inputs(tokenizer, model, texts: Sequence[str], max_length: int) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Each layer's input hidden states (B, T, D) for the texts, and the padding mask (B, T)."""
+    """Each layer's input hidden states (B, T, D) for the texts, and the padding mask (B, T), on the
+    CPU (the model reads them on its own device)."""
     batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-    out = model(**batch, output_hidden_states=True)
-    return [h.double() for h in out.hidden_states[:-1]], batch["attention_mask"].bool()
+    out = model(**batch.to(next(model.parameters()).device), output_hidden_states=True)
+    return [h.double().cpu() for h in out.hidden_states[:-1]], batch["attention_mask"].bool().cpu()
 
 
 def member_heads(state: Mapping[str, torch.Tensor], num_blocks: int, num_heads: int) -> list[Head]:

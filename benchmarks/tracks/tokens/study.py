@@ -72,16 +72,19 @@ def energy_drift(w: np.ndarray, v: np.ndarray, tokens: np.ndarray) -> float:
     return float(drift.mean())
 
 
-def minilm_study(config: MiniLMConfig, ode: OdeConfig) -> dict:
+def minilm_study(config: MiniLMConfig, ode: OdeConfig, device: str = "cpu") -> dict:
+    """MiniLM's heads (a job): the model reads the texts on `device`; the heads' analyses (float64)
+    run on the CPU."""
     from benchmarks.tracks.common.backbone import state_sha256
     from benchmarks.tracks.tokens.heads import bert_heads, bert_layer_inputs, load_minilm
     from zoo.data.text import ag_news_7600
 
     tokenizer, model = load_minilm()
+    encoder_sha256, heads = state_sha256(model), bert_heads(model)
     texts = ag_news_7600()[2][:config.texts]
-    inputs, mask = bert_layer_inputs(tokenizer, model, texts, config.max_length)
+    inputs, mask = bert_layer_inputs(tokenizer, model.to(device), texts, config.max_length)
     rows = []
-    for head in bert_heads(model):
+    for head in heads:
         if head.layer not in config.layers or head.head not in config.heads:
             continue
         regime = classify(head.w, head.v)
@@ -90,7 +93,7 @@ def minilm_study(config: MiniLMConfig, ode: OdeConfig) -> dict:
         tokens = x[mask].numpy()
         rows.append({"layer": head.layer, "head": head.head, **dataclasses.asdict(regime),
                      "energy_drift": energy_drift(head.w, head.v, tokens), "trajectory": trajectory.to_data()})
-    return json_safe({"heads": rows, "encoder_sha256": state_sha256(model), "texts": len(texts),
+    return json_safe({"heads": rows, "encoder_sha256": encoder_sha256, "texts": len(texts),
                       "tokens": int(mask.sum())})
 
 
@@ -111,27 +114,29 @@ def _first_layer_tokens(model, x: torch.Tensor) -> torch.Tensor:
 
 
 def regime_run(benchmark: BenchmarkConfig, model_config: ModelConfig, train: TrainConfig, ode: OdeConfig,
-               regime: str, encoding: str, seed: int, data=None) -> dict:
-    """One regime and encoding trained with one seed (a job), on `data` (`benchmark_data`; read
-    here when not given)."""
+               regime: str, encoding: str, seed: int, data=None, device: str = "cpu") -> dict:
+    """One regime and encoding trained with one seed (a job) on `device`, on `data`
+    (`benchmark_data`; read here when not given); its heads' trajectories are integrated on the CPU."""
     from benchmarks.memory import peak_mb, reset_peak
+    from benchmarks.tracks.reporting import job_hardware
 
-    reset_peak()
+    reset_peak(device)
     data = benchmark_data(benchmark, model_config.length) if data is None else data
-    model, outcome = train_run(data, model_config, train, regime, encoding, seed)
-    tokens = _first_layer_tokens(model, data.test_x[:ode.sequences])
-    w, v = model.head_matrices()[0]
+    model, outcome = train_run(data, model_config, train, regime, encoding, seed, device)
+    tokens = _first_layer_tokens(model, data.test_x[:ode.sequences].to(device)).cpu()
+    w, v = (matrix.cpu() for matrix in model.head_matrices()[0])
     scale = 1 / np.sqrt(model_config.dim if regime != "free" else 1.0)  # the forward pass's score scale
     trajectories = []
     for h in range(w.shape[0]):
         wh, vh = w[h].detach().double().numpy() * scale, v[h].detach().double().numpy()
         diagonal = None
         if model.diagonal is not None:
-            diagonal = torch.nn.functional.softplus(model.diagonal[0, h]).detach().double().numpy() * scale
+            diagonal = torch.nn.functional.softplus(model.diagonal[0, h]).detach().double().cpu().numpy() * scale
         trajectories.append(integrate(wh, vh, tokens, None, units=ode.units, steps=ode.steps,
                                       rotary=encoding != "absolute" and regime != "free",
                                       diagonal=diagonal).to_data())
-    return json_safe({**outcome, "trajectories": trajectories, "peak_memory_mb": peak_mb()})
+    return json_safe({**outcome, "trajectories": trajectories, "peak_memory_mb": peak_mb(device),
+                      "hardware": job_hardware(device)})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,7 +36,7 @@ import pandas
 from benchmarks.tasks.token_dynamics import example_predictions
 from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
 from benchmarks.tracks.registry import Track, register_track
-from benchmarks.tracks.reporting import write_results_files
+from benchmarks.tracks.reporting import runs_hardware, write_results_files
 from benchmarks.tracks.tokens.constrained import ENCODINGS, REGIME_NEGATIVE_SHARE, ModelConfig
 from benchmarks.tracks.tokens.report import (minilm_table, plot_trajectories, plot_zoo, training_table, zoo_table,
                                              zoo_targets)
@@ -110,12 +110,11 @@ class TokenDynamicsTrack(Track):
             address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
         settings = self.profile(profile)
         device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
-        if device != "cpu":  # before anything runs
-            raise ValueError(f"the {self.name} track's models train on the CPU only; leave out --gpus-per-job")
         say = progress or (lambda message: None)
         out_dir = Path(out_dir)
-        jobs = [Job("jobs/minilm", minilm_study, (settings.minilm, settings.ode),
-                    fingerprint(settings.minilm, settings.ode))]
+        on_device = [] if device == "cpu" else [device]  # a CPU run's records keep their fingerprints
+        jobs = [Job("jobs/minilm", minilm_study, (settings.minilm, settings.ode, device),
+                    fingerprint(settings.minilm, settings.ode, *on_device))]
         for bench in settings.benchmarks:
             data = benchmark_data(bench.data, bench.model.length)  # read here: the jobs get it through Ray
             for regime in settings.regimes:
@@ -123,7 +122,7 @@ class TokenDynamicsTrack(Track):
                     for seed in seeds:
                         args = (bench.data, bench.model, settings.train, settings.ode, regime, encoding, seed)
                         jobs.append(Job(f"jobs/{bench.data.name}/{regime}-{encoding}/seed{seed}", regime_run,
-                                        (*args, data), fingerprint(*args)))
+                                        (*args, data, device), fingerprint(*args, *on_device)))
         if settings.zoo is not None:  # Ray inside: run it in this process, after the pool
             zoo_job = Job("jobs/zoo", zoo_study, (settings.zoo, str(out_dir / "zoos"), settings.ode),
                           fingerprint(settings.zoo, settings.ode))
@@ -161,7 +160,7 @@ class TokenDynamicsTrack(Track):
                                        "head_regimes": [h["regime"] for h in runs[0]["head_regimes"]]},
                         definition=defined, per_seed=per_seed, predictions=pandas.concat(predictions, ignore_index=True),
                         arrays={f"example_loss_seed{s}": np.asarray(r["example_loss"]) for s, r in zip(seeds, runs)},
-                        num_params=runs[0]["num_params"]))
+                        num_params=runs[0]["num_params"], hardware=runs_hardware(runs)))
         table = training_table(grouped, f"Regime training ({profile}, seeds {', '.join(map(str, seeds))})")
         write_text_atomic(out_dir / "training.md", table)
         say("\n" + table)

@@ -14,7 +14,8 @@ A run trains AdamW (learning rate with linear warm-up over 10% of the steps, the
 gradient norm clipped at 1) for a fixed number of steps on seeded batches and evaluates once at
 the end. It returns, per test example, the loss and the correct share (what a board re-scores),
 and, per head, the regime its final parameters satisfy (`conditions.classify`, the check that
-the constraint held through training).
+the constraint held through training). The model is built on the CPU (its seeded init) and
+moved to the run's device with the data; the batch draws stay on a CPU generator.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def evaluate(model: RegimeTransformer, data: SequenceData, batch_size: int = 256
             hit = (logits.argmax(-1) == y).float()
         losses.append(loss)
         correct.append(hit)
-    return torch.cat(losses).double().numpy(), torch.cat(correct).double().numpy()
+    return torch.cat(losses).double().cpu().numpy(), torch.cat(correct).double().cpu().numpy()
 
 
 def head_regimes(model: RegimeTransformer, positions: int = 8) -> list[dict]:
@@ -142,22 +143,27 @@ def head_regimes(model: RegimeTransformer, positions: int = 8) -> list[dict]:
     spots = list(range(0, model.config.length, max(1, model.config.length // positions)))
     for layer, (w, v) in enumerate(model.head_matrices()):
         for h in range(w.shape[0]):
-            wh, vh = w[h].detach().double().numpy(), v[h].detach().double().numpy()
+            wh, vh = w[h].detach().double().cpu().numpy(), v[h].detach().double().cpu().numpy()
             r = classify(wh, vh, reduce=model.regime == "free")
             entry = {"layer": layer, "head": h, "regime": r.regime, "negative_share": r.negative_share,
                      "score_min_eigenvalue": r.score_eigenvalues[0], "value_eigenvalues": list(r.value_eigenvalues)}
             if rotary:
-                diagonal = 0.0 if model.diagonal is None else F.softplus(model.diagonal[layer, h]).detach().double().numpy()
+                diagonal = (0.0 if model.diagonal is None else
+                            F.softplus(model.diagonal[layer, h]).detach().double().cpu().numpy())
                 entry["rotary_regimes"] = [x.regime for x in rotary_regimes(wh, vh, spots, diagonal)]
             out.append(entry)
     return out
 
 
 def train_run(data: SequenceData, model_config: ModelConfig, train: TrainConfig, regime: str, encoding: str,
-              seed: int) -> tuple[RegimeTransformer, dict]:
-    """Trains one model; returns it and its outcome (metrics, per-example results, head regimes)."""
+              seed: int, device: torch.device | str = "cpu") -> tuple[RegimeTransformer, dict]:
+    """Trains one model on `device`; returns it (there) and its outcome (metrics, per-example
+    results, head regimes)."""
+    from zoo.training.device import to_device
+
     model = RegimeTransformer(model_config, regime, encoding, data.inputs, data.outputs, data.causal,
-                              data.embed_tokens, seed)
+                              data.embed_tokens, seed).to(device)
+    data = to_device(data, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _schedule(s, train.steps))
     rng = torch.Generator().manual_seed(seed)
