@@ -269,8 +269,10 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     commands = bench.add_subparsers(dest="bench_command", required=True, metavar="ACTION")
 
     run = commands.add_parser("run", help="train and evaluate a model on a task over seeds", listing=_listing)
-    run.add_argument("--task", required=True, help="a registered task, e.g. generalization")
-    run.add_argument("--model", required=True, help="a registered NFN model, e.g. statnn or mlp")
+    run.add_argument("--task", required=True, help="a registered task, e.g. generalization; or an import path "
+                     "MODULE:CLASS, or an installed package's nfnzoo.tasks entry point")
+    run.add_argument("--model", required=True, help="a registered NFN model, e.g. statnn or mlp; or an import path "
+                     "MODULE:CLASS (e.g. mypkg.models:MyNFN), or an installed package's nfnzoo.models entry point")
     run.add_argument("--config", default=None, help="the dataset config (default: the dataset's only one)")
     run.add_argument("--out", required=True, help="the results JSON to write; predictions go beside it")
     _add_common_arguments(run, "KEY=VALUE", "override a hyperparameter: model.KEY=VALUE or task.KEY=VALUE "

@@ -34,6 +34,11 @@ default). A model with `trained_by = "fit"` (the tree ensembles) is fitted inste
 was selected, and its forward pass predicts the target itself. `count_parameters` uses a
 model's `num_parameters()` when it has one (a tree ensemble's nodes), else its trainable
 parameters.
+
+Models may live in other packages (`zoo.registry`'s plugins): `--model mypkg.models:MyNFN` (an
+import path), or a name another package declares as an entry point of the group `nfnzoo.models`
+(`[project.entry-points."nfnzoo.models"] my_nfn = "mypkg.models:MyNFN"`), imported only when the
+name is asked for. `check_model_contract` states what such a class must have: the contract above.
 """
 
 from __future__ import annotations
@@ -43,13 +48,44 @@ from typing import Any, Callable, TypeVar
 
 from torch import nn
 
-from zoo.registry import Registry
+from zoo.registry import PluginError, Registry
 from zoo.validation.schema import SchemaError, from_data, to_data
 from zoo.weightspace import WeightBatch, WeightSpace
 
 ModelClass = TypeVar("ModelClass", bound=type)
 
-MODELS: Registry[type[nn.Module]] = Registry("NFN model")
+def check_model_contract(name: str, cls: Any) -> None:
+    """Raises `PluginError` (one line) unless `cls` is a model class this registry can build: an
+    `nn.Module` subclass built as `cls(weight_space, **hparams)`, with a dataclass `Config` whose
+    fields all have defaults, and known `weight_spaces`, `outputs`, `trained_by` and (when a class
+    attribute) `symmetries`."""
+    where = f"NFN model {name!r} ({getattr(cls, '__qualname__', type(cls).__name__)})"
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise PluginError(f"{where}: expected a torch.nn.Module subclass built as Model(weight_space, **hparams), "
+                          f"got {type(cls).__name__} {cls!r:.80}")
+    config = getattr(cls, "Config", None)
+    if config is None or not dataclasses.is_dataclass(config):
+        raise PluginError(f"{where}: expected a dataclass attribute `Config` (its hyperparameters), "
+                          f"got {type(config).__name__}")
+    try:
+        config()
+    except TypeError as error:
+        raise PluginError(f"{where}: every field of its Config needs a default ({error})") from None
+    checks = (("weight_spaces", tuple(SPACE_GROUPS), tuple(SPACE_GROUPS)), ("outputs", OUTPUTS, ("invariant",)))
+    for attribute, allowed, default in checks:
+        value = getattr(cls, attribute, default)
+        if isinstance(value, str) or not isinstance(value, (tuple, list)) or not value or set(value) - set(allowed):
+            raise PluginError(f"{where}: `{attribute}` must be a tuple of some of {allowed}, got {value!r:.80}")
+    if getattr(cls, "trained_by", "gradient") not in TRAINED_BY:
+        raise PluginError(f"{where}: `trained_by` must be one of {TRAINED_BY}, got {cls.trained_by!r:.80}")
+    claims = cls.__dict__.get("symmetries", getattr(cls, "symmetries", ()))
+    if not isinstance(claims, property):  # a property is read from the built model (`claimed_symmetries`)
+        if isinstance(claims, str) or not isinstance(claims, (tuple, list)) or set(claims) - set(SYMMETRY_GROUPS):
+            raise PluginError(f"{where}: `symmetries` must be a tuple of some of {SYMMETRY_GROUPS}, "
+                              f"got {claims!r:.80}")
+
+
+MODELS: Registry[type[nn.Module]] = Registry("NFN model", entry_points="nfnzoo.models", check=check_model_contract)
 
 
 def register_model(name: str) -> Callable[[ModelClass], ModelClass]:
@@ -86,9 +122,9 @@ def trained_by(model: nn.Module | type) -> str:
     return kind
 
 
-def model_outputs(name: str) -> tuple[str, ...]:
-    """What model `name` can output: "invariant" (a vector) and, for some, "weights" (a WeightBatch)."""
-    outputs = tuple(getattr(MODELS.get(name), "outputs", ("invariant",)))
+def model_outputs(name: str | type) -> tuple[str, ...]:
+    """What model `name` (or a model class) can output: "invariant" (a vector) and, for some, "weights"."""
+    outputs = tuple(getattr(MODELS.get(name) if isinstance(name, str) else name, "outputs", ("invariant",)))
     unknown = [o for o in outputs if o not in OUTPUTS]
     if unknown:
         raise ValueError(f"model {name!r} offers unknown outputs {unknown}; expected some of {OUTPUTS}")
@@ -96,8 +132,8 @@ def model_outputs(name: str) -> tuple[str, ...]:
 
 
 def models_with_output(output: str) -> list[str]:
-    """The registered models that can give `output`, sorted."""
-    return [name for name in list_models() if output in model_outputs(name)]
+    """The models registered or loaded so far that can give `output`, sorted (no plugin is imported)."""
+    return [name for name, cls in MODELS.loaded().items() if output in model_outputs(cls)]
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -118,7 +154,7 @@ def claimed_symmetries(model: nn.Module) -> tuple[str, ...]:
 
 
 def list_models() -> list[str]:
-    """The registered model names, sorted."""
+    """The registered model names and the `nfnzoo.models` entry points' (not imported), sorted."""
     return MODELS.names()
 
 

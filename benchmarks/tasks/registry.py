@@ -7,6 +7,10 @@ A task may carry named `PRESETS` (a paper's protocol, as data): `preset=NAME` st
 (`--set task.preset=NAME`) and the other overrides apply on top; and `ALIASES` (another name
 for a field, e.g. the generalization task's `threshold` for `min_accuracy`), which are
 resolved before validation, so results record the field's own name.
+
+Tasks may live in other packages, as models do (`zoo.registry`'s plugins): an import path
+`mypkg.tasks:MyTask`, or an entry point of the group `nfnzoo.tasks`, imported only when its name
+is asked for; `check_task_contract` states what such a class must have.
 """
 
 from __future__ import annotations
@@ -15,22 +19,41 @@ import dataclasses
 from typing import Any, Callable, TypeVar
 
 from benchmarks.tasks.base import Task
-from zoo.registry import Registry
+from zoo.registry import PluginError, Registry
 from zoo.validation.schema import SchemaError, from_data, to_data
 
 TaskClass = TypeVar("TaskClass", bound=type)
 
-TASKS: Registry[type[Task]] = Registry("benchmark task")
+
+def check_task_contract(name: str, cls: Any) -> None:
+    """Raises `PluginError` (one line) unless `cls` is a `Task` subclass with a dataclass `Config`
+    (every field with a default) and a main metric among its `metrics`."""
+    where = f"benchmark task {name!r} ({getattr(cls, '__qualname__', type(cls).__name__)})"
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise PluginError(f"{where}: expected a subclass of benchmarks.tasks.Task, got {type(cls).__name__} {cls!r:.80}")
+    config = getattr(cls, "Config", None)
+    if config is None or not dataclasses.is_dataclass(config):
+        raise PluginError(f"{where}: expected a dataclass attribute `Config`, got {type(config).__name__}")
+    try:
+        config()
+    except TypeError as error:
+        raise PluginError(f"{where}: every field of its Config needs a default ({error})") from None
+    if getattr(cls, "main_metric", None) not in getattr(cls, "metrics", {}):
+        raise PluginError(f"{where}: main metric {getattr(cls, 'main_metric', None)!r} is not among its metrics "
+                          f"{sorted(getattr(cls, 'metrics', {}))}")
+
+
+TASKS: Registry[type[Task]] = Registry("benchmark task", entry_points="nfnzoo.tasks", check=check_task_contract)
 
 
 def register_task(name: str) -> Callable[[TaskClass], TaskClass]:
     """Class decorator registering a `Task` subclass under `name` (a duplicate is an error)."""
 
     def decorator(cls: TaskClass) -> TaskClass:
-        if not issubclass(cls, Task):
-            raise TypeError(f"task {name!r}: {cls.__name__} must subclass benchmarks.tasks.Task")
-        if cls.main_metric not in cls.metrics:
-            raise TypeError(f"task {name!r}: main metric {cls.main_metric!r} is not in {sorted(cls.metrics)}")
+        try:
+            check_task_contract(name, cls)
+        except PluginError as error:
+            raise TypeError(str(error)) from None
         return TASKS.register(name)(cls)
 
     return decorator

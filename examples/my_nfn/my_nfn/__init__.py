@@ -1,0 +1,1 @@
+"""An example NFN package outside nfnzoo: one model, declared as an `nfnzoo.models` entry point."""
