@@ -79,7 +79,7 @@ def _gate(name: str, scores: torch.Tensor, config: TheoryConfig) -> torch.Tensor
 
 def regression(x: torch.Tensor, params: dict[str, torch.Tensor], gate: str, config: TheoryConfig) -> torch.Tensor:
     """f_G(x) for prefix atoms `params` (beta1 (L, d), beta0 (L,), a (L, d), b (L,))."""
-    h0 = torch.tensor(config.h0, dtype=x.dtype)
+    h0 = torch.tensor(config.h0, dtype=x.dtype, device=x.device)
     pretrained_score = config.a0_scale * (x * x).sum(1) + config.c0  # (n,)
     prefix_score = _gate(gate, x @ params["beta1"].T, config) + params["beta0"]  # (n, L)
     scores = torch.cat([pretrained_score[:, None], prefix_score], dim=1)
@@ -110,7 +110,8 @@ def _start(true: dict[str, torch.Tensor], atoms: int, config: TheoryConfig, gene
         base = value.expand(atoms, *value.shape[1:]).clone()
         if name == "beta0":
             base = base - math.log(atoms)  # the true weight split over the atoms
-        theta = base + config.jitter * torch.randn(base.shape, generator=generator, dtype=torch.float64)
+        jitter = torch.randn(base.shape, generator=generator, dtype=torch.float64)  # on the CPU, then moved
+        theta = base + config.jitter * jitter.to(base.device)
         limit = config.bound * (1 - 1e-6)
         start[name] = torch.atanh(theta.clamp(-limit, limit) / config.bound).requires_grad_(True)
     return start
@@ -125,7 +126,7 @@ def fit(x: torch.Tensor, y: torch.Tensor, atoms: int, gate: str, config: TheoryC
     """The least-squares atoms: L-BFGS from `restarts` starts near the truth, the best kept."""
     best, best_loss = None, math.inf
     for _ in range(config.restarts):
-        raw = _start(truth(config), atoms, config, generator)
+        raw = _start({k: v.to(x.device) for k, v in truth(config).items()}, atoms, config, generator)
         optimizer = torch.optim.LBFGS(list(raw.values()), lr=1.0, max_iter=config.iterations,
                                       tolerance_grad=1e-12, tolerance_change=1e-14, line_search_fn="strong_wolfe")
 
@@ -146,12 +147,13 @@ def fit(x: torch.Tensor, y: torch.Tensor, atoms: int, gate: str, config: TheoryC
     return best
 
 
-def simulate_point(config: TheoryConfig, n: int, replicate: int) -> dict:
-    """One sample of size n: the Voronoi loss of every (L', gate) fit, as {"L'": {gate: loss}}."""
-    true = truth(config)
+def simulate_point(config: TheoryConfig, n: int, replicate: int, device: str = "cpu") -> dict:
+    """One sample of size n: the Voronoi loss of every (L', gate) fit, as {"L'": {gate: loss}}; the
+    sample is drawn on the CPU and the fits run on `device`."""
+    true = {name: value.to(device) for name, value in truth(config).items()}
     data = torch.Generator().manual_seed(config.seed * 1_000_003 + n * 101 + replicate)
-    x = torch.rand((n, len(config.beta1)), generator=data, dtype=torch.float64) * 2 - 1
-    noise = math.sqrt(config.noise) * torch.randn(n, generator=data, dtype=torch.float64)
+    x = (torch.rand((n, len(config.beta1)), generator=data, dtype=torch.float64) * 2 - 1).to(device)
+    noise = (math.sqrt(config.noise) * torch.randn(n, generator=data, dtype=torch.float64)).to(device)
     losses: dict[str, dict[str, float]] = {str(atoms): {} for atoms in config.fitted}
     for gate in config.gates:
         with torch.no_grad():
@@ -231,18 +233,18 @@ def _register() -> None:
         def run(self, profile, seeds, out_dir, progress=None, workers=1, *, address=None, gpus_per_job=0.0):
             from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
 
-            if job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job) != "cpu":
-                raise ValueError(f"the {self.name} track's simulations run on the CPU only; leave out --gpus-per-job")
-
+            device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
+            on_device = [] if device == "cpu" else [device]  # a CPU run's records keep their fingerprints
             out_dir, written = Path(out_dir), []
             configs = {seed: dataclasses.replace(self.profile(profile), seed=seed) for seed in seeds}
-            jobs = [Job(f"jobs/seed{seed}/n{n}-r{r}", simulate_point, (config, n, r), fingerprint(config, n, r))
+            jobs = [Job(f"jobs/seed{seed}/n{n}-r{r}", simulate_point, (config, n, r, device),
+                        fingerprint(config, n, r, *on_device))
                     for seed, config in configs.items() for n in config.sizes for r in range(config.replicates)]
             outcomes = run_jobs(jobs, out_dir, workers, progress, address=address, gpus_per_job=gpus_per_job)
             for seed, config in configs.items():
                 points = {(n, r): outcomes[f"jobs/seed{seed}/n{n}-r{r}"] for n in config.sizes
                           for r in range(config.replicates)}
-                results = {"track": self.name, "profile": profile, **summarise(config, points)}
+                results = {"track": self.name, "profile": profile, "device": device, **summarise(config, points)}
                 suffix = "" if len(seeds) == 1 else f"-seed{seed}"
                 written.append(write_json_atomic(out_dir / f"theory{suffix}.json", results))
                 written.append(plot(results, out_dir / f"theory-estimation{suffix}.png"))
