@@ -1,4 +1,5 @@
-"""`nfnzoo` subcommands of the zoo package: generate, pack, info, verify, publish.
+"""`nfnzoo` subcommands of the zoo package: generate, pack, info, verify, publish (and import, export:
+`zoo.imports.commands`).
 
 Each is a thin wrapper: parse arguments, call the library, print the outcome.
 """
@@ -293,6 +294,10 @@ def register(subparsers) -> Callable[[], str]:
     p.add_argument("--revision", default=None,
                    help="branch to commit to, created if missing (default: the repo's default branch)")
     p.set_defaults(handler=_publish)
+
+    from zoo.imports.commands import register as register_imports  # imports no torch
+
+    register_imports(subparsers)
     return _listing
 
 

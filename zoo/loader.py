@@ -278,3 +278,62 @@ def _read_metadata(files: list[Path]) -> pd.DataFrame:
 
 def _metadata_columns(path: Path) -> list[str]:
     return [name for name in read_named(path, lambda: pq.read_schema(path)).names if name != "weights"]
+
+
+def split_set_names(folder: str | Path, config: str | None = None) -> list[str]:
+    """The named split sets a config records besides its own split (an import's papers' splits)."""
+    manifest = read_manifest(folder)
+    return sorted(manifest["configs"][resolve_config(manifest, config, folder)].get("split_sets", {}))
+
+
+def load_split_set(folder: str | Path, config: str | None, name: str, *, check: bool = True) -> dict[str, ZooSplit]:
+    """The train, validation and test splits of the named split set `name` (`zoo.imports.writer.SplitSet`):
+    each split's rows in the set's order, a row repeated where the set repeats it.
+
+    The set's file and every shard are checked against the manifest (with `check`); rows are
+    gathered a shard at a time, so memory holds the set's rows and one shard.
+    """
+    from zoo.storage.manifest import shard_path
+    from zoo.storage.integrity import sha256_file
+    from zoo.validation.inputs import InputError, read_json_file
+
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    config = resolve_config(manifest, config, folder)
+    entry = manifest["configs"][config]
+    sets = entry.get("split_sets", {})
+    if name not in sets:
+        raise ValueError(f"{folder} config {config!r} has no split set {name!r}; it has "
+                         f"{sorted(sets) or 'none'} besides its own split (the default)")
+    described = sets[name]
+    path = shard_path(folder, described["path"], f"{folder}/manifest.json: split set {name}")
+    if check and (not path.is_file() or sha256_file(path) != described["sha256"]):
+        raise InputError(f"{path}: split set {name!r} is missing or differs from the manifest's sha256")
+    wanted = read_json_file(path, 64 * 2**20, strict=True, what="split set")
+    if not isinstance(wanted, dict) or not all(isinstance(wanted.get(s), list) for s in ("train", "validation", "test")):
+        raise InputError(f"{path}: expected train, validation and test lists of model ids")
+    needed = {m for ids in wanted.values() for m in ids}
+    if check:
+        check_shards(folder, entry["files"])
+    pieces: list[ZooSplit] = []
+    for path_of_shard in entry_paths(folder, entry["files"]):
+        ids = read_named(path_of_shard, lambda: pq.read_table(path_of_shard, columns=["model_id"]))["model_id"]
+        keep = pc.is_in(ids, value_set=pa.array(sorted(needed)))
+        if not pc.any(keep).as_py():
+            continue
+        table = read_named(path_of_shard, lambda: pq.read_table(path_of_shard, memory_map=True)).filter(keep)
+        pieces.append(ZooSplit(decode_weights(table["weights"]), table.drop_columns(["weights"]).to_pandas()))
+    if not pieces:
+        raise ValueError(f"split set {name!r}: none of its models is in config {config!r}")
+    metadata = pd.concat([p.metadata for p in pieces], ignore_index=True)
+    space = pieces[0].weights.space
+    weights = WeightBatch(space, tuple(torch.cat(parts) for parts in zip(*(p.weights.tensors for p in pieces))))
+    position = {model_id: i for i, model_id in enumerate(metadata["model_id"])}
+    missing = next((m for m in needed if m not in position), None)
+    if missing is not None:
+        raise ValueError(f"split set {name!r} lists model {missing}, which config {config!r} does not hold")
+    splits = {}
+    for split in ("train", "validation", "test"):
+        rows = torch.tensor([position[m] for m in wanted[split]], dtype=torch.long)
+        splits[split] = ZooSplit(weights[rows], metadata.iloc[rows.numpy()].reset_index(drop=True))
+    return splits

@@ -83,8 +83,10 @@ def _data_set(entry: dict):
 
 
 def _license_fields(entries: dict) -> dict:
-    terms = {(f.license, f.license_name, f.license_link) if f else ("unknown", None, None)
-             for f in map(_data_set, entries.values())}
+    # an imported zoo is published under its authors' terms (`zoo.imports`), a generated one under its data set's
+    terms = {(e["imported"]["license"], None, None) if "imported" in e
+             else (f.license, f.license_name, f.license_link) if f else ("unknown", None, None)
+             for e, f in ((e, _data_set(e)) for e in entries.values())}
     if len(terms) == 1:
         (license_id, license_name, license_link), = terms
         fields = {"license": license_id}
@@ -138,6 +140,15 @@ def _config_section(name: str, entry: dict) -> str:
     complete = "" if entry["complete"] else (
         f"\n{INCOMPLETE_MARK} {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned checkpoints.\n")
     data_set = facts.pretty_name if facts else spec["dataset"]["name"]
+    imported = entry.get("imported")
+    if imported:
+        complete += (f"\nImported from {imported['name']} ({imported['url']}), licence `{imported['license']}`. "
+                     "Conversions applied:\n\n" + "".join(f"- {line}\n" for line in imported["conversions"])
+                     + f"\nVerified: {imported['verified']}.\n")
+    for set_name, split_set in sorted(entry.get("split_sets", {}).items()):
+        rows = ", ".join(f"{split}: {count:,}" for split, count in split_set["rows"].items())
+        complete += (f"\nSplit set `{set_name}` (`{split_set['path']}`; {rows}; `zoo.loader.load_split_set`, "
+                     f"`--set task.splits={set_name}`): {split_set['description']}\n")
     return f"""## `{name}`
 
 {spec.get('description', '').strip()}
@@ -193,6 +204,11 @@ def _creation(entries: dict) -> str:
     lines = []
     for name, entry in entries.items():
         spec, family = entry["spec"], FAMILIES.get(entry["family"])
+        if "imported" in entry:
+            lines.append(f"- `{name}`: not generated here: imported from {entry['imported']['name']} "
+                         f"({entry['imported']['url']}) by `nfnzoo import {entry['imported']['format']}`; its "
+                         "section lists every conversion.")
+            continue
         training = ", ".join(f"{key} {value}" for key, value in sorted(spec.get("training", {}).items()))
         space = spec.get("search_space", {})
         sampled = space.get("sampled") or {}
@@ -254,6 +270,13 @@ def _license(entries: dict) -> str:
     lines = []
     for name, entry in entries.items():
         facts = _data_set(entry)
+        if "imported" in entry:
+            imported = entry["imported"]
+            lines.append(f"- `{name}`: {imported['name']}, published by its authors under `{imported['license']}` "
+                         f"({imported['license_link']}); its members were trained on "
+                         f"{facts.pretty_name if facts else entry['spec']['dataset']['name']}"
+                         + (f", whose terms are `{facts.license}`." if facts else "."))
+            continue
         if facts:
             link = f" ({facts.license_link})" if facts.license_link else ""
             lines.append(f"- `{name}`: trained on {facts.pretty_name}, published under its terms: "
@@ -267,7 +290,9 @@ def _citation(entries: dict) -> str:
     entries_bibtex = [NFNZOO_BIBTEX]
     for entry in entries.values():
         family, facts = FAMILIES.get(entry["family"]), _data_set(entry)
-        for bibtex in (*(family.bibtex if family else ()), *((facts.bibtex,) if facts else ())):
+        imported = entry.get("imported", {})
+        for bibtex in (*([imported["citation"]] if imported else []), *imported.get("split_set_citations", {}).values(),
+                       *(family.bibtex if family else ()), *((facts.bibtex,) if facts else ())):
             if bibtex not in entries_bibtex:
                 entries_bibtex.append(bibtex)
     return "## Citation\n\nThis dataset, the zoos it follows and the data sets its members were trained on:\n\n" \

@@ -1,0 +1,152 @@
+"""`nfnzoo import small-cnn-zoo`: a hand-made folder in the release's layout -> our dataset format."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from small_cnn_fixture import make_zoo
+from zoo.imports import get_importer, list_importers
+from zoo.imports.writer import RowEncoder
+from zoo.loader import load_split, read_metadata
+from zoo.storage.record import CheckpointRecord, encode_weights
+
+import_zoo = get_importer("small-cnn-zoo")
+
+
+def _all_rows(folder, config):
+    splits = {s: load_split(folder, config, s) for s in ("train", "validation", "test")}
+    return splits
+
+
+def test_registry_lists_the_format():
+    assert "small-cnn-zoo" in list_importers()
+    with pytest.raises(KeyError, match="small-cnn-zoo"):
+        get_importer("no-such-format")
+
+
+def test_row_encoder_matches_the_record_encoding():
+    from zoo.families import create_family
+    from zoo.imports.small_cnn_zoo import released_architecture
+
+    arch = released_architecture()
+    space = create_family("cnn").weight_space(arch)
+    weights = {t.name: torch.randn(t.shape, generator=torch.Generator().manual_seed(i)) for i, t in enumerate(space.tensors)}
+    record = CheckpointRecord("m", "r", "cnn", "c", 0, 0, {}, {}, "ok", arch, weights)
+    encoded = RowEncoder("cnn", arch, space).encode({k: v.numpy()[None] for k, v in weights.items()})
+    assert encoded == [encode_weights(record)]
+
+
+def test_weights_transposed_from_tensorflow_layout(tmp_path):
+    weights, metrics = make_zoo(tmp_path / "src", runs=4, steps=(0, 86))
+    import_zoo(tmp_path / "src", tmp_path / "out")
+    config = "small-cnn-zoo-mnist"
+    seen = 0
+    for split in ("train", "validation", "test"):
+        try:
+            loaded = load_split(tmp_path / "out", config, split)
+        except ValueError:
+            continue
+        for i, (modeldir, epoch) in enumerate(zip(loaded.metadata["modeldir"], loaded.metadata["epoch"])):
+            row = int(np.flatnonzero((metrics["modeldir"] == modeldir) & (metrics["step"] == epoch))[0])
+            w = weights[row]
+            state = loaded.weights.state_dict(i)
+            # index arithmetic straight from the TF layout: kernel[h, w, in, out] at ((h*3 + w)*I + in)*O + out
+            o, c, h, x = 5, 0, 2, 1
+            assert state["conv1.weight"][o, c, h, x] == w[16 + ((h * 3 + x) * 1 + c) * 16 + o]
+            assert state["conv1.bias"][3] == w[3]
+            o, c, h, x = 7, 11, 0, 2
+            assert state["conv3.weight"][o, c, h, x] == w[2496 + ((h * 3 + x) * 16 + c) * 16 + o]
+            assert state["dense.weight"][9, 4] == w[4810 + 4 * 10 + 9]
+            assert state["dense.bias"][9] == w[4809]
+            source = metrics.iloc[row]
+            meta = loaded.metadata.iloc[i]
+            assert meta["init"] == source["config.w_init"] and meta["l2"] == source["config.l2reg"]
+            assert meta["test_accuracy"] == source["test_accuracy"] and np.isnan(meta["val_accuracy"])
+            seen += 1
+    assert seen == len(metrics)
+
+
+def test_runs_never_cross_our_splits(tmp_path):
+    make_zoo(tmp_path / "src", runs=20, steps=(0, 86))
+    import_zoo(tmp_path / "src", tmp_path / "out")
+    runs = [set(read_metadata(tmp_path / "out", None, s)["modeldir"]) for s in ("train", "validation", "test")]
+    assert sum(map(len, runs)) == 20 and not (runs[0] & runs[1] or runs[0] & runs[2] or runs[1] & runs[2])
+
+
+def reference_nfn_split(folder, split_file, final_step=86):
+    """An independent re-implementation of the NFN `ZooDataset` rule, in its own pandas terms."""
+    order = pd.read_csv(split_file, header=None).values.flatten()
+    metrics = pd.read_csv(folder / "metrics.csv.gz", compression="gzip")
+    metrics["source_row"] = np.arange(len(metrics))
+    metrics = metrics.iloc[order]
+    metrics = metrics[metrics["step"] == final_step]
+    metrics.index = np.arange(0, len(metrics))
+    test_point = int(0.5 * len(metrics))
+    trainval = list(range(test_point))
+    val_point = int(0.8 * len(trainval))
+    rng = random.Random(0)
+    rng.shuffle(trainval)
+    pick = lambda idcs: [(metrics.iloc[i]["modeldir"], int(metrics.iloc[i]["step"])) for i in idcs]
+    return {"train": pick(trainval[:val_point]), "validation": pick(trainval[val_point:]),
+            "test": pick(range(test_point, len(metrics)))}
+
+
+def test_nfn_split_set_equals_the_reference_rule(tmp_path):
+    from zoo.loader import load_split_set
+
+    make_zoo(tmp_path / "src", runs=30, steps=(86, 0, 40))  # row 0 is a final-step row: it appears twice
+    import_zoo(tmp_path / "src", tmp_path / "out")
+    expected = reference_nfn_split(tmp_path / "src", tmp_path / "src" / "nfn_split.csv")
+    splits = load_split_set(tmp_path / "out", None, "nfn")
+    got = {s: list(zip(split.metadata["modeldir"], split.metadata["epoch"].astype(int))) for s, split in splits.items()}
+    assert got == expected
+    everything = sum(expected.values(), [])
+    assert everything.count(("/cns/zoo/mnist/00000", 86)) == 2  # the header quirk, kept
+
+
+def test_bad_inputs_are_one_line_and_write_nothing(tmp_path):
+    from zoo.validation.inputs import InputError
+
+    weights, metrics = make_zoo(tmp_path / "src", runs=3, steps=(0, 86))
+    out = tmp_path / "out"
+    metrics.iloc[:-1].to_csv(tmp_path / "src" / "metrics.csv.gz", index=False, compression="gzip")
+    with pytest.raises(InputError, match=r"metrics.csv.gz: 5 rows, .*weights.npy 6: weights row 5 has no metrics"):
+        import_zoo(tmp_path / "src", out)
+    metrics.to_csv(tmp_path / "src" / "metrics.csv.gz", index=False, compression="gzip")
+    data = (tmp_path / "src" / "weights.npy").read_bytes()
+    (tmp_path / "src" / "weights.npy").write_bytes(data[:-5000])
+    with pytest.raises(InputError, match=r"weights.npy: .*truncated: row 5 is the first incomplete one") as error:
+        import_zoo(tmp_path / "src", out)
+    assert "\n" not in str(error.value)
+    (tmp_path / "src" / "weights.npy").write_bytes(data)
+    bad = metrics.copy()
+    bad["config.learning_rate"] = bad["config.learning_rate"].astype(object)
+    bad.loc[3, "config.learning_rate"] = "fast"
+    bad.to_csv(tmp_path / "src" / "metrics.csv.gz", index=False, compression="gzip")
+    with pytest.raises(InputError, match=r"weights.npy: row 3 \(/cns/zoo/mnist/00001, step 86\)"):
+        import_zoo(tmp_path / "src", out)
+    assert not (out / "manifest.json").exists() and not list(out.glob("**/*.parquet*"))
+    assert not any(p.name.endswith(".building") for p in out.glob("data/.*"))
+
+
+def test_cli_import_then_info_verify_and_datasets(tmp_path, capsys, read_with_datasets):
+    from zoo.cli import main
+
+    make_zoo(tmp_path / "src", runs=8, steps=(0, 1, 86))
+    out = tmp_path / "out"
+    assert main(["import", "small-cnn-zoo", str(tmp_path / "src"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "imported small-cnn-zoo-mnist" in printed and "split sets: nfn" in printed
+    assert main(["info", str(out)]) == 0
+    assert main(["verify", str(out)]) == 0
+    assert capsys.readouterr().out.strip().endswith("ok")
+    card = (out / "README.md").read_text()
+    assert "cc-by-4.0" in card and "Unterthiner" in card and "HWIO -> OIHW" in card and "Split set `nfn`" in card
+    seen = read_with_datasets(out, "small-cnn-zoo-mnist")
+    assert sum(s["rows"] for s in seen["splits"].values()) == 24 and not seen["imported_zoo"]
+    assert main(["import", "no-such-format", str(tmp_path / "src"), "--out", str(out)]) == 1

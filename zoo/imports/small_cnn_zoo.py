@@ -1,0 +1,570 @@
+"""The Small CNN Zoo (Unterthiner et al. 2020) in our format, and our CNN zoos in its layout.
+
+"Predicting Neural Network Accuracy from Weights" (Unterthiner, Keysers, Gelly, Bousquet,
+Tolstikhin, 2020) released, per data set (MNIST, Fashion-MNIST, CIFAR-10-GS, SVHN-GS), a folder:
+
+    weights.npy       (checkpoints, 4970) float32: one row per checkpoint, each layer's bias then its
+                      kernel, kernels in TensorFlow layout (conv HWIO, dense (in, out))
+    metrics.csv.gz    one row per checkpoint, same order: config.* (the run's flags), modeldir (the
+                      run), step (the epoch: 0, 1, 2, 3, 20, 40, 60, 80, 86), train/test accuracy and loss
+    layout.csv        varname, start_idx, end_idx, shape: where each variable lies in a row
+
+(the release's README; the per-layer boundaries are those of its colab, which reads
+bias (0, 16) then kernel (16, 160) for the first convolution). Licence: CC-BY 4.0.
+
+Conversions on import, all recorded in the card: kernels transposed into our `cnn` family's
+PyTorch layout (HWIO -> OIHW, (in, out) -> (out, in)); the flags mapped to our hyperparameter
+columns (`HPARAM_COLUMNS`, values kept verbatim: `init` holds the source's Keras initializer
+name); `config.b_init` and `modeldir` kept as extra columns; run ids hashed from `modeldir`,
+model ids from (run, step); a row with a non-finite weight or metric is `diverged`; validation
+metrics are NaN (the zoo has none) unless the source carries `val_accuracy`/`val_loss` columns
+(our exporter writes them, so a round trip keeps them).
+
+Split sets: our run-disjoint split (seeded fractions 0.7/0.1/0.2 by run) is the shards' split;
+with the NFN split file (`experiments/predict_gen_data_splits/<data set>_split.csv` of
+AllanYangZhou/nfn) the "nfn" split set is the one its `ZooDataset` reads (`nfn_split_set`).
+
+`weights.npy` is read a chunk of rows at a time from its data offset (its header and size
+checked first), so memory stays bounded by the chunk and one shard per split whatever the
+file's size: a memory map would count every page it touched in the process's resident size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import math
+import random
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from zoo.imports import register_exporter, register_importer
+from zoo.imports.writer import ImportedConfig, SplitSet, write_import
+from zoo.dataset.provenance import UNTERTHINER_BIBTEX, ZHOU_BIBTEX
+from zoo.planning.plan import assign_splits, checkpoint_id
+from zoo.planning.spec import SplitSpec, content_hash
+from zoo.validation.inputs import InputError, read_capped
+
+FORMAT = "small-cnn-zoo"
+WEIGHTS, METRICS, LAYOUT, NFN_SPLIT = "weights.npy", "metrics.csv.gz", "layout.csv", "nfn_split.csv"
+URL = "https://github.com/google-research/google-research/tree/master/dnn_predict_accuracy"
+LICENSE, LICENSE_LINK = "cc-by-4.0", "https://creativecommons.org/licenses/by/4.0/"
+# our hyperparameter -> the source's column (the release README's flags)
+HPARAM_COLUMNS = {"optimizer": "config.optimizer", "learning_rate": "config.learning_rate", "l2": "config.l2reg",
+                  "init": "config.w_init", "init_std": "config.init_std", "activation": "config.activation",
+                  "dropout": "config.dropout", "train_fraction": "config.train_fraction"}
+EXTRA_COLUMNS = {"b_init": "config.b_init", "modeldir": "modeldir"}  # kept verbatim, as strings
+SOURCE_METRICS = ("train_loss", "train_accuracy", "test_loss", "test_accuracy")
+OPTIONAL_METRICS = ("val_loss", "val_accuracy")  # not in the release; our exporter writes them
+# the source's data-set name (TFDS) <-> ours; CIFAR-10 and SVHN were trained on grayscale (the flag's default)
+DATASETS = {"mnist": "mnist", "fashion_mnist": "fashion_mnist", "cifar10": "cifar10_gs", "svhn_cropped": "svhn_gs"}
+# the released architecture's constants (README: 3 layers of 16 units, always "cnn")
+CONSTANTS = {"config.num_layers": 3, "config.num_units": 16, "config.dnn_architecture": "cnn"}
+# the released training recipe (train_network.py flags as the README states them), for the card
+RECIPE = {"epochs": 86, "batch_size": 512, "checkpoint_epochs": [0, 1, 2, 3, 20, 40, 60, 80, 86]}
+# architecture fields the released model sets, applied where our family has the field (Keras'
+# Conv2D default padding is "valid": 28 -> 13 -> 6 -> 2 on MNIST)
+RELEASED_ARCHITECTURE = {"in_channels": 1, "channels": 16, "num_conv_layers": 3, "kernel_size": 3, "stride": 2,
+                         "num_classes": 10, "padding": "valid"}
+NFN_FINAL_STEP = 86  # the reference's `metrics["step"] == 86`
+OUR_SPLIT = SplitSpec(seed=0, fractions={"train": 0.7, "validation": 0.1, "test": 0.2})
+CHUNK_ROWS = 4096
+MAX_LAYOUT_BYTES = 2**20
+MAX_SPLIT_FILE_BYTES = 64 * 2**20  # 270,000 indices are 1.8 MB
+MAX_METRICS_BYTES = 2**31
+
+
+# --- the source files ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class LayoutEntry:
+    varname: str
+    start: int
+    end: int
+    shape: tuple[int, ...]  # the TensorFlow shape
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.varname.endswith("kernel:0")
+
+
+_SHAPE = re.compile(r"\(\s*(\d+\s*(?:,\s*\d+\s*)*)?,?\s*\)|\[\s*(\d+\s*(?:,\s*\d+\s*)*)?\]")
+
+
+def parse_shape(text: str, where: str) -> tuple[int, ...]:
+    """"(3, 3, 1, 16)" or "(16,)" or "[16]" -> a tuple of ints; never evaluated as code."""
+    match = _SHAPE.fullmatch(text.strip())
+    if match is None:
+        raise InputError(f"{where}: shape {ascii(text)[:60]} is not a tuple of integers such as (3, 3, 1, 16)")
+    numbers = match.group(1) or match.group(2) or ""
+    return tuple(int(n) for n in numbers.split(",") if n.strip())
+
+
+def read_layout(path: Path) -> list[LayoutEntry]:
+    import csv
+
+    text = read_capped(path, MAX_LAYOUT_BYTES, "layout file").decode("utf-8", errors="replace")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    needed = {"varname", "start_idx", "end_idx", "shape"}
+    if not rows or not needed <= set(rows[0]):
+        raise InputError(f"{path}: expected the columns {sorted(needed)} and at least one row")
+    entries = []
+    for number, row in enumerate(rows, start=2):  # line numbers, the header being line 1
+        where = f"{path}: line {number} ({ascii(row['varname'])[:60]})"
+        try:
+            start, end = int(row["start_idx"]), int(row["end_idx"])
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: start_idx and end_idx must be integers") from None
+        shape = parse_shape(row["shape"] or "", where)
+        if not (row["varname"].endswith("kernel:0") or row["varname"].endswith("bias:0")):
+            raise InputError(f"{where}: a variable must end in kernel:0 or bias:0")
+        if end - start != math.prod(shape) or start < 0:
+            raise InputError(f"{where}: [{start}, {end}) holds {end - start} values, its shape {shape} {math.prod(shape)}")
+        entries.append(LayoutEntry(row["varname"], start, end, shape))
+    return entries
+
+
+@dataclasses.dataclass(frozen=True)
+class NpyMatrix:
+    """A 2-D little-endian float .npy matrix, read by row ranges (module docstring)."""
+
+    path: Path
+    rows: int
+    columns: int
+    dtype: np.dtype
+    offset: int
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        count = (stop - start) * self.columns
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset + start * self.columns * self.dtype.itemsize)
+            values = np.fromfile(handle, dtype=self.dtype, count=count)
+        if values.size != count:  # the file shrank after it was opened
+            raise InputError(f"{self.path}: truncated at row {start + values.size // self.columns:,}")
+        return values.reshape(stop - start, self.columns).astype(np.float32, copy=False)
+
+
+def open_npy(path: Path) -> NpyMatrix:
+    """The header of `path`, checked: 2-D, C order, float32/float64, and the file exactly as long as it says."""
+    try:
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = reader(handle)
+            offset = handle.tell()
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing (the Small CNN Zoo folder holds {WEIGHTS}, {METRICS} and {LAYOUT})") from None
+    except (ValueError, SyntaxError, EOFError) as error:
+        raise InputError(f"{path}: not a .npy file ({str(error).splitlines()[0][:120]})") from None
+    if len(shape) != 2 or fortran or dtype.kind != "f" or dtype.byteorder == ">":
+        raise InputError(f"{path}: expected a 2-D C-order little-endian float matrix, got shape {shape}, "
+                         f"dtype {dtype}, fortran_order {fortran}")
+    rows, columns = shape
+    expected = offset + rows * columns * dtype.itemsize
+    size = path.stat().st_size
+    if size != expected:
+        row_bytes = columns * dtype.itemsize
+        whole = max(0, size - offset) // row_bytes if row_bytes else 0
+        detail = (f"truncated: row {whole:,} is the first incomplete one" if size < expected
+                  else f"{size - expected:,} bytes after the last row")
+        raise InputError(f"{path}: its header says {rows:,} rows of {columns:,} {dtype} ({expected:,} bytes), "
+                         f"the file holds {size:,} bytes; {detail}")
+    return NpyMatrix(path, rows, columns, dtype, offset)
+
+
+def read_metrics(path: Path):
+    import pandas as pd
+
+    if not path.is_file():
+        raise InputError(f"{path}: missing (the Small CNN Zoo folder holds {WEIGHTS}, {METRICS} and {LAYOUT})")
+    if path.stat().st_size > MAX_METRICS_BYTES:
+        raise InputError(f"{path}: {path.stat().st_size:,} bytes, more than a metrics file may hold")
+    try:
+        frame = pd.read_csv(path, compression="gzip")
+    except (OSError, EOFError, ValueError, pd.errors.ParserError) as error:
+        raise InputError(f"{path}: not a readable gzipped CSV ({str(error).splitlines()[0][:120]})") from None
+    needed = ["modeldir", "step", *SOURCE_METRICS, *HPARAM_COLUMNS.values()]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: missing the columns {missing}")
+    return frame
+
+
+def _dataset_name(frame, path: Path, given: str | None) -> str:
+    if given is not None:
+        if given not in DATASETS.values():
+            raise InputError(f"--dataset {given!r}: expected one of {sorted(DATASETS.values())}")
+        return given
+    if "config.dataset" not in frame.columns:
+        raise InputError(f"{path}: no config.dataset column; name the data set with --dataset")
+    names = sorted(set(map(str, frame["config.dataset"])))
+    if len(names) != 1 or names[0] not in DATASETS:
+        raise InputError(f"{path}: config.dataset holds {names[:4]}; expected one of {sorted(DATASETS)}")
+    return DATASETS[names[0]]
+
+
+def _check_constants(frame, path: Path) -> None:
+    for column, value in CONSTANTS.items():
+        if column in frame.columns:
+            bad = frame.index[frame[column].astype(str) != str(value)]
+            if len(bad):
+                raise InputError(f"{path}: row {int(bad[0])} ({frame['modeldir'].iloc[int(bad[0])]}): {column} is "
+                                 f"{frame[column].iloc[int(bad[0])]}, the released architecture has {value}")
+
+
+# --- the layout: TensorFlow rows <-> our family's tensors ----------------------------------------
+
+def _tf_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Our PyTorch shape -> the TensorFlow one (OIHW -> HWIO, (out, in) -> (in, out))."""
+    if len(shape) == 4:
+        out_c, in_c, height, width = shape
+        return (height, width, in_c, out_c)
+    if len(shape) == 2:
+        return (shape[1], shape[0])
+    return shape
+
+
+def _to_torch(values: np.ndarray) -> np.ndarray:
+    """(N, *tf_shape) -> (N, *torch_shape)."""
+    if values.ndim == 5:
+        return values.transpose(0, 4, 3, 1, 2)
+    if values.ndim == 3:
+        return values.transpose(0, 2, 1)
+    return values
+
+
+def _to_tf(values: np.ndarray) -> np.ndarray:
+    if values.ndim == 5:  # (N, O, I, H, W) -> (N, H, W, I, O)
+        return values.transpose(0, 3, 4, 2, 1)
+    if values.ndim == 3:
+        return values.transpose(0, 2, 1)
+    return values
+
+
+def match_layout(layout: list[LayoutEntry], space, path: Path) -> dict[str, LayoutEntry]:
+    """Our tensor name -> its layout entry: the k-th kernel is our k-th weight, the k-th bias our
+    k-th bias (both in order), each of the TensorFlow shape of ours."""
+    kernels = [e for e in layout if e.is_kernel]
+    biases = [e for e in layout if not e.is_kernel]
+    ours_w = [t for t in space.tensors if t.name.endswith("weight")]
+    ours_b = [t for t in space.tensors if t.name.endswith("bias")]
+    if len(kernels) != len(ours_w) or len(biases) != len(ours_b):
+        raise InputError(f"{path}: {len(kernels)} kernels and {len(biases)} biases; the released architecture has "
+                         f"{len(ours_w)} and {len(ours_b)}")
+    mapping = {}
+    for entry, tensor in [*zip(kernels, ours_w), *zip(biases, ours_b)]:
+        expected = _tf_shape(tuple(tensor.shape))
+        if entry.shape != expected:
+            raise InputError(f"{path}: {entry.varname} has shape {entry.shape}; {tensor.name} needs {expected}")
+        mapping[tensor.name] = entry
+    return mapping
+
+
+# --- import ---------------------------------------------------------------------------------------
+
+def released_architecture() -> dict[str, Any]:
+    """The released model's fields that our `cnn` family's Architecture has."""
+    from zoo.families import create_family
+
+    fields = {f.name for f in dataclasses.fields(create_family("cnn").Architecture)}
+    return {key: value for key, value in RELEASED_ARCHITECTURE.items() if key in fields}
+
+
+def read_nfn_split_file(path: Path, rows: int) -> list[int]:
+    """The NFN split file's indices as the reference reads it: `header=None`, so the first line (the
+    header "0" that writing a one-column frame puts there) is read as index 0 too."""
+    text = read_capped(path, MAX_SPLIT_FILE_BYTES, "NFN split file").decode("ascii", errors="replace")
+    indices = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = int(line.strip())
+        except ValueError:
+            raise InputError(f"{path}: line {number}: {ascii(line)[:40]} is not a row index") from None
+        if not 0 <= value < rows:
+            raise InputError(f"{path}: line {number}: row {value} is outside the zoo's {rows:,} rows")
+        indices.append(value)
+    return indices
+
+
+def nfn_split_positions(order: list[int], steps: np.ndarray, final_step: int = NFN_FINAL_STEP) -> dict[str, list[int]]:
+    """Source rows per split of the NFN split (Zhou et al. 2023, experiments/data_utils.py `ZooDataset`):
+    rows in the split file's order, kept where step == `final_step`; the second half (from int(n/2))
+    is the test set; the first half's positions shuffled by random.Random(0) and cut at int(0.8 m)
+    into train and validation."""
+    kept = [row for row in order if steps[row] == final_step]
+    half = int(0.5 * len(kept))
+    positions = list(range(half))
+    cut = int(0.8 * len(positions))
+    random.Random(0).shuffle(positions)
+    return {"train": [kept[p] for p in positions[:cut]], "validation": [kept[p] for p in positions[cut:]],
+            "test": kept[half:]}
+
+
+NFN_DESCRIPTION = ("the split of Zhou et al. 2023 (NFN, experiments/data_utils.py ZooDataset) and the papers that reuse "
+                   "its split files: the split file's row order, read with header=None (so its header line puts row 0 "
+                   "in once more), rows with step == {step} kept, the second half the test set, the first half "
+                   "shuffled by random.Random(0) and cut 80/20 into train and validation. Kept as the reference reads "
+                   "it, row 0 included twice where it is a step-{step} row.")
+
+
+def _cast(kind: Any, value: Any) -> Any:
+    origin = typing.get_origin(kind)
+    if origin is typing.Literal or kind is str:
+        return str(value)
+    return int(value) if kind is int else float(value)
+
+
+def _runs(frame, dataset: str) -> list[str]:
+    return [content_hash({"format": FORMAT, "dataset": dataset, "modeldir": str(m)}) for m in frame["modeldir"]]
+
+
+def _chunks(matrix: NpyMatrix, frame, mapping, run_ids, split_of, hparam_types, path: Path
+            ) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
+    steps = frame["step"].to_numpy()
+    metric_values = {m: frame[m].to_numpy(dtype=np.float64) if m in frame.columns else None
+                     for m in (*SOURCE_METRICS, *OPTIONAL_METRICS)}
+    hparam_values = {name: frame[column].tolist() for name, column in HPARAM_COLUMNS.items()}
+    extra_values = {name: (frame[column].astype(str).tolist() if column in frame.columns else [""] * len(frame))
+                    for name, column in EXTRA_COLUMNS.items()}
+    seeds = frame["config.random_seed"].tolist() if "config.random_seed" in frame.columns else [0] * len(frame)
+    for start in range(0, matrix.rows, CHUNK_ROWS):
+        stop = min(start + CHUNK_ROWS, matrix.rows)
+        block = matrix.read(start, stop)  # (N, 4970)
+        tensors = {name: _to_torch(block[:, e.start:e.end].reshape(stop - start, *e.shape)) for name, e in mapping.items()}
+        finite = np.isfinite(block).all(axis=1)
+        by_split: dict[str, list[int]] = {}
+        rows_of: dict[int, dict] = {}
+        for index in range(start, stop):
+            where = f"{path}: row {index} ({extra_values['modeldir'][index]}, step {steps[index]})"
+            try:
+                step = int(steps[index])
+                hparams = {name: _cast(hparam_types[name], hparam_values[name][index]) for name in HPARAM_COLUMNS}
+                seed = int(seeds[index])
+            except (TypeError, ValueError) as error:
+                raise InputError(f"{where}: {error}") from None
+            metrics = {m: (float(v[index]) if v is not None else math.nan) for m, v in metric_values.items()}
+            ok = finite[index - start] and all(math.isfinite(metrics[m]) for m in SOURCE_METRICS)
+            run_id = run_ids[index]
+            rows_of[index] = {"model_id": checkpoint_id(run_id, step), "run_id": run_id, "epoch": step, "seed": seed,
+                              **hparams, **metrics, **{k: v[index] for k, v in extra_values.items()},
+                              "status": "ok" if ok else "diverged"}
+            by_split.setdefault(split_of[run_id], []).append(index)
+        for split, indices in by_split.items():
+            local = np.array(indices) - start
+            yield split, [rows_of[i] for i in indices], {name: t[local] for name, t in tensors.items()}
+
+
+@register_importer(FORMAT)
+def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None, dataset: str | None = None,
+               nfn_split: str | Path | None = None, nfn_final_step: int = NFN_FINAL_STEP,
+               max_shard_bytes: int = 64 * 2**20) -> dict:
+    """Imports the Small CNN Zoo folder `source` as config `config` (default small-cnn-zoo-<data set>)
+    of the zoo folder `out`; returns the manifest. With `nfn_split` (or an `nfn_split.csv` in
+    `source`) the "nfn" split set is recorded too (module docstring)."""
+    from zoo.families import create_family
+
+    source = Path(source)
+    if not source.is_dir():
+        raise InputError(f"{source}: no such folder (the Small CNN Zoo folder holds {WEIGHTS}, {METRICS}, {LAYOUT})")
+    matrix = open_npy(source / WEIGHTS)
+    frame = read_metrics(source / METRICS)
+    if len(frame) != matrix.rows:
+        first = min(len(frame), matrix.rows)
+        detail = (f"row {first} ({frame['modeldir'].iloc[first]}, step {frame['step'].iloc[first]}) has no weights"
+                  if len(frame) > matrix.rows else f"weights row {first} has no metrics")
+        raise InputError(f"{source / METRICS}: {len(frame):,} rows, {source / WEIGHTS} {matrix.rows:,}: {detail}")
+    _check_constants(frame, source / METRICS)
+    dataset = _dataset_name(frame, source / METRICS, dataset)
+    family = create_family("cnn")
+    architecture = released_architecture()
+    space = family.weight_space(architecture)
+    layout = read_layout(source / LAYOUT)
+    if sum(e.end - e.start for e in layout) != matrix.columns or space.num_params != matrix.columns:
+        raise InputError(f"{source / LAYOUT}: covers {sum(e.end - e.start for e in layout):,} values; a row of "
+                         f"{source / WEIGHTS} has {matrix.columns:,} and the released architecture {space.num_params:,}")
+    mapping = match_layout(layout, space, source / LAYOUT)
+    run_ids = _runs(frame, dataset)
+    unique_runs = list(dict.fromkeys(run_ids))
+    split_of = assign_splits(unique_runs, types.SimpleNamespace(splits=OUR_SPLIT, name=FORMAT))
+    name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
+
+    split_sets = {}
+    split_file = Path(nfn_split) if nfn_split is not None else (source / NFN_SPLIT if (source / NFN_SPLIT).is_file() else None)
+    if split_file is not None:
+        order = read_nfn_split_file(split_file, matrix.rows)
+        steps = frame["step"].to_numpy()
+        positions = nfn_split_positions(order, steps, nfn_final_step)
+        ids = {split: [checkpoint_id(run_ids[row], int(steps[row])) for row in rows] for split, rows in positions.items()}
+        split_sets["nfn"] = SplitSet(NFN_DESCRIPTION.format(step=nfn_final_step), ids)
+
+    hints = typing.get_type_hints(family.HParams)
+    extras = {k: v for k, v in EXTRA_COLUMNS.items() if v in frame.columns}
+    conversions = [
+        "kernels transposed from TensorFlow's layout to PyTorch's: convolutions HWIO -> OIHW, the dense layer "
+        "(in, out) -> (out, in); each layer's bias, stored before its kernel in a row, goes to <layer>.bias",
+        "hyperparameter columns from the source's flags: " + ", ".join(f"{o} <- {s}" for o, s in HPARAM_COLUMNS.items())
+        + " (values verbatim: `init` holds the Keras initializer's name)",
+        "extra columns kept verbatim: " + (", ".join(f"{o} <- {s}" for o, s in extras.items()) or "none"),
+        "epoch <- step; seed <- config.random_seed; run_id = hash of (format, data set, modeldir); model_id = "
+        "hash of (run_id, step)",
+        "status `diverged` where a weight or a train/test metric is not finite (the rows are kept)",
+        "val_loss and val_accuracy are NaN: the zoo measured none (a source with those columns keeps them)",
+        f"architecture: the released model's fields {sorted(architecture)}",
+    ]
+    spec = {"name": name, "family": "cnn", "description": (
+        f"The Small CNN Zoo of Unterthiner et al. 2020 on {dataset}, imported from its released "
+        f"weights.npy / metrics.csv.gz / layout.csv: {matrix.rows:,} checkpoints of {len(unique_runs):,} runs."),
+        "dataset": {"name": dataset}, "architecture": architecture, "training": RECIPE,
+        "seeds": sorted({int(s) for s in frame.get("config.random_seed", [0])}),
+        "splits": {"seed": OUR_SPLIT.seed, "fractions": dict(OUR_SPLIT.fractions)}}
+    provenance = {"format": FORMAT, "name": "Small CNN Zoo (Unterthiner et al. 2020)", "url": URL,
+                  "license": LICENSE, "license_link": LICENSE_LINK, "citation": UNTERTHINER_BIBTEX,
+                  "split_set_citations": {"nfn": ZHOU_BIBTEX} if split_sets else {},
+                  "files": [WEIGHTS, METRICS, LAYOUT] + ([split_file.name] if split_file else []),
+                  "conversions": conversions,
+                  "verified": "the layout, the conversions and the NFN split rule are checked against fixture folders "
+                              "made in the release's layout, not against the released files (not reachable here)"}
+    imported = ImportedConfig(name=name, family="cnn", architecture=architecture, spec=spec, source=provenance,
+                              extra_columns={k: pa.string() for k in extras}, split_sets=split_sets)
+    chunks = _chunks(matrix, frame, mapping, run_ids, split_of, hints, source / WEIGHTS)
+    return write_import(out, imported, chunks, matrix.rows, max_shard_bytes=max_shard_bytes)
+
+
+# --- export ---------------------------------------------------------------------------------------
+
+OUR_TO_SOURCE_DATASET = {ours: theirs for theirs, ours in DATASETS.items()}
+
+
+def _varnames(space) -> list[tuple[str, str]]:
+    """(our tensor name, the Keras variable name) in the release's row order: per layer, bias then kernel."""
+    names, conv, layers = [], 0, []
+    for tensor in space.tensors:
+        layer = tensor.name.rsplit(".", 1)[0]
+        if layer not in layers:
+            layers.append(layer)
+    for layer in layers:
+        if layer.startswith("conv"):
+            keras = "conv2d" if conv == 0 else f"conv2d_{conv}"
+            conv += 1
+        else:
+            keras = "dense"
+        names += [(f"{layer}.bias", f"{keras}/bias:0"), (f"{layer}.weight", f"{keras}/kernel:0")]
+    return names
+
+
+@register_exporter(FORMAT)
+def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None, seed: int = 0) -> Path:
+    """Writes config `config` of our CNN zoo `folder` in the Small CNN Zoo's layout into `out`
+    (weights.npy, metrics.csv.gz, layout.csv, and nfn_split.csv: a permutation drawn from
+    numpy's default_rng(`seed`), in the form the NFN loader reads); returns `out`.
+
+    Rows go in our shards' order (train, validation, test); a run's "best" checkpoint (a second
+    row at its epoch) has no place in the layout and is left out. The folder is written as
+    temporaries and renamed into place at the end."""
+    import pandas as pd
+
+    from zoo.loader import read_weights, _read_metadata
+    from zoo.storage.folder import read_manifest, resolve_config
+    from zoo.storage.integrity import check_shards, entry_paths
+    from zoo.storage.manifest import SPLITS
+
+    folder, out = Path(folder), Path(out)
+    manifest = read_manifest(folder)
+    config = resolve_config(manifest, config, folder)
+    entry = manifest["configs"][config]
+    if entry["family"] != "cnn":
+        raise InputError(f"{folder}: config {config} is a {entry['family']} zoo; the Small CNN Zoo layout holds cnn zoos")
+    dataset = entry["spec"]["dataset"]["name"]
+    if dataset not in OUR_TO_SOURCE_DATASET:
+        raise InputError(f"{folder}: config {config} was trained on {dataset}; the Small CNN Zoo layout names "
+                         f"{sorted(OUR_TO_SOURCE_DATASET)}")
+    entries = [f for split in SPLITS for f in entry["files"] if f["split"] == split]
+    check_shards(folder, entries)
+    out.mkdir(parents=True, exist_ok=True)
+    frames, written, space, order = [], 0, None, None
+    total = sum(f["rows"] for f in entries)
+    temporary = {name: out / f".{name}.tmp" for name in (WEIGHTS, METRICS, LAYOUT, NFN_SPLIT)}
+    try:
+        with open(temporary[WEIGHTS], "wb") as handle:
+            header_at = None
+            for path in entry_paths(folder, entries):
+                batch, metadata = read_weights([path]), _read_metadata([path])
+                keep = np.array([m != checkpoint_id(r, "best") for m, r in zip(metadata["model_id"], metadata["run_id"])],
+                                dtype=bool)
+                if space is None:
+                    space = batch.space
+                    order = _varnames(space)
+                    columns = space.num_params
+                    header_at = handle.tell()
+                    np.lib.format.write_array_header_1_0(handle, {"descr": "<f4", "fortran_order": False,
+                                                                  "shape": (total, columns)})
+                by_name = dict(zip((t.name for t in space.tensors), batch.tensors))
+                parts = [_to_tf(by_name[ours].numpy()[keep]).reshape(int(keep.sum()), -1) for ours, _ in order]
+                handle.write(np.ascontiguousarray(np.concatenate(parts, axis=1), dtype="<f4").tobytes())
+                written += int(keep.sum())
+                frames.append(metadata[keep])
+            if written != total:  # "best" rows left out: the header's row count is rewritten
+                handle.seek(header_at)
+                np.lib.format.write_array_header_1_0(handle, {"descr": "<f4", "fortran_order": False,
+                                                              "shape": (written, columns)})
+        metadata = pd.concat(frames, ignore_index=True)
+        _write_metrics(metadata, temporary[METRICS], dataset, entry)
+        position, lines = 0, ["varname,start_idx,end_idx,shape"]
+        shapes = {t.name: tuple(t.shape) for t in space.tensors}
+        for ours, keras in order:
+            shape = _tf_shape(shapes[ours])
+            size = math.prod(shape)
+            lines.append(f'{keras},{position},{position + size},"{tuple(shape)}"')
+            position += size
+        temporary[LAYOUT].write_text("\n".join(lines) + "\n")
+        permutation = np.random.default_rng(seed).permutation(written)
+        temporary[NFN_SPLIT].write_text("0\n" + "\n".join(map(str, permutation.tolist())) + "\n")
+        for name, path in temporary.items():
+            path.replace(out / name)
+    except BaseException:
+        for path in temporary.values():
+            path.unlink(missing_ok=True)
+        raise
+    return out
+
+
+def _write_metrics(metadata, path: Path, dataset: str, entry: dict) -> None:
+    import pandas as pd
+
+    spec = entry["spec"]
+    training = spec.get("training", {})
+    frame = pd.DataFrame({
+        "config.activation": metadata["activation"],
+        "config.b_init": metadata["b_init"] if "b_init" in metadata else "zeros",
+        "config.dataset": OUR_TO_SOURCE_DATASET[dataset],
+        "config.dnn_architecture": "cnn",
+        "config.dropout": metadata["dropout"],
+        "config.epochs": training.get("epochs", int(metadata["epoch"].max())),
+        "config.epochs_between_checkpoints": 20,
+        "config.init_std": metadata["init_std"],
+        "config.l2reg": metadata["l2"],
+        "config.learning_rate": metadata["learning_rate"],
+        "config.num_layers": 3,
+        "config.num_units": 16,
+        "config.optimizer": metadata["optimizer"],
+        "config.random_seed": metadata["seed"],
+        "config.train_fraction": metadata["train_fraction"],
+        "config.w_init": metadata["init"],
+        "modeldir": metadata["modeldir"] if "modeldir" in metadata else metadata["run_id"],
+        "step": metadata["epoch"],
+        **{m: metadata[m] for m in ("test_accuracy", "test_loss", "train_accuracy", "train_loss")},
+        **{m: metadata[m] for m in OPTIONAL_METRICS if m in metadata},
+    })
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as handle:  # mtime 0: the same zoo, the same bytes
+        handle.write(frame.to_csv(index=False, float_format="%.17g").encode())
+    path.write_bytes(buffer.getvalue())

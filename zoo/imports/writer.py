@@ -1,0 +1,236 @@
+"""Writing an imported zoo: rows streamed into our dataset format, committed atomically.
+
+An importer describes its config (`ImportedConfig`: family, architecture, the source's
+provenance, the conversions applied, extra source columns, named split sets) and hands
+over the rows in chunks: (split, metadata rows, weight arrays). Rows become shards as they
+come, at most one shard's worth per split held in memory, in `data/.<config>.building/`;
+nothing reaches `data/<config>/`, `manifest.json` or the card until every row is written, and
+then `zoo.storage.commit.commit_pack` commits them as it commits a pack, so a bad row at any
+point, a full disk or Ctrl-C leaves the output folder as it was.
+
+Same-architecture rows share their safetensors header byte for byte (`zoo.storage.record`),
+so `RowEncoder` writes the header once and each row's bytes are that header plus the row's
+tensors in weight-space order: the same bytes as `zoo.storage.record.encode_weights`, without
+building a state dict per row (a test holds them equal).
+
+A named split set (`SplitSet`) is an ordered list of model ids per split, duplicates allowed
+(a paper's loader may read a checkpoint twice): written as `data/<config>/splitset-<name>.json`
+and listed, with its sha256, in the config's manifest entry (`split_sets`), where
+`zoo.loader.load_split_set` finds it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+import zoo
+from zoo.dataset.card import render_card
+from zoo.dataset.pack import FORMAT_VERSION, shard_name, write_shard
+from zoo.families import create_family
+from zoo.planning.spec import SPLIT_NAMES, content_hash
+from zoo.storage import safetensors_io
+from zoo.storage.commit import building_folder, commit_pack
+from zoo.storage.folder import MANIFEST, check_writable, read_manifest
+from zoo.storage.integrity import dataset_hash_of, sha256_file
+from zoo.storage.lock import FolderLock
+from zoo.storage.record import arrow_schema, architecture_id, weights_metadata
+from zoo.distributed.signals import deferred_signals
+from zoo.distributed.machine import packing_machine
+from zoo.weightspace import WeightSpace
+
+SPLIT_SET_PREFIX = "splitset-"
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSet:
+    """A paper's split of the zoo: model ids per split, in the order its loader reads them."""
+
+    description: str  # the rule, said once (what the card and the docs show)
+    splits: dict[str, list[str]]  # split -> model ids; a model id may repeat (a reference quirk)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportedConfig:
+    name: str  # the config name, data/<name>/
+    family: str
+    architecture: dict[str, Any]
+    spec: dict[str, Any]  # what the manifest records as the config's `spec`: the source's recipe, descriptive
+    source: dict[str, Any]  # format, url, license, license_link, citation (BibTeX), conversions, verified
+    extra_columns: dict[str, pa.DataType] = dataclasses.field(default_factory=dict)  # source columns we keep
+    split_sets: dict[str, SplitSet] = dataclasses.field(default_factory=dict)
+
+
+class RowEncoder:
+    """Rows of one architecture as safetensors bytes, the header written once (module docstring)."""
+
+    def __init__(self, family: str, architecture: dict, space: WeightSpace):
+        self.space = space
+        zeros = {t.name: np.zeros(t.shape, dtype=np.float32) for t in space.tensors}
+        import torch
+
+        encoded = safetensors_io.encode({name: torch.from_numpy(value) for name, value in zeros.items()},
+                                        weights_metadata(family, architecture, space))
+        _, start = safetensors_io.read_header(encoded)
+        self.header = encoded[:start]
+        self.architecture_id = architecture_id(family, architecture, space)
+
+    def encode(self, tensors: dict[str, np.ndarray]) -> list[bytes]:
+        """(N, *shape) float32 arrays per tensor name -> N rows' bytes."""
+        count = len(next(iter(tensors.values())))
+        flat = np.concatenate([np.ascontiguousarray(tensors[t.name], dtype="<f4").reshape(count, -1)
+                               for t in self.space.tensors], axis=1)
+        return [self.header + row.tobytes() for row in flat]
+
+
+class _SplitWriter:
+    """One split's rows buffered into shards of about `max_shard_bytes` (temporary names until the end)."""
+
+    def __init__(self, split: str, building: Path, schema: pa.Schema, max_shard_bytes: int, row_bytes: int):
+        self.split, self.building, self.schema = split, building, schema
+        self.per_shard = max(1, max_shard_bytes // row_bytes)
+        self.row_bytes = row_bytes
+        self.rows: list[dict] = []
+        self.written: list[dict] = []  # {temporary, rows, sha256, arrow_bytes}
+
+    def add(self, rows: Iterable[dict]) -> None:
+        for row in rows:
+            self.rows.append(row)
+            if len(self.rows) >= self.per_shard:
+                self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        path = self.building / f".{self.split}-{len(self.written):05d}.parquet.tmp"
+        try:
+            arrow_bytes = write_shard(self.rows, self.schema, path, self.row_bytes)
+        except OSError as error:  # Arrow's names no file: one line naming it
+            raise OSError(error.errno, error.strerror or str(error).strip().splitlines()[-1][:200], str(path)) from None
+        self.written.append({"temporary": path, "rows": len(self.rows), "sha256": sha256_file(path),
+                             "arrow_bytes": arrow_bytes})
+        self.rows = []
+
+    def finish(self, config: str) -> list[dict]:
+        self.flush()
+        files = []
+        for index, shard in enumerate(self.written):
+            name = shard_name(self.split, index, len(self.written), shard["sha256"])
+            shard["temporary"].rename(self.building / name)
+            files.append({"path": f"data/{config}/{name}", "split": self.split, "rows": shard["rows"],
+                          "bytes": (self.building / name).stat().st_size, "sha256": shard["sha256"]})
+        return files
+
+
+def _progress(total: int, what: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=" rows", desc=what, disable=not sys.stderr.isatty(), mininterval=1.0)
+
+
+def _split_set_entry(folder_name: str, building: Path, name: str, split_set: SplitSet, known: set[str]) -> dict:
+    for split, ids in split_set.splits.items():
+        if split not in SPLIT_NAMES:
+            raise ValueError(f"split set {name!r}: unknown split {split!r}; expected {list(SPLIT_NAMES)}")
+        missing = next((m for m in ids if m not in known), None)
+        if missing is not None:
+            raise ValueError(f"split set {name!r}: {split} lists model {missing}, which the import did not write")
+    file_name = f"{SPLIT_SET_PREFIX}{name}.json"
+    path = building / file_name
+    path.write_text(json.dumps({s: split_set.splits.get(s, []) for s in SPLIT_NAMES}, separators=(",", ":")) + "\n")
+    return {"path": f"data/{folder_name}/{file_name}", "sha256": sha256_file(path), "bytes": path.stat().st_size,
+            "rows": {s: len(split_set.splits.get(s, [])) for s in SPLIT_NAMES}, "description": split_set.description}
+
+
+def write_import(out: str | Path, config: ImportedConfig, chunks: Iterator[tuple[str, list[dict], dict[str, np.ndarray]]],
+                 total: int, *, max_shard_bytes: int = 64 * 2**20) -> dict:
+    """Writes `chunks` of (split, metadata rows, {tensor: (N, *shape) array}) as config `config.name`
+    of the zoo folder `out` (others already there are kept); returns the manifest.
+
+    Each metadata row holds the identity columns (model_id, run_id, epoch, seed), the family's
+    hyperparameters and metrics, `status` and `config.extra_columns`. Nothing in `out` changes
+    unless every row is written (module docstring)."""
+    out = Path(out)
+    check_writable(out)
+    with FolderLock(out, "nfnzoo import"):
+        return _write_locked(out, config, chunks, total, max_shard_bytes)
+
+
+def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_shard_bytes: int) -> dict:
+    family = create_family(config.family)
+    space = family.weight_space(config.architecture)
+    encoder = RowEncoder(config.family, config.architecture, space)
+    base = arrow_schema(family.HParams, family.METRICS)
+    schema = pa.schema([*base.remove(base.get_field_index("weights")).remove(base.get_field_index("status")),
+                        *[pa.field(name, kind) for name, kind in config.extra_columns.items()],
+                        base.field("status"), base.field("weights")])
+    manifest = read_manifest(out) if (out / MANIFEST).exists() else {"configs": {}}
+    building = building_folder(out, config.name)
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    row_bytes = len(encoder.header) + 4 * space.num_params
+    writers = {split: _SplitWriter(split, building, schema, max_shard_bytes, row_bytes) for split in SPLIT_NAMES}
+    known: set[str] = set()
+    statuses: dict[str, int] = {}
+    runs: dict[str, set[str]] = {split: set() for split in SPLIT_NAMES}
+    try:
+        with _progress(total, f"import {config.name}") as bar:
+            for split, rows, tensors in chunks:
+                encoded = encoder.encode(tensors)
+                for row, weights in zip(rows, encoded):
+                    if row["model_id"] in known:
+                        raise ValueError(f"model {row['model_id']} (run {row['run_id']}, epoch {row['epoch']}) "
+                                         "appears twice in the source")
+                    known.add(row["model_id"])
+                    runs[split].add(row["run_id"])
+                    statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+                    row.update(family=config.family, config=config.name, architecture=encoder.architecture_id,
+                               weights=weights)
+                writers[split].add(rows)
+                bar.update(len(rows))
+        files = [f for split in SPLIT_NAMES for f in writers[split].finish(config.name)]
+        if not files:
+            raise ValueError(f"{config.source.get('path', 'the source')}: no checkpoints to import")
+        split_sets = {name: _split_set_entry(config.name, building, name, split_set, known)
+                      for name, split_set in sorted(config.split_sets.items())}
+        splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
+        arrow_bytes = {s: sum(w["arrow_bytes"] for w in writers[s].written) for s in SPLIT_NAMES if splits[s]}
+        packed = sum(splits.values())
+        entry = {
+            "family": config.family,
+            "spec_hash": content_hash(config.spec),
+            "spec": config.spec,
+            "imported": config.source,
+            "dataset_hash": dataset_hash_of(files),
+            "architectures": {encoder.architecture_id: {"family": config.family, "architecture": config.architecture,
+                                                        "layers": space.to_json(), "num_params": space.num_params}},
+            "splits": {s: n for s, n in splits.items() if n},
+            "arrow_bytes": arrow_bytes,
+            "runs": {s: len(runs[s]) for s in SPLIT_NAMES if splits[s]},
+            "status": dict(sorted(statuses.items())),
+            "planned_checkpoints": packed,  # an import plans what the source holds
+            "packed_checkpoints": packed,
+            "complete": True,
+            "files": files,
+            "columns": [{"name": f.name, "type": str(f.type)} for f in schema],
+            "machines": packing_machine(),
+        }
+        if split_sets:
+            entry["split_sets"] = split_sets
+        manifest["configs"][config.name] = entry
+        manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
+        card = render_card(manifest)
+    except BaseException:  # a bad row, a full disk, Ctrl-C: nothing of this import stays
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    with deferred_signals():
+        commit_pack(out, [config.name], manifest, card)
+    return manifest
+
