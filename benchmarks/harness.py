@@ -71,12 +71,18 @@ def seeds_folder(results_path: str | Path) -> Path:
     return results_path.with_name(f"{results_path.stem}.seeds")
 
 
-def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
+DEFAULT_SPLITS = "default"  # a task's `splits`: the zoo's own run-disjoint split (its shards' split)
+
+
+def load_splits(data_path: str | Path, config: str | None,
+                split_set: str = DEFAULT_SPLITS) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
     """Loads the three splits of a dataset config and describes the dataset for the results.
 
     `data_path` is a folder or a Hub dataset repo `ORG/NAME[@REVISION]` (`zoo.hub.resolve.resolve_data`:
     an existing path wins); a repo's snapshot is checked like a folder, and the description
-    records the repo and the commit it resolved to.
+    records the repo and the commit it resolved to. `split_set` names a split set the config
+    records besides its own split (an imported zoo's paper's split, `zoo.loader.load_split_set`;
+    a task records it as its `splits`).
     """
     from zoo import loader  # imported here: the loader pulls in pyarrow, which the CLI need not load
     from zoo.hub.resolve import resolve_data
@@ -102,11 +108,22 @@ def load_splits(data_path: str | Path, config: str | None) -> tuple[dict[str, "Z
     # the manifest's architectures ride along in the metadata, for augmentation by each row's group
     architectures = configs[config].get("architectures", {})
     spec = configs[config].get("spec")  # INR editing reads the source images through it
-    splits = {name: with_architectures(loader.load_split(path, config, name, check=False), architectures, spec)
-              for name in SPLITS}
+    if split_set == DEFAULT_SPLITS:
+        loaded = {name: loader.load_split(path, config, name, check=False) for name in SPLITS}
+    else:
+        loaded = loader.load_split_set(path, config, split_set, check=False)
+    splits = {name: with_architectures(loaded[name], architectures, spec) for name in SPLITS}
     dataset = {"path": str(data_path), "config": config, "dataset_hash": checked_hash,
                "family": configs[config]["family"], "repo": source.repo, "revision": source.revision}
     return splits, dataset
+
+
+def split_set_of(task_overrides: Mapping[str, Any] | None) -> str:
+    """The split set a task's overrides ask for (`--set task.splits=nfn`), or the zoo's own split."""
+    value = (task_overrides or {}).get("splits", DEFAULT_SPLITS)
+    if not isinstance(value, str):
+        raise ValueError(f"task.splits: expected the name of a split set, got {value!r}")
+    return value
 
 
 def _hardware(device: torch.device) -> dict[str, str | None]:
@@ -274,7 +291,7 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
     create_task(task, **dict(task_overrides or {}))  # fail on a bad name or override before loading data
     model_config(model, **dict(model_overrides or {}))
     job_device(None if device is None else str(device), workers, address, gpus_per_job)  # GPUs asked for, none here
-    splits, dataset = load_splits(data_path, config)
+    splits, dataset = load_splits(data_path, config, split_set_of(task_overrides))
     return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
                          device=device, progress=progress, workers=workers, address=address,
                          gpus_per_job=gpus_per_job)

@@ -215,7 +215,7 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
     and there is no `address`), their records under `<out_dir>/<entry>.seeds/` until the entry's
     results file is written.
     """
-    from benchmarks.harness import describe_seed, load_splits, prepare_run, raise_unservable
+    from benchmarks.harness import describe_seed, load_splits, prepare_run, raise_unservable, split_set_of
     from benchmarks.jobs import JobsFailed, job_device, run_jobs
     from benchmarks.tasks import create_task
     from nfn_models import model_config
@@ -247,7 +247,7 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
     say = _say(name)
     say(f"{len(entries)} entries, {len(entries) - len(todo)} already in {out_dir}")
     if todo:
-        splits, dataset = load_splits(data_path, None)
+        splits, dataset = load_splits(data_path, None, split_set_of(extra))
         prepared, jobs = {}, []
         for entry in todo:
             try:

@@ -77,6 +77,9 @@ class GeneralizationConfig:
     augment_keep_original: bool = True  # False: an augmented split holds only the transformed copies
     augment_scale_range: tuple[float, float] | None = None  # U[low, high] positive scalings (ReLU), e.g. [1, 1000]
     loss: Literal["mse", "bce"] = "mse"  # bce: sigmoid output, binary cross-entropy on the accuracy
+    # the zoo's split set the splits come from: "default" (its own run-disjoint split) or one an import
+    # recorded (`zoo.loader.load_split_set`, e.g. "nfn"); the harness loads it, results record it here
+    splits: str = "default"
 
     def validate(self, where: str, key: str) -> None:
         check_training(self, where)  # epochs, batches, rates, schedule, checkpoints (shared with the INR tasks)
@@ -230,6 +233,8 @@ class GeneralizationTask(Task):
         config = _recorded(task_config)
         chosen = {"checkpoints": config["checkpoints"], "subset": config["subset"] or None,
                   "min_accuracy": config["min_accuracy"]}
+        if config["splits"] != "default":  # another test set; older results predate the field
+            chosen["splits"] = config["splits"]
         if config["checkpoints"] == "epochs":
             chosen["checkpoint_epochs"] = list(config["checkpoint_epochs"])
         if config["checkpoints"] == "fraction":
@@ -247,7 +252,7 @@ class GeneralizationTask(Task):
                        "epochs": f"epochs {list(config['checkpoint_epochs'])}",
                        "fraction": f"each run's epoch at {config['checkpoint_fraction']:g} of its last"
                        }[config["checkpoints"]]
-        parts = [f"checkpoints: {checkpoints}"]
+        parts = [f"checkpoints: {checkpoints}"] + ([f"split set: {config['splits']}"] if config["splits"] != "default" else [])
         subset = config["subset"]
         parts.append("subset: " + (", ".join(f"{k} ∈ {protocol.allowed_values(v)}" for k, v in sorted(subset.items()))
                                    if subset else "all rows"))

@@ -59,6 +59,9 @@ class INRClassificationConfig:
     checkpoint_epochs: tuple[int, ...] = ()
     augment_copies: int = 0  # K random group elements per training row (0: none)
     augment_keep_original: bool = True  # False: the training split holds only the transformed copies
+    # the zoo's split set the splits come from: "default" (its own run-disjoint split) or one an import
+    # recorded (`zoo.loader.load_split_set`, e.g. "nfn"); the harness loads it, results record it here
+    splits: str = "default"
 
     def validate(self, where: str, key: str) -> None:
         check_training(self, where)
