@@ -6,6 +6,7 @@
     nfnzoo bench scatter RESULTS... --out plot.png
     nfnzoo bench plot-edits RESULTS... --out edits.png
     nfnzoo bench suite cnn-generalization --data runs/cnn-mnist-bench --out runs/suite [--set task.epochs=50]
+    nfnzoo bench check-model mypkg.models:MyNFN [--seeds 0,1,2] [--set model.KEY=VALUE]
 
 `--set` overrides a hyperparameter: `model.KEY=VALUE` or `task.KEY=VALUE`, or a bare `KEY`
 when only one of the model and the task has it. VALUE is read as JSON when it parses
@@ -233,6 +234,33 @@ def suite_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_model_command(args: argparse.Namespace) -> int:
+    from benchmarks.check_model import check_model, format_table
+
+    overrides: dict[str, Any] = {}
+    for assignment in args.set:
+        key, equals, value = assignment.partition("=")
+        name = key.removeprefix("model.")
+        if not equals or not name or "." in name:
+            raise CommandError(f"--set: expected model.KEY=VALUE, got {assignment!r}")
+        overrides[name] = _parse_value(value)
+    try:
+        checks = check_model(args.model, parse_seeds(args.seeds), overrides)
+    except (UnknownNameError, SchemaError, ValueError, TypeError) as error:
+        raise CommandError(str(error)) from None
+    print(format_table(checks), end="")
+    false = [c for c in checks if c.false_claim]
+    unclaimed = sorted({(c.space, c.group) for c in checks if not c.claimed and c.verdict.startswith("unchanged")})
+    if unclaimed:
+        print(f"{args.model}: unchanged by groups it does not claim (claims it could make): "
+              f"{', '.join(f'{g} on {s}' for s, g in unclaimed)}")
+    if false:
+        raise CommandError(f"{args.model}: {len(false)} false claim(s): " + "; ".join(
+            f"{c.group} on {c.space} ({c.test}: deviation {c.deviation:.2e} > {c.tolerance:.0e})" for c in false))
+    print(f"{args.model}: every claim holds ({sum(c.claimed for c in checks)} checks)")
+    return 0
+
+
 def _suite_listing() -> str:
     from benchmarks.suite import SUITES
 
@@ -264,7 +292,8 @@ def _add_common_arguments(parser: argparse.ArgumentParser, set_metavar: str, set
 
 
 def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
-    """Adds `nfnzoo bench run`, `scatter` and `suite`; returns the models-and-tasks listing."""
+    """Adds `nfnzoo bench run`, `scatter`, `plot-edits`, `suite` and `check-model`; returns the models-and-tasks
+    listing."""
     bench = subparsers.add_parser("bench", help="benchmark NFN models on zoo tasks", listing=_listing)
     commands = bench.add_subparsers(dest="bench_command", required=True, metavar="ACTION")
 
@@ -300,4 +329,13 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     _add_common_arguments(suite, "task.KEY=VALUE",
                           "override a task hyperparameter of every entry, e.g. task.epochs=50 (repeatable)")
     suite.set_defaults(handler=suite_command)
+
+    check = commands.add_parser("check-model", help="check a model's symmetry claims with random group elements "
+                                "(exit 1 on a false claim)", listing=_listing)
+    check.add_argument("model", help="a registered NFN model, an import path MODULE:CLASS, or an installed "
+                       "package's nfnzoo.models entry point")
+    check.add_argument("--seeds", default="0,1,2", help="seeds of the members, elements and models (default: 0,1,2)")
+    check.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
+                       help="override a model hyperparameter (repeatable; the size fields are shrunk already)")
+    check.set_defaults(handler=check_model_command)
     return _listing

@@ -1,0 +1,257 @@
+"""Checks a model's symmetry claims with random group elements: `nfnzoo bench check-model MODEL`.
+
+Any model, built-in or plugin (`nfn_models.registry`: a name, an import path or an entry point),
+is built small (its Config's size fields shrunk; `group` set to the space's group where the model
+has one; a transformer's `num_heads` and `residual` from the space's architecture; a fitted model
+fitted on random rows) for each weight space it reads: CNN-ReLU, CNN-tanh and SIREN members
+(feedforward), a 2-block 2-head transformer without residuals and a 3-block 4-head one with them.
+For each group of the space the families' own random elements (`zoo.symmetry`) act on random
+weights, and the deviation max |f(g . w) - f(w)| / (1 + |f(w)|) (elementwise, so `RTOL` is
+`torch.testing.assert_close` with rtol = atol) is measured over seeds:
+
+- a claimed group must leave the output unchanged: deviation <= `RTOL` (float32), also on members
+  holding denormal weights (power-of-two scalings, which act exactly; `DENORMAL_RTOL`: the action
+  itself rounds there);
+- an unclaimed group is expected to change it (deviation > `MOVES`): that shows the check can
+  fail. An unclaimed group that leaves it unchanged is a claim the model could make, reported,
+  not an error.
+
+Feedforward groups: "permutation", "scale", "sign" (`zoo.symmetry.feedforward`, scales
+log-uniform in [1e-3, 1e3]). Transformer groups (`zoo.symmetry.attention`): "attention", the
+paper's group, and as negative controls the same with the MLP units' positive scalings
+("attention+scale"), with the block-output permutations ("attention+block-output"), and on the
+residual space the model-dimension permutations that are no symmetry of a residual member
+("attention+model-dimension").
+
+A model with a weight-space output (INR editing's weight delta) is checked for equivariance the
+same way: f(g . w) = g . f(w) relative to the output's size (< 1e-4 claimed, > 1e-3 otherwise).
+`tests/nfn_models/test_exactness.py` runs these same functions over the registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from nfn_models import claimed_symmetries, create_model, model_config, model_outputs, trained_by
+from nfn_models.registry import MODELS, SPACE_GROUPS, weight_space_kind
+from zoo.families import create_family
+from zoo.weightspace import WeightBatch, WeightSpace
+
+RTOL = 1e-5
+DENORMAL_RTOL = 5e-3
+MOVES = 1e-4  # an unclaimed group moves the output by more than this
+EQUIVARIANT_GAP, EQUIVARIANT_MOVES = 1e-4, 1e-3
+SEEDS = (0, 1, 2)
+SMALL_TRANSFORMER = {"input": "image_patches", "image_size": 8, "patch_size": 4, "d_model": 8, "num_blocks": 3,
+                     "num_heads": 4, "head_dim": 2, "mlp_dim": 12, "num_classes": 3, "residual": True}
+MNIST_TRANSFORMER = {"d_model": 32, "num_blocks": 2, "num_heads": 2, "head_dim": 16, "mlp_dim": 64}
+# weight space -> (family, architecture, hyperparameters, the group a `group` field is set to)
+SPACES = {"cnn-relu": ("cnn", {}, {"activation": "relu"}, "scale"),
+          "cnn-tanh": ("cnn", {}, {"activation": "tanh"}, "sign"),
+          "siren": ("inr", {}, {}, "sign"),
+          "transformer-2x2": ("transformer", MNIST_TRANSFORMER, {}, None),
+          "transformer-3x4-residual": ("transformer", SMALL_TRANSFORMER, {}, None)}
+# the size fields a Config may have, shrunk (the same code paths as the presets)
+SMALL = {"channels": (3, 2), "invariant_channels": 4, "hidden_sizes": (16,), "encoder_hidden": 6,
+         "max_rounds": 5, "min_child_weight": 1.0, "min_data_in_leaf": 4, "min_gain_to_split": 0.0, "max_trees": 10,
+         "trees_per_step": 5, "early_stopping_trees": 5, "min_samples_leaf": 4}
+NEGATIVE_CONTROLS = {"attention+scale": {"mlp_scaling": True},
+                     "attention+block-output": {"permute_block_outputs": True},
+                     "attention+model-dimension": {"residual": False}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One measured claim: a model's output (or weight output) under a group on a weight space."""
+
+    model: str
+    space: str
+    group: str
+    test: str  # "invariance", "denormal" or "equivariance"
+    claimed: bool
+    deviation: float  # the largest over the seeds
+    tolerance: float  # a claim holds at or below it; an unclaimed group should exceed `moves`
+    moves: float
+
+    @property
+    def false_claim(self) -> bool:
+        return self.claimed and not self.deviation <= self.tolerance  # nan is a false claim
+
+    @property
+    def verdict(self) -> str:
+        if self.claimed:
+            return "FALSE CLAIM" if self.false_claim else "holds"
+        return "changes (not claimed)" if self.deviation > self.moves else "unchanged: could be claimed"
+
+
+def groups(space_name: str) -> tuple[str, ...]:
+    """The groups checked on a weight space: its own, then the negative controls."""
+    family, architecture, _, _ = SPACES[space_name]
+    if family != "transformer":
+        return SPACE_GROUPS["feedforward"]
+    controls = ("attention+scale",) + (("attention+model-dimension",) if architecture.get("residual")
+                                        else ("attention+block-output",))
+    return SPACE_GROUPS["transformer"] + controls
+
+
+def symmetry(space_name: str, group: str) -> Any:
+    """The `zoo.symmetry` object whose random elements are `group` on the space."""
+    family, architecture, hparams, _ = SPACES[space_name]
+    found = create_family(family).symmetry(architecture, hparams)
+    if family != "transformer":
+        return dataclasses.replace(found, max_log_scale=math.log(1e3), mode=group)
+    paper = dataclasses.replace(found, mlp_scaling=False, permute_block_outputs=False)
+    return dataclasses.replace(paper, **NEGATIVE_CONTROLS.get(group, {}))
+
+
+def space(space_name: str) -> WeightSpace:
+    return symmetry(space_name, groups(space_name)[0]).space
+
+
+def random_weights(weight_space: WeightSpace, size: int, seed: int, denormal: bool = False) -> WeightBatch:
+    """Standard normal members; with `denormal`, 10% of the entries denormals of the same sign."""
+    generator = torch.Generator().manual_seed(seed)
+    tensors = []
+    for t in weight_space.tensors:
+        x = torch.randn(size, *t.shape, generator=generator)
+        if denormal:  # as Adam-trained members hold
+            tiny = torch.exp(torch.empty(x.shape).uniform_(math.log(1e-45), math.log(1e-39), generator=generator))
+            x = torch.where(torch.rand(x.shape, generator=generator) < 0.1, tiny * x.sign(), x)
+        tensors.append(x)
+    return WeightBatch(weight_space, tuple(tensors))
+
+
+def reads(name: str, space_name: str) -> bool:
+    """Whether model `name` reads the weight space's kind (its `weight_spaces`)."""
+    kind = weight_space_kind(space(space_name))
+    return kind in getattr(MODELS.get(name), "weight_spaces", tuple(SPACE_GROUPS))
+
+
+def build_model(name: str, space_name: str, seed: int, output: str = "invariant",
+                overrides: Mapping[str, Any] | None = None) -> torch.nn.Module:
+    """Model `name`, small, for the space (see the module docstring); `overrides` go on top."""
+    return _built(MODELS.get(name), name, space_name, seed, output, json.dumps(dict(overrides or {}), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=None)  # a model is not changed by its forward pass; fitting costs seconds
+def _built(cls: type, name: str, space_name: str, seed: int, output: str, overrides: str) -> torch.nn.Module:
+    _, architecture, _, group = SPACES[space_name]  # `cls` keys the cache: a name may be re-registered
+    fields = {f.name for f in dataclasses.fields(model_config(name))}
+    chosen = {k: v for k, v in SMALL.items() if k in fields}
+    if "group" in fields and group is not None:
+        chosen["group"] = group
+    chosen.update({k: architecture[k] for k in getattr(cls, "ARCHITECTURE_FIELDS", ()) if k in architecture})
+    if output != "invariant":
+        chosen["output"] = output
+    chosen.update(json.loads(overrides))
+    weight_space = space(space_name)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = create_model(name, weight_space, **chosen).eval()
+    if trained_by(model) == "fit":  # fitted on random rows, the targets a function of every weight
+        rows = random_weights(weight_space, 64, seed + 100)
+        projection = torch.randn(weight_space.num_params, generator=torch.Generator().manual_seed(seed))
+        targets = torch.sigmoid(rows.flatten() @ projection / weight_space.num_params ** 0.5)
+        model.fit(rows[:48], targets[:48], rows[48:], targets[48:], seed)
+    return model
+
+
+def _deviation(moved: torch.Tensor, output: torch.Tensor) -> float:
+    return ((moved - output).abs() / (1 + output.abs())).max().item()
+
+
+def _relative_gap(a: WeightBatch, b: WeightBatch) -> float:
+    return max(((x - y).abs().max() / y.abs().max().clamp_min(1e-12)).item() for x, y in zip(a.tensors, b.tensors))
+
+
+def check_invariance(name: str, space_name: str, group: str, seeds: Sequence[int] = SEEDS,
+                     overrides: Mapping[str, Any] | None = None) -> Check:
+    """f(g . w) against f(w) for random members and group elements, over `seeds`."""
+    claimed = group in claimed_symmetries(build_model(name, space_name, 0, overrides=overrides))
+    acting = symmetry(space_name, group)
+    worst = 0.0
+    # a fitted model claims nothing: one fit (seconds on 18,506 features) shows each group moves it
+    for seed in seeds if trained_by(MODELS.get(name)) == "gradient" else seeds[:1]:
+        model = build_model(name, space_name, seed, overrides=overrides)
+        weights = random_weights(acting.space, 4, seed)
+        g = acting.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
+        with torch.no_grad():
+            worst = max(worst, _deviation(model(acting.act(g, weights)), model(weights)), key=_nan_first)
+    return Check(name, space_name, group, "invariance", claimed, worst, RTOL, MOVES)
+
+
+def check_denormal(name: str, space_name: str, group: str, overrides: Mapping[str, Any] | None = None) -> Check:
+    """A claimed group on members holding denormal weights, its scalings rounded to powers of two."""
+    model = build_model(name, space_name, 0, overrides=overrides)
+    acting = symmetry(space_name, group)
+    weights = random_weights(acting.space, 4, seed=1, denormal=True)
+    g = acting.sample(torch.Generator().manual_seed(2), batch_size=4)
+    if hasattr(g, "scales"):  # power-of-two scalings act exactly
+        g = dataclasses.replace(g, scales=tuple(s.sign() * torch.exp2(torch.round(torch.log2(s.abs())))
+                                                for s in g.scales))
+    with torch.no_grad():
+        deviation = _deviation(model(acting.act(g, weights)), model(weights))
+    return Check(name, space_name, group, "denormal", group in claimed_symmetries(model), deviation,
+                 DENORMAL_RTOL, DENORMAL_RTOL)
+
+
+def check_equivariance(name: str, space_name: str, group: str, seeds: Sequence[int] = SEEDS,
+                       overrides: Mapping[str, Any] | None = None) -> Check:
+    """A weight output: g . f(w) against f(g . w), relative to the output's size."""
+    acting = symmetry(space_name, group)
+    claimed = group in claimed_symmetries(build_model(name, space_name, 0, "weights", overrides))
+    worst = 0.0
+    for seed in seeds:
+        model = build_model(name, space_name, seed, "weights", overrides)
+        weights = random_weights(acting.space, 4, seed)
+        g = acting.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
+        with torch.no_grad():
+            moved_output, output_of_moved = acting.act(g, model(weights)), model(acting.act(g, weights))
+        if not isinstance(output_of_moved, WeightBatch) or output_of_moved.space != acting.space:
+            raise ValueError(f"model {name!r} with output='weights' returned {type(output_of_moved).__name__}; "
+                             "expected a WeightBatch of its input's weight space")
+        worst = max(worst, _relative_gap(output_of_moved, moved_output), key=_nan_first)
+    return Check(name, space_name, group, "equivariance", claimed, worst, EQUIVARIANT_GAP, EQUIVARIANT_MOVES)
+
+
+def _nan_first(value: float) -> float:
+    return math.inf if math.isnan(value) else value
+
+
+def weight_output_spaces(name: str) -> list[str]:
+    """The spaces whose weight output is checked: those read, less MAGEP-NFN's kernel CNNs (refused:
+    its weight output lives on the dense description)."""
+    if "weights" not in model_outputs(name):
+        return []
+    return [s for s in sorted(SPACES) if reads(name, s)
+            and not (MODELS.resolve(name) == "magep_nfn" and any(len(t.shape) > 2 for t in space(s).tensors))]
+
+
+def check_model(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str, Any] | None = None) -> list[Check]:
+    """Every check of model `name` (a registered name, an import path or an entry point)."""
+    name = MODELS.resolve(name)
+    read = [s for s in sorted(SPACES) if reads(name, s)]
+    checks = []
+    for space_name in read:
+        for group in groups(space_name):
+            checks.append(check_invariance(name, space_name, group, seeds, overrides))
+        claims = claimed_symmetries(build_model(name, space_name, 0, overrides=overrides))
+        checks += [check_denormal(name, space_name, group, overrides) for group in claims]
+    for space_name in weight_output_spaces(name):
+        checks += [check_equivariance(name, space_name, group, seeds, overrides) for group in groups(space_name)]
+    return checks
+
+
+def format_table(checks: Sequence[Check]) -> str:
+    """A Markdown table of the checks: the max relative deviation each measured and its verdict."""
+    lines = ["| weight space | group | test | claimed | max relative deviation | tolerance | verdict |",
+             "|---|---|---|---|---:|---:|---|"]
+    lines += [f"| {c.space} | {c.group} | {c.test} | {'yes' if c.claimed else 'no'} | {c.deviation:.2e} | "
+              f"{c.tolerance if c.claimed else c.moves:.0e} | {c.verdict} |" for c in checks]
+    return "\n".join(lines) + "\n"
