@@ -150,3 +150,39 @@ def test_cli_import_then_info_verify_and_datasets(tmp_path, capsys, read_with_da
     seen = read_with_datasets(out, "small-cnn-zoo-mnist")
     assert sum(s["rows"] for s in seen["splits"].values()) == 24 and not seen["imported_zoo"]
     assert main(["import", "no-such-format", str(tmp_path / "src"), "--out", str(out)]) == 1
+
+
+def test_round_trip_our_zoo_through_the_small_cnn_zoo_layout(tmp_path, tiny_zoo):
+    """import(export(z)) has z's weights, hyperparameters, metrics, epochs and seeds, run by run."""
+    from zoo.imports import get_exporter
+    from zoo.storage.folder import read_manifest
+
+    config = next(iter(read_manifest(tiny_zoo)["configs"]))
+    legacy = get_exporter("small-cnn-zoo")(tiny_zoo, tmp_path / "legacy")
+    assert sorted(p.name for p in legacy.iterdir()) == ["layout.csv", "metrics.csv.gz", "nfn_split.csv", "weights.npy"]
+    # what the NFN loader reads: the header-"0" permutation, kernels by suffix, shapes as tuple literals
+    order = pd.read_csv(legacy / "nfn_split.csv", header=None).values.flatten()
+    assert order[0] == 0 and sorted(order[1:]) == list(range(len(order) - 1))
+    import_zoo(legacy, tmp_path / "back", config="back", nfn_final_step=2)
+    original = {s: load_split(tiny_zoo, config, s) for s in ("train", "validation", "test")}
+    back = {s: load_split(tmp_path / "back", "back", s) for s in ("train", "validation", "test")}
+    by_key = {}
+    for split in back.values():
+        for i, (run, epoch) in enumerate(zip(split.metadata["modeldir"], split.metadata["epoch"])):
+            by_key[(run, int(epoch))] = (split, i)
+    from zoo.families.cnn import CNNHParams
+    import dataclasses
+
+    compared = 0
+    for split in original.values():
+        for i, row in split.metadata.iterrows():
+            other, j = by_key[(row["run_id"], int(row["epoch"]))]
+            theirs = other.metadata.iloc[j]
+            for name in [f.name for f in dataclasses.fields(CNNHParams)] + ["seed", "status"]:
+                assert theirs[name] == row[name], name
+            for metric in ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "test_loss", "test_accuracy"):
+                assert theirs[metric] == row[metric] or (np.isnan(theirs[metric]) and np.isnan(row[metric])), metric
+            mine, back_state = split.weights.state_dict(i), other.weights.state_dict(j)
+            assert all(torch.equal(mine[k], back_state[k]) for k in mine)
+            compared += 1
+    assert compared == sum(len(s) for s in back.values())

@@ -70,9 +70,9 @@ CONSTANTS = {"config.num_layers": 3, "config.num_units": 16, "config.dnn_archite
 # the released training recipe (train_network.py flags as the README states them), for the card
 RECIPE = {"epochs": 86, "batch_size": 512, "checkpoint_epochs": [0, 1, 2, 3, 20, 40, 60, 80, 86]}
 # architecture fields the released model sets, applied where our family has the field (Keras'
-# Conv2D default padding is "valid": 28 -> 13 -> 6 -> 2 on MNIST)
+# Conv2D default padding is "valid": 28 -> 13 -> 6 -> 2 on MNIST; train_network.py scales pixels to [-1, 1])
 RELEASED_ARCHITECTURE = {"in_channels": 1, "channels": 16, "num_conv_layers": 3, "kernel_size": 3, "stride": 2,
-                         "num_classes": 10, "padding": "valid"}
+                         "num_classes": 10, "padding": "valid", "input_range": "signed"}
 NFN_FINAL_STEP = 86  # the reference's `metrics["step"] == 86`
 OUR_SPLIT = SplitSpec(seed=0, fractions={"train": 0.7, "validation": 0.1, "test": 0.2})
 CHUNK_ROWS = 4096
