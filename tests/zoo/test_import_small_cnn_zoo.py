@@ -186,3 +186,13 @@ def test_round_trip_our_zoo_through_the_small_cnn_zoo_layout(tmp_path, tiny_zoo)
             assert all(torch.equal(mine[k], back_state[k]) for k in mine)
             compared += 1
     assert compared == sum(len(s) for s in back.values())
+
+
+def test_a_config_name_that_leaves_the_output_folder_is_refused(tmp_path):
+    from zoo.validation.inputs import InputError
+
+    make_zoo(tmp_path / "src", runs=2, steps=(0, 86))
+    with pytest.raises(InputError, match="config name") as error:
+        import_zoo(tmp_path / "src", tmp_path / "out", config="../escape")
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "escape").exists() and not (tmp_path / "out").exists()

@@ -41,6 +41,7 @@ from zoo.storage.commit import building_folder, commit_pack
 from zoo.storage.folder import MANIFEST, check_writable, read_manifest
 from zoo.storage.integrity import dataset_hash_of, sha256_file
 from zoo.storage.lock import FolderLock
+from zoo.validation.inputs import check_name
 from zoo.storage.record import arrow_schema, architecture_id, weights_metadata
 from zoo.distributed.signals import deferred_signals
 from zoo.distributed.machine import packing_machine
@@ -158,6 +159,9 @@ def write_import(out: str | Path, config: ImportedConfig, chunks: Iterator[tuple
     hyperparameters and metrics, `status` and `config.extra_columns`. Nothing in `out` changes
     unless every row is written (module docstring)."""
     out = Path(out)
+    check_name(config.name, "config name")  # it becomes data/<name>/: a path that leaves `out` is refused here
+    for set_name in config.split_sets:
+        check_name(set_name, "split set name")
     check_writable(out)
     with FolderLock(out, "nfnzoo import"):
         return _write_locked(out, config, chunks, total, max_shard_bytes)
