@@ -1,0 +1,131 @@
+"""The Python API for benchmarking any model: `benchmarks.evaluate(model, task=..., data=...)`.
+
+`model` is whatever names a model: a registered name (`"statnn"`), an import path
+(`"mypkg.models:MyNFN"`), an installed package's `nfnzoo.models` entry point, a model class with
+the registry's contract (`nfn_models.registry.check_model_contract`), or a factory
+`weight_space -> nn.Module`. A class or a factory is registered as a plugin under `name` (default:
+its import path `module:QualifiedName`), which the results record as their `model`.
+
+The run is `benchmarks.harness.run_benchmark`'s, as `nfnzoo bench run` does it: the same
+protocol, the same results file with its predictions sidecar, the same resumable seed records
+(a re-run after an interruption runs only the missing seeds; the records are keyed by the model's
+name and config, so give each different model its own `name`). A class or a factory defined in a
+notebook runs in this process; Ray workers (`workers > 1`, `address`) import the model by its
+name, so give them an import path or an entry point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from torch import nn
+
+from benchmarks.harness import run_benchmark
+from benchmarks.results import Results
+from nfn_models.registry import MODELS, SPACE_GROUPS
+from zoo.registry import PluginError, import_path
+from zoo.validation.schema import from_data
+from zoo.weightspace import WeightSpace
+
+ModelLike = str | type | Callable[[WeightSpace], nn.Module]
+
+
+@dataclasses.dataclass(frozen=True)
+class FactoryConfig:
+    out_features: int = 1  # outputs per checkpoint, which the task sets (10 classes for INR classification)
+
+
+def factory_model(factory: Callable[..., nn.Module], symmetries: Sequence[str] = (),
+                  weight_spaces: Sequence[str] = tuple(SPACE_GROUPS)) -> type:
+    """A model class (the registry's contract) whose models are `factory(weight_space)`.
+
+    A factory that takes `out_features` gets the task's; one that does not serves the tasks
+    with one output per checkpoint. `symmetries` are what its models claim (see `check_model`).
+    """
+    takes_outputs = _takes(factory, "out_features")
+    label = getattr(factory, "__qualname__", type(factory).__name__)
+
+    class FactoryModel(nn.Module):
+        Config = FactoryConfig
+
+        def __new__(cls, weight_space: WeightSpace, out_features: int = 1) -> nn.Module:  # type: ignore[misc]
+            if takes_outputs:
+                model = factory(weight_space, out_features=out_features)
+            elif out_features != 1:
+                raise ValueError(f"the task needs {out_features} outputs per checkpoint; the factory {label} "
+                                 "takes only weight_space: give it an out_features argument")
+            else:
+                model = factory(weight_space)
+            if not isinstance(model, nn.Module):
+                raise TypeError(f"the factory {label} returned {type(model).__name__}; expected a torch.nn.Module")
+            if not hasattr(model, "symmetries"):
+                model.symmetries = tuple(symmetries)
+            return model
+
+    FactoryModel.symmetries = tuple(symmetries)
+    FactoryModel.weight_spaces = tuple(weight_spaces)
+    FactoryModel.__qualname__ = FactoryModel.__name__ = f"factory({label})"
+    return FactoryModel
+
+
+def _takes(function: Callable, parameter: str) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == parameter or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def register(model: ModelLike, name: str | None = None, symmetries: Sequence[str] = ()) -> str:
+    """The registered name of `model` (any form `evaluate` takes), registering a class or a factory."""
+    if isinstance(model, str):
+        if name is not None:
+            raise ValueError(f"name={name!r} names a class or a factory; model {model!r} has its name already")
+        return MODELS.resolve(model)
+    if isinstance(model, type):
+        for registered, item in MODELS.loaded().items():
+            if item is model and not MODELS.is_plugin(registered):
+                return registered  # a built-in class: its own name
+        return MODELS.add_plugin(name or import_path(model), model)
+    if callable(model):
+        return MODELS.add_plugin(name or import_path(model), factory_model(model, symmetries))
+    raise PluginError(f"model {model!r:.80}: expected a registered name, an import path MODULE:CLASS, a model class "
+                      "or a factory weight_space -> nn.Module")
+
+
+def evaluate(model: ModelLike, task: str = "generalization", data: str | Path | None = None,
+             seeds: Sequence[int] = (0, 1, 2), out: str | Path | None = None, *, config: str | None = None,
+             model_overrides: Mapping[str, Any] | None = None, task_overrides: Mapping[str, Any] | None = None,
+             name: str | None = None, symmetries: Sequence[str] = (), device: str | None = None,
+             workers: int = 1, address: str | None = None, gpus_per_job: float = 0.0,
+             progress: bool = True) -> Results:
+    """Trains and evaluates `model` on `task` over `seeds` on the zoo `data`; returns the results.
+
+    Args:
+        model: a registered name, an import path, an entry point's name, a model class, or a factory
+            `weight_space -> nn.Module` (see the module docstring).
+        task: a registered task (or a task plugin's import path or entry point).
+        data: a zoo folder or a Hub dataset repo `ORG/NAME[@REVISION]`.
+        seeds: the seeds; each is one resumable job.
+        out: the results JSON to write (its predictions sidecar beside it), as `nfnzoo bench run --out`.
+        config: the dataset config (default: the dataset's only one).
+        model_overrides: the model's hyperparameters (`--set model.KEY=VALUE`).
+        task_overrides: the task's hyperparameters (`--set task.KEY=VALUE`).
+        name: the name a class or a factory is registered and recorded under.
+        symmetries: what a factory's models claim (a class states its own).
+        device: the torch device (default: CUDA when available); `workers`, `address`, `gpus_per_job`
+            and `progress` are `benchmarks.harness.run_benchmark`'s.
+
+    Returns:
+        The `benchmarks.results.Results` that `out` holds.
+    """
+    if data is None:
+        raise ValueError("data: expected a zoo folder or a Hub dataset repo ORG/NAME[@REVISION], got None")
+    registered = register(model, name, symmetries)
+    results = run_benchmark(task, registered, data, config, list(seeds), out, model_overrides, task_overrides,
+                            device=device, progress=progress, workers=workers, address=address,
+                            gpus_per_job=gpus_per_job)
+    return from_data(Results, results, where=f"the results of {registered}")
