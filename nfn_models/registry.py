@@ -13,8 +13,9 @@ a property of the built model): on feedforward weight spaces a tuple among "perm
 (hidden units), "scale" (permutations with positive scalings) and "sign" (permutations with
 sign flips), in the sense of `zoo.symmetry.feedforward`; on transformer weight spaces
 "attention", Transformer-NFN's group (`zoo.symmetry.attention` without the MLP scalings and
-the block-output permutations). `tests/nfn_models/test_exactness.py` checks every registered
-model's claims, and that every group it does not claim changes its output.
+the block-output permutations). `benchmarks.check_model` (`nfnzoo bench check-model`) checks a
+model's claims, and that every group it does not claim changes its output;
+`tests/nfn_models/test_exactness.py` runs it on every registered model.
 
 A model reads the weight-space kinds in `weight_spaces` ("feedforward": CNNs and SIRENs,
 "transformer": `zoo.families.transformer` members; default both); `create_model` refuses the
