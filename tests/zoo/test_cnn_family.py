@@ -95,14 +95,17 @@ def test_cnn_has_the_papers_4970_parameters_in_layer_order():
     assert space.num_layers == 4
 
 
-def test_cnn_feature_maps_shrink_28_14_7_4():
-    model = create_family("cnn").build(load_spec("cnn-mnist").architecture)
+@pytest.mark.parametrize("padding, sides", [("valid", [13, 6, 2]), ("symmetric", [14, 7, 4])])
+def test_cnn_feature_maps_shrink_by_the_padding(padding, sides):
+    """The bundled spec's "valid" padding is the released model's 28 -> 13 -> 6 -> 2; "symmetric"
+    (zoos made before the field) gives 28 -> 14 -> 7 -> 4."""
+    model = create_family("cnn").build({**load_spec("cnn-mnist").architecture, "padding": padding})
     h = torch.zeros(2, 1, 28, 28)
     sizes = []
     for conv in model.convs:
         h = conv(h)
         sizes.append(tuple(h.shape[1:]))
-    assert sizes == [(16, 14, 14), (16, 7, 7), (16, 4, 4)]
+    assert sizes == [(16, side, side) for side in sides]
     assert model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
 
 

@@ -5,8 +5,16 @@ Tolstikhin, 2020), Section 3: three 3x3 convolutions of 16 channels with stride 
 average pooling and a dense layer to 10 classes: 4,970 parameters on one input channel.
 Hyperparameters (their Table 1): optimizer, learning rate, L2 coefficient, initialization
 and its std, activation (ReLU or tanh), dropout rate and train fraction. Dropout follows
-each convolution's activation. "Same" padding is PyTorch's symmetric padding of 1, which
-gives the paper's 28 -> 14 -> 7 -> 4 feature maps.
+each convolution's activation.
+
+Two architecture fields say which function the 4,970 weights compute. The released training
+code (google-research `dnn_predict_accuracy/train_network.py`) builds Keras' `Conv2D(16, 3,
+strides=2)` with its default "valid" padding (28 -> 13 -> 6 -> 2 on MNIST) and scales pixels to
+[-1, 1]: `padding: valid`, `input_range: signed`, what the bundled `cnn-*` specs say. A spec
+without them means what every zoo before them was made with: `padding: symmetric` (kernel_size
+// 2 zeros on every side, 28 -> 14 -> 7 -> 4) and `input_range: unit` ([0, 1] pixels). A field a
+spec leaves out stays out of its hash, so those zoos keep their ids, and they retrain to their
+bits through `population_convolution: grouped` (see `_grouped_conv` and `_unfold_conv`).
 """
 
 from __future__ import annotations
@@ -34,6 +42,11 @@ POPULATION_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"re
 # the hidden-unit rescalings each activation commutes with (zoo.symmetry.feedforward)
 SYMMETRY_MODES: dict[str, str] = {"relu": "scale", "tanh": "sign"}
 
+# zeros on every side of a convolution's input, from its kernel size
+PADDINGS: dict[str, Callable[[int], int]] = {"symmetric": lambda kernel_size: kernel_size // 2, "valid": lambda _: 0}
+# pixels arrive in [0, 1] (`zoo.data.images`); the network sees them in this range
+INPUT_RANGES: dict[str, tuple[float, float]] = {"unit": (0.0, 1.0), "signed": (-1.0, 1.0)}
+
 INITIALIZERS: dict[str, Callable[[torch.Tensor, float, torch.Generator], torch.Tensor]] = {
     "normal": lambda w, std, g: nn.init.normal_(w, 0.0, std, generator=g),
     "truncated_normal": lambda w, std, g: nn.init.trunc_normal_(w, 0.0, std, -2 * std, 2 * std, generator=g),
@@ -50,6 +63,26 @@ class CNNArchitecture:
     kernel_size: Size = 3
     stride: Size = 2
     num_classes: Classes = 10
+    # The defaults below are what zoos made before these fields existed mean; the bundled specs
+    # set the released code's values explicitly.
+    padding: Literal["symmetric", "valid"] = "symmetric"  # "valid": Keras' default, the released model's
+    input_range: Literal["unit", "signed"] = "unit"  # "signed": pixels scaled to [-1, 1], as the released code does
+    # How a population computes its convolutions (the numerics of training, not the function):
+    # "unfold" gives a member the same bits in a population of any size; "grouped" is faster on one
+    # core but rounds the first layer's weight gradient by population size (kept so that zoos made
+    # with it retrain to their bits).
+    population_convolution: Literal["grouped", "unfold"] = "grouped"
+
+
+def scale_input(x: torch.Tensor, input_range: str) -> torch.Tensor:
+    """[0, 1] pixels to the architecture's range (min + x * (max - min), as the released code)."""
+    low, high = INPUT_RANGES[input_range]
+    return x if (low, high) == (0.0, 1.0) else low + x * (high - low)
+
+
+def output_size(size: int, arch: CNNArchitecture) -> int:
+    """A feature map's side after one convolution of `arch`."""
+    return (size + 2 * PADDINGS[arch.padding](arch.kernel_size) - arch.kernel_size) // arch.stride + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,17 +100,17 @@ class CNNHParams:
 class SmallCNN(nn.Module):
     def __init__(self, arch: CNNArchitecture, activation: str = "relu", dropout: float = 0.0):
         super().__init__()
-        self.activation, self.dropout = ACTIVATIONS[activation], dropout
-        channels = arch.in_channels
+        self.activation, self.dropout, self.input_range = ACTIVATIONS[activation], dropout, arch.input_range
+        channels, padding = arch.in_channels, PADDINGS[arch.padding](arch.kernel_size)
         for i in range(arch.num_conv_layers):
-            conv = nn.Conv2d(channels, arch.channels, arch.kernel_size, arch.stride, padding=arch.kernel_size // 2)
+            conv = nn.Conv2d(channels, arch.channels, arch.kernel_size, arch.stride, padding=padding)
             self.add_module(f"conv{i + 1}", conv)
             channels = arch.channels
         self.convs = [getattr(self, f"conv{i + 1}") for i in range(arch.num_conv_layers)]
         self.dense = nn.Linear(channels, arch.num_classes)
 
     def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        h = x  # (B, C, H, W)
+        h = scale_input(x, self.input_range)  # (B, C, H, W)
         for conv in self.convs:
             h = self.activation(conv(h))
             if self.training and self.dropout > 0:
@@ -116,12 +149,62 @@ def _grouped_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, str
     return out[:, :O] if K == 1 else out
 
 
-def _activate(h: torch.Tensor, activations: list[str], width: int) -> torch.Tensor:
-    """Each member's activation on its channels of h (B, K*width, H, W)."""
+class _Patches(torch.autograd.Function):
+    """h (K, C, B, H, W) -> its k x k windows at `stride` as columns (K, C*k*k, B*H'*W').
+
+    The backward adds each of the k*k window offsets' gradients into a strided slice of zeros,
+    in a fixed order: elementwise, so every input's gradient sums the same terms in the same
+    order whatever K is (and 10x faster here than `unfold`'s backward).
+    """
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, k: int, stride: int) -> torch.Tensor:
+        K, C, B = h.shape[:3]
+        windows = h.unfold(3, k, stride).unfold(4, k, stride)  # (K, C, B, H', W', k, k), a view
+        ctx.shape, ctx.k, ctx.stride, ctx.windows = h.shape, k, stride, windows.shape[3:5]
+        return windows.permute(0, 1, 5, 6, 2, 3, 4).reshape(K, C * k * k, -1)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        K, C, B, H, W = ctx.shape
+        k, stride, (height, width) = ctx.k, ctx.stride, ctx.windows
+        grad = grad.view(K, C, k, k, B, height, width)
+        grad_h = grad.new_zeros(K, C, B, H, W)
+        for a in range(k):
+            for b in range(k):
+                grad_h[..., a:a + stride * (height - 1) + 1:stride, b:b + stride * (width - 1) + 1:stride] += grad[:, :, a, b]
+        return grad_h, None, None
+
+
+def _unfold_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int, padding: int) -> torch.Tensor:
+    """K members' convolutions as K matrix products over unfolded patches: h (K, C, B, H, W),
+    weight (K, O, C, k, k), bias (K, O) -> (K, O, B, H', W') (channels before examples, so a
+    layer's output is the next layer's input without a transpose).
+
+    A member's output, weight gradient (its output gradient times its patches) and input
+    gradient (its weights times its output gradient, summed back over overlapping windows) are
+    its own matrix products and sums, of the same shapes whatever K is, so a member gets the same
+    bits alone and in a population of any size.
+    """
+    K, O, C, k, _ = weight.shape
+    B = h.shape[2]
+    if padding:
+        h = F.pad(h, (padding,) * 4)
+    height, width = (h.shape[3] - k) // stride + 1, (h.shape[4] - k) // stride + 1
+    patches = _Patches.apply(h, k, stride)  # (K or 1, C*k*k, B*L)
+    patches = patches.expand(K, -1, -1)  # a shared input's patches are one copy
+    out = torch.baddbmm(bias.unsqueeze(2), weight.reshape(K, O, C * k * k), patches)  # (K, O, B*L)
+    return out.view(K, O, B, height, width)
+
+
+def _activate(h: torch.Tensor, activations: list[str], width: int, member_dim: bool = False) -> torch.Tensor:
+    """Each member's activation on its channels of h (B, K*width, H, W), or on h (K, ...) with
+    `member_dim`."""
     if len(set(activations)) == 1:
         return POPULATION_ACTIVATIONS[activations[0]](h)
-    relu = torch.tensor([a == "relu" for a in activations], device=h.device).repeat_interleave(width)
-    return torch.where(relu.view(1, -1, 1, 1), F.relu(h), simd.tanh(h))
+    relu = torch.tensor([a == "relu" for a in activations], device=h.device)
+    relu = relu.view(-1, *[1] * (h.dim() - 1)) if member_dim else relu.repeat_interleave(width).view(1, -1, 1, 1)
+    return torch.where(relu, F.relu(h), simd.tanh(h))
 
 
 @register_family("cnn")
@@ -196,16 +279,20 @@ class CNNFamily(Family):
                            activations: list[str], masks=None, shared_input: bool = False) -> torch.Tensor:
         """Logits (K, B, classes) of K members: x is (K, B, C, H, W), or (B, C, H, W) when shared.
 
-        The members' convolutions run as one grouped convolution over K * channels in the
-        channels-last layout (`_grouped_conv`), the dense layer as one batched matrix product.
-        `masks(layer, shape)` gives dropout masks (K, *shape).
+        The members' convolutions run as K batched matrix products over unfolded patches
+        (`_unfold_conv`) or, with `population_convolution: grouped`, as one grouped convolution
+        over K * channels in the channels-last layout (`_grouped_conv`); the dense layer as one
+        batched matrix product. `masks(layer, shape)` gives dropout masks (K, *shape).
         """
         arch = CNNArchitecture(**architecture)
-        K = len(activations)
+        K, padding = len(activations), PADDINGS[arch.padding](arch.kernel_size)
+        x = scale_input(x, arch.input_range)
+        if arch.population_convolution == "unfold":
+            return self._unfold_forward(arch, params, x, activations, masks, padding)
         h = _to_grouped(x, shared_input, K)  # (B, K*C, H, W)
         for i in range(1, arch.num_conv_layers + 1):
             weight, bias = params[f"conv{i}.weight"], params[f"conv{i}.bias"]  # (K, O, I, k, k), (K, O)
-            h = _activate(_grouped_conv(h, weight, bias, arch.stride, arch.kernel_size // 2), activations, arch.channels)
+            h = _activate(_grouped_conv(h, weight, bias, arch.stride, padding), activations, arch.channels)
             mask = masks(i, (h.shape[0], arch.channels, *h.shape[2:])) if masks is not None else None
             if mask is not None:  # (K, B, O, H', W') -> the layout of h
                 h = h * _to_grouped(mask.to(h.device), False, K)
@@ -214,13 +301,29 @@ class CNNFamily(Family):
         pooled = h.contiguous().flatten(2).mean(dim=2).view(h.shape[0], K, arch.channels).transpose(0, 1)
         return torch.baddbmm(params["dense.bias"].unsqueeze(1), pooled, params["dense.weight"].transpose(1, 2))
 
+    @staticmethod
+    def _unfold_forward(arch: CNNArchitecture, params: dict[str, torch.Tensor], x: torch.Tensor,
+                        activations: list[str], masks, padding: int) -> torch.Tensor:
+        """`population_forward` with `_unfold_conv`: x (K, B, C, H, W) or shared (B, C, H, W)."""
+        h = x.transpose(-4, -3)  # (K, C, B, H, W), or (C, B, H, W) shared
+        h = h.unsqueeze(0) if h.dim() == 4 else h
+        for i in range(1, arch.num_conv_layers + 1):
+            weight, bias = params[f"conv{i}.weight"], params[f"conv{i}.bias"]  # (K, O, I, k, k), (K, O)
+            h = _activate(_unfold_conv(h, weight, bias, arch.stride, padding), activations, arch.channels,
+                          member_dim=True)  # (K, O, B, H', W')
+            mask = masks(i, (h.shape[2], h.shape[1], *h.shape[3:])) if masks is not None else None
+            if mask is not None:  # (K, B, O, H', W')
+                h = h * mask.to(h.device).transpose(1, 2)
+        pooled = h.flatten(3).mean(dim=3).transpose(1, 2)  # (K, B, O): global average pooling, one row each
+        return torch.baddbmm(params["dense.bias"].unsqueeze(1), pooled, params["dense.weight"].transpose(1, 2))
+
     def forward_flops(self, spec) -> int:
         """FLOPs (2 per multiply-add) of one example's forward pass."""
         arch = CNNArchitecture(**spec.architecture)
         _, height, width = SOURCE_INFO[spec.dataset.name].image_shape
         flops, channels = 0, arch.in_channels
         for _ in range(arch.num_conv_layers):
-            height, width = -(-height // arch.stride), -(-width // arch.stride)  # "same" padding
+            height, width = output_size(height, arch), output_size(width, arch)
             flops += 2 * height * width * arch.channels * channels * arch.kernel_size ** 2
             channels = arch.channels
         return flops + 2 * channels * arch.num_classes

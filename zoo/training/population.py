@@ -4,7 +4,7 @@ A zoo member has a few thousand parameters, so training one at a time spends the
 per-operation overhead. Here K runs sharing an optimizer and a train fraction (hence the
 same number of steps per epoch) are trained together: parameters are stacked on a leading
 member dimension and every layer is computed for all members at once by the family's
-``population_forward`` (grouped convolutions, batched matrix products). Everything that
+``population_forward`` (batched matrix products, for the CNN over unfolded patches). Everything that
 differs between members is a tensor or a per-member generator: learning rate, L2, dropout
 rate, activation, initialization, the train subset, the batch order and the dropout masks,
 each drawn from the member's own seeded generators exactly as its solo run draws them, so a
