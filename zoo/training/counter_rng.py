@@ -1,0 +1,217 @@
+"""Philox-4x32-10, a counter-based random number generator, in integer tensor operations.
+
+Salmon, Moraes, Dror and Shaw 2011, "Parallel random numbers: as easy as 1, 2, 3" (SC11),
+the Philox construction (the paper's section on Philox, "Philox-NxW-R"; the reference
+realisation is Random123's `philox.h`). A counter-based generator is a keyed bijection
+`f_key(counter)`: any draw is computed directly from its coordinates, with no state to
+advance, so a population's draws come from a few tensor operations and a member's draws do
+not depend on which population, batch shape or device computed them.
+
+One Philox-4x32 round maps the counter words (c0, c1, c2, c3) and the round key (k0, k1) to
+
+    hi0, lo0 = mulhilo(M0, c0)          M0 = 0xD2511F53
+    hi1, lo1 = mulhilo(M1, c2)          M1 = 0xCD9E8D57
+    (c0, c1, c2, c3) <- (hi1 ^ c1 ^ k0,  lo1,  hi0 ^ c3 ^ k1,  lo0)
+
+where mulhilo(a, b) is the high and low 32-bit word of the exact 64-bit product a * b. Between
+rounds the key is bumped by the Weyl constants (the golden ratio and sqrt(3) - 1 in 32 bits),
+k0 <- k0 + 0x9E3779B9, k1 <- k1 + 0xBB67AE85 (mod 2^32); round r uses key + (r - 1) * W.
+Ten rounds is the paper's recommended (Crush-resistant with margin) count.
+
+Arithmetic: every word is a torch.int64 tensor holding a value in [0, 2^32). The product of
+two such values reaches 2^64 and overflows signed int64, so `mulhilo` splits the
+multiplicand into 16-bit halves: each partial product is below 2^48, and the halves are
+recombined with shifts and masks, exactly. Only integer ops are used, so CPU and CUDA give
+the same bits by construction.
+
+Draws are addressed by (seed, stream, step, member, index): the 64-bit run seed is the key
+(low word k0, high word k1); the counter is (index // 4, member, step, stream) and a draw's
+32-bit word is word `index % 4` of that block. `seed` and `step` may be per member.
+On top of the raw words:
+
+- `uniform`: float32 = (word >> 8) * 2^-24, the 24 high bits, exactly representable, in
+  [0, 1 - 2^-24]; float64 = word * 2^-32, in [0, 1 - 2^-32].
+- `below(n)`: floor(word * n / 2^32) for 1 <= n <= 2^31 (the product fits int64). Each value's
+  probability is floor or ceil of 2^32 / n over 2^32: off from 1/n by less than 2^-32
+  (relative bias < n / 2^32; 1.4e-5 for n = 60,000).
+- `bernoulli(p)`: word < round(p * 2^32): P(True) is p to within 2^-33 (p = 1 is always True).
+- `permutation(n)`: a stable argsort of 63-bit keys (w_2i << 31 | w_2i+1 >> 1). Equal keys
+  (probability < n^2 / 2^64, 2e-10 for n = 60,000) keep index order, so the result is one
+  well-defined permutation on every device; its distance from uniform is at most that
+  collision probability.
+- `crop_offsets`: `below(2 * padding + 1)` for (dy, dx).
+"""
+
+from __future__ import annotations
+
+import torch
+
+MASK32 = 0xFFFFFFFF
+PHILOX_M0 = 0xD2511F53  # multiplier of counter word 0
+PHILOX_M1 = 0xCD9E8D57  # multiplier of counter word 2
+PHILOX_W0 = 0x9E3779B9  # key bump of word 0: golden ratio
+PHILOX_W1 = 0xBB67AE85  # key bump of word 1: sqrt(3) - 1
+ROUNDS = 10
+
+Index = int | torch.Tensor
+
+
+def mulhilo(a: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """High and low 32-bit words of a * multiplier, exactly, for int64 `a` in [0, 2^32)."""
+    high_half, low_half = a >> 16, a & 0xFFFF
+    upper = high_half * multiplier  # < 2^48
+    lower = low_half * multiplier  # < 2^48
+    # a * m = (upper >> 16) * 2^32 + ((upper & 0xFFFF) << 16) + lower
+    middle = ((upper & 0xFFFF) << 16) + lower  # < 2^49
+    return (upper >> 16) + (middle >> 32), middle & MASK32
+
+
+def philox4x32(counter: torch.Tensor, key: torch.Tensor, rounds: int = ROUNDS,
+               multipliers: tuple[int, int] = (PHILOX_M0, PHILOX_M1),
+               weyl: tuple[int, int] = (PHILOX_W0, PHILOX_W1)) -> torch.Tensor:
+    """Philox-4x32-R of counters (..., 4) under keys broadcastable to (..., 2), int64 words
+    in [0, 2^32); returns (..., 4). `multipliers` and `weyl` exist for the negative control."""
+    if counter.dtype != torch.int64 or key.dtype != torch.int64:
+        raise TypeError(f"philox4x32 takes int64 words, got counter {counter.dtype} and key {key.dtype}")
+    c0, c1, c2, c3 = counter.unbind(-1)
+    k0, k1 = key.unbind(-1)
+    for round_index in range(rounds):
+        if round_index:
+            k0, k1 = (k0 + weyl[0]) & MASK32, (k1 + weyl[1]) & MASK32
+        hi0, lo0 = mulhilo(c0, multipliers[0])
+        hi1, lo1 = mulhilo(c2, multipliers[1])
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+    return torch.stack(torch.broadcast_tensors(c0, c1, c2, c3), dim=-1)
+
+
+def _word_tensor(value: Index, name: str, device: torch.device | None, bits: int = 32) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex():
+            raise TypeError(f"{name} must be an integer tensor, got {value.dtype}")
+        if value.numel() and (int(value.min()) < 0 or (bits == 32 and int(value.max()) > MASK32)):
+            raise ValueError(f"{name} must lie in [0, 2^{bits}); got values in "
+                             f"[{int(value.min())}, {int(value.max())}]")
+        return value.to(device=device if device is not None else value.device, dtype=torch.int64)
+    if not 0 <= int(value) < 2 ** bits:
+        raise ValueError(f"{name} must lie in [0, 2^{bits}); got {value}")
+    if bits == 64:  # a 64-bit seed does not fit int64: keep it as its two words
+        return torch.tensor([int(value) & MASK32, int(value) >> 32], dtype=torch.int64, device=device)
+    return torch.tensor(int(value), dtype=torch.int64, device=device)
+
+
+def _seed_key(seed: Index, device: torch.device | None) -> torch.Tensor:
+    """Key words (..., 2): low and high 32 bits of each 64-bit seed."""
+    if isinstance(seed, torch.Tensor):
+        # int64 tensors hold seeds < 2^63; a seed given as a Python int may use all 64 bits.
+        words = _word_tensor(seed, "seed", device, bits=63)
+        return torch.stack([words & MASK32, words >> 32], dim=-1)
+    return _word_tensor(seed, "seed", device, bits=64)
+
+
+def random_words(seed: Index, stream: int, step: Index, member: Index, count: int,
+                 device: torch.device | str | None = None) -> torch.Tensor:
+    """Words (M, count) in [0, 2^32) as int64: row m is member m's draws 0..count-1 of
+    (seed, stream, step), where M is the broadcast size of seed, step and member (each an int
+    or a 1-D tensor). Word j of a member is word j % 4 of Philox(counter (j // 4, member,
+    step, stream), key seed): it does not depend on the other members or on `count`."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    if (count + 3) // 4 > MASK32 + 1:
+        raise ValueError(f"count {count} exceeds the 2^34 words of one (seed, stream, step, member)")
+    device = torch.device(device) if device is not None else next(
+        (v.device for v in (seed, step, member) if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    key = _seed_key(seed, device)  # (M, 2) or (2,)
+    step_word = _word_tensor(step, "step", device)
+    member_word = _word_tensor(member, "member", device)
+    stream_word = _word_tensor(stream, "stream", device)
+    members = torch.broadcast_shapes(key.shape[:-1], step_word.shape, member_word.shape)
+    if len(members) > 1:
+        raise ValueError(f"seed, step and member must be ints or 1-D tensors, got shape {members}")
+    size = members[0] if members else 1
+    blocks = (count + 3) // 4
+    block_index = torch.arange(blocks, dtype=torch.int64, device=device)
+    counter = torch.stack(torch.broadcast_tensors(
+        block_index.expand(size, blocks),
+        member_word.expand(size).unsqueeze(1),
+        step_word.expand(size).unsqueeze(1),
+        stream_word.expand(size, 1)), dim=-1)  # (M, blocks, 4)
+    key = key.expand(size, 2).unsqueeze(1)  # (M, 1, 2)
+    return philox4x32(counter, key).reshape(size, blocks * 4)[:, :count]
+
+
+def _per_member_shape(shape: int | tuple[int, ...]) -> tuple[int, ...]:
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    total = 1
+    for extent in shape:
+        total *= extent
+    return total
+
+
+def uniform(seed: Index, stream: int, step: Index, member: Index, shape: int | tuple[int, ...],
+            dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+    """Floats (M, *shape) in [0, 1): float32 = (word >> 8) * 2^-24; float64 = word * 2^-32."""
+    shape = _per_member_shape(shape)
+    words = random_words(seed, stream, step, member, _numel(shape), device)
+    if dtype == torch.float32:
+        values = (words >> 8).to(torch.float32) * 2.0 ** -24
+    elif dtype == torch.float64:
+        values = words.to(torch.float64) * 2.0 ** -32
+    else:
+        raise ValueError(f"uniform supports float32 and float64, got {dtype}")
+    return values.reshape(-1, *shape)
+
+
+def below(seed: Index, stream: int, step: Index, member: Index, shape: int | tuple[int, ...],
+          n: Index, device: torch.device | str | None = None) -> torch.Tensor:
+    """Integers (M, *shape) in [0, n): floor(word * n / 2^32); `n` an int or one per member
+    (M,), 1 <= n <= 2^31. Bias: each value's probability is within 2^-32 of 1/n."""
+    shape = _per_member_shape(shape)
+    words = random_words(seed, stream, step, member, _numel(shape), device)
+    bound = torch.as_tensor(n, dtype=torch.int64, device=words.device)
+    if bound.numel() and (int(bound.min()) < 1 or int(bound.max()) > 2 ** 31):
+        raise ValueError(f"n must lie in [1, 2^31], got {n}")
+    if bound.dim() == 1:
+        bound = bound.unsqueeze(1)
+    elif bound.dim() > 1:
+        raise ValueError(f"n must be an int or one value per member (1-D), got shape {tuple(bound.shape)}")
+    return ((words * bound) >> 32).reshape(-1, *shape)
+
+
+def bernoulli(seed: Index, stream: int, step: Index, member: Index, shape: int | tuple[int, ...],
+              p: float | torch.Tensor, device: torch.device | str | None = None) -> torch.Tensor:
+    """Booleans (M, *shape), True with probability p (a float or one per member): word <
+    round(p * 2^32). A dropout keep-mask is `bernoulli(..., p=1 - rate)`."""
+    shape = _per_member_shape(shape)
+    words = random_words(seed, stream, step, member, _numel(shape), device)
+    probability = torch.as_tensor(p, dtype=torch.float64, device=words.device)
+    if probability.numel() and (float(probability.min()) < 0.0 or float(probability.max()) > 1.0):
+        raise ValueError(f"p must lie in [0, 1], got {p}")
+    if probability.dim() > 1:
+        raise ValueError(f"p must be a float or one value per member (1-D), got shape {tuple(probability.shape)}")
+    threshold = torch.round(probability * 2.0 ** 32).to(torch.int64)  # exact: p * 2^32 < 2^53
+    if threshold.dim() == 1:
+        threshold = threshold.unsqueeze(1)
+    return (words < threshold).reshape(-1, *shape)
+
+
+def permutation(seed: Index, stream: int, step: Index, member: Index, n: int,
+                device: torch.device | str | None = None) -> torch.Tensor:
+    """A permutation of range(n) per member, (M, n) int64: the stable argsort of 63-bit keys
+    (word 2i << 31 | word 2i+1 >> 1) for element i."""
+    if not 0 <= n <= 2 ** 31:
+        raise ValueError(f"n must lie in [0, 2^31], got {n}")
+    words = random_words(seed, stream, step, member, 2 * n, device).reshape(-1, n, 2)
+    keys = (words[..., 0] << 31) | (words[..., 1] >> 1)  # < 2^63: non-negative int64
+    return torch.sort(keys, dim=1, stable=True).indices
+
+
+def crop_offsets(seed: Index, stream: int, step: Index, member: Index, batch_size: int,
+                 padding: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Random-crop offsets (M, batch_size, 2) as (dy, dx), each in [0, 2 * padding]: where
+    each padded image's crop starts."""
+    if padding < 0:
+        raise ValueError(f"padding must be >= 0, got {padding}")
+    return below(seed, stream, step, member, (batch_size, 2), 2 * padding + 1, device)
