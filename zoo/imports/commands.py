@@ -24,6 +24,10 @@ def _import(args: argparse.Namespace) -> int:
                                              ("nfn_split", args.nfn_split)) if value is not None}
     if args.nfn_final_step is not None:
         options["nfn_final_step"] = args.nfn_final_step
+    if args.prefix is not None:
+        options["prefix"] = args.prefix
+    if args.augmentations is not None:
+        options["augmentations"] = args.augmentations
     options["max_shard_bytes"] = int(args.shard_mb * 2**20)
     try:
         manifest = importer(args.source, args.out, **options)
@@ -69,6 +73,11 @@ def register(subparsers) -> None:
                         "<data set>_split.csv) to record the 'nfn' split set (default: nfn_split.csv in SOURCE, if any)")
     p.add_argument("--nfn-final-step", type=int, default=None,
                    help="small-cnn-zoo: the step the NFN split keeps (default: 86, the reference's)")
+    p.add_argument("--prefix", default=None,
+                   help="nfn-sirens: the fits' folder prefix, <prefix>_<label>s (default: randinit_smaller)")
+    p.add_argument("--augmentations", type=int, default=None, metavar="N",
+                   help="nfn-sirens: also import the extra fits <prefix>_aug0 .. aug<N-1> (default: none; the "
+                        "'nfn-aug' split set is then recorded too)")
     p.add_argument("--shard-mb", type=float, default=64, help="target shard size in MiB")
     p.set_defaults(handler=_import)
 

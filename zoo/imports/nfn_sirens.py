@@ -1,0 +1,352 @@
+"""The NFN SIRENs (Zhou et al. 2023) in our format, and our INR zoos in their layout.
+
+"Permutation Equivariant Neural Functionals" (Zhou, Yang, Burns, Jiang, Sokota, Kolter, Finn,
+2023, Sec. 5.1) released one SIREN per image of MNIST, Fashion-MNIST and CIFAR-10, read by
+`SirenDataset` in AllanYangZhou/nfn `experiments/data_utils.py`. Per data set, a folder
+(`siren_mnist_wts`, `siren_fashion_wts`, `siren_cifar_wts` in its configs) holding
+
+    <prefix>_<label>s/net<idx>.pth          the base fits, prefix "randinit_smaller"
+    <prefix>_aug<i>_<label>s/net<idx>.pth   extra fits of the same images (CIFAR-10's "augmented" set)
+
+each a `torch.save`d state dict of `experiments/siren_utils.py`'s `Siren` (2 -> 32 -> 32 -> out,
+one hidden sine layer after the first, `outermost_linear`, omega_0 = 30): keys
+`net.0.linear.{weight,bias}`, `net.1.linear.{weight,bias}`, `net.2.{weight,bias}`, read
+positionally as (weight, bias) pairs. `<idx>` indexes the data set's training images followed by
+its test images (`SirenAndOriginalDataset`'s ConcatDataset), `<label>` is the class.
+
+The reference's base glob `<prefix>_*/*.pth` also matches the aug folders, so its "base" set takes,
+per index, whichever fit the glob lists last (its own TODO says so); ScaleGMN
+(jkalogero/scalegmn `src/data/cifar_inr_dataset.py`) globs `<prefix>_[0-9]s/*.pth`. We read the
+base set as ScaleGMN does and import the aug fits only when asked (`augmentations=N`), each row's
+`fit` column saying which ("base", "aug0", ...).
+
+Our `inr` family is the same function with the same pixel order (coordinates from
+`linspace(-1, 1)` per axis in (row, column) order, row-major, channels last; targets
+Normalize(0.5, 0.5)), so the only conversion is the names: `net.<i>.linear.*` -> `sine<i+1>.*`,
+the last `net.<n>.*` -> `output.*`.
+
+Split sets: the shards' split is the papers' own rule (by image index: train [0, 45000), validation
+[45000, 50000), test from 50000: `split_points: [45000, 50000]` in every data set's config), which is
+also our `inr-*` specs' rule, so every fit of an image lands in its image's split. "nfn" lists the
+base fits per split in index order (what `SirenDataset(split=...)` reads); with augmentations,
+"nfn-aug" is the train set of `classify_siren.py --extra_aug N` (the base train fits, then aug0's
+fits below the validation point, then aug1's, ...) with the base validation and test sets.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from zoo.imports import register_exporter, register_importer
+from zoo.imports.writer import ImportedConfig, SplitSet, write_import
+from zoo.dataset.provenance import SITZMANN_BIBTEX, ZHOU_BIBTEX
+from zoo.planning.plan import checkpoint_id
+from zoo.planning.spec import content_hash
+from zoo.validation.inputs import InputError, check_name, read_capped
+
+FORMAT = "nfn-sirens"
+PREFIX = "randinit_smaller"  # every data set's config (classify_siren_configs/dset/*.yaml)
+SPLIT_POINTS = (45000, 50000)  # (validation point, test point), the same three configs
+URL = "https://github.com/AllanYangZhou/nfn"
+LICENSE, LICENSE_LINK = "mit", "https://github.com/AllanYangZhou/nfn/blob/main/LICENSE"
+METADATA = "nfnzoo_metadata.csv"  # our exporter's sidecar (the reference globs *.pth in label folders only)
+# the reference folder's data-set part -> ours; and (channels, image size) per data set
+FOLDER_DATASETS = {"mnist": "mnist", "fashion": "fashion_mnist", "cifar": "cifar10"}
+IMAGES = {"mnist": (1, 28), "fashion_mnist": (1, 28), "cifar10": (3, 32)}
+OMEGA_0 = 30.0  # siren_utils.SIREN_kwargs: first_omega_0 and hidden_omega_0
+CHUNK_ROWS = 2048
+MAX_STATE_DICT_BYTES = 2**24  # a 1,251-parameter SIREN is ~7 kB
+MAX_METADATA_BYTES = 2**30
+_FILE = re.compile(r"net(\d+)\.pth")
+SIDECAR_COLUMNS = ("path", "epoch", "seed", "learning_rate", "psnr", "mse", "status")
+
+
+def reference_keys(num_sine_layers: int) -> list[tuple[str, str]]:
+    """(the reference Siren's key, ours) in the reference's order: per layer weight then bias."""
+    pairs = []
+    for layer in range(num_sine_layers + 1):
+        theirs = f"net.{layer}.linear" if layer < num_sine_layers else f"net.{layer}"
+        ours = f"sine{layer + 1}" if layer < num_sine_layers else "output"
+        pairs += [(f"{theirs}.weight", f"{ours}.weight"), (f"{theirs}.bias", f"{ours}.bias")]
+    return pairs
+
+
+def fit_folders(source: Path, prefix: str, fit: str) -> dict[int, Path]:
+    """label -> folder of one fit ("base" or "aug<i>"): `<prefix>[_aug<i>]_<digit>s`, as ScaleGMN globs."""
+    stem = prefix if fit == "base" else f"{prefix}_{fit}"
+    pattern = re.compile(re.escape(stem) + r"_(\d)s")
+    return {int(m.group(1)): p for p in sorted(source.iterdir()) if p.is_dir() and (m := pattern.fullmatch(p.name))}
+
+
+def list_fit(source: Path, prefix: str, fit: str) -> list[tuple[int, int, Path]]:
+    """(index, label, path) of one fit's files, by index; an index in two label folders is an error."""
+    found: dict[int, tuple[int, Path]] = {}
+    for label, folder in sorted(fit_folders(source, prefix, fit).items()):
+        for path in sorted(folder.glob("*.pth")):
+            match = _FILE.fullmatch(path.name)
+            if match is None:
+                raise InputError(f"{path}: expected net<index>.pth")
+            index = int(match.group(1))
+            if index in found:
+                raise InputError(f"{path}: image {index} is also in {found[index][1]}")
+            found[index] = (label, path)
+    return [(index, label, path) for index, (label, path) in sorted(found.items())]
+
+
+def _dataset_name(source: Path, given: str | None) -> str:
+    if given is not None:
+        if given not in IMAGES:
+            raise InputError(f"--dataset {given!r}: expected one of {sorted(IMAGES)}")
+        return given
+    match = re.fullmatch(r"siren_(\w+?)_wts", source.resolve().name)
+    if match is None or match.group(1) not in FOLDER_DATASETS:
+        raise InputError(f"{source}: not named siren_<mnist|fashion|cifar>_wts; name the data set with --dataset")
+    return FOLDER_DATASETS[match.group(1)]
+
+
+def read_state_dict(path: Path, keys: list[tuple[str, str]], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Our tensor name -> float32 array of the state dict at `path` (loaded as tensors only, never
+    unpickling code); a missing, extra or misshapen key is an error naming the file."""
+    import pickle
+
+    import torch
+
+    data = read_capped(path, MAX_STATE_DICT_BYTES, "state dict")
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, OSError) as error:
+        raise InputError(f"{path}: not a readable state dict ({str(error).strip().splitlines()[0][:120]})") from None
+    if not isinstance(state, dict):
+        raise InputError(f"{path}: holds a {type(state).__name__}, not a state dict")
+    wanted = [theirs for theirs, _ in keys]
+    missing = [k for k in wanted if k not in state]
+    extra = sorted(set(state) - set(wanted))
+    if missing or extra:
+        detail = f"missing {missing}" if missing else f"unexpected {extra[:4]}"
+        raise InputError(f"{path}: {detail}; the reference Siren has {wanted}")
+    out = {}
+    for theirs, ours in keys:
+        value = state[theirs]
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shapes[ours]:
+            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise InputError(f"{path}: {theirs} has shape {shape}; the architecture needs {shapes[ours]}")
+        out[ours] = value.detach().to(torch.float32).numpy()
+    return out
+
+
+def _architecture(path: Path, dataset: str) -> dict[str, Any]:
+    """The reference Siren's architecture, from the first file's shapes and the data set's images."""
+    import torch
+
+    try:
+        state = torch.load(io.BytesIO(read_capped(path, MAX_STATE_DICT_BYTES, "state dict")), map_location="cpu",
+                           weights_only=True)
+        sine_layers = sum(1 for k in state if re.fullmatch(r"net\.\d+\.linear\.weight", k))
+        first, last = state["net.0.linear.weight"], state[f"net.{sine_layers}.weight"]
+    except (KeyError, AttributeError, TypeError):
+        raise InputError(f"{path}: missing net.0.linear.weight or the output layer's net.<n>.weight; the reference "
+                         f"Siren has {[k for k, _ in reference_keys(2)]}") from None
+    except Exception as error:  # torch raises several kinds on a corrupt file
+        raise InputError(f"{path}: not a readable state dict ({str(error).strip().splitlines()[0][:120]})") from None
+    channels, size = IMAGES[dataset]
+    if last.shape[0] != channels:
+        raise InputError(f"{path}: {last.shape[0]} outputs; {dataset} images have {channels} channels")
+    return {"in_features": int(first.shape[1]), "hidden_features": int(first.shape[0]), "num_sine_layers": sine_layers,
+            "out_features": channels, "image_size": size, "first_omega_0": OMEGA_0, "hidden_omega_0": OMEGA_0}
+
+
+def read_sidecar(source: Path) -> dict[str, dict]:
+    """Our exporter's per-file metadata, by relative path (absent in the release)."""
+    path = source / METADATA
+    if not path.is_file():
+        return {}
+    text = read_capped(path, MAX_METADATA_BYTES, "metadata file").decode("utf-8", errors="replace")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if rows and not set(SIDECAR_COLUMNS) <= set(rows[0]):
+        raise InputError(f"{path}: expected the columns {list(SIDECAR_COLUMNS)}")
+    return {row["path"]: row for row in rows}
+
+
+def split_of_index(index: int, split_points: tuple[int, int]) -> str:
+    validation, test = split_points
+    return "train" if index < validation else "validation" if index < test else "test"
+
+
+def _chunks(files, dataset, keys, shapes, sidecar, split_points, source: Path
+            ) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
+    for start in range(0, len(files), CHUNK_ROWS):
+        by_split: dict[str, tuple[list[dict], dict[str, list]]] = {}
+        for fit, index, label, path in files[start:start + CHUNK_ROWS]:
+            tensors = read_state_dict(path, keys, shapes)
+            relative = path.relative_to(source).as_posix()
+            extra = sidecar.get(relative)
+            where = f"{source / METADATA}: {relative}"
+            try:
+                epoch = int(extra["epoch"]) if extra else 0
+                seed = int(extra["seed"]) if extra else 0
+                learning_rate = float(extra["learning_rate"]) if extra else math.nan
+                psnr, mse = (float(extra["psnr"]), float(extra["mse"])) if extra else (math.nan, math.nan)
+            except ValueError as error:
+                raise InputError(f"{where}: {error}") from None
+            finite = all(np.isfinite(t).all() for t in tensors.values())
+            status = (extra["status"] if extra else "ok") if finite else "diverged"
+            run_id = content_hash({"format": FORMAT, "dataset": dataset, "fit": fit, "image_index": index})
+            row = {"model_id": checkpoint_id(run_id, epoch), "run_id": run_id, "epoch": epoch, "seed": seed,
+                   "image_index": index, "learning_rate": learning_rate, "label": label, "psnr": psnr, "mse": mse,
+                   "fit": fit, "source_path": relative, "status": status}
+            rows, arrays = by_split.setdefault(split_of_index(index, split_points), ([], {n: [] for n in shapes}))
+            rows.append(row)
+            for name, value in tensors.items():
+                arrays[name].append(value)
+        for split, (rows, arrays) in by_split.items():
+            yield split, rows, {name: np.stack(values) for name, values in arrays.items()}
+
+
+@register_importer(FORMAT)
+def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None, dataset: str | None = None,
+               prefix: str = PREFIX, augmentations: int = 0, split_points: tuple[int, int] = SPLIT_POINTS,
+               max_shard_bytes: int = 64 * 2**20) -> dict:
+    """Imports the NFN SIREN folder `source` (the base fits, and aug0..aug<augmentations-1>) as
+    config `config` (default nfn-sirens-<data set>) of the zoo folder `out`; returns the manifest."""
+    from zoo.families import create_family
+
+    source = Path(source)
+    check_name(prefix, "prefix")
+    if not source.is_dir():
+        raise InputError(f"{source}: no such folder (the NFN SIREN folder holds {prefix}_<label>s/net<index>.pth)")
+    dataset = _dataset_name(source, dataset)
+    validation_point, test_point = split_points
+    if not 0 < validation_point <= test_point:
+        raise InputError(f"split points {split_points}: expected 0 < validation point <= test point")
+    fits = ["base"] + [f"aug{i}" for i in range(augmentations)]
+    listed = {fit: list_fit(source, prefix, fit) for fit in fits}
+    for fit, files in listed.items():
+        if not files:
+            stem = prefix if fit == "base" else f"{prefix}_{fit}"
+            raise InputError(f"{source}: no {stem}_<label>s/net<index>.pth files")
+    architecture = _architecture(listed["base"][0][2], dataset)
+    space = create_family("inr").weight_space(architecture)
+    shapes = {t.name: tuple(t.shape) for t in space.tensors}
+    keys = reference_keys(architecture["num_sine_layers"])
+    files = [(fit, index, label, path) for fit in fits for index, label, path in listed[fit]]
+    sidecar = read_sidecar(source)
+    name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
+
+    def ids(fit: str, split: str) -> list[str]:
+        return [checkpoint_id(content_hash({"format": FORMAT, "dataset": dataset, "fit": fit, "image_index": index}),
+                              int(sidecar[path.relative_to(source).as_posix()]["epoch"])
+                              if path.relative_to(source).as_posix() in sidecar else 0)
+                for index, _, path in listed[fit] if split_of_index(index, split_points) == split]
+
+    base = {split: ids("base", split) for split in ("train", "validation", "test")}
+    rule = (f"index ranges over the base fits ({prefix}_<label>s, as ScaleGMN globs): train [0, {validation_point}), "
+            f"validation [{validation_point}, {test_point}), test from {test_point}, each in index order "
+            "(SirenDataset's split_points)")
+    split_sets = {"nfn": SplitSet(rule, base)}
+    if augmentations:
+        augmented = base["train"] + [m for fit in fits[1:] for m in ids(fit, "train")]
+        split_sets["nfn-aug"] = SplitSet(
+            f"classify_siren.py with extra_aug={augmentations}: the base train fits, then aug0..aug{augmentations - 1}'s "
+            f"fits below {validation_point} in index order (ConcatDataset order); validation and test as nfn",
+            {"train": augmented, "validation": base["validation"], "test": base["test"]})
+    conversions = [
+        "state dict keys renamed: " + ", ".join(f"{t} -> {o}" for t, o in keys) + " (values unchanged: same layout, "
+        "same pixel order and target scaling)",
+        f"architecture from the first file's shapes; omega_0 = {OMEGA_0:g} (siren_utils.SIREN_kwargs, not stored)",
+        "image_index <- <index> of net<index>.pth; label <- the <label>s folder; fit <- base or aug<i>; "
+        "source_path <- the file's path in the folder",
+        "run_id = hash of (format, data set, fit, image index); model_id = hash of (run_id, epoch)",
+        "not in the release, so NaN or 0 unless our exporter's nfnzoo_metadata.csv is there: learning_rate, psnr, "
+        "mse (NaN), epoch and seed (0)",
+        "status `diverged` where a weight is not finite",
+        f"fits imported: {', '.join(fits)} (the aug fits only on request; the reference's base glob would mix them in)",
+    ]
+    spec = {"name": name, "family": "inr", "description": (
+        f"The NFN SIRENs of Zhou et al. 2023 on {dataset}, imported from {prefix}_<label>s/net<index>.pth: "
+        f"{len(files):,} fits of {len(listed['base']):,} images."),
+        "dataset": {"name": dataset}, "architecture": architecture,
+        "splits": {"by": {"key": "image_index", "ranges": {"train": [0, validation_point],
+                                                            "validation": [validation_point, test_point],
+                                                            "test": [test_point, None]}}}}
+    provenance = {"format": FORMAT, "name": "NFN SIRENs (Zhou et al. 2023)", "url": URL,
+                  "license": LICENSE, "license_link": LICENSE_LINK, "citation": ZHOU_BIBTEX + "\n" + SITZMANN_BIBTEX,
+                  "files": [f"{prefix}{'' if f == 'base' else '_' + f}_<label>s/net<index>.pth" for f in fits],
+                  "conversions": conversions,
+                  "verified": "the layout, the key names, the architecture and the split rules are checked against "
+                              "the reference code and fixture folders, not against the released files (not reachable "
+                              "here); the licence is the code repository's (the weights' own terms are not stated)"}
+    imported = ImportedConfig(name=name, family="inr", architecture=architecture, spec=spec, source=provenance,
+                              extra_columns={"fit": pa.string(), "source_path": pa.string()}, split_sets=split_sets)
+    return write_import(out, imported, _chunks(files, dataset, keys, shapes, sidecar, split_points, source),
+                        len(files), max_shard_bytes=max_shard_bytes)
+
+
+# --- export ---------------------------------------------------------------------------------------
+
+@register_exporter(FORMAT)
+def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None, prefix: str = PREFIX) -> Path:
+    """Writes config `config` of our INR zoo `folder` in the NFN SIREN layout into `out` (a new or
+    empty folder): each image's last checkpoint as `<prefix>_<label>s/net<image_index>.pth`, the
+    reference Siren's keys in its order, plus `nfnzoo_metadata.csv` (epoch, seed, learning rate,
+    PSNR, MSE, status: what the layout cannot hold; the reference loader never reads it). An
+    image fitted by more than one run is refused (the layout has one base fit per image). Written
+    into a scratch folder and renamed into place at the end."""
+    import torch
+
+    from zoo.loader import _read_metadata, read_weights
+    from zoo.storage.folder import read_manifest, resolve_config
+    from zoo.storage.integrity import check_shards, entry_paths
+
+    folder, out = Path(folder), Path(out)
+    check_name(prefix, "prefix")  # it becomes a folder name under `out`
+    manifest = read_manifest(folder)
+    config = resolve_config(manifest, config, folder)
+    entry = manifest["configs"][config]
+    if entry["family"] != "inr":
+        raise InputError(f"{folder}: config {config} is a {entry['family']} zoo; the NFN SIREN layout holds inr zoos")
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"{out}: not empty; export into a new folder")
+    check_shards(folder, entry["files"])
+    scratch = out.parent / f".{out.name}.building"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    try:
+        chosen: dict[int, tuple] = {}  # image index -> (epoch, run, row metadata, state dict)
+        (architecture,) = [a["architecture"] for a in entry["architectures"].values()]
+        keys = reference_keys(int(architecture["num_sine_layers"]))
+        for path in entry_paths(folder, entry["files"]):
+            batch, metadata = read_weights([path]), _read_metadata([path])
+            for i, row in enumerate(metadata.itertuples(index=False)):
+                if row.model_id == checkpoint_id(row.run_id, "best"):
+                    continue
+                index = int(row.image_index)
+                held = chosen.get(index)
+                if held is not None and held[1] != row.run_id:
+                    raise InputError(f"{folder}: image {index} is fitted by runs {held[1]} and {row.run_id}; the NFN "
+                                     "SIREN layout holds one fit per image")
+                if held is None or int(row.epoch) > held[0]:
+                    chosen[index] = (int(row.epoch), row.run_id, row, batch.state_dict(i))
+        lines = [",".join(SIDECAR_COLUMNS)]
+        for index, (epoch, _, row, state) in sorted(chosen.items()):
+            relative = f"{prefix}_{int(row.label)}s/net{index}.pth"
+            (scratch / relative).parent.mkdir(exist_ok=True)
+            torch.save({theirs: state[ours].clone() for theirs, ours in keys}, scratch / relative)
+            lines.append(",".join([relative, str(epoch), str(int(row.seed)), repr(float(row.learning_rate)),
+                                   repr(float(row.psnr)), repr(float(row.mse)), str(row.status)]))
+        (scratch / METADATA).write_text("\n".join(lines) + "\n")
+        if out.exists():
+            out.rmdir()
+        scratch.rename(out)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return out
