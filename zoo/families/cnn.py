@@ -149,52 +149,62 @@ def _grouped_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, str
     return out[:, :O] if K == 1 else out
 
 
-class _Patches(torch.autograd.Function):
-    """h (K, C, B, H, W) -> its k x k windows at `stride` as columns (K, C*k*k, B*H'*W').
+def _windows(size: int, k: int, stride: int) -> list[slice]:
+    """The k slices of a side of `size` that the window offsets 0 .. k-1 read at `stride`."""
+    count = (size - k) // stride + 1
+    return [slice(a, a + stride * (count - 1) + 1, stride) for a in range(k)]
 
-    The backward adds each of the k*k window offsets' gradients into a strided slice of zeros,
-    in a fixed order: elementwise, so every input's gradient sums the same terms in the same
-    order whatever K is (and 10x faster here than `unfold`'s backward).
+
+class _Patches(torch.autograd.Function):
+    """h (K, C, H, W, B) -> its k x k windows at `stride` as columns (K, C*k*k, H'*W'*B).
+
+    Examples are the innermost dimension, so every copy here moves runs of B contiguous values
+    (2x faster than `unfold` on the examples-outer layout). The backward adds each window
+    offset's gradient into a strided slice of zeros in a fixed order: elementwise, so every
+    input's gradient sums the same terms in the same order whatever K is.
     """
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, k: int, stride: int) -> torch.Tensor:
-        K, C, B = h.shape[:3]
-        windows = h.unfold(3, k, stride).unfold(4, k, stride)  # (K, C, B, H', W', k, k), a view
-        ctx.shape, ctx.k, ctx.stride, ctx.windows = h.shape, k, stride, windows.shape[3:5]
-        return windows.permute(0, 1, 5, 6, 2, 3, 4).reshape(K, C * k * k, -1)
+        K, C, H, W, B = h.shape
+        rows, columns = _windows(H, k, stride), _windows(W, k, stride)
+        patches = h.new_empty(K, C, k, k, len(range(H)[rows[0]]), len(range(W)[columns[0]]), B)
+        for a, row in enumerate(rows):
+            for b, column in enumerate(columns):
+                patches[:, :, a, b] = h[:, :, row, column]
+        ctx.shape, ctx.k, ctx.stride = h.shape, k, stride
+        return patches.view(K, C * k * k, -1)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        K, C, B, H, W = ctx.shape
-        k, stride, (height, width) = ctx.k, ctx.stride, ctx.windows
-        grad = grad.view(K, C, k, k, B, height, width)
-        grad_h = grad.new_zeros(K, C, B, H, W)
-        for a in range(k):
-            for b in range(k):
-                grad_h[..., a:a + stride * (height - 1) + 1:stride, b:b + stride * (width - 1) + 1:stride] += grad[:, :, a, b]
+        K, C, H, W, B = ctx.shape
+        k, stride = ctx.k, ctx.stride
+        rows, columns = _windows(H, k, stride), _windows(W, k, stride)
+        grad = grad.view(K, C, k, k, len(range(H)[rows[0]]), len(range(W)[columns[0]]), B)
+        grad_h = grad.new_zeros(K, C, H, W, B)
+        for a, row in enumerate(rows):
+            for b, column in enumerate(columns):
+                grad_h[:, :, row, column] += grad[:, :, a, b]
         return grad_h, None, None
 
 
 def _unfold_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int, padding: int) -> torch.Tensor:
-    """K members' convolutions as K matrix products over unfolded patches: h (K, C, B, H, W),
-    weight (K, O, C, k, k), bias (K, O) -> (K, O, B, H', W') (channels before examples, so a
-    layer's output is the next layer's input without a transpose).
+    """K members' convolutions as K matrix products over unfolded patches: h (K, C, H, W, B), or
+    (1, C, H, W, B) shared by all, weight (K, O, C, k, k), bias (K, O) -> (K, O, H', W', B)
+    (examples innermost, so a layer's output is the next layer's input as it is).
 
     A member's output, weight gradient (its output gradient times its patches) and input
     gradient (its weights times its output gradient, summed back over overlapping windows) are
-    its own matrix products and sums, of the same shapes whatever K is, so a member gets the same
-    bits alone and in a population of any size.
+    its own matrix products and sums, of the same shapes whatever K is, so a member gets the
+    same bits alone and in a population of any size.
     """
     K, O, C, k, _ = weight.shape
-    B = h.shape[2]
     if padding:
-        h = F.pad(h, (padding,) * 4)
-    height, width = (h.shape[3] - k) // stride + 1, (h.shape[4] - k) // stride + 1
-    patches = _Patches.apply(h, k, stride)  # (K or 1, C*k*k, B*L)
-    patches = patches.expand(K, -1, -1)  # a shared input's patches are one copy
-    out = torch.baddbmm(bias.unsqueeze(2), weight.reshape(K, O, C * k * k), patches)  # (K, O, B*L)
-    return out.view(K, O, B, height, width)
+        h = F.pad(h, (0, 0, padding, padding, padding, padding))
+    patches = _Patches.apply(h, k, stride).expand(K, -1, -1)  # (K, C*k*k, H'*W'*B); a shared input's are one copy
+    out = torch.baddbmm(bias.unsqueeze(2), weight.reshape(K, O, C * k * k), patches)  # (K, O, H'*W'*B)
+    height, width = (h.shape[2] - k) // stride + 1, (h.shape[3] - k) // stride + 1
+    return out.view(K, O, height, width, h.shape[4])
 
 
 def _activate(h: torch.Tensor, activations: list[str], width: int, member_dim: bool = False) -> torch.Tensor:
@@ -305,16 +315,16 @@ class CNNFamily(Family):
     def _unfold_forward(arch: CNNArchitecture, params: dict[str, torch.Tensor], x: torch.Tensor,
                         activations: list[str], masks, padding: int) -> torch.Tensor:
         """`population_forward` with `_unfold_conv`: x (K, B, C, H, W) or shared (B, C, H, W)."""
-        h = x.transpose(-4, -3)  # (K, C, B, H, W), or (C, B, H, W) shared
-        h = h.unsqueeze(0) if h.dim() == 4 else h
+        h = x.permute(*range(x.dim() - 4), -3, -2, -1, -4)  # (K, C, H, W, B), or (C, H, W, B) shared
+        h = (h.unsqueeze(0) if h.dim() == 4 else h).contiguous()
         for i in range(1, arch.num_conv_layers + 1):
             weight, bias = params[f"conv{i}.weight"], params[f"conv{i}.bias"]  # (K, O, I, k, k), (K, O)
             h = _activate(_unfold_conv(h, weight, bias, arch.stride, padding), activations, arch.channels,
-                          member_dim=True)  # (K, O, B, H', W')
-            mask = masks(i, (h.shape[2], h.shape[1], *h.shape[3:])) if masks is not None else None
+                          member_dim=True)  # (K, O, H', W', B)
+            mask = masks(i, (h.shape[4], h.shape[1], *h.shape[2:4])) if masks is not None else None
             if mask is not None:  # (K, B, O, H', W')
-                h = h * mask.to(h.device).transpose(1, 2)
-        pooled = h.flatten(3).mean(dim=3).transpose(1, 2)  # (K, B, O): global average pooling, one row each
+                h = h * mask.to(h.device).permute(0, 2, 3, 4, 1)
+        pooled = h.flatten(2, 3).transpose(2, 3).contiguous().mean(dim=3).transpose(1, 2)  # (K, B, O): a row each
         return torch.baddbmm(params["dense.bias"].unsqueeze(1), pooled, params["dense.weight"].transpose(1, 2))
 
     def forward_flops(self, spec) -> int:
