@@ -1,24 +1,17 @@
-"""The benchmark jobs on Ray: a tiny suite and a tiny track give the same records on a local Ray
-instance and on the shared two-node cluster, whose worker node sees neither the driver's output
-folder nor its data (`tests/cluster.py`); every record is written on the driver; a job's peak
-memory is its own.
-
-The local runs are subprocesses: a local Ray instance's watchdog ends every descendant of the
-process that started it when it closes (`zoo.distributed.ray_cleanup`), and the shared cluster's nodes are
-descendants of this test process."""
+"""The benchmark jobs on Ray: a tiny suite and a tiny track give the same records run here, one
+job after another in this process, and as Ray tasks on the shared two-node cluster, whose worker
+node sees neither the driver's output folder nor its data (`tests/cluster.py`); every record is
+written on the driver; a job's peak memory is its own."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import re
+import sys
 
 import numpy as np
 import pytest
-
-import os
-import subprocess
-import sys
 
 from benchmarks.jobs import Job, run_jobs
 from zoo.cli import main
@@ -38,13 +31,6 @@ def _without_timing(value):
     return value
 
 
-def _local(command: list[str]) -> None:
-    """A run on a local Ray instance of its own, in a process of its own (see the module docstring)."""
-    environment = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
 def _worker_node_ids(cluster) -> set[str]:
     head = cluster.head_node_id()
     return {node["NodeID"] for node in cluster.alive_nodes()} - {head}
@@ -62,7 +48,8 @@ def _results(folder) -> dict:
 
 def test_a_suite_on_the_cluster_gives_the_local_records(ray_cluster, tiny_zoo, tmp_path, capsys):
     local, remote = tmp_path / "local", tmp_path / "cluster"
-    _local([sys.executable, "-m", "zoo.cli", *SUITE, "--data", str(tiny_zoo), "--out", str(local), "--workers", "2"])
+    assert main([*SUITE, "--data", str(tiny_zoo), "--out", str(local), "--workers", "1"]) == 0  # no Ray
+    capsys.readouterr()
     assert main([*SUITE, "--data", str(tiny_zoo), "--out", str(remote), "--address", ray_cluster.address]) == 0
     printed = capsys.readouterr().err
     # the worker node ran seeds of a zoo it cannot see (tiny_zoo is under the hidden base temp)
@@ -83,10 +70,7 @@ def test_a_track_on_the_cluster_gives_the_local_records(ray_cluster, tmp_path, m
                         dataclasses.replace(wave.PROFILES["tiny"], methods=("wave-cre", "finetune")))
     track = create_track("wave-cre")
     local, remote = tmp_path / "local", tmp_path / "cluster"
-    _local([sys.executable, "-c", "import dataclasses, sys; from benchmarks.tracks.wave import track as wave; "
-            "wave.PROFILES['tiny-pair'] = dataclasses.replace(wave.PROFILES['tiny'], methods=('wave-cre', 'finetune')); "
-            "from benchmarks.tracks.registry import create_track; "
-            f"create_track('wave-cre').run('tiny-pair', [2021], {str(local)!r}, workers=2)"])
+    track.run("tiny-pair", [2021], local, workers=1)  # here, no Ray
     track.run("tiny-pair", [2021], remote, address=ray_cluster.address)
     records = sorted(p.relative_to(remote) for p in (remote / "jobs").rglob("*.json"))
     assert [str(p) for p in records] == ["jobs/fewrel-semeval/finetune/seed2021.json",

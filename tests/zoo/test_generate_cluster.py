@@ -57,10 +57,23 @@ def spec_path(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def local_zoo(spec_path, tmp_path_factory) -> Path:
-    """The same spec generated on one machine, with the same trials (2 CPUs, 2 runs per trial)."""
+    """The same spec trained on one machine without Ray, in the trials `generate` makes on 2 CPUs with
+    2 runs per trial (`pack_trials`: the same populations), then packed."""
+    from zoo.dataset.pack import pack
+    from zoo.distributed.driver import pack_trials
+    from zoo.families import create_family
+    from zoo.storage.folder import save_spec
+    from zoo.training.worker import train_runs
+
     out = tmp_path_factory.mktemp("local") / "zoo"
-    output, _ = _generate(spec_path, out, "--num-cpus", "2").communicate(timeout=600)
-    assert "staged 24 new checkpoints" in output, output[-3000:]
+    spec = load_spec(spec_path, "tiny")
+    family = create_family(spec.family)
+    runs = plan_runs(spec)
+    save_spec(spec, out)
+    data = family.load_data(spec)
+    for trial in pack_trials(runs, family, spec, len(runs) // 2, family.population_size_on("cpu")):
+        train_runs(spec, trial, Staging(out / "staging"), data=data)
+    pack(out)
     return out
 
 
