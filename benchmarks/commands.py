@@ -6,6 +6,7 @@
     nfnzoo bench scatter RESULTS... --out plot.png
     nfnzoo bench plot-edits RESULTS... --out edits.png
     nfnzoo bench suite cnn-generalization --data runs/cnn-mnist-bench --out runs/suite [--set task.epochs=50]
+    nfnzoo bench suite standard-v1 --model mypkg.models:MyNFN --out runs/std [--data ZOO=FOLDER ...]
     nfnzoo bench check-model mypkg.models:MyNFN [--seeds 0,1,2] [--set model.KEY=VALUE]
 
 `--set` overrides a hyperparameter: `model.KEY=VALUE` or `task.KEY=VALUE`, or a bare `KEY`
@@ -211,7 +212,19 @@ def plot_edits_command(args: argparse.Namespace) -> int:
 def suite_command(args: argparse.Namespace) -> int:
     from benchmarks.files import write_text_atomic
     from benchmarks.jobs import JobsFailed
-    from benchmarks.suite import run_suite, suite_table
+    from benchmarks.standard import STANDARD_SUITES, is_standard
+    from benchmarks.suite import SUITES, run_suite, suite_table
+
+    if is_standard(args.name):
+        return _standard_suite(args)
+    if args.name not in SUITES.names():
+        raise CommandError(f"unknown suite {args.name!r}; suites: {', '.join(SUITES.names())}; standard suites "
+                           f"(with --model): {', '.join(STANDARD_SUITES.names())}")
+    if args.model is not None:
+        raise CommandError(f"--model goes with a standard suite (e.g. standard-v1); {args.name}'s models are fixed")
+    if len(args.data or []) != 1:
+        raise CommandError(f"suite {args.name}: expected one --data (a zoo folder or a Hub repo)")
+    args.data, args.seeds = args.data[0], args.seeds or "0,1,2"
 
     task_overrides: dict[str, Any] = {}
     for assignment in args.set:
@@ -231,6 +244,26 @@ def suite_command(args: argparse.Namespace) -> int:
     write_text_atomic(f"{args.out}/table.md", table)
     print(table, end="")
     print(f"wrote {args.out}/table.md; submit with: nfnzoo leaderboard submit {args.out}/<entry>.json")
+    return 0
+
+
+def _standard_suite(args: argparse.Namespace) -> int:
+    """`bench suite standard-vN --model MODEL`: the suite's fixed cells, each on its own zoo."""
+    from benchmarks.standard import STANDARD_SUITES, parse_data_map, run_standard, standard_table
+
+    fixed = [flag for flag, value in (("--seeds", args.seeds), ("--set", args.set), ("--only", args.only))
+             if value]
+    if fixed:
+        raise CommandError(f"{args.name} fixes its cells' protocols and seeds; leave out {', '.join(fixed)}")
+    if args.model is None:
+        raise CommandError(f"{args.name} runs one model: give --model MODEL")
+    try:
+        data = parse_data_map(args.data or [], STANDARD_SUITES.get(args.name)())
+        manifest = run_standard(args.name, args.model, args.out, data, device=args.device)
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError) as error:
+        raise CommandError(str(error)) from None
+    print(standard_table(manifest), end="")
+    print(f"wrote {args.out}/suite.json and table.md; submit with: nfnzoo leaderboard submit {args.out}")
     return 0
 
 
@@ -262,9 +295,11 @@ def check_model_command(args: argparse.Namespace) -> int:
 
 
 def _suite_listing() -> str:
+    from benchmarks.standard import STANDARD_SUITES
     from benchmarks.suite import SUITES
 
-    return f"benchmark suites: {', '.join(SUITES.names())}"
+    return (f"benchmark suites: {', '.join(SUITES.names())}\n"
+            f"standard suites (--model MODEL): {', '.join(STANDARD_SUITES.names())}")
 
 
 def _data_help() -> str:
@@ -281,10 +316,18 @@ def _listing() -> str:
     return f"NFN models (--model): {', '.join(list_models())}\nbenchmark tasks (--task): {', '.join(list_tasks())}"
 
 
-def _add_common_arguments(parser: argparse.ArgumentParser, set_metavar: str, set_help: str) -> None:
-    """--data, --seeds, --set, --device, --workers, --address and --gpus-per-job, which `run` and `suite` share."""
-    parser.add_argument("--data", required=True, metavar="DATA", help=_data_help())
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
+def _add_common_arguments(parser: argparse.ArgumentParser, set_metavar: str, set_help: str,
+                          suite: bool = False) -> None:
+    """--data, --seeds, --set, --device, --workers, --address and --gpus-per-job, which `run` and `suite` share
+    (a `suite`'s --data repeats: a standard suite takes ZOO=FOLDER per zoo, and fixes its seeds)."""
+    if suite:
+        parser.add_argument("--data", action="append", metavar="DATA", help=_data_help() + "; for a standard "
+                            "suite, ZOO=FOLDER for each of its zoos (repeatable; marks the run as a stand-in run)")
+        parser.add_argument("--seeds", default=None, help="comma-separated seeds or ranges (default: 0,1,2; a "
+                            "standard suite fixes its own)")
+    else:
+        parser.add_argument("--data", required=True, metavar="DATA", help=_data_help())
+        parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds or ranges (default: 0,1,2)")
     parser.add_argument("--set", action="append", default=[], metavar=set_metavar, help=set_help)
     parser.add_argument("--device", default=None,
                         help="torch device (default: cuda when available, else cpu; on Ray cuda with --gpus-per-job)")
@@ -326,8 +369,10 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     suite.add_argument("--out", required=True, help="folder for the entries' results files (existing ones are kept)")
     suite.add_argument("--only", default=None, help="comma-separated entry names, or models (every entry of a model "
                        "whose name is no entry's), to run")
+    suite.add_argument("--model", default=None, help="the model a standard suite (standard-v1) runs: a registered "
+                       "name, an import path MODULE:CLASS or an nfnzoo.models entry point")
     _add_common_arguments(suite, "task.KEY=VALUE",
-                          "override a task hyperparameter of every entry, e.g. task.epochs=50 (repeatable)")
+                          "override a task hyperparameter of every entry, e.g. task.epochs=50 (repeatable)", suite=True)
     suite.set_defaults(handler=suite_command)
 
     check = commands.add_parser("check-model", help="check a model's symmetry claims with random group elements "

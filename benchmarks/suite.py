@@ -8,6 +8,9 @@ is recorded as `DIR/<entry>.skipped` with the reason, and the others go on. It t
 over the seeds, with the tie ceiling of the test targets. Submitting the files to a
 leaderboard is `nfnzoo leaderboard submit DIR/*.json`.
 
+These suites run many models on one zoo; a standard suite (`standard-v1`, `benchmarks.standard`)
+runs one model, any model, over fixed cells each on its own pinned zoo.
+
 The `transformer-generalization` suite is issue 11's: MLP, STATNN, XGBoost, LightGBM, a random
 forest and Transformer-NFN on a transformer zoo with Transformer-NFN's protocol (Tran et al.
 2025: the checkpoint at three quarters of training, each model retrained at each accuracy

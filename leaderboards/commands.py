@@ -1,6 +1,6 @@
 """`nfnzoo leaderboard ...`: thin CLI wrappers over `leaderboards.submit` and `leaderboards.render`.
 
-    nfnzoo leaderboard submit RESULTS.json [--root DIR] [--dataset DIR] [--code URL --commit SHA]
+    nfnzoo leaderboard submit RESULTS.json|SUITE_DIR [--root DIR] [--dataset DIR] [--code URL --commit SHA]
     nfnzoo leaderboard render [--root DIR] --out DIR
     nfnzoo leaderboard render --docs DIR [--readme FILE] [--check]   (the official board by default)
     nfnzoo leaderboard pin DATASET_DIR [--config NAME] [--root DIR]
@@ -19,13 +19,52 @@ from zoo.validation.schema import SchemaError
 
 
 def submit_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from leaderboards import SubmissionRejected, submit
 
+    if Path(args.results).is_dir():
+        return _submit_suite_folder(args)
     try:
         accepted = submit(args.results, args.root, args.dataset, code_url=args.code, code_commit=args.commit)
     except SubmissionRejected as error:
         raise CommandError(str(error)) from None
     print(accepted.describe())
+    return 0
+
+
+def _submit_suite_folder(args: argparse.Namespace) -> int:
+    """A standard suite's folder (`bench suite standard-vN --out DIR`): every cell's results file its
+    `suite.json` lists, each from its own zoo (so --dataset, which names one zoo, does not apply)."""
+    from pathlib import Path
+
+    from benchmarks.standard import read_manifest
+    from leaderboards import SubmissionRejected, submit
+
+    if args.dataset is not None:
+        raise CommandError("--dataset names one zoo; a suite folder's cells read several: leave it out (each "
+                           "cell's results name their zoo folder)")
+    folder = Path(args.results)
+    try:
+        manifest = read_manifest(folder)
+    except (OSError, ValueError) as error:
+        raise CommandError(f"{folder}: not a standard suite's folder ({error})") from None
+    cells = [cell for cell in manifest["cells"] if cell.get("status") == "ran"]
+    if not cells:
+        raise CommandError(f"{folder}: the suite's folder holds no finished cell")
+    rejected = []
+    for cell in cells:
+        try:
+            accepted = submit(folder / cell["results"], args.root, None, code_url=args.code, code_commit=args.commit)
+        except SubmissionRejected as error:
+            rejected.append(str(error))
+            continue
+        print(f"{cell['cell']}: {accepted.describe()}"
+              + ("" if cell.get("ranked") else " (its zoo's hash is not the pinned one: not ranked in the suite)"))
+    if rejected:
+        raise CommandError(f"{len(rejected)} of {len(cells)} cells rejected:\n" + "\n".join(rejected))
+    if manifest.get("stand_in"):
+        print(f"{manifest.get('suite')}: a stand-in run (local zoos in place of the published ones)")
     return 0
 
 
@@ -121,8 +160,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     root_help = (f"the leaderboard folder (default: your own board, ${USER_ROOT_VARIABLE} or runs/leaderboard; "
                  "maintainers pass the checkout's leaderboards/ for the official board)")
 
-    submit = commands.add_parser("submit", help="validate a results file and add it to the leaderboard")
-    submit.add_argument("results", help="a results JSON written by `nfnzoo bench run`")
+    submit = commands.add_parser("submit", help="validate a results file (or a standard suite's folder) and add it "
+                                 "to the leaderboard")
+    submit.add_argument("results", help="a results JSON written by `nfnzoo bench run`, or the folder of `nfnzoo bench "
+                        "suite standard-vN` (every finished cell)")
     submit.add_argument("--root", default=None, help=root_help)
     submit.add_argument("--dataset", default=None, metavar="DIR",
                         help="a local dataset folder to verify an unregistered dataset hash against")

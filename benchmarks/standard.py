@@ -1,0 +1,203 @@
+"""Standard suites: a fixed, versioned list of cells (task, zoo, protocol, seeds) that any one model runs.
+
+    nfnzoo bench suite standard-v1 --model MODEL --out DIR [--data ZOO=FOLDER ...]
+
+A cell names its zoo as the official board pins it (`leaderboards/datasets.json`: the dataset's
+name and its sha256 `dataset_hash`), so a run anywhere states whether it read the same bytes. Our
+zoos' bytes differ between CPU instruction sets: a zoo regenerated elsewhere has another hash, and
+such a cell is recorded as unranked (`hash_matches: false`) and left out of the suite's ranking.
+`--data ZOO=FOLDER` maps a cell's zoo to a local folder (or a Hub repo `ORG/NAME[@REVISION]`): that
+is a stand-in run, recorded as one in `DIR/suite.json` and shown in its table, whatever the hash.
+
+The folder holds one results file per cell (`DIR/<cell>.json`, predictions beside it; a cell the
+model cannot serve, e.g. a weight space it does not read, is `DIR/<cell>.skipped` with the reason),
+`DIR/suite.json` (the suite, its version, the model, every cell's zoo, hash and status) and
+`DIR/table.md`. `nfnzoo leaderboard submit DIR` takes the folder whole. A finished cell is kept, so
+an interrupted run resumes (inside a cell, from its finished seeds).
+
+A suite's cells never change: changing one makes the next version (`standard-v2`), and every
+earlier version stays runnable as it was (`tests/benchmarks/test_standard_suite.py` pins v1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from benchmarks.files import write_json_atomic, write_text_atomic
+from benchmarks.suite import PAPERS_PROTOCOL, TRANSFORMER_PROTOCOL
+from zoo.registry import Registry
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooRef:
+    """A zoo as the official board pins it: the same name and hash on every machine that has its bytes."""
+    name: str  # the board's dataset name (leaderboards/datasets.json)
+    config: str  # the dataset config inside the zoo
+    dataset_hash: str  # sha256 of the config's data (its manifest.json)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    name: str  # the results file's stem
+    task: str
+    zoo: ZooRef
+    task_overrides: Mapping[str, Any]
+    seeds: tuple[int, ...]
+    label: str  # what the table shows in its protocol column
+
+
+@dataclasses.dataclass(frozen=True)
+class StandardSuite:
+    name: str
+    description: str
+    cells: tuple[Cell, ...]
+
+
+STANDARD_SUITES: Registry[Callable[[], StandardSuite]] = Registry("standard suite")
+
+# The board's bench zoos (leaderboards/datasets.json), by name and hash.
+CNN_MNIST_BENCH = ZooRef("cnn-mnist-bench", "cnn-mnist",
+                         "6e211693486aa28044af8deaca9b97040b2edaefd12a55dc7f80e94edcd01662")
+INR_MNIST_FAST_FIFTH = ZooRef("inr-mnist-fast-fifth", "inr-mnist",
+                              "027bb41fb1d54c519beefc4cb2f537fd2f550e9b51f493bf8ee314c4b781e1d1")
+TRANSFORMER_MNIST_BENCH = ZooRef("transformer-mnist-bench", "transformer-mnist",
+                                 "e6f11d37eb4007588ad3afbdb68813d2ed0e372d7ad2510cce35b88f84ee87e8")
+
+
+@STANDARD_SUITES.register("standard-v1")
+def standard_v1() -> StandardSuite:
+    """Budgets from the existing suites' recorded timings on 2 CPUs: a CNN cell at the papers'
+    protocol with 10 epochs is about a minute a seed for NP, an INR cell at the `budget` preset (5
+    epochs) on a fifth of inr-mnist a few minutes a seed, the transformer cell at 10 epochs a few."""
+    cells = tuple(
+        Cell(f"cnn-generalization-{activation}", "generalization", CNN_MNIST_BENCH,
+             {**PAPERS_PROTOCOL, "subset": {"activation": activation}}, (0, 1, 2),
+             f"{activation} subset, final checkpoints, sigmoid + BCE, 10 epochs")
+        for activation in ("relu", "tanh"))
+    cells += (
+        Cell("inr-classification", "inr-classification", INR_MNIST_FAST_FIFTH, {"preset": "budget"}, (0, 1, 2),
+             "budget preset (5 epochs)"),
+        Cell("inr-editing", "inr-editing", INR_MNIST_FAST_FIFTH, {"preset": "budget"}, (0, 1, 2),
+             "budget preset (5 epochs), dilate"),
+        Cell("transformer-generalization", "generalization", TRANSFORMER_MNIST_BENCH,
+             {**TRANSFORMER_PROTOCOL, "threshold": 0.0}, (0, 1, 2),
+             "checkpoint at 3/4 of training, 10 epochs (1 warm-up)"),
+    )
+    return StandardSuite("standard-v1", "generalization on the ReLU and tanh CNNs of cnn-mnist-bench, INR "
+                         "classification and editing on inr-mnist-fast-fifth, and generalization on "
+                         "transformer-mnist-bench", cells)
+
+
+def is_standard(name: str) -> bool:
+    return name in STANDARD_SUITES.names()
+
+
+def parse_data_map(assignments: Sequence[str], suite: StandardSuite) -> dict[str, str]:
+    """`ZOO=FOLDER` assignments (a zoo named by the suite's cells) as {zoo name: folder}."""
+    zoos = sorted({cell.zoo.name for cell in suite.cells})
+    mapping = {}
+    for assignment in assignments:
+        zoo, equals, folder = assignment.partition("=")
+        if not equals or not folder or zoo not in zoos:
+            raise ValueError(f"--data: expected ZOO=FOLDER with ZOO one of {', '.join(zoos)} (the zoos of "
+                             f"{suite.name}), got {assignment!r}")
+        if zoo in mapping:
+            raise ValueError(f"--data: {zoo} is given twice")
+        mapping[zoo] = folder
+    return mapping
+
+
+def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, str],
+                 device: str | None = None) -> dict:
+    """Runs every missing cell of the standard suite `name` with `model`; returns (and writes) `suite.json`.
+
+    `data` maps a zoo's name to the folder or Hub repo to read it from, which makes the run a
+    stand-in run; a zoo not in `data` has no published location yet, so the cell cannot run and
+    the error says which `--data` to give. Every cell's zoo is checked before any cell runs.
+    """
+    from benchmarks.api import register
+    from benchmarks.harness import run_benchmark
+    from benchmarks.suite import _read_results
+
+    suite = STANDARD_SUITES.get(name)()
+    registered = register(model)
+    missing = sorted({cell.zoo.name for cell in suite.cells} - set(data))
+    if missing:
+        raise ValueError(f"{name}: no published copy of {', '.join(missing)} can be fetched yet; give a local "
+                         f"stand-in with --data ZOO=FOLDER for each (the run is recorded as a stand-in run)")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    say = lambda message: print(f"suite {name}: {message}", file=sys.stderr, flush=True)  # noqa: E731
+    records = []
+    for cell in suite.cells:
+        results_path, skipped = out_dir / f"{cell.name}.json", out_dir / f"{cell.name}.skipped"
+        if not os.path.lexists(results_path) and not skipped.exists():
+            say(f"{cell.name}: {cell.task} on {cell.zoo.name} ({data[cell.zoo.name]}), seeds "
+                f"{','.join(map(str, cell.seeds))}")
+            try:
+                run_benchmark(cell.task, registered, data[cell.zoo.name], cell.zoo.config, list(cell.seeds),
+                              results_path, None, cell.task_overrides, device=device)
+            except ValueError as error:  # the model or the data cannot serve this cell
+                write_text_atomic(skipped, f"{error}\n")
+                say(f"{cell.name} skipped: {error}")
+        records.append(_cell_record(cell, data[cell.zoo.name],
+                                    _read_results(results_path) if os.path.lexists(results_path) else None,
+                                    skipped))
+    manifest = {"suite": suite.name, "model": registered, "stand_in": True, "cells": records}
+    write_json_atomic(out_dir / "suite.json", manifest)
+    write_text_atomic(out_dir / "table.md", standard_table(manifest))
+    return manifest
+
+
+def _cell_record(cell: Cell, data: str, results: dict | None, skipped: Path) -> dict:
+    from benchmarks.tasks import get_task_class
+
+    record = {"cell": cell.name, "task": cell.task, "zoo": cell.zoo.name, "config": cell.zoo.config,
+              "dataset_hash": cell.zoo.dataset_hash, "data": data, "stand_in": True,
+              "seeds": list(cell.seeds), "protocol": cell.label}
+    if results is None:
+        from benchmarks.suite import _skip_reason
+
+        return {**record, "status": "skipped", "reason": _skip_reason(skipped) if skipped.exists() else "not run",
+                "ranked": False}
+    metric = get_task_class(cell.task).main_metric
+    run_hash = results["dataset"]["dataset_hash"]
+    return {**record, "status": "ran", "results": f"{cell.name}.json", "run_dataset_hash": run_hash,
+            "hash_matches": run_hash == cell.zoo.dataset_hash, "ranked": run_hash == cell.zoo.dataset_hash,
+            "metric": metric, "mean": results["summary"][metric]["mean"], "std": results["summary"][metric]["std"]}
+
+
+def standard_table(manifest: dict) -> str:
+    """Markdown: one row per cell, its zoo, whether the bytes are the pinned ones, and the metric."""
+    lines = [f"{manifest['suite']} with {manifest['model']}"
+             + (" (stand-in zoos: local folders in place of the published ones)" if manifest["stand_in"] else ""),
+             "", "| cell | task | zoo | data | hash | protocol | metric | value |", "|---|---|---|---|---|---|---|---|"]
+    for c in manifest["cells"]:
+        if c["status"] != "ran":
+            lines.append(f"| {c['cell']} | {c['task']} | {c['zoo']} | {c['data']} | | {c['protocol']} | | "
+                         f"skipped: {c['reason'][:120]} |")
+            continue
+        hash_text = (f"{c['run_dataset_hash'][:12]} (pinned)" if c["hash_matches"]
+                     else f"{c['run_dataset_hash'][:12]} ≠ pinned {c['dataset_hash'][:12]}: not ranked")
+        lines.append(f"| {c['cell']} | {c['task']} | {c['zoo']} | {c['data']} | {hash_text} | {c['protocol']} | "
+                     f"{c['metric']} | {c['mean']:.4f} ± {c['std']:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+def read_manifest(folder: str | Path) -> dict:
+    """A standard suite's `suite.json`, read bounded; the results files it lists must lie in `folder`."""
+    from benchmarks.files import read_json
+
+    folder = Path(folder)
+    manifest = read_json(folder / "suite.json")
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("cells"), list):
+        raise ValueError(f"{folder / 'suite.json'}: expected a standard suite's manifest with its cells")
+    for cell in manifest["cells"]:
+        name = cell.get("results") if isinstance(cell, dict) else None
+        if name is not None and (not isinstance(name, str) or Path(name).name != name or not name.endswith(".json")):
+            raise ValueError(f"{folder / 'suite.json'}: a cell's results {name!r:.80} must be a file name in the folder")
+    return manifest

@@ -1,0 +1,86 @@
+"""The versioned standard suite: v1's cells are pinned, it runs any model on stand-in zoos, the run
+says it is a stand-in and which hashes differ, and `leaderboard submit` takes its folder whole."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.standard import STANDARD_SUITES
+from zoo.cli import main
+
+# standard-v1 as released: changing any of this makes standard-v2, never a new v1
+V1_CELLS = [
+    ("cnn-generalization-relu", "generalization", "cnn-mnist-bench", "6e211693486a", (0, 1, 2),
+     {"checkpoints": "final", "loss": "bce", "batch_size": 8, "epochs": 10, "lr": 1e-3, "weight_decay": 0.0,
+      "subset": {"activation": "relu"}}),
+    ("cnn-generalization-tanh", "generalization", "cnn-mnist-bench", "6e211693486a", (0, 1, 2),
+     {"checkpoints": "final", "loss": "bce", "batch_size": 8, "epochs": 10, "lr": 1e-3, "weight_decay": 0.0,
+      "subset": {"activation": "tanh"}}),
+    ("inr-classification", "inr-classification", "inr-mnist-fast-fifth", "027bb41fb1d5", (0, 1, 2), {"preset": "budget"}),
+    ("inr-editing", "inr-editing", "inr-mnist-fast-fifth", "027bb41fb1d5", (0, 1, 2), {"preset": "budget"}),
+    ("transformer-generalization", "generalization", "transformer-mnist-bench", "e6f11d37eb40", (0, 1, 2),
+     {"preset": "transformer-nfn", "epochs": 10, "warmup_epochs": 1, "threshold": 0.0}),
+]
+
+
+def test_standard_v1_cells_are_pinned_to_the_boards_datasets():
+    suite = STANDARD_SUITES.get("standard-v1")()
+    assert [(c.name, c.task, c.zoo.name, c.zoo.dataset_hash[:12], c.seeds, dict(c.task_overrides))
+            for c in suite.cells] == V1_CELLS
+    board = {d["name"]: d for d in json.loads(Path("leaderboards/datasets.json").read_text())["datasets"]}
+    for cell in suite.cells:  # each cell's zoo is one the official board pins, with its config and hash
+        assert (board[cell.zoo.name]["dataset_hash"], board[cell.zoo.name]["config"]) == \
+            (cell.zoo.dataset_hash, cell.zoo.config)
+
+
+def test_standard_v1_on_stand_ins_writes_one_folder_that_submit_takes_whole(tiny_zoo, tiny_inr_zoo_folder,
+                                                                             tiny_transformer_zoo, tmp_path, capsys):
+    out = tmp_path / "std"
+    argv = ["bench", "suite", "standard-v1", "--model", "mlp", "--out", str(out), "--device", "cpu",
+            "--data", f"cnn-mnist-bench={tiny_zoo}", "--data", f"inr-mnist-fast-fifth={tiny_inr_zoo_folder}",
+            "--data", f"transformer-mnist-bench={tiny_transformer_zoo}"]
+    assert main(argv) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    manifest = json.loads((out / "suite.json").read_text())
+    assert (manifest["suite"], manifest["model"], manifest["stand_in"]) == ("standard-v1", "mlp", True)
+    assert [c["cell"] for c in manifest["cells"]] == [name for name, *_ in V1_CELLS]
+    ran = [c for c in manifest["cells"] if c["status"] == "ran"]
+    skipped = [c for c in manifest["cells"] if c["status"] == "skipped"]
+    # the tiny CNN zoo's 6 nets leave a split of one activation empty: a recorded skip, the others go on
+    assert {c["cell"] for c in ran} >= {"inr-classification", "inr-editing", "transformer-generalization"}
+    assert all(c["cell"].startswith("cnn-") and c["reason"] for c in skipped), skipped
+    for cell in ran:  # the tiny zoos are not the pinned bytes: recorded, shown, never ranked
+        assert (cell["stand_in"], cell["hash_matches"], cell["ranked"]) == (True, False, False)
+        assert (out / cell["results"]).exists()
+    assert "stand-in zoos" in printed and "not ranked" in printed
+    assert (out / "table.md").read_text() in printed
+
+    assert main(argv) == 0  # resumes: every cell is already there
+    assert "standard-v1" in capsys.readouterr().out
+
+    board = tmp_path / "board"
+    assert main(["leaderboard", "submit", str(out), "--root", str(board)]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert printed.count("accepted ") == len(ran) and "a stand-in run" in printed
+    assert len(list((board / "entries").rglob("*.json"))) == len(ran)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "--data ZOO=FOLDER"),  # no published copy to fetch: a stand-in per zoo is needed
+    (["--data", "nope=/x"], "ZOO one of cnn-mnist-bench, inr-mnist-fast-fifth"),
+    (["--seeds", "0"], "leave out --seeds"),
+    (["--set", "task.epochs=1"], "leave out --set"),
+])
+def test_standard_suite_user_errors_exit_1_before_anything_runs(tmp_path, capsys, extra, message):
+    assert main(["bench", "suite", "standard-v1", "--model", "mlp", "--out", str(tmp_path / "s"), *extra]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_classic_suite_refuses_model_and_a_standard_one_needs_it(tiny_zoo, tmp_path, capsys):
+    assert main(["bench", "suite", "cnn-generalization", "--model", "mlp", "--data", str(tiny_zoo),
+                 "--out", str(tmp_path / "s")]) == 1
+    assert "--model goes with a standard suite" in capsys.readouterr().err
+    assert main(["bench", "suite", "standard-v1", "--out", str(tmp_path / "s")]) == 1
+    assert "give --model MODEL" in capsys.readouterr().err
