@@ -30,10 +30,12 @@ def _spec_file(tmp_path: Path) -> Path:
     return path
 
 
-def _generate(spec: Path, out: Path, **popen) -> subprocess.Popen:
+def _generate(spec: Path, out: Path, *where: str, **popen) -> subprocess.Popen:
+    """`generate` on a local instance of 2 CPUs, or where `where` says (`--address ...`)."""
     command = [sys.executable, "-m", "zoo.cli", "generate", str(spec), "--profile", "tiny", "--out", str(out),
-               "--num-cpus", "2", "--runs-per-trial", "2"]
+               "--runs-per-trial", "2", *(where or ("--num-cpus", "2"))]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("RAY_ADDRESS", None)
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
 
@@ -78,7 +80,7 @@ def test_interrupted_generation_resumes_without_duplicates(tmp_path):
     assert third.returncode == 0 and f"staged 0 new checkpoints ({len(planned):,} already staged)" in output, output
 
 
-def test_a_checkpoint_that_cannot_be_staged_is_reported_and_loses_nothing(tmp_path):
+def test_a_checkpoint_that_cannot_be_staged_is_reported_and_loses_nothing(tmp_path, ray_cluster):
     spec_path = _spec_file(tmp_path)
     out = tmp_path / "zoo"
     spec = load_spec(spec_path, "tiny")
@@ -91,7 +93,8 @@ def test_a_checkpoint_that_cannot_be_staged_is_reported_and_loses_nothing(tmp_pa
     blocker.write_text("not a folder")
     doomed = [m for m in planned if staging.path(m).parent == blocker]
 
-    first = _generate(spec_path, out)
+    on_the_cluster = ("--address", ray_cluster.address)  # the shared one: no instance to start
+    first = _generate(spec_path, out, *on_the_cluster)
     output, _ = first.communicate(timeout=300)
     assert first.returncode == 1, output
     assert f"missing after training and retries ({len(doomed)} failure(s), below)" in output, output
@@ -101,7 +104,7 @@ def test_a_checkpoint_that_cannot_be_staged_is_reported_and_loses_nothing(tmp_pa
     assert not (out / "data").exists(), "an incomplete job must not be packed as if it were whole"
 
     blocker.unlink()
-    second = _generate(spec_path, out)
+    second = _generate(spec_path, out, *on_the_cluster)
     output, _ = second.communicate(timeout=300)
     assert second.returncode == 0, output
     assert f"({len(staged):,} already staged)" in output, output
