@@ -28,6 +28,8 @@ def _import(args: argparse.Namespace) -> int:
         options["prefix"] = args.prefix
     if args.augmentations is not None:
         options["augmentations"] = args.augmentations
+    if args.cut_off is not None:
+        options["cut_off"] = args.cut_off
     options["max_shard_bytes"] = int(args.shard_mb * 2**20)
     try:
         manifest = importer(args.source, args.out, **options)
@@ -78,6 +80,9 @@ def register(subparsers) -> None:
     p.add_argument("--augmentations", type=int, default=None, metavar="N",
                    help="nfn-sirens: also import the extra fits <prefix>_aug0 .. aug<N-1> (default: none; the "
                         "'nfn-aug' split set is then recorded too)")
+    p.add_argument("--cut-off", type=float, default=None,
+                   help="small-transformer-zoo: the accuracy below which the transformer-nfn split drops a "
+                        "checkpoint (default: 0.1, the reference's --cut_off)")
     p.add_argument("--shard-mb", type=float, default=64, help="target shard size in MiB")
     p.set_defaults(handler=_import)
 

@@ -1,0 +1,106 @@
+"""`nfnzoo import small-transformer-zoo`: a hand-made folder in the layout `SmallTransformerZooDataset` reads."""
+
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+import pytest
+import torch
+
+from small_transformer_fixture import make_zoo
+from zoo.imports import get_importer
+from zoo.loader import load_split, load_split_set
+
+import_zoo = get_importer("small-transformer-zoo")
+SPLITS = ("train", "validation", "test")
+
+
+def reference_split(root, name="mnist", seed=3, cut_off=0.1):
+    """An independent re-implementation of the reference rule, in its own terms: global random
+    seeded as set_seed does, pandas filters, the file names cut 70/15/15."""
+    info = pd.read_csv(root / "metadata" / f"{name}.csv", dtype={"ckpt_epoch": str})
+    info = info[(info["ckpt_epoch"] == "75") & (info["test_top1_accuracy"] >= cut_off)]
+    files = list(info["ckpt_file"])
+    state = random.getstate()
+    try:
+        random.seed(seed)
+        random.shuffle(files)
+    finally:
+        random.setstate(state)
+    n_train, n_val = int(float(len(files) * 0.7)), int(float(len(files) * 0.15))
+    return {"train": files[:n_train], "validation": files[n_train:n_train + n_val], "test": files[n_train + n_val:]}
+
+
+def test_members_imported_with_their_keys_flags_and_accuracy(tmp_path):
+    frame = make_zoo(tmp_path / "src", runs=4)
+    import_zoo(tmp_path / "src", tmp_path / "out")
+    seen = 0
+    for split in SPLITS:
+        try:
+            loaded = load_split(tmp_path / "out", "small-transformer-zoo-mnist", split)
+        except ValueError:
+            continue
+        for i, row in loaded.metadata.iterrows():
+            source = frame[frame["ckpt_file"] == row["ckpt_file"]].iloc[0]
+            state = torch.load(tmp_path / "src" / row["ckpt_file"], weights_only=True)
+            ours = loaded.weights.state_dict(i)
+            assert set(ours) == set(state) - {"embedding.pos_embedding"}
+            assert all(torch.equal(ours[k], state[k]) for k in ours)
+            assert row["learning_rate"] == source["lr"] and row["init_std"] == source["w_init_std"]
+            assert row["l2"] == source["l2_regularize"] and row["optimizer"] == source["optimizer"]
+            assert row["test_accuracy"] == source["test_top1_accuracy"]
+            assert bool(row["is_best"]) == (source["ckpt_epoch"] == "best1")
+            assert row["epoch"] == (-1 if source["ckpt_epoch"] == "best1" else int(source["ckpt_epoch"]))
+            seen += 1
+    assert seen == len(frame) == 20
+
+
+def test_transformer_nfn_split_set_equals_the_reference_rule(tmp_path):
+    make_zoo(tmp_path / "src", runs=24)
+    import_zoo(tmp_path / "src", tmp_path / "out")
+    expected = reference_split(tmp_path / "src")
+    got = load_split_set(tmp_path / "out", None, "transformer-nfn")
+    assert {s: list(got[s].metadata["ckpt_file"]) for s in SPLITS} == expected
+    assert sum(map(len, expected.values())) < 24  # the cut-off dropped some
+
+
+def test_bad_inputs_are_one_line_and_write_nothing(tmp_path):
+    from zoo.validation.inputs import InputError
+
+    frame = make_zoo(tmp_path / "src", runs=2)
+    out = tmp_path / "out"
+    victim = tmp_path / "src" / frame["ckpt_file"].iloc[3]
+    state = torch.load(victim, weights_only=True)
+    del state["encoder.1.attention.keys.weight"]
+    torch.save(state, victim)
+    with pytest.raises(InputError, match=r"\.pt: missing \['encoder.1.attention.keys.weight'\]") as error:
+        import_zoo(tmp_path / "src", out)
+    assert str(victim) in str(error.value) and "\n" not in str(error.value)
+    assert not (out / "manifest.json").exists() and not list(out.glob("**/*.parquet*"))
+    assert not any(p.name.endswith(".building") for p in out.glob("data/.*"))
+    frame = make_zoo(tmp_path / "src", runs=2)
+    state = torch.load(victim, weights_only=True)
+    state["embedding.pos_embedding"] += 0.01  # a learned encoding would be another function
+    torch.save(state, victim)
+    with pytest.raises(InputError, match="pos_embedding is not the fixed sinusoidal encoding"):
+        import_zoo(tmp_path / "src", out)
+    frame = make_zoo(tmp_path / "src", runs=2)
+    frame.loc[1, "ckpt_file"] = "../../escape.pt"
+    frame.to_csv(tmp_path / "src" / "metadata" / "mnist.csv", index=False)
+    with pytest.raises(InputError, match=r"row 1 .*escape.pt"):
+        import_zoo(tmp_path / "src", out)
+    assert not (out / "manifest.json").exists()
+    with pytest.raises(InputError, match="word2vec"):
+        import_zoo(tmp_path / "src", out, dataset="ag_news")
+
+
+def test_cli_import_then_verify(tmp_path, capsys):
+    from zoo.cli import main
+
+    make_zoo(tmp_path / "src", runs=4)
+    out = tmp_path / "out"
+    assert main(["import", "small-transformer-zoo", str(tmp_path / "src"), "--out", str(out)]) == 0
+    assert "split sets: transformer-nfn" in capsys.readouterr().out
+    assert main(["verify", str(out)]) == 0
+    assert "Tran" in (out / "README.md").read_text()

@@ -1,0 +1,262 @@
+"""The Small Transformer Zoo (Tran et al. 2025) in our format: its MNIST members, into our
+`transformer` family.
+
+"Equivariant Neural Functional Networks for Transformers" (Tran, Vo, The, Tran Huu, Nguyen-Nhat,
+Tran, Pham, Nguyen; ICLR 2025; github.com/Fsoft-AIC/Transformer-NFN) released, per data set, a folder
+
+    <name>/<run>_<epoch>_<acc>.pt   a `VisionTransformer` state dict (vision_task/model.py), saved by
+                                    vision_task/solver.py after epochs 1, 50, 75 and 100 (<acc> the test
+                                    accuracy x 10,000) and `<run>_best1_<acc>.pt`, the best on the test set
+    metadata/<name>.csv             one row per checkpoint (vision_task/generate_metadata.py): the run's
+                                    wandb config (vision_task/main.py's flags), `ckpt_epoch` ("1", ...,
+                                    "best1"), `ckpt_file` ("<name>/<file>") and the test accuracy,
+                                    `test_top1_accuracy` for MNIST, `test_accuracy` for AG News
+
+read by `SmallTransformerZooDataset` (nfn_transformer/common/data_utils.py). The state dict's keys are
+our family's (`embedding.conv1.*`, `encoder.<i>.attention.{queries,keys,values,out_projection}.weight`,
+`encoder.<i>.fc{1,2}.*`, `classifier.fc{1,2}.*`, the same (out, in) shapes) plus
+`embedding.pos_embedding`, the fixed sinusoidal encoding (a parameter without gradient), which our
+member computes instead: it is checked against ours and dropped.
+
+AG News members read word2vec vectors reduced to 32 dimensions (text_classification/model.py), which our
+family does not hold (it reads MiniLM's, `zoo.data.text`): they are refused, not converted.
+
+Split sets: the shards' split is ours (runs by seeded fractions 0.7/0.1/0.2). "transformer-nfn" is the
+one `nfn_transformer/main.py` reads: rows with `ckpt_epoch == "75"` and the accuracy at least
+`cut_off` (its default 0.1), in the CSV's order, shuffled by Python's `random` after `set_seed(3)`
+(`random.seed(3)`, so `random.Random(3).shuffle`), cut at int(0.7 n) and int(0.15 n).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from zoo.imports import register_importer
+from zoo.imports.writer import ImportedConfig, SplitSet, write_import
+from zoo.planning.plan import assign_splits, checkpoint_id
+from zoo.planning.spec import SplitSpec, content_hash
+from zoo.validation.inputs import InputError, confined, read_capped
+
+FORMAT = "small-transformer-zoo"
+URL = "https://github.com/Fsoft-AIC/Transformer-NFN"
+LICENSE, LICENSE_LINK = "unknown", URL
+TRAN_BIBTEX = """@inproceedings{tran2025equivariant,
+  title={Equivariant Neural Functional Networks for Transformers},
+  author={Tran, Viet-Hoang and Vo, Thieu N. and The, An Nguyen and Tran Huu, Tho and Nguyen-Nhat, Minh-Khoi and
+          Tran, Thanh and Pham, Duy-Tung and Nguyen, Tan Minh},
+  booktitle={International Conference on Learning Representations},
+  year={2025}
+}"""
+ACCURACY_COLUMNS = {"mnist": "test_top1_accuracy", "ag_news": "test_accuracy"}  # data_utils.load_from_csv
+NFN_EPOCH, NFN_SEED, NFN_CUT_OFF = "75", 3, 0.1  # data_utils' ckpt_epoch filter; main.py's --seed and --cut_off
+# our hyperparameter -> the source's flag (vision_task/main.py)
+HPARAM_COLUMNS = {"optimizer": "optimizer", "learning_rate": "lr", "init_std": "w_init_std", "l2": "l2_regularize",
+                  "dropout": "dropout", "train_fraction": "train_fraction", "warmup_epochs": "warmup_epochs"}
+# not flags: RandomCrop(28, padding=2) in data_loader.py, CosineAnnealingLR's eta_min in solver.py
+FIXED_HPARAMS = {"crop_padding": 2, "final_learning_rate": 1e-5}
+ARCHITECTURE_COLUMNS = ("n_channels", "image_size", "patch_size", "embed_dim", "n_attention_heads", "forward_mul",
+                        "n_layers", "n_classes")
+POSITIONAL = "embedding.pos_embedding"
+OUR_SPLIT = SplitSpec(seed=0, fractions={"train": 0.7, "validation": 0.1, "test": 0.2})
+CHUNK_ROWS = 1024
+MAX_CSV_BYTES = 2**30
+MAX_STATE_DICT_BYTES = 2**24
+
+
+def _architecture(frame, path: Path) -> dict[str, Any]:
+    missing = [c for c in ARCHITECTURE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: missing the columns {missing}")
+    values = {}
+    for column in ARCHITECTURE_COLUMNS:
+        distinct = sorted(set(frame[column].tolist()))
+        if len(distinct) != 1:
+            raise InputError(f"{path}: {column} takes {distinct[:4]}; one architecture per data set is expected")
+        values[column] = int(distinct[0])
+    heads, width = values["n_attention_heads"], values["embed_dim"]
+    return {"input": "image_patches", "in_channels": values["n_channels"], "image_size": values["image_size"],
+            "patch_size": values["patch_size"], "pixel_mean": 0.5, "pixel_std": 0.5, "d_model": width,
+            "num_blocks": values["n_layers"], "num_heads": heads, "head_dim": width // heads,
+            "mlp_dim": width * values["forward_mul"], "num_classes": values["n_classes"], "residual": False}
+
+
+def read_state_dict(path: Path, shapes: dict[str, tuple[int, ...]], positional) -> dict[str, np.ndarray]:
+    """Our tensor name -> float32 array; the positional encoding checked and dropped (module docstring)."""
+    import pickle
+
+    import torch
+
+    data = read_capped(path, MAX_STATE_DICT_BYTES, "state dict")
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, OSError) as error:
+        raise InputError(f"{path}: not a readable state dict ({str(error).strip().splitlines()[0][:120]})") from None
+    if not isinstance(state, dict):
+        raise InputError(f"{path}: holds a {type(state).__name__}, not a state dict")
+    wanted = [*shapes, POSITIONAL]
+    missing = [k for k in wanted if k not in state]
+    extra = sorted(set(state) - set(wanted))
+    if missing or extra:
+        detail = f"missing {missing}" if missing else f"unexpected {extra[:4]}"
+        raise InputError(f"{path}: {detail}; the released VisionTransformer has {wanted}")
+    for name, shape in [*shapes.items(), (POSITIONAL, tuple(positional.shape))]:
+        value = state[name]
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise InputError(f"{path}: {name} has shape {got}; the architecture needs {shape}")
+    if not torch.allclose(state[POSITIONAL].float(), positional, atol=1e-5):
+        raise InputError(f"{path}: {POSITIONAL} is not the fixed sinusoidal encoding our member computes")
+    return {name: state[name].detach().to(torch.float32).numpy() for name in shapes}
+
+
+def nfn_split_positions(frame, accuracy: str, cut_off: float = NFN_CUT_OFF, seed: int = NFN_SEED) -> dict[str, list[int]]:
+    """Row positions of `frame` per split, as `SmallTransformerZooDataset.load_from_csv` orders them."""
+    keep = np.array(frame["ckpt_epoch"].astype(str) == NFN_EPOCH, dtype=bool)
+    if cut_off > 0:
+        keep &= (frame[accuracy].to_numpy(dtype=np.float64) >= cut_off)
+    positions = [int(p) for p in np.flatnonzero(keep)]
+    train, validation = int(float(len(positions) * 0.7)), int(float(len(positions) * 0.15))
+    random.Random(seed).shuffle(positions)  # random.seed(seed); random.shuffle(...)
+    return {"train": positions[:train], "validation": positions[train:train + validation],
+            "test": positions[train + validation:]}
+
+
+def _epoch(value: str) -> tuple[int | str, int]:
+    """ckpt_epoch -> (the model id's epoch key, the row's epoch): "75" -> (75, 75), "best1" -> ("best", -1)."""
+    if value.isdigit():
+        return int(value), int(value)
+    if value.startswith("best"):
+        return "best", -1
+    raise ValueError(f"ckpt_epoch {value!r} is neither an epoch nor best")
+
+
+def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of, accuracy, hint_types
+            ) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
+    from zoo.imports.small_cnn_zoo import _cast
+
+    metrics_nan = {"train_loss": math.nan, "train_accuracy": math.nan, "val_loss": math.nan,
+                   "val_accuracy": math.nan, "test_loss": math.nan}
+    for start in range(0, len(frame), CHUNK_ROWS):
+        by_split: dict[str, tuple[list[dict], dict[str, list]]] = {}
+        for position in range(start, min(start + CHUNK_ROWS, len(frame))):
+            record = frame.iloc[position]
+            where = f"{root / 'metadata' / (name + '.csv')}: row {position} ({record['ckpt_file']})"
+            path = confined(root, str(record["ckpt_file"]), where)
+            try:
+                key, epoch = _epoch(str(record["ckpt_epoch"]))
+                hparams = {ours: _cast(hint_types[ours], record[theirs]) for ours, theirs in HPARAM_COLUMNS.items()}
+                seed = int(record["seed"]) if "seed" in frame.columns else 0
+                test_accuracy = float(record[accuracy])
+            except (TypeError, ValueError) as error:
+                raise InputError(f"{where}: {error}") from None
+            tensors = read_state_dict(path, shapes, positional)
+            finite = all(np.isfinite(t).all() for t in tensors.values()) and math.isfinite(test_accuracy)
+            run_id = run_ids[position]
+            row = {"model_id": checkpoint_id(run_id, key), "run_id": run_id, "epoch": epoch, "seed": seed,
+                   **hparams, **FIXED_HPARAMS, **metrics_nan, "test_accuracy": test_accuracy,
+                   "is_best": key == "best", "ckpt_epoch": str(record["ckpt_epoch"]),
+                   "ckpt_file": str(record["ckpt_file"]), "wandb_run": str(record["wandb_run"]),
+                   "status": "ok" if finite else "diverged"}
+            rows, arrays = by_split.setdefault(split_of[run_id], ([], {n: [] for n in shapes}))
+            rows.append(row)
+            for tensor_name, value in tensors.items():
+                arrays[tensor_name].append(value)
+        for split, (rows, arrays) in by_split.items():
+            yield split, rows, {n: np.stack(v) for n, v in arrays.items()}
+
+
+@register_importer(FORMAT)
+def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None, dataset: str | None = None,
+               cut_off: float = NFN_CUT_OFF, max_shard_bytes: int = 64 * 2**20) -> dict:
+    """Imports data set `dataset` (default: the only `metadata/<name>.csv`) of the Small Transformer
+    Zoo folder `source` as config `config` (default small-transformer-zoo-<name>) of `out`."""
+    import pandas as pd
+
+    from zoo.families import create_family
+    from zoo.families.transformer_model import sinusoidal_encoding
+
+    root = Path(source)
+    if not (root / "metadata").is_dir():
+        raise InputError(f"{root}: no metadata/ folder (the Small Transformer Zoo holds metadata/<name>.csv and <name>/)")
+    names = sorted(p.stem for p in (root / "metadata").glob("*.csv"))
+    if dataset is None:
+        if len(names) != 1:
+            raise InputError(f"{root / 'metadata'}: holds {names}; name the data set with --dataset")
+        dataset = names[0]
+    if dataset not in ACCURACY_COLUMNS or dataset == "ag_news":
+        raise InputError(f"--dataset {dataset!r}: only mnist imports; AG News members read word2vec vectors our "
+                         "transformer family does not hold")
+    if dataset not in names:
+        raise InputError(f"{root / 'metadata'}: no {dataset}.csv (found {names})")
+    csv_path = root / "metadata" / f"{dataset}.csv"
+    text = read_capped(csv_path, MAX_CSV_BYTES, "metadata file")
+    try:
+        frame = pd.read_csv(io.BytesIO(text), dtype={"ckpt_epoch": str, "ckpt_file": str})
+    except (ValueError, pd.errors.ParserError) as error:
+        raise InputError(f"{csv_path}: not a readable CSV ({str(error).splitlines()[0][:120]})") from None
+    accuracy = ACCURACY_COLUMNS[dataset]
+    needed = ["ckpt_epoch", "ckpt_file", accuracy, *HPARAM_COLUMNS.values()]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise InputError(f"{csv_path}: missing the columns {missing}")
+    family = create_family("transformer")
+    architecture = _architecture(frame, csv_path)
+    space = family.weight_space(architecture)
+    shapes = {t.name: tuple(t.shape) for t in space.tensors}
+    arch = family.Architecture(**architecture)
+    positional = sinusoidal_encoding(arch.num_tokens, arch.d_model)
+    wandb_runs = [re.split(r"_", Path(f).name, maxsplit=1)[0] for f in frame["ckpt_file"]]
+    frame = frame.assign(wandb_run=wandb_runs)
+    run_ids = [content_hash({"format": FORMAT, "dataset": dataset, "run": r}) for r in wandb_runs]
+    split_of = assign_splits(list(dict.fromkeys(run_ids)), types.SimpleNamespace(splits=OUR_SPLIT, name=FORMAT))
+    keys = [_epoch(str(e))[0] for e in frame["ckpt_epoch"]]
+    ids = [checkpoint_id(r, k) for r, k in zip(run_ids, keys)]
+    try:
+        positions = nfn_split_positions(frame, accuracy, cut_off)
+    except (TypeError, ValueError) as error:
+        raise InputError(f"{csv_path}: {accuracy}: {str(error).splitlines()[0][:120]}") from None
+    name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
+    split_sets = {"transformer-nfn": SplitSet(
+        f"nfn_transformer/main.py's split: rows with ckpt_epoch == \"{NFN_EPOCH}\" and {accuracy} >= {cut_off} in "
+        f"metadata/{dataset}.csv order, shuffled by random.seed({NFN_SEED}); random.shuffle, cut at int(0.7 n) "
+        "(train) and int(0.15 n) (validation), the rest test",
+        {split: [ids[p] for p in rows] for split, rows in positions.items()})}
+    conversions = [
+        f"state dict keys kept (ours are the release's); {POSITIONAL} checked equal to our sinusoidal encoding "
+        "(atol 1e-5) and dropped",
+        "architecture from the flags: " + ", ".join(ARCHITECTURE_COLUMNS) + " (head_dim = embed_dim / heads, "
+        "mlp_dim = embed_dim x forward_mul); pixels Normalize(0.5, 0.5); no residuals (commented out in the release)",
+        "hyperparameters from the flags: " + ", ".join(f"{o} <- {s}" for o, s in HPARAM_COLUMNS.items())
+        + f"; fixed: {FIXED_HPARAMS} (RandomCrop padding, CosineAnnealingLR eta_min)",
+        f"test_accuracy <- {accuracy}; the other metrics NaN (the release has none)",
+        "epoch <- ckpt_epoch; the best-on-test checkpoint (best1) has is_best true and epoch -1 (its epoch is not "
+        "recorded); ckpt_epoch, ckpt_file and wandb_run kept as extra columns",
+        "run_id = hash of (format, data set, the file name's wandb run); model_id = hash of (run_id, epoch or best)",
+    ]
+    spec = {"name": name, "family": "transformer", "description": (
+        f"The Small Transformer Zoo of Tran et al. 2025 on {dataset}: {len(frame):,} checkpoints of "
+        f"{len(set(run_ids)):,} runs."), "dataset": {"name": dataset}, "architecture": architecture,
+        "splits": {"seed": OUR_SPLIT.seed, "fractions": dict(OUR_SPLIT.fractions)}}
+    provenance = {"format": FORMAT, "name": "Small Transformer Zoo (Tran et al. 2025)", "url": URL,
+                  "license": LICENSE, "license_link": LICENSE_LINK, "citation": TRAN_BIBTEX,
+                  "files": [f"metadata/{dataset}.csv", f"{dataset}/<run>_<epoch>_<acc>.pt"],
+                  "conversions": conversions,
+                  "verified": "the layout, the keys, the shapes and the split rule are checked against the reference "
+                              "code and fixture folders, not against the released files (not reachable here); no "
+                              "licence is stated in the release"}
+    hints = typing.get_type_hints(family.HParams)
+    imported = ImportedConfig(name=name, family="transformer", architecture=architecture, spec=spec, source=provenance,
+                              extra_columns={"ckpt_epoch": pa.string(), "ckpt_file": pa.string(),
+                                             "wandb_run": pa.string()}, split_sets=split_sets)
+    chunks = _chunks(frame, root, dataset, shapes, positional, run_ids, split_of, accuracy, hints)
+    return write_import(out, imported, chunks, len(frame), max_shard_bytes=max_shard_bytes)
