@@ -16,11 +16,14 @@ import_zoo = get_importer("small-transformer-zoo")
 SPLITS = ("train", "validation", "test")
 
 
-def reference_split(root, name="mnist", seed=3, cut_off=0.1):
+def reference_split(root, name="mnist", seed=3, cut_off=0.0):
     """An independent re-implementation of the reference rule, in its own terms: global random
     seeded as set_seed does, pandas filters, the file names cut 70/15/15."""
     info = pd.read_csv(root / "metadata" / f"{name}.csv", dtype={"ckpt_epoch": str})
-    info = info[(info["ckpt_epoch"] == "75") & (info["test_top1_accuracy"] >= cut_off)]
+    check = info["ckpt_epoch"] == "75"
+    if cut_off > 0:
+        check &= info["test_top1_accuracy"] >= cut_off
+    info = info[check]
     files = list(info["ckpt_file"])
     state = random.getstate()
     try:
@@ -58,11 +61,13 @@ def test_members_imported_with_their_keys_flags_and_accuracy(tmp_path):
 
 def test_transformer_nfn_split_set_equals_the_reference_rule(tmp_path):
     make_zoo(tmp_path / "src", runs=24)
-    import_zoo(tmp_path / "src", tmp_path / "out")
-    expected = reference_split(tmp_path / "src")
-    got = load_split_set(tmp_path / "out", None, "transformer-nfn")
-    assert {s: list(got[s].metadata["ckpt_file"]) for s in SPLITS} == expected
-    assert sum(map(len, expected.values())) < 24  # the cut-off dropped some
+    for cut_off in (0.0, 0.1):  # the README's commands, main.py's default
+        out = tmp_path / f"out-{cut_off}"
+        import_zoo(tmp_path / "src", out, cut_off=cut_off)
+        expected = reference_split(tmp_path / "src", cut_off=cut_off)
+        got = load_split_set(out, None, "transformer-nfn")
+        assert {s: list(got[s].metadata["ckpt_file"]) for s in SPLITS} == expected
+        assert sum(map(len, expected.values())) == 24 if cut_off == 0 else sum(map(len, expected.values())) < 24
 
 
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path):

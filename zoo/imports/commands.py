@@ -82,7 +82,7 @@ def register(subparsers) -> None:
                         "'nfn-aug' split set is then recorded too)")
     p.add_argument("--cut-off", type=float, default=None,
                    help="small-transformer-zoo: the accuracy below which the transformer-nfn split drops a "
-                        "checkpoint (default: 0.1, the reference's --cut_off)")
+                        "checkpoint (default: 0, as the reference README's commands; main.py's own default is 0.1)")
     p.add_argument("--shard-mb", type=float, default=64, help="target shard size in MiB")
     p.set_defaults(handler=_import)
 

@@ -12,7 +12,9 @@ Tran, Pham, Nguyen; ICLR 2025; github.com/Fsoft-AIC/Transformer-NFN) released, p
                                     "best1"), `ckpt_file` ("<name>/<file>") and the test accuracy,
                                     `test_top1_accuracy` for MNIST, `test_accuracy` for AG News
 
-read by `SmallTransformerZooDataset` (nfn_transformer/common/data_utils.py). The state dict's keys are
+read by `SmallTransformerZooDataset` (nfn_transformer/common/data_utils.py); the README downloads
+`MNIST-Transformers.zip` from the Hugging Face data set and unpacks it as `data/mnist_transformer`, the
+folder this importer takes. The state dict's keys are
 our family's (`embedding.conv1.*`, `encoder.<i>.attention.{queries,keys,values,out_projection}.weight`,
 `encoder.<i>.fc{1,2}.*`, `classifier.fc{1,2}.*`, the same (out, in) shapes) plus
 `embedding.pos_embedding`, the fixed sinusoidal encoding (a parameter without gradient), which our
@@ -22,8 +24,8 @@ AG News members read word2vec vectors reduced to 32 dimensions (text_classificat
 family does not hold (it reads MiniLM's, `zoo.data.text`): they are refused, not converted.
 
 Split sets: the shards' split is ours (runs by seeded fractions 0.7/0.1/0.2). "transformer-nfn" is the
-one `nfn_transformer/main.py` reads: rows with `ckpt_epoch == "75"` and the accuracy at least
-`cut_off` (its default 0.1), in the CSV's order, shuffled by Python's `random` after `set_seed(3)`
+one `nfn_transformer/main.py` reads: rows with `ckpt_epoch == "75"` and, with a positive `cut_off`, the
+accuracy at least `cut_off` (the README's commands pass 0, no filter; main.py's default is 0.1), in the CSV's order, shuffled by Python's `random` after `set_seed(3)`
 (`random.seed(3)`, so `random.Random(3).shuffle`), cut at int(0.7 n) and int(0.15 n).
 """
 
@@ -48,8 +50,9 @@ from zoo.planning.spec import SplitSpec, content_hash
 from zoo.validation.inputs import InputError, confined, read_capped
 
 FORMAT = "small-transformer-zoo"
-URL = "https://github.com/Fsoft-AIC/Transformer-NFN"
-LICENSE, LICENSE_LINK = "unknown", URL
+URL = "https://huggingface.co/datasets/anonymized-acamedia/Small-Transformer-Zoo"
+CODE_URL = "https://github.com/Fsoft-AIC/Transformer-NFN"
+LICENSE, LICENSE_LINK = "mit", CODE_URL + "/blob/main/LICENSE"  # the code's; the zoo states none
 TRAN_BIBTEX = """@inproceedings{tran2025equivariant,
   title={Equivariant Neural Functional Networks for Transformers},
   author={Tran, Viet-Hoang and Vo, Thieu N. and The, An Nguyen and Tran Huu, Tho and Nguyen-Nhat, Minh-Khoi and
@@ -58,7 +61,8 @@ TRAN_BIBTEX = """@inproceedings{tran2025equivariant,
   year={2025}
 }"""
 ACCURACY_COLUMNS = {"mnist": "test_top1_accuracy", "ag_news": "test_accuracy"}  # data_utils.load_from_csv
-NFN_EPOCH, NFN_SEED, NFN_CUT_OFF = "75", 3, 0.1  # data_utils' ckpt_epoch filter; main.py's --seed and --cut_off
+# data_utils' ckpt_epoch filter; main.py's --seed; the README's commands pass --cut_off 0 (main.py's default is 0.1)
+NFN_EPOCH, NFN_SEED, NFN_CUT_OFF = "75", 3, 0.0
 # our hyperparameter -> the source's flag (vision_task/main.py)
 HPARAM_COLUMNS = {"optimizer": "optimizer", "learning_rate": "lr", "init_std": "w_init_std", "l2": "l2_regularize",
                   "dropout": "dropout", "train_fraction": "train_fraction", "warmup_epochs": "warmup_epochs"}
@@ -227,8 +231,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
         raise InputError(f"{csv_path}: {accuracy}: {str(error).splitlines()[0][:120]}") from None
     name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
     split_sets = {"transformer-nfn": SplitSet(
-        f"nfn_transformer/main.py's split: rows with ckpt_epoch == \"{NFN_EPOCH}\" and {accuracy} >= {cut_off} in "
-        f"metadata/{dataset}.csv order, shuffled by random.seed({NFN_SEED}); random.shuffle, cut at int(0.7 n) "
+        f"nfn_transformer/main.py's split (--cut_off {cut_off:g}): rows with ckpt_epoch == \"{NFN_EPOCH}\""
+        + (f" and {accuracy} >= {cut_off:g}" if cut_off > 0 else "") + f" in metadata/{dataset}.csv order, shuffled by random.seed({NFN_SEED}); random.shuffle, cut at int(0.7 n) "
         "(train) and int(0.15 n) (validation), the rest test",
         {split: [ids[p] for p in rows] for split, rows in positions.items()})}
     conversions = [
@@ -247,13 +251,13 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
         f"The Small Transformer Zoo of Tran et al. 2025 on {dataset}: {len(frame):,} checkpoints of "
         f"{len(set(run_ids)):,} runs."), "dataset": {"name": dataset}, "architecture": architecture,
         "splits": {"seed": OUR_SPLIT.seed, "fractions": dict(OUR_SPLIT.fractions)}}
-    provenance = {"format": FORMAT, "name": "Small Transformer Zoo (Tran et al. 2025)", "url": URL,
+    provenance = {"format": FORMAT, "name": "Small Transformer Zoo (Tran et al. 2025)", "url": URL, "code": CODE_URL,
                   "license": LICENSE, "license_link": LICENSE_LINK, "citation": TRAN_BIBTEX,
                   "files": [f"metadata/{dataset}.csv", f"{dataset}/<run>_<epoch>_<acc>.pt"],
                   "conversions": conversions,
                   "verified": "the layout, the keys, the shapes and the split rule are checked against the reference "
-                              "code and fixture folders, not against the released files (not reachable here); no "
-                              "licence is stated in the release"}
+                              "code and fixture folders, not against the released files (not reachable here); the licence "
+                              "is the code repository's (MIT): the zoo's own terms are not stated"}
     hints = typing.get_type_hints(family.HParams)
     imported = ImportedConfig(name=name, family="transformer", architecture=architecture, spec=spec, source=provenance,
                               extra_columns={"ckpt_epoch": pa.string(), "ckpt_file": pa.string(),
