@@ -4,7 +4,7 @@ What the zoo driver and the benchmark jobs share: `connected(address, num_cpus)`
 local instance (marked and watched by `zoo.distributed.ray_cleanup`, so none of its processes outlives the
 caller, even one killed by SIGKILL) or joins the cluster `address` names (left running), and
 `interruptible()` turns SIGINT and SIGTERM into `Signalled` in the main thread while a long
-Ray call runs (Tune and Ray otherwise swallow or defer them). Ray is imported inside the
+Ray call runs (Ray's native code otherwise defers or rewraps them). Ray is imported inside the
 functions only: importing this module is cheap.
 """
 
@@ -36,11 +36,8 @@ def interruptible():
     """SIGINT and SIGTERM raise `Signalled` in the main thread while the block runs; yields
     the list of signals received.
 
-    Ray Tune replaces the SIGINT handler during `Tuner.fit` with one that only ends the
-    experiment early and returns normally (ray/tune/tune.py, `_setup_signal_catching`), so an
-    interrupted generation looked finished; ``TUNE_DISABLE_SIGINT_HANDLER=1`` (read when the
-    fit starts) keeps ours. SIGTERM, whose default ends the process without unwinding, is
-    handled too so that the Ray instance is shut down. The old handlers come back after.
+    SIGTERM, whose default ends the process without unwinding, is handled too, so that the Ray
+    instance is shut down and the trials cancelled. The old handlers come back after.
     """
     received: list[int] = []  # Ray's native code may re-raise our exception as a plain KeyboardInterrupt
 
@@ -52,17 +49,11 @@ def interruptible():
         yield received
         return
     previous = {signum: signal.signal(signum, raise_signalled) for signum in (signal.SIGINT, signal.SIGTERM)}
-    previous_usr1 = signal.getsignal(signal.SIGUSR1) if hasattr(signal, "SIGUSR1") else None  # Tune takes it
-    tune_setting = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
-    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     try:
         yield received
     finally:
-        restore_environment("TUNE_DISABLE_SIGINT_HANDLER", tune_setting)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if previous_usr1 is not None:
-            signal.signal(signal.SIGUSR1, previous_usr1)
 
 
 def restore_environment(name: str, value: str | None) -> None:
