@@ -58,7 +58,7 @@ SPACES = {"cnn-relu": ("cnn", {}, {"activation": "relu"}, "scale"),
           "transformer-2x2": ("transformer", MNIST_TRANSFORMER, {}, None),
           "transformer-3x4-residual": ("transformer", SMALL_TRANSFORMER, {}, None)}
 # the size fields a Config may have, shrunk (the same code paths as the presets)
-SMALL = {"channels": (3, 2), "invariant_channels": 4, "hidden_sizes": (16,), "encoder_hidden": 6,
+SMALL = {"channels": (3, 2), "invariant_channels": 4, "hidden_sizes": (16,), "encoder_hidden": 6, "hidden_dim": 8,
          "max_rounds": 5, "min_child_weight": 1.0, "min_data_in_leaf": 4, "min_gain_to_split": 0.0, "max_trees": 10,
          "trees_per_step": 5, "early_stopping_trees": 5, "min_samples_leaf": 4}
 NEGATIVE_CONTROLS = {"attention+scale": {"mlp_scaling": True},

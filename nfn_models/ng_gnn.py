@@ -1,0 +1,172 @@
+"""NG-GNN: a PNA graph network on the neural graph of a checkpoint, with an invariant readout.
+
+Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural
+Networks" (ICLR 2024). Sec. 3: the neural graph (`nfn_models.graphs`: neurons as nodes, biases
+as node features, weights and flattened kernels as edge features, learned positional embeddings
+of the input neurons, of each hidden layer and of the output neurons). Sec. 4 (NG-GNN):
+
+1. node and edge encoders: each scalar (bias, or kernel vector) -> random Fourier features
+   [cos 2 pi B v, sin 2 pi B v] (B ~ N(0, sigma^2), fixed; the authors' `GaussianEncoding`,
+   sigma 3, 128 frequencies) -> linear -> linear; plus the node's positional embedding. Where a
+   network mixes convolutions and dense layers, the dense layers' edges (their one weight) have
+   their own encoder (the authors' `linear_as_conv: False` for the CNN zoo);
+2. `num_layers` PNA layers with FiLM edge modulation and edge updates (`nfn_models.layers.pna`),
+   LayerNorm, SiLU and dropout between them (none after the last);
+3. the readout: the output neurons' node features concatenated in order ("cat" over the last
+   layer), then an MLP d -> d -> out_features with ReLUs.
+
+Every step is equivariant to permutations of a hidden layer's neurons (they share their
+positional embedding, and message passing does not see node order), and the readout reads only
+the output neurons, which no symmetry moves: the output is invariant to hidden-neuron
+permutations ("permutation"), exactly up to float summation order. It is not invariant to the
+positive scalings of ReLU networks or the sign flips of tanh/sine networks (the encoders see
+raw weights); `benchmarks.check_model` checks both.
+
+Where ours differs from the authors' code (mkofinas/neural-graphs, `nn/gnn.py`,
+`nn/graph_constructor.py`, `nn/dynamic_graph_constructor.py`):
+- LayerNorm normalises each graph (PyG's graph-mode LayerNorm given the batch vector); theirs is
+  called without it and normalises over the whole minibatch, so a member's prediction there
+  depends on the other members of its batch.
+- PNA's degree histogram is the graph's own in-degrees (reverse edges included when present);
+  their INR code counts forward edges only (the amplification scaler's normaliser differs).
+- No activation-function embedding (their `use_act_embed`: a zoo mixing activations; ours are
+  one activation per weight space) and no per-layer weight standardisation (their INR `stats`).
+- No probe features (NG's INR variant with probes is a later slice).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+from torch import nn
+
+from nfn_models.features import NetworkDescription
+from nfn_models.graphs import NeuralGraphLayout
+from nfn_models.layers import ACTIVATIONS
+from nfn_models.registry import check_weight_space, register_model
+from zoo.validation.schema import SchemaError
+from zoo.weightspace import WeightBatch, WeightSpace
+
+
+@dataclasses.dataclass(frozen=True)
+class NGGNNConfig:
+    hidden_dim: int = 256  # d_hid of nodes and edges: 256 on the CNN zoo (the authors' cnn_zoo_pna.sh)
+    num_layers: int = 4  # PNA layers (the authors' pna.yaml)
+    fourier_features: int = 128  # frequencies of the input encoders (their sin_emb_dim)
+    fourier_scale: float = 3.0  # std of the frequencies (their inp_factor)
+    activation: str = "silu"  # between PNA layers and in the edge updates (their act: silu)
+    dropout: float = 0.0  # after each PNA layer but the last: 0 on the CNN zoo, 0.2 on INRs
+    reverse_edges: bool = False  # add reversed edges (their rev_edge_features): off for CNNs, on for INRs
+    out_features: int = 1  # one scalar per checkpoint for regression (10 classes for INR classification)
+
+    def validate(self, where: str, key: str) -> None:
+        prefix = f"{key}." if key else ""
+        for name in ("hidden_dim", "num_layers", "fourier_features", "out_features"):
+            if getattr(self, name) < 1:
+                raise SchemaError(where, f"{prefix}{name}", f"expected a positive integer, got {getattr(self, name)}")
+        if not self.fourier_scale > 0:
+            raise SchemaError(where, f"{prefix}fourier_scale", f"expected a positive number, got {self.fourier_scale}")
+        if self.activation not in ACTIVATIONS:
+            raise SchemaError(where, f"{prefix}activation",
+                              f"expected one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise SchemaError(where, f"{prefix}dropout", f"expected a probability in [0, 1), got {self.dropout}")
+
+
+class FourierEncoder(nn.Module):
+    """v (M, f) -> [cos 2 pi v B^T, sin 2 pi v B^T] (M, 2 m) -> linear -> linear (M, d); B fixed."""
+
+    def __init__(self, in_features: int, frequencies: int, scale: float, out_features: int):
+        super().__init__()
+        self.register_buffer("frequencies", scale * torch.randn(frequencies, in_features))  # (m, f)
+        self.project = nn.Sequential(nn.Linear(2 * frequencies, out_features), nn.Linear(out_features, out_features))
+
+    def forward(self, values: torch.Tensor) -> torch.Tensor:
+        angles = 2 * math.pi * values @ self.frequencies.T  # (M, m)
+        return self.project(torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1))
+
+
+@register_model("ng_gnn")
+class NGGNN(nn.Module):
+    """WeightBatch -> neural graphs -> encoders -> PNA x num_layers -> output neurons -> MLP -> (B, out_features)."""
+
+    Config = NGGNNConfig
+    weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
+    symmetries = ("permutation",)
+    # The authors' scripts (mkofinas/neural-graphs): CNN generalization on the Small CNN Zoo
+    # (cnn_zoo_pna.sh): d_hid 256, 4 PNA layers, no reverse edges, no dropout (the defaults);
+    # INR classification (mnist_cls_pna.sh): d_hid 32, reverse edges, dropout 0.2, 10 classes.
+    PRESETS = {"generalization": {},
+               "inr-classification": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "out_features": 10},
+               "inr-classification-budget": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2,
+                                             "out_features": 10}}  # already small: the same
+
+    def __init__(self, weight_space: WeightSpace, **hparams):
+        super().__init__()
+        from nfn_models.layers.pna import EdgeModulatedPNAConv, EdgeUpdate  # imports torch_geometric
+
+        self.weight_space = weight_space
+        self.config = config = NGGNNConfig(**hparams)
+        self.layout = NeuralGraphLayout(NetworkDescription.from_weight_space(weight_space), config.reverse_edges)
+        d, layers = config.hidden_dim, self.layout.description.layers
+        self.node_encoder = FourierEncoder(1, config.fourier_features, config.fourier_scale, d)
+        self.edge_encoder = FourierEncoder(self.layout.edge_features, config.fourier_features, config.fourier_scale, d)
+        # dense layers among convolutions: their own encoder of their weight, [w] or [w, w', w + w']
+        self.dense_layers = [i for i, layer in enumerate(layers) if not layer.kernel]
+        mixed = bool(self.dense_layers) and len(self.dense_layers) < len(layers)
+        height, width = self.layout.kernel_size
+        centre = (height // 2) * width + width // 2  # where `padded_kernel` puts a 1 x 1 kernel
+        blocks = 3 if config.reverse_edges else 1
+        self.register_buffer("dense_entries", torch.tensor([b * height * width + centre for b in range(blocks)]),
+                             persistent=False)
+        self.dense_edge_encoder = (FourierEncoder(blocks, config.fourier_features, config.fourier_scale, d)
+                                   if mixed else None)
+        self.positions = nn.Embedding(self.layout.num_positions, d)
+        nn.init.normal_(self.positions.weight)  # the authors' torch.randn parameter
+        histogram = self.layout.in_degree_histogram
+        self.convs = nn.ModuleList(EdgeModulatedPNAConv(d, d, histogram) for _ in range(config.num_layers))
+        self.edge_updates = nn.ModuleList(EdgeUpdate(d, d, ACTIVATIONS[config.activation]())
+                                          for _ in range(config.num_layers - 1))
+        self.norms = nn.ModuleList(_graph_layer_norm(d) for _ in range(config.num_layers - 1))
+        self.activation = ACTIVATIONS[config.activation]()
+        self.dropout = nn.Dropout(config.dropout)
+        n_out = self.layout.description.unit_sizes[-1]
+        self.head = nn.Sequential(nn.Linear(n_out * d, d), nn.ReLU(), nn.Linear(d, d), nn.ReLU(),
+                                  nn.Linear(d, config.out_features))
+
+    def encode(self, graphs) -> tuple[torch.Tensor, torch.Tensor]:
+        """Node (B * N, d) and edge (B * E, d) features of the batched neural graphs."""
+        nodes = self.node_encoder(graphs.x) + self.positions(graphs.node_position)
+        edges = self.edge_encoder(graphs.edge_attr)
+        if self.dense_edge_encoder is not None:
+            dense = torch.isin(graphs.edge_layer, torch.tensor(self.dense_layers, device=edges.device))
+            encoded = self.dense_edge_encoder(graphs.edge_attr[dense][:, self.dense_entries])
+            edges = edges.masked_scatter(dense.unsqueeze(-1), encoded)
+        return nodes, edges
+
+    def forward(self, weights: WeightBatch) -> torch.Tensor:
+        check_weight_space(self.weight_space, weights)
+        return self.forward_graphs(self.layout.batch(weights))
+
+    def forward_graphs(self, graphs) -> torch.Tensor:
+        """The prediction for batched neural graphs of this architecture (`NeuralGraphLayout.batch`),
+        in any edge order: (B, out_features)."""
+        members = graphs.num_graphs
+        x, edge_attr = self.encode(graphs)  # (B * N, d), (B * E, d)
+        for i, conv in enumerate(self.convs):
+            x = conv(x, graphs.edge_index, edge_attr)
+            if i == len(self.convs) - 1:
+                break
+            x = self.dropout(self.activation(self.norms[i](x, graphs.batch, members)))
+            edge_attr = self.edge_updates[i](x, graphs.edge_index, edge_attr)
+        nodes = x.view(members, self.layout.num_nodes, -1)  # (B, N, d)
+        readout = nodes[:, self.layout.output_nodes.to(nodes.device)]  # (B, n_out, d)
+        return self.head(readout.flatten(1))  # (B, out_features)
+
+
+def _graph_layer_norm(channels: int) -> nn.Module:
+    from torch_geometric.nn.norm import LayerNorm
+
+    return LayerNorm(channels, mode="graph")
