@@ -19,9 +19,10 @@ k0 <- k0 + 0x9E3779B9, k1 <- k1 + 0xBB67AE85 (mod 2^32); round r uses key + (r -
 Ten rounds is the paper's recommended (Crush-resistant with margin) count.
 
 Arithmetic: every word is a torch.int64 tensor holding a value in [0, 2^32). The product of
-two such values reaches 2^64 and overflows signed int64, so `mulhilo` splits the
-multiplicand into 16-bit halves: each partial product is below 2^48, and the halves are
-recombined with shifts and masks, exactly. Only integer ops are used, so CPU and CUDA give
+two such values reaches 2^64 and overflows signed int64 (undefined behaviour in the C++
+kernels, not merely wraparound), so `mulhilo` splits the constant multiplier into 16-bit
+halves: each partial product is below 2^48, and they are recombined with shifts and masks,
+exactly. Only integer ops are used, so CPU and CUDA give
 the same bits by construction.
 
 Draws are addressed by (seed, stream, step, member, index): the 64-bit run seed is the key
@@ -52,18 +53,20 @@ PHILOX_M1 = 0xCD9E8D57  # multiplier of counter word 2
 PHILOX_W0 = 0x9E3779B9  # key bump of word 0: golden ratio
 PHILOX_W1 = 0xBB67AE85  # key bump of word 1: sqrt(3) - 1
 ROUNDS = 10
+CPU_TILE_BLOCKS = 1 << 15  # counter blocks per tile on the CPU: the round's (tile,) int64 temporaries stay in cache
 
 Index = int | torch.Tensor
 
 
 def mulhilo(a: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """High and low 32-bit words of a * multiplier, exactly, for int64 `a` in [0, 2^32)."""
-    high_half, low_half = a >> 16, a & 0xFFFF
-    upper = high_half * multiplier  # < 2^48
-    lower = low_half * multiplier  # < 2^48
-    # a * m = (upper >> 16) * 2^32 + ((upper & 0xFFFF) << 16) + lower
-    middle = ((upper & 0xFFFF) << 16) + lower  # < 2^49
-    return (upper >> 16) + (middle >> 32), middle & MASK32
+    """High and low 32-bit words of a * multiplier, exactly, for int64 `a` in [0, 2^32) and
+    a constant multiplier in [0, 2^32), split into 16-bit halves m = m1 * 2^16 + m0."""
+    upper = a * (multiplier >> 16)  # a * m1 < 2^48
+    middle = a * (multiplier & 0xFFFF)  # a * m0 < 2^48
+    # a * m = (upper >> 16) * 2^32 + ((upper & 0xFFFF) << 16) + middle; the sum below is < 2^49
+    middle += (upper & 0xFFFF).bitwise_left_shift_(16)
+    high = upper.bitwise_right_shift_(16).add_(middle >> 32)
+    return high, middle.bitwise_and_(MASK32)
 
 
 def philox4x32(counter: torch.Tensor, key: torch.Tensor, rounds: int = ROUNDS,
@@ -130,13 +133,23 @@ def random_words(seed: Index, stream: int, step: Index, member: Index, count: in
     size = members[0] if members else 1
     blocks = (count + 3) // 4
     block_index = torch.arange(blocks, dtype=torch.int64, device=device)
-    counter = torch.stack(torch.broadcast_tensors(
-        block_index.expand(size, blocks),
-        member_word.expand(size).unsqueeze(1),
-        step_word.expand(size).unsqueeze(1),
-        stream_word.expand(size, 1)), dim=-1)  # (M, blocks, 4)
+    member_word, step_word = member_word.expand(size).unsqueeze(1), step_word.expand(size).unsqueeze(1)
     key = key.expand(size, 2).unsqueeze(1)  # (M, 1, 2)
-    return philox4x32(counter, key).reshape(size, blocks * 4)[:, :count]
+    words = torch.empty(size, blocks, 4, dtype=torch.int64, device=device)
+    # On the CPU, tiles of CPU_TILE_BLOCKS keep the round's temporaries in cache (measured
+    # 1.5-5x faster than whole-population tensors for 256 x 60,000); elsewhere one tile.
+    # Tiling never changes a word.
+    tile = CPU_TILE_BLOCKS if device.type == "cpu" else max(1, size * blocks)
+    rows_per_tile, blocks_per_tile = max(1, tile // max(1, blocks)), max(1, min(blocks, tile))
+    for row in range(0, size, rows_per_tile):
+        rows = slice(row, min(size, row + rows_per_tile))
+        for first in range(0, blocks, blocks_per_tile):
+            columns = slice(first, min(blocks, first + blocks_per_tile))
+            counter = torch.stack(torch.broadcast_tensors(
+                block_index[columns].unsqueeze(0), member_word[rows], step_word[rows],
+                stream_word.view(1, 1)), dim=-1)  # (rows, columns, 4)
+            words[rows, columns] = philox4x32(counter, key[rows])
+    return words.reshape(size, blocks * 4)[:, :count]
 
 
 def _per_member_shape(shape: int | tuple[int, ...]) -> tuple[int, ...]:

@@ -1,0 +1,92 @@
+"""Benchmark: a population's random draws from the counter-based generator vs one generator per member.
+
+For a population of `--members` members drawing `--indices` values each (the defaults: 256
+members x 60,000, an MNIST epoch's worth of per-example draws, and x 512, one step's worth,
+where the per-member Python loop counts), it measures in one run, best of `--repeat`:
+
+- per-member torch.Generator (the present method): `torch.rand(indices, generator=g)` for each
+  member's own generator, then `torch.stack`; the generators are made once, outside the timing,
+  as a population keeps them;
+- counter-v1: `zoo.training.counter_rng.uniform` for all members in one call (per-member seeds);
+
+and the same pair for batch orders (`torch.randperm` per member vs `counter_rng.permutation`).
+It prints draws per second and the ratio counter / per-member. Only integer ops run in
+counter-v1, so the ratio depends on the device's int64 throughput. Run:
+`python -m benchmarks.perf.counter_rng` (add `--device cuda` where a GPU is present).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from zoo.training import counter_rng
+from zoo.training.train import seeded_generator
+
+
+def best_seconds(function, repeat: int, device: torch.device) -> float:
+    """Best wall time of `repeat` calls after one warm-up, synchronising a CUDA device."""
+    function()
+    times = []
+    for _ in range(repeat):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        function()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def measure(members: int, indices: int, repeat: int, device: torch.device) -> list[tuple[str, float, float]]:
+    """(draw, per-member draws/s, counter draws/s) for uniform floats and permutations."""
+    seeds = list(range(1000, 1000 + members))
+    generators = [seeded_generator(seed, "dropout") for seed in seeds]
+    cuda_generators = ([torch.Generator(device).manual_seed(seed) for seed in seeds]
+                       if device.type == "cuda" else generators)
+    seed_tensor = torch.tensor(seeds, device=device)
+
+    def per_member_uniform():
+        return torch.stack([torch.rand(indices, generator=g, device=device) for g in cuda_generators])
+
+    def counter_uniform():
+        return counter_rng.uniform(seed_tensor, 0, 0, 0, indices)
+
+    def per_member_permutation():
+        return torch.stack([torch.randperm(indices, generator=g, device=device) for g in cuda_generators])
+
+    def counter_permutation():
+        return counter_rng.permutation(seed_tensor, 0, 0, 0, indices)
+
+    draws = members * indices
+    rows = []
+    for name, present, counter in (("uniform float32", per_member_uniform, counter_uniform),
+                                   ("permutation", per_member_permutation, counter_permutation)):
+        rows.append((name, draws / best_seconds(present, repeat, device), draws / best_seconds(counter, repeat, device)))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=256)
+    parser.add_argument("--indices", type=int, nargs="+", default=[60_000, 512],
+                        help="draws per member: an epoch's worth, and a step's (e.g. a batch's crop offsets)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: as one Ray trial runs)")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    print(f"{args.members} members on {device}, {args.threads} thread(s), best of {args.repeat}")
+    print(f"{'draw':<18}{'per member':>11}{'per-member Mdraw/s':>20}{'counter-v1 Mdraw/s':>20}{'counter / per-member':>22}")
+    for indices in args.indices:
+        for name, present, counter in measure(args.members, indices, args.repeat, device):
+            print(f"{name:<18}{indices:>11,}{present / 1e6:>20.1f}{counter / 1e6:>20.1f}{counter / present:>21.2f}x",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
