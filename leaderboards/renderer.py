@@ -9,6 +9,8 @@
   test targets' ties allow a ranking to reach;
 - the plots of `leaderboards.plots` (`<task>.png`, `<task>-params.png`, `<task>-time.png`,
   `<task>-predictions.png`);
+- `<out_dir>/suites.md` when a standard suite has entries (`leaderboards.suite_board`: one row per
+  model, each cell's metric and the suite's mean rank), linked from the index;
 - `<out_dir>/index.md`, and the HTML site (`leaderboards.site`: `index.html`, `<task>.html`).
 It returns the Markdown of the task pages. matplotlib is imported only to draw the plots.
 
@@ -32,11 +34,12 @@ from benchmarks.tasks import get_task_class
 from leaderboards import plots
 from leaderboards.board import Table, TaskBoard, build_board
 from leaderboards.datasets import load_datasets
-from leaderboards.entries import entry_path, stored_predictions_path
+from leaderboards.entries import entry_path, load_entries, stored_predictions_path
 from leaderboards.escape import markdown_cell, markdown_text
 from leaderboards.pinned import load_pinned
 from leaderboards.rescore import read_stored_predictions
 from leaderboards.site import write_site
+from leaderboards.suite_board import SuiteBoard, suite_boards, suite_markdown
 
 EMPTY = "No accepted submissions yet."
 
@@ -121,9 +124,12 @@ def _plots(root: Path, board: TaskBoard, out_dir: Path) -> list[tuple[str, str]]
     return [(path.name, caption) for path, caption in drawn if path is not None]
 
 
-def _write_all(root: Path, boards: list[TaskBoard], out_dir: Path) -> list[str]:
+def _write_all(root: Path, boards: list[TaskBoard], out_dir: Path, suites: list[SuiteBoard]) -> list[str]:
     """Writes every page, plot and the site into `out_dir`; returns the task pages' Markdown."""
     pages, index, figures = [], ["# Leaderboards", ""], {}
+    if suites:  # a standard suite's entries together, one row per model
+        write_text_atomic(out_dir / "suites.md", suite_markdown(suites))
+        index.append(f"- [standard suites](suites.md): {', '.join(board.suite for board in suites)}")
     for board in boards:
         figures[board.task] = _plots(root, board, out_dir)
         page = task_markdown(board, figures[board.task])
@@ -160,7 +166,7 @@ def render(root: str | Path, out_dir: str | Path) -> str:
     built = out_dir.parent / f".{out_dir.name}.rendering-{os.getpid()}-{secrets.token_hex(4)}"
     built.mkdir()  # the umask's mode, unlike mkdtemp's 0700: it becomes `out_dir` when there is none
     try:
-        pages = _write_all(root, boards, built)
+        pages = _write_all(root, boards, built, suite_boards([entry for _, entry in load_entries(root)]))
         _move_into(built, out_dir)
     finally:
         shutil.rmtree(built, ignore_errors=True)

@@ -1,6 +1,7 @@
 """The versioned standard suite: v1's cells are pinned, it runs any model on stand-in zoos, the run
 says it is a stand-in and which hashes differ, and `leaderboard submit` takes its folder whole."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -64,6 +65,42 @@ def test_standard_v1_on_stand_ins_writes_one_folder_that_submit_takes_whole(tiny
     printed = capsys.readouterr().out
     assert printed.count("accepted ") == len(ran) and "a stand-in run" in printed
     assert len(list((board / "entries").rglob("*.json"))) == len(ran)
+    _the_board_shows_the_suite_with_pinned_hashes_only(board, STANDARD_SUITES.get("standard-v1")())
+
+
+def _the_board_shows_the_suite_with_pinned_hashes_only(board: Path, suite) -> None:
+    """The stand-in entries are in no suite table; the same runs on the pinned bytes are, one row
+    per model with each cell's metric, its rank and the mean rank (MSE ranks lower as better)."""
+    from leaderboards.entries import load_entries
+    from leaderboards.renderer import render
+    from leaderboards.suite_board import suite_boards, suite_markdown
+
+    entries = [entry for _, entry in load_entries(board)]
+    assert suite_boards(entries) == []
+    render(board, board / "site")
+    assert not (board / "site" / "suites.md").exists()
+
+    def pinned(entry, model: str, shift: float):  # the same run, as if on the pinned bytes
+        results = entry.results
+        zoo = next(cell.zoo for cell in suite.cells if cell.zoo.config == results.dataset.config)
+        dataset = dataclasses.replace(results.dataset, dataset_hash=zoo.dataset_hash)
+        summary = {k: dataclasses.replace(v, mean=v.mean + shift) for k, v in results.summary.items()}
+        return dataclasses.replace(entry, results=dataclasses.replace(results, model=model, dataset=dataset,
+                                                                      summary=summary))
+
+    faked = [pinned(entry, model, shift) for entry in entries for model, shift in (("mlp", 0.0), ("np", 0.1))]
+    (shown,) = suite_boards(faked)
+    by_model = {row.model: row for row in shown.rows}
+    assert set(by_model) == {"mlp", "np"}
+    columns = [cell.name for cell in shown.cells]
+    for name, metric in zip(columns, shown.metrics):
+        if by_model["np"].values[columns.index(name)] is None:
+            continue
+        better = "mlp" if metric == "mse" else "np"  # np's every metric is 0.1 higher
+        assert by_model[better].ranks[columns.index(name)] == 1, (name, by_model)
+    assert by_model["mlp"].mean_rank + by_model["np"].mean_rank == 3.0  # ranks 1 and 2 in every cell
+    page = suite_markdown([shown])
+    assert "## standard-v1" in page and "| Mean rank |" in page and page.count("\n| mlp |") == 1
 
 
 @pytest.mark.parametrize("extra, message", [
