@@ -17,8 +17,9 @@ from zoo.validation.schema import to_data
 from zoo.planning.spec import load_spec, spec_from_data
 
 OPTIMIZERS = ["adam", "rmsprop", "sgd", "sgd_momentum"]
-# float32 rounding differs between a grouped convolution and K single ones; over the 16 steps
-# below it stays around 1e-6 (measured: 4e-8 .. 3e-6), far below the effect of any real bug.
+# float32 rounding differs between the population's convolutions (unfolded or grouped) and K
+# single ones; over the 16 steps below it stays around 1e-6 (measured with the grouped kernel:
+# 4e-8 .. 3e-6), far below the effect of any real bug.
 TOLERANCE = 1e-4
 
 
