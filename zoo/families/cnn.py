@@ -68,9 +68,10 @@ class CNNArchitecture:
     padding: Literal["symmetric", "valid"] = "symmetric"  # "valid": Keras' default, the released model's
     input_range: Literal["unit", "signed"] = "unit"  # "signed": pixels scaled to [-1, 1], as the released code does
     # How a population computes its convolutions (the numerics of training, not the function):
-    # "unfold" gives a member the same bits in a population of any size; "grouped" is faster on one
-    # core but rounds the first layer's weight gradient by population size (kept so that zoos made
-    # with it retrain to their bits).
+    # "unfold" gives a member the same bits in a population of any size; "grouped" (oneDNN's
+    # grouped convolution, 1.8x faster with symmetric padding) has a backward that rounds some
+    # gradients by population size (the first layer's weights where it was found; the biases' at 3
+    # members on two threads here), kept so that zoos made with it retrain to their bits.
     population_convolution: Literal["grouped", "unfold"] = "grouped"
 
 
