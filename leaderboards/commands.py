@@ -35,7 +35,9 @@ def submit_command(args: argparse.Namespace) -> int:
 
 def _submit_suite_folder(args: argparse.Namespace) -> int:
     """A standard suite's folder (`bench suite standard-vN --out DIR`): every cell's results file its
-    `suite.json` lists, each from its own zoo (so --dataset, which names one zoo, does not apply)."""
+    `suite.json` lists, each from its own zoo (so --dataset, which names one zoo, does not apply).
+    Each cell is its own entry: a rejected cell does not stop the others, and a cell already on
+    the board is passed over, so the folder can be submitted again once the rejected ones are fixed."""
     from pathlib import Path
 
     from benchmarks.standard import read_manifest
@@ -52,8 +54,16 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
     cells = [cell for cell in manifest["cells"] if cell.get("status") == "ran"]
     if not cells:
         raise CommandError(f"{folder}: the suite's folder holds no finished cell")
+    from benchmarks.files import read_json
+    from leaderboards.entries import content_hash, load_entries
+
+    root = args.root if args.root is not None else default_root()
+    on_board = {entry.submission.content_hash for _, entry in load_entries(root)} if Path(root).exists() else set()
     rejected = []
     for cell in cells:
+        if content_hash(read_json(folder / cell["results"])) in on_board:  # a retry after a rejected cell
+            print(f"{cell['cell']}: already on the board")
+            continue
         try:
             accepted = submit(folder / cell["results"], args.root, None, code_url=args.code, code_commit=args.commit)
         except SubmissionRejected as error:

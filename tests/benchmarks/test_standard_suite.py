@@ -65,6 +65,8 @@ def test_standard_v1_on_stand_ins_writes_one_folder_that_submit_takes_whole(tiny
     printed = capsys.readouterr().out
     assert printed.count("accepted ") == len(ran) and "a stand-in run" in printed
     assert len(list((board / "entries").rglob("*.json"))) == len(ran)
+    assert main(["leaderboard", "submit", str(out), "--root", str(board)]) == 0  # again: nothing is added twice
+    assert capsys.readouterr().out.count("already on the board") == len(ran)
     _the_board_shows_the_suite_with_pinned_hashes_only(board, STANDARD_SUITES.get("standard-v1")())
 
 
