@@ -22,8 +22,11 @@ permutations ("permutation"), exactly up to float summation order. It is not inv
 positive scalings of ReLU networks or the sign flips of tanh/sine networks (the encoders see
 raw weights); `benchmarks.check_model` checks both.
 
-Where ours differs from the authors' code (mkofinas/neural-graphs, `nn/gnn.py`,
-`nn/graph_constructor.py`, `nn/dynamic_graph_constructor.py`):
+Checked once against the authors' code (mkofinas/neural-graphs, `nn/gnn.py`'s `PNA` with our
+parameters copied across): the same backbone function to 3e-15 in float64 once both LayerNorms'
+eps is 0 (PyG's graph LayerNorm divides by std + eps without a batch vector, by sqrt(var + eps)
+with one). Where ours differs from theirs (`nn/gnn.py`, `nn/graph_constructor.py`,
+`nn/dynamic_graph_constructor.py`):
 - LayerNorm normalises each graph (PyG's graph-mode LayerNorm given the batch vector); theirs is
   called without it and normalises over the whole minibatch, so a member's prediction there
   depends on the other members of its batch.
