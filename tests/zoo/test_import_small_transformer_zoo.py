@@ -109,3 +109,45 @@ def test_cli_import_then_verify(tmp_path, capsys):
     assert "split sets: transformer-nfn" in capsys.readouterr().out
     assert main(["verify", str(out)]) == 0
     assert "Tran" in (out / "README.md").read_text()
+
+
+def test_round_trip_our_transformer_zoo_through_the_layout(tmp_path, tiny_transformer_zoo):
+    """import(export(z)) has z's weights and metadata, checkpoint by checkpoint (best ones included)."""
+    import dataclasses
+
+    from zoo.families.transformer import TransformerHParams
+    from zoo.imports import get_exporter
+    from zoo.storage.folder import read_manifest
+
+    legacy = get_exporter("small-transformer-zoo")(tiny_transformer_zoo, tmp_path / "mnist_transformer")
+    some = next((legacy / "mnist").glob("*.pt"))
+    keys = list(torch.load(some, weights_only=True))
+    assert keys[:3] == ["embedding.pos_embedding", "embedding.conv1.weight", "embedding.conv1.bias"]
+    from small_transformer_fixture import _ReferenceShapedViT
+
+    model = _ReferenceShapedViT()
+    model.load_state_dict(torch.load(some, weights_only=True))  # strict: the released module's keys exactly
+    assert list(model.state_dict()) == keys
+    import_zoo(legacy, tmp_path / "back", config="back")
+    config = next(iter(read_manifest(tiny_transformer_zoo)["configs"]))
+    back = {}
+    for split in SPLITS:
+        try:
+            loaded = load_split(tmp_path / "back", "back", split)
+        except ValueError:
+            continue
+        for i, row in loaded.metadata.iterrows():
+            back[(row["wandb_run"], bool(row["is_best"]), int(row["epoch"]))] = (row, loaded.weights.state_dict(i))
+    compared = 0
+    for split in SPLITS:
+        original = load_split(tiny_transformer_zoo, config, split)
+        for i, row in original.metadata.iterrows():
+            theirs, weights = back[(row["run_id"], bool(row["is_best"]), int(row["epoch"]))]
+            for name in [f.name for f in dataclasses.fields(TransformerHParams)] + ["seed", "status"]:
+                assert theirs[name] == row[name], name
+            for metric in ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "test_loss", "test_accuracy"):
+                assert theirs[metric] == row[metric], metric
+            mine = original.weights.state_dict(i)
+            assert all(torch.equal(mine[k], weights[k]) for k in mine)
+            compared += 1
+    assert compared == len(back) == 64

@@ -25,7 +25,8 @@ family does not hold (it reads MiniLM's, `zoo.data.text`): they are refused, not
 
 Split sets: the shards' split is ours (runs by seeded fractions 0.7/0.1/0.2). "transformer-nfn" is the
 one `nfn_transformer/main.py` reads: rows with `ckpt_epoch == "75"` and, with a positive `cut_off`, the
-accuracy at least `cut_off` (the README's commands pass 0, no filter; main.py's default is 0.1), in the CSV's order, shuffled by Python's `random` after `set_seed(3)`
+accuracy at least `cut_off` (the README's commands pass 0, no filter; main.py's default is 0.1), in the CSV's
+order, shuffled by Python's `random` after `set_seed(3)`
 (`random.seed(3)`, so `random.Random(3).shuffle`), cut at int(0.7 n) and int(0.15 n).
 """
 
@@ -43,7 +44,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from zoo.imports import register_importer
+from zoo.imports import register_exporter, register_importer
 from zoo.imports.writer import ImportedConfig, SplitSet, write_import
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
@@ -71,6 +72,9 @@ FIXED_HPARAMS = {"crop_padding": 2, "final_learning_rate": 1e-5}
 ARCHITECTURE_COLUMNS = ("n_channels", "image_size", "patch_size", "embed_dim", "n_attention_heads", "forward_mul",
                         "n_layers", "n_classes")
 POSITIONAL = "embedding.pos_embedding"
+# columns only our exporter writes (the reference loader never reads them): kept on a round trip
+OPTIONAL_METRICS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "test_loss")
+EPOCH_COLUMN = "nfnzoo_epoch"  # the best checkpoint's real epoch
 OUR_SPLIT = SplitSpec(seed=0, fractions={"train": 0.7, "validation": 0.1, "test": 0.2})
 CHUNK_ROWS = 1024
 MAX_CSV_BYTES = 2**30
@@ -148,8 +152,6 @@ def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of,
             ) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
     from zoo.imports.small_cnn_zoo import _cast
 
-    metrics_nan = {"train_loss": math.nan, "train_accuracy": math.nan, "val_loss": math.nan,
-                   "val_accuracy": math.nan, "test_loss": math.nan}
     for start in range(0, len(frame), CHUNK_ROWS):
         by_split: dict[str, tuple[list[dict], dict[str, list]]] = {}
         for position in range(start, min(start + CHUNK_ROWS, len(frame))):
@@ -158,6 +160,10 @@ def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of,
             path = confined(root, str(record["ckpt_file"]), where)
             try:
                 key, epoch = _epoch(str(record["ckpt_epoch"]))
+                if EPOCH_COLUMN in frame.columns:
+                    epoch = int(record[EPOCH_COLUMN])
+                fixed = {k: _cast(hint_types[k], record[k]) if k in frame.columns else v for k, v in FIXED_HPARAMS.items()}
+                metrics = {m: float(record[m]) if m in frame.columns else math.nan for m in OPTIONAL_METRICS}
                 hparams = {ours: _cast(hint_types[ours], record[theirs]) for ours, theirs in HPARAM_COLUMNS.items()}
                 seed = int(record["seed"]) if "seed" in frame.columns else 0
                 test_accuracy = float(record[accuracy])
@@ -167,7 +173,7 @@ def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of,
             finite = all(np.isfinite(t).all() for t in tensors.values()) and math.isfinite(test_accuracy)
             run_id = run_ids[position]
             row = {"model_id": checkpoint_id(run_id, key), "run_id": run_id, "epoch": epoch, "seed": seed,
-                   **hparams, **FIXED_HPARAMS, **metrics_nan, "test_accuracy": test_accuracy,
+                   **hparams, **fixed, **metrics, "test_accuracy": test_accuracy,
                    "is_best": key == "best", "ckpt_epoch": str(record["ckpt_epoch"]),
                    "ckpt_file": str(record["ckpt_file"]), "wandb_run": str(record["wandb_run"]),
                    "status": "ok" if finite else "diverged"}
@@ -232,7 +238,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
     split_sets = {"transformer-nfn": SplitSet(
         f"nfn_transformer/main.py's split (--cut_off {cut_off:g}): rows with ckpt_epoch == \"{NFN_EPOCH}\""
-        + (f" and {accuracy} >= {cut_off:g}" if cut_off > 0 else "") + f" in metadata/{dataset}.csv order, shuffled by random.seed({NFN_SEED}); random.shuffle, cut at int(0.7 n) "
+        + (f" and {accuracy} >= {cut_off:g}" if cut_off > 0 else "")
+        + f" in metadata/{dataset}.csv order, shuffled by random.seed({NFN_SEED}); random.shuffle, cut at int(0.7 n) "
         "(train) and int(0.15 n) (validation), the rest test",
         {split: [ids[p] for p in rows] for split, rows in positions.items()})}
     conversions = [
@@ -264,3 +271,76 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
                                              "wandb_run": pa.string()}, split_sets=split_sets)
     chunks = _chunks(frame, root, dataset, shapes, positional, run_ids, split_of, accuracy, hints)
     return write_import(out, imported, chunks, len(frame), max_shard_bytes=max_shard_bytes)
+
+
+# --- export ---------------------------------------------------------------------------------------
+
+def _flags(architecture: dict) -> dict[str, int]:
+    return {"n_channels": architecture["in_channels"], "image_size": architecture["image_size"],
+            "patch_size": architecture["patch_size"], "embed_dim": architecture["d_model"],
+            "n_attention_heads": architecture["num_heads"], "forward_mul": architecture["mlp_dim"] // architecture["d_model"],
+            "n_layers": architecture["num_blocks"], "n_classes": architecture["num_classes"]}
+
+
+@register_exporter(FORMAT)
+def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None) -> Path:
+    """Writes config `config` of our MNIST transformer zoo `folder` in the Small Transformer Zoo's
+    layout into `out` (a new or empty folder): `mnist/<run>_<epoch>_<acc>.pt` (the best checkpoint as
+    `<run>_best1_<acc>.pt`), state dicts in the released `VisionTransformer`'s key order with its fixed
+    `embedding.pos_embedding`, and `metadata/mnist.csv` (the flags, ckpt_epoch, ckpt_file,
+    test_top1_accuracy, plus our other metrics, crop_padding, final_learning_rate and the best
+    checkpoint's epoch, which the reference loader ignores). Built in a scratch folder, renamed at the end."""
+    import shutil
+
+    import pandas as pd
+    import torch
+
+    from zoo.families import create_family
+    from zoo.families.transformer_model import sinusoidal_encoding
+    from zoo.loader import _read_metadata, read_weights
+    from zoo.storage.folder import read_manifest, resolve_config
+    from zoo.storage.integrity import check_shards, entry_paths
+
+    folder, out = Path(folder), Path(out)
+    manifest = read_manifest(folder)
+    config = resolve_config(manifest, config, folder)
+    entry = manifest["configs"][config]
+    (architecture,) = [a["architecture"] for a in entry["architectures"].values()]
+    if entry["family"] != "transformer" or architecture.get("input") != "image_patches" or architecture.get("residual"):
+        raise InputError(f"{folder}: config {config} is not an image transformer zoo without residuals; the Small "
+                         "Transformer Zoo layout holds the released VisionTransformer")
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"{out}: not empty; export into a new folder")
+    arch = create_family("transformer").Architecture(**architecture)
+    positional = sinusoidal_encoding(arch.num_tokens, arch.d_model)
+    check_shards(folder, entry["files"])
+    scratch = out.parent / f".{out.name}.building"
+    shutil.rmtree(scratch, ignore_errors=True)
+    (scratch / "mnist").mkdir(parents=True)
+    (scratch / "metadata").mkdir()
+    rows = []
+    try:
+        for path in entry_paths(folder, entry["files"]):
+            batch, metadata = read_weights([path]), _read_metadata([path])
+            for i, row in enumerate(metadata.itertuples(index=False)):
+                # the released state dict's order: a module's own parameters (the encoding) before its
+                # children's, then ours, which is the released one
+                state = batch.state_dict(i)
+                best = row.model_id == checkpoint_id(row.run_id, "best")
+                epoch = "best1" if best else str(int(row.epoch))
+                accuracy = int(row.test_accuracy * 10000) if math.isfinite(row.test_accuracy) else 0
+                file = f"{row.run_id}_{epoch}_{accuracy}.pt"
+                tensors = {POSITIONAL: positional.clone(), **{k: v.clone() for k, v in state.items()}}
+                torch.save(tensors, scratch / "mnist" / file)
+                rows.append({"seed": int(row.seed), **{theirs: getattr(row, ours) for ours, theirs in HPARAM_COLUMNS.items()},
+                             **{k: getattr(row, k) for k in FIXED_HPARAMS}, **_flags(architecture), "dataset": "mnist",
+                             "ckpt_epoch": epoch, "ckpt_file": f"mnist/{file}", "test_top1_accuracy": row.test_accuracy,
+                             **{m: getattr(row, m) for m in OPTIONAL_METRICS}, EPOCH_COLUMN: int(row.epoch)})
+        pd.DataFrame(rows).to_csv(scratch / "metadata" / "mnist.csv", index=False, float_format="%.17g")
+        if out.exists():
+            out.rmdir()
+        scratch.rename(out)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return out
