@@ -189,15 +189,21 @@ def standard_table(manifest: dict) -> str:
 
 
 def read_manifest(folder: str | Path) -> dict:
-    """A standard suite's `suite.json`, read bounded; the results files it lists must lie in `folder`."""
+    """A standard suite's `suite.json`, read bounded and checked: every cell a record with its name and
+    status, and a finished cell's results a `.json` file name inside `folder` (never a path out of it)."""
     from benchmarks.files import read_json
 
-    folder = Path(folder)
-    manifest = read_json(folder / "suite.json")
+    path = Path(folder) / "suite.json"
+    manifest = read_json(path)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("cells"), list):
-        raise ValueError(f"{folder / 'suite.json'}: expected a standard suite's manifest with its cells")
+        raise ValueError(f"{path}: expected a standard suite's manifest with its cells")
     for cell in manifest["cells"]:
-        name = cell.get("results") if isinstance(cell, dict) else None
-        if name is not None and (not isinstance(name, str) or Path(name).name != name or not name.endswith(".json")):
-            raise ValueError(f"{folder / 'suite.json'}: a cell's results {name!r:.80} must be a file name in the folder")
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell"), str) or cell.get("status") not in (
+                "ran", "skipped"):
+            raise ValueError(f"{path}: expected each cell as a record with its name and status, got {cell!r:.80}")
+        name = cell.get("results")
+        if cell["status"] == "ran" and (not isinstance(name, str) or Path(name).name != name
+                                        or not name.endswith(".json")):
+            raise ValueError(f"{path}: cell {cell['cell']!r:.80}: its results {name!r:.80} must be a .json file "
+                             "name in the folder")
     return manifest

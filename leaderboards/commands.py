@@ -40,8 +40,10 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
     the board is passed over, so the folder can be submitted again once the rejected ones are fixed."""
     from pathlib import Path
 
+    from benchmarks.files import read_json
     from benchmarks.standard import read_manifest
     from leaderboards import SubmissionRejected, submit
+    from leaderboards.entries import content_hash, load_entries
 
     if args.dataset is not None:
         raise CommandError("--dataset names one zoo; a suite folder's cells read several: leave it out (each "
@@ -54,20 +56,20 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
     cells = [cell for cell in manifest["cells"] if cell.get("status") == "ran"]
     if not cells:
         raise CommandError(f"{folder}: the suite's folder holds no finished cell")
-    from benchmarks.files import read_json
-    from leaderboards.entries import content_hash, load_entries
-
     root = args.root if args.root is not None else default_root()
-    on_board = {entry.submission.content_hash for _, entry in load_entries(root)} if Path(root).exists() else set()
+    try:
+        on_board = {entry.submission.content_hash for _, entry in load_entries(root)} if Path(root).exists() else set()
+    except (OSError, ValueError) as error:
+        raise CommandError(str(error)) from None
     rejected = []
     for cell in cells:
-        if content_hash(read_json(folder / cell["results"])) in on_board:  # a retry after a rejected cell
-            print(f"{cell['cell']}: already on the board")
-            continue
         try:
+            if content_hash(read_json(folder / cell["results"])) in on_board:  # a retry after a rejected cell
+                print(f"{cell['cell']}: already on the board")
+                continue
             accepted = submit(folder / cell["results"], args.root, None, code_url=args.code, code_commit=args.commit)
-        except SubmissionRejected as error:
-            rejected.append(str(error))
+        except (SubmissionRejected, OSError, ValueError) as error:  # a missing or unreadable file: that cell's line
+            rejected.append(f"{cell['cell']}: {error}")
             continue
         print(f"{cell['cell']}: {accepted.describe()}"
               + ("" if cell.get("ranked") else " (its zoo's hash is not the pinned one: not ranked in the suite)"))

@@ -123,3 +123,18 @@ def test_a_classic_suite_refuses_model_and_a_standard_one_needs_it(tiny_zoo, tmp
     assert "--model goes with a standard suite" in capsys.readouterr().err
     assert main(["bench", "suite", "standard-v1", "--out", str(tmp_path / "s")]) == 1
     assert "give --model MODEL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ("[" * 1000 + "]" * 1000, "not a standard suite's folder"),
+    (json.dumps({"cells": ["x"]}), "each cell as a record"),
+    (json.dumps({"cells": [{"cell": "a", "status": "ran", "results": "../../etc/x.json"}]}), "file name in the folder"),
+    (json.dumps({"cells": [{"cell": "a", "status": "ran", "results": "gone.json"}]}), "1 of 1 cells rejected"),
+])
+def test_a_damaged_suite_folder_is_one_line_and_adds_nothing(tmp_path, capsys, manifest, message):
+    folder = tmp_path / "std"
+    folder.mkdir()
+    (folder / "suite.json").write_text(manifest)
+    assert main(["leaderboard", "submit", str(folder), "--root", str(tmp_path / "board")]) == 1
+    assert message in capsys.readouterr().err
+    assert not list((tmp_path / "board").rglob("*.json"))
