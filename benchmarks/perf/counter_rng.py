@@ -8,6 +8,8 @@ where the per-member Python loop counts), it measures in one run, best of `--rep
   member's own generator, then `torch.stack`; the generators are made once, outside the timing,
   as a population keeps them;
 - counter-v1: `zoo.training.counter_rng.uniform` for all members in one call (per-member seeds);
+- fused: the same with `fused=True` (the rounds as one torch.compile'd kernel; the compile
+  happens in the warm-up call and is not timed);
 
 and the same pair for batch orders (`torch.randperm` per member vs `counter_rng.permutation`).
 It prints draws per second and the ratio counter / per-member. Only integer ops run in
@@ -41,8 +43,8 @@ def best_seconds(function, repeat: int, device: torch.device) -> float:
     return min(times)
 
 
-def measure(members: int, indices: int, repeat: int, device: torch.device) -> list[tuple[str, float, float]]:
-    """(draw, per-member draws/s, counter draws/s) for uniform floats and permutations."""
+def measure(members: int, indices: int, repeat: int, device: torch.device) -> list[tuple[str, float, float, float]]:
+    """(draw, per-member, counter, fused counter draws/s) for uniform floats and permutations."""
     seeds = list(range(1000, 1000 + members))
     generators = [seeded_generator(seed, "dropout") for seed in seeds]
     cuda_generators = ([torch.Generator(device).manual_seed(seed) for seed in seeds]
@@ -55,17 +57,23 @@ def measure(members: int, indices: int, repeat: int, device: torch.device) -> li
     def counter_uniform():
         return counter_rng.uniform(seed_tensor, 0, 0, 0, indices)
 
+    def fused_uniform():
+        return counter_rng.uniform(seed_tensor, 0, 0, 0, indices, fused=True)
+
     def per_member_permutation():
         return torch.stack([torch.randperm(indices, generator=g, device=device) for g in cuda_generators])
 
     def counter_permutation():
         return counter_rng.permutation(seed_tensor, 0, 0, 0, indices)
 
+    def fused_permutation():
+        return counter_rng.permutation(seed_tensor, 0, 0, 0, indices, fused=True)
+
     draws = members * indices
     rows = []
-    for name, present, counter in (("uniform float32", per_member_uniform, counter_uniform),
-                                   ("permutation", per_member_permutation, counter_permutation)):
-        rows.append((name, draws / best_seconds(present, repeat, device), draws / best_seconds(counter, repeat, device)))
+    for name, present, counter, fused in (("uniform float32", per_member_uniform, counter_uniform, fused_uniform),
+                                          ("permutation", per_member_permutation, counter_permutation, fused_permutation)):
+        rows.append((name, *(draws / best_seconds(f, repeat, device) for f in (present, counter, fused))))
     return rows
 
 
@@ -81,11 +89,13 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     print(f"{args.members} members on {device}, {args.threads} thread(s), best of {args.repeat}")
-    print(f"{'draw':<18}{'per member':>11}{'per-member Mdraw/s':>20}{'counter-v1 Mdraw/s':>20}{'counter / per-member':>22}")
+    print("Mdraw/s; ratios to per-member. fused: torch.compile'd rounds (compiled in the warm-up, not timed)")
+    print(f"{'draw':<17}{'per member':>11}{'per-member':>12}{'counter-v1':>12}{'fused':>10}"
+          f"{'counter/per-member':>20}{'fused/per-member':>18}")
     for indices in args.indices:
-        for name, present, counter in measure(args.members, indices, args.repeat, device):
-            print(f"{name:<18}{indices:>11,}{present / 1e6:>20.1f}{counter / 1e6:>20.1f}{counter / present:>21.2f}x",
-                  flush=True)
+        for name, present, counter, fused in measure(args.members, indices, args.repeat, device):
+            print(f"{name:<17}{indices:>11,}{present / 1e6:>12.1f}{counter / 1e6:>12.1f}{fused / 1e6:>10.1f}"
+                  f"{counter / present:>19.2f}x{fused / present:>17.2f}x", flush=True)
 
 
 if __name__ == "__main__":
