@@ -249,6 +249,7 @@ def suite_command(args: argparse.Namespace) -> int:
 
 def _standard_suite(args: argparse.Namespace) -> int:
     """`bench suite standard-vN --model MODEL`: the suite's fixed cells, each on its own zoo."""
+    from benchmarks.jobs import JobsFailed
     from benchmarks.standard import STANDARD_SUITES, parse_data_map, run_standard, standard_table
 
     fixed = [flag for flag, value in (("--seeds", args.seeds), ("--set", args.set), ("--only", args.only))
@@ -260,7 +261,7 @@ def _standard_suite(args: argparse.Namespace) -> int:
     try:
         data = parse_data_map(args.data or [], STANDARD_SUITES.get(args.name)())
         manifest = run_standard(args.name, args.model, args.out, data, device=args.device)
-    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError) as error:
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed) as error:
         raise CommandError(str(error)) from None
     print(standard_table(manifest), end="")
     print(f"wrote {args.out}/suite.json and table.md; submit with: nfnzoo leaderboard submit {args.out}")

@@ -144,6 +144,8 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
             except ValueError as error:  # the model or the data cannot serve this cell
                 write_text_atomic(skipped, f"{error}\n")
                 say(f"{cell.name} skipped: {error}")
+        elif skipped.exists():
+            say(f"{cell.name} was skipped before; delete {skipped} to retry it (e.g. with another --data)")
         records.append(_cell_record(cell, data[cell.zoo.name],
                                     _read_results(results_path) if os.path.lexists(results_path) else None,
                                     skipped))
