@@ -284,9 +284,10 @@ def test_module_has_no_global_state():
 @pytest.mark.slow
 def test_fused_kernel_gives_the_same_words():
     """`fused=True` (torch.compile of the rounds; ~40 s to compile on a 2-core CPU) returns the
-    eager words, across two tiles of which the last is padded."""
+    eager words, across two tiles of different sizes, and for a small draw."""
     count = 4 * 12_501  # 3 members x 12,501 blocks = 37,503 > one tile of 2^15
     seeds = torch.tensor([5, 6, 2 ** 40])
     eager = random_words(seeds, 3, 9, torch.tensor([0, 1, 7]), count)
     assert torch.equal(random_words(seeds, 3, 9, torch.tensor([0, 1, 7]), count, fused=True), eager)
     assert torch.equal(permutation(seeds, 3, 9, 0, 1000, fused=True), permutation(seeds, 3, 9, 0, 1000))
+    assert torch.equal(uniform(7, 0, 1, 2, 5, fused=True), uniform(7, 0, 1, 2, 5))

@@ -119,9 +119,10 @@ _FUSED: list = []  # the torch.compile'd philox4x32, made on first use
 
 def _fused_philox4x32(counter: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """philox4x32 as one compiled kernel (torch.compile: the ten rounds fused, no temporaries
-    in memory); the same integer ops, so the same bits. The first call compiles (~40 s here)."""
+    in memory); the same integer ops, so the same bits. The first call compiles (~40 s here),
+    and the first call with another shape once more, shape-generic (torch.compile's default)."""
     if not _FUSED:
-        _FUSED.append(torch.compile(philox4x32, dynamic=False))
+        _FUSED.append(torch.compile(philox4x32))  # a second shape recompiles it shape-generic
     return _FUSED[0](counter, key)
 
 
@@ -153,14 +154,12 @@ def random_words(seed: Index, stream: int, step: Index, member: Index, count: in
     words = torch.empty(total, 4, dtype=torch.int64, device=device)
     # The (member, block) pairs are cut into flat tiles. On the CPU, tiles of CPU_TILE_BLOCKS
     # keep the round's temporaries in cache (measured 1.5-5x faster than whole-population
-    # tensors for 256 x 60,000); elsewhere one tile unless fused, whose kernel is compiled for
-    # one tile shape (the last tile is padded). Tiling never changes a word.
+    # tensors for 256 x 60,000); elsewhere one tile unless fused. Tiling never changes a word.
     tile = CPU_TILE_BLOCKS if device.type == "cpu" or fused else max(1, total)
     core = _fused_philox4x32 if fused else philox4x32
     for first in range(0, total, tile):
         valid = min(tile, total - first)
-        flat = torch.arange(first, first + (tile if fused else valid), dtype=torch.int64, device=device)
-        flat = flat.clamp_(max=total - 1)
+        flat = torch.arange(first, first + valid, dtype=torch.int64, device=device)
         row = flat // blocks
         counter = torch.stack([flat - row * blocks, member_word[row], step_word[row],
                                stream_word.expand(flat.shape)], dim=-1)  # (tile, 4)
