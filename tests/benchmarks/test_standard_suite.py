@@ -138,3 +138,24 @@ def test_a_damaged_suite_folder_is_one_line_and_adds_nothing(tmp_path, capsys, m
     assert main(["leaderboard", "submit", str(folder), "--root", str(tmp_path / "board")]) == 1
     assert message in capsys.readouterr().err
     assert not list((tmp_path / "board").rglob("*.json"))
+
+
+def test_an_outside_packages_model_runs_standard_v1_by_its_entry_point(tiny_zoo, tiny_inr_zoo_folder,
+                                                                       tiny_transformer_zoo, tmp_path, capsys):
+    """examples/my_nfn's model (an invariant head on feedforward weight spaces): the cells it cannot serve
+    (editing needs a weight-space output, the transformer cell another weight space) are recorded skips."""
+    from benchmarks.tasks.registry import TASKS
+    from nfn_models.registry import MODELS
+    from plugin_site import example_site, on_path
+
+    out = tmp_path / "std"
+    with on_path(example_site(tmp_path / "site"), MODELS, TASKS):
+        assert main(["bench", "suite", "standard-v1", "--model", "tensor_moments", "--out", str(out), "--device",
+                     "cpu", "--data", f"cnn-mnist-bench={tiny_zoo}", "--data",
+                     f"inr-mnist-fast-fifth={tiny_inr_zoo_folder}", "--data",
+                     f"transformer-mnist-bench={tiny_transformer_zoo}"]) == 0, capsys.readouterr().err
+    cells = {c["cell"]: c for c in json.loads((out / "suite.json").read_text())["cells"]}
+    assert cells["inr-classification"]["status"] == "ran"
+    assert cells["inr-editing"]["status"] == cells["transformer-generalization"]["status"] == "skipped"
+    assert "weight-space output" in cells["inr-editing"]["reason"]
+    assert "reads feedforward weight spaces" in cells["transformer-generalization"]["reason"]
