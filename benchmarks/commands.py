@@ -260,7 +260,9 @@ def _standard_suite(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.name} runs one model: give --model MODEL")
     try:
         data = parse_data_map(args.data or [], STANDARD_SUITES.get(args.name)())
-        manifest = run_standard(args.name, args.model, args.out, data, device=args.device)
+        manifest = run_standard(args.name, args.model, args.out, data, device=args.device,
+                                workers=check_workers(args.workers), address=args.address,
+                                gpus_per_job=args.gpus_per_job)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed) as error:
         raise CommandError(str(error)) from None
     print(standard_table(manifest), end="")

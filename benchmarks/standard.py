@@ -112,12 +112,15 @@ def parse_data_map(assignments: Sequence[str], suite: StandardSuite) -> dict[str
 
 
 def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, str],
-                 device: str | None = None) -> dict:
+                 device: str | None = None, workers: int = 1, address: str | None = None,
+                 gpus_per_job: float = 0.0) -> dict:
     """Runs every missing cell of the standard suite `name` with `model`; returns (and writes) `suite.json`.
 
     `data` maps a zoo's name to the folder or Hub repo to read it from, which makes the run a
     stand-in run; a zoo not in `data` has no published location yet, so the cell cannot run and
     the error says which `--data` to give. Every cell's zoo is checked before any cell runs.
+    `device`, `workers`, `address` and `gpus_per_job` are `benchmarks.harness.run_benchmark`'s (a
+    cell's seeds are its jobs).
     """
     from benchmarks.api import register
     from benchmarks.harness import run_benchmark
@@ -140,7 +143,8 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
                 f"{','.join(map(str, cell.seeds))}")
             try:
                 run_benchmark(cell.task, registered, data[cell.zoo.name], cell.zoo.config, list(cell.seeds),
-                              results_path, None, cell.task_overrides, device=device)
+                              results_path, None, cell.task_overrides, device=device, workers=workers,
+                              address=address, gpus_per_job=gpus_per_job)
             except ValueError as error:  # the model or the data cannot serve this cell
                 write_text_atomic(skipped, f"{error}\n")
                 say(f"{cell.name} skipped: {error}")
