@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 # Tests and the demo never reach the Hub; they use a throwaway HF_HOME.
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
+# Ray's token authentication is for shared clusters; the local instances and test clusters here run without it.
+export RAY_AUTH_MODE := disabled
 
 .PHONY: demo test test-fast docs docs-results bench-loading bench-generation bench-nfn venv clean
 
