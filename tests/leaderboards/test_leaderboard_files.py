@@ -23,7 +23,7 @@ def test_submit_names_a_bad_results_file(bad_results, tmp_path, capsys):
     assert main(["leaderboard", "submit", str(bad_results), "--root", str(tmp_path / "board")]) == 1
     err = capsys.readouterr().err
     assert f"{bad_results}:" in err and "Traceback" not in err
-    assert any(reason in err for reason in ("not a text file", "is a folder", "not valid JSON"))
+    assert any(reason in err for reason in ("not a text file", "not a standard suite's folder", "not valid JSON"))
     assert not (tmp_path / "board").exists()
 
 
