@@ -76,7 +76,10 @@ class LocalCluster:
 
     def _environment(self) -> dict[str, str]:
         environment = {**os.environ, MARKER: self.token, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1",
-                       "RAY_USAGE_STATS_ENABLED": "0"}
+                       "RAY_USAGE_STATS_ENABLED": "0",
+                       # a killed node is declared dead after ~3 s of missed health checks (default ~15 s)
+                       "RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
+                       "RAY_health_check_failure_threshold": "3"}
         environment.pop("RAY_ADDRESS", None)
         environment.pop("NFNZOO_DATA", None)  # a worker node must find no data folder of the driver's
         return environment

@@ -48,9 +48,11 @@ def small_disk(tmp_path: Path):
         subprocess.run(["umount", str(point)], check=False)
 
 
-def _generate(out: Path, *extra: str) -> subprocess.CompletedProcess:
+def _generate(out: Path, *where: str) -> subprocess.CompletedProcess:
+    """`generate` on a local instance of 1 CPU, or where `where` says (`--address ...`)."""
     return subprocess.run([sys.executable, "-m", "zoo.cli", "generate", "cnn-mnist", "--profile", "tiny", "--out",
-                           str(out), "--num-cpus", "1", *extra], capture_output=True, text=True, timeout=480, env=ENV)
+                           str(out), *(where or ("--num-cpus", "1"))], capture_output=True, text=True, timeout=480,
+                          env=ENV)
 
 
 def test_a_disk_too_small_for_the_spec_is_one_line(small_disk):
@@ -63,10 +65,11 @@ def test_a_disk_too_small_for_the_spec_is_one_line(small_disk):
 
 
 @pytest.mark.slow
-def test_a_full_disk_during_training_is_one_line_and_a_rerun_resumes(small_disk):
+def test_a_full_disk_during_training_is_one_line_and_a_rerun_resumes(small_disk, ray_cluster):
     out = small_disk("300k") / "zoo"  # room for about half of the 24 checkpoints
+    on_the_cluster = ("--address", ray_cluster.address)  # the shared one: no instance to start, twice
     planned = sorted(m for run in plan_runs(load_spec("cnn-mnist", "tiny")) for m in run.model_ids)
-    result = _generate(out)
+    result = _generate(out, *on_the_cluster)
     assert result.returncode == 1, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("nfnzoo generate: error: ")]
     assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
@@ -78,7 +81,7 @@ def test_a_full_disk_during_training_is_one_line_and_a_rerun_resumes(small_disk)
     assert not list((out / "staging").glob("*/.*.tmp")) and not (out / "data").exists()
 
     small_disk("4m", remount=True)
-    result = _generate(out)
+    result = _generate(out, *on_the_cluster)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"({len(staged)} already staged)" in result.stdout, result.stdout
     assert Staging(out / "staging").model_ids() == planned and (out / "manifest.json").is_file()
