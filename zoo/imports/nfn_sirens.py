@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
-from zoo.imports.writer import ImportedConfig, SplitSet, write_import
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, write_import
 from zoo.dataset.provenance import SITZMANN_BIBTEX, ZHOU_BIBTEX
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
@@ -184,7 +184,7 @@ def split_of_index(index: int, split_points: tuple[int, int]) -> str:
 def _chunks(files, dataset, keys, shapes, sidecar, split_points, source: Path
             ) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
     for start in range(0, len(files), CHUNK_ROWS):
-        by_split: dict[str, tuple[list[dict], dict[str, list]]] = {}
+        by_split = BySplit(shapes)
         for fit, index, label, path in files[start:start + CHUNK_ROWS]:
             tensors = read_state_dict(path, keys, shapes)
             relative = path.relative_to(source).as_posix()
@@ -203,12 +203,8 @@ def _chunks(files, dataset, keys, shapes, sidecar, split_points, source: Path
             row = {"model_id": checkpoint_id(run_id, epoch), "run_id": run_id, "epoch": epoch, "seed": seed,
                    "image_index": index, "learning_rate": learning_rate, "label": label, "psnr": psnr, "mse": mse,
                    "fit": fit, "source_path": relative, "status": status}
-            rows, arrays = by_split.setdefault(split_of_index(index, split_points), ([], {n: [] for n in shapes}))
-            rows.append(row)
-            for name, value in tensors.items():
-                arrays[name].append(value)
-        for split, (rows, arrays) in by_split.items():
-            yield split, rows, {name: np.stack(values) for name, values in arrays.items()}
+            by_split.add(split_of_index(index, split_points), row, tensors)
+        yield from by_split.stacked()
 
 
 @register_importer(FORMAT)

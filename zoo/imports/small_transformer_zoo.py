@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
-from zoo.imports.writer import ImportedConfig, SplitSet, write_import
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, write_import
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
 from zoo.validation.inputs import InputError, confined, read_capped
@@ -153,7 +153,7 @@ def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of,
     from zoo.imports.small_cnn_zoo import _cast
 
     for start in range(0, len(frame), CHUNK_ROWS):
-        by_split: dict[str, tuple[list[dict], dict[str, list]]] = {}
+        by_split = BySplit(shapes)
         for position in range(start, min(start + CHUNK_ROWS, len(frame))):
             record = frame.iloc[position]
             where = f"{root / 'metadata' / (name + '.csv')}: row {position} ({record['ckpt_file']})"
@@ -177,12 +177,8 @@ def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of,
                    "is_best": key == "best", "ckpt_epoch": str(record["ckpt_epoch"]),
                    "ckpt_file": str(record["ckpt_file"]), "wandb_run": str(record["wandb_run"]),
                    "status": "ok" if finite else "diverged"}
-            rows, arrays = by_split.setdefault(split_of[run_id], ([], {n: [] for n in shapes}))
-            rows.append(row)
-            for tensor_name, value in tensors.items():
-                arrays[tensor_name].append(value)
-        for split, (rows, arrays) in by_split.items():
-            yield split, rows, {n: np.stack(v) for n, v in arrays.items()}
+            by_split.add(split_of[run_id], row, tensors)
+        yield from by_split.stacked()
 
 
 @register_importer(FORMAT)

@@ -238,3 +238,23 @@ def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_sha
         commit_pack(out, [config.name], manifest, card)
     return manifest
 
+
+class BySplit:
+    """Rows and their tensors gathered per split, in arrival order: what an importer that reads
+    one checkpoint file at a time hands the writer, split by split."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = tuple(names)
+        self.groups: dict[str, tuple[list[dict], dict[str, list]]] = {}
+
+    def add(self, split: str, row: dict, tensors: dict[str, np.ndarray]) -> None:
+        rows, arrays = self.groups.setdefault(split, ([], {name: [] for name in self.names}))
+        rows.append(row)
+        for name, value in tensors.items():
+            arrays[name].append(value)
+
+    def stacked(self) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
+        """(split, its rows, each tensor stacked over them)."""
+        for split, (rows, arrays) in self.groups.items():
+            yield split, rows, {name: np.stack(values) for name, values in arrays.items()}
+
