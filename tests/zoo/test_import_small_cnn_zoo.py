@@ -145,6 +145,11 @@ def test_cli_import_then_info_verify_and_datasets(tmp_path, capsys, read_with_da
     assert main(["info", str(out)]) == 0
     assert main(["verify", str(out)]) == 0
     assert capsys.readouterr().out.strip().endswith("ok")
+    # no spec to evaluate or train from: said, not a crash and not a silent pass
+    assert main(["verify", str(out), "--recompute", "2"]) == 0
+    said = capsys.readouterr()
+    assert ("small-cnn-zoo-mnist: imported (small-cnn-zoo), so it has no spec nfnzoo can evaluate or train from"
+            in said.out + said.err), said
     card = (out / "README.md").read_text()
     assert "cc-by-4.0" in card and "Unterthiner" in card and "HWIO -> OIHW" in card and "Split set `nfn`" in card
     seen = read_with_datasets(out, "small-cnn-zoo-mnist")

@@ -210,6 +210,12 @@ def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incom
                                    "loaded or published; the next `nfnzoo pack` removes it)")
     if card_header(manifest)["configs"] and not report.problems:
         for name, entry in sorted(manifest["configs"].items()):
+            if (recompute > 0 or retrain > 0) and entry.get("imported"):
+                report.warnings.append(
+                    f"{name}: imported ({entry['imported'].get('format', 'another format')}), so it has no spec "
+                    "nfnzoo can evaluate or train from: --recompute and --retrain skip it (its shards, rows and "
+                    "checksums were checked)")
+                continue
             if recompute > 0:
                 _recompute(folder, name, entry, recompute, seed, report)
             if retrain > 0:
