@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
-from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, write_import
+from zoo.imports.writer import BySplit, load_state_dict, ImportedConfig, SplitSet, write_import
 from zoo.dataset.provenance import SITZMANN_BIBTEX, ZHOU_BIBTEX
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
@@ -116,17 +116,9 @@ def _dataset_name(source: Path, given: str | None) -> str:
 def read_state_dict(path: Path, keys: list[tuple[str, str]], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
     """Our tensor name -> float32 array of the state dict at `path` (loaded as tensors only, never
     unpickling code); a missing, extra or misshapen key is an error naming the file."""
-    import pickle
-
     import torch
 
-    data = read_capped(path, MAX_STATE_DICT_BYTES, "state dict")
-    try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, OSError) as error:
-        raise InputError(f"{path}: not a readable state dict ({str(error).strip().splitlines()[0][:120]})") from None
-    if not isinstance(state, dict):
-        raise InputError(f"{path}: holds a {type(state).__name__}, not a state dict")
+    state = load_state_dict(path, MAX_STATE_DICT_BYTES)
     wanted = [theirs for theirs, _ in keys]
     missing = [k for k in wanted if k not in state]
     extra = sorted(set(state) - set(wanted))
@@ -145,18 +137,13 @@ def read_state_dict(path: Path, keys: list[tuple[str, str]], shapes: dict[str, t
 
 def _architecture(path: Path, dataset: str) -> dict[str, Any]:
     """The reference Siren's architecture, from the first file's shapes and the data set's images."""
-    import torch
-
+    state = load_state_dict(path, MAX_STATE_DICT_BYTES)
     try:
-        state = torch.load(io.BytesIO(read_capped(path, MAX_STATE_DICT_BYTES, "state dict")), map_location="cpu",
-                           weights_only=True)
         sine_layers = sum(1 for k in state if re.fullmatch(r"net\.\d+\.linear\.weight", k))
         first, last = state["net.0.linear.weight"], state[f"net.{sine_layers}.weight"]
     except (KeyError, AttributeError, TypeError):
         raise InputError(f"{path}: missing net.0.linear.weight or the output layer's net.<n>.weight; the reference "
                          f"Siren has {[k for k, _ in reference_keys(2)]}") from None
-    except Exception as error:  # torch raises several kinds on a corrupt file
-        raise InputError(f"{path}: not a readable state dict ({str(error).strip().splitlines()[0][:120]})") from None
     channels, size = IMAGES[dataset]
     if last.shape[0] != channels:
         raise InputError(f"{path}: {last.shape[0]} outputs; {dataset} images have {channels} channels")

@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
-from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, write_import
+from zoo.imports.writer import BySplit, load_state_dict, ImportedConfig, SplitSet, write_import
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
 from zoo.validation.inputs import InputError, confined, read_capped
@@ -100,17 +100,9 @@ def _architecture(frame, path: Path) -> dict[str, Any]:
 
 def read_state_dict(path: Path, shapes: dict[str, tuple[int, ...]], positional) -> dict[str, np.ndarray]:
     """Our tensor name -> float32 array; the positional encoding checked and dropped (module docstring)."""
-    import pickle
-
     import torch
 
-    data = read_capped(path, MAX_STATE_DICT_BYTES, "state dict")
-    try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, OSError) as error:
-        raise InputError(f"{path}: not a readable state dict ({str(error).strip().splitlines()[0][:120]})") from None
-    if not isinstance(state, dict):
-        raise InputError(f"{path}: holds a {type(state).__name__}, not a state dict")
+    state = load_state_dict(path, MAX_STATE_DICT_BYTES)
     wanted = [*shapes, POSITIONAL]
     missing = [k for k in wanted if k not in state]
     extra = sorted(set(state) - set(wanted))
