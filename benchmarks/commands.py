@@ -123,6 +123,19 @@ def image_rows(text: str) -> int:
     return value
 
 
+def _scoped_overrides(assignments: list[str], scope: str, expected: str) -> dict[str, Any]:
+    """`--set SCOPE.KEY=VALUE` (or `KEY=VALUE`) for a command that takes one scope only; anything
+    else is a one-line error saying `expected`."""
+    overrides: dict[str, Any] = {}
+    for assignment in assignments:
+        key, equals, value = assignment.partition("=")
+        name = key.removeprefix(f"{scope}.")
+        if not equals or not name or "." in name:
+            raise CommandError(f"--set: expected {expected}, got {assignment!r}")
+        overrides[name] = _parse_value(value)
+    return overrides
+
+
 def _parse_value(text: str, option: str = "--set") -> Any:
     """A `--set` value: JSON when it parses (bounded: nesting depth, 64-bit integers, finite
     numbers, plain text), else the text itself."""
@@ -226,13 +239,7 @@ def suite_command(args: argparse.Namespace) -> int:
         raise CommandError(f"suite {args.name}: expected one --data (a zoo folder or a Hub repo)")
     args.data, args.seeds = args.data[0], args.seeds or "0,1,2"
 
-    task_overrides: dict[str, Any] = {}
-    for assignment in args.set:
-        key, equals, value = assignment.partition("=")
-        name = key.removeprefix("task.")
-        if not equals or not name or "." in name:
-            raise CommandError(f"--set: expected task.KEY=VALUE (a suite's models are fixed), got {assignment!r}")
-        task_overrides[name] = _parse_value(value)
+    task_overrides = _scoped_overrides(args.set, "task", "task.KEY=VALUE (a suite's models are fixed)")
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     try:
         rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
@@ -273,13 +280,7 @@ def _standard_suite(args: argparse.Namespace) -> int:
 def check_model_command(args: argparse.Namespace) -> int:
     from benchmarks.check_model import check_model, format_table
 
-    overrides: dict[str, Any] = {}
-    for assignment in args.set:
-        key, equals, value = assignment.partition("=")
-        name = key.removeprefix("model.")
-        if not equals or not name or "." in name:
-            raise CommandError(f"--set: expected model.KEY=VALUE, got {assignment!r}")
-        overrides[name] = _parse_value(value)
+    overrides = _scoped_overrides(args.set, "model", "model.KEY=VALUE")
     try:
         checks = check_model(args.model, parse_seeds(args.seeds), overrides)
     except (UnknownNameError, SchemaError, ValueError, TypeError) as error:
