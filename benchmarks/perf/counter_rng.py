@@ -20,27 +20,18 @@ counter-v1, so the ratio depends on the device's int64 throughput. Run:
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 from zoo.training import counter_rng
+from benchmarks.perf.nfn import timed
 from zoo.training.train import seeded_generator
 
 
 def best_seconds(function, repeat: int, device: torch.device) -> float:
-    """Best wall time of `repeat` calls after one warm-up, synchronising a CUDA device."""
+    """Best wall time of `repeat` calls after one warm-up, synchronising a CUDA device (`nfn.timed`)."""
     function()
-    times = []
-    for _ in range(repeat):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        function()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(timed(function, device) for _ in range(repeat))
 
 
 def measure(members: int, indices: int, repeat: int, device: torch.device) -> list[tuple[str, float, float, float]]:
