@@ -121,6 +121,18 @@ NAVON_BIBTEX = """@inproceedings{navon2023equivariant,
   booktitle = {International Conference on Machine Learning (ICML)},
   year      = {2023}
 }"""
+KALOGEROPOULOS_BIBTEX = """@inproceedings{kalogeropoulos2024scale,
+  title     = {Scale Equivariant Graph Metanetworks},
+  author    = {Kalogeropoulos, Ioannis and Bouritsas, Giorgos and Panagakis, Yannis},
+  booktitle = {Advances in Neural Information Processing Systems (NeurIPS)},
+  year      = {2024}
+}"""
+TRAN_MONOMIAL_BIBTEX = """@inproceedings{tran2024monomial,
+  title     = {Monomial Matrix Group Equivariant Neural Functional Networks},
+  author    = {Tran, Viet-Hoang and Vo, Thieu N. and Tran, Tho H. and Nguyen, An T. and Nguyen, Tan M.},
+  booktitle = {Advances in Neural Information Processing Systems (NeurIPS)},
+  year      = {2024}
+}"""
 NFNZOO_BIBTEX = """@software{nfnzoo,
   title = {nfnzoo: model-zoo datasets and benchmarks for neural functional networks},
   note  = {Software that generated this dataset; cite the version in the card's header},

@@ -18,7 +18,7 @@ from typing import Callable
 
 from zoo.registry import Registry
 
-FORMAT_MODULES = ("zoo.imports.small_cnn_zoo", "zoo.imports.nfn_sirens",
+FORMAT_MODULES = ("zoo.imports.small_cnn_zoo", "zoo.imports.small_cnn_zoo_export", "zoo.imports.nfn_sirens",
                   "zoo.imports.small_transformer_zoo")
 
 IMPORTERS: Registry[Callable] = Registry("zoo format (import)", modules=FORMAT_MODULES)

@@ -20,9 +20,11 @@ model ids from (run, step); a row with a non-finite weight or metric is `diverge
 metrics are NaN (the zoo has none) unless the source carries `val_accuracy`/`val_loss` columns
 (our exporter writes them, so a round trip keeps them).
 
-Split sets: our run-disjoint split (seeded fractions 0.7/0.1/0.2 by run) is the shards' split;
-with the NFN split file (`experiments/predict_gen_data_splits/<data set>_split.csv` of
-AllanYangZhou/nfn) the "nfn" split set is the one its `ZooDataset` reads (`nfn_split_set`).
+Split sets: our run-disjoint split (seeded fractions 0.7/0.1/0.2 by run) is the shards' split; with
+the NFN split file (`experiments/predict_gen_data_splits/<data set>_split.csv` of AllanYangZhou/nfn)
+the papers' sets are recorded too: "nfn" and, on the data sets those papers used, ScaleGMN's and
+Monomial-NFN's activation subsets (`zoo.imports.small_cnn_zoo_splits.SPLIT_RULES`). The exporter
+is `zoo.imports.small_cnn_zoo_export`.
 
 `weights.npy` is read a chunk of rows at a time from its data offset (its header and size
 checked first), so memory stays bounded by the chunk and one shard per split whatever the
@@ -32,10 +34,8 @@ file's size: a memory map would count every page it touched in the process's res
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import io
 import math
-import random
 import re
 import types
 import typing
@@ -45,9 +45,11 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from zoo.imports import register_exporter, register_importer
+from zoo.imports import register_importer
+from zoo.imports.small_cnn_zoo_splits import NFN_FINAL_STEP, SPLIT_RULES, read_nfn_split_file, split_positions
+from zoo.imports.small_cnn_zoo_splits import nfn_split_positions  # noqa: F401  (its old home's name, kept)
 from zoo.imports.writer import ImportedConfig, SplitSet, write_import
-from zoo.dataset.provenance import UNTERTHINER_BIBTEX, ZHOU_BIBTEX
+from zoo.dataset.provenance import UNTERTHINER_BIBTEX
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
 from zoo.validation.inputs import InputError, read_capped
@@ -73,11 +75,9 @@ RECIPE = {"epochs": 86, "batch_size": 512, "checkpoint_epochs": [0, 1, 2, 3, 20,
 # Conv2D default padding is "valid": 28 -> 13 -> 6 -> 2 on MNIST; train_network.py scales pixels to [-1, 1])
 RELEASED_ARCHITECTURE = {"in_channels": 1, "channels": 16, "num_conv_layers": 3, "kernel_size": 3, "stride": 2,
                          "num_classes": 10, "padding": "valid", "input_range": "signed"}
-NFN_FINAL_STEP = 86  # the reference's `metrics["step"] == 86`
 OUR_SPLIT = SplitSpec(seed=0, fractions={"train": 0.7, "validation": 0.1, "test": 0.2})
 CHUNK_ROWS = 4096
 MAX_LAYOUT_BYTES = 2**20
-MAX_SPLIT_FILE_BYTES = 64 * 2**20  # 270,000 indices are 1.8 MB
 MAX_METRICS_BYTES = 2**31
 
 
@@ -277,45 +277,6 @@ def released_architecture() -> dict[str, Any]:
     return {key: value for key, value in RELEASED_ARCHITECTURE.items() if key in fields}
 
 
-def read_nfn_split_file(path: Path, rows: int) -> list[int]:
-    """The NFN split file's indices as the reference reads it: `header=None`, so the first line (the
-    header "0" that writing a one-column frame puts there) is read as index 0 too."""
-    text = read_capped(path, MAX_SPLIT_FILE_BYTES, "NFN split file").decode("ascii", errors="replace")
-    indices = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = int(line.strip())
-        except ValueError:
-            raise InputError(f"{path}: line {number}: {ascii(line)[:40]} is not a row index") from None
-        if not 0 <= value < rows:
-            raise InputError(f"{path}: line {number}: row {value} is outside the zoo's {rows:,} rows")
-        indices.append(value)
-    return indices
-
-
-def nfn_split_positions(order: list[int], steps: np.ndarray, final_step: int = NFN_FINAL_STEP) -> dict[str, list[int]]:
-    """Source rows per split of the NFN split (Zhou et al. 2023, experiments/data_utils.py `ZooDataset`):
-    rows in the split file's order, kept where step == `final_step`; the second half (from int(n/2))
-    is the test set; the first half's positions shuffled by random.Random(0) and cut at int(0.8 m)
-    into train and validation."""
-    kept = [row for row in order if steps[row] == final_step]
-    half = int(0.5 * len(kept))
-    positions = list(range(half))
-    cut = int(0.8 * len(positions))
-    random.Random(0).shuffle(positions)
-    return {"train": [kept[p] for p in positions[:cut]], "validation": [kept[p] for p in positions[cut:]],
-            "test": kept[half:]}
-
-
-NFN_DESCRIPTION = ("the split of Zhou et al. 2023 (NFN, experiments/data_utils.py ZooDataset) and the papers that reuse "
-                   "its split files: the split file's row order, read with header=None (so its header line puts row 0 "
-                   "in once more), rows with step == {step} kept, the second half the test set, the first half "
-                   "shuffled by random.Random(0) and cut 80/20 into train and validation. Kept as the reference reads "
-                   "it, row 0 included twice where it is a step-{step} row.")
-
-
 def _cast(kind: Any, value: Any) -> Any:
     origin = typing.get_origin(kind)
     if origin is typing.Literal or kind is str:
@@ -369,7 +330,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
                max_shard_bytes: int = 64 * 2**20) -> dict:
     """Imports the Small CNN Zoo folder `source` as config `config` (default small-cnn-zoo-<data set>)
     of the zoo folder `out`; returns the manifest. With `nfn_split` (or an `nfn_split.csv` in
-    `source`) the "nfn" split set is recorded too (module docstring)."""
+    `source`) the papers' split sets are recorded too (module docstring)."""
     from zoo.families import create_family
 
     source = Path(source)
@@ -401,10 +362,10 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     split_file = Path(nfn_split) if nfn_split is not None else (source / NFN_SPLIT if (source / NFN_SPLIT).is_file() else None)
     if split_file is not None:
         order = read_nfn_split_file(split_file, matrix.rows)
-        steps = frame["step"].to_numpy()
-        positions = nfn_split_positions(order, steps, nfn_final_step)
-        ids = {split: [checkpoint_id(run_ids[row], int(steps[row])) for row in rows] for split, rows in positions.items()}
-        split_sets["nfn"] = SplitSet(NFN_DESCRIPTION.format(step=nfn_final_step), ids)
+        steps, activations = frame["step"].to_numpy(), frame[HPARAM_COLUMNS["activation"]].astype(str).tolist()
+        for set_name, positions in split_positions(order, steps, activations, dataset, nfn_final_step).items():
+            ids = {split: [checkpoint_id(run_ids[row], int(steps[row])) for row in rows] for split, rows in positions.items()}
+            split_sets[set_name] = SplitSet(SPLIT_RULES[set_name].description.format(step=nfn_final_step), ids)
 
     hints = typing.get_type_hints(family.HParams)
     extras = {k: v for k, v in EXTRA_COLUMNS.items() if v in frame.columns}
@@ -428,143 +389,12 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
         "splits": {"seed": OUR_SPLIT.seed, "fractions": dict(OUR_SPLIT.fractions)}}
     provenance = {"format": FORMAT, "name": "Small CNN Zoo (Unterthiner et al. 2020)", "url": URL,
                   "license": LICENSE, "license_link": LICENSE_LINK, "citation": UNTERTHINER_BIBTEX,
-                  "split_set_citations": {"nfn": ZHOU_BIBTEX} if split_sets else {},
+                  "split_set_citations": {n: SPLIT_RULES[n].citation for n in split_sets},
                   "files": [WEIGHTS, METRICS, LAYOUT] + ([split_file.name] if split_file else []),
                   "conversions": conversions,
-                  "verified": "the layout, the conversions and the NFN split rule are checked against fixture folders "
+                  "verified": "the layout, the conversions and the split-set rules are checked against fixture folders "
                               "made in the release's layout, not against the released files (not reachable here)"}
     imported = ImportedConfig(name=name, family="cnn", architecture=architecture, spec=spec, source=provenance,
                               extra_columns={k: pa.string() for k in extras}, split_sets=split_sets)
     chunks = _chunks(matrix, frame, mapping, run_ids, split_of, hints, source / WEIGHTS)
     return write_import(out, imported, chunks, matrix.rows, max_shard_bytes=max_shard_bytes)
-
-
-# --- export ---------------------------------------------------------------------------------------
-
-OUR_TO_SOURCE_DATASET = {ours: theirs for theirs, ours in DATASETS.items()}
-
-
-def _varnames(space) -> list[tuple[str, str]]:
-    """(our tensor name, the Keras variable name) in the release's row order: per layer, bias then kernel."""
-    names, conv, layers = [], 0, []
-    for tensor in space.tensors:
-        layer = tensor.name.rsplit(".", 1)[0]
-        if layer not in layers:
-            layers.append(layer)
-    for layer in layers:
-        if layer.startswith("conv"):
-            keras = "conv2d" if conv == 0 else f"conv2d_{conv}"
-            conv += 1
-        else:
-            keras = "dense"
-        names += [(f"{layer}.bias", f"{keras}/bias:0"), (f"{layer}.weight", f"{keras}/kernel:0")]
-    return names
-
-
-@register_exporter(FORMAT)
-def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None, seed: int = 0) -> Path:
-    """Writes config `config` of our CNN zoo `folder` in the Small CNN Zoo's layout into `out`
-    (weights.npy, metrics.csv.gz, layout.csv, and nfn_split.csv: a permutation drawn from
-    numpy's default_rng(`seed`), in the form the NFN loader reads); returns `out`.
-
-    Rows go in our shards' order (train, validation, test); a run's "best" checkpoint (a second
-    row at its epoch) has no place in the layout and is left out. The folder is written as
-    temporaries and renamed into place at the end."""
-    import pandas as pd
-
-    from zoo.loader import read_weights, _read_metadata
-    from zoo.storage.folder import read_manifest, resolve_config
-    from zoo.storage.integrity import check_shards, entry_paths
-    from zoo.storage.manifest import SPLITS
-
-    folder, out = Path(folder), Path(out)
-    manifest = read_manifest(folder)
-    config = resolve_config(manifest, config, folder)
-    entry = manifest["configs"][config]
-    if entry["family"] != "cnn":
-        raise InputError(f"{folder}: config {config} is a {entry['family']} zoo; the Small CNN Zoo layout holds cnn zoos")
-    dataset = entry["spec"]["dataset"]["name"]
-    if dataset not in OUR_TO_SOURCE_DATASET:
-        raise InputError(f"{folder}: config {config} was trained on {dataset}; the Small CNN Zoo layout names "
-                         f"{sorted(OUR_TO_SOURCE_DATASET)}")
-    entries = [f for split in SPLITS for f in entry["files"] if f["split"] == split]
-    check_shards(folder, entries)
-    out.mkdir(parents=True, exist_ok=True)
-    frames, written, space, order = [], 0, None, None
-    total = sum(f["rows"] for f in entries)
-    temporary = {name: out / f".{name}.tmp" for name in (WEIGHTS, METRICS, LAYOUT, NFN_SPLIT)}
-    try:
-        with open(temporary[WEIGHTS], "wb") as handle:
-            header_at = None
-            for path in entry_paths(folder, entries):
-                batch, metadata = read_weights([path]), _read_metadata([path])
-                keep = np.array([m != checkpoint_id(r, "best") for m, r in zip(metadata["model_id"], metadata["run_id"])],
-                                dtype=bool)
-                if space is None:
-                    space = batch.space
-                    order = _varnames(space)
-                    columns = space.num_params
-                    header_at = handle.tell()
-                    np.lib.format.write_array_header_1_0(handle, {"descr": "<f4", "fortran_order": False,
-                                                                  "shape": (total, columns)})
-                by_name = dict(zip((t.name for t in space.tensors), batch.tensors))
-                parts = [_to_tf(by_name[ours].numpy()[keep]).reshape(int(keep.sum()), -1) for ours, _ in order]
-                handle.write(np.ascontiguousarray(np.concatenate(parts, axis=1), dtype="<f4").tobytes())
-                written += int(keep.sum())
-                frames.append(metadata[keep])
-            if written != total:  # "best" rows left out: the header's row count is rewritten
-                handle.seek(header_at)
-                np.lib.format.write_array_header_1_0(handle, {"descr": "<f4", "fortran_order": False,
-                                                              "shape": (written, columns)})
-        metadata = pd.concat(frames, ignore_index=True)
-        _write_metrics(metadata, temporary[METRICS], dataset, entry)
-        position, lines = 0, ["varname,start_idx,end_idx,shape"]
-        shapes = {t.name: tuple(t.shape) for t in space.tensors}
-        for ours, keras in order:
-            shape = _tf_shape(shapes[ours])
-            size = math.prod(shape)
-            lines.append(f'{keras},{position},{position + size},"{tuple(shape)}"')
-            position += size
-        temporary[LAYOUT].write_text("\n".join(lines) + "\n")
-        permutation = np.random.default_rng(seed).permutation(written)
-        temporary[NFN_SPLIT].write_text("0\n" + "\n".join(map(str, permutation.tolist())) + "\n")
-        for name, path in temporary.items():
-            path.replace(out / name)
-    except BaseException:
-        for path in temporary.values():
-            path.unlink(missing_ok=True)
-        raise
-    return out
-
-
-def _write_metrics(metadata, path: Path, dataset: str, entry: dict) -> None:
-    import pandas as pd
-
-    spec = entry["spec"]
-    training = spec.get("training", {})
-    frame = pd.DataFrame({
-        "config.activation": metadata["activation"],
-        "config.b_init": metadata["b_init"] if "b_init" in metadata else "zeros",
-        "config.dataset": OUR_TO_SOURCE_DATASET[dataset],
-        "config.dnn_architecture": "cnn",
-        "config.dropout": metadata["dropout"],
-        "config.epochs": training.get("epochs", int(metadata["epoch"].max())),
-        "config.epochs_between_checkpoints": 20,
-        "config.init_std": metadata["init_std"],
-        "config.l2reg": metadata["l2"],
-        "config.learning_rate": metadata["learning_rate"],
-        "config.num_layers": 3,
-        "config.num_units": 16,
-        "config.optimizer": metadata["optimizer"],
-        "config.random_seed": metadata["seed"],
-        "config.train_fraction": metadata["train_fraction"],
-        "config.w_init": metadata["init"],
-        "modeldir": metadata["modeldir"] if "modeldir" in metadata else metadata["run_id"],
-        "step": metadata["epoch"],
-        **{m: metadata[m] for m in ("test_accuracy", "test_loss", "train_accuracy", "train_loss")},
-        **{m: metadata[m] for m in OPTIONAL_METRICS if m in metadata},
-    })
-    buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as handle:  # mtime 0: the same zoo, the same bytes
-        handle.write(frame.to_csv(index=False, float_format="%.17g").encode())
-    path.write_bytes(buffer.getvalue())
