@@ -109,6 +109,82 @@ def test_nfn_split_set_equals_the_reference_rule(tmp_path):
     assert everything.count(("/cns/zoo/mnist/00000", 86)) == 2  # the header quirk, kept
 
 
+def _iid_halves(n):
+    """ZooDataset._split_indices_iid, as all three references write it: positions into a list of n rows."""
+    test_point = int(0.5 * n)
+    trainval = list(range(test_point))
+    val_point = int(0.8 * len(trainval))
+    random.Random(0).shuffle(trainval)
+    return {"train": trainval[:val_point], "validation": trainval[val_point:], "test": list(range(test_point, n))}
+
+
+def _reference_frame(folder, split_file):
+    """metrics.csv.gz in the split file's order, read with header=None (row 0 twice), as the loaders read it."""
+    order = pd.read_csv(split_file, header=None).values.flatten()
+    return pd.read_csv(folder / "metrics.csv.gz", compression="gzip").iloc[order]
+
+
+def reference_scalegmn_split(folder, split_file, activation, final_step=86):
+    """ScaleGMN's NFNZooDataset, re-implemented: the final-step rows split first, then each split's rows of
+    `activation` kept (`metrics.iloc[idcs]`, then the `config.activation` mask)."""
+    metrics = _reference_frame(folder, split_file)
+    metrics = metrics[metrics["step"] == final_step]
+    metrics.index = np.arange(0, len(metrics))
+    splits = {}
+    for split, idcs in _iid_halves(len(metrics)).items():
+        chosen = metrics.iloc[idcs]
+        chosen = chosen[chosen["config.activation"] == activation]
+        splits[split] = list(zip(chosen["modeldir"], chosen["step"].astype(int)))
+    return splits
+
+
+def reference_monomial_split(folder, split_file, activation, final_step=86):
+    """Monomial-NFN's ZooDataset(filter_activation=...), re-implemented: the rows of `activation` at the final
+    step kept first (`isfinal & isrelu`), then split."""
+    metrics = _reference_frame(folder, split_file)
+    metrics = metrics[(metrics["config.activation"] == activation) & (metrics["step"] == final_step)]
+    metrics.index = np.arange(0, len(metrics))
+    return {split: list(zip(metrics.iloc[idcs]["modeldir"], metrics.iloc[idcs]["step"].astype(int)))
+            for split, idcs in _iid_halves(len(metrics)).items()}
+
+
+def test_activation_split_sets_equal_the_scalegmn_and_monomial_rules(tmp_path):
+    from zoo.loader import load_split_set
+    from zoo.storage.folder import read_manifest
+
+    make_zoo(tmp_path / "src", runs=40, steps=(86, 0), dataset="cifar10")  # relu and tanh runs, mixed by the file
+    import_zoo(tmp_path / "src", tmp_path / "out")
+    split_file = tmp_path / "src" / "nfn_split.csv"
+    entry = read_manifest(tmp_path / "out")["configs"]["small-cnn-zoo-cifar10-gs"]
+    assert sorted(entry["split_sets"]) == ["monomial-nfn-relu", "monomial-nfn-tanh", "nfn", "scalegmn-relu",
+                                           "scalegmn-tanh"]
+    got = {}
+    for name in entry["split_sets"]:
+        loaded = load_split_set(tmp_path / "out", None, name)
+        got[name] = {s: list(zip(split.metadata["modeldir"], split.metadata["epoch"].astype(int)))
+                     for s, split in loaded.items()}
+    for activation in ("relu", "tanh"):
+        scalegmn = reference_scalegmn_split(tmp_path / "src", split_file, activation)
+        monomial = reference_monomial_split(tmp_path / "src", split_file, activation)
+        assert got[f"scalegmn-{activation}"] == scalegmn
+        assert got[f"monomial-nfn-{activation}"] == monomial
+        # the same members (row 0, a relu run's final step, twice in the relu sets), cut differently
+        assert sorted(sum(scalegmn.values(), [])) == sorted(sum(monomial.values(), []))
+        assert scalegmn != monomial and scalegmn["test"] != monomial["test"]
+    assert sum(got["scalegmn-relu"].values(), []).count(("/cns/zoo/cifar10/00000", 86)) == 2
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "kalogeropoulos2024scale" in card and "tran2024monomial" in card and "Split set `monomial-nfn-tanh`" in card
+
+
+def test_activation_split_sets_only_on_the_data_sets_their_papers_used():
+    from zoo.imports.small_cnn_zoo_splits import split_positions
+
+    order, steps, activations = [0, 0, 1, 2, 3], np.array([86, 86, 86, 86]), ["relu", "tanh", "relu", "tanh"]
+    assert list(split_positions(order, steps, activations, "mnist")) == ["nfn"]
+    assert sorted(split_positions(order, steps, activations, "svhn_gs")) == ["nfn", "scalegmn-relu", "scalegmn-tanh"]
+    assert len(split_positions(order, steps, activations, "cifar10_gs")) == 5
+
+
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path):
     from zoo.validation.inputs import InputError
 
