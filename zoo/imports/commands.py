@@ -72,7 +72,8 @@ def register(subparsers) -> None:
     p.add_argument("--dataset", default=None, help="the data set, where the source does not say (e.g. mnist)")
     p.add_argument("--nfn-split", default=None, metavar="CSV",
                    help="small-cnn-zoo: the NFN split file (AllanYangZhou/nfn experiments/predict_gen_data_splits/"
-                        "<data set>_split.csv) to record the 'nfn' split set (default: nfn_split.csv in SOURCE, if any)")
+                        "<data set>_split.csv) to record the papers' split sets: 'nfn', and on the data sets they used "
+                        "ScaleGMN's and Monomial-NFN's activation subsets (default: nfn_split.csv in SOURCE, if any)")
     p.add_argument("--nfn-final-step", type=int, default=None,
                    help="small-cnn-zoo: the step the NFN split keeps (default: 86, the reference's)")
     p.add_argument("--prefix", default=None,
