@@ -5,7 +5,11 @@ Functions", Sec. 3): Phi(x) = W_n (phi_{n-1} o ... o phi_0)(x) + b_n with sine l
 phi_i(h) = sin(omega_0 (W_i h + b_i)), omega_0 = 30, and a linear output. The INR data sets
 of Zhou et al. 2023 ("Permutation Equivariant Neural Functionals", Sec. 5.1) and Navon et
 al. 2023 ("Equivariant Architectures for Learning in Deep Weight Spaces", Sec. 6) use
-2 -> 32 -> 32 -> 1 (3 outputs for color): 1,185 parameters (1,251 for CIFAR-10).
+2 -> 32 -> 32 -> 1 (3 outputs for color): 1,185 parameters (1,251 for CIFAR-10). Three
+architecture fields describe a member fitted with other conventions, as the DWSNets INRs are
+(`zoo.imports.dwsnets_inrs`): `coordinates` (which pixel coordinate the first layer reads first),
+`intensity_range` (targets on [-1, 1] or [0, 1]) and `output_offset` (a constant added to the
+output: DWSNets' INR returns W_n h + b_n + 0.5). Their defaults are the conventions below.
 
 Initialization (Sitzmann et al. Sec. 3.2 and supplement 1.5): the first layer's weights
 U(-1/n, 1/n), every later weight U(-sqrt(6/n)/omega_0, sqrt(6/n)/omega_0), n the fan-in;
@@ -41,6 +45,7 @@ import torch
 from zoo.data.images import SOURCES, ImageData, image_source_names
 from zoo.families.inr_model import (  # noqa: F401 (the member's pieces, re-exported for users of the family)
     INTENSITY_RANGE,
+    INTENSITY_RANGES,
     INRArchitecture,
     INRHParams,
     Siren,
@@ -49,6 +54,7 @@ from zoo.families.inr_model import (  # noqa: F401 (the member's pieces, re-expo
     init_siren,
     layer_names,
     layer_shapes,
+    member_inputs,
     omegas,
     pixel_targets,
     siren_forward,
@@ -129,7 +135,8 @@ class INRFamily(Family):
             for step in sorted(results):
                 weights, mses, finite = results[step]
                 for member, run in enumerate(population):
-                    metrics = fit_metrics(mses[member] if finite[member] else math.nan, labels[member])
+                    metrics = fit_metrics(mses[member] if finite[member] else math.nan, labels[member],
+                                          arch.intensity_range)
                     emit(run, CheckpointResult(step, weights[member], metrics, "ok" if finite[member] else "diverged"))
 
     def train_run(self, spec, run, data: ImageData, emit: Callable[[CheckpointResult], None]) -> None:
@@ -141,7 +148,7 @@ class INRFamily(Family):
         model.load_state_dict(init_siren(arch, seeded_generator(run.seed, f"siren_init/{hp.image_index}")))
         optimizer = torch.optim.Adam(model.parameters(), lr=hp.learning_rate)
         coords = coordinate_grid(arch.image_size)
-        target = pixel_targets(data.x[hp.image_index:hp.image_index + 1])[0]  # (P, C)
+        target = pixel_targets(data.x[hp.image_index:hp.image_index + 1], arch.intensity_range)[0]  # (P, C)
         label, wanted = int(data.y[hp.image_index]), set(spec.training.checkpoint_epochs)
         for step in range(spec.training.epochs + 1):
             with torch.set_grad_enabled(step < spec.training.epochs):
@@ -150,7 +157,8 @@ class INRFamily(Family):
             if step in wanted or not finite:
                 weights = {name: t.detach().clone() for name, t in model.state_dict().items()}
                 for epoch in sorted(e for e in wanted if e >= step) if not finite else [step]:
-                    emit(CheckpointResult(epoch, weights, fit_metrics(loss.item() if finite else math.nan, label),
+                    emit(CheckpointResult(epoch, weights, fit_metrics(loss.item() if finite else math.nan, label,
+                                                                      arch.intensity_range),
                                           "ok" if finite else "diverged"))
             if not finite or step == spec.training.epochs:
                 return
@@ -171,8 +179,8 @@ class INRFamily(Family):
         images = data.x[index:index + 1]
         with torch.no_grad():
             output, _ = SirenPopulation(arch, images.device).forward(params)  # (1, P, C)
-            mse = (output - pixel_targets(images)).square().mean(dim=(1, 2)).item()
-        return fit_metrics(mse, int(data.y[index]))
+            mse = (output - pixel_targets(images, arch.intensity_range)).square().mean(dim=(1, 2)).item()
+        return fit_metrics(mse, int(data.y[index]), arch.intensity_range)
 
     def metric_matches(self, name: str, stored: float, recomputed: float, data: ImageData) -> bool:
         """For `nfnzoo verify --recompute`: the label exactly, MSE and PSNR as any float metric."""

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from typing import Literal, Sequence
 
 import torch
 from torch import nn
 
 from zoo.validation.domains import Index, LearningRate, Scale, Size
 
-INTENSITY_RANGE = 2.0  # targets span [-1, 1]
+INTENSITY_RANGES: dict[str, tuple[float, float]] = {"signed": (-1.0, 1.0), "unit": (0.0, 1.0)}
+INTENSITY_RANGE = 2.0  # the default ("signed") targets span [-1, 1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +28,14 @@ class INRArchitecture:
     image_size: Size = 28  # the fitted grid is image_size x image_size; needed to render a member
     first_omega_0: Scale = 30.0  # frequency factor of the first layer
     hidden_omega_0: Scale = 30.0  # ... and of the later sine layers
+    # The fields below were added for members fitted with other conventions (the DWSNets INRs of
+    # Navon et al. 2023); their defaults are what every spec before them meant, and a spec that
+    # leaves them out hashes as before (architectures are hashed as written).
+    coordinates: Literal["row_column", "column_row"] = "row_column"  # input 0 is the pixel's row; "column_row":
+    # its column, as DWSNets' make_coordinates (np.meshgrid's default "xy" indexing) feeds it
+    intensity_range: Literal["signed", "unit"] = "signed"  # fit targets: [-1, 1] (Normalize(0.5, 0.5)), or
+    # "unit": [0, 1] (ToTensor), what a DWSNets INR fits
+    output_offset: float = 0.0  # added to the linear output: DWSNets' INR returns seq(x) + 0.5
 
     @property
     def pixels(self) -> int:
@@ -55,6 +64,15 @@ def omegas(arch: INRArchitecture) -> list[float]:
     return [arch.first_omega_0] + [arch.hidden_omega_0] * (arch.num_sine_layers - 1)
 
 
+def member_inputs(arch: INRArchitecture, coords: torch.Tensor) -> torch.Tensor:
+    """(P, 2) (row, column) coordinates (`coordinate_grid`) in the order the member's first layer reads them."""
+    if arch.coordinates == "row_column":
+        return coords
+    if coords.shape[-1] != 2:
+        raise ValueError(f"coordinates {arch.coordinates!r} orders 2 pixel coordinates, not {coords.shape[-1]}")
+    return coords.flip(-1)
+
+
 class Siren(nn.Module):
     """One SIREN as a plain module (for users and reference checks; populations train in
     `zoo.families.inr_population`, stored weights are evaluated by `siren_forward`)."""
@@ -70,11 +88,13 @@ class Siren(nn.Module):
             self.add_module(name, layer)
 
     def forward(self, coords: torch.Tensor) -> torch.Tensor:
-        h = coords  # (P, in)
+        """(P, 2) (row, column) coordinates -> (P, out) intensities on the architecture's range."""
+        h = member_inputs(self.arch, coords)  # (P, in)
         layers = [getattr(self, name) for name in layer_names(self.arch)]
         for layer, omega in zip(layers[:-1], omegas(self.arch)):
             h = torch.sin(omega * layer(h))  # (P, hidden)
-        return layers[-1](h)  # (P, out)
+        out = layers[-1](h)  # (P, out)
+        return out + self.arch.output_offset if self.arch.output_offset else out
 
 
 def init_siren(arch: INRArchitecture, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -95,14 +115,18 @@ def coordinate_grid(image_size: int) -> torch.Tensor:
     return torch.stack([rows, columns], dim=-1).reshape(-1, 2)
 
 
-def pixel_targets(images: torch.Tensor) -> torch.Tensor:
-    """(B, C, H, W) intensities in [0, 1] -> (B, H*W, C) in [-1, 1], the pixel order of `coordinate_grid`."""
-    return (images * 2 - 1).flatten(2).transpose(1, 2).contiguous()
+def pixel_targets(images: torch.Tensor, intensity_range: str = "signed") -> torch.Tensor:
+    """(B, C, H, W) intensities in [0, 1] -> (B, H*W, C) on `intensity_range` ([-1, 1] by default), the
+    pixel order of `coordinate_grid`."""
+    scaled = images * 2 - 1 if intensity_range == "signed" else images
+    return scaled.flatten(2).transpose(1, 2).contiguous()
 
 
 def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords: torch.Tensor) -> torch.Tensor:
-    """B SIRENs at once: params in weight-space order, each (B, ...); coords (P, in) -> (B, P, out)."""
+    """B SIRENs at once: params in weight-space order, each (B, ...); coords (P, in), (row, column)
+    as `coordinate_grid` -> (B, P, out)."""
     members = params[0].shape[0]
+    coords = member_inputs(arch, coords)
     h = coords.expand(members, *coords.shape)  # (B, P, in)
     last = len(params) // 2 - 1
     for layer in range(last + 1):
@@ -110,16 +134,19 @@ def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords:
         if layer == last:
             # as (W h^T)^T: with P columns rather than out (often 1) the product stays a GEMM
             # whose arithmetic does not depend on how many members share the call
-            return torch.baddbmm(bias.unsqueeze(2), weight, h.transpose(1, 2)).transpose(1, 2)  # (B, P, out)
+            out = torch.baddbmm(bias.unsqueeze(2), weight, h.transpose(1, 2)).transpose(1, 2)  # (B, P, out)
+            return out + arch.output_offset if arch.output_offset else out
         # omega (W h + b) as (omega W) h + omega b: scales the small tensors, not (B, P, out)
         omega = omegas(arch)[layer]
         h = torch.sin(torch.baddbmm(omega * bias.unsqueeze(1), h, (omega * weight).transpose(1, 2)))  # (B, P, out)
     raise AssertionError("unreachable: the loop returns at the output layer")
 
 
-def fit_metrics(mse: float, label: int) -> dict[str, float | int]:
-    """The METRICS of one fit; a diverged fit (non-finite MSE) has NaN for both float metrics."""
+def fit_metrics(mse: float, label: int, intensity_range: str = "signed") -> dict[str, float | int]:
+    """The METRICS of one fit; a diverged fit (non-finite MSE) has NaN for both float metrics. PSNR
+    is over the targets' range, so either range gives the PSNR of the image on the [0, 1] scale."""
     if not math.isfinite(mse):
         return {"label": label, "psnr": math.nan, "mse": math.nan}
-    psnr = 10 * math.log10(INTENSITY_RANGE ** 2 / mse) if mse > 0 else math.inf
+    low, high = INTENSITY_RANGES[intensity_range]
+    psnr = 10 * math.log10((high - low) ** 2 / mse) if mse > 0 else math.inf
     return {"label": label, "psnr": psnr, "mse": mse}

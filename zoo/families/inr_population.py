@@ -34,7 +34,7 @@ from typing import Sequence
 
 import torch
 
-from zoo.families.inr_model import INRArchitecture, coordinate_grid, omegas, pixel_targets
+from zoo.families.inr_model import INRArchitecture, coordinate_grid, member_inputs, omegas, pixel_targets
 from zoo.training.optim_stacked import StackedOptimizer
 from zoo.training.simd import sin_cos
 from zoo.weightspace import WeightSpace
@@ -59,16 +59,18 @@ class SirenPopulation:
             raise ValueError(f"a SIREN fits an image from its 2 pixel coordinates, not {arch.in_features}")
         self.arch, self.omegas = arch, omegas(arch)
         self.axis = torch.linspace(-1, 1, arch.image_size).to(device)  # rows and columns alike, as coordinate_grid
-        grid = coordinate_grid(arch.image_size).to(device).T  # (2, P): rows, columns
+        self.row_input = 0 if arch.coordinates == "row_column" else 1  # which first-layer input reads the row
+        grid = member_inputs(arch, coordinate_grid(arch.image_size)).to(device).T  # (2, P), in input order
         self.inputs = torch.cat([grid, torch.ones(1, arch.pixels, device=device)])  # (3, P)
 
     def forward(self, params: Sequence[torch.Tensor]) -> tuple[torch.Tensor, list]:
         """Outputs (K, P, C) and what the gradient needs: per sine layer (input, cos(z))."""
         K, size, hidden = params[0].shape[0], self.arch.image_size, self.arch.hidden_features
         omega, weight, bias = self.omegas[0], params[0], params[1]
+        row, column = self.row_input, 1 - self.row_input
         a = torch.addcmul((omega * bias).unsqueeze(1), self.axis.view(1, size, 1),
-                          (omega * weight[:, :, 0]).unsqueeze(1))  # (K, rows, H)
-        e = self.axis.view(1, size, 1) * (omega * weight[:, :, 1]).unsqueeze(1)  # (K, columns, H)
+                          (omega * weight[:, :, row]).unsqueeze(1))  # (K, rows, H)
+        e = self.axis.view(1, size, 1) * (omega * weight[:, :, column]).unsqueeze(1)  # (K, columns, H)
         (sin_a, cos_a), (sin_e, cos_e) = sin_cos(a), sin_cos(e)
         sin_a, cos_a, sin_e, cos_e = sin_a[:, :, None], cos_a[:, :, None], sin_e[:, None], cos_e[:, None]
         h = (sin_a * cos_e).addcmul_(cos_a, sin_e).view(K, -1, hidden)  # sin(a_i + e_j): (K, P, H)
@@ -84,6 +86,8 @@ class SirenPopulation:
         weight, bias = params[-2], params[-1]  # (K, C, H), (K, C)
         # as (W h^T)^T: a product whose arithmetic does not depend on K (batched GEMV kernels do)
         out = torch.baddbmm(bias.unsqueeze(2), weight, h.transpose(1, 2)).transpose(1, 2)  # (K, P, C)
+        if self.arch.output_offset:
+            out = out + self.arch.output_offset
         saved.append((h, None))
         return out, saved
 
@@ -108,6 +112,7 @@ class SirenPopulation:
         _, cosine = saved[0]
         g = dh.mul_(cosine)
         first = torch.matmul(self.inputs, g).mul_(self.omegas[0])  # (K, 3, H): d/dW[:, 0], d/dW[:, 1], d/db
+        # (self.inputs is in the member's input order, so the first two rows are d/dW[:, 0] and d/dW[:, 1])
         grads[0].copy_(first[:, :2].transpose(1, 2))
         grads[1].copy_(first[:, 2])
 
@@ -127,7 +132,7 @@ def fit_population(arch: INRArchitecture, inits: Sequence[dict[str, torch.Tensor
     params, grads = _views(space, flat), _views(space, grad)
     optimizer = StackedOptimizer([flat], torch.tensor(learning_rates, dtype=torch.float64, device=device), "adam")
     model = SirenPopulation(arch, device)
-    targets = pixel_targets(images)  # (K, P, C)
+    targets = pixel_targets(images, arch.intensity_range)  # (K, P, C)
     alive = torch.ones(K, dtype=torch.bool, device=device)
     wanted, results = set(checkpoints), {}
     for step in range(steps + 1):  # the forward of step s measures the weights after s updates

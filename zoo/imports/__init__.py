@@ -19,7 +19,7 @@ from typing import Callable
 from zoo.registry import Registry
 
 FORMAT_MODULES = ("zoo.imports.small_cnn_zoo", "zoo.imports.small_cnn_zoo_export", "zoo.imports.nfn_sirens",
-                  "zoo.imports.small_transformer_zoo")
+                  "zoo.imports.small_transformer_zoo", "zoo.imports.dwsnets_inrs")
 
 IMPORTERS: Registry[Callable] = Registry("zoo format (import)", modules=FORMAT_MODULES)
 EXPORTERS: Registry[Callable] = Registry("zoo format (export)", modules=FORMAT_MODULES)

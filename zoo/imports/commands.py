@@ -30,6 +30,8 @@ def _import(args: argparse.Namespace) -> int:
         options["augmentations"] = args.augmentations
     if args.cut_off is not None:
         options["cut_off"] = args.cut_off
+    if args.splits is not None:
+        options["splits"] = args.splits
     options["max_shard_bytes"] = int(args.shard_mb * 2**20)
     try:
         manifest = importer(args.source, args.out, **options)
@@ -65,7 +67,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("import", help="read a zoo a paper published (its own layout) into our dataset format")
-    p.add_argument("format", help="the published layout, e.g. small-cnn-zoo, nfn-sirens")
+    p.add_argument("format", help="the published layout, e.g. small-cnn-zoo, nfn-sirens, dwsnets-inrs")
     p.add_argument("source", help="the published zoo's folder, as downloaded and unpacked")
     p.add_argument("--out", required=True, help="the zoo folder to write (other configs already there are kept)")
     p.add_argument("--config", default=None, help="the config name (default: <format>-<data set>)")
@@ -84,6 +86,9 @@ def register(subparsers) -> None:
     p.add_argument("--cut-off", type=float, default=None,
                    help="small-transformer-zoo: the accuracy below which the transformer-nfn split drops a "
                         "checkpoint (default: 0, as the reference README's commands; main.py's own default is 0.1)")
+    p.add_argument("--splits", default=None, metavar="JSON",
+                   help="dwsnets-inrs: the papers' splits file, recorded as the 'dwsnets' split set (default: "
+                        "mnist_splits.json or splits.json in SOURCE, if there)")
     p.add_argument("--shard-mb", type=float, default=64, help="target shard size in MiB")
     p.set_defaults(handler=_import)
 
