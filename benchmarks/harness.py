@@ -118,9 +118,12 @@ def load_splits(data_path: str | Path, config: str | None,
     return splits, dataset
 
 
-def split_set_of(task_overrides: Mapping[str, Any] | None) -> str:
-    """The split set a task's overrides ask for (`--set task.splits=nfn`), or the zoo's own split."""
+def split_set_of(task_overrides: Mapping[str, Any] | None, task: str | None = None) -> str:
+    """The split set a task's overrides ask for (`--set task.splits=nfn`; with `task`, also through a
+    preset, `--set task.preset=nfn`), or the zoo's own split."""
     value = (task_overrides or {}).get("splits", DEFAULT_SPLITS)
+    if task is not None:
+        value = getattr(create_task(task, **dict(task_overrides or {})).config, "splits", DEFAULT_SPLITS)
     if not isinstance(value, str):
         raise ValueError(f"task.splits: expected the name of a split set, got {value!r}")
     return value
@@ -291,7 +294,7 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
     create_task(task, **dict(task_overrides or {}))  # fail on a bad name or override before loading data
     model_config(model, **dict(model_overrides or {}))
     job_device(None if device is None else str(device), workers, address, gpus_per_job)  # GPUs asked for, none here
-    splits, dataset = load_splits(data_path, config, split_set_of(task_overrides))
+    splits, dataset = load_splits(data_path, config, split_set_of(task_overrides, task))
     return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
                          device=device, progress=progress, workers=workers, address=address,
                          gpus_per_job=gpus_per_job)

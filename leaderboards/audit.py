@@ -27,7 +27,7 @@ from pathlib import Path
 from benchmarks.tasks import get_task_class
 from leaderboards.datasets import load_datasets
 from leaderboards.entries import Entry, content_hash, entry_files, entry_path, read_entry, stored_predictions_path
-from leaderboards.pinned import load_pinned
+from leaderboards.pinned import load_pinned, split_set_of
 from leaderboards.rescore import MAX_PREDICTIONS_BYTES, read_stored_predictions, rescore
 from leaderboards.seal import seal_problem
 from zoo.validation.inputs import InputError, read_capped
@@ -99,7 +99,7 @@ def audit_entry(root: Path, path: Path, datasets: dict, require_verified: bool =
     if record is None:
         return EntryAudit(path, True, (*problems, f"dataset {results.dataset.dataset_hash[:12]}… is not registered"))
     try:
-        metadata = load_pinned(root, record)
+        metadata = load_pinned(root, record, split_set_of(results.task_config))
         predictions = read_stored_predictions(stored)
     except (ValueError, OSError) as error:
         return EntryAudit(path, True, (*problems, str(error)))

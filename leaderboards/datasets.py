@@ -1,7 +1,7 @@
 """The datasets a leaderboard knows: `<root>/datasets.json`, a data file of dataset records.
 
 Format: `{"datasets": [{"name", "config", "dataset_hash", "family", "source", "test_metadata",
-"test_metadata_sha256"}, ...]}`. A submission must name a known `dataset_hash`, or point at a
+"test_metadata_sha256", "split_sets"}, ...]}`. A submission must name a known `dataset_hash`, or point at a
 local dataset folder (or a Hub snapshot) whose checked shards give that hash; the latter is then
 registered here with its `source` (`local:<path>` or `ORG/NAME@<commit>`), so the board records
 where its data came from, and its test split's metadata is pinned (`leaderboards.pinned`):
@@ -49,6 +49,9 @@ class KnownDataset:
     source: str  # where to get it: a Hub repo id, a URL, or "local:<path>"
     test_metadata: str | None = None  # the pinned test-split metadata, relative to the board (leaderboards.pinned)
     test_metadata_sha256: str | None = None  # its sha256; set exactly when test_metadata is
+    # split set -> sha256 of its pinned test metadata, pinned/<hash12>.<set>.test.parquet (an imported
+    # zoo's papers' splits, `leaderboards.pinned`)
+    split_sets: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def validate(self, where: str, key: str) -> None:
         for field, limit in (("name", MAX_NAME), ("source", MAX_SOURCE)):
@@ -65,6 +68,13 @@ class KnownDataset:
                 raise SchemaError(where, f"{key}.{field}", f"expected a sha256 hex digest, got {ascii(value[:80])}")
         if (self.test_metadata is None) != (self.test_metadata_sha256 is None):
             raise SchemaError(where, f"{key}.test_metadata", "expected test_metadata and test_metadata_sha256 together")
+        for split_set, digest in self.split_sets.items():
+            problem = name_problem(split_set)
+            if problem is not None or split_set == "default":
+                raise SchemaError(where, f"{key}.split_sets", f"{ascii(split_set[:80])}: "
+                                  f"{problem or 'the zoo own split is test_metadata'}")
+            if not isinstance(digest, str) or not SHA256.fullmatch(digest):
+                raise SchemaError(where, f"{key}.split_sets.{split_set}", f"expected a sha256 hex digest, got {ascii(str(digest)[:80])}")
         if self.test_metadata is not None and not re.fullmatch(r"pinned/[0-9a-f]{12}\.test\.parquet",
                                                                self.test_metadata):
             raise SchemaError(where, f"{key}.test_metadata",

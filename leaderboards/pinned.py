@@ -7,7 +7,12 @@ sha256 in the dataset's record (`leaderboards.datasets`). Re-scoring (`leaderboa
 takes the protocol's test rows and their targets from this file, so a board re-scores every
 entry without the zoo at hand (CI has no zoo), and a changed file fails its recorded hash.
 `pin_dataset` pins an already registered dataset; run again on a pinned one, it checks that
-the dataset's test split still equals the pinned file. A pinned file is read within
+the dataset's test split still equals the pinned file.
+
+A zoo with named split sets (an imported zoo's papers' splits, `zoo.loader.load_split_set`) has
+each set's test split pinned too, as `<root>/pinned/<hash12>.<set>.test.parquet` with its sha256
+in the record's `split_sets`; a result on a split set (its `task_config.splits`) is re-scored
+from that file (`split_set_of`). A pinned file is read within
 `MAX_PINNED_BYTES` (a regular file only), and pinning holds the board's lock.
 """
 
@@ -32,30 +37,63 @@ PINNED_DIR = "pinned"
 MAX_PINNED_BYTES = 256 * 2**20  # a test split's metadata: ~1 MB for 20,000 rows
 
 
-def pinned_name(dataset_hash: str) -> str:
-    """The pinned file of a dataset, relative to the board."""
-    return f"{PINNED_DIR}/{dataset_hash[:12]}.test.parquet"
+DEFAULT = "default"  # a zoo's own split, as `task_config.splits` names it
 
 
-def test_metadata_bytes(folder: str | Path, config: str) -> bytes:
-    """The test split's metadata (shards checked against the manifest) as Parquet bytes."""
-    from zoo.loader import read_metadata
+def split_set_of(task_config) -> str:
+    """The split set a result was measured on (`--set task.splits=NAME`), or the zoo's own split."""
+    return str(task_config.get("splits", DEFAULT))
 
-    metadata = read_metadata(folder, config, "test")
+
+def pinned_name(dataset_hash: str, split_set: str = DEFAULT) -> str:
+    """The pinned file of a dataset's test split (or a split set's), relative to the board."""
+    middle = "" if split_set == DEFAULT else f".{split_set}"
+    return f"{PINNED_DIR}/{dataset_hash[:12]}{middle}.test.parquet"
+
+
+def split_set_names(folder: str | Path, config: str) -> list[str]:
+    """The split sets a zoo's config records besides its own split."""
+    from zoo.storage.folder import read_manifest
+
+    return sorted(read_manifest(folder)["configs"][config].get("split_sets", {}))
+
+
+def test_metadata_bytes(folder: str | Path, config: str, split_set: str = DEFAULT) -> bytes:
+    """The test split's metadata (shards checked against the manifest), or a split set's, as Parquet bytes."""
+    from zoo.loader import read_metadata, read_split_set_metadata
+
+    metadata = (read_metadata(folder, config, "test") if split_set == DEFAULT
+                else read_split_set_metadata(folder, config, split_set, "test"))
     buffer = io.BytesIO()
     pq.write_table(pa.Table.from_pandas(metadata, preserve_index=False), buffer, compression="zstd")
     return buffer.getvalue()
 
 
-def pinned_record(root: str | Path, record: KnownDataset, folder: str | Path) -> tuple[KnownDataset, bytes]:
+def missing_pins(record: KnownDataset, folder: str | Path) -> dict[str, bytes]:
+    """The test metadata `record` has not pinned yet, read from `folder`: split set -> Parquet bytes."""
+    wanted = ([DEFAULT] if record.test_metadata is None else []) + [
+        name for name in split_set_names(folder, record.config) if name not in record.split_sets]
+    return {name: test_metadata_bytes(folder, record.config, name) for name in wanted}
+
+
+def with_pins(record: KnownDataset, pins: dict[str, bytes]) -> KnownDataset:
+    """The record naming `pins` (split set -> bytes) as pinned, beside what it pinned already."""
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in pins.items()}
+    if DEFAULT in digests:
+        record = dataclasses.replace(record, test_metadata=pinned_name(record.dataset_hash),
+                                     test_metadata_sha256=digests.pop(DEFAULT))
+    return dataclasses.replace(record, split_sets={**record.split_sets, **digests})
+
+
+def pinned_record(root: str | Path, record: KnownDataset, folder: str | Path) -> tuple[KnownDataset, dict[str, bytes]]:
     """The record with its test metadata pinned from `folder`, and the bytes to write (nothing is written)."""
-    data = test_metadata_bytes(folder, record.config)
-    return dataclasses.replace(record, test_metadata=pinned_name(record.dataset_hash),
-                               test_metadata_sha256=hashlib.sha256(data).hexdigest()), data
+    pins = missing_pins(record, folder)
+    return with_pins(record, pins), pins
 
 
-def write_pinned(root: str | Path, record: KnownDataset, data: bytes) -> None:
-    write_bytes_atomic(Path(root) / record.test_metadata, data)
+def write_pinned(root: str | Path, record: KnownDataset, pins: dict[str, bytes]) -> None:
+    for name, data in pins.items():
+        write_bytes_atomic(Path(root) / pinned_name(record.dataset_hash, name), data)
 
 
 def pin_dataset(root: str | Path, folder: str | Path, config: str | None = None) -> str:
@@ -83,30 +121,44 @@ def _pin_dataset(root: Path, folder: Path, config: str | None, lock: FolderLock)
     if record is None:
         raise ValueError(f"the dataset at {folder} (config {config!r}, hash {actual[:12]}…) is not registered on the "
                          f"board {root}; submit a result on it first")
-    if record.test_metadata is not None:
-        pinned = load_pinned(root, record)
-        current = pq.read_table(io.BytesIO(test_metadata_bytes(folder, config))).to_pandas()
+    checked = []
+    for name in ([DEFAULT] if record.test_metadata is not None else []) + sorted(record.split_sets):
+        pinned = load_pinned(root, record, name)
+        current = pq.read_table(io.BytesIO(test_metadata_bytes(folder, config, name))).to_pandas()
         if not current.equals(pinned):
-            raise ValueError(f"{root / record.test_metadata} differs from the test split of {folder}")
-        return f"{record.name}: the pinned {record.test_metadata} equals the test split of {folder}"
-    pinned, data = pinned_record(root, record, folder)
-    write_pinned(root, pinned, data)
+            raise ValueError(f"{root / pinned_name(record.dataset_hash, name)} differs from the "
+                             f"{'' if name == DEFAULT else f'split set {name} '}test split of {folder}")
+        checked.append(pinned_name(record.dataset_hash, name))
+    pinned, pins = pinned_record(root, record, folder)
+    if not pins:
+        said = "equals the test split" if len(checked) == 1 else "equal the test splits (the zoo's, its split sets')"
+        return f"{record.name}: the pinned {', '.join(checked)} {said} of {folder}"
+    write_pinned(root, pinned, pins)
     register_dataset(root, pinned, replace=True, lock=lock)
-    return f"{record.name}: pinned {len(data):,} bytes of test metadata as {pinned.test_metadata}"
+    return (f"{record.name}: pinned {sum(map(len, pins.values())):,} bytes of test metadata as "
+            f"{', '.join(pinned_name(record.dataset_hash, name) for name in pins)}")
 
 
-def load_pinned(root: str | Path, record: KnownDataset) -> pandas.DataFrame:
-    """A dataset's pinned test metadata, checked against its recorded sha256."""
-    if record.test_metadata is None:
-        raise ValueError(f"dataset {record.name!r} ({record.dataset_hash[:12]}…) has no pinned test metadata on this "
-                         "board; pin it with `nfnzoo leaderboard pin DATASET_DIR`")
-    path = Path(root) / record.test_metadata
+def load_pinned(root: str | Path, record: KnownDataset, split_set: str = DEFAULT) -> pandas.DataFrame:
+    """A dataset's pinned test metadata (or a split set's), checked against its recorded sha256."""
+    if split_set == DEFAULT:
+        expected = record.test_metadata_sha256
+        if expected is None:
+            raise ValueError(f"dataset {record.name!r} ({record.dataset_hash[:12]}…) has no pinned test metadata on "
+                             "this board; pin it with `nfnzoo leaderboard pin DATASET_DIR`")
+    else:
+        expected = record.split_sets.get(split_set)
+        if expected is None:
+            raise ValueError(f"dataset {record.name!r} ({record.dataset_hash[:12]}…) has no pinned test metadata of "
+                             f"split set {split_set!r} on this board (it has {sorted(record.split_sets) or 'none'}); "
+                             "pin it with `nfnzoo leaderboard pin DATASET_DIR`")
+    path = Path(root) / pinned_name(record.dataset_hash, split_set)
     try:
         data = read_capped(path, MAX_PINNED_BYTES, "pinned test metadata file")
     except InputError as error:
         raise ValueError(f"the pinned test metadata of {record.name!r}: {error}") from None
     actual = hashlib.sha256(data).hexdigest()
-    if actual != record.test_metadata_sha256:
-        raise ValueError(f"{path}: sha256 {actual[:12]}… is not the recorded {record.test_metadata_sha256[:12]}…; "
+    if actual != expected:
+        raise ValueError(f"{path}: sha256 {actual[:12]}… is not the recorded {expected[:12]}…; "
                          "the pinned test metadata was changed")
     return pq.read_table(io.BytesIO(data)).to_pandas()

@@ -36,7 +36,7 @@ from leaderboards.board import Table, TaskBoard, build_board
 from leaderboards.datasets import load_datasets
 from leaderboards.entries import entry_path, load_entries, stored_predictions_path
 from leaderboards.escape import markdown_cell, markdown_text
-from leaderboards.pinned import load_pinned
+from leaderboards.pinned import DEFAULT, load_pinned, split_set_of
 from leaderboards.rescore import read_stored_predictions
 from leaderboards.site import write_site
 from leaderboards.suite_board import SuiteBoard, suite_boards, suite_markdown
@@ -91,14 +91,18 @@ def _top_predictions(root: Path, board: TaskBoard) -> list[tuple[str, str, np.nd
     panels = []
     for section in board.sections:
         record = known.get(section.dataset_hash)
-        if record is None or record.test_metadata is None:
+        if record is None:
             continue
-        metadata = load_pinned(root, record)  # once per dataset: every table of it reads the same file
+        metadata = {}  # split set -> its pinned file, read once per dataset
         for table in section.tables:
             top = table.rows[0].entry
-            if not top.submission.verified:
+            split_set = split_set_of(top.results.task_config)
+            if not top.submission.verified or (record.test_metadata is None if split_set == DEFAULT
+                                               else split_set not in record.split_sets):
                 continue
-            expected = task_class.test_targets(metadata, top.results.task_config)
+            if split_set not in metadata:
+                metadata[split_set] = load_pinned(root, record, split_set)
+            expected = task_class.test_targets(metadata[split_set], top.results.task_config)
             if expected["target"].isna().any():
                 continue
             stored = read_stored_predictions(stored_predictions_path(

@@ -47,7 +47,7 @@ from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
 from leaderboards.entries import (CODE_URL, COMMIT, Entry, SubmissionInfo, content_hash, duplicate_key, entry_path,
                                   load_entries, stored_predictions_path)
 from leaderboards.lock import board_lock
-from leaderboards.pinned import load_pinned, pinned_name, test_metadata_bytes, write_pinned
+from leaderboards.pinned import DEFAULT, load_pinned, missing_pins, split_set_of, with_pins, write_pinned
 from leaderboards.render_check import render_problems
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
 from leaderboards.seal import sealed
@@ -96,7 +96,7 @@ class _DatasetCheck:
     problems: list[str]
     record: KnownDataset | None = None  # the dataset's record, known or to register
     new: bool = False  # the record is to be registered
-    folder: Path | None = None  # checked data to pin the test metadata from, when the record has none
+    folder: Path | None = None  # checked data to pin the test metadata from, when the record lacks some
     pin: bytes | None = None  # or the test metadata itself (a track's matrix cells)
 
 
@@ -114,7 +114,9 @@ def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None,
         if known.config != claimed.config:
             return _DatasetCheck([f"dataset {claimed.dataset_hash[:12]} is known as config {known.config!r}, "
                                   f"but the results say {claimed.config!r}"])
-        if known.test_metadata is None and dataset_dir is not None:  # a chance to pin it
+        split_set = split_set_of(results.task_config)
+        pinned = known.test_metadata is not None if split_set == DEFAULT else split_set in known.split_sets
+        if not pinned and dataset_dir is not None:  # a chance to pin it
             problems, record, folder = _check_local(results, Path(dataset_dir))
             return _DatasetCheck(problems, known, False, folder)
         return _DatasetCheck([], known)
@@ -201,24 +203,28 @@ def _predictions(results_path: Path, results: Results) -> tuple[pandas.DataFrame
 
 
 def _verification(results: Results, predictions: pandas.DataFrame | None, check: _DatasetCheck,
-                  root: Path) -> tuple[list[str], str, bytes | None]:
-    """Re-scores the predictions on the pinned test metadata: (problems, what was checked or why not,
-    test metadata bytes to pin with the entry when the dataset has none yet)."""
+                  root: Path) -> tuple[list[str], str, dict[str, bytes]]:
+    """Re-scores the predictions on the pinned test metadata of the results' split set: (problems,
+    what was checked or why not, test metadata to pin with the entry, split set -> bytes, where the
+    dataset lacks it: with a checked folder, every split set it records)."""
     task_class = get_task_class(results.task)
     if predictions is None:
-        return [], "unverified: the results name no predictions file", None
+        return [], "unverified: the results name no predictions file", {}
     if not task_class.RESCORING:
-        return [], f"unverified: the {results.task} task cannot be re-scored", None
-    record, pin = check.record, None
-    if record.test_metadata is not None:
-        metadata = load_pinned(root, record)
-    elif check.folder is not None or check.pin is not None:
-        pin = check.pin if check.pin is not None else test_metadata_bytes(check.folder, record.config)
-        metadata = pyarrow.parquet.read_table(io.BytesIO(pin)).to_pandas()
+        return [], f"unverified: the {results.task} task cannot be re-scored", {}
+    record, split_set = check.record, split_set_of(results.task_config)
+    pins = {DEFAULT: check.pin} if check.pin is not None else {}
+    if check.folder is not None:
+        pins = missing_pins(record, check.folder)
+    if split_set in pins:
+        metadata = pyarrow.parquet.read_table(io.BytesIO(pins[split_set])).to_pandas()
+    elif (split_set == DEFAULT and record.test_metadata is not None) or split_set in record.split_sets:
+        metadata = load_pinned(root, record, split_set)
     else:
-        return [], (f"unverified: the board holds no test metadata for dataset {record.name!r}; "
-                    "pass --dataset DIR to pin it"), None
-    return rescore(results, predictions, metadata), f"re-scored: {task_class.RESCORING}", pin
+        which = "" if split_set == DEFAULT else f" of split set {split_set!r}"
+        return [], (f"unverified: the board holds no test metadata{which} for dataset {record.name!r}; "
+                    "pass --dataset DIR to pin it"), pins
+    return rescore(results, predictions, metadata), f"re-scored: {task_class.RESCORING}", pins
 
 
 def _check_code(code_url: str | None, code_commit: str | None) -> list[str]:
@@ -270,18 +276,17 @@ def _accept(results_path: Path, data: dict, results: Results, predictions: panda
     hash_of_content = content_hash(data)
     check = _check_dataset(results, root, dataset_dir, None if predictions is None else len(predictions))
     problems = problems + check.problems + _check_duplicates(results, hash_of_content, root)
-    verified, pin = "", None
+    verified, pins = "", {}
     if not problems:
-        rescore_problems, verified, pin = _verification(results, predictions, check, root)
+        rescore_problems, verified, pins = _verification(results, predictions, check, root)
         problems += rescore_problems
     if problems:
         raise SubmissionRejected(results_path, problems)
     assert lock is not None and lock.held, "an accepted submission is written under the board's lock"
 
     record = check.record
-    if pin is not None:
-        record = dataclasses.replace(record, test_metadata=pinned_name(record.dataset_hash),
-                                     test_metadata_sha256=hashlib.sha256(pin).hexdigest())
+    if pins:
+        record = with_pins(record, pins)
     path = entry_path(root, results, hash_of_content)
     entry_id = path.stem
     submission = {"id": entry_id, "content_hash": hash_of_content,
@@ -298,9 +303,9 @@ def _accept(results_path: Path, data: dict, results: Results, predictions: panda
     if problems:
         raise SubmissionRejected(results_path, problems)
 
-    if pin is not None:
-        write_pinned(root, record, pin)
-    if check.new or pin is not None:
+    if pins:
+        write_pinned(root, record, pins)
+    if check.new or pins:
         register_dataset(root, record, replace=not check.new, lock=lock)
     if stored is not None:
         write_bytes_atomic(stored_predictions_path(path), stored)

@@ -286,18 +286,12 @@ def split_set_names(folder: str | Path, config: str | None = None) -> list[str]:
     return sorted(manifest["configs"][resolve_config(manifest, config, folder)].get("split_sets", {}))
 
 
-def load_split_set(folder: str | Path, config: str | None, name: str, *, check: bool = True) -> dict[str, ZooSplit]:
-    """The train, validation and test splits of the named split set `name` (`zoo.imports.writer.SplitSet`):
-    each split's rows in the set's order, a row repeated where the set repeats it.
-
-    The set's file and every shard are checked against the manifest (with `check`); rows are
-    gathered a shard at a time, so memory holds the set's rows and one shard.
-    """
+def _split_set_ids(folder: Path, config: str | None, name: str, check: bool) -> tuple[str, dict, dict[str, list]]:
+    """(config, its manifest entry, split -> model ids) of split set `name`, its file checked with `check`."""
     from zoo.storage.manifest import shard_path
     from zoo.storage.integrity import sha256_file
     from zoo.validation.inputs import InputError, read_json_file
 
-    folder = Path(folder)
     manifest = read_manifest(folder)
     config = resolve_config(manifest, config, folder)
     entry = manifest["configs"][config]
@@ -312,28 +306,68 @@ def load_split_set(folder: str | Path, config: str | None, name: str, *, check: 
     wanted = read_json_file(path, 64 * 2**20, strict=True, what="split set")
     if not isinstance(wanted, dict) or not all(isinstance(wanted.get(s), list) for s in ("train", "validation", "test")):
         raise InputError(f"{path}: expected train, validation and test lists of model ids")
-    needed = {m for ids in wanted.values() for m in ids}
     if check:
         check_shards(folder, entry["files"])
-    pieces: list[ZooSplit] = []
+    return config, entry, wanted
+
+
+def _split_set_rows(folder: Path, config: str, entry: dict, name: str, needed: set, columns: list[str] | None
+                    ) -> list[pa.Table]:
+    """The rows of `needed` model ids, shard by shard (only `columns`, or all)."""
+    pieces = []
     for path_of_shard in entry_paths(folder, entry["files"]):
         ids = read_named(path_of_shard, lambda: pq.read_table(path_of_shard, columns=["model_id"]))["model_id"]
         keep = pc.is_in(ids, value_set=pa.array(sorted(needed)))
         if not pc.any(keep).as_py():
             continue
-        table = read_named(path_of_shard, lambda: pq.read_table(path_of_shard, memory_map=True)).filter(keep)
-        pieces.append(ZooSplit(decode_weights(table["weights"]), table.drop_columns(["weights"]).to_pandas()))
+        pieces.append(read_named(path_of_shard, lambda: pq.read_table(path_of_shard, columns=columns,
+                                                                       memory_map=True)).filter(keep))
     if not pieces:
         raise ValueError(f"split set {name!r}: none of its models is in config {config!r}")
-    metadata = pd.concat([p.metadata for p in pieces], ignore_index=True)
-    space = pieces[0].weights.space
-    weights = WeightBatch(space, tuple(torch.cat(parts) for parts in zip(*(p.weights.tensors for p in pieces))))
+    return pieces
+
+
+def _positions(metadata: pd.DataFrame, needed: set, name: str, config: str) -> dict[str, int]:
     position = {model_id: i for i, model_id in enumerate(metadata["model_id"])}
     missing = next((m for m in needed if m not in position), None)
     if missing is not None:
         raise ValueError(f"split set {name!r} lists model {missing}, which config {config!r} does not hold")
+    return position
+
+
+def load_split_set(folder: str | Path, config: str | None, name: str, *, check: bool = True) -> dict[str, ZooSplit]:
+    """The train, validation and test splits of the named split set `name` (`zoo.imports.writer.SplitSet`):
+    each split's rows in the set's order, a row repeated where the set repeats it.
+
+    The set's file and every shard are checked against the manifest (with `check`); rows are
+    gathered a shard at a time, so memory holds the set's rows and one shard.
+    """
+    folder = Path(folder)
+    config, entry, wanted = _split_set_ids(folder, config, name, check)
+    needed = {m for ids in wanted.values() for m in ids}
+    pieces = [ZooSplit(decode_weights(table["weights"]), table.drop_columns(["weights"]).to_pandas())
+              for table in _split_set_rows(folder, config, entry, name, needed, None)]
+    metadata = pd.concat([p.metadata for p in pieces], ignore_index=True)
+    space = pieces[0].weights.space
+    weights = WeightBatch(space, tuple(torch.cat(parts) for parts in zip(*(p.weights.tensors for p in pieces))))
+    position = _positions(metadata, needed, name, config)
     splits = {}
     for split in ("train", "validation", "test"):
         rows = torch.tensor([position[m] for m in wanted[split]], dtype=torch.long)
         splits[split] = ZooSplit(weights[rows], metadata.iloc[rows.numpy()].reset_index(drop=True))
     return splits
+
+
+def read_split_set_metadata(folder: str | Path, config: str | None, name: str, split: str = "test", *,
+                            check: bool = True) -> pd.DataFrame:
+    """One split of split set `name` as `load_split_set` gives it, metadata columns only (no weights read)."""
+    folder = Path(folder)
+    config, entry, wanted = _split_set_ids(folder, config, name, check)
+    if split not in wanted:
+        raise ValueError(f"split set {name!r} has no split {split!r}")
+    needed = set(wanted[split])
+    files = entry_paths(folder, entry["files"])
+    tables = _split_set_rows(folder, config, entry, name, needed, _metadata_columns(files[0]))
+    metadata = pa.concat_tables(tables).to_pandas()
+    position = _positions(metadata, needed, name, config)
+    return metadata.iloc[[position[m] for m in wanted[split]]].reset_index(drop=True)

@@ -45,3 +45,44 @@ def test_an_unknown_split_set_names_the_ones_there(imported, tmp_path):
     with pytest.raises(ValueError, match=r"no split set 'paper'; it has \['nfn'\]"):
         run_benchmark("generalization", "statnn", imported, None, [0], None,
                       task_overrides={"splits": "paper", "epochs": 1}, device="cpu", progress=False)
+
+
+def test_the_nfn_preset_takes_the_split_set_and_the_papers_training(imported, tmp_path):
+    from benchmarks.harness import run_benchmark
+
+    results = run_benchmark("generalization", "statnn", imported, None, [0], None,
+                            task_overrides={"preset": "nfn", "epochs": 1}, device="cpu", progress=False)
+    config = results["task_config"]
+    assert (config["splits"], config["loss"], config["batch_size"], config["lr"], config["weight_decay"]) == (
+        "nfn", "bce", 8, 1e-3, 0.0)
+    assert config["epochs"] == 1  # an override on top of the preset
+
+
+def test_a_board_pins_the_split_sets_test_rows_and_re_scores_a_result_on_them(imported, tmp_path):
+    """Registered with --dataset, the board pins the zoo's test split and each split set's; a result on
+    the nfn split is re-scored from the nfn file, audited, and a changed pinned file fails the audit."""
+    from benchmarks.harness import run_benchmark
+    from leaderboards import submit
+    from leaderboards.audit import audit
+    from leaderboards.datasets import load_datasets
+    from leaderboards.pinned import load_pinned, pin_dataset
+    from zoo.loader import load_split_set, read_split_set_metadata
+
+    out = tmp_path / "statnn.json"
+    run_benchmark("generalization", "statnn", imported, None, [0, 1, 2], out,
+                  task_overrides={"splits": "nfn", "epochs": 1}, device="cpu", progress=False)
+    board = tmp_path / "board"
+    accepted = submit(out, board, imported)
+    assert accepted.verified, accepted.rescoring
+    record = load_datasets(board)[accepted.registered_dataset.dataset_hash]
+    assert sorted(record.split_sets) == ["nfn"] and record.test_metadata is not None
+    pinned = load_pinned(board, record, "nfn")
+    assert pinned.equals(read_split_set_metadata(imported, None, "nfn", "test"))
+    assert pinned.equals(load_split_set(imported, None, "nfn")["test"].metadata)
+    assert not pinned.equals(load_pinned(board, record))  # the zoo's own test split is another
+    assert [(a.verified, a.problems) for a in audit(board, require_verified=True)] == [(True, ())]
+    assert "equal the test splits" in pin_dataset(board, imported)
+    path = board / "pinned" / f"{record.dataset_hash[:12]}.nfn.test.parquet"
+    path.write_bytes(path.read_bytes() + b"\0")  # negative control: the audit reads the split set's file
+    (result,) = audit(board, require_verified=True)
+    assert any("the pinned test metadata was changed" in problem for problem in result.problems), result.problems
