@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def _spec_file(tmp_path: Path) -> Path:
     raw = yaml.safe_load((SPECS_DIR / "cnn-mnist.yaml").read_text())
     raw["name"] = "cnn-mnist-ray"
-    raw["profiles"]["tiny"]["search_space"]["sampled"]["count"] = 12
+    raw["profiles"]["tiny"]["search_space"]["sampled"]["count"] = 8
     raw["profiles"]["tiny"]["training"] = {"epochs": 2, "batch_size": 64, "checkpoint_epochs": [1, 2]}
     path = tmp_path / "cnn-mnist-ray.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -39,7 +39,9 @@ def _generate(spec: Path, out: Path, *where: str, **popen) -> subprocess.Popen:
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
 
-def test_interrupted_generation_resumes_without_duplicates(tmp_path):
+def test_interrupted_generation_resumes_without_duplicates(tmp_path, ray_cluster):
+    """A local instance's driver killed mid-job; the resume runs on the shared cluster (the staging
+    folder is what carries over, wherever the trials run; and one Ray start less)."""
     spec_path = _spec_file(tmp_path)
     out = tmp_path / "zoo"
     spec = load_spec(spec_path, "tiny")
@@ -61,7 +63,8 @@ def test_interrupted_generation_resumes_without_duplicates(tmp_path):
     survivors = {m: staging.path(m).stat() for m in staging.model_ids()}
     assert 0 < len(survivors) < len(planned), f"interruption did not land mid-job: {len(survivors)} of {len(planned)}"
 
-    second = _generate(spec_path, out)
+    on_the_cluster = ("--address", ray_cluster.address)
+    second = _generate(spec_path, out, *on_the_cluster)
     output, _ = second.communicate(timeout=300)
     assert second.returncode == 0, output
     assert f"({len(survivors):,} already staged)" in output, output
@@ -75,7 +78,7 @@ def test_interrupted_generation_resumes_without_duplicates(tmp_path):
     ids = pq.read_table(sorted((out / "data" / spec.name).glob("*.parquet")), columns=["model_id"])["model_id"].to_pylist()
     assert sorted(ids) == sorted(planned)  # every checkpoint once: no duplicates, none missing
 
-    third = _generate(spec_path, out)
+    third = _generate(spec_path, out, *on_the_cluster)
     output, _ = third.communicate(timeout=120)
     assert third.returncode == 0 and f"staged 0 new checkpoints ({len(planned):,} already staged)" in output, output
 
