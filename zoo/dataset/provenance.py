@@ -97,6 +97,12 @@ UNTERTHINER_BIBTEX = """@article{unterthiner2020predicting,
   journal = {arXiv preprint arXiv:2002.11448},
   year    = {2020}
 }"""
+SCHUERHOLT_BIBTEX = """@inproceedings{schurholt2022model,
+  title     = {Model Zoos: A Dataset of Diverse Populations of Neural Network Models},
+  author    = {Sch{\\"u}rholt, Konstantin and Taskiran, Diyar and Knyazev, Boris and Gir{\\'o}-i-Nieto, Xavier and Borth, Damian},
+  booktitle = {Advances in Neural Information Processing Systems (NeurIPS), Datasets and Benchmarks Track},
+  year      = {2022}
+}"""
 TRAN_BIBTEX = """@inproceedings{tran2025equivariant,
   title     = {Equivariant Neural Functional Networks for Transformers},
   author    = {Tran, Viet-Hoang and Vo, Thieu N. and The, An Nguyen and Tran Huu, Tho and Nguyen-Nhat, Minh-Khoi and Tran, Thanh and Pham, Duy-Tung and Nguyen, Tan Minh},
@@ -177,5 +183,14 @@ FAMILIES: dict[str, FamilyFacts] = {
                      "each fit starts from its own seeded initialization; no augmented copies (augment in "
                      "weight space with zoo.symmetry)."),
         bibtex=(SITZMANN_BIBTEX, ZHOU_BIBTEX, NAVON_BIBTEX)),
+    "pooled_cnn": FamilyFacts(
+        reference_zoo="the Model Zoos (Schürholt et al., NeurIPS 2022 Datasets and Benchmarks)",
+        task_category="tabular-regression",
+        member=("small CNNs with max pooling: conv 8@5x5, pool, conv 6@5x5, pool, conv 4@2x2, flatten 36 -> 20 -> "
+                "10 (2,464 parameters on MNIST), or the larger CNN-l; each pool before its activation"),
+        differences=("import-only: the members are the published checkpoints, read from their Ray Tune trial "
+                     "folders (`nfnzoo import model-zoos`); nfnzoo trains none, and recomputes only the test "
+                     "metrics (the reference's validation images are its own seeded split of the training set)."),
+        bibtex=(SCHUERHOLT_BIBTEX,)),
 }
 

@@ -36,7 +36,7 @@ from zoo.registry import Registry
 
 # the built-in families, imported by name on the registry's first read (`zoo.registry`)
 FAMILIES: Registry[type] = Registry("zoo family", modules=("zoo.families.cnn", "zoo.families.inr",
-                                                           "zoo.families.transformer"))
+                                                           "zoo.families.transformer", "zoo.families.pooled_cnn"))
 
 
 @dataclasses.dataclass(frozen=True)

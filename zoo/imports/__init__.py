@@ -19,7 +19,8 @@ from typing import Callable
 from zoo.registry import Registry
 
 FORMAT_MODULES = ("zoo.imports.small_cnn_zoo", "zoo.imports.small_cnn_zoo_export", "zoo.imports.nfn_sirens",
-                  "zoo.imports.small_transformer_zoo", "zoo.imports.dwsnets_inrs")
+                  "zoo.imports.small_transformer_zoo", "zoo.imports.dwsnets_inrs",
+                  "zoo.imports.model_zoos")
 
 IMPORTERS: Registry[Callable] = Registry("zoo format (import)", modules=FORMAT_MODULES)
 EXPORTERS: Registry[Callable] = Registry("zoo format (export)", modules=FORMAT_MODULES)
