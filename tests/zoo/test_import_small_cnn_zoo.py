@@ -221,10 +221,10 @@ def test_cli_import_then_info_verify_and_datasets(tmp_path, capsys, read_with_da
     assert main(["info", str(out)]) == 0
     assert main(["verify", str(out)]) == 0
     assert capsys.readouterr().out.strip().endswith("ok")
-    # no spec to evaluate or train from: said, not a crash and not a silent pass
-    assert main(["verify", str(out), "--recompute", "2"]) == 0
+    # no spec to train from: said, not a crash and not a silent pass (re-scoring: the tests below)
+    assert main(["verify", str(out), "--retrain", "1"]) == 0
     said = capsys.readouterr()
-    assert ("small-cnn-zoo-mnist: imported (small-cnn-zoo), so it has no spec nfnzoo can evaluate or train from"
+    assert ("small-cnn-zoo-mnist: imported (small-cnn-zoo), so it has no spec nfnzoo can train from"
             in said.out + said.err), said
     card = (out / "README.md").read_text()
     assert "cc-by-4.0" in card and "Unterthiner" in card and "HWIO -> OIHW" in card and "Split set `nfn`" in card
@@ -240,7 +240,8 @@ def test_round_trip_our_zoo_through_the_small_cnn_zoo_layout(tmp_path, tiny_zoo)
 
     config = next(iter(read_manifest(tiny_zoo)["configs"]))
     legacy = get_exporter("small-cnn-zoo")(tiny_zoo, tmp_path / "legacy")
-    assert sorted(p.name for p in legacy.iterdir()) == ["layout.csv", "metrics.csv.gz", "nfn_split.csv", "weights.npy"]
+    assert sorted(p.name for p in legacy.iterdir()) == ["layout.csv", "metrics.csv.gz", "nfn_split.csv",
+                                                        "nfnzoo_evaluation.json", "weights.npy"]
     # what the NFN loader reads: the header-"0" permutation, kernels by suffix, shapes as tuple literals
     order = pd.read_csv(legacy / "nfn_split.csv", header=None).values.flatten()
     assert order[0] == 0 and sorted(order[1:]) == list(range(len(order) - 1))
@@ -267,6 +268,58 @@ def test_round_trip_our_zoo_through_the_small_cnn_zoo_layout(tmp_path, tiny_zoo)
             assert all(torch.equal(mine[k], back_state[k]) for k in mine)
             compared += 1
     assert compared == sum(len(s) for s in back.values())
+
+
+def test_members_exported_and_imported_back_re_score_to_their_accuracies_through_the_released_model(
+        tmp_path, tiny_zoo):
+    """The tiny zoo (the bundled spec: the released model, valid padding, pixels in [-1, 1]) through the
+    Small CNN Zoo layout and back: `verify --recompute` re-evaluates imported members on real MNIST
+    (the test subset the sidecar names) and matches their recorded accuracies and losses."""
+    from zoo.dataset.verify import verify
+    from zoo.imports import get_exporter
+
+    legacy = get_exporter("small-cnn-zoo")(tiny_zoo, tmp_path / "legacy")
+    import_zoo(legacy, tmp_path / "back", config="back", nfn_final_step=2)
+    report = verify(tmp_path / "back", recompute=4)
+    assert report.problems == [] and len(report.recomputed) == 4, report.problems
+    compared = {key for result in report.recomputed for key in result["metrics"]}
+    assert {"test_accuracy", "test_loss", "val_accuracy", "val_loss"} <= compared
+    assert all(m["match"] for result in report.recomputed for m in result["metrics"].values())
+
+
+def test_the_releases_own_members_are_scored_on_the_whole_test_split_and_a_wrong_record_fails(tmp_path, capsys):
+    """A hand-made MNIST folder (random weights, random recorded accuracies): its members are re-scored on
+    MNIST's whole test split, as the release scored them, so the made-up accuracies fail `verify
+    --recompute` (the negative control of the test above); CIFAR-10-GS records no re-scoring (our gray
+    images are not the release's) and says so."""
+    from zoo.cli import main
+    from zoo.storage.folder import read_manifest
+
+    make_zoo(tmp_path / "src", runs=2, steps=(0, 86))
+    import_zoo(tmp_path / "src", tmp_path / "out")
+    entry = read_manifest(tmp_path / "out")["configs"]["small-cnn-zoo-mnist"]
+    assert entry["imported"]["evaluation"] == {"dataset": {"name": "mnist", "validation_size": 0},
+                                               "eval_batch_size": 2000}
+    assert main(["verify", str(tmp_path / "out"), "--recompute", "1"]) == 1
+    said = capsys.readouterr()
+    assert "test_accuracy stored" in said.out + said.err and "val_" not in said.out + said.err
+    make_zoo(tmp_path / "cifar", runs=2, steps=(0, 86), dataset="cifar10")
+    import_zoo(tmp_path / "cifar", tmp_path / "cifar-out")
+    assert main(["verify", str(tmp_path / "cifar-out"), "--recompute", "1"]) == 0
+    said = capsys.readouterr()
+    assert "without a record of how its source scored its members" in said.out + said.err
+
+
+def test_a_zoo_of_another_architecture_is_not_exported_as_the_released_model(tmp_path):
+    from zoo.imports.small_cnn_zoo_export import _check_released
+    from zoo.validation.inputs import InputError
+
+    released = {"in_channels": 1, "channels": 16, "num_conv_layers": 3, "kernel_size": 3, "stride": 2,
+                "num_classes": 10, "padding": "valid", "input_range": "signed"}
+    _check_released(tmp_path, "ok", {"architectures": {"a": {"architecture": released}}})  # the control
+    old = {k: v for k, v in released.items() if k not in ("padding", "input_range")}  # a spec from before the fields
+    with pytest.raises(InputError, match=r"config old has \{'padding': 'symmetric', 'input_range': 'unit'\}"):
+        _check_released(tmp_path, "old", {"architectures": {"a": {"architecture": old}}})
 
 
 def test_a_config_name_that_leaves_the_output_folder_is_refused(tmp_path):

@@ -16,7 +16,9 @@ nothing packed fails; an incomplete one (fewer checkpoints packed than planned, 
 `nfnzoo pack --allow-incomplete` writes) fails too unless ``allow_incomplete``, when it is a
 warning: a partial zoo is a legitimate thing to share only when someone chose it. With
 ``recompute=N`` it reloads N seeded-random checkpoints into the family's model and
-re-evaluates them on the stored validation and test sets, failing if the metrics differ; with
+re-evaluates them on the stored validation and test sets, failing if the metrics differ (an
+imported config only where its importer recorded how its source scored them,
+`zoo.dataset.evaluation`, and only the metrics the source measured); with
 ``retrain=N`` it trains N seeded-random runs again and fails unless their checkpoints are
 the packed ones bit for bit (`zoo.dataset.retrain`).
 """
@@ -32,6 +34,7 @@ import pyarrow.parquet as pq
 
 from zoo.dataset.card import card_header
 from zoo.dataset.card_check import card_problems
+from zoo.dataset.evaluation import evaluation_spec
 from zoo.families import create_family
 from zoo.storage.folder import MANIFEST, read_manifest
 from zoo.storage.integrity import shard_problem
@@ -118,7 +121,9 @@ def _check_rows(parquet: pq.ParquetFile, entry: dict, report: VerifyReport, ids:
 def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, report: VerifyReport) -> None:
     from zoo.loader import load_split
 
-    spec = spec_from_data(entry["spec"], f"{folder}/manifest.json:{name}")
+    where = f"{folder}/manifest.json:{name}"
+    imported = "imported" in entry
+    spec = evaluation_spec(name, entry, where) if imported else spec_from_data(entry["spec"], where)
     family = create_family(spec.family)
     data = family.load_data(spec)
     rng = np.random.default_rng(seed)
@@ -137,6 +142,8 @@ def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, repo
             result = {"config": name, "split": split, "model_id": stored["model_id"], "metrics": {}}
             for key, value in metrics.items():
                 expected = float(stored[key])
+                if imported and np.isnan(expected):  # a metric the source never measured (e.g. no validation set)
+                    continue
                 close = family.metric_matches(key, expected, value, data)
                 result["metrics"][key] = {"stored": expected, "recomputed": value, "match": close}
                 if not close:
@@ -210,15 +217,19 @@ def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incom
                                    "loaded or published; the next `nfnzoo pack` removes it)")
     if card_header(manifest)["configs"] and not report.problems:
         for name, entry in sorted(manifest["configs"].items()):
-            if (recompute > 0 or retrain > 0) and entry.get("imported"):
+            imported = entry.get("imported")
+            if imported and retrain > 0:
                 report.warnings.append(
-                    f"{name}: imported ({entry['imported'].get('format', 'another format')}), so it has no spec "
-                    "nfnzoo can evaluate or train from: --recompute and --retrain skip it (its shards, rows and "
-                    "checksums were checked)")
+                    f"{name}: imported ({imported.get('format', 'another format')}), so it has no spec nfnzoo can "
+                    "train from: --retrain skips it (its shards, rows and checksums were checked)")
+            if imported and recompute > 0 and "evaluation" not in imported:
+                report.warnings.append(
+                    f"{name}: imported ({imported.get('format', 'another format')}) without a record of how its "
+                    "source scored its members: --recompute skips it (its shards, rows and checksums were checked)")
                 continue
             if recompute > 0:
                 _recompute(folder, name, entry, recompute, seed, report)
-            if retrain > 0:
+            if retrain > 0 and not imported:
                 from zoo.dataset.retrain import retrain_runs
 
                 results, problems = retrain_runs(folder, name, entry, retrain, seed)

@@ -45,6 +45,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
+from zoo.dataset.evaluation import EVALUATION_SIDECAR, read_evaluation_sidecar
 from zoo.imports import register_importer
 from zoo.imports.small_cnn_zoo_splits import NFN_FINAL_STEP, SPLIT_RULES, read_nfn_split_file, split_positions
 from zoo.imports.small_cnn_zoo_splits import nfn_split_positions  # noqa: F401  (its old home's name, kept)
@@ -77,6 +78,10 @@ RELEASED_ARCHITECTURE = {"in_channels": 1, "channels": 16, "num_conv_layers": 3,
                          "num_classes": 10, "padding": "valid", "input_range": "signed"}
 OUR_SPLIT = SplitSpec(seed=0, fractions={"train": 0.7, "validation": 0.1, "test": 0.2})
 CHUNK_ROWS = 4096
+# what the release scored test accuracy on (train_network.py: the whole test split), where our data source
+# is the release's: MNIST and Fashion-MNIST (CIFAR-10-GS and SVHN-GS are averaged to gray there, luma here)
+RELEASE_EVALUATION = {name: {"dataset": {"name": name, "validation_size": 0}, "eval_batch_size": 2000}
+                      for name in ("mnist", "fashion_mnist")}
 MAX_LAYOUT_BYTES = 2**20
 MAX_METRICS_BYTES = 2**31
 
@@ -387,13 +392,18 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
         "dataset": {"name": dataset}, "architecture": architecture, "training": RECIPE,
         "seeds": sorted({int(s) for s in frame.get("config.random_seed", [0])}),
         "splits": {"seed": OUR_SPLIT.seed, "fractions": dict(OUR_SPLIT.fractions)}}
+    evaluation = read_evaluation_sidecar(source / EVALUATION_SIDECAR, dataset) or RELEASE_EVALUATION.get(dataset)
+    conversions.append("re-scoring (`nfnzoo verify --recompute`): " + (
+        f"on {evaluation['dataset']}" if evaluation else "none: our grayscale images (luma) are not the release's "
+        "(channel average), so a recomputed accuracy would differ"))
     provenance = {"format": FORMAT, "name": "Small CNN Zoo (Unterthiner et al. 2020)", "url": URL,
                   "license": LICENSE, "license_link": LICENSE_LINK, "citation": UNTERTHINER_BIBTEX,
                   "split_set_citations": {n: SPLIT_RULES[n].citation for n in split_sets},
                   "files": [WEIGHTS, METRICS, LAYOUT] + ([split_file.name] if split_file else []),
                   "conversions": conversions,
                   "verified": "the layout, the conversions and the split-set rules are checked against fixture folders "
-                              "made in the release's layout, not against the released files (not reachable here)"}
+                              "made in the release's layout, not against the released files (not reachable here)",
+                  **({"evaluation": evaluation} if evaluation else {})}
     imported = ImportedConfig(name=name, family="cnn", architecture=architecture, spec=spec, source=provenance,
                               extra_columns={k: pa.string() for k in extras}, split_sets=split_sets)
     chunks = _chunks(matrix, frame, mapping, run_ids, split_of, hints, source / WEIGHTS)

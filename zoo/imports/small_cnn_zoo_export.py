@@ -5,20 +5,26 @@ checkpoint, per layer the bias then the kernel, kernels in TensorFlow's layout),
 release's flags from our hyperparameters, plus `val_loss`/`val_accuracy`, which the reference loaders
 ignore), `layout.csv`, and `nfn_split.csv` in the form the NFN loader reads (a header line "0", then a
 permutation). `import(export(z))` has z's weights, hyperparameters, metrics, epochs, seeds and statuses.
+Beside them, `nfnzoo_evaluation.json` says which data set and subsets the metrics were measured on (our
+spec's `dataset`, `zoo.dataset.evaluation`), so the import can re-score its members; the layout holds
+only the released architecture, so a zoo made with another (padding or input range) is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
+import json
 import math
 from pathlib import Path
 
 import numpy as np
 
 from zoo.imports import register_exporter
+from zoo.dataset.evaluation import EVALUATION_SIDECAR, evaluation_of
 from zoo.imports.small_cnn_zoo import (DATASETS, FORMAT, LAYOUT, METRICS, NFN_SPLIT, OPTIONAL_METRICS, WEIGHTS,
-                                       _tf_shape, _to_tf)
+                                       _tf_shape, _to_tf, released_architecture)
 from zoo.planning.plan import checkpoint_id
 from zoo.validation.inputs import InputError
 
@@ -68,12 +74,13 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
     if dataset not in OUR_TO_SOURCE_DATASET:
         raise InputError(f"{folder}: config {config} was trained on {dataset}; the Small CNN Zoo layout names "
                          f"{sorted(OUR_TO_SOURCE_DATASET)}")
+    _check_released(folder, config, entry)
     entries = [f for split in SPLITS for f in entry["files"] if f["split"] == split]
     check_shards(folder, entries)
     out.mkdir(parents=True, exist_ok=True)
     frames, written, space, order = [], 0, None, None
     total = sum(f["rows"] for f in entries)
-    temporary = {name: out / f".{name}.tmp" for name in (WEIGHTS, METRICS, LAYOUT, NFN_SPLIT)}
+    temporary = {name: out / f".{name}.tmp" for name in (WEIGHTS, METRICS, LAYOUT, NFN_SPLIT, EVALUATION_SIDECAR)}
     try:
         with open(temporary[WEIGHTS], "wb") as handle:
             header_at = None
@@ -108,6 +115,7 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
             position += size
         temporary[LAYOUT].write_text("\n".join(lines) + "\n")
         permutation = np.random.default_rng(seed).permutation(written)
+        temporary[EVALUATION_SIDECAR].write_text(json.dumps(evaluation_of(entry), indent=1) + "\n")
         temporary[NFN_SPLIT].write_text("0\n" + "\n".join(map(str, permutation.tolist())) + "\n")
         for name, path in temporary.items():
             path.replace(out / name)
@@ -116,6 +124,19 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
             path.unlink(missing_ok=True)
         raise
     return out
+
+
+def _check_released(folder: Path, config: str, entry: dict) -> None:
+    """The layout's rows are the released model's; a config whose members compute another function is refused."""
+    from zoo.families.cnn import CNNArchitecture
+
+    released = released_architecture()
+    for architecture in (a["architecture"] for a in entry["architectures"].values()):
+        ours = dataclasses.asdict(CNNArchitecture(**architecture))
+        differs = {k: ours[k] for k in released if ours.get(k) != released[k]}
+        if differs:
+            raise InputError(f"{folder}: config {config} has {differs}; the Small CNN Zoo layout holds the released "
+                             f"model ({ {k: released[k] for k in differs} }), so its rows would compute another function")
 
 
 def _write_metrics(metadata, path: Path, dataset: str, entry: dict) -> None:

@@ -64,7 +64,10 @@ def run_train_subset(train: ImageData, fraction: float, seed: int) -> ImageData:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data: ImageData, batch_size: int) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of `model` on `data` (eval mode, no dropout)."""
+    """Mean cross-entropy and accuracy of `model` on `data` (eval mode, no dropout); NaN for no examples
+    (a set a source never held, e.g. an imported zoo's validation set)."""
+    if len(data) == 0:
+        return math.nan, math.nan
     was_training = model.training
     model.eval()
     loss_sum, correct = 0.0, 0
