@@ -36,6 +36,12 @@ def _generate(args: argparse.Namespace) -> int:
 
         print("\n".join(estimate(spec).lines()[1:]))
         return 0
+    from zoo.families import create_family
+
+    importer = create_family(spec.family).IMPORT_ONLY
+    if importer is not None:
+        raise CommandError(f"{spec.name}: family {spec.family} is import-only (no training recipe); get its members "
+                           f"with `nfnzoo import {importer} SOURCE --out DIR`")
     try:
         check_writable(args.out)
     except ValueError as error:

@@ -218,3 +218,14 @@ def test_random_group_elements_preserve_the_function(experiment, activation, wro
     half = WeightBatch(weights.space, tuple(m if spec.layer <= 2 else w for spec, m, w in
                                             zip(weights.space.tensors, moved.tensors, weights.tensors)))
     assert (outputs(half) - reference).abs().max() > 1e-2
+
+
+def test_generate_refuses_the_import_only_family(tmp_path, capsys):
+    from zoo.cli import main
+
+    assert main(["generate", "model-zoos-mnist", "--dry-run"]) == 0  # the recipe plans: 2,560 runs
+    assert "2,560 runs" in capsys.readouterr().out
+    assert main(["generate", "model-zoos-mnist", "--out", str(tmp_path / "zoo")]) != 0
+    assert "import-only" in capsys.readouterr().err and not (tmp_path / "zoo").exists()
+    with pytest.raises(NotImplementedError, match="import-only"):
+        create_family("pooled_cnn").train_population(None, [], None, None)

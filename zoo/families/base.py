@@ -21,7 +21,9 @@ A family is a `Family` subclass registered with `@register_family(name)` that pr
   ``best=True`` at the end when the spec keeps the best checkpoint; the default
   trains them one at a time with ``train_run(spec, run, data, emit_one)``;
 - ``evaluate(spec, hparams, weights, data)``: the metrics that depend only on the weights, recomputed;
-- ``run_flops(spec, hparams)``: the FLOPs of one run, training and evaluation, for planning.
+- ``run_flops(spec, hparams)``: the FLOPs of one run, training and evaluation, for planning;
+- ``IMPORT_ONLY``: for a family without a training recipe, the import format that writes its
+  members (`nfnzoo generate` refuses its specs, naming it); None for the families that train.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Family:
     # runs trained together in one process, per device type (each family's measured choice);
     # a larger population bounds nothing but memory, a smaller one wastes per-step overhead
     POPULATION_SIZES: dict[str, int] = {"cpu": 1, "cuda": 1}
+    IMPORT_ONLY: str | None = None  # the `nfnzoo import` format of a family that cannot train
 
     def __init__(self, population_size: int | None = None):
         if population_size is not None and population_size < 1:

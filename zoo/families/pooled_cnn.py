@@ -25,7 +25,8 @@ permutations: their sign symmetry holds on the unpooled layers alone, which the 
 declare. Sigmoid, GELU and SiLU members: permutations.
 
 Import-only: `nfnzoo import model-zoos` writes its members (`zoo.imports.model_zoos`); the family
-has no training recipe, so `train_population` refuses, naming the importer.
+has no training recipe: `IMPORT_ONLY` names the importer, `nfnzoo generate` refuses its specs (the bundled
+`model-zoos-mnist` records the MNIST hyperparameter zoo's recipe), and `train_population` raises.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ class PooledCNNFamily(Family):
     Architecture = PooledCNNArchitecture
     HParams = PooledCNNHParams
     METRICS = dict.fromkeys(CLASSIFICATION_METRICS, float)
+    IMPORT_ONLY = "model-zoos"
 
     def build(self, architecture: dict, hparams: dict | None = None) -> PooledCNN:
         arch = PooledCNNArchitecture(**architecture)
