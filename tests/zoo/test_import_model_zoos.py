@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 import torch
+from torch import nn
 
 from model_zoos_fixture import EXPERIMENT, KINDS, MEAN, STD, ReferenceShapedCNN, make_experiment, mnist_test
 from zoo.families import create_family
@@ -229,3 +230,35 @@ def test_generate_refuses_the_import_only_family(tmp_path, capsys):
     assert "import-only" in capsys.readouterr().err and not (tmp_path / "zoo").exists()
     with pytest.raises(NotImplementedError, match="import-only"):
         create_family("pooled_cnn").train_population(None, [], None, None)
+
+
+def test_a_cnn_l_trial_imports_into_the_same_function(tmp_path):
+    """CNN-l (`CNN3`, 32x32, three pooled convs, dropout modules always present): keys 0, 4, 8, 13, 16."""
+    torch.manual_seed(7)
+    act = nn.GELU
+    layers = [nn.Conv2d(3, 16, 3), nn.MaxPool2d(2, 2), act(), nn.Dropout(0.0),
+              nn.Conv2d(16, 32, 3), nn.MaxPool2d(2, 2), act(), nn.Dropout(0.0),
+              nn.Conv2d(32, 15, 3), nn.MaxPool2d(2, 2), act(), nn.Dropout(0.0),
+              nn.Flatten(), nn.Linear(60, 20), act(), nn.Dropout(0.0), nn.Linear(20, 10)]
+    reference = nn.Sequential(*layers).eval()  # indexed as the reference's module_list
+    config = {"model::type": "CNN3", "model::channels_in": 3, "model::nlin": "gelu", "model::dropout": 0,
+              "model::init_type": "kaiming_uniform", "optim::optimizer": "adam", "optim::lr": 1e-4, "optim::wd": 1e-2,
+              "seed": 3, "training::batchsize": 10}
+    trial = tmp_path / "tune_zoo_cifar10_uniform_large" / "NN_tune_trainable_aa000_00000_0_seed=3"
+    (trial / "checkpoint_000002").mkdir(parents=True)
+    (trial / "params.json").write_text(json.dumps(config))
+    (trial / "result.json").write_text(json.dumps({"training_iteration": 2, "train_loss": 2.0, "train_acc": 0.3,
+                                                   "test_loss": 2.1, "test_acc": 0.25}) + "\n")
+    state = {f"module_list.{k}": v for k, v in reference.state_dict().items()}
+    assert [k for k in state][::2] == [f"module_list.{i}.weight" for i in (0, 4, 8, 13, 16)]
+    torch.save(state, trial / "checkpoint_000002" / "checkpoints")
+    manifest = import_zoo(trial.parent, tmp_path / "out")
+    (config_name,) = manifest["configs"]
+    architecture = manifest["configs"][config_name]["spec"]["architecture"]
+    loaded = load_split(tmp_path / "out", config_name, "test")  # one trial: int(0.7) = int(0.15) = 0
+    model = create_family("pooled_cnn").build(architecture, {"activation": "gelu"}).eval()
+    model.load_state_dict(loaded.weights.state_dict(0))
+    pixels = torch.rand(8, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(model(pixels), reference((pixels - 0.5) / 0.5), atol=1e-5)
+    assert loaded.weights.space.num_params == 10853 and "evaluation" not in manifest["configs"][config_name]["imported"]
