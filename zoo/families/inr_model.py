@@ -13,7 +13,7 @@ from typing import Literal, Sequence
 import torch
 from torch import nn
 
-from zoo.validation.domains import Index, LearningRate, Scale, Size
+from zoo.validation.domains import Index, LearningRate, Real, Scale, Size
 
 INTENSITY_RANGES: dict[str, tuple[float, float]] = {"signed": (-1.0, 1.0), "unit": (0.0, 1.0)}
 INTENSITY_RANGE = 2.0  # the default ("signed") targets span [-1, 1]
@@ -35,7 +35,7 @@ class INRArchitecture:
     # its column, as DWSNets' make_coordinates (np.meshgrid's default "xy" indexing) feeds it
     intensity_range: Literal["signed", "unit"] = "signed"  # fit targets: [-1, 1] (Normalize(0.5, 0.5)), or
     # "unit": [0, 1] (ToTensor), what a DWSNets INR fits
-    output_offset: float = 0.0  # added to the linear output: DWSNets' INR returns seq(x) + 0.5
+    output_offset: Real = 0.0  # added to the linear output: DWSNets' INR returns seq(x) + 0.5
 
     @property
     def pixels(self) -> int:
