@@ -93,7 +93,14 @@ class EditedRender(nn.Module):
     def forward(self, weights: WeightBatch) -> torch.Tensor:
         from zoo.families.inr import siren_forward
 
-        return siren_forward(self.architecture, self.edited(weights).tensors, self.coords).flatten(1)
+        return _signed(siren_forward(self.architecture, self.edited(weights).tensors, self.coords).flatten(1),
+                       self.architecture)
+
+
+def _signed(pixels: torch.Tensor, architecture) -> torch.Tensor:
+    """A render on [-1, 1], where the task's MSE is measured, whichever range the SIRENs were fitted on
+    (`INRArchitecture.intensity_range`: the DWSNets INRs fit [0, 1])."""
+    return pixels * 2 - 1 if architecture.intensity_range == "unit" else pixels
 
 
 def _inr_architecture(split: "ZooSplit", where: str):
@@ -155,7 +162,7 @@ def _render(architecture, weights: WeightBatch, batch_size: int) -> torch.Tensor
 
     coords = coordinate_grid(architecture.image_size).to(weights.tensors[0].device)
     with torch.no_grad():
-        return torch.cat([siren_forward(architecture, batch.tensors, coords).flatten(1)
+        return torch.cat([_signed(siren_forward(architecture, batch.tensors, coords).flatten(1), architecture)
                           for _, batch in weights.batches(batch_size)])
 
 

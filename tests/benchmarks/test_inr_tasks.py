@@ -322,3 +322,21 @@ def test_bad_task_settings_are_refused_with_the_key():
         create_task("inr-editing", delta_scale=0.0)
     assert create_task("inr-classification", preset="nfn").config.epochs == 142
     assert create_task("inr-editing", preset="nfn").config.warmup_steps == 1000
+
+
+def test_editing_measures_renders_on_minus_one_to_one_whatever_range_the_sirens_fit():
+    """A SIREN fitted to [0, 1] (the DWSNets INRs' intensity_range) renders x there; the task's MSE compares
+    2x - 1 with its [-1, 1] targets. The same weights under the default range are taken as they are."""
+    from benchmarks.tasks.inr_editing import _render
+    from zoo.families import create_family
+    from zoo.families.inr import INRArchitecture
+    from zoo.weightspace import WeightBatch
+
+    signed = INRArchitecture(image_size=4, hidden_features=8, out_features=1)
+    unit = dataclasses.replace(signed, intensity_range="unit")
+    space = create_family("inr").weight_space(dataclasses.asdict(signed))
+    generator = torch.Generator().manual_seed(0)
+    weights = WeightBatch(space, tuple(torch.randn(3, *t.shape, generator=generator) * 0.1 for t in space.tensors))
+    as_is = _render(signed, weights, 2)
+    assert torch.allclose(_render(unit, weights, 2), as_is * 2 - 1)
+    assert not torch.allclose(_render(unit, weights, 2), as_is)  # the control: the range is not ignored
