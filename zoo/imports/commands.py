@@ -14,6 +14,7 @@ from zoo.cli import CommandError
 
 def _import(args: argparse.Namespace) -> int:
     from zoo.imports import get_importer
+    from zoo.imports.archive import import_from
     from zoo.registry import UnknownNameError
 
     try:
@@ -34,7 +35,7 @@ def _import(args: argparse.Namespace) -> int:
         options["splits"] = args.splits
     options["max_shard_bytes"] = int(args.shard_mb * 2**20)
     try:
-        manifest = importer(args.source, args.out, **options)
+        manifest = import_from(importer, args.source, args.out, **options)
     except TypeError as error:  # an option this format does not take
         raise CommandError(f"import {args.format}: {error}") from None
     for name, entry in sorted(manifest["configs"].items()):
@@ -68,7 +69,8 @@ def _export(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser("import", help="read a zoo a paper published (its own layout) into our dataset format")
     p.add_argument("format", help="the published layout, e.g. small-cnn-zoo, nfn-sirens, dwsnets-inrs")
-    p.add_argument("source", help="the published zoo's folder, as downloaded and unpacked")
+    p.add_argument("source", help="the published zoo as downloaded: its folder, or a .zip / .tar(.gz|.xz) of it "
+                                  "(unpacked beside --out, checked member by member, removed after)")
     p.add_argument("--out", required=True, help="the zoo folder to write (other configs already there are kept)")
     p.add_argument("--config", default=None, help="the config name (default: <format>-<data set>)")
     p.add_argument("--dataset", default=None, help="the data set, where the source does not say (e.g. mnist)")
