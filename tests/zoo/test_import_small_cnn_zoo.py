@@ -330,3 +330,23 @@ def test_a_config_name_that_leaves_the_output_folder_is_refused(tmp_path):
         import_zoo(tmp_path / "src", tmp_path / "out", config="../escape")
     assert "\n" not in str(error.value)
     assert not (tmp_path / "escape").exists() and not (tmp_path / "out").exists()
+
+
+def test_verify_checks_the_split_set_files(tmp_path):
+    """A clean import verifies; a split-set file changed, or gone, is a problem naming it (the controls)."""
+    import json
+
+    from zoo.dataset.verify import verify
+    from zoo.storage.folder import read_manifest
+
+    make_zoo(tmp_path / "src", runs=8, steps=(0, 86))
+    import_zoo(tmp_path / "src", tmp_path / "out")
+    assert verify(tmp_path / "out").problems == []
+    path = tmp_path / "out" / read_manifest(tmp_path / "out")["configs"]["small-cnn-zoo-mnist"]["split_sets"]["nfn"]["path"]
+    lists = json.loads(path.read_text())
+    lists["test"] = lists["test"][:-1]
+    path.chmod(0o644)
+    path.write_text(json.dumps(lists))
+    assert any("split set nfn" in p and "sha256 differs" in p for p in verify(tmp_path / "out").problems)
+    path.unlink()
+    assert any("split set nfn" in p and "missing" in p for p in verify(tmp_path / "out").problems)

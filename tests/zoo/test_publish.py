@@ -237,3 +237,23 @@ def test_no_token_and_an_unreachable_hub_are_one_line_each(tiny_zoo, offline_hf)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert "cannot reach the Hugging Face Hub at http://127.0.0.1:9" in line and "ConnectError" in line
+
+
+def test_an_imported_zoos_split_sets_are_published_and_load_from_the_repo(tmp_path, api, repo):
+    """The split-set files travel with their shards (and a republish does not delete them), so the papers'
+    splits load from the repo as from the folder."""
+    from small_cnn_fixture import make_zoo
+    from zoo.imports import get_importer
+    from zoo.loader import load_split_set
+
+    make_zoo(tmp_path / "src", runs=8, steps=(0, 86))
+    get_importer("small-cnn-zoo")(tmp_path / "src", tmp_path / "zoo")
+    entry = read_manifest(tmp_path / "zoo")["configs"]["small-cnn-zoo-mnist"]
+    split_set = entry["split_sets"]["nfn"]["path"]
+    publish(tmp_path / "zoo", "org/zoo", api=api)
+    publish(tmp_path / "zoo", "org/zoo", api=api)  # again: nothing of it deleted
+    assert split_set in repo.files()
+    (_, operations) = repo.commits[-1]
+    assert not any(isinstance(op, CommitOperationDelete) for op in operations)
+    theirs, ours = load_split_set(repo.root, None, "nfn"), load_split_set(tmp_path / "zoo", None, "nfn")
+    assert all(theirs[s].metadata.equals(ours[s].metadata) for s in ("train", "validation", "test"))

@@ -152,6 +152,38 @@ def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, repo
             report.recomputed.append(result)
 
 
+def _check_split_set(folder: Path, name: str, set_name: str, described: dict, ids: dict[str, str],
+                     report: VerifyReport) -> None:
+    """A named split set's file (an import's paper split): present, of its recorded sha256, its lists of the
+    recorded lengths, every model id one of the config's rows."""
+    from zoo.storage.integrity import sha256_file
+    from zoo.validation.inputs import InputError, read_json_file
+
+    where = f"config {name}: split set {set_name} ({described['path']})"
+    path = shard_path(folder, described["path"], where)
+    if not path.is_file():
+        report.problems.append(f"{where}: missing")
+        return
+    if sha256_file(path) != described["sha256"]:
+        report.problems.append(f"{where}: sha256 differs from the manifest's (the file was changed)")
+        return
+    try:
+        lists = read_json_file(path, 64 * 2**20, strict=True, what="split set")
+    except InputError as error:
+        report.problems.append(f"{where}: {error}")
+        return
+    for split, count in described["rows"].items():
+        listed = lists.get(split) if isinstance(lists, dict) else None
+        if not isinstance(listed, list) or len(listed) != count:
+            report.problems.append(f"{where}: {split} lists {len(listed) if isinstance(listed, list) else 'no'} "
+                                   f"model ids, the manifest says {count:,}")
+            continue
+        unknown = [m for m in listed if m not in ids]
+        if unknown:
+            report.problems.append(f"{where}: {split} names {len(unknown):,} model ids the config does not hold "
+                                   f"(first {ascii(str(unknown[0]))[:60]})")
+
+
 def _check_counts(name: str, entry: dict, report: VerifyReport) -> None:
     """The manifest's counts against its own shard list and each other."""
     packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
@@ -202,6 +234,8 @@ def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incom
         ids: dict[str, str] = {}
         for file_entry in entry["files"]:
             _check_file(folder, file_entry, entry["columns"], report, ids)
+        for set_name, described in sorted(entry.get("split_sets", {}).items()):
+            _check_split_set(folder, name, set_name, described, ids, report)
     card_report = card_problems(folder, manifest)
     report.problems += card_report.problems
     report.warnings += card_report.warnings

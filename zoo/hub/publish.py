@@ -100,6 +100,9 @@ def plan_commit(folder: Path, folder_manifest: dict, repo_files: list[str], repo
     """(files to add as (path in repo, local path or bytes), paths to delete, the merged manifest)."""
     merged = merge_manifests(repo_manifest, folder_manifest, where)
     shards = sorted(f["path"] for entry in folder_manifest["configs"].values() for f in entry["files"])
+    # an imported zoo's named split sets (data/<config>/splitset-<name>.json) travel with their shards
+    shards += sorted(s["path"] for entry in folder_manifest["configs"].values()
+                     for s in entry.get("split_sets", {}).values())
     adds: list[tuple[str, Path | bytes]] = [(path, shard_path(folder, path, f"{folder / MANIFEST}: shard {path}"))
                                             for path in shards]
     if merged is folder_manifest:  # nothing to merge: the folder's own card and manifest, byte for byte
