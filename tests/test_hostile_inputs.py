@@ -17,7 +17,6 @@ row's `tmp_path` and, lazily, a writable copy of the session's tiny zoo) and ret
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import subprocess
@@ -136,7 +135,7 @@ def hostile_weights(kind: str) -> Callable[[Case], Path]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from zoo.storage.integrity import dataset_hash_of
+        from zoo.storage.integrity import dataset_hash_of, file_checksums
 
         folder = case.zoo()
         manifest = json.loads((folder / "manifest.json").read_text())
@@ -159,7 +158,7 @@ def hostile_weights(kind: str) -> Callable[[Case], Path]:
         shard.chmod(0o644)
         pq.write_table(table, shard)
         data = shard.read_bytes()
-        config["files"][0].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        config["files"][0].update(bytes=len(data), **file_checksums(shard))
         config["dataset_hash"] = dataset_hash_of(config["files"])
         (folder / "manifest.json").chmod(0o644)
         (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))

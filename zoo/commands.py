@@ -148,7 +148,7 @@ def _verify(args: argparse.Namespace) -> int:
         raise CommandError(f"--json {args.json}: no folder {Path(args.json).parent} to write the report into")
     source = _resolve_data(args)
     report = verify(source.folder, recompute=args.recompute, seed=args.seed, allow_incomplete=args.allow_incomplete,
-                    retrain=args.retrain)
+                    retrain=args.retrain, full=args.full)
     print(f"checked {report.files_checked} shards, {report.rows_checked:,} rows")
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -278,6 +278,9 @@ def register(subparsers) -> Callable[[], str]:
 
     p = subparsers.add_parser("verify", help="check shards against the manifest; optionally recompute metrics")
     _add_data_arguments(p)
+    p.add_argument("--full", action="store_true",
+                   help="check every shard's sha256 (what the dataset hash and the Hub rest on), not only its fast "
+                        "xxh3 checksum (what every load checks; `publish` always checks sha256)")
     p.add_argument("--recompute", type=int, default=0, metavar="N", help="re-evaluate N random checkpoints")
     p.add_argument("--retrain", type=int, default=0, metavar="N",
                    help="train N random runs again and compare their checkpoints bit for bit (same machine: identical)")

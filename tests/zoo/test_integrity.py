@@ -44,7 +44,7 @@ def test_a_flipped_byte_fails_the_benchmark_and_names_the_shard(tiny_zoo_copy, t
     flip_middle_byte(train)
     code, err = bench(tiny_zoo_copy, tmp_path / "mlp.json", capsys)
     assert code == 1
-    assert f"{train}: sha256 differs from the manifest (corrupted)" in err
+    assert f"{train}: xxh3_128 differs from the manifest (corrupted)" in err
     assert not (tmp_path / "mlp.json").exists()  # nothing was trained on it, nothing written
 
 
@@ -60,7 +60,7 @@ def flip_a_weight_byte(path: Path) -> None:
 
 def test_load_split_checks_the_shards_it_reads(tiny_zoo, tiny_zoo_copy):
     flip_a_weight_byte(shard(tiny_zoo_copy, "train"))
-    with pytest.raises(CorruptShardError, match=r"train-00000-of-00001-[0-9a-f]{8}\.parquet: sha256 differs"):
+    with pytest.raises(CorruptShardError, match=r"train-00000-of-00001-[0-9a-f]{8}\.parquet: xxh3_128 differs"):
         load_split(tiny_zoo_copy, CONFIG, "train")
     assert len(load_split(tiny_zoo_copy, CONFIG, "test")) == 3  # an intact split still loads
     # the negative control: unchecked, the flipped byte goes through silently as a wrong weight
@@ -182,3 +182,44 @@ def test_an_interrupt_while_packing_leaves_the_last_pack_as_it_was(tiny_zoo_copy
     after = {p: p.read_bytes() for p in sorted(tiny_zoo_copy.rglob("*")) if p.is_file() and "staging" not in p.parts
               and p.name != ".nfnzoo.lock"}  # the folder lock records who holds it
     assert after == before  # no half-built folder, no changed shard, manifest or card
+
+
+def _rewrite_manifest(folder: Path, edit) -> None:
+    path = folder / MANIFEST
+    path.chmod(0o644)
+    manifest = json.loads(path.read_text())
+    for entry in manifest["configs"][CONFIG]["files"]:
+        edit(entry)
+    path.write_text(json.dumps(manifest))
+
+
+def test_a_manifest_without_the_fast_checksum_is_checked_by_sha256(tiny_zoo_copy):
+    """A zoo packed before the fast checksum existed: loads check its sha256, and still catch a flip."""
+    assert all(len(f["xxh3_128"]) == 32 for f in read_manifest(tiny_zoo_copy)["configs"][CONFIG]["files"])
+    _rewrite_manifest(tiny_zoo_copy, lambda entry: entry.pop("xxh3_128"))
+    assert len(load_split(tiny_zoo_copy, CONFIG, "train")) > 0
+    flip_a_weight_byte(shard(tiny_zoo_copy, "train"))
+    with pytest.raises(CorruptShardError, match=r"\.parquet: sha256 differs"):
+        load_split(tiny_zoo_copy, CONFIG, "train")
+
+
+def test_verify_full_checks_the_sha256_a_forged_fast_checksum_cannot_hide(tiny_zoo_copy, capsys):
+    """A shard changed and its xxh3 rewritten to match (what a non-cryptographic hash allows): a load and
+    the default verify accept it; `verify --full` checks sha256, the hash of record, and refuses it."""
+    from zoo.storage.integrity import xxh3_file
+
+    train = shard(tiny_zoo_copy, "train")
+    flip_a_weight_byte(train)
+    forged = xxh3_file(train)
+    _rewrite_manifest(tiny_zoo_copy, lambda entry: entry.update(xxh3_128=forged) if entry["split"] == "train" else None)
+    assert len(load_split(tiny_zoo_copy, CONFIG, "train")) > 0
+    assert main(["verify", str(tiny_zoo_copy)]) == 0
+    assert main(["verify", str(tiny_zoo_copy), "--full"]) == 1
+    said = capsys.readouterr()
+    assert f"{train.relative_to(tiny_zoo_copy).as_posix()}: sha256 differs from the manifest (corrupted)" in said.err, said
+
+
+def test_a_malformed_fast_checksum_is_one_line_naming_the_key(tiny_zoo_copy, capsys):
+    _rewrite_manifest(tiny_zoo_copy, lambda entry: entry.update(xxh3_128="not hex"))
+    assert main(["verify", str(tiny_zoo_copy)]) == 1
+    assert ".xxh3_128: expected 32 lowercase hex digits" in capsys.readouterr().err

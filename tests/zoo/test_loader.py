@@ -13,7 +13,7 @@ import torch
 from zoo.storage import safetensors_io
 from zoo.storage.folder import MANIFEST, read_manifest, write_json_atomic
 from zoo.loader import dataset_hash, decode_weights, load_split, read_weights, split_files
-from zoo.dataset.pack import dataset_hash_of, sha256_file, write_shard
+from zoo.dataset.pack import dataset_hash_of, file_checksums, sha256_file, write_shard
 from zoo.storage.parquet_pages import fixed_width_pages
 from zoo.storage.record import arrow_schema, to_row
 from zoo.families.cnn import CNNFamily, CNNHParams
@@ -167,7 +167,7 @@ def add_rows(folder: Path, split: str, records) -> None:
     path = folder / entry["path"]
     rows = pq.read_table(path).to_pylist() + [to_row(r) for r in records]
     write_shard(rows, arrow_schema(CNNHParams, CNNFamily.METRICS), path, len(rows[0]["weights"]))  # pack's own writer
-    entry.update(rows=len(rows), bytes=path.stat().st_size, sha256=sha256_file(path))
+    entry.update(rows=len(rows), bytes=path.stat().st_size, **file_checksums(path))
     write_json_atomic(folder / MANIFEST, manifest)
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from zoo.cli import main
 from zoo.storage.folder import MANIFEST, read_manifest, write_json_atomic
-from zoo.dataset.pack import sha256_file
+from zoo.dataset.pack import file_checksums
 from zoo.dataset.verify import verify
 
 CONFIG = "cnn-mnist"
@@ -30,7 +30,7 @@ def reseal(folder: Path) -> None:
     manifest = read_manifest(folder)
     for entry in manifest["configs"][CONFIG]["files"]:
         entry["bytes"] = (folder / entry["path"]).stat().st_size
-        entry["sha256"] = sha256_file(folder / entry["path"])
+        entry.update(file_checksums(folder / entry["path"]))
     write_json_atomic(folder / MANIFEST, manifest)
 
 
@@ -62,7 +62,7 @@ def test_truncated_and_flipped_shards_are_reported_by_name(tiny_zoo_copy, capsys
     problems = verify(tiny_zoo_copy).problems
     assert any(p.startswith(f"{truncated}: ") and "manifest says" in p and "truncated" in p for p in problems)
     assert any(p.startswith(f"{truncated}: not readable as Parquet") for p in problems)
-    assert any(p == f"{flipped}: sha256 differs from the manifest (corrupted)" for p in problems)
+    assert any(p == f"{flipped}: xxh3_128 differs from the manifest (corrupted)" for p in problems)
     assert not any(shard(tiny_zoo_copy, "validation") in p for p in problems)  # the intact shard is not blamed
 
     code, out, err = run_cli(["verify", str(tiny_zoo_copy)], capsys)

@@ -18,7 +18,7 @@ import pytest
 
 from zoo.storage.folder import MANIFEST, read_manifest
 from zoo.validation.inputs import InputError
-from zoo.storage.integrity import dataset_hash_of, sha256_file
+from zoo.storage.integrity import dataset_hash_of, file_checksums
 from zoo.loader import load_split
 from zoo.storage.safetensors_io import read_header
 from zoo.dataset.verify import verify
@@ -61,7 +61,7 @@ def rewrite_rows(folder: Path, column: str, change) -> str:
     table = table.set_column(table.schema.get_field_index(column), table.schema.field(column),
                              pa.array(values, table.schema.field(column).type))
     pq.write_table(table, path)
-    entry.update(bytes=path.stat().st_size, sha256=sha256_file(path))
+    entry.update(bytes=path.stat().st_size, **file_checksums(path))
     manifest["configs"][CONFIG]["dataset_hash"] = dataset_hash_of(manifest["configs"][CONFIG]["files"])
     write_manifest(folder, manifest)
     return entry["path"]

@@ -41,7 +41,7 @@ from zoo.dataset.card import render_card
 from zoo.storage.commit import building_folder, commit_pack
 from zoo.storage.folder import MANIFEST, STAGING_FOLDER, check_writable, load_saved_specs, read_manifest
 from zoo.families import create_family
-from zoo.storage.integrity import dataset_hash_of, sha256_file  # noqa: F401 (also part of this module's API)
+from zoo.storage.integrity import dataset_hash_of, file_checksums, sha256_file  # noqa: F401 (also part of this module's API)
 from zoo.storage.lock import FolderLock
 from zoo.distributed.machine import packing_machine, read_machines
 from zoo.planning.plan import assign_splits, plan_runs
@@ -136,11 +136,11 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
             except OSError as error:  # Arrow's (a full disk) names no file and spans lines: one line naming it
                 raise OSError(error.errno, error.strerror or str(error).strip().splitlines()[-1][:200],
                               str(written)) from None
-            digest = sha256_file(written)
-            name = shard_name(split, index, count, digest)
+            checksums = file_checksums(written)
+            name = shard_name(split, index, count, checksums["sha256"])
             written.rename(building / name)
             files.append({"path": f"data/{spec.name}/{name}", "split": split, "rows": len(rows),
-                          "bytes": (building / name).stat().st_size, "sha256": digest})
+                          "bytes": (building / name).stat().st_size, **checksums})
     splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
     packed = sum(splits.values())
     return {

@@ -2,7 +2,8 @@
 
 Checks every shard listed in ``manifest.json`` (read through `zoo.storage.folder.read_manifest`, which
 holds it to its schema and confines its shard paths to the folder): present, of the recorded
-size and sha256, readable as Parquet, with the recorded row count and schema, and every row's
+size and fast checksum (sha256 with ``full``, or where the manifest records no fast checksum),
+readable as Parquet, with the recorded row count and schema, and every row's
 safetensors header decoded within bounds and matching its architecture (`zoo.loader`'s check,
 so a row the loader would refuse or over-allocate for is a problem here, named by shard and
 row); model ids unique across a config; counts consistent (rows per split, packed =
@@ -61,9 +62,10 @@ ROW_BATCH_BYTES = 64 * 2**20  # the weights read at once while decoding headers
 MAX_REPORTED = 5  # problems of one kind per shard, then a count
 
 
-def _check_file(folder: Path, entry: dict, columns: list[dict], report: VerifyReport, ids: dict[str, str]) -> None:
+def _check_file(folder: Path, entry: dict, columns: list[dict], report: VerifyReport, ids: dict[str, str],
+                full: bool = False) -> None:
     path = shard_path(folder, entry["path"], f"{folder / MANIFEST}: shard {entry['path']}")
-    problem = shard_problem(path, entry)
+    problem = shard_problem(path, entry, full=full)
     if problem == "missing":
         report.problems.append(f"{entry['path']}: missing")
         return
@@ -216,7 +218,7 @@ def _check_completeness(name: str, entry: dict, allow_incomplete: bool, report: 
 
 
 def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incomplete: bool = False,
-           retrain: int = 0) -> VerifyReport:
+           retrain: int = 0, full: bool = False) -> VerifyReport:
     """Checks a packed zoo folder; see the module docstring for what counts as a problem."""
     folder = Path(folder)
     report = VerifyReport()
@@ -233,7 +235,7 @@ def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incom
         _check_counts(name, entry, report)
         ids: dict[str, str] = {}
         for file_entry in entry["files"]:
-            _check_file(folder, file_entry, entry["columns"], report, ids)
+            _check_file(folder, file_entry, entry["columns"], report, ids, full)
         for set_name, described in sorted(entry.get("split_sets", {}).items()):
             _check_split_set(folder, name, set_name, described, ids, report)
     card_report = card_problems(folder, manifest)

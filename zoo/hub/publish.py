@@ -203,7 +203,7 @@ def publish(folder: str | Path, repo_id: str, *, token: str | None = None, priva
     folder = Path(folder)
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise PublishError(f"--repo must be ORG/NAME, got {repo_id!r}")
-    report = verify(folder)
+    report = verify(folder, full=True)  # the sha256 the Hub and the dataset hash rest on
     if not report.ok:
         raise PublishError("the folder does not verify; fix it before publishing:\n  " + "\n  ".join(report.problems))
     stale = [warning for warning in report.warnings if warning.startswith(f"{CARD}: ")]

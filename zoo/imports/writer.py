@@ -39,7 +39,7 @@ from zoo.planning.spec import SPLIT_NAMES, content_hash
 from zoo.storage import safetensors_io
 from zoo.storage.commit import building_folder, commit_pack
 from zoo.storage.folder import MANIFEST, check_writable, read_manifest
-from zoo.storage.integrity import dataset_hash_of, sha256_file
+from zoo.storage.integrity import FAST, dataset_hash_of, file_checksums, sha256_file
 from zoo.storage.lock import FolderLock
 from zoo.validation.inputs import InputError, check_name, read_capped
 from zoo.storage.record import arrow_schema, architecture_id, weights_metadata
@@ -115,7 +115,7 @@ class _SplitWriter:
             arrow_bytes = write_shard(self.rows, self.schema, path, self.row_bytes)
         except OSError as error:  # Arrow's names no file: one line naming it
             raise OSError(error.errno, error.strerror or str(error).strip().splitlines()[-1][:200], str(path)) from None
-        self.written.append({"temporary": path, "rows": len(self.rows), "sha256": sha256_file(path),
+        self.written.append({"temporary": path, "rows": len(self.rows), **file_checksums(path),
                              "arrow_bytes": arrow_bytes})
         self.rows = []
 
@@ -126,7 +126,8 @@ class _SplitWriter:
             name = shard_name(self.split, index, len(self.written), shard["sha256"])
             shard["temporary"].rename(self.building / name)
             files.append({"path": f"data/{config}/{name}", "split": self.split, "rows": shard["rows"],
-                          "bytes": (self.building / name).stat().st_size, "sha256": shard["sha256"]})
+                          "bytes": (self.building / name).stat().st_size, "sha256": shard["sha256"],
+                          FAST: shard[FAST]})
         return files
 
 

@@ -73,6 +73,9 @@ def _check_file(entry: Any, where: str, folder: Path | None) -> None:
     _count(entry["bytes"], f"{where}.bytes")
     if not isinstance(entry["sha256"], str) or not _SHA256.fullmatch(entry["sha256"]):
         raise InputError(f"{where}.sha256: expected 64 lowercase hex digits")
+    fast = entry.get("xxh3_128")  # the fast checksum a load checks (zoo.storage.integrity); older manifests lack it
+    if fast is not None and (not isinstance(fast, str) or not re.fullmatch(r"[0-9a-f]{32}", fast)):
+        raise InputError(f"{where}.xxh3_128: expected 32 lowercase hex digits")
 
 
 def _lexical(relative: Any, where: str) -> None:
