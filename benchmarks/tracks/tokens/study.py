@@ -144,10 +144,12 @@ class ZooConfig:
     spec: str = "transformer-mnist"
     profile: str = "tiny"
     num_cpus: int = 2
+    # train in this process, one run after another, instead of through a local Ray instance: the same
+    # checkpoints (a member trains alike anywhere), without Ray's start (the tiny profile's 8 members)
+    in_process: bool = False
 
 
 def _generate(config: ZooConfig, residual: bool, folder: Path):
-    from zoo.distributed.driver import generate
     from zoo.dataset.pack import pack
     from zoo.validation.schema import to_data
     from zoo.planning.spec import load_spec, spec_from_data
@@ -156,9 +158,20 @@ def _generate(config: ZooConfig, residual: bool, folder: Path):
     data["architecture"] = {**data["architecture"], "residual": residual}
     spec = spec_from_data(data)
     out = folder / f"{config.spec}-{config.profile}-{'residual' if residual else 'plain'}"
-    report = generate(spec, out, num_cpus=config.num_cpus, progress=False)
-    if report.missing:
-        raise RuntimeError(f"{out}: {report.missing} checkpoints failed to train; run the track again to resume")
+    if config.in_process:
+        from zoo.planning.plan import plan_runs
+        from zoo.storage.folder import STAGING_FOLDER, save_spec
+        from zoo.storage.staging import Staging
+        from zoo.training.worker import train_runs
+
+        save_spec(spec, out)
+        train_runs(spec, plan_runs(spec), Staging(out / STAGING_FOLDER))  # only what is missing: resumable
+    else:
+        from zoo.distributed.driver import generate
+
+        report = generate(spec, out, num_cpus=config.num_cpus, progress=False)
+        if report.missing:
+            raise RuntimeError(f"{out}: {report.missing} checkpoints failed to train; run the track again to resume")
     pack(out)
     return spec, out
 

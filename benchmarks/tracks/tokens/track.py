@@ -73,7 +73,7 @@ PROFILES = {
         benchmarks=(RegimeBenchmark(BenchmarkConfig("agnews-chars", 64, 16), ModelConfig(16, 2, 1, 32, 32)),
                     RegimeBenchmark(BenchmarkConfig("mnist-rows", 64, 16), ModelConfig(16, 2, 1, 32, 28))),
         train=TrainConfig(steps=6, batch_size=8), regimes=("pd", "nd"), encodings=("absolute", "rotary-diag"),
-        zoo=ZooConfig(profile="tiny")),
+        zoo=ZooConfig(profile="tiny", in_process=True)),
     "default": TokenProfile(
         minilm=MiniLMConfig(), ode=OdeConfig(),
         benchmarks=(RegimeBenchmark(BenchmarkConfig("agnews-chars", 20000, 1000), ModelConfig(length=64)),
