@@ -7,9 +7,10 @@ of the input neurons, of each hidden layer and of the output neurons). Sec. 4 (N
 
 1. node and edge encoders: each scalar (bias, or kernel vector) -> random Fourier features
    [cos 2 pi B v, sin 2 pi B v] (B ~ N(0, sigma^2), fixed; the authors' `GaussianEncoding`,
-   sigma 3, 128 frequencies) -> linear -> linear; plus the node's positional embedding. Where a
-   network mixes convolutions and dense layers, the dense layers' edges (their one weight) have
-   their own encoder (the authors' `linear_as_conv: False` for the CNN zoo);
+   sigma 3, 128 frequencies) -> linear -> linear; plus the node's positional embedding (these and
+   the readout MLP live in `nfn_models.layers.neural_graph`, shared with NG-T). Where a network
+   mixes convolutions and dense layers, the dense layers' edges (their one weight) have their own
+   encoder (the authors' `linear_as_conv: False` for the CNN zoo);
 2. `num_layers` PNA layers with FiLM edge modulation and edge updates (`nfn_models.layers.pna`),
    LayerNorm, SiLU and dropout between them (none after the last);
 3. the readout: the output neurons' node features concatenated in order ("cat" over the last
@@ -40,7 +41,6 @@ with one). Where ours differs from theirs (`nn/gnn.py`, `nn/graph_constructor.py
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import torch
 from torch import nn
@@ -48,6 +48,7 @@ from torch import nn
 from nfn_models.features import NetworkDescription
 from nfn_models.graphs import NeuralGraphLayout
 from nfn_models.layers import ACTIVATIONS
+from nfn_models.layers.neural_graph import FourierEncoder, positional_embedding, readout_mlp
 from nfn_models.registry import check_weight_space, register_model
 from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
@@ -76,19 +77,6 @@ class NGGNNConfig:
                               f"expected one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise SchemaError(where, f"{prefix}dropout", f"expected a probability in [0, 1), got {self.dropout}")
-
-
-class FourierEncoder(nn.Module):
-    """v (M, f) -> [cos 2 pi v B^T, sin 2 pi v B^T] (M, 2 m) -> linear -> linear (M, d); B fixed."""
-
-    def __init__(self, in_features: int, frequencies: int, scale: float, out_features: int):
-        super().__init__()
-        self.register_buffer("frequencies", scale * torch.randn(frequencies, in_features))  # (m, f)
-        self.project = nn.Sequential(nn.Linear(2 * frequencies, out_features), nn.Linear(out_features, out_features))
-
-    def forward(self, values: torch.Tensor) -> torch.Tensor:
-        angles = 2 * math.pi * values @ self.frequencies.T  # (M, m)
-        return self.project(torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1))
 
 
 @register_model("ng_gnn")
@@ -126,8 +114,7 @@ class NGGNN(nn.Module):
                              persistent=False)
         self.dense_edge_encoder = (FourierEncoder(blocks, config.fourier_features, config.fourier_scale, d)
                                    if mixed else None)
-        self.positions = nn.Embedding(self.layout.num_positions, d)
-        nn.init.normal_(self.positions.weight)  # the authors' torch.randn parameter
+        self.positions = positional_embedding(self.layout.num_positions, d)
         histogram = self.layout.in_degree_histogram
         self.convs = nn.ModuleList(EdgeModulatedPNAConv(d, d, histogram) for _ in range(config.num_layers))
         self.edge_updates = nn.ModuleList(EdgeUpdate(d, d, ACTIVATIONS[config.activation]())
@@ -136,8 +123,7 @@ class NGGNN(nn.Module):
         self.activation = ACTIVATIONS[config.activation]()
         self.dropout = nn.Dropout(config.dropout)
         n_out = self.layout.description.unit_sizes[-1]
-        self.head = nn.Sequential(nn.Linear(n_out * d, d), nn.ReLU(), nn.Linear(d, d), nn.ReLU(),
-                                  nn.Linear(d, config.out_features))
+        self.head = readout_mlp(n_out * d, d, config.out_features, hidden_layers=2)
 
     def encode(self, graphs) -> tuple[torch.Tensor, torch.Tensor]:
         """Node (B * N, d) and edge (B * E, d) features of the batched neural graphs."""

@@ -22,6 +22,9 @@ TRANSFORMER = get_family("transformer").weight_space({"d_model": 8, "num_blocks"
 FAST_FIT = {"xgboost": {"max_rounds": 3, "min_child_weight": 1.0},
             "lightgbm": {"max_rounds": 4, "early_stopping_rounds": 2, "min_data_in_leaf": 2, "min_gain_to_split": 0.0},
             "random_forest": {"max_trees": 4, "trees_per_step": 2, "early_stopping_trees": 2, "min_samples_leaf": 2}}
+# gradient models whose paper widths cost seconds per forward on a CPU, checked narrower here (their
+# defaults run once in their own tests): NG-T attends over all 59 x 59 node pairs of a CNN
+NARROW = {"ng_t": {"hidden_dim": 8, "fourier_features": 16}}
 
 
 @pytest.fixture
@@ -39,13 +42,13 @@ def batch(space, random_batch):
 def seeded_model(name: str, space: WeightSpace, seed: int, **overrides):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return create_model(name, space, **overrides)
+        return create_model(name, space, **{**NARROW.get(name, {}), **overrides})
 
 
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("out_features", [1, 3])
 def test_output_shape(name, out_features, space, batch):
-    model = create_model(name, space, out_features=out_features)
+    model = create_model(name, space, out_features=out_features, **NARROW.get(name, {}))
     assert model(batch).shape == (len(batch), out_features)
     model.eval()
     assert model(batch).shape == (len(batch), out_features)
@@ -73,7 +76,7 @@ def test_gradients_reach_every_parameter(name, space, batch):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_eval_predictions_do_not_depend_on_the_batching(name, space, random_batch):
-    model = create_model(name, space)
+    model = create_model(name, space, **NARROW.get(name, {}))
     model.train()
     for seed in range(3):  # accumulate normalization statistics as training would
         model(random_batch(space, 16, seed))
