@@ -47,7 +47,7 @@ import pyarrow as pa
 
 from zoo.dataset.provenance import NAVON_BIBTEX, SITZMANN_BIBTEX
 from zoo.imports import register_importer
-from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, load_state_dict, write_import
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, load_state_dict, renamed_tensors, write_import
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
 from zoo.storage.integrity import sha256_file
@@ -149,25 +149,11 @@ def read_member(path: Path, keys: list[tuple[str, str]], shapes: dict[str, tuple
                 labelled: bool) -> tuple[dict[str, np.ndarray], int | None]:
     """Our tensor name -> float32 array of one INR file, and its `label` key (Fashion-MNIST's); a missing,
     extra or misshapen key is an error naming the file."""
-    import torch
-
     state = load_state_dict(path, MAX_STATE_DICT_BYTES)
     label = _label_value(state.pop("label"), str(path)) if labelled and "label" in state else None
     if labelled and label is None:
         raise InputError(f"{path}: no label key (the Fashion-MNIST INRs hold their class under 'label')")
-    wanted = [theirs for theirs, _ in keys]
-    missing = [k for k in wanted if k not in state]
-    extra = sorted(set(state) - set(wanted))
-    if missing or extra:
-        detail = f"missing {missing}" if missing else f"unexpected {extra[:4]}"
-        raise InputError(f"{path}: {detail}; the DWSNets INR has {wanted}")
-    out = {}
-    for theirs, ours in keys:
-        value = state[theirs]
-        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shapes[ours]:
-            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise InputError(f"{path}: {theirs} has shape {shape}; the architecture needs {shapes[ours]}")
-        out[ours] = value.detach().to(torch.float32).numpy()
+    out = renamed_tensors(path, state, dict(keys), shapes, f"the DWSNets INR has {[k for k, _ in keys]}")
     return out, label
 
 

@@ -48,7 +48,7 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_importer
-from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, load_state_dict, write_import
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, load_state_dict, renamed_tensors, write_import
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
 from zoo.validation.inputs import InputError, read_capped
@@ -188,26 +188,12 @@ def _checkpoints(trial: Path) -> dict[int, Path]:
 
 def read_state_dict(path: Path, model_type: str, dropout: float, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
     """Our tensor name -> float32 array, from the reference's `module_list.<i>` keys."""
-    import torch
-
     state = load_state_dict(path, MAX_STATE_DICT_BYTES)
     indices = module_indices(model_type, dropout)
     ours = list(dict.fromkeys(name.rpartition(".")[0] for name in shapes))
     mapping = {f"module_list.{i}.{role}": f"{layer}.{role}" for i, layer in zip(indices, ours)
                for role in ("weight", "bias")}
-    missing = [k for k in mapping if k not in state]
-    extra = sorted(set(state) - set(mapping))
-    if missing or extra:
-        detail = f"missing {missing}" if missing else f"unexpected {extra[:4]}"
-        raise InputError(f"{path}: {detail}; a {model_type} with dropout {dropout:g} has {list(mapping)}")
-    tensors = {}
-    for theirs, name in mapping.items():
-        value = state[theirs]
-        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shapes[name]:
-            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise InputError(f"{path}: {theirs} has shape {got}; the architecture needs {shapes[name]}")
-        tensors[name] = value.detach().to(torch.float32).numpy()
-    return tensors
+    return renamed_tensors(path, state, mapping, shapes, f"a {model_type} with dropout {dropout:g} has {list(mapping)}")
 
 
 def _trial_rows(trial: Path, run_id: str, hparams: dict, seed: int, model_type: str, shapes

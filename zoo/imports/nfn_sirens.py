@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
-from zoo.imports.writer import BySplit, load_state_dict, ImportedConfig, SplitSet, write_import
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, load_state_dict, renamed_tensors, write_import
 from zoo.dataset.provenance import SITZMANN_BIBTEX, ZHOU_BIBTEX
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
@@ -116,23 +116,8 @@ def _dataset_name(source: Path, given: str | None) -> str:
 def read_state_dict(path: Path, keys: list[tuple[str, str]], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
     """Our tensor name -> float32 array of the state dict at `path` (loaded as tensors only, never
     unpickling code); a missing, extra or misshapen key is an error naming the file."""
-    import torch
-
     state = load_state_dict(path, MAX_STATE_DICT_BYTES)
-    wanted = [theirs for theirs, _ in keys]
-    missing = [k for k in wanted if k not in state]
-    extra = sorted(set(state) - set(wanted))
-    if missing or extra:
-        detail = f"missing {missing}" if missing else f"unexpected {extra[:4]}"
-        raise InputError(f"{path}: {detail}; the reference Siren has {wanted}")
-    out = {}
-    for theirs, ours in keys:
-        value = state[theirs]
-        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shapes[ours]:
-            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise InputError(f"{path}: {theirs} has shape {shape}; the architecture needs {shapes[ours]}")
-        out[ours] = value.detach().to(torch.float32).numpy()
-    return out
+    return renamed_tensors(path, state, dict(keys), shapes, f"the reference Siren has {[k for k, _ in keys]}")
 
 
 def _architecture(path: Path, dataset: str) -> dict[str, Any]:

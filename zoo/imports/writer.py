@@ -277,3 +277,25 @@ def load_state_dict(path: Path, max_bytes: int) -> dict:
         raise InputError(f"{path}: holds a {type(state).__name__}, not a state dict")
     return state
 
+
+
+def renamed_tensors(path: Path, state: dict, mapping: dict[str, str], shapes: dict[str, tuple[int, ...]],
+                    expected: str) -> dict[str, np.ndarray]:
+    """Our tensor name -> float32 array of a released state dict, its keys renamed by `mapping` (theirs ->
+    ours); a missing or extra key, or a tensor of another shape, is an `InputError` naming the file and the
+    key (`expected` says what the file should hold, e.g. "the reference Siren has [...]")."""
+    import torch
+
+    missing = [key for key in mapping if key not in state]
+    extra = sorted(set(state) - set(mapping))
+    if missing or extra:
+        detail = f"missing {missing}" if missing else f"unexpected {extra[:4]}"
+        raise InputError(f"{path}: {detail}; {expected}")
+    out = {}
+    for theirs, ours in mapping.items():
+        value = state[theirs]
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(shapes[ours]):
+            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise InputError(f"{path}: {theirs} has shape {shape}; the architecture needs {tuple(shapes[ours])}")
+        out[ours] = value.detach().to(torch.float32).numpy()
+    return out
