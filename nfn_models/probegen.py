@@ -1,17 +1,18 @@
 """ProbeGen and vanilla probing: a black box that reads each member's outputs on learned probes.
 
 Kahana, Horwitz, Shuval, Hoshen 2024, "Deep Linear Probe Generators for Weight Space Learning"
-(arXiv:2410.10811). The model never reads a weight as a feature. It runs every member network f_w
-on N shared probe inputs x_1 .. x_N, concatenates the outputs and classifies them with an MLP
-(Sec. 3, "probing"):
+(arXiv:2410.10811, ICLR 2025). The model never reads a weight as a feature. It runs every member
+network f_w on N shared probe inputs x_1 .. x_N, concatenates the outputs and classifies them with
+an MLP (the paper's probing formulation, its Fig. 1):
 
     y(w) = MLP([f_w(x_1), ..., f_w(x_N)])
 
-Vanilla probing (their baseline, Sec. 3) learns the probes x_n themselves (`generator="none"`).
-ProbeGen (Sec. 4) generates them, x_n = G(z_n), from learned latent codes z_n through a deep
-*linear* generator G, a product of linear maps with no nonlinearity between them: it shares
-structure between the probes (an implicit low-rank, locally correlated prior) without the
-overfitting of a deep nonlinear generator (`generator="linear"`). Facts from the authors' code
+Vanilla probing (their baseline) learns the probes x_n themselves (`generator="none"`).
+ProbeGen (their method, "Deep Linear Probe Generators") generates them, x_n = G(z_n), from learned
+latent codes z_n through a shared deep *linear* generator G, linear maps with no nonlinearity
+between them (`generator="linear"`): an inductive bias towards structured probes that reduces
+overfitting (before the image bound all probes lie in one affine space of dimension <= d, and for images transposed
+convolutions correlate neighbouring pixels). Facts from the authors' code
 (jonkahana/ProbeGen, read for facts only):
 
 - images: z_n in R^32 as a 1x1 map through 6 transposed convolutions (kernel, stride, padding)
@@ -34,11 +35,13 @@ loses ~1e-6 absolute with the batch size; standardized, it is well conditioned a
 heads are (`nfn_models.layers.input_normalization`, for fixed features).
 
 The member's forward pass is the family's own batched function of its weights: the CNN's
-`population_forward` (all members' convolutions as batched products over unfolded patches, the
-probes shared) and the SIREN's `siren_forward`. What the tensors' shapes do not say comes from
-the config: the CNN's activation (`member_activation`, a zoo row's hyperparameter: set it to the
-subset's) and, filled from the zoo's architecture by the benchmark harness (`ARCHITECTURE_FIELDS`),
-its stride, padding and input range, and the SIREN's frequencies, coordinate order and output offset.
+`population_forward` (every member's convolutions in one grouped convolution, the probes shared)
+and the SIREN's `siren_forward`. What the tensors' shapes do not say comes from the config: the
+CNN's activation (`member_activation`, a zoo row's hyperparameter that the harness does not fill:
+run a zoo of ReLU and tanh CNNs per `subset: {activation: ...}` with the matching value, or the
+other rows are probed through the wrong function) and, filled from the zoo's architecture by the
+benchmark harness (`ARCHITECTURE_FIELDS`), the CNN's stride, padding and input range and the
+SIREN's frequencies, coordinate order and output offset.
 Transformer members are not read (yet): the family's batched functional forward
 (`zoo.families.transformer_population.PopulationTransformer`) belongs to the trainer and is built
 with the task data's embedding (text members' frozen word vectors, which the weights do not hold),
@@ -107,7 +110,8 @@ def cnn_architecture(space: WeightSpace, config: ProbeGenConfig) -> dict | None:
     architecture = {"in_channels": in_channels, "channels": channels, "num_conv_layers": len(space.tensors) // 2 - 1,
                     "kernel_size": kernel_size, "num_classes": shapes["dense.weight"][0], "stride": config.stride,
                     "padding": config.padding, "input_range": config.input_range,
-                    "population_convolution": "grouped"}  # 2x faster forward; a member's bits do not depend on the batch
+                    # 2x the unfold forward here; a member's bits still do not depend on the batch
+                    "population_convolution": "grouped"}
     return architecture if create_family("cnn").weight_space(architecture) == space else None
 
 
@@ -216,11 +220,13 @@ class LearnedProbes(nn.Module):
 
 # (generator, members' kind) -> the probe module
 GENERATORS: dict[tuple[str, type], Callable[[ProbeGenConfig, nn.Module], nn.Module]] = {
-    ("linear", CNNMembers): lambda c, m: LinearImageGenerator(c.num_probes, c.latent_dim, c.generator_width,
-                                                              m.probe_shape[0]),
-    ("linear", SIRENMembers): lambda c, m: LinearCoordinateGenerator(c.num_probes, c.latent_dim, m.probe_shape[0]),
-    ("none", CNNMembers): lambda c, m: LearnedProbes(c.num_probes, m.probe_shape, bounded=True),
-    ("none", SIRENMembers): lambda c, m: LearnedProbes(c.num_probes, m.probe_shape, bounded=False),
+    ("linear", CNNMembers): lambda config, members: LinearImageGenerator(
+        config.num_probes, config.latent_dim, config.generator_width, members.probe_shape[0]),
+    ("linear", SIRENMembers): lambda config, members: LinearCoordinateGenerator(
+        config.num_probes, config.latent_dim, members.probe_shape[0]),
+    ("none", CNNMembers): lambda config, members: LearnedProbes(config.num_probes, members.probe_shape, bounded=True),
+    ("none", SIRENMembers): lambda config, members: LearnedProbes(config.num_probes, members.probe_shape,
+                                                                  bounded=False),
 }
 
 

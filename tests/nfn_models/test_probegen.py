@@ -39,8 +39,8 @@ def _setting(name: str, generator: str = "linear", seed: int = 0):
         model = create_model("probegen", space, generator=generator, **SMALL, **overrides).eval()
     # SIREN-like weight scales (a SIREN's hidden weights are ~1/omega_0): random but realistic functions
     scale = 0.2 if family_name == "inr" else 0.5
-    generator_ = torch.Generator().manual_seed(seed + 1)
-    weights = WeightBatch(space, tuple(scale * torch.randn(3, *t.shape, generator=generator_) for t in space.tensors))
+    draws = torch.Generator().manual_seed(seed + 1)
+    weights = WeightBatch(space, tuple(scale * torch.randn(3, *t.shape, generator=draws) for t in space.tensors))
     return family, architecture, hparams, model, weights
 
 
