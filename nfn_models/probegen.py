@@ -20,7 +20,8 @@ convolutions correlate neighbouring pixels). Facts from the authors' code
   32x32; one tanh bounds the final probe (not a nonlinearity between layers). Vanilla probing of
   images learns the 32x32 probes and bounds them with the same tanh. Our CNN members read [0, 1]
   pixels mapped to their `input_range` (`zoo.families.cnn.scale_input`), so a probe t in [-1, 1]
-  is the pixel (t + 1) / 2: on a `signed` member exactly the authors' probe.
+  is the pixel (t + 1) / 2: on a `signed` member exactly the authors' probe. The Small CNN's global
+  average pooling reads 32x32 probes whatever its data's size (MNIST's 28x28).
 - INR coordinates: z_n in R^32 through two linear layers 32 -> 32 -> in_features, unbounded;
   vanilla probing learns the coordinates directly (standard normal init).
 - 128 probes (64 in their smaller setting); the outputs (N, out) of a member flattened probe-major
