@@ -143,7 +143,7 @@ def _write_all(root: Path, boards: list[TaskBoard], out_dir: Path, suites: list[
     if not pages:
         index.append(EMPTY)
     write_text_atomic(out_dir / "index.md", "\n".join(index) + "\n")
-    write_site(boards, out_dir, figures, EMPTY)
+    write_site(boards, out_dir, figures, EMPTY, suites)
     return pages
 
 

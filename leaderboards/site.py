@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 
 from benchmarks.files import write_text_atomic
 from leaderboards.board import Row, Sweep, Table, TaskBoard
+from leaderboards.suite_board import SuiteBoard
 
 NUMERIC = {"Rank", "Params", "Train time / seed (s)", "Peak memory (MB)", "Seeds"}
 
@@ -168,19 +169,51 @@ def task_page(board: TaskBoard, plots: Sequence[tuple[str, str]]) -> str:
     return _page(f"nfnzoo leaderboard: {board.task}", body)
 
 
-def index_page(boards: Sequence[TaskBoard], empty: str) -> str:
+def suites_page(suites: Sequence[SuiteBoard]) -> str:
+    """The standard suites' page: per suite its cells (zoo and pinned hash) and one sortable row per model
+    (`leaderboards.suite_board`)."""
+    body = ['<nav><a href="index.html">All tasks</a></nav>', "<h1>Standard suites</h1>",
+            "<p>Only runs on the pinned zoos (the hashes below) are ranked; each cell shows the model's main "
+            "metric (mean over the cell's seeds) and its rank in the cell; a model's mean rank is over the cells "
+            "it has, and the rows with every cell come first. Click a column header to sort.</p>"]
+    for board in suites:
+        cells = "".join(f"<li><code>{_e(c.name)}</code>: {_e(c.task)} on {_e(c.zoo.name)} (dataset "
+                        f"<code>{_e(c.zoo.dataset_hash[:12])}</code>), {_e(c.label)}, seeds "
+                        f"{_e(', '.join(map(str, c.seeds)))}</li>" for c in board.cells)
+        headers = ['<th data-type="text" scope="col">Model</th>'] + [
+            f'<th data-type="number" scope="col">{_e(c.name)} ({_e(m)})</th>' for c, m in zip(board.cells, board.metrics)
+        ] + ['<th data-type="number" scope="col">Mean rank</th>']
+        rows = []
+        for row in board.rows:
+            shown = "".join(f'<td data-value="{repr(float(v))}">{v:.4f} (#{r})</td>' if v is not None
+                            else '<td data-value="">—</td>' for v, r in zip(row.values, row.ranks))
+            rows.append(f"<tr><td>{_e(row.model)}</td>{shown}"
+                        f'<td data-value="{repr(float(row.mean_rank))}">{row.mean_rank:.2f}</td></tr>')
+        body += [f'<section class="suite" id="suite-{_e(board.suite)}">', f"<h2>{_e(board.suite)}</h2>",
+                 f"<p>{_e(board.description)}</p>", f"<ul>{cells}</ul>",
+                 f'<table class="entries" id="table-suite-{_e(board.suite)}">',
+                 f"<thead><tr>{''.join(headers)}</tr></thead>", "<tbody>", *rows, "</tbody>", "</table>", "</section>"]
+    return _page("nfnzoo leaderboards: standard suites", body)
+
+
+def index_page(boards: Sequence[TaskBoard], empty: str, suites: Sequence[SuiteBoard] = ()) -> str:
     items = [f'<li><a href="{_e(b.task)}.html">{_e(b.task)}</a>: {b.entries} entries on {len(b.sections)} '
              "dataset(s)</li>" for b in boards]
+    if suites:
+        items.insert(0, '<li><a href="suites.html">standard suites</a>: '
+                        f"{_e(', '.join(board.suite for board in suites))}</li>")
     return _page("nfnzoo leaderboards", ["<h1>nfnzoo leaderboards</h1>",
                                          "<ul>" + "".join(items) + "</ul>" if items else f"<p>{_e(empty)}</p>"])
 
 
 def write_site(boards: Sequence[TaskBoard], out_dir: str | Path, plots: Mapping[str, Sequence[tuple[str, str]]],
-               empty: str) -> Path:
+               empty: str, suites: Sequence[SuiteBoard] = ()) -> Path:
     """Writes the site into `out_dir` (plots are expected beside it); returns its index.html."""
     out_dir = Path(out_dir)
     write_text_atomic(out_dir / "site.css", CSS)
     write_text_atomic(out_dir / "site.js", JS)
     for board in boards:
         write_text_atomic(out_dir / f"{board.task}.html", task_page(board, plots.get(board.task, ())))
-    return write_text_atomic(out_dir / "index.html", index_page(boards, empty))
+    if suites:
+        write_text_atomic(out_dir / "suites.html", suites_page(suites))
+    return write_text_atomic(out_dir / "index.html", index_page(boards, empty, suites))

@@ -103,6 +103,12 @@ def _the_board_shows_the_suite_with_pinned_hashes_only(board: Path, suite) -> No
     assert by_model["mlp"].mean_rank + by_model["np"].mean_rank == 3.0  # ranks 1 and 2 in every cell
     page = suite_markdown([shown])
     assert "## standard-v1" in page and "| Mean rank |" in page and page.count("\n| mlp |") == 1
+    from leaderboards.site import index_page, suites_page
+
+    html = suites_page([shown])  # the HTML site's page: the same rows, sortable like the task pages
+    assert '<table class="entries" id="table-suite-standard-v1">' in html and html.count("<tr><td>mlp</td>") == 1
+    assert html.count("<tr><td>") == 2 and f"{by_model['mlp'].mean_rank:.2f}</td></tr>" in html
+    assert 'href="suites.html"' in index_page([], "empty", [shown]) and "suites.html" not in index_page([], "empty")
 
 
 @pytest.mark.parametrize("extra, message", [
