@@ -1,0 +1,159 @@
+"""ScaleGMN's message passing on neural graphs: scale/sign-invariant and -equivariant blocks, and GMN's.
+
+Kalogeropoulos, Bouritsas and Panagakis, "Scale Equivariant Graph Metanetworks" (NeurIPS 2024),
+Sec. 5 (see `nfn_models.scalegmn` on the section numbers). A hidden neuron's representation
+h (d,) must be equivariant to the neuron's multiplier q (a positive factor for ReLU networks, a
+sign for tanh/sine ones): h(q . w) = q h(w). The building blocks, per mode:
+
+    canon(x) = x / ||x||  (0 at 0)                         ("scale": invariant to x -> q x, q > 0)
+    symm(x)  = rho(x) + rho(-x)                            ("sign": invariant to x -> -x; rho an MLP)
+    ScaleInv(x) = phi(canon(x))  or  phi(symm(x))          (phi an MLP)
+    ScaleEq(x)  = Gamma x  (.)  ScaleInv(x)                (Gamma linear without bias: equivariant)
+
+and one layer of the forward ScaleGMN, for the edge j -> i (weight W[i, j], feature e_ij):
+
+    m_ij  = ScaleEq(Gamma_e e_ij (.) Gamma_x h_j)          (e_ij h_j scales with q_i only)
+    h_i'  = ScaleEq([h_i, sum_j m_ij])
+    e_ij' = Gamma e_ij (.) MLP([Inv(h_j), Inv(h_i)])        (between layers; Inv: canon or symm, no phi)
+
+Only hidden neurons are scaled; on the input and output neurons (which no symmetry moves) the
+message and update are a plain MLP of the same input (the authors' `mlp_on_io`) or
+Gamma x (.) MLP(x) (without it). With every input and output neuron carrying its own positional
+embedding, the output neurons' features are invariant. Each Gamma starts at N(0, 4 / fan-in)
+(`gamma`), not torch's default (see there and `nfn_models.scalegmn`).
+
+GMN (Lim et al., "Graph Metanetworks for Processing Diverse Neural Architectures", ICLR 2024),
+ScaleGMN's "permutation" mode: m_ij = MLP([e_ij, h_j]), h_i' = MLP([h_i, sum_j m_ij]),
+e_ij' = MLP([e_ij, h_j, h_i]). Every MLP here is Linear -> LayerNorm -> SiLU -> Linear (the
+authors' `mlp_args` in every config). Imports `torch_geometric` at import time: only
+`nfn_models.scalegmn` imports this module, inside its constructor.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch_geometric.nn.conv import MessagePassing
+
+MODES = ("permutation", "scale", "sign")
+
+
+def mlp(in_features: int, hidden: int, out_features: int) -> nn.Sequential:
+    """Linear -> LayerNorm -> SiLU -> Linear: every MLP of the authors' configs."""
+    return nn.Sequential(nn.Linear(in_features, hidden), nn.LayerNorm(hidden), nn.SiLU(),
+                         nn.Linear(hidden, out_features))
+
+
+def gamma(in_features: int, out_features: int) -> nn.Linear:
+    """A linear map without bias (it commutes with q), initialised N(0, 4 / in_features).
+
+    With torch's default (the authors') initialisation each product Gamma x (.) phi(.) shrinks the
+    features about fivefold, and after 4 layers the output barely depends on the input weights
+    (1e-5 at d 128); twice the unit-variance scale keeps their size through the layers."""
+    linear = nn.Linear(in_features, out_features, bias=False)
+    nn.init.normal_(linear.weight, std=2.0 / in_features ** 0.5)
+    return linear
+
+
+def canonicalise_scale(x: torch.Tensor) -> torch.Tensor:
+    """x / ||x|| over the last axis, exactly invariant to x -> q x (q > 0); 0 where x is 0.
+
+    Divides by the largest |entry| first, so denormal x keeps its direction (its squares would
+    underflow to 0), and no eps is added (the authors' x / (||x|| + 1e-10) is not exactly
+    invariant where ||x|| is small)."""
+    peak = x.abs().amax(dim=-1, keepdim=True)
+    unit = x / torch.where(peak > 0, peak, torch.ones_like(peak))  # largest entry +-1, or all 0
+    return unit / torch.linalg.vector_norm(unit, dim=-1, keepdim=True).clamp_min(1.0)  # the norm is >= 1 or 0
+
+
+class Invariant(nn.Module):
+    """x (M, d_in) -> canon(x) or symm(x) (M, d_in), then phi (M, d_out) when `out_features` is given."""
+
+    def __init__(self, in_features: int, hidden: int, mode: str, out_features: int | None = None):
+        super().__init__()
+        self.mode = mode
+        self.rho = mlp(in_features, hidden, in_features) if mode == "sign" else None
+        self.phi = mlp(in_features, hidden, out_features) if out_features is not None else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        invariant = canonicalise_scale(x) if self.mode == "scale" else self.rho(x) + self.rho(-x)
+        return self.phi(invariant) if self.phi is not None else invariant
+
+
+class Equivariant(nn.Module):
+    """ScaleEq on hidden neurons, a plain MLP (`io_mlp`) or Gamma x (.) MLP(x) on input/output ones.
+
+    With `io_only` (the last layer, whose hidden neurons nothing reads) the hidden branch is left
+    out and hidden rows are 0: its parameters would get no gradient."""
+
+    def __init__(self, in_features: int, out_features: int, mode: str, io_mlp: bool, io_only: bool = False):
+        super().__init__()
+        self.gamma = gamma(in_features, out_features) if not (io_only and io_mlp) else None
+        self.invariant = Invariant(in_features, out_features, mode, out_features) if not io_only else None
+        self.io = mlp(in_features, out_features, out_features)
+        self.io_mlp = io_mlp
+
+    def forward(self, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """x (M, d_in), hidden (M,) bool -> (M, d_out); each branch runs on its own rows only."""
+        io_rows = x[~hidden]
+        io = self.io(io_rows) if self.io_mlp else self.gamma(io_rows) * self.io(io_rows)
+        out = io.new_zeros(x.shape[0], io.shape[-1]).index_put((~hidden,), io)
+        if self.invariant is not None:
+            rows = x[hidden]
+            out = out.index_put((hidden,), self.gamma(rows) * self.invariant(rows))
+        return out
+
+
+class EdgeUpdate(nn.Module):
+    """e_ij' = Gamma e_ij (.) MLP([Inv(h_j), Inv(h_i)]) (scale, sign); MLP([e_ij, h_j, h_i]) (permutation)."""
+
+    def __init__(self, channels: int, mode: str):
+        super().__init__()
+        self.mode = mode
+        if mode == "permutation":
+            self.phi = mlp(3 * channels, channels, channels)
+        else:
+            self.gamma = gamma(channels, channels)
+            self.invariant = Invariant(channels, channels, mode)
+            self.phi = mlp(2 * channels, channels, channels)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
+        if self.mode == "permutation":
+            return self.phi(torch.cat([edge_attr, x[edge_index[0]], x[edge_index[1]]], dim=-1))
+        invariant = self.invariant(x)  # (N, d): per node, then gathered per edge
+        both = torch.cat([invariant[edge_index[0]], invariant[edge_index[1]]], dim=-1)  # (E, 2 d)
+        return self.gamma(edge_attr) * self.phi(both)
+
+
+class ScaleGMNConv(MessagePassing):
+    """One forward ScaleGMN layer (GMN's in mode "permutation"): messages summed at each target."""
+
+    def __init__(self, channels: int, mode: str, io_mlp: bool, last: bool):
+        super().__init__(aggr="add", node_dim=0)
+        if mode not in MODES:
+            raise ValueError(f"ScaleGMN's mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
+        if mode == "permutation":
+            self.message_fn = mlp(2 * channels, channels, channels)
+            self.update_fn = mlp(2 * channels, channels, channels)
+        else:
+            self.gamma_x = gamma(channels, channels)
+            self.gamma_e = gamma(channels, channels)
+            self.message_fn = Equivariant(channels, channels, mode, io_mlp, io_only=last)
+            self.update_fn = Equivariant(2 * channels, channels, mode, io_mlp, io_only=last)
+        self.edge_update_fn = EdgeUpdate(channels, mode) if not last else None
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor,
+                hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (N, d), edge_attr (E, d), hidden (N,) bool -> new x (N, d) and edge_attr (E, d)."""
+        sent = x if self.mode == "permutation" else self.gamma_x(x)  # Gamma_x per node, gathered per edge
+        aggregated = self.propagate(edge_index, x=sent, edge_attr=edge_attr, hidden=hidden)  # (N, d)
+        both = torch.cat([x, aggregated], dim=-1)
+        new_x = self.update_fn(both) if self.mode == "permutation" else self.update_fn(both, hidden)
+        new_edges = edge_attr if self.edge_update_fn is None else self.edge_update_fn(x, edge_index, edge_attr)
+        return new_x, new_edges
+
+    def message(self, x_j: torch.Tensor, edge_attr: torch.Tensor, hidden_i: torch.Tensor) -> torch.Tensor:
+        if self.mode == "permutation":
+            return self.message_fn(torch.cat([edge_attr, x_j], dim=-1))
+        return self.message_fn(self.gamma_e(edge_attr) * x_j, hidden_i)  # (E, d), scales with q_i

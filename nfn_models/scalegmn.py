@@ -1,0 +1,232 @@
+"""ScaleGMN: a graph metanetwork on the neural graph, invariant to permutations and to scalings or sign flips.
+
+Kalogeropoulos, Bouritsas and Panagakis, "Scale Equivariant Graph Metanetworks" (NeurIPS 2024;
+arXiv 2406.10685, whose section numbers we cite from memory: not re-checked against the text).
+Sec. 4: besides permuting hidden neurons, scaling neuron i of layer l by q (W_l[i, :] and b_l[i]
+times q, W_{l+1}[:, i] divided by q) keeps a network's function when the activation allows it:
+q > 0 for ReLU, q = +-1 for tanh and sine. Sec. 5 (ScaleGMN), the forward variant, on the neural
+graph of `nfn_models.graphs` (neurons as nodes, biases as node features, weights and flattened
+kernels as edge features; input neurons set to 1, as the authors' graphs do):
+
+1. initial features: each bias and each kernel vector through a linear map without bias (which
+   commutes with q); then the positional embeddings, multiplied into the hidden neurons' features
+   (q passes through) and added to the input and output neurons' (which no symmetry moves); with
+   `edge_positions` (the authors' INR configs) the edges' embeddings are multiplied in as well;
+2. `num_layers` ScaleGMN layers (`nfn_models.layers.scalegmn`: the scale-equivariant message,
+   update and edge update, Sec. 5's ScaleEq = Gamma x (.) ScaleInv(x)), with optional linear skip
+   connections and dropout after each;
+3. the readout: the output neurons' features concatenated in order, then an MLP (the authors'
+   `readout_range: last_layer`).
+
+`mode` picks the group: "scale" (x / ||x|| canonicalisation: exactly invariant to positive
+per-neuron scalings, ReLU networks), "sign" (rho(x) + rho(-x) symmetrisation: exactly invariant
+to sign flips, tanh and SIREN networks), "permutation" (plain MLPs and additive positional
+embeddings: GMN, Lim et al., ICLR 2024). Every mode is invariant to hidden-neuron permutations.
+The claim does not depend on the members' activation: a "scale" model is invariant to positive
+scalings of any member's weights (they keep the function of ReLU members only), so pick the mode
+that matches the zoo (the presets do).
+
+No input normalisation: dividing the weights by dataset statistics (their datasets' `normalize`
+option) breaks scale equivariance (their issue #4). In mode "scale" the members are first brought to a canonical scale instead
+(`canonical_scale`: each hidden neuron's incoming weights and bias divided by their norm, layer by
+layer, the norm moved onto its outgoing weights; entries below 1e-30 of their neuron's scale set
+to 0). ScaleGMN is scale invariant, so in exact arithmetic this changes nothing; in float32 it
+keeps the claim exact on members holding denormal weights, where the scaling itself rounds a
+denormal bias to 0 and the edge update's x / ||x|| of that neuron's only feature (a step
+function of the bias) would move the output by 1e-3 (tested, as a negative control).
+
+Checked once against the authors' code (jkalogero/scalegmn at its newest snapshot,
+`src/scalegmn/`, MIT; a scratch run in /tmp, not committed): their `ScaleGMN` (forward variant,
+`readout_range: last_layer`) and ours, every parameter copied across, float64, 3 members, d 16,
+on our neural graphs given in their edge order: max |ours - theirs| = 8.2e-14 (mode scale on a
+2-32-32-1 SIREN with the MNIST INR config's settings; their x / (||x|| + 1e-10) against ours),
+1.4e-15 (mode scale, Small CNN 1-16-16-16-10, their CIFAR-10 ReLU config), 1.7e-16 (mode sign,
+Small CNN), 1.1e-16 (mode sign, SIREN, MNIST INR config: skips, edge positions, no mlp_on_io),
+0 (mode permutation, SIREN); a copy with one message weight moved by 1e-3 disagrees. Their code
+ran on CPU with `rff` (imported by their `inr.py`, unused by ScaleGMN) stubbed. Where ours
+differs from theirs:
+- the scale canonicalisation x / ||x|| has no eps (theirs x / (||x|| + 1e-10)) and divides by
+  max |x| first, so denormal features keep their direction: exact invariance (the 8.2e-14 above);
+- the members are canonicalised first in mode "scale" (above; the comparison bypasses it);
+- the linear maps Gamma (no bias) start at N(0, 4 / fan-in), not torch's default: with the
+  default, on the CIFAR-10 config (no skips) at d 128, their outputs for two random members
+  differ by 4e-5: the features shrink about fivefold a layer, and the input barely reaches the
+  readout (the MNIST INR config's skips carry it: 0.6 there);
+- the last layer's hidden-neuron branches (ScaleEq of the message and update on hidden targets)
+  are left out: only the output neurons are read after it, so theirs get no gradient;
+- edge positions of the last layer go by output neuron, in our edge order; their
+  `get_edge_types` lists the last layer's types target-major while their `edge_index` is
+  source-major, so with more than one output neuron their types go to other edges (their configs
+  with edge positions have one output neuron, where the two agree);
+- input and output neurons share one MLP (their `num_mlps: 2`); their CIFAR-10 tanh and CIFAR
+  INR configs' `num_mlps: 3` (separate input and output MLPs) and `readout_range: full_graph`
+  (a DeepSets readout over hidden neurons) are not built, nor the bidirectional variant, the
+  heterogeneous-activation mode (`hetero`), the sign mode's |x| canonicalisation
+  (`sign_symmetrization: False`), their `update_as_act` sine update, or the equivariant
+  (weight-output) model for INR editing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from nfn_models.features import NetworkDescription
+from nfn_models.graphs import NeuralGraphLayout
+from nfn_models.registry import check_weight_space, register_model
+from zoo.validation.schema import SchemaError
+from zoo.weightspace import WeightBatch, WeightSpace
+
+FLOOR = 1e-30  # canonical entries below this are 0: far below float32's normal range's relative precision
+MODES = ("permutation", "scale", "sign")  # as `nfn_models.layers.scalegmn.MODES` (which imports torch_geometric)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleGMNConfig:
+    mode: str = "scale"  # the group: "scale" (ReLU zoos), "sign" (tanh, SIREN zoos), "permutation" (GMN)
+    hidden_dim: int = 128  # d_hid of nodes and edges (the authors' CIFAR-10-GS and MNIST INR configs)
+    num_layers: int = 4  # message-passing layers (every config of theirs)
+    io_mlp: bool = True  # input/output neurons get a plain MLP (their mlp_on_io: CNN configs on, INR off)
+    skip_connections: bool = False  # a linear skip around each layer (their gnn_skip_connections: INR on)
+    edge_positions: bool = False  # positional embeddings on the edges too (their edge_pos_embed: INR on)
+    dropout: float = 0.0  # after each layer: 0 on CNNs, 0.2 on INRs
+    out_features: int = 1  # one scalar per checkpoint for regression (10 classes for INR classification)
+
+    def validate(self, where: str, key: str) -> None:
+        prefix = f"{key}." if key else ""
+        if self.mode not in MODES:
+            raise SchemaError(where, f"{prefix}mode", f"expected one of {list(MODES)}, got {self.mode!r}")
+        for name in ("hidden_dim", "num_layers", "out_features"):
+            if getattr(self, name) < 1:
+                raise SchemaError(where, f"{prefix}{name}", f"expected a positive integer, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise SchemaError(where, f"{prefix}dropout", f"expected a probability in [0, 1), got {self.dropout}")
+
+
+def edge_positions(description: NetworkDescription) -> torch.Tensor:
+    """(E,) each forward edge's positional-embedding index, in `NeuralGraphLayout.edge_index` order:
+    a first-layer edge by its input neuron, a middle layer's edges one per layer, a last-layer
+    edge by its output neuron (the authors' `get_edge_types`)."""
+    layers, parts, offset = description.layers, [], 0
+    for i, layer in enumerate(layers):
+        if i == 0:  # W[o, j] at o * n_in + j: by j
+            parts.append(torch.arange(layer.n_in).repeat(layer.n_out) + offset)
+            offset += layer.n_in
+        elif i < len(layers) - 1:
+            parts.append(torch.full((layer.n_out * layer.n_in,), offset, dtype=torch.long))
+            offset += 1
+        else:  # by o
+            parts.append(torch.arange(layer.n_out).repeat_interleave(layer.n_in) + offset)
+    return torch.cat(parts)
+
+
+def canonical_scale(weights: WeightBatch, description: NetworkDescription, floor: float = FLOOR) -> WeightBatch:
+    """The members at a canonical positive scale: layer by layer, each hidden neuron's incoming
+    weights and bias divided by their norm and the norm moved onto its outgoing weights (the
+    function of a ReLU member is kept); then entries below `floor` in size set to 0. Every hidden
+    neuron of the result has norm 1 (or is all 0), so the floor is relative to its neuron's scale:
+    a positive scaling changes the result by rounding only, and a denormal weight that the
+    scaling itself rounded away is 0 on both sides."""
+    tensors = dict(zip(weights.space.names, weights.tensors))
+    layers, carried = description.layers, None
+    for i, layer in enumerate(layers):
+        weight, bias = tensors[layer.weight_name], tensors[layer.bias_name]  # (B, o, i, *k), (B, o)
+        kernel_axes = (1,) * len(layer.kernel)
+        if carried is not None:  # the previous layer's norms, onto this layer's inputs
+            weight = weight * carried.view(*carried.shape[:1], 1, -1, *kernel_axes)
+        if i < len(layers) - 1:
+            incoming = torch.cat([weight.flatten(2), bias.unsqueeze(-1)], dim=-1)  # (B, o, i * k + 1)
+            peak = incoming.abs().amax(dim=-1)  # norm = peak * ||incoming / peak||: no underflow
+            safe_peak = torch.where(peak > 0, peak, torch.ones_like(peak))
+            norm = safe_peak * torch.linalg.vector_norm(incoming / safe_peak.unsqueeze(-1), dim=-1)
+            carried = torch.where(norm > 0, norm, torch.ones_like(norm))  # (B, o)
+            weight = weight / carried.view(*carried.shape, 1, *kernel_axes)
+            bias = bias / carried
+        tensors[layer.weight_name] = torch.where(weight.abs() < floor, torch.zeros_like(weight), weight)
+        tensors[layer.bias_name] = torch.where(bias.abs() < floor, torch.zeros_like(bias), bias)
+    return WeightBatch(weights.space, tuple(tensors[name] for name in weights.space.names))
+
+
+@register_model("scalegmn")
+class ScaleGMN(nn.Module):
+    """WeightBatch -> neural graphs -> projections and positions -> ScaleGMN layers -> output neurons -> MLP."""
+
+    Config = ScaleGMNConfig
+    weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
+    # The authors' configs (jkalogero/scalegmn, configs/): CIFAR-10-GS ReLU generalization
+    # (cifar10/scalegmn_relu.yml): mode scale, d_hid 128, 4 layers, mlp_on_io, no skips, no edge
+    # positions, no dropout (the defaults); MNIST INR classification (mnist_cls/scalegmn.yml): mode
+    # sign, d_hid 128, skips, edge positions, dropout 0.2, 10 classes. The budget variant: d 32 for
+    # a 2-core CPU (the suite's INR classifiers each run one).
+    PRESETS = {"generalization": {},
+               "inr-classification": {"mode": "sign", "io_mlp": False, "skip_connections": True,
+                                      "edge_positions": True, "dropout": 0.2, "out_features": 10},
+               "inr-classification-budget": {"mode": "sign", "hidden_dim": 32, "io_mlp": False,
+                                             "skip_connections": True, "edge_positions": True, "dropout": 0.2,
+                                             "out_features": 10}}
+
+    def __init__(self, weight_space: WeightSpace, **hparams):
+        super().__init__()
+        from nfn_models.layers.scalegmn import ScaleGMNConv, mlp  # imports torch_geometric
+
+        self.weight_space = weight_space
+        self.config = config = ScaleGMNConfig(**hparams)
+        config.validate(f"model {type(self).__name__}", "")
+        self.layout = NeuralGraphLayout(NetworkDescription.from_weight_space(weight_space))
+        d, sizes = config.hidden_dim, self.layout.description.unit_sizes
+        self.node_projection = nn.Linear(1, d, bias=False)
+        self.edge_projection = nn.Linear(self.layout.edge_features, d, bias=False)
+        self.positions = nn.Embedding(self.layout.num_positions, d)
+        nn.init.normal_(self.positions.weight)  # the authors' torch.randn parameter
+        hidden = torch.zeros(self.layout.num_nodes, dtype=torch.bool)
+        hidden[sizes[0]:self.layout.num_nodes - sizes[-1]] = True
+        self.register_buffer("hidden", hidden, persistent=False)  # (N,)
+        if config.edge_positions:
+            self.register_buffer("edge_position", edge_positions(self.layout.description), persistent=False)
+            self.edge_embedding = nn.Embedding(int(self.edge_position.max()) + 1, d)
+            nn.init.normal_(self.edge_embedding.weight)
+        self.convs = nn.ModuleList(ScaleGMNConv(d, config.mode, config.io_mlp, last=i == config.num_layers - 1)
+                                   for i in range(config.num_layers))
+        self.skips = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(config.num_layers)
+                                   ) if config.skip_connections else None
+        self.dropout = nn.Dropout(config.dropout)
+        self.head = mlp(sizes[-1] * d, d, config.out_features)
+
+    @property
+    def symmetries(self) -> tuple[str, ...]:
+        """Hidden-neuron permutations always; with them the mode's scalings or sign flips."""
+        return ("permutation",) if self.config.mode == "permutation" else ("permutation", self.config.mode)
+
+    def encode(self, graphs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Node (B * N, d) and edge (B * E, d) features, and which nodes are hidden (B * N,)."""
+        members = graphs.num_graphs
+        hidden = self.hidden.repeat(members)  # (B * N,)
+        inputs = (graphs.node_position < self.layout.description.unit_sizes[0]).unsqueeze(-1)
+        values = torch.where(inputs, torch.ones_like(graphs.x), graphs.x)  # input neurons: 1
+        nodes, positions = self.node_projection(values), self.positions(graphs.node_position)
+        additive = self.config.mode == "permutation"
+        nodes = nodes + positions if additive else torch.where(hidden.unsqueeze(-1), nodes * positions, nodes + positions)
+        edges = self.edge_projection(graphs.edge_attr)
+        if self.config.edge_positions:
+            embedded = self.edge_embedding(self.edge_position.repeat(members))
+            edges = edges + embedded if additive else edges * embedded
+        return nodes, edges, hidden
+
+    def forward(self, weights: WeightBatch) -> torch.Tensor:
+        check_weight_space(self.weight_space, weights)
+        if self.config.mode == "scale":
+            weights = canonical_scale(weights, self.layout.description)
+        return self.forward_graphs(self.layout.batch(weights))
+
+    def forward_graphs(self, graphs) -> torch.Tensor:
+        """The prediction for batched neural graphs of this architecture (`NeuralGraphLayout.batch`,
+        forward edges in its order): (B, out_features)."""
+        x, edge_attr, hidden = self.encode(graphs)  # (B * N, d), (B * E, d), (B * N,)
+        for i, conv in enumerate(self.convs):
+            updated, edge_attr = conv(x, graphs.edge_index, edge_attr, hidden)
+            x = self.dropout(updated + self.skips[i](x) if self.skips is not None else updated)
+        nodes = x.view(graphs.num_graphs, self.layout.num_nodes, -1)  # (B, N, d)
+        readout = nodes[:, self.layout.output_nodes.to(nodes.device)]  # (B, n_out, d)
+        return self.head(readout.flatten(1))  # (B, out_features)
