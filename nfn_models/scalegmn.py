@@ -24,7 +24,8 @@ to sign flips, tanh and SIREN networks), "permutation" (plain MLPs and additive 
 embeddings: GMN, Lim et al., ICLR 2024). Every mode is invariant to hidden-neuron permutations.
 The claim does not depend on the members' activation: a "scale" model is invariant to positive
 scalings of any member's weights (they keep the function of ReLU members only), so pick the mode
-that matches the zoo (the presets do).
+that matches the zoo (the presets follow the authors: `generalization` is "scale", for ReLU CNN
+zoos; set `mode: sign` on a tanh zoo; `inr-classification` is "sign", for SIRENs).
 
 No input normalisation: dividing the weights by dataset statistics (their datasets' `normalize`
 option) breaks scale equivariance (their issue #4). In mode "scale" the members are first brought to a canonical scale instead
