@@ -40,7 +40,7 @@ import zoo
 from benchmarks.files import npz_bytes, write_with_sidecars
 from benchmarks.jobs import Job, JobsFailed, fingerprint, job_device, run_jobs
 from benchmarks.memory import peak_mb, reset_peak
-from benchmarks.protocol import architecture_overrides, with_architectures
+from benchmarks.protocol import architecture_overrides, hparam_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summarize
 from benchmarks.seeds import check_seeds
 from benchmarks.tasks import SPLITS, create_task
@@ -163,6 +163,9 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
         model_overrides = architecture_overrides(MODELS.get(model), model_overrides, splits["train"].metadata,
                                                  f"model {model!r} on {dataset.get('path', 'the dataset')}")
     runner = create_task(task, **task_overrides)
+    model_overrides = hparam_overrides(MODELS.get(model), model_overrides, splits,  # e.g. the members' activation
+                                       getattr(runner.config, "subset", {}),
+                                       f"model {model!r} on {dataset.get('path', 'the dataset')}")
     model_overrides = runner.model_overrides(model, model_overrides, splits)  # what the task fixes, recorded
     model_hparams = model_config(model, **model_overrides)  # validates before any training
     device_type = torch.device(device).type

@@ -251,3 +251,32 @@ def architecture_overrides(model_class: type, overrides: Mapping[str, Any],
                              f"{name}={value!r}; leave {name} unset to take the zoo's")
         filled[name] = value
     return filled
+
+
+def hparam_overrides(model_class: type, overrides: Mapping[str, Any], splits: Mapping[str, Any],
+                     subset: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """`overrides` with the model's `HPARAM_FIELDS` (config field -> the rows' hyperparameter column, e.g.
+    ProbeGen's `member_activation` <- `activation`) filled in from the rows the task reads: every split's,
+    within the task's `subset` where it names that column. One value is taken (a given one must agree);
+    several are an error asking for a subset; a zoo without the column leaves the field as it is."""
+    fields = dict(getattr(model_class, "HPARAM_FIELDS", {}))
+    filled = dict(overrides)
+    for field, column in fields.items():
+        frames = [split.metadata for split in splits.values() if column in split.metadata]
+        if not frames:
+            continue
+        values = {str(v) for frame in frames for v in frame[column].dropna().unique()}
+        if column in subset:
+            values &= {str(v) for v in allowed_values(subset[column])}
+        if len(values) > 1:
+            raise ValueError(f"{where}: the rows hold {column} {sorted(values)}; the model reads members of one "
+                             f"{column} ({field}): choose a subset, e.g. --set 'task.subset={{\"{column}\": "
+                             f"\"{sorted(values)[0]}\"}}'")
+        if not values:
+            continue
+        (value,) = values
+        if field in filled and str(filled[field]) != value:
+            raise ValueError(f"{where}: the model's {field}={filled[field]!r}, but the rows it reads have "
+                             f"{column}={value!r}; leave {field} unset to take the rows'")
+        filled[field] = value
+    return filled

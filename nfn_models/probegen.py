@@ -38,9 +38,9 @@ heads are (`nfn_models.layers.input_normalization`, for fixed features).
 The member's forward pass is the family's own batched function of its weights: the CNN's
 `population_forward` (every member's convolutions in one grouped convolution, the probes shared)
 and the SIREN's `siren_forward`. What the tensors' shapes do not say comes from the config: the
-CNN's activation (`member_activation`, a zoo row's hyperparameter that the harness does not fill:
-run a zoo of ReLU and tanh CNNs per `subset: {activation: ...}` with the matching value, or the
-other rows are probed through the wrong function) and, filled from the zoo's architecture by the
+CNN's activation (`member_activation`, a zoo row's hyperparameter: the benchmark harness fills it
+from the rows the task reads, `HPARAM_FIELDS`, and refuses a run over ReLU and tanh CNNs together
+until a `subset: {activation: ...}` picks one) and, filled from the zoo's architecture by the
 benchmark harness (`ARCHITECTURE_FIELDS`), the CNN's stride, padding and input range and the
 SIREN's frequencies, coordinate order and output offset.
 Transformer members are not read (yet): the family's batched functional forward
@@ -244,6 +244,7 @@ class ProbeGen(nn.Module):
                "inr-classification-budget": {"out_features": 10, "num_probes": 64}}
     ARCHITECTURE_FIELDS = ("stride", "padding", "input_range", "first_omega_0", "hidden_omega_0", "coordinates",
                            "output_offset")  # of the members; the harness fills them from the zoo
+    HPARAM_FIELDS = {"member_activation": "activation"}  # the rows' activation, filled by the harness
     weight_spaces = ("feedforward",)
 
     def __init__(self, weight_space: WeightSpace, **hparams):

@@ -21,7 +21,9 @@ A model reads the weight-space kinds in `weight_spaces` ("feedforward": CNNs and
 "transformer": `zoo.families.transformer` members; default both); `create_model` refuses the
 others with a clear message. Hyperparameters that describe the members rather than the model
 (`ARCHITECTURE_FIELDS`, e.g. a transformer's `num_heads`, which its tensors' shapes do not
-show) are filled in from the zoo's architecture by the benchmark harness.
+show) are filled in from the zoo's architecture by the benchmark harness, and `HPARAM_FIELDS`
+(config field -> a hyperparameter column of the rows, e.g. ProbeGen's `member_activation` <-
+`activation`) from the rows the task reads.
 
 A model's output is "invariant" (a vector per checkpoint: its invariant models) unless its
 `outputs` include "weights" and its config's `output` says so: then it returns a `WeightBatch`

@@ -86,3 +86,22 @@ def test_a_board_pins_the_split_sets_test_rows_and_re_scores_a_result_on_them(im
     path.write_bytes(path.read_bytes() + b"\0")  # negative control: the audit reads the split set's file
     (result,) = audit(board, require_verified=True)
     assert any("the pinned test metadata was changed" in problem for problem in result.problems), result.problems
+
+
+def test_probegen_reads_its_members_activation_from_the_rows_and_refuses_a_mixed_zoo(imported, tmp_path):
+    """The Small CNN Zoo fixture holds ReLU and tanh runs: probing them through one activation would score
+    half of them through the wrong function, so the harness refuses until a subset picks one, then fills
+    `member_activation` from the rows (and refuses one that contradicts them)."""
+    from benchmarks.harness import run_benchmark
+
+    small = {"num_probes": 4, "hidden_sizes": [8], "normalize_outputs": False}
+    with pytest.raises(ValueError, match=r"the rows hold activation \['relu', 'tanh'\].*task.subset"):
+        run_benchmark("generalization", "probegen", imported, None, [0], None, small,
+                      {"splits": "nfn", "epochs": 1}, device="cpu", progress=False)
+    results = run_benchmark("generalization", "probegen", imported, None, [0], None, small,
+                            {"splits": "nfn", "epochs": 1, "subset": {"activation": "tanh"}}, device="cpu",
+                            progress=False)
+    assert results["model_config"]["member_activation"] == "tanh"
+    with pytest.raises(ValueError, match="member_activation='relu', but the rows it reads have activation='tanh'"):
+        run_benchmark("generalization", "probegen", imported, None, [0], None, {**small, "member_activation": "relu"},
+                      {"splits": "nfn", "epochs": 1, "subset": {"activation": "tanh"}}, device="cpu", progress=False)
