@@ -16,11 +16,14 @@ def _jobs(b_argument=-1.0, a_print="f-a"):
             Job("bench/c/seed0", dict, ([("v", 3)],), "f-c")]
 
 
-@pytest.mark.parametrize("workers", [1, 2])  # in this process, and as Ray tasks on a local instance
-def test_a_failure_keeps_the_finished_jobs_and_a_rerun_runs_only_the_rest(tmp_path, workers):
+@pytest.mark.parametrize("on_ray", [False, True])  # in this process, and as Ray tasks on the shared test cluster
+def test_a_failure_keeps_the_finished_jobs_and_a_rerun_runs_only_the_rest(tmp_path, on_ray, request):
+    # (a local instance per run_jobs call is covered by tests/benchmarks/test_bench_commands.py and
+    # test_bench_resume.py; here the cluster saves two Ray starts)
+    where = {"address": request.getfixturevalue("ray_cluster").address} if on_ray else {}
     messages = []
     with pytest.raises(JobsFailed, match="math domain error") as failed:
-        run_jobs(_jobs(), tmp_path, workers, messages.append)
+        run_jobs(_jobs(), tmp_path, 1, messages.append, **where)
     assert [key for key, _ in failed.value.errors] == ["bench/b/seed0"]
     assert isinstance(failed.value.errors[0][1], ValueError)  # its own type, not Ray's wrapper
     assert set(failed.value.outcomes) == {"bench/a/seed0", "bench/c/seed0"}  # every other job still finishes
@@ -28,7 +31,7 @@ def test_a_failure_keeps_the_finished_jobs_and_a_rerun_runs_only_the_rest(tmp_pa
     assert "bench/b/seed0 failed: ValueError: math domain error" in messages
     fixed = [Job(j.key, dict, ([("v", 2)],), j.fingerprint) if j.key.endswith("b/seed0") else j for j in _jobs()]
     messages.clear()
-    outcomes = run_jobs(fixed, tmp_path, workers, messages.append)
+    outcomes = run_jobs(fixed, tmp_path, 1, messages.append, **where)
     assert outcomes == {"bench/a/seed0": {"v": 1}, "bench/b/seed0": {"v": 2}, "bench/c/seed0": {"v": 3}}
     assert messages[0].startswith("2 of 3 job(s) already done")
     record = json.loads((tmp_path / "bench/b/seed0.json").read_text())

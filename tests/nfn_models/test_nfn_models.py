@@ -24,7 +24,8 @@ FAST_FIT = {"xgboost": {"max_rounds": 3, "min_child_weight": 1.0},
             "random_forest": {"max_trees": 4, "trees_per_step": 2, "early_stopping_trees": 2, "min_samples_leaf": 2}}
 # gradient models whose paper widths cost seconds per forward on a CPU, checked narrower here (their
 # defaults run once in their own tests): NG-T attends over all 59 x 59 node pairs of a CNN
-NARROW = {"ng_t": {"hidden_dim": 8, "fourier_features": 16}, "scalegmn": {"hidden_dim": 8}}
+NARROW = {"ng_t": {"hidden_dim": 8, "fourier_features": 16}, "scalegmn": {"hidden_dim": 8},
+          "ng_gnn": {"hidden_dim": 16, "fourier_features": 16}}
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Integration: a real local Ray instance trains a tiny zoo, is interrupted, and resumes."""
+"""Integration: a tiny zoo generated on the shared Ray test cluster, the driver killed, and resumed."""
 
 from __future__ import annotations
 
@@ -40,15 +40,16 @@ def _generate(spec: Path, out: Path, *where: str, **popen) -> subprocess.Popen:
 
 
 def test_interrupted_generation_resumes_without_duplicates(tmp_path, ray_cluster):
-    """A local instance's driver killed mid-job; the resume runs on the shared cluster (the staging
-    folder is what carries over, wherever the trials run; and one Ray start less)."""
+    """The driver killed mid-job and run again, on the shared cluster (a local instance's driver killed:
+    tests/zoo/test_generate_interrupt.py): the staging folder is what carries over."""
     spec_path = _spec_file(tmp_path)
     out = tmp_path / "zoo"
     spec = load_spec(spec_path, "tiny")
     planned = [m for run in plan_runs(spec) for m in run.model_ids]
     staging = Staging(out / "staging")
 
-    first = _generate(spec_path, out, start_new_session=True)
+    on_the_cluster = ("--address", ray_cluster.address)
+    first = _generate(spec_path, out, *on_the_cluster, start_new_session=True)
     deadline = time.monotonic() + 240
     while not staging.model_ids() and time.monotonic() < deadline and first.poll() is None:
         time.sleep(0.05)
@@ -63,7 +64,6 @@ def test_interrupted_generation_resumes_without_duplicates(tmp_path, ray_cluster
     survivors = {m: staging.path(m).stat() for m in staging.model_ids()}
     assert 0 < len(survivors) < len(planned), f"interruption did not land mid-job: {len(survivors)} of {len(planned)}"
 
-    on_the_cluster = ("--address", ray_cluster.address)
     second = _generate(spec_path, out, *on_the_cluster)
     output, _ = second.communicate(timeout=300)
     assert second.returncode == 0, output
