@@ -1,8 +1,8 @@
 """Hostile and broken inputs, across every subcommand: one line naming the culprit, never a hang.
 
 One table, one test (issue 30, item 6). Each row builds its input files in `tmp_path` with a
-small builder, then runs the real CLI in a subprocess (`python -m zoo.cli ...`, Hub offline, a
-throwaway HF_HOME) under a timeout, so a read that blocks (a FIFO, /dev/zero) or an allocation
+small builder, then runs the real CLI in a process of its own (`python -m zoo.cli ...` as a child
+forked from a warm server, `tests/forked_cli.py`; Hub offline, a throwaway HF_HOME) under a timeout, so a read that blocks (a FIFO, /dev/zero) or an allocation
 that never ends fails the row instead of hanging the suite. Every row expects:
 
 - its exit code (1 for a user error through the CLI's one error path, 2 for an argument error);
@@ -20,7 +20,6 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Callable
 
@@ -362,17 +361,26 @@ def _environment(tmp: Path) -> dict[str, str]:
             "NFNZOO_LEADERBOARD": str(tmp / "default-board")}
 
 
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    """The CLI in a fresh process per row, forked from a warm server (`tests/forked_cli.py`): the rows'
+    isolation and timeout without a Python and torch start each (~2 s a row)."""
+    from forked_cli import ForkedCLI
+
+    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
+    yield forked
+    forked.close()
+
+
 @pytest.mark.parametrize(("builder", "exit_code", "expected"), [row[1:] for row in ROWS], ids=[row[0] for row in ROWS])
-def test_a_hostile_input_gets_one_line_naming_it(builder, exit_code, expected, tmp_path, request):
+def test_a_hostile_input_gets_one_line_naming_it(builder, exit_code, expected, tmp_path, request, cli):
     case = Case(tmp_path / "case", request)
     case.tmp.mkdir()
     argv = builder(case)
     working = tmp_path / "cwd"  # empty: a `zoo` folder in the working directory would shadow the package
     working.mkdir()
     try:
-        done = subprocess.run([sys.executable, "-m", "zoo.cli", *argv], capture_output=True, text=True,
-                              errors="replace", timeout=TIMEOUT_S, cwd=working, env=_environment(tmp_path),
-                              stdin=subprocess.DEVNULL)
+        done = cli.run(argv, cwd=working, env=_environment(tmp_path), timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pytest.fail(f"nfnzoo {' '.join(a[:80] for a in argv)} did not answer within {TIMEOUT_S} s (blocked or unbounded)")
     stderr = done.stderr
@@ -391,3 +399,16 @@ def test_a_hostile_input_gets_one_line_naming_it(builder, exit_code, expected, t
     for text in expected:
         assert text in last, f"{text!r} not in: {last[:1000]}"
     assert done.returncode == exit_code, (done.returncode, last[:1000])
+
+
+def test_the_forked_cli_reports_the_childs_exit_output_and_a_timeout(cli, tmp_path):
+    """The control of the runner above: a child's exit code and stderr are its own, a missing folder is
+    the CLI's one line, and a run past its timeout raises (a blocked read fails its row)."""
+    working = tmp_path / "cwd"
+    working.mkdir()
+    done = cli.run(["verify", str(tmp_path / "nope")], cwd=working, env=_environment(tmp_path), timeout=TIMEOUT_S)
+    assert done.returncode == 1 and done.stderr.startswith("nfnzoo verify: error: ") and str(tmp_path / "nope") in done.stderr
+    assert cli.run(["--version"], cwd=working, env=_environment(tmp_path), timeout=TIMEOUT_S).returncode == 0
+    with pytest.raises(subprocess.TimeoutExpired):  # the CLI refuses every blocking input, so: a timeout no run meets
+        cli.run(["--help"], cwd=working, env=_environment(tmp_path), timeout=0.0001)
+    assert cli.run(["--version"], cwd=working, env=_environment(tmp_path), timeout=TIMEOUT_S).returncode == 0  # served on

@@ -1,0 +1,99 @@
+"""`python -m zoo.cli ARGV` in a fresh process per call, without paying Python's and torch's start each time.
+
+A server process imports the slow, environment-independent libraries once (numpy, pandas, pyarrow,
+torch; nothing of ours, nothing that reads HF_* or NFNZOO_* variables at import) and then, per
+request, forks a child that takes the request's working directory, environment, argv and stdin
+(/dev/null), writes stdout and stderr to files, and runs `zoo.cli` as `python -m` would. The server
+waits for the child within the request's timeout and kills it past that, so a read that blocks
+still fails its case instead of hanging the suite. The child is a separate process like a
+subprocess would be: its own exit code, file descriptors, environment and memory. What it does not
+get afresh is what those pre-imported libraries did at their import (their warning filters are
+the server's, started with the same PYTHONWARNINGS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_SERVER = r"""
+import json, os, signal, sys, time
+import numpy, pandas, pyarrow, pyarrow.parquet, torch  # the slow imports, once
+
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh `python -m zoo.cli` in all that matters to the CLI
+        code = 1
+        try:
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
+                                    (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                    (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+                opened = os.open(path, flags, 0o600)
+                os.dup2(opened, fd)
+                os.close(opened)
+            sys.argv = ["nfnzoo", *request["argv"]]
+            from zoo.cli import main
+            code = main(request["argv"])
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            code = 1
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            os._exit(code)
+    deadline, status = time.monotonic() + request["timeout"], None
+    while status is None:
+        done, raw = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(raw)
+        elif time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            status = "timeout"
+        else:
+            time.sleep(0.01)
+    print(json.dumps({"status": status}), flush=True)
+"""
+
+
+class ForkedCLI:
+    """Runs the CLI in forked children of one warm server (module docstring); `close` ends the server."""
+
+    def __init__(self, cwd: Path, warnings: str = "ignore"):
+        env = {**os.environ, "PYTHONWARNINGS": warnings}
+        self.scratch = Path(tempfile.mkdtemp(prefix="forked_cli_"))
+        self.server = subprocess.Popen([sys.executable, "-c", _SERVER], cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True)
+
+    def run(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+            ) -> subprocess.CompletedProcess:
+        """Like `subprocess.run([python, -m, zoo.cli, *argv], capture_output=True, timeout=...)`; raises
+        `subprocess.TimeoutExpired` past `timeout`."""
+        out, err = self.scratch / "stdout", self.scratch / "stderr"
+        request = {"argv": argv, "cwd": str(cwd), "env": env, "timeout": timeout, "stdout": str(out),
+                   "stderr": str(err)}
+        self.server.stdin.write(json.dumps(request) + "\n")
+        self.server.stdin.flush()
+        reply = json.loads(self.server.stdout.readline())
+        if reply["status"] == "timeout":
+            raise subprocess.TimeoutExpired(argv, timeout)
+        read = lambda path: path.read_bytes().decode(errors="replace")  # noqa: E731
+        return subprocess.CompletedProcess(argv, reply["status"], read(out), read(err))
+
+    def close(self) -> None:
+        self.server.stdin.close()
+        self.server.wait(timeout=30)
