@@ -22,10 +22,11 @@ class ChannelLinear(nn.Linear):
         return super().forward(x.movedim(1, -1)).movedim(-1, 1)
 
 
-def init_jointly(*maps: ChannelLinear) -> None:
-    """Uniform(+-1/sqrt(fan_in)) for weights and biases, fan_in summed over all `maps`."""
+def init_jointly(*maps: nn.Linear) -> None:
+    """Uniform(+-1/sqrt(fan_in)) for weights and biases (where a map has one), fan_in summed over all `maps`."""
     bound = 1.0 / math.sqrt(sum(m.in_features for m in maps))
     with torch.no_grad():
         for m in maps:
             m.weight.uniform_(-bound, bound)
-            m.bias.uniform_(-bound, bound)
+            if m.bias is not None:
+                m.bias.uniform_(-bound, bound)

@@ -41,13 +41,12 @@ reads every term once. A convolution's filter positions are extra channels, as N
 
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import nn
 
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
-from nfn_models.layers.channel import ChannelLinear
+from nfn_models.layers.channel import ChannelLinear, init_jointly
 
 BLOCKS = ("weight_to_weight", "bias_to_weight", "weight_to_bias", "bias_to_bias")
 
@@ -120,13 +119,7 @@ class DWSLinear(nn.Module):
     @staticmethod
     def _init_target(*blocks: nn.ModuleDict) -> None:
         """Uniform(+-1/sqrt(fan-in)), the fan-in summed over every term feeding the target tensor."""
-        maps = [m for block in blocks for m in block.values()]
-        bound = 1.0 / math.sqrt(sum(m.in_features for m in maps))
-        with torch.no_grad():
-            for m in maps:
-                m.weight.uniform_(-bound, bound)
-                if m.bias is not None:
-                    m.bias.uniform_(-bound, bound)
+        init_jointly(*(m for block in blocks for m in block.values()))
 
     @staticmethod
     def _target(blocks: tuple[nn.ModuleDict, nn.ModuleDict], sources: dict[str, dict], axes: dict[str, int],

@@ -52,29 +52,18 @@ feature sign invariant, and pools as HNP does (`nfn_models.monomial_nfn.GROUP_PO
 
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import nn
 
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
-from nfn_models.layers.channel import ChannelLinear
+from nfn_models.layers.channel import ChannelLinear, init_jointly
 from nfn_models.layers.pools import HNPPool
 
 
 def _map(in_features: int, out_features: int, bias: bool = False) -> ChannelLinear:
     """A channel-mixing map; no bias unless the output may hold a constant (only b_L)."""
     return ChannelLinear(in_features, out_features, bias=bias)
-
-
-def _init_jointly(*maps: ChannelLinear) -> None:
-    """Uniform(+-1/sqrt(fan_in)) with the fan-in summed over the maps feeding one output."""
-    bound = 1.0 / math.sqrt(sum(m.in_features for m in maps))
-    with torch.no_grad():
-        for m in maps:
-            m.weight.uniform_(-bound, bound)
-            if m.bias is not None:
-                m.bias.uniform_(-bound, bound)
 
 
 def _rows(weight: torch.Tensor) -> torch.Tensor:
@@ -137,8 +126,8 @@ class MonomialLinear(nn.Module):
         if group == "sign":  # b_{L-1} reads W_L's columns (on layer 1's bias when L = 2)
             self.terms[L - 2]["bias_from_next_weight"] = _map(C * f[L - 1] * n[L], O)
         for terms in self.terms:
-            _init_jointly(*(terms[k] for k in terms if k.startswith("weight")))
-            _init_jointly(*(terms[k] for k in terms if k.startswith("bias")))
+            init_jointly(*(terms[k] for k in terms if k.startswith("weight")))
+            init_jointly(*(terms[k] for k in terms if k.startswith("bias")))
 
     def forward(self, features: WeightSpaceFeatures) -> WeightSpaceFeatures:
         weights, biases = features.shaped(), features.biases  # (B, C f_i, n_{i+1}, n_i), (B, C, n_{i+1})
