@@ -174,6 +174,17 @@ def load_task_data(spec: DatasetSpec) -> TaskData:
     return TaskData(train, validation, test, num_classes)
 
 
+def load_classifier_data(spec, in_channels: int, num_classes: int) -> TaskData:
+    """`load_task_data` of a zoo spec whose members classify `in_channels`-channel images into
+    `num_classes` classes; a data set of other images or classes is an error naming the spec."""
+    data = load_task_data(spec.dataset)
+    channels = data.test.x.shape[1]
+    if channels != in_channels or data.num_classes != num_classes:
+        raise ValueError(f"{spec.name}: architecture expects {in_channels} input channels and {num_classes} classes; "
+                         f"{spec.dataset.name} has {channels} and {data.num_classes}")
+    return data
+
+
 def _online(name: str, transform=lambda images: images, classes: int = 10) -> tuple[ImageData, ImageData, int]:
     train_images, train_labels = _torchvision(name, True)
     test_images, test_labels = _torchvision(name, False)

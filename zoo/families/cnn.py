@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.training import simd
-from zoo.data.images import SOURCE_INFO, TaskData, image_source_names, load_task_data, split_sizes
+from zoo.data.images import SOURCE_INFO, TaskData, image_source_names, load_classifier_data, split_sizes
 from zoo.validation.domains import Classes, Coefficient, Fraction, LearningRate, Probability, Scale, Size
 from zoo.families.base import CheckpointResult, Family, register_family
 from zoo.training.population import populations, train_classifier_population
@@ -246,12 +246,8 @@ class CNNFamily(Family):
         return image_source_names()
 
     def load_data(self, spec) -> TaskData:
-        data = load_task_data(spec.dataset)
         arch = CNNArchitecture(**spec.architecture)
-        if data.train.x.shape[1] != arch.in_channels or data.num_classes != arch.num_classes:
-            raise ValueError(f"{spec.name}: architecture expects {arch.in_channels} input channels and "
-                             f"{arch.num_classes} classes; {spec.dataset.name} has {data.train.x.shape[1]} and {data.num_classes}")
-        return data
+        return load_classifier_data(spec, arch.in_channels, arch.num_classes)
 
     def initial_weights(self, spec, run) -> dict[str, torch.Tensor]:
         """The run's initialization, drawn from its own generator in parameter order (biases 0)."""

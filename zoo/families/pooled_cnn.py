@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.data.images import SOURCE_INFO, TaskData, image_source_names, load_task_data
+from zoo.data.images import SOURCE_INFO, TaskData, image_source_names, load_classifier_data
 from zoo.families.base import Family, register_family
 from zoo.symmetry.flatten import FlattenedFeedforwardSymmetry
 from zoo.training.train import CLASSIFICATION_METRICS, evaluate_sets
@@ -157,13 +157,8 @@ class PooledCNNFamily(Family):
         return image_source_names()
 
     def load_data(self, spec) -> TaskData:
-        data = load_task_data(spec.dataset)
         arch = PooledCNNArchitecture(**spec.architecture)
-        if data.test.x.shape[1] != arch.in_channels or data.num_classes != arch.num_classes:
-            raise ValueError(f"{spec.name}: architecture expects {arch.in_channels} input channels and "
-                             f"{arch.num_classes} classes; {spec.dataset.name} has {data.test.x.shape[1]} and "
-                             f"{data.num_classes}")
-        return data
+        return load_classifier_data(spec, arch.in_channels, arch.num_classes)
 
     def train_population(self, spec, runs, data, emit) -> None:
         raise NotImplementedError(f"family {self.name!r} is import-only (nfnzoo import model-zoos): it has no "
