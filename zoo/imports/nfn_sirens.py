@@ -39,7 +39,6 @@ import csv
 import io
 import math
 import re
-import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -47,7 +46,8 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
-from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, load_state_dict, renamed_tensors, write_import
+from zoo.imports.writer import (BySplit, ImportedConfig, SplitSet, built_folder, load_state_dict, renamed_tensors,
+                                write_import)
 from zoo.dataset.provenance import SITZMANN_BIBTEX, ZHOU_BIBTEX
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
@@ -284,10 +284,7 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
     if out.exists() and any(out.iterdir()):
         raise InputError(f"{out}: not empty; export into a new folder")
     check_shards(folder, entry["files"])
-    scratch = out.parent / f".{out.name}.building"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    try:
+    with built_folder(out) as scratch:
         chosen: dict[int, tuple] = {}  # image index -> (epoch, run, row metadata, state dict)
         (architecture,) = [a["architecture"] for a in entry["architectures"].values()]
         keys = reference_keys(int(architecture["num_sine_layers"]))
@@ -311,10 +308,4 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
             lines.append(",".join([relative, str(epoch), str(int(row.seed)), repr(float(row.learning_rate)),
                                    repr(float(row.psnr)), repr(float(row.mse)), str(row.status)]))
         (scratch / METADATA).write_text("\n".join(lines) + "\n")
-        if out.exists():
-            out.rmdir()
-        scratch.rename(out)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
     return out

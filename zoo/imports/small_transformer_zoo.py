@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
-from zoo.imports.writer import BySplit, load_state_dict, ImportedConfig, SplitSet, write_import
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, load_state_dict, write_import
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
 from zoo.validation.inputs import InputError, confined, read_capped
@@ -278,7 +278,6 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
     `embedding.pos_embedding`, and `metadata/mnist.csv` (the flags, ckpt_epoch, ckpt_file,
     test_top1_accuracy, plus our other metrics, crop_padding, final_learning_rate and the best
     checkpoint's epoch, which the reference loader ignores). Built in a scratch folder, renamed at the end."""
-    import shutil
 
     import pandas as pd
     import torch
@@ -302,12 +301,10 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
     arch = create_family("transformer").Architecture(**architecture)
     positional = sinusoidal_encoding(arch.num_tokens, arch.d_model)
     check_shards(folder, entry["files"])
-    scratch = out.parent / f".{out.name}.building"
-    shutil.rmtree(scratch, ignore_errors=True)
-    (scratch / "mnist").mkdir(parents=True)
-    (scratch / "metadata").mkdir()
     rows = []
-    try:
+    with built_folder(out) as scratch:
+        (scratch / "mnist").mkdir()
+        (scratch / "metadata").mkdir()
         for path in entry_paths(folder, entry["files"]):
             batch, metadata = read_weights([path]), _read_metadata([path])
             for i, row in enumerate(metadata.itertuples(index=False)):
@@ -325,10 +322,4 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
                              "ckpt_epoch": epoch, "ckpt_file": f"mnist/{file}", "test_top1_accuracy": row.test_accuracy,
                              **{m: getattr(row, m) for m in OPTIONAL_METRICS}, EPOCH_COLUMN: int(row.epoch)})
         pd.DataFrame(rows).to_csv(scratch / "metadata" / "mnist.csv", index=False, float_format="%.17g")
-        if out.exists():
-            out.rmdir()
-        scratch.rename(out)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
     return out

@@ -21,6 +21,7 @@ and listed, with its sha256, in the config's manifest entry (`split_sets`), wher
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -299,3 +300,21 @@ def renamed_tensors(path: Path, state: dict, mapping: dict[str, str], shapes: di
             raise InputError(f"{path}: {theirs} has shape {shape}; the architecture needs {tuple(shapes[ours])}")
         out[ours] = value.detach().to(torch.float32).numpy()
     return out
+
+
+@contextlib.contextmanager
+def built_folder(out: Path) -> Iterator[Path]:
+    """An exporter's output: built in `.<name>.building` beside `out` and renamed into place when the block
+    ends (`out`, if it exists, must be empty); on any error, Ctrl-C included, the scratch folder goes and
+    `out` stays as it was."""
+    scratch = out.parent / f".{out.name}.building"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    try:
+        yield scratch
+        if out.exists():
+            out.rmdir()
+        scratch.rename(out)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
