@@ -51,6 +51,11 @@ def pinned_name(dataset_hash: str, split_set: str = DEFAULT) -> str:
     return f"{PINNED_DIR}/{dataset_hash[:12]}{middle}.test.parquet"
 
 
+def pinned_sets(record: KnownDataset) -> list[str]:
+    """What `record` has pinned: `DEFAULT` (the zoo's own test split) where it has, then its split sets."""
+    return ([DEFAULT] if record.test_metadata is not None else []) + sorted(record.split_sets)
+
+
 def split_set_names(folder: str | Path, config: str) -> list[str]:
     """The split sets a zoo's config records besides its own split."""
     from zoo.storage.folder import read_manifest
@@ -71,8 +76,8 @@ def test_metadata_bytes(folder: str | Path, config: str, split_set: str = DEFAUL
 
 def missing_pins(record: KnownDataset, folder: str | Path) -> dict[str, bytes]:
     """The test metadata `record` has not pinned yet, read from `folder`: split set -> Parquet bytes."""
-    wanted = ([DEFAULT] if record.test_metadata is None else []) + [
-        name for name in split_set_names(folder, record.config) if name not in record.split_sets]
+    pinned = pinned_sets(record)
+    wanted = [name for name in [DEFAULT, *split_set_names(folder, record.config)] if name not in pinned]
     return {name: test_metadata_bytes(folder, record.config, name) for name in wanted}
 
 
@@ -122,7 +127,7 @@ def _pin_dataset(root: Path, folder: Path, config: str | None, lock: FolderLock)
         raise ValueError(f"the dataset at {folder} (config {config!r}, hash {actual[:12]}…) is not registered on the "
                          f"board {root}; submit a result on it first")
     checked = []
-    for name in ([DEFAULT] if record.test_metadata is not None else []) + sorted(record.split_sets):
+    for name in pinned_sets(record):
         pinned = load_pinned(root, record, name)
         current = pq.read_table(io.BytesIO(test_metadata_bytes(folder, config, name))).to_pandas()
         if not current.equals(pinned):

@@ -36,7 +36,7 @@ from leaderboards.board import Table, TaskBoard, build_board
 from leaderboards.datasets import load_datasets
 from leaderboards.entries import entry_path, load_entries, stored_predictions_path
 from leaderboards.escape import markdown_cell, markdown_text
-from leaderboards.pinned import DEFAULT, load_pinned, split_set_of
+from leaderboards.pinned import load_pinned, pinned_sets, split_set_of
 from leaderboards.rescore import read_stored_predictions
 from leaderboards.site import write_site
 from leaderboards.suite_board import SuiteBoard, suite_boards, suite_markdown
@@ -97,8 +97,7 @@ def _top_predictions(root: Path, board: TaskBoard) -> list[tuple[str, str, np.nd
         for table in section.tables:
             top = table.rows[0].entry
             split_set = split_set_of(top.results.task_config)
-            if not top.submission.verified or (record.test_metadata is None if split_set == DEFAULT
-                                               else split_set not in record.split_sets):
+            if not top.submission.verified or split_set not in pinned_sets(record):
                 continue
             if split_set not in metadata:
                 metadata[split_set] = load_pinned(root, record, split_set)

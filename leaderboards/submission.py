@@ -47,7 +47,7 @@ from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
 from leaderboards.entries import (CODE_URL, COMMIT, Entry, SubmissionInfo, content_hash, duplicate_key, entry_path,
                                   load_entries, stored_predictions_path)
 from leaderboards.lock import board_lock
-from leaderboards.pinned import DEFAULT, load_pinned, missing_pins, split_set_of, with_pins, write_pinned
+from leaderboards.pinned import DEFAULT, load_pinned, missing_pins, pinned_sets, split_set_of, with_pins, write_pinned
 from leaderboards.render_check import render_problems
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
 from leaderboards.seal import sealed
@@ -114,9 +114,8 @@ def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None,
         if known.config != claimed.config:
             return _DatasetCheck([f"dataset {claimed.dataset_hash[:12]} is known as config {known.config!r}, "
                                   f"but the results say {claimed.config!r}"])
-        split_set = split_set_of(results.task_config)
-        pinned = known.test_metadata is not None if split_set == DEFAULT else split_set in known.split_sets
-        if not pinned and dataset_dir is not None:  # a chance to pin it
+        unpinned = split_set_of(results.task_config) not in pinned_sets(known)
+        if unpinned and dataset_dir is not None:  # a chance to pin it
             problems, record, folder = _check_local(results, Path(dataset_dir))
             return _DatasetCheck(problems, known, False, folder)
         return _DatasetCheck([], known)
@@ -218,7 +217,7 @@ def _verification(results: Results, predictions: pandas.DataFrame | None, check:
         pins = missing_pins(record, check.folder)
     if split_set in pins:
         metadata = pyarrow.parquet.read_table(io.BytesIO(pins[split_set])).to_pandas()
-    elif (split_set == DEFAULT and record.test_metadata is not None) or split_set in record.split_sets:
+    elif split_set in pinned_sets(record):
         metadata = load_pinned(root, record, split_set)
     else:
         which = "" if split_set == DEFAULT else f" of split set {split_set!r}"
