@@ -140,7 +140,7 @@ def test_dropout_masks_are_the_solo_runs_bernoulli_draws(setting):
     runs = [dataclasses.replace(r, hparams={**r.hparams, "dropout": p}) for r, p in zip(runs, rates)]
     members = _Members(family, runs, data)
     active = torch.tensor([True, True, True, False])
-    draw = members.masks(active)
+    draw = members.draws.masks(1, active)
     shapes = [(32, 16, 14, 14), (32, 16, 7, 7)]
     drawn = [draw(layer, shape) for layer, shape in enumerate(shapes, start=1)]
     for k, (run, p) in enumerate(zip(runs, rates)):
@@ -151,7 +151,7 @@ def test_dropout_masks_are_the_solo_runs_bernoulli_draws(setting):
                 assert torch.equal(drawn[layer][k], expected), (k, layer)
             else:
                 assert torch.equal(drawn[layer][k], torch.ones(shape))  # no draw, and no dropout
-        after = torch.rand(8, generator=members.dropout_generators[k])
+        after = torch.rand(8, generator=members.draws.members[k].dropout_generator)
         assert torch.equal(after, torch.rand(8, generator=generator)), k  # generators advanced alike
     assert not torch.equal(drawn[0][1], drawn[0][2])
 

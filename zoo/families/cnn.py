@@ -32,6 +32,7 @@ from zoo.data.images import SOURCE_INFO, TaskData, image_source_names, load_clas
 from zoo.validation.domains import Classes, Coefficient, Fraction, LearningRate, Probability, Scale, Size
 from zoo.families.base import CheckpointResult, Family, register_family
 from zoo.training.population import populations, train_classifier_population
+from zoo.training.draws import solo_draws
 from zoo.training.train import CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.weightspace import WeightSpace
@@ -110,13 +111,14 @@ class SmallCNN(nn.Module):
         self.convs = [getattr(self, f"conv{i + 1}") for i in range(arch.num_conv_layers)]
         self.dense = nn.Linear(channels, arch.num_classes)
 
-    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, masks=None) -> torch.Tensor:
+        """Logits; in training mode with dropout, `masks(layer, shape)` gives layer i's 0/1 keep
+        mask (layers from 1; `zoo.training.draws`)."""
         h = scale_input(x, self.input_range)  # (B, C, H, W)
-        for conv in self.convs:
+        for i, conv in enumerate(self.convs, start=1):
             h = self.activation(conv(h))
             if self.training and self.dropout > 0:
-                keep = torch.empty_like(h).bernoulli_(1 - self.dropout, generator=generator)
-                h = h * keep / (1 - self.dropout)
+                h = h * masks(i, tuple(h.shape)).to(h.device) / (1 - self.dropout)
         return self.dense(h.mean(dim=(2, 3)))  # global average pooling: (B, channels) -> (B, classes)
 
 
@@ -266,8 +268,9 @@ class CNNFamily(Family):
         model.load_state_dict(self.initial_weights(spec, run))
         optimizer = OPTIMIZERS[hp.optimizer](model.parameters(), hp.learning_rate)
         train = run_train_subset(data.train, hp.train_fraction, run.seed)
+        draws = solo_draws(spec.training.rng, run.seed, hp.dropout)
         for epoch, metrics, status in train_classifier(model, optimizer, hp.l2, train, data, spec.dataset,
-                                                       spec.training, run.seed):
+                                                       spec.training, draws):
             weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
             emit(CheckpointResult(epoch, weights, metrics, status))
 

@@ -46,10 +46,11 @@ from zoo.families.transformer_model import (  # noqa: F401  (the member's names,
     sinusoidal_encoding,
 )
 from zoo.families.transformer_population import train_transformer_population
-from zoo.families.transformer_recipe import TransformerHParams, learning_rate_at, random_crops  # noqa: F401 (re-exported)
+from zoo.families.transformer_recipe import TransformerHParams, learning_rate_at
 from zoo.families.base import CheckpointResult, Family, register_family
 from zoo.training.population import populations
 from zoo.symmetry.attention import AttentionSymmetry
+from zoo.training.draws import solo_draws
 from zoo.training.train import (CLASSIFICATION_METRICS, batch_starts, evaluate, evaluate_sets, run_train_subset, seeded_generator,
                        steps_per_epoch)
 from zoo.weightspace import WeightSpace
@@ -153,8 +154,7 @@ class TransformerFamily(Family):
         optimizer = OPTIMIZERS[hp.optimizer](model.parameters(), hp.learning_rate, hp.l2)
         train = run_train_subset(data.train, hp.train_fraction, run.seed)
         eval_train = train.subset(torch.arange(min(len(train), spec.dataset.eval_train_size)))
-        shuffle, dropout = seeded_generator(run.seed, "shuffle"), seeded_generator(run.seed, "dropout")
-        crops = seeded_generator(run.seed, "crop")
+        draws, step = solo_draws(training.rng, run.seed, hp.dropout, hp.crop_padding), 0
         if hp.crop_padding and train.x.ndim != 4:
             raise ValueError(f"{spec.name}: crop_padding={hp.crop_padding} needs images; use 0 for {spec.dataset.name}")
         regular = sorted(training.checkpoint_epochs)
@@ -178,12 +178,12 @@ class TransformerFamily(Family):
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate_at(epoch, hp, training.epochs)
             model.train()
-            order = torch.randperm(len(train), generator=shuffle)
+            order = draws.order(epoch, len(train))
             finite = True
             for start in batch_starts(len(train), training):
                 index = order[start:start + batch_size]
-                x = train.x[index] if not hp.crop_padding else random_crops(train.x[index], hp.crop_padding, crops)
-                loss = F.cross_entropy(model(x, generator=dropout), train.y[index])
+                step += 1
+                loss = F.cross_entropy(model(draws.crop(step, train.x[index]), masks=draws.masks(step)), train.y[index])
                 if not torch.isfinite(loss):
                     finite = False
                     break

@@ -84,11 +84,11 @@ def sinusoidal_encoding(length: int, width: int) -> torch.Tensor:
     return encoding.float()
 
 
-def _dropout(h: torch.Tensor, rate: float, training: bool, generator: torch.Generator | None) -> torch.Tensor:
+def _dropout(h: torch.Tensor, rate: float, training: bool, masks, layer: int) -> torch.Tensor:
+    """h with the 0/1 keep mask `masks(layer, shape)` applied and divided by 1 - rate (training only)."""
     if not training or rate == 0:
         return h
-    keep = torch.empty_like(h).bernoulli_(1 - rate, generator=generator)
-    return h * keep / (1 - rate)
+    return h * masks(layer, tuple(h.shape)).to(h.device) / (1 - rate)
 
 
 class PatchEmbedding(nn.Module):
@@ -153,11 +153,12 @@ class EncoderBlock(nn.Module):
         self.fc1 = nn.Linear(arch.d_model, arch.mlp_dim)
         self.fc2 = nn.Linear(arch.mlp_dim, arch.d_model)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, drop: Callable) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, drop_attention: Callable,
+                drop_mlp: Callable) -> torch.Tensor:
         width = (x.shape[-1],)
-        h = drop(self.attention(F.layer_norm(x, width), mask))
+        h = drop_attention(self.attention(F.layer_norm(x, width), mask))
         x = x + h if self.residual else h
-        h = drop(self.fc2(F.relu(self.fc1(F.layer_norm(x, width)))))
+        h = drop_mlp(self.fc2(F.relu(self.fc1(F.layer_norm(x, width)))))
         return x + h if self.residual else h
 
 
@@ -185,14 +186,17 @@ class SmallTransformer(nn.Module):
         self.encoder = nn.ModuleList(EncoderBlock(arch) for _ in range(arch.num_blocks))
         self.classifier = Classifier(arch)
 
-    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        def drop(h: torch.Tensor) -> torch.Tensor:
-            return _dropout(h, self.dropout, self.training, generator)
+    def forward(self, x: torch.Tensor, masks=None) -> torch.Tensor:
+        """Logits; in training mode with dropout, `masks(layer, shape)` gives 0/1 keep masks, the
+        layers numbered as the population numbers them: 0 the stem, 2i + 1 and 2i + 2 block i's
+        attention and MLP outputs (`zoo.training.draws`)."""
+        def drop(layer: int) -> Callable[[torch.Tensor], torch.Tensor]:
+            return lambda h: _dropout(h, self.dropout, self.training, masks, layer)
 
         h, mask = self.embedding(x)  # (B, T, D)
-        h = drop(h + self.positional_encoding[:h.shape[1]])
-        for block in self.encoder:
-            h = block(h, mask, drop)
+        h = drop(0)(h + self.positional_encoding[:h.shape[1]])
+        for i, block in enumerate(self.encoder):
+            h = block(h, mask, drop(2 * i + 1), drop(2 * i + 2))
         return self.classifier(F.layer_norm(h, h.shape[-1:]), mask)
 
 

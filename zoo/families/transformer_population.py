@@ -4,9 +4,10 @@ Every trainable tensor is stacked on a leading member dimension (K, ...) and eac
 computed for all members at once: the 4x4 stride-4 patch convolution as a reshape plus a
 batched matrix product, Q/K/V/O and the MLP and head as batched products, LayerNorm without
 affine and the pooling over the member dimension; the word vectors are frozen and shared.
-What differs between members is a tensor or a per-member generator, drawn exactly as the
-solo `TransformerFamily.train_run` draws it: initialization, train subset, batch order,
-crops, dropout masks (in the solo order: stem, then attention and MLP of each block),
+What differs between members is a tensor or a member's own draws, drawn exactly as the
+solo `TransformerFamily.train_run` draws them: initialization, train subset, and from the
+population's draws (`zoo.training.draws`, by `training.rng`) batch order, crops and dropout
+masks (layers in the solo order: stem, then attention and MLP of each block),
 the per-epoch learning rate (warm-up + cosine) and the coupled L2 (`StackedOptimizer`'s
 `weight_decay`, as torch.optim applies it). A member whose training loss or validation turns
 non-finite is recorded as diverged for its remaining checkpoints, zeroed and frozen, as its
@@ -24,10 +25,10 @@ import torch.nn.functional as F
 from zoo.data.images import TaskData
 from zoo.families.base import CheckpointResult
 from zoo.families.transformer_model import TransformerArchitecture, sinusoidal_encoding
-from zoo.families.transformer_recipe import learning_rate_at, random_crops
+from zoo.families.transformer_recipe import learning_rate_at
 from zoo.training.optim_stacked import StackedOptimizer
 from zoo.training.population import _accumulate, _Members, masked_step
-from zoo.training.train import CLASSIFICATION_METRICS, batch_starts, seeded_generator
+from zoo.training.train import CLASSIFICATION_METRICS, batch_starts
 
 EVAL_ROWS = 16384  # examples x members per evaluation batch: bounds the (K, B, H, T, T) attention scores
 
@@ -134,7 +135,7 @@ def _score(metrics: dict[str, float]) -> tuple[float, float]:  # higher accuracy
 def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
                                  emit: Callable[[object, CheckpointResult], None]) -> None:
     """Trains runs that share an optimizer and a train fraction as one population."""
-    members = _Members(family, runs, data)
+    members = _Members(family, runs, data, spec.training.rng)
     K, training, hparams = len(members), spec.training, members.hparams
     for hp in hparams:
         if hp.warmup_epochs > training.epochs:
@@ -149,7 +150,6 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
     optimizer = StackedOptimizer(list(params.values()), members.learning_rate, hparams[0].optimizer,
                                  weight_decay=torch.tensor([hp.l2 for hp in hparams], dtype=torch.float64,
                                                            device=members.device))
-    crops = [seeded_generator(run.seed, "crop") for run in runs]
     active = torch.ones(K, dtype=torch.bool)
     regular = sorted(training.checkpoint_epochs)
 
@@ -173,19 +173,18 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
     if 0 in regular:
         for k in range(K):
             emit(members.runs[k], family._result(0, snapshot(params, k), metrics[k]))
-    size = members.subsets.shape[1]
+    size, step = members.subsets.shape[1], 0
     for epoch in range(1, training.epochs + 1):
         if not active.any():
             break
         optimizer.learning_rate = torch.tensor([learning_rate_at(epoch, hp, training.epochs) for hp in hparams],
                                                dtype=torch.float64, device=members.device)
-        orders = members.batch_orders(size, active)  # (K, N)
+        orders = members.draws.orders(epoch, size, active)  # (K, N)
         for start in batch_starts(size, training):
+            step += 1
             index = members.subsets.gather(1, orders[:, start:start + training.batch_size])  # (K, b)
-            x = data.train.x[index]  # (K, b, ...)
-            x = torch.stack([random_crops(x[k], hparams[k].crop_padding, crops[k])
-                             if hparams[k].crop_padding and active[k] else x[k] for k in range(K)])
-            logits = model(params, x, members.masks(active))  # (K, b, classes)
+            x = members.draws.crops(step, data.train.x[index], active)  # (K, b, ...)
+            logits = model(params, x, members.draws.masks(step, active))  # (K, b, classes)
             _, b, classes = logits.shape
             losses = F.cross_entropy(logits.reshape(K * b, classes), data.train.y[index].reshape(-1),
                                      reduction="none").view(K, b).mean(1)

@@ -36,14 +36,3 @@ def learning_rate_at(epoch: int, hp: TransformerHParams, epochs: int) -> float:
         return hp.learning_rate * (t + 1) / warmup
     progress = (t - warmup) / max(1, epochs - warmup)
     return hp.final_learning_rate + (hp.learning_rate - hp.final_learning_rate) * (1 + math.cos(math.pi * progress)) / 2
-
-
-def random_crops(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
-    """Each image shifted by up to `padding` pixels: a random crop of the zero-padded image (the
-    released zoo's RandomCrop(size, padding=2), with a seeded generator)."""
-    batch, _, height, width = x.shape
-    padded = F.pad(x, (padding,) * 4)
-    offsets = torch.randint(0, 2 * padding + 1, (2, batch), generator=generator)
-    rows = (offsets[0][:, None] + torch.arange(height))[:, :, None]  # (B, H, 1)
-    cols = (offsets[1][:, None] + torch.arange(width))[:, None, :]  # (B, 1, W)
-    return padded[torch.arange(batch)[:, None, None], :, rows, cols].permute(0, 3, 1, 2)  # (B, C, H, W)

@@ -23,7 +23,7 @@ import numpy as np
 
 from zoo.families import get_family
 from zoo.validation.schema import from_data, to_data
-from zoo.planning.spec import ZooSpec, axis_values, content_hash
+from zoo.planning.spec import ZooSpec, axis_values, content_hash, hashed_training
 
 
 BEST_EPOCH = -1  # the planned epoch of a best checkpoint: a sentinel, the real epoch is in its row
@@ -51,10 +51,7 @@ class Run:
 
 def run_definition(spec: ZooSpec) -> dict:
     """The part of a spec that determines how a run trains (not its search space or splits)."""
-    training = to_data(spec.training)
-    for option in ("keep_best", "drop_last"):  # added later: left out when off, so older specs keep their run ids
-        if not training[option]:
-            del training[option]
+    training = hashed_training(to_data(spec.training))  # later options left out at their old values
     return {
         "family": spec.family,
         "dataset": to_data(spec.dataset),

@@ -34,7 +34,7 @@ import json
 import os
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from zoo.validation.domains import Count, Fraction, Seed, Size, base_type
 from zoo.families.base import get_family  # families validate their own parts (the registry imports them when read)
@@ -80,6 +80,10 @@ class TrainingSpec:
     # drop each epoch's last partial batch (PyTorch's DataLoader(drop_last=True), as the Small
     # Transformer Zoo's reference trains); a pool smaller than one batch is refused
     drop_last: bool = False
+    # how per-step draws (batch orders, crops, dropout masks) are made (`zoo.training.draws`):
+    # counter-v1 on the training device for the whole population; torch-generator, per member on
+    # the host, for every spec that names none (all zoos made before counter-v1)
+    rng: Literal["torch-generator", "counter-v1"] = "torch-generator"
 
     def validate(self, where: str, key: str) -> None:
         if not self.checkpoint_epochs:
@@ -198,14 +202,22 @@ class ZooSpec:
 
     def hash(self) -> str:
         """The content hash of the resolved spec; options left at their defaults that older specs
-        did not have (`search_space.grids`, `training.keep_best`, `training.drop_last`) are left out, so their hashes stay."""
+        did not have (`search_space.grids`, `LEGACY_TRAINING`) are left out, so their hashes stay."""
         data = self.to_data()
         if not data["search_space"]["grids"]:
             del data["search_space"]["grids"]
-        for option in ("keep_best", "drop_last"):
-            if not data["training"][option]:
-                del data["training"][option]
+        data["training"] = hashed_training(data["training"])
         return content_hash(data)
+
+
+# training options added after zoos were published, at the values every older spec had: left out
+# of spec hashes and run ids at these values, so those zoos keep their hashes and run ids
+LEGACY_TRAINING = {"keep_best": False, "drop_last": False, "rng": "torch-generator"}
+
+
+def hashed_training(training: dict) -> dict:
+    """A spec's `training` data as hashes see it: options at their `LEGACY_TRAINING` value left out."""
+    return {key: value for key, value in training.items() if key not in LEGACY_TRAINING or LEGACY_TRAINING[key] != value}
 
 
 def content_hash(data: Any, length: int = 20) -> str:

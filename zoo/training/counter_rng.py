@@ -42,13 +42,20 @@ On top of the raw words:
   collision probability.
 - `crop_offsets`: `below(2 * padding + 1)` for (dy, dx).
 
-Every draw takes `fused=True` to run the rounds as one `torch.compile`d kernel: the same
-words, several times faster on the CPU, after a one-off compile (~40 s on a 2-core CPU).
+Engines (`ENGINES`), all giving the same words: ``torch``, the integer tensor ops above (the
+default on CUDA, where they run as a few kernels for the whole population); ``randomgen``,
+the C Philox4x32-10 of randomgen (Kevin Sheppard's bit generators, numpy's upstream), one call
+per member (the default on the CPU: ~17x the torch ops' rate there, and above a per-member
+`torch.rand` float64); ``compiled`` (`fused=True`), the tensor ops as one `torch.compile`d
+kernel (several times the eager rate on the CPU after a one-off compile, ~40 s on 2 cores).
+The tests check every engine against the published known answers and against each other.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+from randomgen import Philox
 
 MASK32 = 0xFFFFFFFF
 PHILOX_M0 = 0xD2511F53  # multiplier of counter word 0
@@ -127,19 +134,25 @@ def _fused_philox4x32(counter: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
 
 
 def random_words(seed: Index, stream: int, step: Index, member: Index, count: int,
-                 device: torch.device | str | None = None, fused: bool = False) -> torch.Tensor:
+                 device: torch.device | str | None = None, fused: bool = False,
+                 engine: str | None = None) -> torch.Tensor:
     """Words (M, count) in [0, 2^32) as int64: row m is member m's draws 0..count-1 of
     (seed, stream, step), where M is the broadcast size of seed, step and member (each an int
     or a 1-D tensor). Word j of a member is word j % 4 of Philox(counter (j // 4, member,
     step, stream), key seed): it does not depend on the other members or on `count`.
-    `fused` runs the rounds as one compiled kernel (same words; several times faster on the
-    CPU once compiled)."""
+    `engine` (module docstring) defaults to randomgen on the CPU and the tensor ops elsewhere;
+    `fused` is engine ``compiled``. Every engine gives the same words."""
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
     if (count + 3) // 4 > MASK32 + 1:
         raise ValueError(f"count {count} exceeds the 2^34 words of one (seed, stream, step, member)")
     device = torch.device(device) if device is not None else next(
         (v.device for v in (seed, step, member) if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    engine = engine or ("compiled" if fused else "randomgen" if device.type == "cpu" else "torch")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; expected one of {sorted(ENGINES)}")
+    if engine == "randomgen" and device.type != "cpu":
+        raise ValueError(f"engine 'randomgen' runs on the CPU, not on {device}")
     key = _seed_key(seed, device)  # (M, 2) or (2,)
     step_word = _word_tensor(step, "step", device)
     member_word = _word_tensor(member, "member", device)
@@ -148,23 +161,46 @@ def random_words(seed: Index, stream: int, step: Index, member: Index, count: in
     if len(members) > 1:
         raise ValueError(f"seed, step and member must be ints or 1-D tensors, got shape {members}")
     size = members[0] if members else 1
-    blocks = (count + 3) // 4
-    total = size * blocks
     member_word, step_word, key = member_word.expand(size), step_word.expand(size), key.expand(size, 2)
+    return ENGINES[engine](key, int(stream_word), step_word, member_word, count, device)
+
+
+def _tensor_words(key: torch.Tensor, stream: int, step: torch.Tensor, member: torch.Tensor, count: int,
+                  device: torch.device, core=philox4x32) -> torch.Tensor:
+    size, blocks = key.shape[0], (count + 3) // 4
+    total = size * blocks
     words = torch.empty(total, 4, dtype=torch.int64, device=device)
     # The (member, block) pairs are cut into flat tiles. On the CPU, tiles of CPU_TILE_BLOCKS
     # keep the round's temporaries in cache (measured 1.5-5x faster than whole-population
-    # tensors for 256 x 60,000); elsewhere one tile unless fused. Tiling never changes a word.
-    tile = CPU_TILE_BLOCKS if device.type == "cpu" or fused else max(1, total)
-    core = _fused_philox4x32 if fused else philox4x32
+    # tensors for 256 x 60,000); elsewhere one tile unless compiled. Tiling never changes a word.
+    tile = CPU_TILE_BLOCKS if device.type == "cpu" or core is not philox4x32 else max(1, total)
+    stream_word = torch.tensor(stream, dtype=torch.int64, device=device)
     for first in range(0, total, tile):
         valid = min(tile, total - first)
         flat = torch.arange(first, first + valid, dtype=torch.int64, device=device)
         row = flat // blocks
-        counter = torch.stack([flat - row * blocks, member_word[row], step_word[row],
+        counter = torch.stack([flat - row * blocks, member[row], step[row],
                                stream_word.expand(flat.shape)], dim=-1)  # (tile, 4)
         words[first:first + valid] = core(counter, key[row])[:valid]
     return words.reshape(size, blocks * 4)[:, :count]
+
+
+def _compiled_words(key, stream, step, member, count, device) -> torch.Tensor:
+    return _tensor_words(key, stream, step, member, count, device, core=_fused_philox4x32)
+
+
+def _randomgen_words(key: torch.Tensor, stream: int, step: torch.Tensor, member: torch.Tensor, count: int,
+                     device: torch.device) -> torch.Tensor:
+    """randomgen's Philox4x32-10, one member at a time: its 128-bit counter is c0 | c1 << 32 |
+    c2 << 64 | c3 << 96 and is incremented before each block, so it starts one below block 0."""
+    rows = np.empty((key.shape[0], count), dtype=np.uint64)
+    for m, (k0, k1, member_m, step_m) in enumerate(zip(*key.T.tolist(), member.tolist(), step.tolist())):
+        counter = (member_m << 32 | step_m << 64 | stream << 96) - 1
+        rows[m] = Philox(number=4, width=32, key=k0 | k1 << 32, counter=counter % 2 ** 128).random_raw(count)
+    return torch.from_numpy(rows.view(np.int64))
+
+
+ENGINES = {"torch": _tensor_words, "compiled": _compiled_words, "randomgen": _randomgen_words}
 
 
 def _per_member_shape(shape: int | tuple[int, ...]) -> tuple[int, ...]:
@@ -211,17 +247,24 @@ def below(seed: Index, stream: int, step: Index, member: Index, shape: int | tup
 
 def bernoulli(seed: Index, stream: int, step: Index, member: Index, shape: int | tuple[int, ...],
               p: float | torch.Tensor, device: torch.device | str | None = None,
-              fused: bool = False) -> torch.Tensor:
-    """Booleans (M, *shape), True with probability p (a float or one per member): word <
-    round(p * 2^32). A dropout keep-mask is `bernoulli(..., p=1 - rate)`."""
+              fused: bool = False, bits: int = 32) -> torch.Tensor:
+    """Booleans (M, *shape), True with probability p (a float or one per member): draw <
+    round(p * 2^bits). With bits = 32 a draw is a word; with bits = 16 word i gives draws 2i (its
+    low half) and 2i + 1 (its high half): half the Philox work, p resolved to 2^-16 (a dropout
+    keep-mask, `bernoulli(..., p=1 - rate, bits=16)`: rate 0.05 keeps with 0.949997)."""
+    if bits not in (16, 32):
+        raise ValueError(f"bits must be 16 or 32, got {bits}")
     shape = _per_member_shape(shape)
-    words = random_words(seed, stream, step, member, _numel(shape), device, fused)
+    count = _numel(shape)
+    words = random_words(seed, stream, step, member, count if bits == 32 else (count + 1) // 2, device, fused)
+    if bits == 16:
+        words = torch.stack((words & 0xFFFF, words >> 16), dim=-1).flatten(1)[:, :count]
     probability = torch.as_tensor(p, dtype=torch.float64, device=words.device)
     if probability.numel() and (float(probability.min()) < 0.0 or float(probability.max()) > 1.0):
         raise ValueError(f"p must lie in [0, 1], got {p}")
     if probability.dim() > 1:
         raise ValueError(f"p must be a float or one value per member (1-D), got shape {tuple(probability.shape)}")
-    threshold = torch.round(probability * 2.0 ** 32).to(torch.int64)  # exact: p * 2^32 < 2^53
+    threshold = torch.round(probability * 2.0 ** bits).to(torch.int64)  # exact: p * 2^bits < 2^53
     if threshold.dim() == 1:
         threshold = threshold.unsqueeze(1)
     return (words < threshold).reshape(-1, *shape)

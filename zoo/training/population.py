@@ -5,9 +5,10 @@ per-operation overhead. Here K runs sharing an optimizer and a train fraction (h
 same number of steps per epoch) are trained together: parameters are stacked on a leading
 member dimension and every layer is computed for all members at once by the family's
 ``population_forward`` (batched matrix products, for the CNN over unfolded patches). Everything that
-differs between members is a tensor or a per-member generator: learning rate, L2, dropout
+differs between members is a tensor or a member's own draws: learning rate, L2, dropout
 rate, activation, initialization, the train subset, the batch order and the dropout masks,
-each drawn from the member's own seeded generators exactly as its solo run draws them, so a
+the last two from the population's draws (`zoo.training.draws`, by the spec's `training.rng`),
+which give each member what its solo run draws, so a
 member follows its solo trajectory to float32 rounding. The loss is the sum of the members'
 losses, so each member's gradient is its own. A member whose loss turns non-finite is
 recorded as diverged, zeroed and frozen; the others go on untouched.
@@ -25,7 +26,8 @@ import torch.nn.functional as F
 from zoo.data.images import TaskData
 from zoo.families.base import CheckpointResult
 from zoo.training.optim_stacked import StackedOptimizer
-from zoo.training.train import CLASSIFICATION_METRICS, batch_starts, seeded_generator, train_subset_index
+from zoo.training.draws import population_draws
+from zoo.training.train import CLASSIFICATION_METRICS, batch_starts, train_subset_index
 
 
 def populations(runs: Sequence, size: int, key: Callable) -> list[list]:
@@ -37,54 +39,24 @@ def populations(runs: Sequence, size: int, key: Callable) -> list[list]:
 
 
 class _Members:
-    """Per-member settings and generators of one population."""
+    """Per-member settings and draws of one population."""
 
-    def __init__(self, family, runs: Sequence, data: TaskData):
+    def __init__(self, family, runs: Sequence, data: TaskData, rng: str = "torch-generator"):
         self.runs = list(runs)
         self.device = device = data.train.x.device  # the population trains where its data lives
         self.hparams = [family.HParams(**run.hparams) for run in runs]
         self.learning_rate = torch.tensor([h.learning_rate for h in self.hparams], dtype=torch.float64, device=device)
         self.l2 = torch.tensor([h.l2 for h in self.hparams], device=device)
-        self.dropout = [h.dropout for h in self.hparams]
         fractions = {h.train_fraction for h in self.hparams}
         if len(fractions) != 1 or len({h.optimizer for h in self.hparams}) != 1:
             raise ValueError("a population shares one optimizer and one train fraction (equal steps per epoch)")
         self.subsets = torch.stack([train_subset_index(len(data.train), h.train_fraction, r.seed)
                                     for r, h in zip(runs, self.hparams)]).to(device)  # (K, N) indices into the pool
-        self.shuffle = [seeded_generator(r.seed, "shuffle") for r in runs]
-        self.dropout_generators = [seeded_generator(r.seed, "dropout") for r in runs]
+        self.draws = population_draws(rng, [r.seed for r in runs], [h.dropout for h in self.hparams],
+                                      [getattr(h, "crop_padding", 0) for h in self.hparams], device)
 
     def __len__(self) -> int:
         return len(self.runs)
-
-    def batch_orders(self, size: int, active: torch.Tensor | None = None) -> torch.Tensor:
-        """(K, size): each member's shuffle of its subset positions for one epoch, drawn on the CPU
-        from its own generator (an inactive member's generator is not advanced)."""
-        orders = [torch.randperm(size, generator=g) if active is None or active[k] else torch.arange(size)
-                  for k, g in enumerate(self.shuffle)]
-        return torch.stack(orders).to(self.device)
-
-    def masks(self, active: torch.Tensor) -> Callable[[int, tuple[int, ...]], torch.Tensor | None]:
-        """Dropout masks (K, *shape), each member's drawn from its generator as its solo run draws them.
-
-        A solo run draws `torch.empty(shape).bernoulli_(1 - p, generator)`; the same bits (and
-        the same generator state after) come from `torch.rand(shape, float64, generator) < 1 - p`
-        in half the time (the uniform draw is how torch's CPU bernoulli_ samples; pinned by a test).
-        """
-        if not any(p > 0 for p in self.dropout):
-            return lambda layer, shape: None
-        stepping = [p > 0 and bool(alive) for p, alive in zip(self.dropout, active.tolist())]
-        keep = torch.tensor([1 - p if draws else 1.0 for p, draws in zip(self.dropout, stepping)])  # float32
-
-        def draw(layer: int, shape: tuple[int, ...]) -> torch.Tensor:
-            kept = torch.ones((len(self), *shape), dtype=torch.bool)
-            for k, draws in enumerate(stepping):
-                if draws:
-                    uniform = torch.rand(shape, dtype=torch.float64, generator=self.dropout_generators[k])
-                    torch.lt(uniform, 1 - self.dropout[k], out=kept[k])
-            return (kept.to(torch.float32) / keep.view(-1, *[1] * len(shape))).to(self.device)
-
-        return draw
 
 
 # Population evaluation runs EVAL_MEMBERS members on EVAL_EXAMPLES examples per forward, so that
@@ -156,7 +128,7 @@ def masked_step(losses: torch.Tensor, active: torch.Tensor, optimizer: StackedOp
 def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
                                 emit: Callable[[object, CheckpointResult], None]) -> None:
     """Trains runs that share an optimizer and a train fraction as one population."""
-    members = _Members(family, runs, data)
+    members = _Members(family, runs, data, spec.training.rng)
     K, training = len(members), spec.training
     initial = [family.initial_weights(spec, run) for run in runs]
     names = list(initial[0])
@@ -192,16 +164,18 @@ def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
 
     if 0 in checkpoints:
         checkpoint(0)
-    size = members.subsets.shape[1]
+    size, step = members.subsets.shape[1], 0
+    everyone = torch.ones(K, dtype=torch.bool)
     for epoch in range(1, training.epochs + 1):
         if not active.any():
             return
-        orders = members.batch_orders(size)  # (K, N)
+        orders = members.draws.orders(epoch, size, everyone)  # (K, N)
         for start in batch_starts(size, training):
+            step += 1
             index = torch.gather(members.subsets, 1, orders[:, start:start + training.batch_size])  # (K, b)
             x, y = data.train.x[index], data.train.y[index]  # (K, b, C, H, W), (K, b)
             logits = family.population_forward(spec.architecture, params, x, activations=activations,
-                                                masks=members.masks(active))  # (K, b, classes)
+                                                masks=members.draws.masks(step, active))  # (K, b, classes)
             _, b, classes = logits.shape
             losses = F.cross_entropy(logits.reshape(K * b, classes), y.reshape(-1), reduction="none").view(K, b).mean(1)
             losses = losses + members.l2 * sum((w * w).flatten(1).sum(1) for w in weights)

@@ -1,7 +1,7 @@
 """The classification training loop shared by the image-classifier families.
 
-One run: a seeded subset of the training pool (its train fraction), seeded shuffles and
-dropout masks (explicit `torch.Generator`s, no global RNG), cross-entropy plus an L2
+One run: a seeded subset of the training pool (its train fraction), shuffles and dropout
+masks from the run's draws (`zoo.training.draws`, by the spec's `training.rng`; no global RNG), cross-entropy plus an L2
 penalty, and an evaluation on the train subset, the validation hold-out and the test set
 at every checkpoint epoch. A non-finite loss stops the run and marks the remaining
 checkpoints ``diverged``: they are recorded, not lost.
@@ -90,14 +90,14 @@ def evaluate_sets(model: nn.Module, sets: dict[str, ImageData], batch_size: int)
 
 def train_classifier(model: nn.Module, optimizer: torch.optim.Optimizer, l2: float, train: ImageData,
                      data: TaskData, dataset: DatasetSpec, training: TrainingSpec,
-                     seed: int) -> Iterator[tuple[int, dict[str, float], str]]:
+                     draws) -> Iterator[tuple[int, dict[str, float], str]]:
     """Trains `model` in place; yields (epoch, metrics, status) at every checkpoint epoch.
 
-    `model(x, generator=g)` must apply its dropout with `g` in training mode.
+    `draws` is the run's solo draws (`zoo.training.draws.solo_draws`); `model(x, masks=m)` must
+    apply its dropout with the 0/1 masks `m(layer, shape)` in training mode.
     """
     checkpoints = set(training.checkpoint_epochs)
-    shuffle = seeded_generator(seed, "shuffle")
-    dropout = seeded_generator(seed, "dropout")
+    step = 0
     weights = [p for name, p in model.named_parameters() if name.endswith("weight")]
     eval_sets = {"train": train.subset(torch.arange(min(len(train), dataset.eval_train_size))),
                  "val": data.validation, "test": data.test}
@@ -105,10 +105,11 @@ def train_classifier(model: nn.Module, optimizer: torch.optim.Optimizer, l2: flo
         yield 0, evaluate_sets(model, eval_sets, training.eval_batch_size), "ok"
     for epoch in range(1, training.epochs + 1):
         model.train()
-        order = torch.randperm(len(train), generator=shuffle)
+        order = draws.order(epoch, len(train))
         for start in batch_starts(len(train), training):
             index = order[start:start + training.batch_size]
-            loss = F.cross_entropy(model(train.x[index], generator=dropout), train.y[index])
+            step += 1
+            loss = F.cross_entropy(model(train.x[index], masks=draws.masks(step)), train.y[index])
             if l2 > 0:
                 loss = loss + l2 * sum((w * w).sum() for w in weights)
             if not torch.isfinite(loss):
