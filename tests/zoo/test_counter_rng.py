@@ -296,3 +296,49 @@ def test_fused_kernel_gives_the_same_words():
     assert torch.equal(random_words(seeds, 3, 9, torch.tensor([0, 1, 7]), count, fused=True), eager)
     assert torch.equal(permutation(seeds, 3, 9, 0, 1000, fused=True), permutation(seeds, 3, 9, 0, 1000))
     assert torch.equal(uniform(7, 0, 1, 2, 5, fused=True), uniform(7, 0, 1, 2, 5))
+
+
+# -- engines: randomgen's C Philox (the CPU default), the tensor ops (CUDA's), compiled ----------
+
+ZERO_KAT = next(expected for rounds, counter, key, expected in KATS if rounds == 10 and counter == [0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("engine", ["torch", "randomgen"])
+def test_every_engine_gives_the_zero_known_answer(engine):
+    """Counter (0, 0, 0, 0) under key (0, 0) is word block 0 of (seed 0, stream 0, step 0, member 0)."""
+    assert random_words(0, 0, 0, 0, 4, engine=engine)[0].tolist() == ZERO_KAT
+
+
+def test_randomgen_and_tensor_engines_agree_on_every_coordinate():
+    """Per-member seeds (up to 2^63 - 1, and a full 64-bit int seed), steps and members at their
+    edges, a stream at 2^32 - 1, and counts that are not whole blocks."""
+    seeds = torch.tensor([0, 1, 2 ** 32, 2 ** 63 - 1, 0x0123456789ABCDEF])
+    steps = torch.tensor([0, 2 ** 32 - 1, 7, 1, 123456])
+    members = torch.tensor([2 ** 32 - 1, 0, 5, 9, 1])
+    for stream in (0, 17, 2 ** 32 - 1):
+        for count in (0, 1, 6, 4099):
+            words = random_words(seeds, stream, steps, members, count, engine="randomgen")
+            assert torch.equal(words, random_words(seeds, stream, steps, members, count, engine="torch")), (stream, count)
+    assert torch.equal(random_words(2 ** 64 - 1, 3, 4, 5, 9, engine="randomgen"),
+                       random_words(2 ** 64 - 1, 3, 4, 5, 9, engine="torch"))
+    assert not torch.equal(random_words(seeds, 0, steps, members, 8, engine="randomgen"),
+                           random_words(seeds, 1, steps, members, 8, engine="torch"))  # the comparison can fail
+    with pytest.raises(ValueError, match="unknown engine 'mt19937'"):
+        random_words(0, 0, 0, 0, 4, engine="mt19937")
+
+
+def test_sixteen_bit_bernoulli_uses_both_halves_of_each_word():
+    """bits=16: draw 2i is word i's low half, draw 2i + 1 its high half, kept below round(p 2^16);
+    rates hold per member."""
+    words = random_words(SEED, 3, 2, torch.arange(3), 5)
+    halves = torch.stack((words & 0xFFFF, words >> 16), dim=-1).flatten(1)[:, :9]
+    p = torch.tensor([0.25, 0.5, 0.95], dtype=torch.float64)
+    expected = halves < torch.round(p * 2 ** 16).long()[:, None]
+    assert torch.equal(bernoulli(SEED, 3, 2, torch.arange(3), 9, p, bits=16), expected)
+    masks = bernoulli(SEED, 0, 0, torch.arange(3), (200, 200), p, bits=16)
+    for member in range(3):
+        q = float(p[member])
+        assert abs(float(masks[member].double().mean()) - q) < 5 * (q * (1 - q) / 40_000) ** 0.5
+    assert bernoulli(SEED, 0, 0, 0, 100, 1.0, bits=16).all() and not bernoulli(SEED, 0, 0, 0, 100, 0.0, bits=16).any()
+    with pytest.raises(ValueError, match="bits must be 16 or 32"):
+        bernoulli(SEED, 0, 0, 0, 4, 0.5, bits=8)
