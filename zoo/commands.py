@@ -7,6 +7,7 @@ Each is a thin wrapper: parse arguments, call the library, print the outcome.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -28,9 +29,12 @@ def _generate(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec, args.profile, allow_outside_extends=args.allow_extends_anywhere)
     except (FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
+    if args.rng is not None:  # part of the spec: its hash and run ids change with it, and the zoo records it
+        spec = dataclasses.replace(spec, training=dataclasses.replace(spec.training, rng=args.rng))
     runs = plan_runs(spec)
     checkpoints = sum(len(r.checkpoints) for r in runs)
-    print(f"{spec.name} ({args.profile or 'full'}): {len(runs):,} runs, {checkpoints:,} checkpoints")
+    draws = "" if spec.training.rng == "torch-generator" else f", training.rng: {spec.training.rng}"
+    print(f"{spec.name} ({args.profile or 'full'}): {len(runs):,} runs, {checkpoints:,} checkpoints{draws}")
     if args.dry_run:
         from zoo.planning.estimate import estimate
 
@@ -250,6 +254,10 @@ def register(subparsers) -> Callable[[], str]:
                         "(default: an equal share of the cluster's GPUs among its CPUs, at most 1)")
     p.add_argument("--population-size", type=_at_least(1), default=None,
                    help="runs trained together in one process (default: the family's choice for the device)")
+    p.add_argument("--rng", choices=["torch-generator", "counter-v1"], default=None,
+                   help="per-step draws (the spec's training.rng; default: what the spec says, torch-generator "
+                        "if it says nothing): counter-v1 draws a whole population's batch orders, crops and "
+                        "dropout masks on its device; it changes the spec's hash and run ids")
     p.add_argument("--shard-mb", type=_positive_float, default=256, help="target shard size in MiB (default: 256)")
     p.add_argument("--no-pack", action="store_true", help="stage checkpoints only")
     p.add_argument("--allow-incomplete", action="store_true",

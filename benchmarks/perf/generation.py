@@ -2,11 +2,13 @@
 
 For each family it trains the same runs, in the same process, on one thread (as a Ray
 trial does): (a) one at a time with the family's plain PyTorch loop (`train_run`, the way the
-reference zoos were trained), (b) as populations (`train_population`). It prints checkpoints
-per second for both, their ratio, the achieved training FLOP/s (the family's own FLOP count
-of the work, `run_flops`) and that as a fraction of the FLOP/s of a large float32 matrix
-product measured in the same run. Run: `make bench-generation` or
-`python -m benchmarks.perf.generation --families cnn`.
+reference zoos were trained), (b) as populations (`train_population`) with the per-member
+generators (`training.rng: torch-generator`, every bundled spec), (c) as populations with
+counter-v1 draws (`zoo.training.draws`). It prints checkpoints per second for each, the
+ratios, the achieved training FLOP/s (the family's own FLOP count of the work, `run_flops`)
+and that as a fraction of the FLOP/s of a large float32 matrix product measured in the same
+run. `--hotspots N` also prints each population mode's top N functions by own time
+(cProfile). Run: `make bench-generation` or `python -m benchmarks.perf.generation --families cnn`.
 """
 
 from __future__ import annotations
@@ -91,24 +93,48 @@ class Measurement:
     runs: int
     checkpoints: int
     solo_s: float | None  # None: not measured (on a GPU only the populations are timed)
-    population_s: float
+    population_s: float  # populations, training.rng: torch-generator
+    counter_s: float  # populations, training.rng: counter-v1
     flops: float
 
+    HEADER = (f"{'family':<12}{'runs':>6}{'ckpts':>8}{'solo ck/s':>11}{'pop ck/s':>10}{'pop/solo':>9}"
+              f"{'ctr ck/s':>10}{'ctr/pop':>9}{'solo x mm':>10}{'pop x mm':>10}{'ctr x mm':>10}")
+
     def row(self, peak: float) -> str:
-        pop_rate = self.checkpoints / self.population_s
+        pop_rate, counter_rate = self.checkpoints / self.population_s, self.checkpoints / self.counter_s
         if self.solo_s is None:
-            solo = f"{'-':>12}{pop_rate:>12.2f}{'-':>9}{'-':>10}"
+            solo, ratio, solo_share = f"{'-':>11}", f"{'-':>9}", f"{'-':>10}"
         else:
-            solo = (f"{self.checkpoints / self.solo_s:>12.2f}{pop_rate:>12.2f}{self.solo_s / self.population_s:>8.2f}x"
-                    f"{self.flops / self.solo_s / 1e9:>10.2f}")
-        return (f"{self.family:<12}{self.runs:>6}{self.checkpoints:>8}{solo}"
-                f"{self.flops / self.population_s / 1e9:>10.2f}{self.flops / self.population_s / peak:>9.2f}")
+            solo = f"{self.checkpoints / self.solo_s:>11.2f}"
+            ratio, solo_share = f"{self.solo_s / self.population_s:>8.2f}x", f"{self.flops / self.solo_s / peak:>10.3f}"
+        return (f"{self.family:<12}{self.runs:>6}{self.checkpoints:>8}{solo}{pop_rate:>10.2f}{ratio}"
+                f"{counter_rate:>10.2f}{self.population_s / self.counter_s:>8.2f}x{solo_share}"
+                f"{self.flops / self.population_s / peak:>10.3f}{self.flops / self.counter_s / peak:>10.3f}")
+
+
+def with_rng(spec, rng: str):
+    """The spec with `training.rng` replaced (the runs keep their hyperparameters and seeds)."""
+    return dataclasses.replace(spec, training=dataclasses.replace(spec.training, rng=rng))
+
+
+def hotspots(function, top: int) -> str:
+    """cProfile's top `top` functions by own time while `function` runs."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.runcall(function)
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    return "\n".join(line for line in text.getvalue().splitlines() if line.strip())
 
 
 def measure(name: str, device: torch.device = CPU, runs_count: int | None = None,
-            population_size: int | None = None, profile: str | None = None) -> Measurement:
-    """Times the workload's runs one at a time (CPU only) and as populations on `device`;
-    `profile` replaces the workload's ("full": the spec without a profile)."""
+            population_size: int | None = None, profile: str | None = None, top: int = 0) -> Measurement:
+    """Times the workload's runs one at a time (CPU only) and as populations on `device`, with
+    each draw scheme; `profile` replaces the workload's ("full": the spec without a profile);
+    `top` > 0 prints each population mode's hotspots."""
     spec_name, default_profile, count, overrides = WORKLOADS[name]
     profile = default_profile if profile is None else (None if profile == "full" else profile)
     spec = spec_from_data(_merge(to_data(load_spec(spec_name, profile)), overrides))
@@ -122,9 +148,16 @@ def measure(name: str, device: torch.device = CPU, runs_count: int | None = None
     placed = to_device(data, device)
     population = _timed(lambda: family.train_population(spec, runs, placed, lambda run, r: together.append(r)),
                         device)
+    counter_spec, counted = with_rng(spec, "counter-v1"), []
+    counter = _timed(lambda: family.train_population(counter_spec, runs, placed, lambda run, r: counted.append(r)),
+                     device)
     if solo is not None:
         assert len(checkpoints) == len(together), "both modes must produce every checkpoint"
-    return Measurement(name, len(runs), len(together), solo, population,
+    assert len(counted) == len(together), "both draw schemes must produce every checkpoint"
+    for label, mode_spec in (("torch-generator", spec), ("counter-v1", counter_spec)) if top else ():
+        print(f"--- {name} population, training.rng: {label}: top {top} by own time")
+        print(hotspots(lambda: family.train_population(mode_spec, runs, placed, lambda run, r: None), top))
+    return Measurement(name, len(runs), len(together), solo, population, counter,
                        sum(family.run_flops(spec, run.hparams) for run in runs))
 
 
@@ -176,6 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default=None,
                         help="spec profile to draw the runs from (default: the workload's; 'full': the whole spec)")
     parser.add_argument("--population-size", type=int, default=None, help="members per population (default: the family's)")
+    parser.add_argument("--hotspots", type=int, default=0, metavar="N",
+                        help="also print each population mode's top N functions by own time (cProfile)")
     parser.add_argument("--save", action="store_true",
                         help="record the population throughput for `nfnzoo generate --dry-run` (zoo/throughput.json)")
     parser.add_argument("--memory", action="store_true",
@@ -188,12 +223,12 @@ def main(argv: list[str] | None = None) -> None:
     device = training_device(args.device)
     exact_float32()
     peak = matmul_flops(device=device)
-    rows = [measure(name, device, args.runs, args.population_size, args.profile) for name in args.families.split(",")]
+    rows = [measure(name, device, args.runs, args.population_size, args.profile, args.hotspots)
+            for name in args.families.split(",")]
     peak = max(peak, matmul_flops(device=device))  # measured before and after, against drift
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} thread(s)"
     print(f"float32 matrix product ({where}): {peak / 1e9:.1f} GFLOP/s")
-    print(f"{'family':<12}{'runs':>6}{'ckpts':>8}{'solo ck/s':>12}{'pop ck/s':>12}{'ratio':>9}"
-          f"{'solo GF/s':>10}{'pop GF/s':>10}{'x matmul':>9}")
+    print(Measurement.HEADER)
     for row in rows:
         print(row.row(peak))
     if args.save:

@@ -334,7 +334,10 @@ def test_sixteen_bit_bernoulli_uses_both_halves_of_each_word():
     halves = torch.stack((words & 0xFFFF, words >> 16), dim=-1).flatten(1)[:, :9]
     p = torch.tensor([0.25, 0.5, 0.95], dtype=torch.float64)
     expected = halves < torch.round(p * 2 ** 16).long()[:, None]
-    assert torch.equal(bernoulli(SEED, 3, 2, torch.arange(3), 9, p, bits=16), expected)
+    for engine in ("randomgen", "torch"):  # the CPU's uint16 fast path and the tensor ops (CUDA's)
+        assert torch.equal(bernoulli(SEED, 3, 2, torch.arange(3), 9, p, bits=16, engine=engine), expected), engine
+        assert torch.equal(bernoulli(SEED, 3, 2, torch.arange(3), 10, torch.tensor([1.0, 0.0, 0.5], dtype=torch.float64),
+                                     bits=16, engine=engine)[:2], torch.tensor([[True] * 10, [False] * 10])), engine
     masks = bernoulli(SEED, 0, 0, torch.arange(3), (200, 200), p, bits=16)
     for member in range(3):
         q = float(p[member])

@@ -194,3 +194,44 @@ def test_counter_v1_population_trains_where_its_data_lives():
     on_device = _train(family, spec, to_device(data, CPU), runs, True)
     assert len(on_device) == 2 * len(spec.training.checkpoint_epochs)
     assert all(r.status == "ok" for r in on_device.values())
+
+
+def test_a_counter_v1_zoo_records_its_scheme_and_retrains_bit_for_bit(tmp_path):
+    """A tiny Transformer zoo with dropout and crops made under counter-v1 (no Ray): its stored
+    spec says counter-v1, and `verify --retrain` retraces every run from it (that check's own
+    negative control, a nudged weight, is tests/zoo/test_verify.py's)."""
+    from zoo.dataset.pack import pack
+    from zoo.dataset.verify import verify
+    from zoo.storage.folder import STAGING_FOLDER, save_spec
+    from zoo.storage.staging import Staging
+    from zoo.training.worker import train_runs
+
+    data = load_spec("transformer-mnist", "tiny").to_data()
+    data["dataset"].update(train_size=192, validation_size=100, test_size=100, eval_train_size=64)
+    data["search_space"]["fixed"].update(dropout=0.1, crop_padding=2)
+    data["search_space"]["grids"] = [{"optimizer": ["adam"], "learning_rate": [0.001, 0.03], "init_std": [0.3]}]
+    data["training"].update(epochs=2, checkpoint_epochs=[1, 2], rng="counter-v1")
+    data["splits"]["fractions"] = {"train": 0.5, "validation": 0.25, "test": 0.25}
+    spec = spec_from_data(data, "tests/zoo/test_draws.py")
+    runs = plan_runs(spec)
+    save_spec(spec, tmp_path)
+    assert len(runs) == 2 and train_runs(spec, runs, Staging(tmp_path / STAGING_FOLDER)) == 2 * len(runs[0].checkpoints)
+    pack(tmp_path)
+    manifest = (tmp_path / "manifest.json").read_text()
+    assert '"rng": "counter-v1"' in manifest
+    report = verify(tmp_path, retrain=2)
+    assert len(report.retrained) == 2 and all(r["identical"] for r in report.retrained), report.retrained
+
+
+def test_generate_takes_the_scheme_and_says_it(capsys):
+    """`nfnzoo generate --rng counter-v1` replaces the spec's scheme (the dry run says so); the
+    flag offers exactly the registered schemes; a bad value is refused by argparse."""
+    from zoo.cli import main
+
+    assert main(["generate", "cnn-mnist", "--profile", "tiny", "--rng", "counter-v1", "--dry-run"]) == 0
+    assert "training.rng: counter-v1" in capsys.readouterr().out
+    assert main(["generate", "cnn-mnist", "--profile", "tiny", "--dry-run"]) == 0
+    assert "training.rng" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["generate", "cnn-mnist", "--rng", "mt19937", "--dry-run"])
+    assert f"invalid choice: 'mt19937' (choose from {', '.join(map(repr, SCHEMES))})" in capsys.readouterr().err

@@ -148,6 +148,13 @@ def random_words(seed: Index, stream: int, step: Index, member: Index, count: in
         raise ValueError(f"count {count} exceeds the 2^34 words of one (seed, stream, step, member)")
     device = torch.device(device) if device is not None else next(
         (v.device for v in (seed, step, member) if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    engine, *coordinates = _coordinates(seed, stream, step, member, device, fused, engine)
+    return ENGINES[engine](*coordinates, count, device)
+
+
+def _coordinates(seed: Index, stream: int, step: Index, member: Index, device: torch.device, fused: bool,
+                 engine: str | None) -> tuple:
+    """(engine, key (M, 2), stream, step (M,), member (M,)) for M members, checked."""
     engine = engine or ("compiled" if fused else "randomgen" if device.type == "cpu" else "torch")
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; expected one of {sorted(ENGINES)}")
@@ -161,8 +168,7 @@ def random_words(seed: Index, stream: int, step: Index, member: Index, count: in
     if len(members) > 1:
         raise ValueError(f"seed, step and member must be ints or 1-D tensors, got shape {members}")
     size = members[0] if members else 1
-    member_word, step_word, key = member_word.expand(size), step_word.expand(size), key.expand(size, 2)
-    return ENGINES[engine](key, int(stream_word), step_word, member_word, count, device)
+    return engine, key.expand(size, 2), int(stream_word), step_word.expand(size), member_word.expand(size)
 
 
 def _tensor_words(key: torch.Tensor, stream: int, step: torch.Tensor, member: torch.Tensor, count: int,
@@ -194,10 +200,31 @@ def _randomgen_words(key: torch.Tensor, stream: int, step: torch.Tensor, member:
     """randomgen's Philox4x32-10, one member at a time: its 128-bit counter is c0 | c1 << 32 |
     c2 << 64 | c3 << 96 and is incremented before each block, so it starts one below block 0."""
     rows = np.empty((key.shape[0], count), dtype=np.uint64)
-    for m, (k0, k1, member_m, step_m) in enumerate(zip(*key.T.tolist(), member.tolist(), step.tolist())):
-        counter = (member_m << 32 | step_m << 64 | stream << 96) - 1
-        rows[m] = Philox(number=4, width=32, key=k0 | k1 << 32, counter=counter % 2 ** 128).random_raw(count)
+    for m, generator in enumerate(_randomgen_members(key, stream, step, member)):
+        rows[m] = generator.random_raw(count)
     return torch.from_numpy(rows.view(np.int64))
+
+
+def _randomgen_members(key: torch.Tensor, stream: int, step: torch.Tensor, member: torch.Tensor):
+    """One randomgen Philox4x32-10 per member, at word 0 of its (seed, stream, step, member)."""
+    for k0, k1, member_m, step_m in zip(*key.T.tolist(), member.tolist(), step.tolist()):
+        counter = (member_m << 32 | step_m << 64 | stream << 96) - 1
+        yield Philox(number=4, width=32, key=k0 | k1 << 32, counter=counter % 2 ** 128)
+
+
+def _randomgen_below16(key: torch.Tensor, stream: int, step: torch.Tensor, member: torch.Tensor, count: int,
+                       thresholds: list[int]) -> torch.Tensor:
+    """`bernoulli(bits=16)` on the CPU without int64 temporaries: each member's words as uint32,
+    read as little-endian uint16 pairs (draw 2i = word i's low half), compared in place."""
+    out = np.empty((key.shape[0], count), dtype=np.bool_)
+    for m, generator in enumerate(_randomgen_members(key, stream, step, member)):
+        halves = np.random.Generator(generator).integers(0, 2 ** 32, (count + 1) // 2, dtype=np.uint32)
+        threshold = thresholds[m]
+        if threshold == 0:
+            out[m] = False
+        else:  # draw < threshold, as draw <= threshold - 1 in uint16 (threshold is at most 2^16)
+            np.less_equal(halves.view(np.uint16)[:count], np.uint16(threshold - 1), out=out[m])
+    return torch.from_numpy(out)
 
 
 ENGINES = {"torch": _tensor_words, "compiled": _compiled_words, "randomgen": _randomgen_words}
@@ -247,7 +274,7 @@ def below(seed: Index, stream: int, step: Index, member: Index, shape: int | tup
 
 def bernoulli(seed: Index, stream: int, step: Index, member: Index, shape: int | tuple[int, ...],
               p: float | torch.Tensor, device: torch.device | str | None = None,
-              fused: bool = False, bits: int = 32) -> torch.Tensor:
+              fused: bool = False, bits: int = 32, engine: str | None = None) -> torch.Tensor:
     """Booleans (M, *shape), True with probability p (a float or one per member): draw <
     round(p * 2^bits). With bits = 32 a draw is a word; with bits = 16 word i gives draws 2i (its
     low half) and 2i + 1 (its high half): half the Philox work, p resolved to 2^-16 (a dropout
@@ -256,15 +283,21 @@ def bernoulli(seed: Index, stream: int, step: Index, member: Index, shape: int |
         raise ValueError(f"bits must be 16 or 32, got {bits}")
     shape = _per_member_shape(shape)
     count = _numel(shape)
-    words = random_words(seed, stream, step, member, count if bits == 32 else (count + 1) // 2, device, fused)
-    if bits == 16:
-        words = torch.stack((words & 0xFFFF, words >> 16), dim=-1).flatten(1)[:, :count]
-    probability = torch.as_tensor(p, dtype=torch.float64, device=words.device)
+    device = torch.device(device) if device is not None else next(
+        (v.device for v in (seed, step, member) if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    probability = torch.as_tensor(p, dtype=torch.float64, device=device)
     if probability.numel() and (float(probability.min()) < 0.0 or float(probability.max()) > 1.0):
         raise ValueError(f"p must lie in [0, 1], got {p}")
     if probability.dim() > 1:
         raise ValueError(f"p must be a float or one value per member (1-D), got shape {tuple(probability.shape)}")
     threshold = torch.round(probability * 2.0 ** bits).to(torch.int64)  # exact: p * 2^bits < 2^53
+    engine, *coordinates = _coordinates(seed, stream, step, member, device, fused, engine)
+    if bits == 16 and engine == "randomgen":
+        thresholds = threshold.expand(coordinates[0].shape[0]).tolist()
+        return _randomgen_below16(*coordinates, count, thresholds).reshape(-1, *shape)
+    words = ENGINES[engine](*coordinates, count if bits == 32 else (count + 1) // 2, device)
+    if bits == 16:
+        words = torch.stack((words & 0xFFFF, words >> 16), dim=-1).flatten(1)[:, :count]
     if threshold.dim() == 1:
         threshold = threshold.unsqueeze(1)
     return (words < threshold).reshape(-1, *shape)
