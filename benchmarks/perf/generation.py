@@ -93,23 +93,31 @@ class Measurement:
     runs: int
     checkpoints: int
     solo_s: float | None  # None: not measured (on a GPU only the populations are timed)
-    population_s: float  # populations, training.rng: torch-generator
-    counter_s: float  # populations, training.rng: counter-v1
+    population_s: float | None  # populations, training.rng: torch-generator (None: not timed)
+    counter_s: float | None  # populations, training.rng: counter-v1 (None: not timed)
     flops: float
 
     HEADER = (f"{'family':<12}{'runs':>6}{'ckpts':>8}{'solo ck/s':>11}{'pop ck/s':>10}{'pop/solo':>9}"
               f"{'ctr ck/s':>10}{'ctr/pop':>9}{'solo x mm':>10}{'pop x mm':>10}{'ctr x mm':>10}")
 
     def row(self, peak: float) -> str:
-        pop_rate, counter_rate = self.checkpoints / self.population_s, self.checkpoints / self.counter_s
-        if self.solo_s is None:
-            solo, ratio, solo_share = f"{'-':>11}", f"{'-':>9}", f"{'-':>10}"
-        else:
-            solo = f"{self.checkpoints / self.solo_s:>11.2f}"
-            ratio, solo_share = f"{self.solo_s / self.population_s:>8.2f}x", f"{self.flops / self.solo_s / peak:>10.3f}"
-        return (f"{self.family:<12}{self.runs:>6}{self.checkpoints:>8}{solo}{pop_rate:>10.2f}{ratio}"
-                f"{counter_rate:>10.2f}{self.population_s / self.counter_s:>8.2f}x{solo_share}"
-                f"{self.flops / self.population_s / peak:>10.3f}{self.flops / self.counter_s / peak:>10.3f}")
+        def cell(value: float | None, width: int, form: str) -> str:
+            return f"{'-':>{width}}" if value is None else f"{value:>{width}{form}}"
+
+        def ratio(numerator: float | None, denominator: float | None) -> str:
+            return f"{'-':>9}" if None in (numerator, denominator) else f"{numerator / denominator:>8.2f}x"
+
+        def rate(seconds: float | None) -> float | None:
+            return None if seconds is None else self.checkpoints / seconds
+
+        def share(seconds: float | None) -> float | None:
+            return None if seconds is None else self.flops / seconds / peak
+
+        return (f"{self.family:<12}{self.runs:>6}{self.checkpoints:>8}{cell(rate(self.solo_s), 11, '.2f')}"
+                f"{cell(rate(self.population_s), 10, '.2f')}{ratio(self.solo_s, self.population_s)}"
+                f"{cell(rate(self.counter_s), 10, '.2f')}{ratio(self.population_s, self.counter_s)}"
+                f"{cell(share(self.solo_s), 10, '.3f')}{cell(share(self.population_s), 10, '.3f')}"
+                f"{cell(share(self.counter_s), 10, '.3f')}")
 
 
 def with_rng(spec, rng: str):
@@ -130,8 +138,12 @@ def hotspots(function, top: int) -> str:
     return "\n".join(line for line in text.getvalue().splitlines() if line.strip())
 
 
+SCHEMES = ("torch-generator", "counter-v1")
+
+
 def measure(name: str, device: torch.device = CPU, runs_count: int | None = None,
-            population_size: int | None = None, profile: str | None = None, top: int = 0) -> Measurement:
+            population_size: int | None = None, profile: str | None = None, top: int = 0,
+            schemes: tuple[str, ...] = SCHEMES) -> Measurement:
     """Times the workload's runs one at a time (CPU only) and as populations on `device`, with
     each draw scheme; `profile` replaces the workload's ("full": the spec without a profile);
     `top` > 0 prints each population mode's hotspots."""
@@ -144,21 +156,21 @@ def measure(name: str, device: torch.device = CPU, runs_count: int | None = None
     solo, checkpoints = None, []
     if device.type == "cpu":
         solo = _timed(lambda: [family.train_run(spec, run, data, checkpoints.append) for run in runs])
-    together = []
     placed = to_device(data, device)
-    population = _timed(lambda: family.train_population(spec, runs, placed, lambda run, r: together.append(r)),
-                        device)
-    counter_spec, counted = with_rng(spec, "counter-v1"), []
-    counter = _timed(lambda: family.train_population(counter_spec, runs, placed, lambda run, r: counted.append(r)),
-                     device)
+    seconds, produced = {}, {}
+    for scheme in schemes:
+        scheme_spec, results = with_rng(spec, scheme), []
+        seconds[scheme] = _timed(lambda: family.train_population(scheme_spec, runs, placed,
+                                                                 lambda run, r: results.append(r)), device)
+        produced[scheme] = len(results)
     if solo is not None:
-        assert len(checkpoints) == len(together), "both modes must produce every checkpoint"
-    assert len(counted) == len(together), "both draw schemes must produce every checkpoint"
-    for label, mode_spec in (("torch-generator", spec), ("counter-v1", counter_spec)) if top else ():
-        print(f"--- {name} population, training.rng: {label}: top {top} by own time")
-        print(hotspots(lambda: family.train_population(mode_spec, runs, placed, lambda run, r: None), top))
-    return Measurement(name, len(runs), len(together), solo, population, counter,
-                       sum(family.run_flops(spec, run.hparams) for run in runs))
+        produced["one at a time"] = len(checkpoints)
+    assert len(set(produced.values())) == 1, f"every mode must produce every checkpoint: {produced}"
+    for scheme in schemes if top else ():
+        print(f"--- {name} population, training.rng: {scheme}: top {top} by own time")
+        print(hotspots(lambda: family.train_population(with_rng(spec, scheme), runs, placed, lambda run, r: None), top))
+    return Measurement(name, len(runs), next(iter(produced.values())), solo, seconds.get("torch-generator"),
+                       seconds.get("counter-v1"), sum(family.run_flops(spec, run.hparams) for run in runs))
 
 
 # Hyperparameters every member of a memory measurement shares, so that all K form one population.
@@ -211,6 +223,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--population-size", type=int, default=None, help="members per population (default: the family's)")
     parser.add_argument("--hotspots", type=int, default=0, metavar="N",
                         help="also print each population mode's top N functions by own time (cProfile)")
+    parser.add_argument("--rng", default=",".join(SCHEMES),
+                        help="the draw schemes whose populations are timed (default: both)")
     parser.add_argument("--save", action="store_true",
                         help="record the population throughput for `nfnzoo generate --dry-run` (zoo/throughput.json)")
     parser.add_argument("--memory", action="store_true",
@@ -223,7 +237,8 @@ def main(argv: list[str] | None = None) -> None:
     device = training_device(args.device)
     exact_float32()
     peak = matmul_flops(device=device)
-    rows = [measure(name, device, args.runs, args.population_size, args.profile, args.hotspots)
+    schemes = tuple(args.rng.split(","))
+    rows = [measure(name, device, args.runs, args.population_size, args.profile, args.hotspots, schemes)
             for name in args.families.split(",")]
     peak = max(peak, matmul_flops(device=device))  # measured before and after, against drift
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} thread(s)"
@@ -232,14 +247,17 @@ def main(argv: list[str] | None = None) -> None:
     for row in rows:
         print(row.row(peak))
     if args.save:
-        save_throughput(rows, device.type)
+        save_throughput(rows, device.type, where)
 
 
-def save_throughput(rows: list[Measurement], device: str, path: Path = THROUGHPUT_FILE) -> None:
+def save_throughput(rows: list[Measurement], device: str, where: str, path: Path = THROUGHPUT_FILE) -> None:
     data = json.loads(path.read_text()) if path.exists() else {}
     today = datetime.date.today().isoformat()
-    for row in rows:
-        data.setdefault(device, {})[row.family] = {"flops_per_second": row.flops / row.population_s, "measured": today}
+    for row in rows:  # the faster scheme's rate: a paper-scale generation would use it
+        seconds, rng = min((s, rng) for s, rng in ((row.population_s, "torch-generator"), (row.counter_s, "counter-v1"))
+                           if s is not None)
+        data.setdefault(device, {})[row.family] = {"flops_per_second": row.flops / seconds, "where": where,
+                                                   "rng": rng, "measured": today}
     path.write_text(json.dumps(data, indent=2) + "\n")
     print(f"saved the population throughput of {[r.family for r in rows]} on {device} to {path}")
 

@@ -23,6 +23,7 @@ class Estimate:
     training_flops: float  # all runs: training and checkpoint evaluation
     dataset_bytes: int  # the packed dataset, approximately
     device_hours: dict[str, float] = dataclasses.field(default_factory=dict)  # "cpu" (core-hours), "cuda" ...
+    sources: dict[str, str] = dataclasses.field(default_factory=dict)  # device -> the rate, where and when measured
 
     def lines(self) -> list[str]:
         lines = [f"runs: {self.runs:,}; checkpoints: {self.checkpoints:,}",
@@ -32,7 +33,7 @@ class Estimate:
         names = {"cpu": "core-hours", "cuda": "GPU-hours"}
         for device, hours in self.device_hours.items():
             lines.append(f"estimated {names.get(device, device + '-hours')}: {hours:,.1f} "
-                         f"(at the throughput measured by make bench-generation)")
+                         f"({self.sources.get(device, 'at the throughput measured by make bench-generation')})")
         if not self.device_hours:
             lines.append("estimated hours: no measured throughput for this family (run make bench-generation --save)")
         return lines
@@ -44,9 +45,18 @@ def estimate(spec: ZooSpec) -> Estimate:
     params = family.weight_space(spec.architecture).num_params
     checkpoints = sum(len(r.checkpoints) for r in runs)
     flops = sum(family.run_flops(spec, run.hparams) for run in runs)
-    hours = {device: flops / rates[spec.family]["flops_per_second"] / 3600
-             for device, rates in measured_throughput().items() if spec.family in rates}
-    return Estimate(len(runs), checkpoints, params, flops, checkpoints * (4 * params + ROW_OVERHEAD_BYTES), hours)
+    measured = {device: rates[spec.family] for device, rates in measured_throughput().items() if spec.family in rates}
+    hours = {device: flops / rate["flops_per_second"] / 3600 for device, rate in measured.items()}
+    return Estimate(len(runs), checkpoints, params, flops, checkpoints * (4 * params + ROW_OVERHEAD_BYTES), hours,
+                    {device: source(rate) for device, rate in measured.items()})
+
+
+def source(rate: dict) -> str:
+    """How a recorded rate was obtained: its GFLOP/s, where, with which draws, and when."""
+    parts = [f"at {rate['flops_per_second'] / 1e9:,.1f} GFLOP/s"]
+    parts += [str(rate[key]) if key != "rng" else f"training.rng {rate[key]}" for key in ("where", "rng") if key in rate]
+    parts.append(f"measured {rate.get('measured', 'at an unrecorded date')} by make bench-generation")
+    return ", ".join(parts)
 
 
 def measured_throughput(path: Path | None = None) -> dict[str, dict[str, dict]]:

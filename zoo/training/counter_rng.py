@@ -53,9 +53,10 @@ The tests check every engine against the published known answers and against eac
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import torch
-from randomgen import Philox
 
 MASK32 = 0xFFFFFFFF
 PHILOX_M0 = 0xD2511F53  # multiplier of counter word 0
@@ -155,7 +156,7 @@ def random_words(seed: Index, stream: int, step: Index, member: Index, count: in
 def _coordinates(seed: Index, stream: int, step: Index, member: Index, device: torch.device, fused: bool,
                  engine: str | None) -> tuple:
     """(engine, key (M, 2), stream, step (M,), member (M,)) for M members, checked."""
-    engine = engine or ("compiled" if fused else "randomgen" if device.type == "cpu" else "torch")
+    engine = engine or ("compiled" if fused else "randomgen" if device.type == "cpu" and HAVE_RANDOMGEN else "torch")
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; expected one of {sorted(ENGINES)}")
     if engine == "randomgen" and device.type != "cpu":
@@ -207,6 +208,8 @@ def _randomgen_words(key: torch.Tensor, stream: int, step: torch.Tensor, member:
 
 def _randomgen_members(key: torch.Tensor, stream: int, step: torch.Tensor, member: torch.Tensor):
     """One randomgen Philox4x32-10 per member, at word 0 of its (seed, stream, step, member)."""
+    from randomgen import Philox  # a pinned dependency; where it is missing the CPU uses the tensor ops
+
     for k0, k1, member_m, step_m in zip(*key.T.tolist(), member.tolist(), step.tolist()):
         counter = (member_m << 32 | step_m << 64 | stream << 96) - 1
         yield Philox(number=4, width=32, key=k0 | k1 << 32, counter=counter % 2 ** 128)
@@ -228,6 +231,7 @@ def _randomgen_below16(key: torch.Tensor, stream: int, step: torch.Tensor, membe
 
 
 ENGINES = {"torch": _tensor_words, "compiled": _compiled_words, "randomgen": _randomgen_words}
+HAVE_RANDOMGEN = importlib.util.find_spec("randomgen") is not None
 
 
 def _per_member_shape(shape: int | tuple[int, ...]) -> tuple[int, ...]:
