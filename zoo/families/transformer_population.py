@@ -27,7 +27,7 @@ from zoo.families.base import CheckpointResult
 from zoo.families.transformer_model import TransformerArchitecture, sinusoidal_encoding
 from zoo.families.transformer_recipe import learning_rate_at
 from zoo.training.optim_stacked import StackedOptimizer
-from zoo.training.population import _accumulate, _Members, masked_step
+from zoo.training.population import MetricSums, _Members, host_weights, masked_step
 from zoo.training.train import CLASSIFICATION_METRICS, batch_starts
 
 EVAL_ROWS = 16384  # examples x members per evaluation batch: bounds the (K, B, H, T, T) attention scores
@@ -110,21 +110,19 @@ def _evaluate(model: PopulationTransformer, spec, params: dict, members: _Member
     """Each member's metrics (eval mode), as its solo `evaluate` computes them; NaN where not computed."""
     K = len(members)
     batch_size = max(1, min(spec.training.eval_batch_size, EVAL_ROWS // K))
-    sums = {name: [0.0] * K for name in CLASSIFICATION_METRICS}
+    sums = MetricSums(K, members.device)
     count_train = min(members.subsets.shape[1], spec.dataset.eval_train_size)
     sets = [("val", data.validation)] if only_validation else [("val", data.validation), ("test", data.test)]
     if not only_validation:
         for start in range(0, count_train, batch_size):
             index = members.subsets[:, start:min(start + batch_size, count_train)]  # (K, b)
-            _accumulate(sums, "train", model(params, data.train.x[index]), data.train.y[index])
+            sums.add("train", model(params, data.train.x[index]), data.train.y[index])
     for prefix, examples in sets:
         for start in range(0, len(examples), batch_size):
             x, y = examples.x[start:start + batch_size], examples.y[start:start + batch_size]
-            _accumulate(sums, prefix, model(params, x.expand(K, *x.shape)), y.expand(K, -1))
+            sums.add(prefix, model(params, x.expand(K, *x.shape)), y.expand(K, -1))
     sizes = {"train": count_train, "val": len(data.validation), "test": len(data.test)}
-    computed = {"val"} if only_validation else set(sizes)
-    return [{name: sums[name][k] / sizes[name.split("_")[0]] if name.split("_")[0] in computed else math.nan
-             for name in CLASSIFICATION_METRICS} for k in range(K)]
+    return sums.means({prefix: size for prefix, size in sizes.items() if prefix == "val" or not only_validation})
 
 
 def _score(metrics: dict[str, float]) -> tuple[float, float]:  # higher accuracy, then lower loss
@@ -154,7 +152,7 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
     regular = sorted(training.checkpoint_epochs)
 
     def snapshot(source: dict, k: int) -> dict[str, torch.Tensor]:
-        return {name: source[name][k].detach().to("cpu", copy=True) for name in names}
+        return host_weights(source, [k])[k]
 
     def retire(k: int, epoch: int) -> None:
         """Records member k as diverged at `epoch` and after (as its solo run), then zeroes and freezes it."""
@@ -171,8 +169,8 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
     best_epoch = [0] * K
     best = {name: tensor.detach().clone() for name, tensor in params.items()}
     if 0 in regular:
-        for k in range(K):
-            emit(members.runs[k], family._result(0, snapshot(params, k), metrics[k]))
+        for k, weights in host_weights(params, range(K)).items():
+            emit(members.runs[k], family._result(0, weights, metrics[k]))
     size, step = members.subsets.shape[1], 0
     for epoch in range(1, training.epochs + 1):
         if not active.any():
@@ -192,19 +190,21 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
                 retire(k, epoch)
         checkpointing = epoch in regular
         metrics = _evaluate(model, spec, params, members, data, only_validation=not checkpointing)
-        for k in range(K):
-            if not active[k]:
-                continue
-            if _score(metrics[k])[0] == -math.inf:
-                retire(k, epoch)
-                continue
-            if _score(metrics[k]) > best_score[k]:
-                best_score[k], best_epoch[k] = _score(metrics[k]), epoch
-                with torch.no_grad():
-                    for name in names:
-                        best[name][k] = params[name][k]
-            if checkpointing:
-                emit(members.runs[k], family._result(epoch, snapshot(params, k), metrics[k]))
+        alive = [k for k in range(K) if active[k] and _score(metrics[k])[0] != -math.inf]
+        improved = [k for k in alive if _score(metrics[k]) > best_score[k]]
+        for k in improved:
+            best_score[k], best_epoch[k] = _score(metrics[k]), epoch
+        if improved:  # one copy per tensor for all improved members
+            index = torch.tensor(improved, device=members.device)
+            with torch.no_grad():
+                for name in names:
+                    best[name].index_copy_(0, index, params[name].detach().index_select(0, index))
+        if checkpointing:
+            for k, weights in host_weights(params, alive).items():
+                emit(members.runs[k], family._result(epoch, weights, metrics[k]))
+        for k in (k for k in range(K) if active[k] and k not in alive):
+            retire(k, epoch)
     if training.keep_best:
-        for k, metrics_k in enumerate(_evaluate(model, spec, best, members, data)):
-            emit(members.runs[k], family._result(best_epoch[k], snapshot(best, k), metrics_k, best=True))
+        best_metrics = _evaluate(model, spec, best, members, data)
+        for k, weights in host_weights(best, range(K)).items():
+            emit(members.runs[k], family._result(best_epoch[k], weights, best_metrics[k], best=True))

@@ -85,29 +85,54 @@ def _evaluate(family, spec, params, members: _Members, data: TaskData) -> list[d
 def _evaluate_members(family, spec, params, activations: list[str], subsets: torch.Tensor,
                       data: TaskData) -> list[dict[str, float]]:
     arch, batch_size, K = spec.architecture, EVAL_EXAMPLES, len(activations)
-    sums = {name: [0.0] * K for name in CLASSIFICATION_METRICS}
+    sums = MetricSums(K, subsets.device)
     count_train = min(subsets.shape[1], spec.dataset.eval_train_size)
     train_index = subsets[:, :count_train]  # (K, M): the first examples of each member's subset
     for start in range(0, count_train, batch_size):
         index = train_index[:, start:start + batch_size]
         logits = family.population_forward(arch, params, data.train.x[index], activations=activations)
-        _accumulate(sums, "train", logits, data.train.y[index])
+        sums.add("train", logits, data.train.y[index])
     for prefix, examples in (("val", data.validation), ("test", data.test)):
         for start in range(0, len(examples), batch_size):
             x, y = examples.x[start:start + batch_size], examples.y[start:start + batch_size]
             logits = family.population_forward(arch, params, x, activations=activations, shared_input=True)
-            _accumulate(sums, prefix, logits, y.expand(K, -1))
-    sizes = {"train": count_train, "val": len(data.validation), "test": len(data.test)}
-    return [{name: sums[name][k] / sizes[name.split("_")[0]] for name in CLASSIFICATION_METRICS} for k in range(K)]
+            sums.add(prefix, logits, y.expand(K, -1))
+    return sums.means({"train": count_train, "val": len(data.validation), "test": len(data.test)})
 
 
-def _accumulate(sums: dict, prefix: str, logits: torch.Tensor, y: torch.Tensor) -> None:
-    K, B, classes = logits.shape
-    losses = F.cross_entropy(logits.reshape(K * B, classes), y.reshape(-1), reduction="none").view(K, B).sum(1)
-    correct = (logits.argmax(dim=2) == y).sum(1)
-    for k, (loss, hits) in enumerate(zip(losses.tolist(), correct.tolist())):
-        sums[f"{prefix}_loss"][k] += loss
-        sums[f"{prefix}_accuracy"][k] += hits
+class MetricSums:
+    """Each member's summed loss (float64) and correct predictions (int64) per example set, kept
+    where the logits are and read back once (`means`): no host round trip per batch. The sums
+    are the per-batch float32 sums added in float64 in batch order, as a Python float would."""
+
+    def __init__(self, members: int, device: torch.device):
+        self.members, self.device = members, device
+        self.sums: dict[str, torch.Tensor] = {}
+
+    def add(self, prefix: str, logits: torch.Tensor, y: torch.Tensor) -> None:
+        K, B, classes = logits.shape
+        losses = F.cross_entropy(logits.reshape(K * B, classes), y.reshape(-1), reduction="none").view(K, B).sum(1)
+        correct = (logits.argmax(dim=2) == y).sum(1)
+        for name, value in ((f"{prefix}_loss", losses.double()), (f"{prefix}_accuracy", correct)):
+            self.sums[name] = self.sums[name] + value if name in self.sums else value
+
+    def means(self, sizes: dict[str, int]) -> list[dict[str, float]]:
+        """Per member, every CLASSIFICATION_METRICS name: its sum over the set's size; NaN for a
+        set in no `sizes` or never added to."""
+        names = [name for name in CLASSIFICATION_METRICS if name in self.sums and name.split("_")[0] in sizes]
+        host = {name: self.sums[name].tolist() for name in names}
+        return [{name: host[name][k] / sizes[name.split("_")[0]] if name in host else math.nan
+                 for name in CLASSIFICATION_METRICS} for k in range(self.members)]
+
+
+def host_weights(params: dict[str, torch.Tensor], members: Sequence[int]) -> dict[int, dict[str, torch.Tensor]]:
+    """The named members' weights on the CPU, each its own tensors: one gather and one
+    device-to-host copy per stacked tensor for all of them, not one per member."""
+    if not members:
+        return {}
+    index = torch.tensor(list(members), device=next(iter(params.values())).device)
+    host = {name: tensor.detach().index_select(0, index).to("cpu") for name, tensor in params.items()}
+    return {k: {name: tensor[i].clone() for name, tensor in host.items()} for i, k in enumerate(members)}
 
 
 def masked_step(losses: torch.Tensor, active: torch.Tensor, optimizer: StackedOptimizer) -> list[int]:
@@ -140,7 +165,7 @@ def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
     activations = [h.activation for h in members.hparams]
 
     def snapshot(k: int) -> dict[str, torch.Tensor]:
-        return {name: params[name][k].detach().to("cpu", copy=True) for name in names}
+        return host_weights(params, [k])[k]
 
     def retire(k: int, from_epoch: int, inclusive: bool) -> None:
         """Records member k as diverged from `from_epoch` on, then zeroes and freezes it."""
@@ -154,11 +179,12 @@ def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
                 tensor[k] = 0.0
 
     def checkpoint(epoch: int) -> None:
-        for k, metrics in enumerate(_evaluate(family, spec, params, members, data)):
-            if not active[k]:
-                continue
-            finite = all(math.isfinite(v) for v in metrics.values())
-            emit(members.runs[k], CheckpointResult(epoch, snapshot(k), metrics, "ok" if finite else "diverged"))
+        metrics = _evaluate(family, spec, params, members, data)
+        alive = [k for k in range(K) if active[k]]
+        weights_now = host_weights(params, alive)  # one copy to the host per tensor, not per member
+        for k in alive:
+            finite = all(math.isfinite(v) for v in metrics[k].values())
+            emit(members.runs[k], CheckpointResult(epoch, weights_now[k], metrics[k], "ok" if finite else "diverged"))
             if not finite:
                 retire(k, epoch, inclusive=False)
 
