@@ -152,8 +152,9 @@ class CounterPopulation:
         """Dropout masks (K, *shape) divided by 1 - rate; None when no member drops out."""
         if not any(p > 0 for p in self.rates):
             return lambda layer, shape: None
-        return lambda layer, shape: (self.keep_masks(step, layer, tuple(shape)).to(torch.float32)
-                                     * self.scale.view(-1, *[1] * len(shape)))
+        zero = torch.zeros((), device=self.device)
+        return lambda layer, shape: torch.where(self.keep_masks(step, layer, tuple(shape)),
+                                                self.scale.view(-1, *[1] * len(shape)), zero)  # one pass
 
     def starts(self, step: int, batch: int) -> torch.Tensor:
         """(K, batch, 2) crop starts in images padded by the population's largest padding: a
