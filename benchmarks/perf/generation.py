@@ -241,13 +241,26 @@ def main(argv: list[str] | None = None) -> None:
     rows = [measure(name, device, args.runs, args.population_size, args.profile, args.hotspots, schemes)
             for name in args.families.split(",")]
     peak = max(peak, matmul_flops(device=device))  # measured before and after, against drift
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} thread(s)"
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{cpu_name()}, {args.threads} thread(s)"
     print(f"float32 matrix product ({where}): {peak / 1e9:.1f} GFLOP/s")
     print(Measurement.HEADER)
     for row in rows:
         print(row.row(peak))
     if args.save:
         save_throughput(rows, device.type, where)
+
+
+def cpu_name() -> str:
+    """The CPU's model name and its widest vector unit torch uses, e.g. "AMD EPYC (AVX2)"."""
+    import platform
+
+    name = platform.processor() or "CPU"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            name = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), name)
+    except OSError:
+        pass
+    return f"{name} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 def save_throughput(rows: list[Measurement], device: str, where: str, path: Path = THROUGHPUT_FILE) -> None:
