@@ -13,6 +13,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 
 class ChannelLinear(nn.Linear):
@@ -20,6 +21,13 @@ class ChannelLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(x.movedim(1, -1)).movedim(-1, 1)
+
+
+class ChannelConv2d(ChannelLinear):
+    """`ChannelLinear` on (B, in_features, rows, columns) as a 1x1 convolution, the bias fused."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.weight[:, :, None, None], self.bias)
 
 
 def init_jointly(*maps: nn.Linear) -> None:

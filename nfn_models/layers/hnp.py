@@ -33,8 +33,8 @@ import torch
 from torch import nn
 
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
-from nfn_models.layers.channel import ChannelLinear, init_jointly
-from nfn_models.layers.np import axis_vectors
+from nfn_models.layers.channel import ChannelConv2d, ChannelLinear, init_jointly
+from nfn_models.layers.np import axis_vectors, sum_terms, unit_mean
 
 
 def _term_orders(num_layers: int) -> dict[str, tuple[str, ...]]:
@@ -74,7 +74,9 @@ def _widths(description: NetworkDescription, axis: int, channels: int) -> dict[s
 
 
 def _cat(pieces: dict[str, torch.Tensor], order: tuple[str, ...]) -> torch.Tensor:
-    return torch.cat([pieces[name] for name in order if name in pieces], dim=1)
+    """The pieces concatenated along channels, (B, ., n), stored channels-last: the `ChannelLinear`s
+    that read it see a contiguous (B, n, .) and share it, with no copy of their own."""
+    return torch.cat([pieces[name].movedim(1, -1) for name in order if name in pieces], dim=-1).movedim(-1, 1)
 
 
 class HNPLinear(nn.Module):
@@ -113,7 +115,7 @@ class HNPLinear(nn.Module):
                 init_jointly(terms["bias_global"])
             else:
                 terms = nn.ModuleDict({
-                    "weight_self": ChannelLinear(in_channels * f[i], o * f[i]),
+                    "weight_self": (ChannelConv2d if f[i] > 1 else ChannelLinear)(in_channels * f[i], o * f[i]),
                     "weight_global": ChannelLinear(global_width, o * f[i]),
                     "weight_by_out": ChannelLinear(width(i + 1, "by_out"), o * f[i]),
                     "weight_by_in": ChannelLinear(width(i, "by_in"), o * f[i]),
@@ -127,9 +129,9 @@ class HNPLinear(nn.Module):
     def forward(self, features: WeightSpaceFeatures) -> WeightSpaceFeatures:
         weights, biases = features.shaped(), features.biases  # (B, C f_i, n_{i+1}, n_i), (B, C, n_{i+1})
         L, batch = len(weights), features.batch_size
-        means = [w.mean(dim=(-2, -1)) for w in weights] + [b.mean(dim=-1) for b in biases]
-        s = torch.cat(means + [weights[0].mean(dim=-2).flatten(1),  # (B, C f_0 n_0)
-                               weights[-1].mean(dim=-1).flatten(1),  # (B, C f_{L-1} n_L)
+        means = [unit_mean(w, (-2, -1)) for w in weights] + [b.mean(dim=-1) for b in biases]
+        s = torch.cat(means + [unit_mean(weights[0], -2).flatten(1),  # (B, C f_0 n_0)
+                               unit_mean(weights[-1], -1).flatten(1),  # (B, C f_{L-1} n_L)
                                biases[-1].flatten(1)], dim=1)  # (B, C n_L)
         u = {axis: hidden_axis_vectors(weights, biases, axis) for axis in range(1, L)}
         out_weights, out_biases = [], []
@@ -147,10 +149,10 @@ class HNPLinear(nn.Module):
                 out_biases.append(terms["bias_global"](s).view(batch, -1, n_out))  # (B, O, n_L)
             else:
                 v_out, v_in = _cat(u[i + 1], self.orders["by_out"]), _cat(u[i], self.orders["by_in"])
-                out_weights.append(terms["weight_self"](weights[i])  # (B, O f_i, n_{i+1}, n_i)
-                                   + terms["weight_global"](s)[:, :, None, None]
-                                   + terms["weight_by_out"](v_out)[:, :, :, None]
-                                   + terms["weight_by_in"](v_in)[:, :, None, :])
+                out_weights.append(sum_terms(terms["weight_self"](weights[i]),  # (B, O f_i, n_{i+1}, n_i)
+                                             terms["weight_global"](s)[:, :, None, None],
+                                             terms["weight_by_out"](v_out)[:, :, :, None],
+                                             terms["weight_by_in"](v_in)[:, :, None, :]))
                 out_biases.append(terms["bias_by_out"](v_out) + terms["bias_global"](s)[:, :, None])
         return WeightSpaceFeatures.from_shaped(self.description, tuple(out_weights), tuple(out_biases))
 

@@ -18,8 +18,12 @@ Those are all the ways a permutation-equivariant linear map can read the weights
 parameter-sharing characterization); a convolution's f_i = kh * kw filter positions are
 extra channels, as in the authors' `nfn` package. Each term is its own `ChannelLinear` with
 its own bias (biases of terms summed into one output are redundant, kept so the parameter
-count equals the reference's). The concatenation orders of v_k follow `nfn==0.1.2`'s
-`NPLinear` so the tests can copy parameters across one to one.
+count equals the reference's). The form is chosen per weight shape: a convolution's W_i
+(f_i > 1) is mixed by a 1x1 convolution of (B, C f_i, n_{i+1}, n_i) as it is
+(`ChannelConv2d`: no copy, the bias fused) and its terms are summed in place; everything else
+by `nn.Linear` on channels-last views (`ChannelLinear`), faster on small tensors
+(docs/performance.md, `make bench-nfn`). The concatenation orders of v_k follow
+`nfn==0.1.2`'s `NPLinear` so the tests can copy parameters across one to one.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import torch
 from torch import nn
 
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
-from nfn_models.layers.channel import ChannelLinear, init_jointly
+from nfn_models.layers.channel import ChannelConv2d, ChannelLinear, init_jointly
 
 # Pieces of v_k, in the order a term concatenates them (the reference's order).
 BY_OUT_ORDER = ("in_mean", "bias", "out_mean")  # v_{i+1}, read by W'_i's rows and by b'_i
@@ -47,20 +51,45 @@ def _axis_pieces(description: NetworkDescription, axis: int, channels: int) -> d
     return pieces
 
 
+def unit_mean(x: torch.Tensor, dim: int | tuple[int, ...]) -> torch.Tensor:
+    """`x.mean(dim)` as a sum divided by the count (the same bits on the CPU, where mean is computed
+    so): its gradient reaches `x` as a broadcast view, which autograd adds into `x`'s other
+    gradients in place, where mean's backward would materialize a full-size temporary first."""
+    dims = (dim,) if isinstance(dim, int) else dim
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    return x.sum(dim=dims) / count
+
+
+def sum_terms(first: torch.Tensor, *others: torch.Tensor) -> torch.Tensor:
+    """first + others[0] + others[1] + ..., left to right (the same bits), added into `first` in place
+    when it is a fresh tensor (a 1x1 convolution's output), which spares the sum's full-size
+    temporaries; a view (`ChannelLinear`'s output) is not changed, autograd would copy its base back."""
+    if first._base is not None:
+        first = first + others[0]
+        others = others[1:]
+    for other in others:
+        first.add_(other)
+    return first
+
+
 def axis_vectors(weights: tuple[torch.Tensor, ...], biases: tuple[torch.Tensor, ...],
                  axis: int) -> dict[str, torch.Tensor]:
     """The pieces of v_axis: each (B, channels, n_axis)."""
     pieces = {}
     if axis >= 1:
-        pieces["in_mean"] = weights[axis - 1].mean(dim=-1)  # mean over inputs of W_{axis-1}
+        pieces["in_mean"] = unit_mean(weights[axis - 1], -1)  # mean over inputs of W_{axis-1}
         pieces["bias"] = biases[axis - 1]
     if axis < len(weights):
-        pieces["out_mean"] = weights[axis].mean(dim=-2)  # mean over outputs of W_axis
+        pieces["out_mean"] = unit_mean(weights[axis], -2)  # mean over outputs of W_axis
     return pieces
 
 
 def _cat(pieces: dict[str, torch.Tensor], order: tuple[str, ...]) -> torch.Tensor:
-    return torch.cat([pieces[name] for name in order if name in pieces], dim=1)
+    """The pieces concatenated along channels, (B, ., n), stored channels-last: the `ChannelLinear`s
+    that read it see a contiguous (B, n, .) and share it, with no copy of their own."""
+    return torch.cat([pieces[name].movedim(1, -1) for name in order if name in pieces], dim=-1).movedim(-1, 1)
 
 
 class NPLinear(nn.Module):
@@ -76,7 +105,7 @@ class NPLinear(nn.Module):
             by_out = sum(_axis_pieces(description, i + 1, in_channels).values())
             by_in = sum(_axis_pieces(description, i, in_channels).values())
             terms = nn.ModuleDict({
-                "weight_self": ChannelLinear(in_channels * f[i], out_channels * f[i]),
+                "weight_self": (ChannelConv2d if f[i] > 1 else ChannelLinear)(in_channels * f[i], out_channels * f[i]),
                 "weight_global": ChannelLinear(global_width, out_channels * f[i]),
                 "weight_by_out": ChannelLinear(by_out, out_channels * f[i]),  # broadcast over columns
                 "weight_by_in": ChannelLinear(by_in, out_channels * f[i]),  # broadcast over rows
@@ -90,17 +119,17 @@ class NPLinear(nn.Module):
     def forward(self, features: WeightSpaceFeatures) -> WeightSpaceFeatures:
         weights, biases = features.shaped(), features.biases  # (B, C f_i, n_{i+1}, n_i), (B, C, n_{i+1})
         L = len(weights)
-        means = [w.mean(dim=(-2, -1)) for w in weights] + [b.mean(dim=-1) for b in biases]
+        means = [unit_mean(w, (-2, -1)) for w in weights] + [b.mean(dim=-1) for b in biases]
         s = torch.cat(means, dim=1)  # (B, C (sum f_i + L))
         vectors = [axis_vectors(weights, biases, axis) for axis in range(L + 1)]
         out_weights, out_biases = [], []
         for i, terms in enumerate(self.terms):
             v_out = _cat(vectors[i + 1], BY_OUT_ORDER)  # (B, ., n_{i+1})
             v_in = _cat(vectors[i], BY_IN_ORDER)  # (B, ., n_i)
-            out_weights.append(terms["weight_self"](weights[i])  # (B, O f_i, n_{i+1}, n_i)
-                               + terms["weight_global"](s)[:, :, None, None]
-                               + terms["weight_by_out"](v_out)[:, :, :, None]
-                               + terms["weight_by_in"](v_in)[:, :, None, :])
+            out_weights.append(sum_terms(terms["weight_self"](weights[i]),  # (B, O f_i, n_{i+1}, n_i)
+                                         terms["weight_global"](s)[:, :, None, None],
+                                         terms["weight_by_out"](v_out)[:, :, :, None],
+                                         terms["weight_by_in"](v_in)[:, :, None, :]))
             out_biases.append(terms["bias_by_out"](v_out) + terms["bias_global"](s)[:, :, None])  # (B, O, n_{i+1})
         return WeightSpaceFeatures.from_shaped(self.description, tuple(out_weights), tuple(out_biases))
 

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from nfn_models.features import NetworkDescription, WeightSpaceFeatures
+from nfn_models.layers.np import unit_mean
 
 
 class NPPool(nn.Module):
@@ -32,7 +33,7 @@ class NPPool(nn.Module):
         batch, channels = features.batch_size, features.channels
         out = []
         for weight, bias in zip(features.weights, features.biases):
-            out.append(weight.mean(dim=(2, 3)).reshape(batch, channels, -1))  # (B, C, f_i)
+            out.append(unit_mean(weight, (2, 3)).reshape(batch, channels, -1))  # (B, C, f_i)
             out.append(bias.mean(dim=2, keepdim=True))  # (B, C, 1)
         return torch.cat(out, dim=2).flatten(1)  # (B, C D')
 
@@ -57,11 +58,11 @@ class HNPPool(nn.Module):
         out = []
         for i, (weight, bias) in enumerate(zip(features.weights, features.biases)):
             if i == 0:
-                pooled = weight.mean(dim=2)  # (B, C, n_0, *kernel): hidden outputs averaged
+                pooled = unit_mean(weight, 2)  # (B, C, n_0, *kernel): hidden outputs averaged
             elif i == L - 1:
-                pooled = weight.mean(dim=3)  # (B, C, n_L, *kernel): hidden inputs averaged
+                pooled = unit_mean(weight, 3)  # (B, C, n_L, *kernel): hidden inputs averaged
             else:
-                pooled = weight.mean(dim=(2, 3))  # (B, C, *kernel)
+                pooled = unit_mean(weight, (2, 3))  # (B, C, *kernel)
             out.append(pooled.reshape(batch, channels, -1))
             out.append(bias if i == L - 1 else bias.mean(dim=2, keepdim=True))  # (B, C, n_L) or (B, C, 1)
         return torch.cat(out, dim=2).flatten(1)  # (B, C D')
