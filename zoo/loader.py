@@ -27,7 +27,8 @@ import torch
 
 from zoo.storage import safetensors_io
 from zoo.storage.folder import read_manifest, resolve_config
-from zoo.storage.integrity import check_shards, entry_paths, read_named
+from zoo.storage.integrity import (FAST, HASH_BLOCK_BYTES, CorruptShardError, check_shards, entry_paths,
+                                    hash_while_using, read_named, xxh3_file)
 from zoo.storage.parquet_pages import fixed_width_pages
 from zoo.storage.record import METADATA_KEY, parse_weights_metadata
 from zoo.weightspace import WeightBatch, WeightSpace
@@ -148,9 +149,8 @@ def _decode_row(layout: _Layout, value: bytes, outputs: list[np.ndarray], row: i
         output[row] = tensors[spec.name].reshape(-1).numpy()
 
 
-def _fill(layout: _Layout, jobs: list[tuple[np.ndarray, int, int]], fallback: list[tuple[pa.Array, int]],
-          outputs: list[np.ndarray], threads: int) -> None:
-    """Runs the block copies (in threads: numpy releases the GIL), then the per-row fallbacks."""
+def _copier(layout: _Layout, outputs: list[np.ndarray]):
+    """The copy of one job (rows, skip, position) into `outputs` (row by row where its header differs)."""
 
     def run(job: tuple[np.ndarray, int, int]) -> None:
         rows, skip, position = job
@@ -159,6 +159,13 @@ def _fill(layout: _Layout, jobs: list[tuple[np.ndarray, int, int]], fallback: li
             for i in range(len(rows)):
                 _decode_row(layout, rows[i, skip:].tobytes(), outputs, position + i)
 
+    return run
+
+
+def _fill(layout: _Layout, jobs: list[tuple[np.ndarray, int, int]], fallback: list[tuple[pa.Array, int]],
+          outputs: list[np.ndarray], threads: int) -> None:
+    """Runs the block copies (in threads: numpy releases the GIL), then the per-row fallbacks."""
+    run = _copier(layout, outputs)
     if threads > 1 and len(jobs) > 1:
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(run, jobs))
@@ -214,19 +221,30 @@ def decode_weights(column: pa.ChunkedArray | pa.Array, *, threads: int = 2) -> W
     return _batch(layout, outputs)
 
 
-def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
+def read_weights(files: list[Path], *, threads: int = 2, checksums: list[str] | None = None) -> WeightBatch:
     """Decodes the `weights` column of Parquet shards, straight from the page cache when the
-    pages allow it (`zoo.storage.parquet_pages`), else through Arrow."""
-    jobs, fallback, keep_alive, position, sources = [], [], [], 0, []
-    for path in files:
+    pages allow it (`zoo.storage.parquet_pages`), else through Arrow.
+
+    With `checksums` (each file's manifest xxh3-128), a directly read file is hashed in the same
+    pass that copies it, ~2 MiB at a time (`zoo.storage.integrity.hash_while_using`), any other
+    file before; `CorruptShardError` names the first file whose digest differs, and nothing is
+    returned."""
+    jobs, fallback, keep_alive, position, sources, hashed = [], [], [], 0, [], []
+    for number, path in enumerate(files):
         sources.append((position, path))
         direct = read_named(path, lambda: fixed_width_pages(path, "weights"))
         if direct is not None:
             mapped, pages = direct
             keep_alive.append(mapped)
-            for page in pages:
-                jobs.append((page, 4, position))  # each value is preceded by its 4-byte length
-                position += len(page)
+            base, blocks = np.frombuffer(mapped, np.uint8).ctypes.data, []
+            for page in pages:  # each value is preceded by its 4-byte length
+                step = len(page) if checksums is None else max(1, HASH_BLOCK_BYTES // page.shape[1])
+                for low in range(0, len(page), step):
+                    block = page[low:low + step]
+                    blocks.append((block.ctypes.data - base + block.nbytes, len(jobs)))
+                    jobs.append((block, 4, position))
+                    position += len(block)
+            hashed.append((number, mapped, blocks))
         else:
             column = read_named(path, lambda: pq.read_table(path, columns=["weights"], memory_map=True)["weights"])
             keep_alive.append(column)
@@ -238,7 +256,20 @@ def read_weights(files: list[Path], *, threads: int = 2) -> WeightBatch:
     source, row = next((path, at - begin) for begin, path in reversed(sources) if begin <= at)
     layout = _Layout.of(first, f"{source}: row {row}")
     outputs = _allocate(layout, position, _held_bytes(jobs, fallback), ", ".join(map(str, files))[:400])
-    _fill(layout, jobs, fallback, outputs, threads)
+    if checksums is None:
+        _fill(layout, jobs, fallback, outputs, threads)
+        return _batch(layout, outputs)
+    direct = {number for number, _, _ in hashed}
+    digests = {number: xxh3_file(path) for number, path in enumerate(files) if number not in direct}
+    run = _copier(layout, outputs)
+    found = hash_while_using([(mapped, [(end, jobs[j]) for end, j in blocks]) for _, mapped, blocks in hashed],
+                             run, threads)
+    digests.update(zip(sorted(direct), found))
+    bad = [files[number] for number in range(len(files)) if digests[number] != checksums[number]]
+    if bad:
+        raise CorruptShardError(f"{bad[0]}: xxh3_128 differs from the manifest (corrupted)")
+    done = {j for _, _, blocks in hashed for _, j in blocks}
+    _fill(layout, [job for j, job in enumerate(jobs) if j not in done], fallback, outputs, threads)  # Arrow's rows
     return _batch(layout, outputs)
 
 
@@ -246,14 +277,17 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
                architecture: str | None = None, check: bool = True) -> ZooSplit:
     """Reads one split of a packed zoo: stacked weights and the metadata columns.
 
-    With `check` (the default) every shard's size and sha256 are checked against the
-    manifest first (`zoo.storage.integrity.CorruptShardError` names a bad one); pass False only
-    when the caller has just checked them.
+    With `check` (the default) every shard's size and fast checksum (sha256 where the manifest
+    has none) are checked against the manifest, in the same pass as the read where the pages
+    allow it; `zoo.storage.integrity.CorruptShardError` names a bad one and nothing is returned.
+    Pass False only when the caller has just checked them.
     """
     entries = split_entries(folder, config, split)
+    files = entry_paths(folder, entries)
+    if check and architecture is None and all(FAST in entry for entry in entries):
+        return ZooSplit(_read_checked(folder, entries, files), _read_metadata(files))
     if check:
         check_shards(folder, entries)
-    files = entry_paths(folder, entries)
     if architecture is None:
         return ZooSplit(read_weights(files), _read_metadata(files))
     table = read_named(files, lambda: pq.read_table(files, memory_map=True))
@@ -261,6 +295,18 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
     if table.num_rows == 0:
         raise ValueError(f"no rows of architecture {architecture!r} in split {split!r}")
     return ZooSplit(decode_weights(table["weights"]), table.drop_columns(["weights"]).to_pandas())
+
+
+def _read_checked(folder: str | Path, entries: list[dict], files: list[Path]) -> WeightBatch:
+    """`read_weights` hashing every shard in the same pass (the fast checksum); on any failure,
+    `check_shards` says which shard is corrupt (its message), else the error stands."""
+    try:
+        if any(not path.is_file() or path.stat().st_size != entry["bytes"] for path, entry in zip(files, entries)):
+            raise CorruptShardError("a shard is missing or resized")
+        return read_weights(files, checksums=[entry[FAST] for entry in entries])
+    except Exception:
+        check_shards(folder, entries)
+        raise
 
 
 def read_metadata(folder: str | Path, config: str | None = None, split: str = "train", *,

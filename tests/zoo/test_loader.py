@@ -207,3 +207,64 @@ def test_same_shapes_of_another_architecture_are_not_mixed_silently(tiny_zoo_spe
     rows = [to_row(strided)["weights"], to_row(dense)["weights"]]
     with pytest.raises(ValueError, match="several architectures"):
         decode_weights(pa.array(rows, pa.large_binary()))
+
+
+def _checksums(paths: list[Path]) -> list[str]:
+    return [file_checksums(path)["xxh3_128"] for path in paths]
+
+
+@pytest.mark.parametrize("block_bytes", [1, 2**21])
+def test_a_checked_read_hashes_in_the_same_pass_and_returns_the_same_weights(tiny_zoo, tmp_path, monkeypatch,
+                                                                            block_bytes):
+    """`read_weights(..., checksums=...)` over a direct shard of many small pages, a direct one and
+    an Arrow-path one (compressed): the same tensors as the unchecked read, hashing blocks of one
+    row (1 byte asked) or of 2 MiB; a byte flipped in a page, or in the footer after the last page,
+    and the file is named and nothing returned."""
+    import zoo.loader
+    from zoo.storage.integrity import CorruptShardError
+
+    monkeypatch.setattr(zoo.loader, "HASH_BLOCK_BYTES", block_bytes)
+    tables = [pq.read_table(split_files(tiny_zoo, CONFIG, split)[0]) for split in SPLITS]
+    paths = []
+    for i, (table, settings) in enumerate(zip(tables, [dict(data_page_size=1, write_batch_size=1), {},
+                                                      dict(compression="zstd")])):
+        paths.append(tmp_path / f"{i}.parquet")
+        pq.write_table(table, paths[-1], **{**_pack_settings(table), **settings})
+    rows = [w for table in tables for w in table["weights"].to_pylist()]
+    for threads in (1, 2):
+        assert_matches_rows(read_weights(paths, threads=threads, checksums=_checksums(paths)), rows)
+    good = _checksums(paths)
+    for path, where in ((paths[0], "middle"), (paths[1], "tail"), (paths[2], "middle")):
+        original = path.read_bytes()
+        data = bytearray(original)
+        data[len(data) // 2 if where == "middle" else len(data) - 12] ^= 0x01  # the footer's metadata
+        path.write_bytes(bytes(data))
+        try:
+            with pytest.raises((CorruptShardError, OSError, ValueError)) as caught:
+                read_weights(paths, checksums=good)
+            if caught.type is CorruptShardError:
+                assert f"{path}: xxh3_128 differs from the manifest (corrupted)" in str(caught.value)
+        finally:
+            path.write_bytes(original)
+    assert_matches_rows(read_weights(paths, checksums=good), rows)  # restored: reads again
+
+
+def test_load_split_checks_in_one_pass_and_names_the_shard_as_before(tiny_zoo_copy):
+    """A flipped weight byte: the one-pass check raises the same error as `check_shards`
+    (tests/zoo/test_integrity.py pins its text), and an old manifest without xxh3 still checks
+    by sha256."""
+    from zoo.storage.integrity import CorruptShardError
+
+    path = split_files(tiny_zoo_copy, CONFIG, "train")[0]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x40
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptShardError, match=rf"{path}: xxh3_128 differs from the manifest \(corrupted\); run "):
+        load_split(tiny_zoo_copy, CONFIG, "train")
+    manifest = read_manifest(tiny_zoo_copy)
+    for entry in manifest["configs"][CONFIG]["files"]:
+        entry.pop("xxh3_128")
+    write_json_atomic(tiny_zoo_copy / MANIFEST, manifest)
+    with pytest.raises(CorruptShardError, match=rf"{path}: sha256 differs"):
+        load_split(tiny_zoo_copy, CONFIG, "train")
+    assert len(load_split(tiny_zoo_copy, CONFIG, "test")) == 3

@@ -9,8 +9,10 @@ not just a string copied from the manifest.
 
 Every shard also has a fast checksum, `xxh3_128` (XXH3's 128-bit hash, ~20 GiB/s a core against
 sha256's ~1.4 here), written in the same read as its sha256 (`file_checksums`). A load checks that
-one (`check_shards`): fast enough that a checked load runs near the unchecked one's speed
-(`make bench-loading`). sha256 stays the checksum of record: the dataset hash is made of it,
+one: `zoo.loader.load_split` hashes each shard in the same pass that copies its pages, block by
+block while they are in cache (`hash_while_using`), and returns nothing unless every digest
+matches; otherwise, and for any other reader, `check_shards` hashes first. Either way a checked
+load runs near the unchecked one's speed (`make bench-loading`). sha256 stays the checksum of record: the dataset hash is made of it,
 `nfnzoo verify --full` and `nfnzoo publish` check it, and a manifest written before the fast
 checksum existed is checked by sha256 alone. XXH3 catches any corruption, truncation or
 replacement by accident; it is not a cryptographic hash, so a shard crafted to collide with
@@ -56,6 +58,31 @@ def xxh3_file(path: Path) -> str:
             return xxhash.xxh3_128().hexdigest()
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             return xxhash.xxh3_128(mapped).hexdigest()
+
+
+HASH_BLOCK_BYTES = 2**21  # a fused load hashes and copies ~2 MiB at a time: the copy reads what the hash just cached
+
+
+def hash_while_using(files: list[tuple[object, list[tuple[int, object]]]], use, threads: int = 2) -> list[str]:
+    """The xxh3-128 of each mapped file, computed in the same pass that consumes it: for each
+    file (one thread each, up to `threads`), its (end offset, job) list in file order is walked,
+    hashing the bytes up to each job's end and then calling `use(job)` while they are in cache;
+    the tail after the last job is hashed last. A caller trusts what `use` produced only once
+    every digest matches its manifest (`zoo.loader.read_weights(..., checksums=...)`)."""
+    import xxhash
+
+    def digest(item: tuple[object, list[tuple[int, object]]]) -> str:
+        mapped, blocks = item
+        hasher, view, cursor = xxhash.xxh3_128(), memoryview(mapped), 0
+        for end, job in blocks:
+            hasher.update(view[cursor:end])
+            cursor = end
+            use(job)
+        hasher.update(view[cursor:])
+        return hasher.hexdigest()
+
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        return list(pool.map(digest, files))
 
 
 def file_checksums(path: Path) -> dict[str, str]:
