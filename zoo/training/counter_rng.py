@@ -143,14 +143,18 @@ def random_words(seed: Index, stream: int, step: Index, member: Index, count: in
     step, stream), key seed): it does not depend on the other members or on `count`.
     `engine` (module docstring) defaults to randomgen on the CPU and the tensor ops elsewhere;
     `fused` is engine ``compiled``. Every engine gives the same words."""
-    if count < 0:
-        raise ValueError(f"count must be >= 0, got {count}")
-    if (count + 3) // 4 > MASK32 + 1:
-        raise ValueError(f"count {count} exceeds the 2^34 words of one (seed, stream, step, member)")
+    _check_count(count)
     device = torch.device(device) if device is not None else next(
         (v.device for v in (seed, step, member) if isinstance(v, torch.Tensor)), torch.device("cpu"))
     engine, *coordinates = _coordinates(seed, stream, step, member, device, fused, engine)
     return ENGINES[engine](*coordinates, count, device)
+
+
+def _check_count(words: int) -> None:
+    if words < 0:
+        raise ValueError(f"count must be >= 0, got {words}")
+    if (words + 3) // 4 > MASK32 + 1:
+        raise ValueError(f"count {words} exceeds the 2^34 words of one (seed, stream, step, member)")
 
 
 def _coordinates(seed: Index, stream: int, step: Index, member: Index, device: torch.device, fused: bool,
@@ -287,6 +291,7 @@ def bernoulli(seed: Index, stream: int, step: Index, member: Index, shape: int |
         raise ValueError(f"bits must be 16 or 32, got {bits}")
     shape = _per_member_shape(shape)
     count = _numel(shape)
+    _check_count(count if bits == 32 else (count + 1) // 2)
     device = torch.device(device) if device is not None else next(
         (v.device for v in (seed, step, member) if isinstance(v, torch.Tensor)), torch.device("cpu"))
     probability = torch.as_tensor(p, dtype=torch.float64, device=device)
