@@ -81,10 +81,11 @@ def load_splits(data_path: str | Path, config: str | None,
     `data_path` is a folder or a Hub dataset repo `ORG/NAME[@REVISION]` (`zoo.hub.resolve.resolve_data`:
     an existing path wins); a repo's snapshot is checked like a folder, and the description
     records the repo and the commit it resolved to. `split_set` names a split set the config
-    records besides its own split (an imported zoo's paper's split, `zoo.loader.load_split_set`;
+    records besides its own split (an imported zoo's paper's split, `zoo.split_set_loader.load_split_set`;
     a task records it as its `splits`).
     """
     from zoo import loader  # imported here: the loader pulls in pyarrow, which the CLI need not load
+    from zoo.split_set_loader import load_split_set
     from zoo.hub.resolve import resolve_data
     from zoo.storage.integrity import verified_dataset_hash
 
@@ -102,16 +103,19 @@ def load_splits(data_path: str | Path, config: str | None,
         config = next(iter(configs))
     elif config not in configs:
         raise ValueError(f"{path} has no config {config!r}; it holds {sorted(configs)}")
-    # every shard of the config against its sha256, so the hash a result records is one its data
-    # was checked against; the splits are then read without hashing them a second time
-    checked_hash = verified_dataset_hash(path, config)
+    # every shard of the config against the manifest, so the hash a result records is one its data
+    # was checked against: the splits' shards as they are read (load_split's one-pass check), any
+    # other shard and the listing's hash here; a split set's rows are read after every shard is checked
+    if split_set == DEFAULT_SPLITS:
+        read = {shard["path"] for shard in configs[config]["files"] if shard["split"] in SPLITS}
+        loaded = {name: loader.load_split(path, config, name) for name in SPLITS}
+        checked_hash = verified_dataset_hash(path, config, skip=read)
+    else:
+        checked_hash = verified_dataset_hash(path, config)
+        loaded = load_split_set(path, config, split_set, check=False)
     # the manifest's architectures ride along in the metadata, for augmentation by each row's group
     architectures = configs[config].get("architectures", {})
     spec = configs[config].get("spec")  # INR editing reads the source images through it
-    if split_set == DEFAULT_SPLITS:
-        loaded = {name: loader.load_split(path, config, name, check=False) for name in SPLITS}
-    else:
-        loaded = loader.load_split_set(path, config, split_set, check=False)
     splits = {name: with_architectures(loaded[name], architectures, spec) for name in SPLITS}
     dataset = {"path": str(data_path), "config": config, "dataset_hash": checked_hash,
                "family": configs[config]["family"], "repo": source.repo, "revision": source.revision}

@@ -9,7 +9,7 @@ entry without the zoo at hand (CI has no zoo), and a changed file fails its reco
 `pin_dataset` pins an already registered dataset; run again on a pinned one, it checks that
 the dataset's test split still equals the pinned file.
 
-A zoo with named split sets (an imported zoo's papers' splits, `zoo.loader.load_split_set`) has
+A zoo with named split sets (an imported zoo's papers' splits, `zoo.split_set_loader.load_split_set`) has
 each set's test split pinned too, as `<root>/pinned/<hash12>.<set>.test.parquet` with its sha256
 in the record's `split_sets`; a result on a split set (its `task_config.splits`) is re-scored
 from that file (`split_set_of`). A pinned file is read within
@@ -65,7 +65,8 @@ def split_set_names(folder: str | Path, config: str) -> list[str]:
 
 def test_metadata_bytes(folder: str | Path, config: str, split_set: str = DEFAULT) -> bytes:
     """The test split's metadata (shards checked against the manifest), or a split set's, as Parquet bytes."""
-    from zoo.loader import read_metadata, read_split_set_metadata
+    from zoo.loader import read_metadata
+    from zoo.split_set_loader import read_split_set_metadata
 
     metadata = (read_metadata(folder, config, "test") if split_set == DEFAULT
                 else read_split_set_metadata(folder, config, split_set, "test"))

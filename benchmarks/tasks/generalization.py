@@ -78,7 +78,7 @@ class GeneralizationConfig:
     augment_scale_range: tuple[float, float] | None = None  # U[low, high] positive scalings (ReLU), e.g. [1, 1000]
     loss: Literal["mse", "bce"] = "mse"  # bce: sigmoid output, binary cross-entropy on the accuracy
     # the zoo's split set the splits come from: "default" (its own run-disjoint split) or one an import
-    # recorded (`zoo.loader.load_split_set`, e.g. "nfn"); the harness loads it, results record it here
+    # recorded (`zoo.split_set_loader.load_split_set`, e.g. "nfn"); the harness loads it, results record it here
     splits: str = "default"
 
     def validate(self, where: str, key: str) -> None:

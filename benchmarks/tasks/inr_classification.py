@@ -60,7 +60,7 @@ class INRClassificationConfig:
     augment_copies: int = 0  # K random group elements per training row (0: none)
     augment_keep_original: bool = True  # False: the training split holds only the transformed copies
     # the zoo's split set the splits come from: "default" (its own run-disjoint split) or one an import
-    # recorded (`zoo.loader.load_split_set`, e.g. "nfn"); the harness loads it, results record it here
+    # recorded (`zoo.split_set_loader.load_split_set`, e.g. "nfn"); the harness loads it, results record it here
     splits: str = "default"
 
     def validate(self, where: str, key: str) -> None:

@@ -25,7 +25,7 @@ def imported(tmp_path_factory):
 def test_generalization_runs_on_the_nfn_split_and_records_it(imported, tmp_path):
     from benchmarks.harness import run_benchmark
     from benchmarks.tasks.generalization import GeneralizationTask
-    from zoo.loader import load_split_set
+    from zoo.split_set_loader import load_split_set
 
     results = run_benchmark("generalization", "statnn", imported, None, [0], tmp_path / "r.json",
                             task_overrides={"splits": "nfn", "epochs": 1}, device="cpu", progress=False)
@@ -66,7 +66,7 @@ def test_a_board_pins_the_split_sets_test_rows_and_re_scores_a_result_on_them(im
     from leaderboards.audit import audit
     from leaderboards.datasets import load_datasets
     from leaderboards.pinned import load_pinned, pin_dataset
-    from zoo.loader import load_split_set, read_split_set_metadata
+    from zoo.split_set_loader import load_split_set, read_split_set_metadata
 
     out = tmp_path / "statnn.json"
     run_benchmark("generalization", "statnn", imported, None, [0, 1, 2], out,

@@ -14,7 +14,8 @@ import torch
 
 from dwsnets_inr_fixture import make_fmnist_inrs, make_mnist_inrs, write_splits
 from zoo.imports import get_importer
-from zoo.loader import load_split, load_split_set
+from zoo.loader import load_split
+from zoo.split_set_loader import load_split_set
 from zoo.validation.inputs import InputError
 
 import_zoo = get_importer("dwsnets-inrs")

@@ -14,7 +14,8 @@ from torch import nn
 from model_zoos_fixture import EXPERIMENT, KINDS, MEAN, STD, ReferenceShapedCNN, make_experiment, mnist_test
 from zoo.families import create_family
 from zoo.imports import get_importer, list_importers
-from zoo.loader import load_split, load_split_set
+from zoo.loader import load_split
+from zoo.split_set_loader import load_split_set
 from zoo.symmetry.flatten import FlattenedFeedforwardSymmetry
 from zoo.validation.inputs import InputError
 from zoo.weightspace import WeightBatch

@@ -12,7 +12,8 @@ import torch
 
 from nfn_siren_fixture import make_sirens
 from zoo.imports import get_exporter, get_importer
-from zoo.loader import load_split, load_split_set
+from zoo.loader import load_split
+from zoo.split_set_loader import load_split_set
 
 import_zoo = get_importer("nfn-sirens")
 SPLITS = ("train", "validation", "test")

@@ -97,7 +97,7 @@ def reference_nfn_split(folder, split_file, final_step=86):
 
 
 def test_nfn_split_set_equals_the_reference_rule(tmp_path):
-    from zoo.loader import load_split_set
+    from zoo.split_set_loader import load_split_set
 
     make_zoo(tmp_path / "src", runs=30, steps=(86, 0, 40))  # row 0 is a final-step row: it appears twice
     import_zoo(tmp_path / "src", tmp_path / "out")
@@ -149,7 +149,7 @@ def reference_monomial_split(folder, split_file, activation, final_step=86):
 
 
 def test_activation_split_sets_equal_the_scalegmn_and_monomial_rules(tmp_path):
-    from zoo.loader import load_split_set
+    from zoo.split_set_loader import load_split_set
     from zoo.storage.folder import read_manifest
 
     make_zoo(tmp_path / "src", runs=40, steps=(86, 0), dataset="cifar10")  # relu and tanh runs, mixed by the file

@@ -10,7 +10,8 @@ import torch
 
 from small_transformer_fixture import make_zoo
 from zoo.imports import get_importer
-from zoo.loader import load_split, load_split_set
+from zoo.loader import load_split
+from zoo.split_set_loader import load_split_set
 
 import_zoo = get_importer("small-transformer-zoo")
 SPLITS = ("train", "validation", "test")

@@ -244,7 +244,7 @@ def test_an_imported_zoos_split_sets_are_published_and_load_from_the_repo(tmp_pa
     splits load from the repo as from the folder."""
     from small_cnn_fixture import make_zoo
     from zoo.imports import get_importer
-    from zoo.loader import load_split_set
+    from zoo.split_set_loader import load_split_set
 
     make_zoo(tmp_path / "src", runs=8, steps=(0, 86))
     get_importer("small-cnn-zoo")(tmp_path / "src", tmp_path / "zoo")

@@ -147,7 +147,7 @@ def _config_section(name: str, entry: dict) -> str:
                      + f"\nVerified: {imported['verified']}.\n")
     for set_name, split_set in sorted(entry.get("split_sets", {}).items()):
         rows = ", ".join(f"{split}: {count:,}" for split, count in split_set["rows"].items())
-        complete += (f"\nSplit set `{set_name}` (`{split_set['path']}`; {rows}; `zoo.loader.load_split_set`, "
+        complete += (f"\nSplit set `{set_name}` (`{split_set['path']}`; {rows}; `zoo.split_set_loader.load_split_set`, "
                      f"`--set task.splits={set_name}`): {split_set['description']}\n")
     return f"""## `{name}`
 

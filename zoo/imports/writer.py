@@ -16,7 +16,7 @@ building a state dict per row (a test holds them equal).
 A named split set (`SplitSet`) is an ordered list of model ids per split, duplicates allowed
 (a paper's loader may read a checkpoint twice): written as `data/<config>/splitset-<name>.json`
 and listed, with its sha256, in the config's manifest entry (`split_sets`), where
-`zoo.loader.load_split_set` finds it.
+`zoo.split_set_loader.load_split_set` finds it.
 """
 
 from __future__ import annotations
