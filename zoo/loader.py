@@ -259,12 +259,11 @@ def read_weights(files: list[Path], *, threads: int = 2, checksums: list[str] | 
     if checksums is None:
         _fill(layout, jobs, fallback, outputs, threads)
         return _batch(layout, outputs)
-    direct = {number for number, _, _ in hashed}
+    direct = [number for number, _, _ in hashed]
     digests = {number: xxh3_file(path) for number, path in enumerate(files) if number not in direct}
-    run = _copier(layout, outputs)
     found = hash_while_using([(mapped, [(end, jobs[j]) for end, j in blocks]) for _, mapped, blocks in hashed],
-                             run, threads)
-    digests.update(zip(sorted(direct), found))
+                             _copier(layout, outputs), threads)
+    digests.update(zip(direct, found))
     bad = [files[number] for number in range(len(files)) if digests[number] != checksums[number]]
     if bad:
         raise CorruptShardError(f"{bad[0]}: xxh3_128 differs from the manifest (corrupted)")
@@ -300,9 +299,7 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
 def _read_checked(folder: str | Path, entries: list[dict], files: list[Path]) -> WeightBatch:
     """`read_weights` hashing every shard in the same pass (the fast checksum); on any failure,
     `check_shards` says which shard is corrupt (its message), else the error stands."""
-    try:
-        if any(not path.is_file() or path.stat().st_size != entry["bytes"] for path, entry in zip(files, entries)):
-            raise CorruptShardError("a shard is missing or resized")
+    try:  # a missing, resized or changed shard fails the read or its digest; check_shards then names it
         return read_weights(files, checksums=[entry[FAST] for entry in entries])
     except Exception:
         check_shards(folder, entries)

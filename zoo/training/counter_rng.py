@@ -144,10 +144,16 @@ def random_words(seed: Index, stream: int, step: Index, member: Index, count: in
     `engine` (module docstring) defaults to randomgen on the CPU and the tensor ops elsewhere;
     `fused` is engine ``compiled``. Every engine gives the same words."""
     _check_count(count)
-    device = torch.device(device) if device is not None else next(
-        (v.device for v in (seed, step, member) if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    device = _device(device, seed, step, member)
     engine, *coordinates = _coordinates(seed, stream, step, member, device, fused, engine)
     return ENGINES[engine](*coordinates, count, device)
+
+
+def _device(device: torch.device | str | None, *coordinates: Index) -> torch.device:
+    """`device`, else that of the first tensor coordinate, else the CPU."""
+    if device is not None:
+        return torch.device(device)
+    return next((v.device for v in coordinates if isinstance(v, torch.Tensor)), torch.device("cpu"))
 
 
 def _check_count(words: int) -> None:
@@ -291,9 +297,9 @@ def bernoulli(seed: Index, stream: int, step: Index, member: Index, shape: int |
         raise ValueError(f"bits must be 16 or 32, got {bits}")
     shape = _per_member_shape(shape)
     count = _numel(shape)
-    _check_count(count if bits == 32 else (count + 1) // 2)
-    device = torch.device(device) if device is not None else next(
-        (v.device for v in (seed, step, member) if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    words_needed = count if bits == 32 else (count + 1) // 2
+    _check_count(words_needed)
+    device = _device(device, seed, step, member)
     probability = torch.as_tensor(p, dtype=torch.float64, device=device)
     if probability.numel() and (float(probability.min()) < 0.0 or float(probability.max()) > 1.0):
         raise ValueError(f"p must lie in [0, 1], got {p}")
@@ -304,7 +310,7 @@ def bernoulli(seed: Index, stream: int, step: Index, member: Index, shape: int |
     if bits == 16 and engine == "randomgen":
         thresholds = threshold.expand(coordinates[0].shape[0]).tolist()
         return _randomgen_below16(*coordinates, count, thresholds).reshape(-1, *shape)
-    words = ENGINES[engine](*coordinates, count if bits == 32 else (count + 1) // 2, device)
+    words = ENGINES[engine](*coordinates, words_needed, device)
     if bits == 16:
         words = torch.stack((words & 0xFFFF, words >> 16), dim=-1).flatten(1)[:, :count]
     if threshold.dim() == 1:
