@@ -259,17 +259,17 @@ def _standard_suite(args: argparse.Namespace) -> int:
     from benchmarks.jobs import JobsFailed
     from benchmarks.standard import STANDARD_SUITES, parse_data_map, run_standard, standard_table
 
-    fixed = [flag for flag, value in (("--seeds", args.seeds), ("--set", args.set), ("--only", args.only))
-             if value]
+    fixed = [flag for flag, value in (("--seeds", args.seeds), ("--set", args.set)) if value]
     if fixed:
         raise CommandError(f"{args.name} fixes its cells' protocols and seeds; leave out {', '.join(fixed)}")
     if args.model is None:
         raise CommandError(f"{args.name} runs one model: give --model MODEL")
     try:
         data = parse_data_map(args.data or [], STANDARD_SUITES.get(args.name)())
+        only = [name.strip() for name in args.only.split(",")] if args.only is not None else None
         manifest = run_standard(args.name, args.model, args.out, data, device=args.device,
                                 workers=check_workers(args.workers), address=args.address,
-                                gpus_per_job=args.gpus_per_job)
+                                gpus_per_job=args.gpus_per_job, only=only)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed) as error:
         raise CommandError(str(error)) from None
     print(standard_table(manifest), end="")
@@ -372,7 +372,9 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     suite.add_argument("name", help="a registered suite, e.g. cnn-generalization")
     suite.add_argument("--out", required=True, help="folder for the entries' results files (existing ones are kept)")
     suite.add_argument("--only", default=None, help="comma-separated entry names, or models (every entry of a model "
-                       "whose name is no entry's), to run")
+                       "whose name is no entry's), to run; for a standard suite, its cells to run now (the others "
+                       "are kept as an earlier run left them, or recorded as not run; --data is needed only for "
+                       "these cells' zoos)")
     suite.add_argument("--model", default=None, help="the model a standard suite (standard-v1) runs: a registered "
                        "name, an import path MODULE:CLASS or an nfnzoo.models entry point")
     _add_common_arguments(suite, "task.KEY=VALUE",

@@ -111,14 +111,29 @@ def parse_data_map(assignments: Sequence[str], suite: StandardSuite) -> dict[str
     return mapping
 
 
+def select_cells(suite: StandardSuite, only: Sequence[str] | None) -> tuple[Cell, ...]:
+    """The cells `only` names (all of them when None), in the suite's order; an unknown name is an error."""
+    if only is None:
+        return suite.cells
+    names = [cell.name for cell in suite.cells]
+    unknown = [name for name in only if name not in names]
+    if unknown or not only:
+        raise ValueError(f"--only: {suite.name} has no cell {', '.join(map(repr, unknown)) or '(none given)'}; its "
+                         f"cells: {', '.join(names)}")
+    return tuple(cell for cell in suite.cells if cell.name in only)
+
+
 def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, str],
                  device: str | None = None, workers: int = 1, address: str | None = None,
-                 gpus_per_job: float = 0.0) -> dict:
+                 gpus_per_job: float = 0.0, only: Sequence[str] | None = None) -> dict:
     """Runs every missing cell of the standard suite `name` with `model`; returns (and writes) `suite.json`.
 
     `data` maps a zoo's name to the folder or Hub repo to read it from, which makes the run a
     stand-in run; a zoo not in `data` has no published location yet, so the cell cannot run and
     the error says which `--data` to give. Every cell's zoo is checked before any cell runs.
+    `only` names the cells to run now (e.g. those whose zoos are ready); the others keep what an
+    earlier run left (a finished cell stays in `suite.json`) or are recorded as not run, and a later
+    run of the same folder fills them in.
     `device`, `workers`, `address` and `gpus_per_job` are `benchmarks.harness.run_benchmark`'s (a
     cell's seeds are its jobs).
     """
@@ -127,18 +142,20 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
     from benchmarks.suite import _read_results
 
     suite = STANDARD_SUITES.get(name)()
+    chosen = select_cells(suite, only)
     registered = register(model)
-    missing = sorted({cell.zoo.name for cell in suite.cells} - set(data))
+    missing = sorted({cell.zoo.name for cell in chosen} - set(data))
     if missing:
         raise ValueError(f"{name}: no published copy of {', '.join(missing)} can be fetched yet; give a local "
                          f"stand-in with --data ZOO=FOLDER for each (the run is recorded as a stand-in run)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     say = lambda message: print(f"suite {name}: {message}", file=sys.stderr, flush=True)  # noqa: E731
+    earlier = _earlier_sources(out_dir)
     records = []
     for cell in suite.cells:
         results_path, skipped = out_dir / f"{cell.name}.json", out_dir / f"{cell.name}.skipped"
-        if not os.path.lexists(results_path) and not skipped.exists():
+        if cell in chosen and not os.path.lexists(results_path) and not skipped.exists():
             say(f"{cell.name}: {cell.task} on {cell.zoo.name} ({data[cell.zoo.name]}), seeds "
                 f"{','.join(map(str, cell.seeds))}")
             try:
@@ -148,15 +165,23 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
             except ValueError as error:  # the model or the data cannot serve this cell
                 write_text_atomic(skipped, f"{error}\n")
                 say(f"{cell.name} skipped: {error}")
-        elif skipped.exists():
+        elif cell in chosen and skipped.exists():
             say(f"{cell.name} was skipped before; delete {skipped} to retry it (e.g. with another --data)")
-        records.append(_cell_record(cell, data[cell.zoo.name],
+        records.append(_cell_record(cell, data.get(cell.zoo.name, earlier.get(cell.name, "")),
                                     _read_results(results_path) if os.path.lexists(results_path) else None,
                                     skipped))
     manifest = {"suite": suite.name, "model": registered, "stand_in": True, "cells": records}
     write_json_atomic(out_dir / "suite.json", manifest)
     write_text_atomic(out_dir / "table.md", standard_table(manifest))
     return manifest
+
+
+def _earlier_sources(out_dir: Path) -> dict[str, str]:
+    """{cell: the zoo it read} from the folder's `suite.json` (a resumed or partial run keeps them)."""
+    if not (out_dir / "suite.json").exists():
+        return {}
+    return {cell["cell"]: cell["data"] for cell in read_manifest(out_dir)["cells"]
+            if isinstance(cell.get("data"), str)}
 
 
 def _cell_record(cell: Cell, data: str, results: dict | None, skipped: Path) -> dict:

@@ -111,11 +111,37 @@ def _the_board_shows_the_suite_with_pinned_hashes_only(board: Path, suite) -> No
     assert 'href="suites.html"' in index_page([], "empty", [shown]) and "suites.html" not in index_page([], "empty")
 
 
+def test_only_runs_the_chosen_cells_and_a_later_run_fills_in_the_rest(tiny_inr_zoo_folder, tiny_transformer_zoo,
+                                                                      tmp_path, capsys):
+    out = tmp_path / "std"
+    common = ["bench", "suite", "standard-v1", "--model", "mlp", "--out", str(out), "--device", "cpu"]
+    assert main([*common, "--only", "inr-classification",
+                 "--data", f"inr-mnist-fast-fifth={tiny_inr_zoo_folder}"]) == 0, capsys.readouterr().err
+    cells = {c["cell"]: c for c in json.loads((out / "suite.json").read_text())["cells"]}
+    assert cells["inr-classification"]["status"] == "ran"
+    assert all((c["status"], c["reason"]) == ("skipped", "not run") for name, c in cells.items()
+               if name != "inr-classification")
+    assert not (out / "inr-editing.json").exists() and not list(out.glob("*.skipped"))
+    first = (out / "inr-classification.json").read_bytes()
+
+    # the transformer zoo is ready later: its cell runs, the finished one is kept with the zoo it read
+    assert main([*common, "--only", "transformer-generalization",
+                 "--data", f"transformer-mnist-bench={tiny_transformer_zoo}"]) == 0, capsys.readouterr().err
+    cells = {c["cell"]: c for c in json.loads((out / "suite.json").read_text())["cells"]}
+    assert [name for name, c in cells.items() if c["status"] == "ran"] == ["inr-classification",
+                                                                            "transformer-generalization"]
+    assert cells["inr-classification"]["data"] == str(tiny_inr_zoo_folder)
+    assert (out / "inr-classification.json").read_bytes() == first
+    assert cells["inr-editing"]["reason"] == "not run"
+
+
 @pytest.mark.parametrize("extra, message", [
     ([], "--data ZOO=FOLDER"),  # no published copy to fetch: a stand-in per zoo is needed
     (["--data", "nope=/x"], "ZOO one of cnn-mnist-bench, inr-mnist-fast-fifth"),
     (["--seeds", "0"], "leave out --seeds"),
     (["--set", "task.epochs=1"], "leave out --set"),
+    (["--only", "inr-editing,nope"], "standard-v1 has no cell 'nope'; its cells: cnn-generalization-relu"),
+    (["--only", "inr-editing"], "no published copy of inr-mnist-fast-fifth"),  # only the chosen cells' zoos
 ])
 def test_standard_suite_user_errors_exit_1_before_anything_runs(tmp_path, capsys, extra, message):
     assert main(["bench", "suite", "standard-v1", "--model", "mlp", "--out", str(tmp_path / "s"), *extra]) == 1
