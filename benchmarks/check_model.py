@@ -233,17 +233,24 @@ def weight_output_spaces(name: str) -> list[str]:
             and not (MODELS.resolve(name) == "magep_nfn" and any(len(t.shape) > 2 for t in space(s).tensors))]
 
 
-def check_model(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str, Any] | None = None) -> list[Check]:
-    """Every check of model `name` (a registered name, an import path or an entry point)."""
+def check_model(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str, Any] | None = None,
+                spaces: Sequence[str] | None = None) -> list[Check]:
+    """Every check of model `name` (a registered name, an import path or an entry point), on the
+    weight spaces it reads, or on those of `spaces` (e.g. a setting that reads SIRENs only)."""
     name = MODELS.resolve(name)
-    read = [s for s in sorted(SPACES) if reads(name, s)]
+    unknown = sorted(set(spaces or ()) - set(SPACES))
+    if unknown or spaces == []:
+        raise ValueError(f"--spaces: expected some of {', '.join(sorted(SPACES))}, got {list(spaces or [])}")
+    read = [s for s in sorted(SPACES) if reads(name, s) and (spaces is None or s in spaces)]
+    if not read:
+        raise ValueError(f"model {name!r} reads none of the spaces {list(spaces or [])}")
     checks = []
     for space_name in read:
         for group in groups(space_name):
             checks.append(check_invariance(name, space_name, group, seeds, overrides))
         claims = claimed_symmetries(build_model(name, space_name, 0, overrides=overrides))
         checks += [check_denormal(name, space_name, group, overrides) for group in claims]
-    for space_name in weight_output_spaces(name):
+    for space_name in [s for s in weight_output_spaces(name) if s in read]:
         checks += [check_equivariance(name, space_name, group, seeds, overrides) for group in groups(space_name)]
     return checks
 

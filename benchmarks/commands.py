@@ -282,7 +282,8 @@ def check_model_command(args: argparse.Namespace) -> int:
 
     overrides = _scoped_overrides(args.set, "model", "model.KEY=VALUE")
     try:
-        checks = check_model(args.model, parse_seeds(args.seeds), overrides)
+        spaces = [name.strip() for name in args.spaces.split(",")] if args.spaces is not None else None
+        checks = check_model(args.model, parse_seeds(args.seeds), overrides, spaces)
     except (UnknownNameError, SchemaError, ValueError, TypeError) as error:
         raise CommandError(str(error)) from None
     print(format_table(checks), end="")
@@ -388,5 +389,7 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     check.add_argument("--seeds", default="0,1,2", help="seeds of the members, elements and models (default: 0,1,2)")
     check.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
                        help="override a model hyperparameter (repeatable; the size fields are shrunk already)")
+    check.add_argument("--spaces", default=None, help="comma-separated weight spaces to check (default: every one the "
+                       "model reads; the spaces are benchmarks.check_model.SPACES)")
     check.set_defaults(handler=check_model_command)
     return _listing

@@ -35,7 +35,8 @@ with one). Where ours differs from theirs (`nn/gnn.py`, `nn/graph_constructor.py
   their INR code counts forward edges only (the amplification scaler's normaliser differs).
 - No activation-function embedding (their `use_act_embed`: a zoo mixing activations; ours are
   one activation per weight space) and no per-layer weight standardisation (their INR `stats`).
-- No probe features (NG's INR variant with probes is a later slice).
+- Probe features (`probe_features: K`, 64 in their `*_probe_64.sh` scripts) for SIREN members:
+  `nfn_models.layers.neural_graph.INRProbeFeatures`, added to the encoded biases as theirs are.
 """
 
 from __future__ import annotations
@@ -48,14 +49,15 @@ from torch import nn
 from nfn_models.features import NetworkDescription
 from nfn_models.graphs import NeuralGraphLayout
 from nfn_models.layers import ACTIVATIONS
-from nfn_models.layers.neural_graph import FourierEncoder, positional_embedding, readout_mlp
+from nfn_models.layers.neural_graph import (PROBE_ARCHITECTURE_FIELDS, FourierEncoder, ProbeFeatureFields,
+                                            positional_embedding, probe_features, readout_mlp)
 from nfn_models.registry import check_weight_space, register_model
 from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
 
 @dataclasses.dataclass(frozen=True)
-class NGGNNConfig:
+class NGGNNConfig(ProbeFeatureFields):
     hidden_dim: int = 256  # d_hid of nodes and edges: 256 on the CNN zoo (the authors' cnn_zoo_pna.sh)
     num_layers: int = 4  # PNA layers (the authors' pna.yaml)
     fourier_features: int = 128  # frequencies of the input encoders (their sin_emb_dim)
@@ -77,6 +79,8 @@ class NGGNNConfig:
                               f"expected one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise SchemaError(where, f"{prefix}dropout", f"expected a probability in [0, 1), got {self.dropout}")
+        if self.probe_features < 0:
+            raise SchemaError(where, f"{prefix}probe_features", f"expected 0 or more, got {self.probe_features}")
 
 
 @register_model("ng_gnn")
@@ -86,11 +90,14 @@ class NGGNN(nn.Module):
     Config = NGGNNConfig
     weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
     symmetries = ("permutation",)
+    ARCHITECTURE_FIELDS = PROBE_ARCHITECTURE_FIELDS  # a SIREN member's, read by probe features only
     # The authors' scripts (mkofinas/neural-graphs): CNN generalization on the Small CNN Zoo
     # (cnn_zoo_pna.sh): d_hid 256, 4 PNA layers, no reverse edges, no dropout (the defaults);
     # INR classification (mnist_cls_pna.sh): d_hid 32, reverse edges, dropout 0.2, 10 classes.
     PRESETS = {"generalization": {},
                "inr-classification": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "out_features": 10},
+               # their *_probe_64.sh: the same with 64 learned probe coordinates
+               "inr-classification-probes": {**{"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "out_features": 10}, "probe_features": 64},
                "inr-classification-budget": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2,
                                              "out_features": 10}}  # already small: the same
 
@@ -115,6 +122,7 @@ class NGGNN(nn.Module):
         self.dense_edge_encoder = (FourierEncoder(blocks, config.fourier_features, config.fourier_scale, d)
                                    if mixed else None)
         self.positions = positional_embedding(self.layout.num_positions, d)
+        self.probes = probe_features(weight_space, config, d)  # None unless probe_features > 0
         histogram = self.layout.in_degree_histogram
         self.convs = nn.ModuleList(EdgeModulatedPNAConv(d, d, histogram) for _ in range(config.num_layers))
         self.edge_updates = nn.ModuleList(EdgeUpdate(d, d, ACTIVATIONS[config.activation]())
@@ -125,9 +133,10 @@ class NGGNN(nn.Module):
         n_out = self.layout.description.unit_sizes[-1]
         self.head = readout_mlp(n_out * d, d, config.out_features, hidden_layers=2)
 
-    def encode(self, graphs) -> tuple[torch.Tensor, torch.Tensor]:
-        """Node (B * N, d) and edge (B * E, d) features of the batched neural graphs."""
-        nodes = self.node_encoder(graphs.x) + self.positions(graphs.node_position)
+    def encode(self, graphs, probes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Node (B * N, d) and edge (B * E, d) features of the batched neural graphs (probe features (B, N, d))."""
+        added = None if probes is None else probes.reshape(-1, probes.shape[-1])
+        nodes = self.node_encoder(graphs.x, added) + self.positions(graphs.node_position)
         edges = self.edge_encoder(graphs.edge_attr)
         if self.dense_edge_encoder is not None:
             dense = torch.isin(graphs.edge_layer, torch.tensor(self.dense_layers, device=edges.device))
@@ -137,13 +146,14 @@ class NGGNN(nn.Module):
 
     def forward(self, weights: WeightBatch) -> torch.Tensor:
         check_weight_space(self.weight_space, weights)
-        return self.forward_graphs(self.layout.batch(weights))
+        probes = None if self.probes is None else self.probes(weights.tensors)
+        return self.forward_graphs(self.layout.batch(weights), probes)
 
-    def forward_graphs(self, graphs) -> torch.Tensor:
+    def forward_graphs(self, graphs, probes: torch.Tensor | None = None) -> torch.Tensor:
         """The prediction for batched neural graphs of this architecture (`NeuralGraphLayout.batch`),
-        in any edge order: (B, out_features)."""
+        in any edge order, with probe features (B, N, d) if any: (B, out_features)."""
         members = graphs.num_graphs
-        x, edge_attr = self.encode(graphs)  # (B * N, d), (B * E, d)
+        x, edge_attr = self.encode(graphs, probes)  # (B * N, d), (B * E, d)
         for i, conv in enumerate(self.convs):
             x = conv(x, graphs.edge_index, edge_attr)
             if i == len(self.convs) - 1:

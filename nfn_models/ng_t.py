@@ -48,7 +48,8 @@ Where ours differs:
   token (their `use_cls_token` is off in every NG-T script), `modulate_v` always on (every script).
 - Their CNN-zoo script trains a sigmoid output with BCE; here the task's `loss` decides (the
   generalization task's `loss: bce` is that; its default, `mse`, regresses the raw output).
-- Not done: NG-T with probe features (the INR variant of their `*_probe_64.sh` scripts).
+- Probe features (`probe_features: K`, their `*_probe_64.sh` scripts use 64) for SIREN members:
+  `nfn_models.layers.neural_graph.INRProbeFeatures`, added to the encoded biases as theirs are.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ from torch import nn
 
 from nfn_models.features import NetworkDescription
 from nfn_models.graphs import NeuralGraphLayout
-from nfn_models.layers.neural_graph import FourierEncoder, positional_embedding, readout_mlp
+from nfn_models.layers.neural_graph import (PROBE_ARCHITECTURE_FIELDS, FourierEncoder, ProbeFeatureFields,
+                                            positional_embedding, probe_features, readout_mlp)
 from nfn_models.layers.relational_transformer import RelationalTransformerLayer
 from nfn_models.registry import check_weight_space, register_model
 from zoo.validation.schema import SchemaError
@@ -68,7 +70,7 @@ from zoo.weightspace import WeightBatch, WeightSpace
 
 
 @dataclasses.dataclass(frozen=True)
-class NGTConfig:
+class NGTConfig(ProbeFeatureFields):
     hidden_dim: int = 128  # d_node: 128 on the CNN zoo (the authors' cnn_zoo_rt.sh), 64 on INRs
     edge_dim: int | None = None  # d_edge; None: hidden_dim // 2 (64 and 32 in both of their settings)
     attention_dim: int | None = None  # d_attn (query/key/value width); None: 2 * hidden_dim (256, 128)
@@ -112,6 +114,8 @@ class NGTConfig:
             raise SchemaError(where, f"{prefix}fourier_scale", f"expected a positive number, got {self.fourier_scale}")
         if not 0.0 <= self.dropout < 1.0:
             raise SchemaError(where, f"{prefix}dropout", f"expected a probability in [0, 1), got {self.dropout}")
+        if self.probe_features < 0:
+            raise SchemaError(where, f"{prefix}probe_features", f"expected 0 or more, got {self.probe_features}")
 
 
 def dense_neural_graph(layout: NeuralGraphLayout, weights: WeightBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,6 +134,7 @@ class NGT(nn.Module):
     Config = NGTConfig
     weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
     symmetries = ("permutation",)
+    ARCHITECTURE_FIELDS = PROBE_ARCHITECTURE_FIELDS  # a SIREN member's, read by probe features only
     # The authors' scripts (mkofinas/neural-graphs): CNN generalization on the Small CNN Zoo
     # (cnn_zoo_rt.sh): d_node 128, d_edge 64, d_attn = d_node_hid = d_out_hid 256, d_edge_hid 128, 4 layers,
     # 8 heads, no dropout, readout with two hidden layers (the defaults); INR classification
@@ -137,6 +142,8 @@ class NGT(nn.Module):
     # readout with one hidden layer, 10 classes.
     PRESETS = {"generalization": {},
                "inr-classification": {"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10},
+               # their *_probe_64.sh: the same with 64 learned probe coordinates
+               "inr-classification-probes": {**{"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10}, "probe_features": 64},
                "inr-classification-budget": {"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1,
                                              "out_features": 10}}  # already small: the same
 
@@ -151,6 +158,7 @@ class NGT(nn.Module):
         self.edge_encoder = FourierEncoder(self.layout.edge_features, config.fourier_features, config.fourier_scale,
                                            d_edge)
         self.positions = positional_embedding(self.layout.num_positions, d)
+        self.probes = probe_features(weight_space, config, d)  # None unless probe_features > 0
         self.layers = nn.ModuleList(
             RelationalTransformerLayer(d, d_edge, w["attention_dim"], w["node_mlp_dim"], w["edge_mlp_dim"],
                                        config.num_heads, config.dropout, update_edges=i < config.num_layers - 1)
@@ -162,12 +170,14 @@ class NGT(nn.Module):
 
     def forward(self, weights: WeightBatch) -> torch.Tensor:
         check_weight_space(self.weight_space, weights)
-        return self.forward_graph(*dense_neural_graph(self.layout, weights))
+        probes = None if self.probes is None else self.probes(weights.tensors)
+        return self.forward_graph(*dense_neural_graph(self.layout, weights), probes)
 
-    def forward_graph(self, nodes: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    def forward_graph(self, nodes: torch.Tensor, edges: torch.Tensor,
+                      probes: torch.Tensor | None = None) -> torch.Tensor:
         """The prediction for dense neural graphs of this architecture (`dense_neural_graph`):
-        nodes (B, N, 1), edges (B, N, N, f) -> (B, out_features)."""
-        x = self.node_encoder(nodes) + self.positions(self.node_position)  # (B, N, d)
+        nodes (B, N, 1), edges (B, N, N, f), probe features (B, N, d) if any -> (B, out_features)."""
+        x = self.node_encoder(nodes, probes) + self.positions(self.node_position)  # (B, N, d)
         # the pairs without a weight all get the code of a zero vector: encode it once, and the weights apart
         present = edges.ne(0).any(-1)  # (B, N, N); an all-zero kernel reads as absent, its code is the same
         e = self.edge_encoder(edges.new_zeros(edges.shape[-1])).expand(*edges.shape[:-1], -1).clone()

@@ -11,10 +11,14 @@ concatenated in order, with an MLP (their `proj_out`). Plain torch: no graph lib
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Literal
 
 import torch
 from torch import nn
+
+from zoo.validation.domains import Real, Scale
 
 
 class FourierEncoder(nn.Module):
@@ -25,9 +29,11 @@ class FourierEncoder(nn.Module):
         self.register_buffer("frequencies", scale * torch.randn(frequencies, in_features))  # (m, f)
         self.project = nn.Sequential(nn.Linear(2 * frequencies, out_features), nn.Linear(out_features, out_features))
 
-    def forward(self, values: torch.Tensor) -> torch.Tensor:
+    def forward(self, values: torch.Tensor, added: torch.Tensor | None = None) -> torch.Tensor:
+        """`added` (..., d), e.g. probe features, joins after the first linear map (the authors' order)."""
         angles = 2 * math.pi * values @ self.frequencies.T  # (..., m)
-        return self.project(torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1))
+        first = self.project[0](torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1))
+        return self.project[1](first if added is None else first + added)
 
 
 def positional_embedding(num_positions: int, dim: int) -> nn.Embedding:
@@ -44,3 +50,63 @@ def readout_mlp(in_features: int, hidden_features: int, out_features: int, hidde
         layers += [nn.Linear(in_features if i == 0 else hidden_features, hidden_features), nn.ReLU()]
     layers.append(nn.Linear(hidden_features if hidden_layers else in_features, out_features))
     return nn.Sequential(*layers)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeFeatureFields:
+    """The config fields of a neural-graph model's INR probe features (`INRProbeFeatures`)."""
+    probe_features: int = 0  # learned probe coordinates (the authors' probe scripts: 64); 0: no probe features
+    # What a SIREN member computes that its shapes do not show, filled by the harness from the zoo
+    # (ARCHITECTURE_FIELDS) and read only with probe features:
+    first_omega_0: Scale = 30.0
+    hidden_omega_0: Scale = 30.0
+    coordinates: Literal["row_column", "column_row"] = "row_column"
+    output_offset: Real = 0.0
+
+
+PROBE_ARCHITECTURE_FIELDS = ("first_omega_0", "hidden_omega_0", "coordinates", "output_offset")
+
+
+def probe_features(space, config: ProbeFeatureFields, dim: int) -> "INRProbeFeatures | None":
+    """The probe features `config` asks for on `space` (None without), or a ValueError if its members are no SIRENs."""
+    if not config.probe_features:
+        return None
+    from nfn_models.probegen import siren_architecture
+
+    architecture = siren_architecture(space, config)
+    if architecture is None:
+        raise ValueError(f"probe_features={config.probe_features} runs the members as SIRENs (sine1..sineL, output); "
+                         f"these weights are no SIREN's: {list(space.names)}; set probe_features=0")
+    return INRProbeFeatures(architecture, config.probe_features, dim)
+
+
+class INRProbeFeatures(nn.Module):
+    """Probe features of a SIREN's neural graph (Kofinas et al. 2024, Sec. 3, "probe features"): the
+    members run on K learned input coordinates, and every neuron's K values (an input neuron's are the
+    coordinate itself, a hidden neuron's its sine's output, an output neuron's the member's output)
+    become a node feature through a linear map and a LayerNorm of its layer -> (B, N, d).
+
+    Facts from the authors' code (mkofinas/neural-graphs, `nn/probe_features.py`, read for facts
+    only): the probes start uniform in [-1, 1]^in and are learned; one `Linear(K, d) + LayerNorm(d)`
+    per layer of neurons; the result is added to the encoded biases before their second linear
+    map (their `proj_node_in`); 64 probes in their `*_probe_64.sh` scripts. The members run in
+    float64, as ProbeGen's do (`nfn_models.probegen.SIRENMembers`): a hidden-unit permutation
+    reorders the float32 sums at omega_0 = 30. A hidden-unit permutation permutes the hidden
+    neurons' values with the neurons, so the graph models stay permutation invariant.
+    """
+
+    def __init__(self, architecture, num_probes: int, dim: int):
+        super().__init__()
+        self.architecture = architecture  # zoo.families.inr_model.INRArchitecture
+        self.probes = nn.Parameter(2 * torch.rand(num_probes, architecture.in_features) - 1)
+        layers = 1 + architecture.num_sine_layers + 1  # the inputs, the sine layers, the outputs
+        self.project = nn.ModuleList(nn.Sequential(nn.Linear(num_probes, dim), nn.LayerNorm(dim))
+                                     for _ in range(layers))
+
+    def forward(self, tensors) -> torch.Tensor:
+        """The members' tensors in weight-space order, each (B, ...) -> (B, N, d), in node order."""
+        from zoo.families.inr_model import siren_activations
+
+        values = siren_activations(self.architecture, [t.double() for t in tensors], self.probes.double())
+        return torch.cat([project(v.to(self.probes.dtype).transpose(1, 2))  # (B, units, K) -> (B, units, d)
+                          for project, v in zip(self.project, values)], dim=1)

@@ -50,3 +50,18 @@ def test_bad_input_is_one_line(capsys):
     assert "cannot import module 'no_such_pkg'" in capsys.readouterr().err
     assert main(["bench", "check-model", "statnn", "--set", "model.widths=3"]) == 1
     assert "widths" in capsys.readouterr().err
+    assert main(["bench", "check-model", "statnn", "--spaces", "siren,mlp"]) == 1
+    assert "--spaces: expected some of cnn-relu, cnn-tanh, siren, transformer-2x2, transformer-3x4-residual, got ['siren', 'mlp']" in (
+        capsys.readouterr().err)
+    assert main(["bench", "check-model", "ng_t", "--spaces", "transformer-2x2"]) == 1
+    assert "reads none of the spaces ['transformer-2x2']" in capsys.readouterr().err
+
+
+def test_spaces_restrict_the_checks_to_a_setting_that_reads_only_them(capsys):
+    # NG-T with probe features runs its members as SIRENs: on every space it refuses the CNNs, on siren it holds
+    assert main(["bench", "check-model", "ng_t", "--set", "model.probe_features=4"]) == 1
+    assert "runs the members as SIRENs" in capsys.readouterr().err
+    assert main(["bench", "check-model", "ng_t", "--set", "model.probe_features=4", "--spaces", "siren",
+                 "--seeds", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert "| siren | permutation | invariance | yes |" in printed and "cnn-relu" not in printed

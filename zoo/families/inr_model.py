@@ -125,9 +125,22 @@ def pixel_targets(images: torch.Tensor, intensity_range: str = "signed") -> torc
 def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords: torch.Tensor) -> torch.Tensor:
     """B SIRENs at once: params in weight-space order, each (B, ...); coords (P, in), (row, column)
     as `coordinate_grid` -> (B, P, out)."""
+    *_, out = _siren_layers(arch, params, coords)
+    return out
+
+
+def siren_activations(arch: INRArchitecture, params: Sequence[torch.Tensor],
+                      coords: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's values for B SIRENs, as `siren_forward` computes them: the members' inputs, each
+    sine layer's outputs and the outputs (offset included), each (B, P, units of that layer)."""
+    return list(_siren_layers(arch, params, coords))
+
+
+def _siren_layers(arch: INRArchitecture, params: Sequence[torch.Tensor], coords: torch.Tensor):
     members = params[0].shape[0]
     coords = member_inputs(arch, coords)
     h = coords.expand(members, *coords.shape)  # (B, P, in)
+    yield h
     last = len(params) // 2 - 1
     for layer in range(last + 1):
         weight, bias = params[2 * layer], params[2 * layer + 1]  # (B, out, in), (B, out)
@@ -135,11 +148,12 @@ def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords:
             # as (W h^T)^T: with P columns rather than out (often 1) the product stays a GEMM
             # whose arithmetic does not depend on how many members share the call
             out = torch.baddbmm(bias.unsqueeze(2), weight, h.transpose(1, 2)).transpose(1, 2)  # (B, P, out)
-            return out + arch.output_offset if arch.output_offset else out
+            yield out + arch.output_offset if arch.output_offset else out
+            return
         # omega (W h + b) as (omega W) h + omega b: scales the small tensors, not (B, P, out)
         omega = omegas(arch)[layer]
         h = torch.sin(torch.baddbmm(omega * bias.unsqueeze(1), h, (omega * weight).transpose(1, 2)))  # (B, P, out)
-    raise AssertionError("unreachable: the loop returns at the output layer")
+        yield h
 
 
 def fit_metrics(mse: float, label: int, intensity_range: str = "signed") -> dict[str, float | int]:
