@@ -168,3 +168,19 @@ def load_pinned(root: str | Path, record: KnownDataset, split_set: str = DEFAULT
         raise ValueError(f"{path}: sha256 {actual[:12]}… is not the recorded {expected[:12]}…; "
                          "the pinned test metadata was changed")
     return pq.read_table(io.BytesIO(data)).to_pandas()
+
+
+def same_runs(root: str | Path):
+    """`(hash_a, hash_b) -> bool`: whether two registered datasets hold the same runs (their pinned test
+    splits list the same model_ids), e.g. a zoo regenerated from the same spec on a machine whose
+    arithmetic gives other bytes. A dataset without pinned test metadata holds the same runs as none."""
+    datasets, seen = load_datasets(root), {}
+
+    def model_ids(dataset_hash: str) -> frozenset | None:
+        if dataset_hash not in seen:
+            record = datasets.get(dataset_hash)
+            seen[dataset_hash] = (None if record is None or record.test_metadata is None
+                                  else frozenset(load_pinned(root, record)["model_id"].astype(str)))
+        return seen[dataset_hash]
+
+    return lambda a, b: model_ids(a) is not None and model_ids(a) == model_ids(b)

@@ -36,7 +36,7 @@ from leaderboards.board import Table, TaskBoard, build_board
 from leaderboards.datasets import load_datasets
 from leaderboards.entries import entry_path, load_entries, stored_predictions_path
 from leaderboards.escape import markdown_cell, markdown_text
-from leaderboards.pinned import load_pinned, pinned_sets, split_set_of
+from leaderboards.pinned import load_pinned, pinned_sets, same_runs, split_set_of
 from leaderboards.rescore import read_stored_predictions
 from leaderboards.site import write_site
 from leaderboards.suite_board import SuiteBoard, suite_boards, suite_markdown
@@ -132,7 +132,7 @@ def _write_all(root: Path, boards: list[TaskBoard], out_dir: Path, suites: list[
     pages, index, figures = [], ["# Leaderboards", ""], {}
     if suites:  # a standard suite's entries together, one row per model
         write_text_atomic(out_dir / "suites.md", suite_markdown(suites))
-        index.append(f"- [standard suites](suites.md): {', '.join(board.suite for board in suites)}")
+        index.append(f"- [standard suites](suites.md): {', '.join(dict.fromkeys(board.suite for board in suites))}")
     for board in boards:
         figures[board.task] = _plots(root, board, out_dir)
         page = task_markdown(board, figures[board.task])
@@ -169,7 +169,8 @@ def render(root: str | Path, out_dir: str | Path) -> str:
     built = out_dir.parent / f".{out_dir.name}.rendering-{os.getpid()}-{secrets.token_hex(4)}"
     built.mkdir()  # the umask's mode, unlike mkdtemp's 0700: it becomes `out_dir` when there is none
     try:
-        pages = _write_all(root, boards, built, suite_boards([entry for _, entry in load_entries(root)]))
+        suites = suite_boards([entry for _, entry in load_entries(root)], same_runs(root))
+        pages = _write_all(root, boards, built, suites)
         _move_into(built, out_dir)
     finally:
         shutil.rmtree(built, ignore_errors=True)

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 from benchmarks.files import write_text_atomic
 from leaderboards.board import Row, Sweep, Table, TaskBoard
-from leaderboards.suite_board import SuiteBoard
+from leaderboards.suite_board import SuiteBoard, board_heading
 
 NUMERIC = {"Rank", "Params", "Train time / seed (s)", "Peak memory (MB)", "Seeds"}
 
@@ -173,13 +173,16 @@ def suites_page(suites: Sequence[SuiteBoard]) -> str:
     """The standard suites' page: per suite its cells (zoo and pinned hash) and one sortable row per model
     (`leaderboards.suite_board`)."""
     body = ['<nav><a href="index.html">All tasks</a></nav>', "<h1>Standard suites</h1>",
-            "<p>Only runs on the pinned zoos (the hashes below) are ranked; each cell shows the model's main "
-            "metric (mean over the cell's seeds) and its rank in the cell; a model's mean rank is over the cells "
-            "it has, and the rows with every cell come first. Click a column header to sort.</p>"]
-    for board in suites:
+            "<p>Each cell shows the model's main metric (mean over the cell's seeds) and its rank in the cell "
+            "among the table's rows, which read the same bytes. Click a column header to sort.</p>"]
+    for number, board in enumerate(suites):
+        title, note = board_heading(board)
+        hashes = board.hashes or (None,) * len(board.cells)
         cells = "".join(f"<li><code>{_e(c.name)}</code>: {_e(c.task)} on {_e(c.zoo.name)} (dataset "
-                        f"<code>{_e(c.zoo.dataset_hash[:12])}</code>), {_e(c.label)}, seeds "
-                        f"{_e(', '.join(map(str, c.seeds)))}</li>" for c in board.cells)
+                        f"<code>{_e((h or c.zoo.dataset_hash)[:12])}</code>"
+                        + ("" if h in (None, c.zoo.dataset_hash) else f", pinned <code>{_e(c.zoo.dataset_hash[:12])}</code>")
+                        + f"), {_e(c.label)}, seeds {_e(', '.join(map(str, c.seeds)))}</li>"
+                        for c, h in zip(board.cells, hashes))
         headers = ['<th data-type="text" scope="col">Model</th>'] + [
             f'<th data-type="number" scope="col">{_e(c.name)} ({_e(m)})</th>' for c, m in zip(board.cells, board.metrics)
         ] + ['<th data-type="number" scope="col">Mean rank</th>']
@@ -189,9 +192,10 @@ def suites_page(suites: Sequence[SuiteBoard]) -> str:
                             else '<td data-value="">—</td>' for v, r in zip(row.values, row.ranks))
             rows.append(f"<tr><td>{_e(row.model)}</td>{shown}"
                         f'<td data-value="{repr(float(row.mean_rank))}">{row.mean_rank:.2f}</td></tr>')
-        body += [f'<section class="suite" id="suite-{_e(board.suite)}">', f"<h2>{_e(board.suite)}</h2>",
-                 f"<p>{_e(board.description)}</p>", f"<ul>{cells}</ul>",
-                 f'<table class="entries" id="table-suite-{_e(board.suite)}">',
+        anchor = board.suite + (f"-stand-in-{number}" if board.stand_in else "")
+        body += [f'<section class="suite" id="suite-{_e(anchor)}">', f"<h2>{_e(title)}</h2>",
+                 f"<p>{_e(board.description)}</p>", f"<p>{_e(note)}</p>", f"<ul>{cells}</ul>",
+                 f'<table class="entries" id="table-suite-{_e(anchor)}">',
                  f"<thead><tr>{''.join(headers)}</tr></thead>", "<tbody>", *rows, "</tbody>", "</table>", "</section>"]
     return _page("nfnzoo leaderboards: standard suites", body)
 
@@ -201,7 +205,7 @@ def index_page(boards: Sequence[TaskBoard], empty: str, suites: Sequence[SuiteBo
              "dataset(s)</li>" for b in boards]
     if suites:
         items.insert(0, '<li><a href="suites.html">standard suites</a>: '
-                        f"{_e(', '.join(board.suite for board in suites))}</li>")
+                        f"{_e(', '.join(dict.fromkeys(board.suite for board in suites)))}</li>")
     return _page("nfnzoo leaderboards", ["<h1>nfnzoo leaderboards</h1>",
                                          "<ul>" + "".join(items) + "</ul>" if items else f"<p>{_e(empty)}</p>"])
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any
+from typing import Any, Callable
 
 from benchmarks.standard import STANDARD_SUITES, Cell
 from benchmarks.tasks import create_task, get_task_class
@@ -37,66 +37,120 @@ class SuiteBoard:
     cells: tuple[Cell, ...]
     metrics: tuple[str, ...]  # each cell's main metric
     rows: tuple[SuiteRow, ...]
+    hashes: tuple[str | None, ...] = ()  # the dataset hash each column's runs read (None: no run)
+    stand_in: bool = False  # True: the rows read zoos other than the pinned ones (ranked among themselves only)
 
 
-def cell_of(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
-    """The cell `entry` is a run of, or None."""
+def run_cell(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
+    """The cell `entry` is a run of, on whatever bytes (the cell's task, zoo config, seeds and the task
+    config its protocol resolves to), or None."""
     results = entry.results
     for cell in cells:
-        if (results.task == cell.task and results.dataset.dataset_hash == cell.zoo.dataset_hash
+        if (results.task == cell.task and results.dataset.config == cell.zoo.config
                 and sorted(results.seeds) == sorted(cell.seeds)
                 and canonical_json(results.task_config) == canonical_json(_task_config(cell))):
             return cell
     return None
 
 
+def cell_of(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
+    """The cell `entry` is a run of on the pinned bytes (the suite's ranked table), or None."""
+    cell = run_cell(entry, cells)
+    return cell if cell is not None and entry.results.dataset.dataset_hash == cell.zoo.dataset_hash else None
+
+
 def _task_config(cell: Cell) -> Any:
     return to_data(create_task(cell.task, **cell.task_overrides).config)
 
 
-def suite_boards(entries: list[Entry]) -> list[SuiteBoard]:
-    """Every standard suite with at least one entry in one of its cells."""
+def suite_boards(entries: list[Entry], same_runs: Callable[[str, str], bool] | None = None) -> list[SuiteBoard]:
+    """Every standard suite with at least one run of one of its cells: its ranked table (the runs on the
+    pinned zoos) first, then a table per set of stand-in zoos. A stand-in is a zoo with other bytes that
+    holds the same runs as the cell's pinned zoo (`same_runs(hash, pinned hash)`, e.g.
+    `leaderboards.pinned.same_runs`: the zoo regenerated elsewhere); without `same_runs` there are no
+    stand-in tables. Within a table every column's runs read the same bytes, so its ranks compare like
+    with like; a stand-in run is never ranked against the pinned ones. A newer entry of a model for a
+    cell on the same bytes replaces the older."""
     boards = []
     for name in STANDARD_SUITES.names():
         suite = STANDARD_SUITES.get(name)()
-        chosen: dict[str, dict[str, Entry]] = {}  # model -> cell -> latest entry
-        for entry in entries:
-            cell = cell_of(entry, suite.cells)
-            if cell is None:
-                continue
-            kept = chosen.setdefault(entry.results.model, {})
-            if cell.name not in kept or kept[cell.name].submission.accepted < entry.submission.accepted:
-                kept[cell.name] = entry
-        if not chosen:
-            continue
-        metrics = tuple(get_task_class(cell.task).main_metric for cell in suite.cells)
-        values = {identity: tuple(cells[c.name].results.summary[m].mean if c.name in cells else None
-                                  for c, m in zip(suite.cells, metrics))
-                  for identity, cells in chosen.items()}
-        ranks: dict[str, list[int | None]] = {identity: [] for identity in chosen}
-        for column, (cell, metric) in enumerate(zip(suite.cells, metrics)):
-            higher = get_task_class(cell.task).metrics[metric]
-            present = [values[i][column] for i in chosen if values[i][column] is not None]
-            for identity in chosen:
-                value = values[identity][column]
-                ranks[identity].append(None if value is None else
-                                       1 + sum((other > value) if higher else (other < value) for other in present))
-        rows = [SuiteRow(model, values[model], tuple(ranks[model]),
-                         statistics.fmean(r for r in ranks[model] if r is not None)) for model in chosen]
-        rows.sort(key=lambda row: (sum(v is None for v in row.values), row.mean_rank, row.model))
-        boards.append(SuiteBoard(suite.name, suite.description, suite.cells, metrics, tuple(rows)))
+        runs = [(entry, cell) for entry in sorted(entries, key=lambda e: e.submission.accepted, reverse=True)
+                if (cell := run_cell(entry, suite.cells)) is not None]
+        pinned = [(entry, cell) for entry, cell in runs if entry.results.dataset.dataset_hash == cell.zoo.dataset_hash]
+        if pinned:
+            boards.append(_board(suite, pinned, stand_in=False))
+        stand_ins = [] if same_runs is None else [
+            (entry, cell) for entry, cell in runs if (entry, cell) not in pinned
+            and same_runs(entry.results.dataset.dataset_hash, cell.zoo.dataset_hash)]
+        boards += [_board(suite, group, stand_in=True) for group in _same_bytes_groups(stand_ins)]
     return boards
 
 
+def _same_bytes_groups(runs: list[tuple[Entry, Cell]]) -> list[list[tuple[Entry, Cell]]]:
+    """The runs (newest first) split into groups in which each zoo is one set of bytes and each model
+    has at most one run per cell: each run joins the first group that fits it."""
+    groups: list[tuple[dict[str, str], set[tuple[str, str]], list]] = []  # zoo -> hash, (model, cell), runs
+    for entry, cell in runs:
+        digest, slot = entry.results.dataset.dataset_hash, (entry.results.model, cell.name)
+        for zoos, slots, members in groups:
+            if zoos.get(cell.zoo.name, digest) == digest:
+                if slot not in slots:  # an older run of the same model and cell on the same bytes is dropped
+                    zoos[cell.zoo.name] = digest
+                    slots.add(slot)
+                    members.append((entry, cell))
+                break
+        else:
+            groups.append(({cell.zoo.name: digest}, {slot}, [(entry, cell)]))
+    return [members for _, _, members in groups]
+
+
+def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool) -> SuiteBoard:
+    """One table: a row per model with each cell's metric, rank and the mean rank (runs newest first)."""
+    chosen: dict[str, dict[str, Entry]] = {}  # model -> cell -> its newest entry
+    for entry, cell in runs:
+        chosen.setdefault(entry.results.model, {}).setdefault(cell.name, entry)
+    metrics = tuple(get_task_class(cell.task).main_metric for cell in suite.cells)
+    values = {identity: tuple(cells[c.name].results.summary[m].mean if c.name in cells else None
+                              for c, m in zip(suite.cells, metrics))
+              for identity, cells in chosen.items()}
+    ranks: dict[str, list[int | None]] = {identity: [] for identity in chosen}
+    for column, (cell, metric) in enumerate(zip(suite.cells, metrics)):
+        higher = get_task_class(cell.task).metrics[metric]
+        present = [values[i][column] for i in chosen if values[i][column] is not None]
+        for identity in chosen:
+            value = values[identity][column]
+            ranks[identity].append(None if value is None else
+                                   1 + sum((other > value) if higher else (other < value) for other in present))
+    rows = [SuiteRow(model, values[model], tuple(ranks[model]),
+                     statistics.fmean(r for r in ranks[model] if r is not None)) for model in chosen]
+    rows.sort(key=lambda row: (sum(v is None for v in row.values), row.mean_rank, row.model))
+    read = {cell.name: entry.results.dataset.dataset_hash for entry, cell in runs}
+    return SuiteBoard(suite.name, suite.description, suite.cells, metrics, tuple(rows),
+                      tuple(read.get(cell.name) for cell in suite.cells), stand_in)
+
+
+def board_heading(board: SuiteBoard) -> tuple[str, str]:
+    """A table's title and what it says about its bytes (the Markdown page's and the site's)."""
+    if not board.stand_in:
+        return board.suite, ("Only runs on the pinned zoos (the hashes below) are ranked here; a model's mean rank is "
+                             "over the cells it has, and the rows with every cell come first.")
+    read = ", ".join(sorted({f"{cell.zoo.name} {digest[:12]}" for cell, digest in zip(board.cells, board.hashes)
+                             if digest is not None}))
+    return (f"{board.suite} on stand-in zoos ({read})",
+            "Runs on zoos regenerated elsewhere (other bytes than the pinned hashes): not ranked against the suite's "
+            "table; ranked among themselves, as every column here read the same bytes.")
+
+
 def suite_markdown(boards: list[SuiteBoard]) -> str:
-    """The suites' page: per suite, its cells (zoo and hash) and one row per model."""
+    """The suites' page: per table, the suite's cells (zoo and hash) and one row per model."""
     lines = ["# Standard suites", ""]
     for board in boards:
-        lines += [f"## {board.suite}", "", markdown_cell(board.description), "",
-                  "Only runs on the pinned zoos (the hash below) are ranked; a model's mean rank is over the "
-                  "cells it has, and the rows with every cell come first.", ""]
-        lines += [f"- {cell.name}: {cell.task} on {cell.zoo.name} (dataset {cell.zoo.dataset_hash[:12]}), "
-                  f"{markdown_cell(cell.label)}, seeds {', '.join(map(str, cell.seeds))}" for cell in board.cells]
+        title, note = board_heading(board)
+        lines += [f"## {markdown_cell(title)}", "", markdown_cell(board.description), "", note, ""]
+        lines += [f"- {cell.name}: {cell.task} on {cell.zoo.name} (dataset "
+                  f"{(digest or cell.zoo.dataset_hash)[:12]}{'' if digest in (None, cell.zoo.dataset_hash) else f', pinned {cell.zoo.dataset_hash[:12]}'}), "
+                  f"{markdown_cell(cell.label)}, seeds {', '.join(map(str, cell.seeds))}"
+                  for cell, digest in zip(board.cells, board.hashes or (None,) * len(board.cells))]
         header = ["Model", *(f"{cell.name} ({metric})" for cell, metric in zip(board.cells, board.metrics)),
                   "Mean rank"]
         lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -71,16 +71,26 @@ def test_standard_v1_on_stand_ins_writes_one_folder_that_submit_takes_whole(tiny
 
 
 def _the_board_shows_the_suite_with_pinned_hashes_only(board: Path, suite) -> None:
-    """The stand-in entries are in no suite table; the same runs on the pinned bytes are, one row
-    per model with each cell's metric, its rank and the mean rank (MSE ranks lower as better)."""
+    """The stand-in entries are in no ranked table: they get their own, headed by the bytes they read; the
+    same runs on the pinned bytes are ranked, one row per model with each cell's metric, its rank and the
+    mean rank (MSE ranks lower as better)."""
     from leaderboards.entries import load_entries
     from leaderboards.renderer import render
     from leaderboards.suite_board import suite_boards, suite_markdown
 
     entries = [entry for _, entry in load_entries(board)]
-    assert suite_boards(entries) == []
+    assert suite_boards(entries) == []  # the tiny zoos hold other runs than the pinned zoos: no stand-ins
     render(board, board / "site")
     assert not (board / "site" / "suites.md").exists()
+    every_zoo_a_stand_in = lambda digest, pinned: True  # noqa: E731  (as if each held the pinned zoo's runs)
+    (stand_in,) = suite_boards(entries, every_zoo_a_stand_in)
+    assert stand_in.stand_in and [row.model for row in stand_in.rows] == ["mlp"]
+    ran = {entry.results.dataset.config: entry.results.dataset.dataset_hash for entry in entries}
+    assert all(h is None or (h == ran[cell.zoo.config] and h != cell.zoo.dataset_hash)
+               for cell, h in zip(stand_in.cells, stand_in.hashes))
+    page = suite_markdown([stand_in])
+    assert "## standard-v1 on stand-in zoos (" in page and "not ranked against the suite's table" in page
+    assert f"pinned {suite.cells[-1].zoo.dataset_hash[:12]}" in page
 
     def pinned(entry, model: str, shift: float):  # the same run, as if on the pinned bytes
         results = entry.results
@@ -91,7 +101,8 @@ def _the_board_shows_the_suite_with_pinned_hashes_only(board: Path, suite) -> No
                                                                       summary=summary))
 
     faked = [pinned(entry, model, shift) for entry in entries for model, shift in (("mlp", 0.0), ("np", 0.1))]
-    (shown,) = suite_boards(faked)
+    shown, again = suite_boards(faked + entries, every_zoo_a_stand_in)  # the pinned table first, stand-ins apart
+    assert (shown.stand_in, again.stand_in, [row.model for row in again.rows]) == (False, True, ["mlp"])
     by_model = {row.model: row for row in shown.rows}
     assert set(by_model) == {"mlp", "np"}
     columns = [cell.name for cell in shown.cells]
@@ -109,6 +120,26 @@ def _the_board_shows_the_suite_with_pinned_hashes_only(board: Path, suite) -> No
     assert '<table class="entries" id="table-suite-standard-v1">' in html and html.count("<tr><td>mlp</td>") == 1
     assert html.count("<tr><td>") == 2 and f"{by_model['mlp'].mean_rank:.2f}</td></tr>" in html
     assert 'href="suites.html"' in index_page([], "empty", [shown]) and "suites.html" not in index_page([], "empty")
+
+    # other bytes for the same zoos make another stand-in table; a newer run on the same bytes replaces the older
+    def rerun(entry, model: str, digest: str | None, accepted: str, shift: float):
+        results = entry.results
+        dataset = dataclasses.replace(results.dataset, dataset_hash=digest or results.dataset.dataset_hash)
+        summary = {k: dataclasses.replace(v, mean=v.mean + shift) for k, v in results.summary.items()}
+        return dataclasses.replace(entry, submission=dataclasses.replace(entry.submission, accepted=accepted),
+                                   results=dataclasses.replace(results, model=model, dataset=dataset, summary=summary))
+
+    other = [rerun(entry, "np", "f" * 64, "2099-01-01T00:00:00+00:00", 0.0) for entry in entries]
+    newer = [rerun(entry, "mlp", None, "2099-01-02T00:00:00+00:00", 0.5) for entry in entries]
+    first, second = suite_boards(entries + other + newer, every_zoo_a_stand_in)
+    assert [row.model for row in first.rows] == ["mlp"] and [row.model for row in second.rows] == ["np"]
+    assert {h for h in second.hashes if h} == {"f" * 64} and "f" * 64 not in first.hashes
+    column = next(i for i, value in enumerate(first.rows[0].values) if value is not None)
+    cell = first.cells[column]
+    old = next(e for e in entries if e.results.task == cell.task and e.results.dataset.config == cell.zoo.config
+               and e.results.task_config.get("subset") == cell.task_overrides.get("subset"))
+    metric = first.metrics[column]
+    assert first.rows[0].values[column] == old.results.summary[metric].mean + 0.5
 
 
 def test_only_runs_the_chosen_cells_and_a_later_run_fills_in_the_rest(tiny_inr_zoo_folder, tiny_transformer_zoo,
@@ -191,3 +222,35 @@ def test_an_outside_packages_model_runs_standard_v1_by_its_entry_point(tiny_zoo,
     assert cells["inr-editing"]["status"] == cells["transformer-generalization"]["status"] == "skipped"
     assert "weight-space output" in cells["inr-editing"]["reason"]
     assert "reads feedforward weight spaces" in cells["transformer-generalization"]["reason"]
+
+
+def test_a_stand_in_is_a_zoo_that_holds_the_pinned_zoos_runs(tmp_path):
+    """`leaderboards.pinned.same_runs`: the same model_ids in the pinned test splits (a regenerated zoo), not
+    merely the same config (another profile of the spec holds other runs)."""
+    import io
+
+    import pandas
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from leaderboards.datasets import KnownDataset, register_dataset
+    from leaderboards.pinned import same_runs, with_pins, write_pinned
+
+    def register(digit: str, model_ids: list[str] | None) -> str:
+        record = KnownDataset(name=f"zoo-{digit}", config="cnn-mnist", dataset_hash=digit * 64, family="cnn",
+                              source=f"local:/zoo-{digit}")
+        if model_ids is not None:
+            buffer = io.BytesIO()
+            pq.write_table(pa.Table.from_pandas(pandas.DataFrame({"model_id": model_ids, "test_accuracy": 0.5})),
+                           buffer)
+            pins = {"default": buffer.getvalue()}
+            record = with_pins(record, pins)
+            write_pinned(tmp_path, record, pins)
+        register_dataset(tmp_path, record)
+        return record.dataset_hash
+
+    pinned, regenerated = register("a", ["m1", "m2", "m3"]), register("b", ["m3", "m1", "m2"])
+    other_profile, unpinned = register("c", ["m1", "m2"]), register("d", None)
+    same = same_runs(tmp_path)
+    assert same(regenerated, pinned) and same(pinned, pinned)
+    assert not same(other_profile, pinned) and not same(unpinned, pinned) and not same("e" * 64, pinned)
