@@ -12,6 +12,10 @@ rewrites from the board, leaving everything outside the markers as its author wr
     (generated: one row per ranked table of the board, its top two entries)
     <!-- /nfnzoo:teaser -->
 
+    <!-- nfnzoo:suite name=standard-v1 -->
+    (generated: the standard suite's ranked table, then one per set of stand-in zoos)
+    <!-- /nfnzoo:suite -->
+
 `board` regions name a task and a dataset (its hash, or the first 12 hex digits of it); under
 each table they print the protocol, the seeds, the full dataset hash and, where the task ranks,
 the tau-b ceiling the test targets' ties allow, and below the dataset the suite entries recorded
@@ -42,7 +46,7 @@ from zoo.validation.schema import SchemaError, from_data
 REGION = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)(?P<params>[^>\n]*?) -->\n(?P<body>.*?)^<!-- /nfnzoo:(?P=kind) -->$",
                     re.DOTALL | re.MULTILINE)
 OPENING = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)", re.MULTILINE)
-PARAMS = {"board": {"task", "dataset"}, "teaser": set()}
+PARAMS = {"board": {"task", "dataset"}, "teaser": set(), "suite": {"name"}}
 COMMAND = "nfnzoo leaderboard render --docs docs --readme README.md"
 NOTICE = f"*Generated from the official board by `{COMMAND}`; edits between the markers are overwritten.*"
 BOARD_COLUMNS = ("Params", "Train time / seed (s)", "Verified", "Entry")  # after Rank, Model and the metrics
@@ -196,6 +200,22 @@ def _short(row, metric: str) -> str:
 class Rendered:
     boards: list[TaskBoard]
     skipped: tuple[SkippedEntries, ...]
+    suites: list = dataclasses.field(default_factory=list)  # leaderboards.suite_board.SuiteBoard
+
+
+def suite_region(suites: list, name: str, where: str) -> str:
+    """A standard suite's tables (`leaderboards.suite_board`): the ranked one, then each stand-in one."""
+    from benchmarks.standard import STANDARD_SUITES
+    from leaderboards.suite_board import suite_section
+
+    if name not in STANDARD_SUITES.names():
+        raise ValueError(f"{where}: name={name!r} is no standard suite; expected one of {STANDARD_SUITES.names()}")
+    lines = [NOTICE, ""]
+    for board in [board for board in suites if board.suite == name]:
+        lines += suite_section(board, "###")
+    if len(lines) == 2:
+        lines.append(f"No run of {name} is on the board yet.")
+    return "\n".join(lines).rstrip("\n")
 
 
 def _params(text: str, kind: str, where: str) -> dict[str, str]:
@@ -242,6 +262,8 @@ def rewrite(text: str, where: str, rendered: Rendered) -> tuple[str, set[tuple[s
         if kind == "teaser":
             body = teaser_region(rendered.boards)
             shown.add(("*", "*"))
+        elif kind == "suite":
+            body = suite_region(rendered.suites, params["name"], here)
         else:
             board, section = _section(rendered, params, here)
             body = board_region(board, section, rendered.skipped)
@@ -258,7 +280,12 @@ def rewrite(text: str, where: str, rendered: Rendered) -> tuple[str, set[tuple[s
 def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], list[str]]:
     """Each page's text with its regions rendered from the board at `root`, and the board's
     (task, dataset) sections that no region shows, as `task dataset_hash[:12]`."""
-    rendered = Rendered(build_board(root), load_skipped(root))
+    from leaderboards.entries import load_entries
+    from leaderboards.pinned import same_runs
+    from leaderboards.suite_board import suite_boards
+
+    suites = suite_boards([entry for _, entry in load_entries(root)], same_runs(root))
+    rendered = Rendered(build_board(root), load_skipped(root), suites)
     out, shown = {}, set()
     for page in pages:
         text, sections = rewrite(page.read_text(encoding="utf-8"), str(page), rendered)

@@ -145,17 +145,23 @@ def suite_markdown(boards: list[SuiteBoard]) -> str:
     """The suites' page: per table, the suite's cells (zoo and hash) and one row per model."""
     lines = ["# Standard suites", ""]
     for board in boards:
-        title, note = board_heading(board)
-        lines += [f"## {markdown_cell(title)}", "", markdown_cell(board.description), "", note, ""]
-        lines += [f"- {cell.name}: {cell.task} on {cell.zoo.name} (dataset "
-                  f"{(digest or cell.zoo.dataset_hash)[:12]}{'' if digest in (None, cell.zoo.dataset_hash) else f', pinned {cell.zoo.dataset_hash[:12]}'}), "
-                  f"{markdown_cell(cell.label)}, seeds {', '.join(map(str, cell.seeds))}"
-                  for cell, digest in zip(board.cells, board.hashes or (None,) * len(board.cells))]
-        header = ["Model", *(f"{cell.name} ({metric})" for cell, metric in zip(board.cells, board.metrics)),
-                  "Mean rank"]
-        lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for row in board.rows:
-            shown = [f"{value:.4f} (#{rank})" if value is not None else "—" for value, rank in zip(row.values, row.ranks)]
-            lines.append(f"| {markdown_cell(row.model)} | " + " | ".join(shown) + f" | {row.mean_rank:.2f} |")
-        lines.append("")
+        lines += suite_section(board, "##")
     return "\n".join(lines)
+
+
+def suite_section(board: SuiteBoard, heading: str) -> list[str]:
+    """One table as Markdown lines: its heading (at level `heading`, e.g. "##"), what its bytes are, the
+    cells and one row per model."""
+    title, note = board_heading(board)
+    lines = [f"{heading} {markdown_cell(title)}", "", markdown_cell(board.description), "", note, ""]
+    lines += [f"- {cell.name}: {cell.task} on {cell.zoo.name} (dataset "
+              f"{(digest or cell.zoo.dataset_hash)[:12]}"
+              f"{'' if digest in (None, cell.zoo.dataset_hash) else f', pinned {cell.zoo.dataset_hash[:12]}'}), "
+              f"{markdown_cell(cell.label)}, seeds {', '.join(map(str, cell.seeds))}"
+              for cell, digest in zip(board.cells, board.hashes or (None,) * len(board.cells))]
+    header = ["Model", *(f"{cell.name} ({metric})" for cell, metric in zip(board.cells, board.metrics)), "Mean rank"]
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in board.rows:
+        shown = [f"{value:.4f} (#{rank})" if value is not None else "—" for value, rank in zip(row.values, row.ranks)]
+        lines.append(f"| {markdown_cell(row.model)} | " + " | ".join(shown) + f" | {row.mean_rank:.2f} |")
+    return lines + [""]

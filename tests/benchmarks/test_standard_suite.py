@@ -103,6 +103,14 @@ def _the_board_shows_the_suite_with_pinned_hashes_only(board: Path, suite) -> No
     faked = [pinned(entry, model, shift) for entry in entries for model, shift in (("mlp", 0.0), ("np", 0.1))]
     shown, again = suite_boards(faked + entries, every_zoo_a_stand_in)  # the pinned table first, stand-ins apart
     assert (shown.stand_in, again.stand_in, [row.model for row in again.rows]) == (False, True, ["mlp"])
+    from leaderboards.docs_pages import suite_region  # the docs' `<!-- nfnzoo:suite name=... -->` region
+
+    region = suite_region([shown, again], "standard-v1", "page.md:1")
+    assert "\n### standard-v1\n" in region and "\n### standard-v1 on stand-in zoos (" in region
+    assert region.index("### standard-v1\n") < region.index("on stand-in zoos") and region.count("| np |") == 1
+    assert "No run of standard-v1 is on the board yet." in suite_region([], "standard-v1", "page.md:1")
+    with pytest.raises(ValueError, match="page.md:1: name='standard-v9' is no standard suite"):
+        suite_region([], "standard-v9", "page.md:1")
     by_model = {row.model: row for row in shown.rows}
     assert set(by_model) == {"mlp", "np"}
     columns = [cell.name for cell in shown.cells]
