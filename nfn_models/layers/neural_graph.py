@@ -93,6 +93,10 @@ class INRProbeFeatures(nn.Module):
     float64, as ProbeGen's do (`nfn_models.probegen.SIRENMembers`): a hidden-unit permutation
     reorders the float32 sums at omega_0 = 30. A hidden-unit permutation permutes the hidden
     neurons' values with the neurons, so the graph models stay permutation invariant.
+
+    Checked once against their `GraphProbeFeatures` (their `INRPerLayer` SIREN 2-32-32-1, 64 probes,
+    d 32, our probes and projections copied across, float64, 5 random members): the same (5, 67, 32)
+    features to 6.1e-13 (features up to 3.5).
     """
 
     def __init__(self, architecture, num_probes: int, dim: int):
