@@ -139,7 +139,6 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
     """
     from benchmarks.api import register
     from benchmarks.harness import run_benchmark
-    from benchmarks.suite import _read_results
 
     suite = STANDARD_SUITES.get(name)()
     chosen = select_cells(suite, only)
@@ -152,10 +151,10 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
     out_dir.mkdir(parents=True, exist_ok=True)
     say = lambda message: print(f"suite {name}: {message}", file=sys.stderr, flush=True)  # noqa: E731
     earlier = _earlier_sources(out_dir)
-    records = []
-    for cell in suite.cells:
+    manifest = _write_manifest(suite, registered, out_dir, data, earlier)  # a folder to submit from the start
+    for cell in chosen:
         results_path, skipped = out_dir / f"{cell.name}.json", out_dir / f"{cell.name}.skipped"
-        if cell in chosen and not os.path.lexists(results_path) and not skipped.exists():
+        if not os.path.lexists(results_path) and not skipped.exists():
             say(f"{cell.name}: {cell.task} on {cell.zoo.name} ({data[cell.zoo.name]}), seeds "
                 f"{','.join(map(str, cell.seeds))}")
             try:
@@ -165,12 +164,25 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
             except ValueError as error:  # the model or the data cannot serve this cell
                 write_text_atomic(skipped, f"{error}\n")
                 say(f"{cell.name} skipped: {error}")
-        elif cell in chosen and skipped.exists():
+            # after every cell: an interrupted run leaves a folder that `leaderboard submit` takes
+            manifest = _write_manifest(suite, registered, out_dir, data, earlier)
+        elif skipped.exists():
             say(f"{cell.name} was skipped before; delete {skipped} to retry it (e.g. with another --data)")
+    return manifest
+
+
+def _write_manifest(suite: StandardSuite, model: str, out_dir: Path, data: Mapping[str, str],
+                    earlier: Mapping[str, str]) -> dict:
+    """Writes (and returns) `suite.json` and `table.md` from what the folder holds now."""
+    from benchmarks.suite import _read_results
+
+    records = []
+    for cell in suite.cells:
+        results_path, skipped = out_dir / f"{cell.name}.json", out_dir / f"{cell.name}.skipped"
         records.append(_cell_record(cell, data.get(cell.zoo.name, earlier.get(cell.name, "")),
                                     _read_results(results_path) if os.path.lexists(results_path) else None,
                                     skipped))
-    manifest = {"suite": suite.name, "model": registered, "stand_in": True, "cells": records}
+    manifest = {"suite": suite.name, "model": model, "stand_in": True, "cells": records}
     write_json_atomic(out_dir / "suite.json", manifest)
     write_text_atomic(out_dir / "table.md", standard_table(manifest))
     return manifest

@@ -262,3 +262,26 @@ def test_a_stand_in_is_a_zoo_that_holds_the_pinned_zoos_runs(tmp_path):
     same = same_runs(tmp_path)
     assert same(regenerated, pinned) and same(pinned, pinned)
     assert not same(other_profile, pinned) and not same(unpinned, pinned) and not same("e" * 64, pinned)
+
+
+def test_an_interrupted_run_leaves_a_folder_that_submit_takes(tiny_inr_zoo_folder, tmp_path, monkeypatch, capsys):
+    import benchmarks.harness
+
+    real, calls = benchmarks.harness.run_benchmark, []
+
+    def killed_on_the_second_cell(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise RuntimeError("the machine went away")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(benchmarks.harness, "run_benchmark", killed_on_the_second_cell)
+    out = tmp_path / "std"
+    with pytest.raises(RuntimeError, match="went away"):
+        main(["bench", "suite", "standard-v1", "--model", "mlp", "--out", str(out), "--device", "cpu",
+              "--only", "inr-classification,inr-editing", "--data", f"inr-mnist-fast-fifth={tiny_inr_zoo_folder}"])
+    cells = {c["cell"]: c["status"] for c in json.loads((out / "suite.json").read_text())["cells"]}
+    assert calls == ["inr-classification", "inr-editing"] and cells["inr-classification"] == "ran"
+    assert cells["inr-editing"] == "skipped" and not (out / "inr-editing.skipped").exists()  # not run, not refused
+    assert main(["leaderboard", "submit", str(out), "--root", str(tmp_path / "board")]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.count("accepted ") == 1
