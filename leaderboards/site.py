@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 from benchmarks.files import write_text_atomic
 from leaderboards.board import Row, Sweep, Table, TaskBoard
-from leaderboards.suite_board import SuiteBoard, board_heading
+from leaderboards.suite_board import SuiteBoard, board_heading, dataset_label
 
 NUMERIC = {"Rank", "Params", "Train time / seed (s)", "Peak memory (MB)", "Seeds"}
 
@@ -178,11 +178,9 @@ def suites_page(suites: Sequence[SuiteBoard]) -> str:
     for number, board in enumerate(suites):
         title, note = board_heading(board)
         hashes = board.hashes or (None,) * len(board.cells)
-        cells = "".join(f"<li><code>{_e(c.name)}</code>: {_e(c.task)} on {_e(c.zoo.name)} (dataset "
-                        f"<code>{_e((h or c.zoo.dataset_hash)[:12])}</code>"
-                        + ("" if h in (None, c.zoo.dataset_hash) else f", pinned <code>{_e(c.zoo.dataset_hash[:12])}</code>")
-                        + f"), {_e(c.label)}, seeds {_e(', '.join(map(str, c.seeds)))}</li>"
-                        for c, h in zip(board.cells, hashes))
+        cells = "".join(f"<li><code>{_e(c.name)}</code>: {_e(c.task)} on {_e(c.zoo.name)} "
+                        f"({_e(dataset_label(board, c, h))}), {_e(c.label)}, seeds "
+                        f"{_e(', '.join(map(str, c.seeds)))}</li>" for c, h in zip(board.cells, hashes))
         headers = ['<th data-type="text" scope="col">Model</th>'] + [
             f'<th data-type="number" scope="col">{_e(c.name)} ({_e(m)})</th>' for c, m in zip(board.cells, board.metrics)
         ] + ['<th data-type="number" scope="col">Mean rank</th>']

@@ -141,6 +141,14 @@ def board_heading(board: SuiteBoard) -> tuple[str, str]:
             "table; ranked among themselves, as every column here read the same bytes.")
 
 
+def dataset_label(board: SuiteBoard, cell: Cell, digest: str | None) -> str:
+    """Which bytes a column holds: the pinned hash, or a stand-in's beside it (or none yet)."""
+    pinned = cell.zoo.dataset_hash[:12]
+    if not board.stand_in:
+        return f"dataset {pinned}"
+    return f"no run on a stand-in yet; pinned {pinned}" if digest is None else f"dataset {digest[:12]}, pinned {pinned}"
+
+
 def suite_markdown(boards: list[SuiteBoard]) -> str:
     """The suites' page: per table, the suite's cells (zoo and hash) and one row per model."""
     lines = ["# Standard suites", ""]
@@ -154,9 +162,7 @@ def suite_section(board: SuiteBoard, heading: str) -> list[str]:
     cells and one row per model."""
     title, note = board_heading(board)
     lines = [f"{heading} {markdown_cell(title)}", "", markdown_cell(board.description), "", note, ""]
-    lines += [f"- {cell.name}: {cell.task} on {cell.zoo.name} (dataset "
-              f"{(digest or cell.zoo.dataset_hash)[:12]}"
-              f"{'' if digest in (None, cell.zoo.dataset_hash) else f', pinned {cell.zoo.dataset_hash[:12]}'}), "
+    lines += [f"- {cell.name}: {cell.task} on {cell.zoo.name} ({dataset_label(board, cell, digest)}), "
               f"{markdown_cell(cell.label)}, seeds {', '.join(map(str, cell.seeds))}"
               for cell, digest in zip(board.cells, board.hashes or (None,) * len(board.cells))]
     header = ["Model", *(f"{cell.name} ({metric})" for cell, metric in zip(board.cells, board.metrics)), "Mean rank"]
