@@ -35,6 +35,26 @@ def test_standard_v1_cells_are_pinned_to_the_boards_datasets():
             (cell.zoo.dataset_hash, cell.zoo.config)
 
 
+@pytest.mark.parametrize("zoo", sorted({cell.zoo for cell in STANDARD_SUITES.get("standard-v1")().cells},
+                                       key=lambda zoo: zoo.name), ids=lambda zoo: zoo.name)
+def test_each_zoos_recipe_plans_the_pinned_zoos_runs(zoo):
+    """The command a cell's error prints to make a stand-in trains the runs of the pinned zoo (its pinned test
+    split's runs are among the plan's), not today's bundled spec if that has moved on (cnn-mnist has)."""
+    import pandas
+
+    from zoo.planning.plan import plan_runs
+    from zoo.planning.spec import load_spec, resolve_spec_path
+
+    _, spec, _, profile = zoo.generate_command.split()[1:]
+    planned = {run.run_id for run in plan_runs(load_spec(resolve_spec_path(spec), profile))}
+    pinned = set(pandas.read_parquet(f"leaderboards/pinned/{zoo.dataset_hash[:12]}.test.parquet", columns=["run_id"])
+                 ["run_id"])
+    assert pinned and pinned <= planned
+    if zoo.name == "cnn-mnist-bench":  # negative control: the bundled spec now plans the released architecture
+        today = {run.run_id for run in plan_runs(load_spec(resolve_spec_path("cnn-mnist"), profile))}
+        assert not pinned & today
+
+
 def test_standard_v1_on_stand_ins_writes_one_folder_that_submit_takes_whole(tiny_zoo, tiny_inr_zoo_folder,
                                                                              tiny_transformer_zoo, tmp_path, capsys):
     out = tmp_path / "std"
@@ -176,6 +196,7 @@ def test_only_runs_the_chosen_cells_and_a_later_run_fills_in_the_rest(tiny_inr_z
 
 @pytest.mark.parametrize("extra, message", [
     ([], "--data ZOO=FOLDER"),  # no published copy to fetch: a stand-in per zoo is needed
+    (["--only", "cnn-generalization-relu"], "To make one: cnn-mnist-bench: nfnzoo generate "),
     (["--data", "nope=/x"], "ZOO one of cnn-mnist-bench, inr-mnist-fast-fifth"),
     (["--seeds", "0"], "leave out --seeds"),
     (["--set", "task.epochs=1"], "leave out --set"),
