@@ -280,12 +280,9 @@ def rewrite(text: str, where: str, rendered: Rendered) -> tuple[str, set[tuple[s
 def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], list[str]]:
     """Each page's text with its regions rendered from the board at `root`, and the board's
     (task, dataset) sections that no region shows, as `task dataset_hash[:12]`."""
-    from leaderboards.entries import load_entries
-    from leaderboards.pinned import same_runs
-    from leaderboards.suite_board import suite_boards
+    from leaderboards.suite_board import board_suite_boards
 
-    suites = suite_boards([entry for _, entry in load_entries(root)], same_runs(root))
-    rendered = Rendered(build_board(root), load_skipped(root), suites)
+    rendered = Rendered(build_board(root), load_skipped(root), board_suite_boards(root))
     out, shown = {}, set()
     for page in pages:
         text, sections = rewrite(page.read_text(encoding="utf-8"), str(page), rendered)

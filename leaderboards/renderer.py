@@ -34,12 +34,12 @@ from benchmarks.tasks import get_task_class
 from leaderboards import plots
 from leaderboards.board import Table, TaskBoard, build_board
 from leaderboards.datasets import load_datasets
-from leaderboards.entries import entry_path, load_entries, stored_predictions_path
+from leaderboards.entries import entry_path, stored_predictions_path
 from leaderboards.escape import markdown_cell, markdown_text
-from leaderboards.pinned import load_pinned, pinned_sets, same_runs, split_set_of
+from leaderboards.pinned import load_pinned, pinned_sets, split_set_of
 from leaderboards.rescore import read_stored_predictions
 from leaderboards.site import write_site
-from leaderboards.suite_board import SuiteBoard, suite_boards, suite_markdown
+from leaderboards.suite_board import SuiteBoard, board_suite_boards, suite_markdown
 
 EMPTY = "No accepted submissions yet."
 
@@ -169,8 +169,7 @@ def render(root: str | Path, out_dir: str | Path) -> str:
     built = out_dir.parent / f".{out_dir.name}.rendering-{os.getpid()}-{secrets.token_hex(4)}"
     built.mkdir()  # the umask's mode, unlike mkdtemp's 0700: it becomes `out_dir` when there is none
     try:
-        suites = suite_boards([entry for _, entry in load_entries(root)], same_runs(root))
-        pages = _write_all(root, boards, built, suites)
+        pages = _write_all(root, boards, built, board_suite_boards(root))
         _move_into(built, out_dir)
     finally:
         shutil.rmtree(built, ignore_errors=True)

@@ -53,12 +53,6 @@ def run_cell(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
     return None
 
 
-def cell_of(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
-    """The cell `entry` is a run of on the pinned bytes (the suite's ranked table), or None."""
-    cell = run_cell(entry, cells)
-    return cell if cell is not None and entry.results.dataset.dataset_hash == cell.zoo.dataset_hash else None
-
-
 def _task_config(cell: Cell) -> Any:
     return to_data(create_task(cell.task, **cell.task_overrides).config)
 
@@ -80,10 +74,18 @@ def suite_boards(entries: list[Entry], same_runs: Callable[[str, str], bool] | N
         if pinned:
             boards.append(_board(suite, pinned, stand_in=False))
         stand_ins = [] if same_runs is None else [
-            (entry, cell) for entry, cell in runs if (entry, cell) not in pinned
+            (entry, cell) for entry, cell in runs if entry.results.dataset.dataset_hash != cell.zoo.dataset_hash
             and same_runs(entry.results.dataset.dataset_hash, cell.zoo.dataset_hash)]
         boards += [_board(suite, group, stand_in=True) for group in _same_bytes_groups(stand_ins)]
     return boards
+
+
+def board_suite_boards(root) -> list[SuiteBoard]:
+    """`suite_boards` of the board at `root`: its entries, stand-ins found by their pinned test splits."""
+    from leaderboards.entries import load_entries
+    from leaderboards.pinned import same_runs
+
+    return suite_boards([entry for _, entry in load_entries(root)], same_runs(root))
 
 
 def _same_bytes_groups(runs: list[tuple[Entry, Cell]]) -> list[list[tuple[Entry, Cell]]]:
