@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from nfn_models.features import NetworkDescription
-from zoo.weightspace import WeightBatch
+from zoo.weightspace import WeightBatch, WeightSpace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +152,24 @@ class NeuralGraphLayout:
             edges = torch.cat([torch.cat([edges, zeros, edges], dim=-1), torch.cat([zeros, edges, edges], dim=-1)],
                               dim=1)
         return nodes, edges
+
+    def to_weights(self, space: WeightSpace, nodes: torch.Tensor, edges: torch.Tensor) -> WeightBatch:
+        """The inverse of `features`: one value per node (B, N) and a kernel vector per forward edge
+        (B, E_f, kh * kw) -> a `WeightBatch` of `space` (biases from the non-input nodes, each
+        weight from its edge with the centred padding cropped). An equivariant model's node and
+        edge outputs become a weight-space output this way (Kofinas et al. 2024, Sec. 5.3's INR editing)."""
+        offsets, tensors, start = self.node_offsets, {}, 0
+        height, width = self.kernel_size
+        for i, layer in enumerate(self.description.layers):
+            tensors[layer.bias_name] = nodes[:, offsets[i + 1]:offsets[i + 2]]
+            count = layer.n_out * layer.n_in
+            block = edges[:, start:start + count].reshape(-1, layer.n_out, layer.n_in, height, width)
+            start += count
+            kh, kw = layer.kernel or (1, 1)
+            top, left = (height - kh) // 2, (width - kw) // 2
+            block = block[..., top:top + kh, left:left + kw]
+            tensors[layer.weight_name] = block if layer.kernel else block.reshape(-1, layer.n_out, layer.n_in)
+        return WeightBatch(space, tuple(tensors[name].contiguous() for name in space.names))
 
     def batch(self, weights: WeightBatch):
         """The members' neural graphs as one disjoint `torch_geometric.data.Batch` (no per-member loop).

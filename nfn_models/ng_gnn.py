@@ -16,6 +16,12 @@ of the input neurons, of each hidden layer and of the output neurons). Sec. 4 (N
 3. the readout: the output neurons' node features concatenated in order ("cat" over the last
    layer), then an MLP d -> d -> out_features with ReLUs.
 
+With `output="weights"` (the authors' INR editing model, their `dense_gnn.GNNParams`) there is no
+readout: each neuron's final features give its bias and each forward edge's final features give
+its weight (a kernel vector on a CNN) through MLPs d -> d -> 1 (`WeightHead`, read back into the
+weight space by `NeuralGraphLayout.to_weights`); the task scales the delta. Equivariant to
+hidden-neuron permutations, checked in float64 (`EXACTNESS_DTYPE` below).
+
 Every step is equivariant to permutations of a hidden layer's neurons (they share their
 positional embedding, and message passing does not see node order), and the readout reads only
 the output neurons, which no symmetry moves: the output is invariant to hidden-neuron
@@ -35,6 +41,9 @@ with one). Where ours differs from theirs (`nn/gnn.py`, `nn/graph_constructor.py
   their INR code counts forward edges only (the amplification scaler's normaliser differs).
 - No activation-function embedding (their `use_act_embed`: a zoo mixing activations; ours are
   one activation per weight space) and no per-layer weight standardisation (their INR `stats`).
+- The weight output reads the first layer's biases from the first hidden neurons (the input
+  neurons carry none); their `graph_to_wb` takes the biases from node 0 on. Their editing config
+  encodes raw scalars linearly (`sin_emb: False`); ours keeps the Fourier encoders.
 - Probe features (`probe_features: K`, 64 in their `*_probe_64.sh` scripts) for SIREN members:
   `nfn_models.layers.neural_graph.INRProbeFeatures`, added to the encoded biases as theirs are.
 """
@@ -50,8 +59,9 @@ from nfn_models.features import NetworkDescription
 from nfn_models.graphs import NeuralGraphLayout
 from nfn_models.layers import ACTIVATIONS
 from nfn_models.layers.neural_graph import (PROBE_ARCHITECTURE_FIELDS, FourierEncoder, ProbeFeatureFields,
-                                            positional_embedding, probe_features, readout_mlp)
+                                            WeightHead, positional_embedding, probe_features, readout_mlp)
 from nfn_models.registry import check_weight_space, register_model
+from nfn_models.stack import check_output
 from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
@@ -66,9 +76,11 @@ class NGGNNConfig(ProbeFeatureFields):
     dropout: float = 0.0  # after each PNA layer but the last: 0 on the CNN zoo, 0.2 on INRs
     reverse_edges: bool = False  # add reversed edges (their rev_edge_features): off for CNNs, on for INRs
     out_features: int = 1  # one scalar per checkpoint for regression (10 classes for INR classification)
+    output: str = "invariant"  # "weights": each node's and edge's final features -> a weight delta (INR editing)
 
     def validate(self, where: str, key: str) -> None:
         prefix = f"{key}." if key else ""
+        check_output(where, key, self.output)
         for name in ("hidden_dim", "num_layers", "fourier_features", "out_features"):
             if getattr(self, name) < 1:
                 raise SchemaError(where, f"{prefix}{name}", f"expected a positive integer, got {getattr(self, name)}")
@@ -89,7 +101,13 @@ class NGGNN(nn.Module):
 
     Config = NGGNNConfig
     weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
-    symmetries = ("permutation",)
+    symmetries = ("permutation",)  # with output="weights": equivariant to it
+    outputs = ("invariant", "weights")
+    # The weight output's equivariance is checked in float64 (`benchmarks.check_model`): in float32
+    # PNA's std aggregation (E[x^2] - E[x]^2, clamped at 1e-5, of the first hidden layer's two
+    # messages) turns the summation-order rounding of a permuted graph into relative gaps up to 7e-4
+    # on the first layer's biases; in float64 they are 1e-13.
+    EXACTNESS_DTYPE = torch.float64
     ARCHITECTURE_FIELDS = PROBE_ARCHITECTURE_FIELDS  # a SIREN member's, read by probe features only
     # The authors' scripts (mkofinas/neural-graphs): CNN generalization on the Small CNN Zoo
     # (cnn_zoo_pna.sh): d_hid 256, 4 PNA layers, no reverse edges, no dropout (the defaults);
@@ -99,7 +117,11 @@ class NGGNN(nn.Module):
                # their *_probe_64.sh: the same with 64 learned probe coordinates
                "inr-classification-probes": {**{"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "out_features": 10}, "probe_features": 64},
                "inr-classification-budget": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2,
-                                             "out_features": 10}}  # already small: the same
+                                             "out_features": 10},  # already small: the same
+               # INR editing (mnist_dilation_gnn.sh with style_editing's pna.yaml): d_hid 128, reverse
+               # edges, dropout 0.2, a weight output; budget: d 32 as for classification
+               "inr-editing": {"hidden_dim": 128, "reverse_edges": True, "dropout": 0.2, "output": "weights"},
+               "inr-editing-budget": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "output": "weights"}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()
@@ -131,7 +153,10 @@ class NGGNN(nn.Module):
         self.activation = ACTIVATIONS[config.activation]()
         self.dropout = nn.Dropout(config.dropout)
         n_out = self.layout.description.unit_sizes[-1]
-        self.head = readout_mlp(n_out * d, d, config.out_features, hidden_layers=2)
+        if config.output == "weights":
+            self.head, self.weight_head = None, WeightHead(self.layout, d, d)
+        else:
+            self.head, self.weight_head = readout_mlp(n_out * d, d, config.out_features, hidden_layers=2), None
 
     def encode(self, graphs, probes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Node (B * N, d) and edge (B * E, d) features of the batched neural graphs (probe features (B, N, d))."""
@@ -144,14 +169,26 @@ class NGGNN(nn.Module):
             edges = edges.masked_scatter(dense.unsqueeze(-1), encoded)
         return nodes, edges
 
-    def forward(self, weights: WeightBatch) -> torch.Tensor:
+    def forward(self, weights: WeightBatch) -> torch.Tensor | WeightBatch:
         check_weight_space(self.weight_space, weights)
         probes = None if self.probes is None else self.probes(weights.tensors)
-        return self.forward_graphs(self.layout.batch(weights), probes)
+        graphs = self.layout.batch(weights)
+        if self.weight_head is None:
+            return self.forward_graphs(graphs, probes)
+        nodes, edges = self.backbone(graphs, probes)  # edges in the layout's order: forward ones first
+        forward_edges = edges.view(len(weights), self.layout.num_edges, -1)[:, :self.layout.num_forward_edges]
+        return self.weight_head(self.weight_space, nodes, forward_edges)
 
     def forward_graphs(self, graphs, probes: torch.Tensor | None = None) -> torch.Tensor:
         """The prediction for batched neural graphs of this architecture (`NeuralGraphLayout.batch`),
         in any edge order, with probe features (B, N, d) if any: (B, out_features)."""
+        nodes, _ = self.backbone(graphs, probes)
+        readout = nodes[:, self.layout.output_nodes.to(nodes.device)]  # (B, n_out, d)
+        return self.head(readout.flatten(1))  # (B, out_features)
+
+    def backbone(self, graphs, probes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encoders and PNA layers: node features (B, N, d) and edge features (B * E, d) in the graphs'
+        edge order (the last layer updates nodes only: the authors' `final_edge_update: False`)."""
         members = graphs.num_graphs
         x, edge_attr = self.encode(graphs, probes)  # (B * N, d), (B * E, d)
         for i, conv in enumerate(self.convs):
@@ -160,9 +197,7 @@ class NGGNN(nn.Module):
                 break
             x = self.dropout(self.activation(self.norms[i](x, graphs.batch, members)))
             edge_attr = self.edge_updates[i](x, graphs.edge_index, edge_attr)
-        nodes = x.view(members, self.layout.num_nodes, -1)  # (B, N, d)
-        readout = nodes[:, self.layout.output_nodes.to(nodes.device)]  # (B, n_out, d)
-        return self.head(readout.flatten(1))  # (B, out_features)
+        return x.view(members, self.layout.num_nodes, -1), edge_attr
 
 
 def _graph_layer_norm(channels: int) -> nn.Module:

@@ -20,6 +20,11 @@ one, their `linear_as_conv: True`, the setting of their NG-T script). Sec. 4 (NG
    `readout_layers` hidden layers of `readout_dim` and ReLUs (two on the CNN zoo, their
    `DynamicRelationalTransformer`; one on INRs, their `RelationalTransformer`).
 
+With `output="weights"` (their INR editing model, `RelationalTransformerParams`) every layer
+updates the edges, and each neuron's final features give its bias and each forward edge's its
+weight (`nfn_models.layers.neural_graph.WeightHead`, MLPs d -> d -> 1): equivariant to
+hidden-neuron permutations.
+
 Presets (`PRESETS`, the widths in `NGTConfig`): `generalization`, 1,806,977 parameters on the Small
 CNN; `inr-classification`, 376,586 on SIRENs 2-32-32-1.
 
@@ -62,9 +67,10 @@ from torch import nn
 from nfn_models.features import NetworkDescription
 from nfn_models.graphs import NeuralGraphLayout
 from nfn_models.layers.neural_graph import (PROBE_ARCHITECTURE_FIELDS, FourierEncoder, ProbeFeatureFields,
-                                            positional_embedding, probe_features, readout_mlp)
+                                            WeightHead, positional_embedding, probe_features, readout_mlp)
 from nfn_models.layers.relational_transformer import RelationalTransformerLayer
 from nfn_models.registry import check_weight_space, register_model
+from nfn_models.stack import check_output
 from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
@@ -85,6 +91,7 @@ class NGTConfig(ProbeFeatureFields):
     dropout: float = 0.0  # in every layer's residual branches: 0 on the CNN zoo, 0.2 on INRs
     reverse_edges: bool = False  # edge features [w(i->j), w(j->i), sum]: off in both RT settings
     out_features: int = 1  # one scalar per checkpoint for regression (10 classes for INR classification)
+    output: str = "invariant"  # "weights": each node's and edge's final features -> a weight delta (INR editing)
 
     @property
     def widths(self) -> dict[str, int]:
@@ -98,6 +105,7 @@ class NGTConfig(ProbeFeatureFields):
 
     def validate(self, where: str, key: str) -> None:
         prefix = f"{key}." if key else ""
+        check_output(where, key, self.output)
         sizes = ("hidden_dim", "edge_dim", "attention_dim", "node_mlp_dim", "edge_mlp_dim", "readout_dim",
                  "num_layers", "num_heads", "fourier_features", "out_features")
         for name in sizes:
@@ -133,7 +141,8 @@ class NGT(nn.Module):
 
     Config = NGTConfig
     weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
-    symmetries = ("permutation",)
+    symmetries = ("permutation",)  # with output="weights": equivariant to it
+    outputs = ("invariant", "weights")
     ARCHITECTURE_FIELDS = PROBE_ARCHITECTURE_FIELDS  # a SIREN member's, read by probe features only
     # The authors' scripts (mkofinas/neural-graphs): CNN generalization on the Small CNN Zoo
     # (cnn_zoo_rt.sh): d_node 128, d_edge 64, d_attn = d_node_hid = d_out_hid 256, d_edge_hid 128, 4 layers,
@@ -145,7 +154,12 @@ class NGT(nn.Module):
                # their *_probe_64.sh: the same with 64 learned probe coordinates
                "inr-classification-probes": {**{"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10}, "probe_features": 64},
                "inr-classification-budget": {"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1,
-                                             "out_features": 10}}  # already small: the same
+                                             "out_features": 10},  # already small: the same
+               # INR editing (mnist_dilation_rt.sh with style_editing's rtransformer.yaml): the INR widths,
+               # 4 heads, no dropout, Fourier scale 3, edges updated in every layer, a weight output
+               "inr-editing": {"hidden_dim": 64, "num_heads": 4, "fourier_scale": 3.0, "output": "weights"},
+               "inr-editing-budget": {"hidden_dim": 64, "num_heads": 4, "fourier_scale": 3.0,
+                                      "output": "weights"}}  # already small: the same
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()
@@ -161,22 +175,37 @@ class NGT(nn.Module):
         self.probes = probe_features(weight_space, config, d)  # None unless probe_features > 0
         self.layers = nn.ModuleList(
             RelationalTransformerLayer(d, d_edge, w["attention_dim"], w["node_mlp_dim"], w["edge_mlp_dim"],
-                                       config.num_heads, config.dropout, update_edges=i < config.num_layers - 1)
+                                       config.num_heads, config.dropout,
+                                       update_edges=i < config.num_layers - 1 or config.output == "weights")
             for i in range(config.num_layers))
         n_out = self.layout.description.unit_sizes[-1]
-        self.head = readout_mlp(n_out * d, w["readout_dim"], config.out_features, config.readout_layers)
+        if config.output == "weights":
+            self.head, self.weight_head = None, WeightHead(self.layout, d, d_edge)
+        else:
+            self.head = readout_mlp(n_out * d, w["readout_dim"], config.out_features, config.readout_layers)
+            self.weight_head = None
         self.register_buffer("node_position", self.layout.node_position, persistent=False)
         self.register_buffer("output_nodes", self.layout.output_nodes, persistent=False)
 
-    def forward(self, weights: WeightBatch) -> torch.Tensor:
+    def forward(self, weights: WeightBatch) -> torch.Tensor | WeightBatch:
         check_weight_space(self.weight_space, weights)
         probes = None if self.probes is None else self.probes(weights.tensors)
-        return self.forward_graph(*dense_neural_graph(self.layout, weights), probes)
+        if self.weight_head is None:
+            return self.forward_graph(*dense_neural_graph(self.layout, weights), probes)
+        x, e = self.backbone(*dense_neural_graph(self.layout, weights), probes)
+        source, target = self.layout.edge_index[:, :self.layout.num_forward_edges].to(e.device)
+        return self.weight_head(self.weight_space, x, e[:, source, target])  # (B, N, d), (B, E_f, d_edge)
 
     def forward_graph(self, nodes: torch.Tensor, edges: torch.Tensor,
                       probes: torch.Tensor | None = None) -> torch.Tensor:
         """The prediction for dense neural graphs of this architecture (`dense_neural_graph`):
         nodes (B, N, 1), edges (B, N, N, f), probe features (B, N, d) if any -> (B, out_features)."""
+        x, _ = self.backbone(nodes, edges, probes)
+        return self.head(x[:, self.output_nodes].flatten(1))  # (B, n_out * d) -> (B, out_features)
+
+    def backbone(self, nodes: torch.Tensor, edges: torch.Tensor,
+                 probes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encoders and RT layers: node (B, N, d) and dense edge (B, N, N, d_edge) features."""
         x = self.node_encoder(nodes, probes) + self.positions(self.node_position)  # (B, N, d)
         # the pairs without a weight all get the code of a zero vector: encode it once, and the weights apart
         present = edges.ne(0).any(-1)  # (B, N, N); an all-zero kernel reads as absent, its code is the same
@@ -184,4 +213,4 @@ class NGT(nn.Module):
         e[present] = self.edge_encoder(edges[present])  # (B, N, N, d_edge)
         for layer in self.layers:
             x, e = layer(x, e)
-        return self.head(x[:, self.output_nodes].flatten(1))  # (B, n_out * d) -> (B, out_features)
+        return x, e

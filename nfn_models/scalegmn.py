@@ -18,6 +18,15 @@ kernels as edge features; input neurons set to 1, as the authors' graphs do):
 3. the readout: the output neurons' features concatenated in order, then an MLP (the authors'
    `readout_range: last_layer`).
 
+With `output="weights"` (their `ScaleGMN_equiv`, the INR editing model) every layer updates hidden
+neurons and edges, and a linear map without bias (which commutes with q) takes each neuron's final
+features to its bias and each forward edge's to its weight: hidden features scale with q_i and
+edge features with q_i / q_j, as the weights do, so the delta is equivariant. In mode "scale" the
+layers read canonicalised members (below), whose delta ignores the scaling;
+`from_canonical_scale` puts it back at each member's scale, which makes it equivariant (tested,
+with the step left out as the control). Theirs ends in a layer of width 1; ours in d-wide layers
+and then the linear maps.
+
 `mode` picks the group: "scale" (x / ||x|| canonicalisation: exactly invariant to positive
 per-neuron scalings, ReLU networks), "sign" (rho(x) + rho(-x) symmetrisation: exactly invariant
 to sign flips, tanh and SIREN networks), "permutation" (plain MLPs and additive positional
@@ -63,8 +72,7 @@ differs from theirs:
   INR configs' `num_mlps: 3` (separate input and output MLPs) and `readout_range: full_graph`
   (a DeepSets readout over hidden neurons) are not built, nor the bidirectional variant, the
   heterogeneous-activation mode (`hetero`), the sign mode's |x| canonicalisation
-  (`sign_symmetrization: False`), their `update_as_act` sine update, or the equivariant
-  (weight-output) model for INR editing.
+  (`sign_symmetrization: False`), or their `update_as_act` sine update.
 """
 
 from __future__ import annotations
@@ -77,6 +85,7 @@ from torch import nn
 from nfn_models.features import NetworkDescription
 from nfn_models.graphs import NeuralGraphLayout
 from nfn_models.registry import check_weight_space, register_model
+from nfn_models.stack import check_output
 from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
@@ -94,9 +103,11 @@ class ScaleGMNConfig:
     edge_positions: bool = False  # positional embeddings on the edges too (their edge_pos_embed: INR on)
     dropout: float = 0.0  # after each layer: 0 on CNNs, 0.2 on INRs
     out_features: int = 1  # one scalar per checkpoint for regression (10 classes for INR classification)
+    output: str = "invariant"  # "weights": each node's and edge's final features -> a weight delta (INR editing)
 
     def validate(self, where: str, key: str) -> None:
         prefix = f"{key}." if key else ""
+        check_output(where, key, self.output)
         if self.mode not in MODES:
             raise SchemaError(where, f"{prefix}mode", f"expected one of {list(MODES)}, got {self.mode!r}")
         for name in ("hidden_dim", "num_layers", "out_features"):
@@ -130,8 +141,15 @@ def canonical_scale(weights: WeightBatch, description: NetworkDescription, floor
     neuron of the result has norm 1 (or is all 0), so the floor is relative to its neuron's scale:
     a positive scaling changes the result by rounding only, and a denormal weight that the
     scaling itself rounded away is 0 on both sides."""
+    return canonical_scale_and_norms(weights, description, floor)[0]
+
+
+def canonical_scale_and_norms(weights: WeightBatch, description: NetworkDescription,
+                              floor: float = FLOOR) -> tuple[WeightBatch, list[torch.Tensor]]:
+    """`canonical_scale` and the norm each hidden layer's neurons were divided by, (B, o) per hidden
+    layer (1 where a neuron is all 0): a positive scaling q of neuron i multiplies its norm by q."""
     tensors = dict(zip(weights.space.names, weights.tensors))
-    layers, carried = description.layers, None
+    layers, carried, norms = description.layers, None, []
     for i, layer in enumerate(layers):
         weight, bias = tensors[layer.weight_name], tensors[layer.bias_name]  # (B, o, i, *k), (B, o)
         kernel_axes = (1,) * len(layer.kernel)
@@ -143,11 +161,29 @@ def canonical_scale(weights: WeightBatch, description: NetworkDescription, floor
             safe_peak = torch.where(peak > 0, peak, torch.ones_like(peak))
             norm = safe_peak * torch.linalg.vector_norm(incoming / safe_peak.unsqueeze(-1), dim=-1)
             carried = torch.where(norm > 0, norm, torch.ones_like(norm))  # (B, o)
+            norms.append(carried)
             weight = weight / carried.view(*carried.shape, 1, *kernel_axes)
             bias = bias / carried
         tensors[layer.weight_name] = torch.where(weight.abs() < floor, torch.zeros_like(weight), weight)
         tensors[layer.bias_name] = torch.where(bias.abs() < floor, torch.zeros_like(bias), bias)
-    return WeightBatch(weights.space, tuple(tensors[name] for name in weights.space.names))
+    return WeightBatch(weights.space, tuple(tensors[name] for name in weights.space.names)), norms
+
+
+def from_canonical_scale(delta: WeightBatch, description: NetworkDescription, norms: list[torch.Tensor]) -> WeightBatch:
+    """A weight-space output computed on `canonical_scale`d members, back at the members' own scale:
+    W_l[i, j] times n_l[i] / n_{l-1}[j] and b_l[i] times n_l[i] (the inverse of the canonicalisation's
+    rescaling, the floor aside), so a delta invariant to the members' scalings becomes equivariant."""
+    tensors = dict(zip(delta.space.names, delta.tensors))
+    for i, layer in enumerate(description.layers):
+        weight, bias = tensors[layer.weight_name], tensors[layer.bias_name]
+        kernel_axes = (1,) * len(layer.kernel)
+        if i < len(norms):
+            weight = weight * norms[i].view(*norms[i].shape, 1, *kernel_axes)
+            bias = bias * norms[i]
+        if i > 0:
+            weight = weight / norms[i - 1].view(norms[i - 1].shape[0], 1, -1, *kernel_axes)
+        tensors[layer.weight_name], tensors[layer.bias_name] = weight, bias
+    return WeightBatch(delta.space, tuple(tensors[name] for name in delta.space.names))
 
 
 @register_model("scalegmn")
@@ -156,6 +192,7 @@ class ScaleGMN(nn.Module):
 
     Config = ScaleGMNConfig
     weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
+    outputs = ("invariant", "weights")
     # The authors' configs (jkalogero/scalegmn, configs/): CIFAR-10-GS ReLU generalization
     # (cifar10/scalegmn_relu.yml): mode scale, d_hid 128, 4 layers, mlp_on_io, no skips, no edge
     # positions, no dropout (the defaults); MNIST INR classification (mnist_cls/scalegmn.yml): mode
@@ -166,7 +203,13 @@ class ScaleGMN(nn.Module):
                                       "edge_positions": True, "dropout": 0.2, "out_features": 10},
                "inr-classification-budget": {"mode": "sign", "hidden_dim": 32, "io_mlp": False,
                                              "skip_connections": True, "edge_positions": True, "dropout": 0.2,
-                                             "out_features": 10}}
+                                             "out_features": 10},
+               # MNIST INR editing (mnist_editing/scalegmn.yml): mode sign, d_hid 128, 10 layers, skips,
+               # node positions only, mlp_on_io, dropout 0.1, a weight output; budget: d 32, 4 layers
+               "inr-editing": {"mode": "sign", "num_layers": 10, "skip_connections": True, "dropout": 0.1,
+                               "output": "weights"},
+               "inr-editing-budget": {"mode": "sign", "hidden_dim": 32, "skip_connections": True, "dropout": 0.1,
+                                      "output": "weights"}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()
@@ -188,12 +231,18 @@ class ScaleGMN(nn.Module):
             self.register_buffer("edge_position", edge_positions(self.layout.description), persistent=False)
             self.edge_embedding = nn.Embedding(int(self.edge_position.max()) + 1, d)
             nn.init.normal_(self.edge_embedding.weight)
-        self.convs = nn.ModuleList(ScaleGMNConv(d, config.mode, config.io_mlp, last=i == config.num_layers - 1)
+        weights_out = config.output == "weights"  # then the last layer updates hidden neurons and edges too
+        self.convs = nn.ModuleList(ScaleGMNConv(d, config.mode, config.io_mlp,
+                                                last=i == config.num_layers - 1 and not weights_out)
                                    for i in range(config.num_layers))
         self.skips = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(config.num_layers)
                                    ) if config.skip_connections else None
         self.dropout = nn.Dropout(config.dropout)
-        self.head = mlp(sizes[-1] * d, d, config.out_features)
+        height, width = self.layout.kernel_size
+        # the weight output: linear maps without bias, which commute with q (the authors' last layer of width 1)
+        self.head = None if weights_out else mlp(sizes[-1] * d, d, config.out_features)
+        self.node_out = nn.Linear(d, 1, bias=False) if weights_out else None
+        self.edge_out = nn.Linear(d, height * width, bias=False) if weights_out else None
 
     @property
     def symmetries(self) -> tuple[str, ...]:
@@ -215,19 +264,29 @@ class ScaleGMN(nn.Module):
             edges = edges + embedded if additive else edges * embedded
         return nodes, edges, hidden
 
-    def forward(self, weights: WeightBatch) -> torch.Tensor:
+    def forward(self, weights: WeightBatch) -> torch.Tensor | WeightBatch:
         check_weight_space(self.weight_space, weights)
+        description, norms = self.layout.description, None
         if self.config.mode == "scale":
-            weights = canonical_scale(weights, self.layout.description)
-        return self.forward_graphs(self.layout.batch(weights))
+            weights, norms = canonical_scale_and_norms(weights, description)
+        if self.head is not None:
+            return self.forward_graphs(self.layout.batch(weights))
+        nodes, edges = self.backbone(self.layout.batch(weights))  # (B, N, d), (B * E, d)
+        edges = edges.view(len(weights), self.layout.num_edges, -1)
+        delta = self.layout.to_weights(self.weight_space, self.node_out(nodes).squeeze(-1), self.edge_out(edges))
+        return delta if norms is None else from_canonical_scale(delta, description, norms)
 
     def forward_graphs(self, graphs) -> torch.Tensor:
         """The prediction for batched neural graphs of this architecture (`NeuralGraphLayout.batch`,
         forward edges in its order): (B, out_features)."""
+        nodes, _ = self.backbone(graphs)
+        readout = nodes[:, self.layout.output_nodes.to(nodes.device)]  # (B, n_out, d)
+        return self.head(readout.flatten(1))  # (B, out_features)
+
+    def backbone(self, graphs) -> tuple[torch.Tensor, torch.Tensor]:
+        """Projections, positions and the ScaleGMN layers: node (B, N, d) and edge (B * E, d) features."""
         x, edge_attr, hidden = self.encode(graphs)  # (B * N, d), (B * E, d), (B * N,)
         for i, conv in enumerate(self.convs):
             updated, edge_attr = conv(x, graphs.edge_index, edge_attr, hidden)
             x = self.dropout(updated + self.skips[i](x) if self.skips is not None else updated)
-        nodes = x.view(graphs.num_graphs, self.layout.num_nodes, -1)  # (B, N, d)
-        readout = nodes[:, self.layout.output_nodes.to(nodes.device)]  # (B, n_out, d)
-        return self.head(readout.flatten(1))  # (B, out_features)
+        return x.view(graphs.num_graphs, self.layout.num_nodes, -1), edge_attr

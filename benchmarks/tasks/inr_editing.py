@@ -13,7 +13,8 @@ validate every 1,000 steps and keep the best); report the test MSE of the select
 Beside it, each seed records the test MSE of the unedited SIRENs (`ranking.mse_unedited`).
 
 The model must offer a weight-space output (`nfn_models.models_with_output("weights")`: NP,
-HNP, Monomial-NFN, MAGEP-NFN, and the MLP that outputs the delta); the task builds it with
+HNP, Monomial-NFN, MAGEP-NFN, DWSNet, the graph metanetworks NG-GNN, NG-T and ScaleGMN, and the
+MLP that outputs the delta); the task builds it with
 `output="weights"`. Presets (facts from the authors' stylize_siren configs): `nfn` (Adam at
 1e-3, batches of 32, 50,000 steps = 36 epochs of 45,000, a linear warm-up over 1,000 steps,
 then constant) and `budget` (5 epochs, ~7,000 steps: fits a 2-core CPU machine; see README).

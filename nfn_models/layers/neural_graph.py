@@ -114,3 +114,22 @@ class INRProbeFeatures(nn.Module):
         values = siren_activations(self.architecture, [t.double() for t in tensors], self.probes.double())
         return torch.cat([project(v.to(self.probes.dtype).transpose(1, 2))  # (B, units, K) -> (B, units, d)
                           for project, v in zip(self.project, values)], dim=1)
+
+
+class WeightHead(nn.Module):
+    """Node features (B, N, d_node) and forward-edge features (B, E_f, d_edge) -> a weight delta of the
+    layout's space (`NeuralGraphLayout.to_weights`): each node's bias and each edge's kernel vector
+    through an MLP d -> d -> out with a ReLU (the authors' `proj_node` / `proj_edge` of their INR
+    editing models, `dense_gnn.GNNParams` and `dense_relational_transformer.RelationalTransformerParams`).
+    Per node and per edge alike, so it commutes with relabelling hidden neurons; the input
+    neurons' values are dropped (they carry no bias)."""
+
+    def __init__(self, layout, node_dim: int, edge_dim: int):
+        super().__init__()
+        self.layout = layout
+        height, width = layout.kernel_size
+        self.node = nn.Sequential(nn.Linear(node_dim, node_dim), nn.ReLU(), nn.Linear(node_dim, 1))
+        self.edge = nn.Sequential(nn.Linear(edge_dim, edge_dim), nn.ReLU(), nn.Linear(edge_dim, height * width))
+
+    def forward(self, space, nodes: torch.Tensor, edges: torch.Tensor):
+        return self.layout.to_weights(space, self.node(nodes).squeeze(-1), self.edge(edges))

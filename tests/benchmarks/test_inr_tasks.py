@@ -35,7 +35,10 @@ from zoo.weightspace import WeightBatch
 SMALL = {"np": {"channels": (4,), "hidden_sizes": (16,)}, "hnp": {"channels": (4,), "hidden_sizes": (16,)},
          "monomial_nfn": {"group": "sign", "channels": (4,), "hidden_sizes": (16,)},
          "magep_nfn": {"group": "sign", "channels": (4, 4), "invariant_channels": 4, "hidden_sizes": (16,)},
-         "mlp": {"hidden_sizes": (16,)}, "statnn": {"hidden_sizes": (16,)}}
+         "mlp": {"hidden_sizes": (16,)}, "statnn": {"hidden_sizes": (16,)},
+         "ng_gnn": {"hidden_dim": 8, "num_layers": 2, "fourier_features": 8},
+         "ng_t": {"hidden_dim": 8, "num_layers": 2, "num_heads": 2, "fourier_features": 8},
+         "scalegmn": {"mode": "sign", "hidden_dim": 8, "num_layers": 2}}
 FAST = {"epochs": 2, "batch_size": 8}
 
 
@@ -168,7 +171,7 @@ def test_classification_refuses_a_cnn_zoo_a_fitted_model_and_a_wrong_class_count
 
 # --- INR editing ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model", ["np", "hnp", "monomial_nfn", "magep_nfn", "mlp"])
+@pytest.mark.parametrize("model", ["np", "hnp", "monomial_nfn", "magep_nfn", "mlp", "ng_gnn", "ng_t", "scalegmn"])
 def test_editing_runs_for_every_listed_model_and_scores_renders_against_the_dilated_source(
         inr_splits, mnist_images, model, tmp_path):
     splits, dataset = inr_splits
@@ -197,7 +200,8 @@ def test_editing_runs_for_every_listed_model_and_scores_renders_against_the_dila
 
 
 @pytest.mark.parametrize("model, group", [("np", "permutation"), ("hnp", "permutation"), ("monomial_nfn", "sign"),
-                                          ("magep_nfn", "sign"), ("mlp", None)])
+                                          ("magep_nfn", "sign"), ("mlp", None), ("ng_gnn", "permutation"),
+                                          ("ng_t", "permutation"), ("scalegmn", "sign")])
 def test_edited_renders_are_invariant_to_the_group_at_the_editing_presets(inr_splits, model, group):
     """A SIREN and its group-transformed copy render the same image; an equivariant editor keeps that
     true of the edited SIRENs (at the budget preset the suite runs); the MLP does not (the control)."""

@@ -138,6 +138,20 @@ def test_the_papers_inr_editing_settings_output_weights():
     assert model_config("monomial_nfn", preset="inr-editing").group == model_config("magep_nfn", preset="inr-editing").group == "sign"
 
 
+def test_the_graph_metanetworks_inr_editing_settings_are_the_authors():
+    for name in ("ng_gnn", "ng_t", "scalegmn"):
+        for preset in ("inr-editing", "inr-editing-budget"):
+            assert model_config(name, preset=preset).output == "weights", (name, preset)
+    gnn = model_config("ng_gnn", preset="inr-editing")  # mnist_dilation_gnn.sh
+    assert (gnn.hidden_dim, gnn.num_layers, gnn.reverse_edges, gnn.dropout) == (128, 4, True, 0.2)
+    rt = model_config("ng_t", preset="inr-editing")  # style_editing's rtransformer.yaml
+    assert (rt.widths["hidden_dim"], rt.widths["edge_dim"], rt.widths["attention_dim"], rt.widths["node_mlp_dim"],
+            rt.widths["edge_mlp_dim"], rt.num_heads, rt.dropout, rt.fourier_scale) == (64, 32, 128, 128, 64, 4, 0.0, 3.0)
+    sgmn = model_config("scalegmn", preset="inr-editing")  # mnist_editing/scalegmn.yml
+    assert (sgmn.mode, sgmn.hidden_dim, sgmn.num_layers, sgmn.skip_connections, sgmn.edge_positions, sgmn.io_mlp,
+            sgmn.dropout) == ("sign", 128, 10, True, False, True, 0.1)
+
+
 def test_overrides_apply_on_top_of_a_preset_and_an_unknown_preset_lists_the_known():
     config = model_config("np", preset="inr-classification", dropout=0.0)
     assert config.dropout == 0.0 and config.channels == (256, 256, 256)

@@ -88,6 +88,20 @@ def test_a_hidden_neuron_permutation_relabels_the_graphs_nodes(space_name, cnn_s
     assert not torch.equal(moved_adjacency, adjacency)  # the permutation did move something
 
 
+@pytest.mark.parametrize("space_name", ["cnn", "siren"])
+def test_to_weights_reads_back_what_the_graph_holds(space_name, cnn_space, siren_space, random_batch):
+    """A weight output is node and edge values put back (`to_weights`): the graph's own features give
+    the member again, bit for bit; the same values one edge along give other weights (the control)."""
+    space = cnn_space if space_name == "cnn" else siren_space
+    weights = random_batch(space, 3, seed=4)
+    layout = NeuralGraphLayout(NetworkDescription.from_weight_space(space))
+    nodes, edges = layout.features(weights)
+    back = layout.to_weights(space, nodes.squeeze(-1), edges)
+    assert back.space == space and all(torch.equal(a, b) for a, b in zip(back.tensors, weights.tensors))
+    shifted = layout.to_weights(space, nodes.squeeze(-1), edges.roll(1, dims=1))
+    assert not all(torch.equal(a, b) for a, b in zip(shifted.tensors, weights.tensors))
+
+
 def test_ng_gnn_does_not_depend_on_the_graphs_edge_order(cnn_space, random_batch):
     torch.manual_seed(0)
     model = create_model("ng_gnn", cnn_space, hidden_dim=8, fourier_features=8).eval()

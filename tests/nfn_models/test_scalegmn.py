@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 import torch
 
-from benchmarks.check_model import (MOVES, RTOL, build_model, check_denormal, check_invariance, random_weights,
-                                    symmetry)
+from benchmarks.check_model import (EQUIVARIANT_MOVES, MOVES, RTOL, build_model, check_denormal, check_equivariance,
+                                    check_invariance, random_weights, symmetry)
 from nfn_models import create_model
 from nfn_models.features import NetworkDescription
 from nfn_models.scalegmn import FLOOR, canonical_scale, edge_positions
@@ -77,6 +77,18 @@ def test_without_the_canonical_scale_denormal_members_break_the_scale_claim():
         canonical = model(moved) - model(weights)
     assert raw.abs().max() > MOVES  # 1e-3 here: far outside the claim's RTOL (1e-5)
     assert canonical.abs().max() < RTOL
+
+
+def test_the_scale_modes_weight_output_is_equivariant_once_put_back_at_the_members_scale(monkeypatch):
+    """In mode "scale" the layers read canonicalised members, whose delta is invariant to scalings;
+    `from_canonical_scale` moves it back to each member's scale, which makes it equivariant. Without
+    that step the weight output ignores the scaling (the control)."""
+    for space_name in ("cnn-relu", "siren"):
+        check = check_equivariance("scalegmn", space_name, "scale", seeds=(0,))
+        assert check.claimed and check.verdict == "holds", check
+    monkeypatch.setattr("nfn_models.scalegmn.from_canonical_scale", lambda delta, description, norms: delta)
+    broken = check_equivariance("scalegmn", "cnn-relu", "scale", seeds=(0,))
+    assert broken.deviation > EQUIVARIANT_MOVES and broken.verdict != "holds", broken
 
 
 @pytest.mark.parametrize("space_name", ["siren", "cnn-tanh"])
