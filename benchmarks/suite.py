@@ -30,7 +30,9 @@ the test accuracy, Adam 1e-3 without weight decay, batch 8; Zhou et al. 2023 App
 Tran et al. 2024, Sec. 6: 50 epochs, which `--set task.epochs=50` restores; the default
 here is 10 so the whole suite runs in about half an hour on 2 CPUs), plus Monomial-NFN and HNP
 evaluated on a test split scaled by U[1, 1e3] per hidden unit (Tran et al. 2024, Table 2's
-augmentation experiment).
+augmentation experiment). The graph metanetworks and probing (NG-GNN, NG-T, ScaleGMN with the
+subset's group as its mode, ProbeGen; issue 35) run the same protocol at their
+`generalization-budget` presets, on both subsets and the scaled test; `--only ng_gnn` runs one's.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ GROUPS = {"relu": "scale", "tanh": "sign"}
 FEEDFORWARD_MODELS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn")
 GROUP_MODELS = ("monomial_nfn", "magep_nfn")
 TREE_MODELS = ("xgboost", "lightgbm", "random_forest")  # fitted on flattened weights (nfn_models.trees)
+# The graph metanetworks and probing (issue 35), at their `generalization-budget` presets (the
+# papers' widths take 0.3-16 s a Small CNN step on a 2-core CPU); ScaleGMN's mode is the subset's group.
+GRAPH_MODELS = ("ng_gnn", "ng_t", "scalegmn", "probegen")
+GRAPH_MODES = {"scalegmn": "mode"}
 SCALED_TEST = {"augment_copies": 1, "augment_splits": ["test"], "augment_keep_original": False,
                "augment_scale_range": [1.0, 1000.0]}
 
@@ -91,15 +97,31 @@ def cnn_generalization() -> Suite:
         for model in TREE_MODELS:
             entries.append(SuiteEntry(f"{model}-{activation}", model, {},
                                       {**PAPERS_PROTOCOL, "subset": {"activation": activation}}, activation))
-    for model in ("monomial_nfn", "hnp"):
+    for activation in ("relu", "tanh"):
+        for model in GRAPH_MODELS:
+            entries.append(SuiteEntry(f"{model}-{activation}", model, _graph_overrides(model, activation),
+                                      {**PAPERS_PROTOCOL, "subset": {"activation": activation}},
+                                      f"{activation}, budget preset"))
+    for model in ("monomial_nfn", "hnp", *GRAPH_MODELS):
         overrides = {"group": "scale"} if model in GROUP_MODELS else {}
+        if model in GRAPH_MODELS:
+            overrides = _graph_overrides(model, "relu")
         entries.append(SuiteEntry(f"{model}-relu-scaled-test", model, overrides,
                                   {**PAPERS_PROTOCOL, "subset": {"activation": "relu"}, **SCALED_TEST},
-                                  "relu, test scaled U[1,1e3]"))
+                                  "relu, test scaled U[1,1e3]" + (", budget preset" if model in GRAPH_MODELS else "")))
     return Suite("cnn-generalization", "generalization",
-                 "every feedforward model and the tree baselines on the ReLU and tanh subsets (final checkpoints, "
-                 "the papers' sigmoid + BCE protocol), plus Monomial-NFN and HNP on a scale-augmented test split",
+                 "every feedforward model, the tree baselines and the graph metanetworks on the ReLU and tanh subsets "
+                 "(final checkpoints, the papers' sigmoid + BCE protocol), plus Monomial-NFN, HNP and the graph "
+                 "models on a scale-augmented test split",
                  tuple(entries))
+
+
+def _graph_overrides(model: str, activation: str) -> dict[str, Any]:
+    """A graph model's budget preset, with ScaleGMN's mode set to the subset's group."""
+    overrides: dict[str, Any] = {"preset": "generalization-budget"}
+    if model in GRAPH_MODES:
+        overrides[GRAPH_MODES[model]] = GROUPS[activation]
+    return overrides
 
 
 # Transformer-NFN's protocol (the task's `transformer-nfn` preset: the checkpoint at 3/4 of

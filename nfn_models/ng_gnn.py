@@ -113,6 +113,8 @@ class NGGNN(nn.Module):
     # (cnn_zoo_pna.sh): d_hid 256, 4 PNA layers, no reverse edges, no dropout (the defaults);
     # INR classification (mnist_cls_pna.sh): d_hid 32, reverse edges, dropout 0.2, 10 classes.
     PRESETS = {"generalization": {},
+               # d 32: ~17x less time per Small CNN step than d 256 on a 2-core CPU (docs/performance.md)
+               "generalization-budget": {"hidden_dim": 32},
                "inr-classification": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "out_features": 10},
                # their *_probe_64.sh: the same with 64 learned probe coordinates
                "inr-classification-probes": {**{"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "out_features": 10}, "probe_features": 64},

@@ -150,6 +150,8 @@ class NGT(nn.Module):
     # (mnist_cls_rt.sh with rtransformer.yaml): d_node 64, d_edge 32, 128 / 128 / 64 / 128, dropout 0.2,
     # readout with one hidden layer, 10 classes.
     PRESETS = {"generalization": {},
+               # d_node 32 (d_edge 16): a quarter of the CNN widths, for a 2-core CPU
+               "generalization-budget": {"hidden_dim": 32},
                "inr-classification": {"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10},
                # their *_probe_64.sh: the same with 64 learned probe coordinates
                "inr-classification-probes": {**{"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10}, "probe_features": 64},

@@ -240,7 +240,8 @@ class ProbeGen(nn.Module):
     # Kahana et al. 2024's settings: 128 probes, the 6-layer MLP of 256; `member_activation` as the
     # CNN zoo subset's. The budget preset is their 64-probe setting (a 2-core CPU runs each
     # member on every probe per step).
-    PRESETS = {"generalization": {}, "inr-classification": {"out_features": 10},
+    PRESETS = {"generalization": {}, "generalization-budget": {"num_probes": 64},
+               "inr-classification": {"out_features": 10},
                "inr-classification-budget": {"out_features": 10, "num_probes": 64}}
     ARCHITECTURE_FIELDS = ("stride", "padding", "input_range", "first_omega_0", "hidden_omega_0", "coordinates",
                            "output_offset")  # of the members; the harness fills them from the zoo

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks.suite import FEEDFORWARD_MODELS, SUITES, TREE_MODELS
+from benchmarks.suite import FEEDFORWARD_MODELS, GRAPH_MODELS, SUITES, TREE_MODELS
 from zoo.cli import main
 
 
@@ -25,8 +25,15 @@ def test_the_cnn_suite_covers_every_feedforward_model_on_both_subsets_and_the_sc
         for activation in ("relu", "tanh"):
             entry = next(e for e in suite.entries if e.name == f"{model}-{activation}")
             assert entry.task_overrides["subset"] == {"activation": activation} and entry.model_overrides == {}
+    for model in GRAPH_MODELS:  # issue 35's graph metanetworks and probing, at their budget presets
+        for activation in ("relu", "tanh"):
+            entry = next(e for e in suite.entries if e.name == f"{model}-{activation}")
+            assert entry.task_overrides["subset"] == {"activation": activation}
+            assert entry.model_overrides["preset"] == "generalization-budget"
+    assert next(e for e in suite.entries if e.name == "scalegmn-tanh").model_overrides["mode"] == "sign"
+    assert next(e for e in suite.entries if e.name == "scalegmn-relu").model_overrides["mode"] == "scale"
     scaled = [e for e in suite.entries if e.name.endswith("scaled-test")]
-    assert {e.model for e in scaled} == {"monomial_nfn", "hnp"}
+    assert {e.model for e in scaled} == {"monomial_nfn", "hnp", *GRAPH_MODELS}
     for entry in scaled:
         assert entry.task_overrides["augment_splits"] == ["test"]
         assert entry.task_overrides["augment_scale_range"] == [1.0, 1000.0]
