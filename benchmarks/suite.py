@@ -156,8 +156,9 @@ def transformer_generalization() -> Suite:
 # task's `budget` preset (5 epochs of 45,000 SIRENs: ~7,000 steps, the paper's 200,000 and
 # 50,000; channels cut where a step would take seconds): an hour or two per suite on 2 CPUs.
 # `--set task.preset=nfn` and the models' paper presets are the papers' settings (README).
-INR_CLASSIFIERS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn")
-INR_EDITORS = ("np", "hnp", "monomial_nfn", "magep_nfn", "mlp")
+INR_CLASSIFIERS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn",
+                   "dwsnet", "probegen", "ng_gnn", "ng_t", "scalegmn")  # the last five: issue 35's
+INR_EDITORS = ("np", "hnp", "monomial_nfn", "magep_nfn", "mlp", "dwsnet", "ng_gnn", "ng_t", "scalegmn")
 
 
 @SUITES.register("inr-classification")
@@ -170,8 +171,9 @@ def inr_classification() -> Suite:
                            {"preset": "budget", "augment_copies": copies}, f"budget, {copies} group views per SIREN")
                 for model, copies in (("mlp", 4), ("np", 1))]
     return Suite("inr-classification", "inr-classification",
-                 "MLP, STATNN, NP, HNP, Monomial-NFN and MAGEP-NFN classifying the digit a SIREN encodes (budget "
-                 "presets), plus MLP and NP with group-augmented training SIRENs", tuple(entries))
+                 "MLP, STATNN, NP, HNP, Monomial-NFN, MAGEP-NFN, DWSNet, ProbeGen and the graph metanetworks "
+                 "classifying the digit a SIREN encodes (budget presets), plus MLP and NP with group-augmented "
+                 "training SIRENs", tuple(entries))
 
 
 # Does group augmentation help NP classify SIRENs at an equal number of optimizer steps? The NFN
@@ -203,8 +205,8 @@ def inr_editing() -> Suite:
     entries = [SuiteEntry(model, model, {"preset": "inr-editing-budget"}, {"preset": "budget"}, "budget, dilate")
                for model in INR_EDITORS]
     return Suite("inr-editing", "inr-editing",
-                 "NP, HNP, Monomial-NFN, MAGEP-NFN and an MLP predicting the weight delta that dilates the digit a "
-                 "SIREN renders (budget presets)", tuple(entries))
+                 "NP, HNP, Monomial-NFN, MAGEP-NFN, DWSNet, the graph metanetworks and an MLP predicting the "
+                 "weight delta that dilates the digit a SIREN renders (budget presets)", tuple(entries))
 
 
 def _field(task: str, key: str) -> str:

@@ -92,7 +92,13 @@ class DWSNet(InvariantStack):
                                       "batch_norm": True, "out_features": 10},
                # 16 channels (the paper's 32) and 3 layers (its 5): ~7x less time per step (SIREN, 1 thread)
                "inr-classification-budget": {"channels": (16, 16, 16), "hidden_sizes": (), "dropout": 0.0,
-                                             "batch_norm": True, "out_features": 10}}
+                                             "batch_norm": True, "out_features": 10},
+               # INR editing: the DWSNet that Kofinas et al.'s style_editing runs (dwsnet.yaml: 4 hidden
+               # layers of 32, batch norm, no dropout; max reduction, which our DWS layer does not use);
+               # budget: the classification budget's widths
+               "inr-editing": {"channels": (32, 32, 32, 32), "dropout": 0.0, "batch_norm": True, "output": "weights"},
+               "inr-editing-budget": {"channels": (16, 16, 16), "dropout": 0.0, "batch_norm": True,
+                                      "output": "weights"}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

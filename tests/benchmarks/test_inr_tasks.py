@@ -273,9 +273,11 @@ def test_the_edit_figure_puts_each_models_render_beside_the_target(inr_splits, t
 def test_the_inr_suites_run_their_budget_entries_and_tabulate_the_main_metric(tiny_inr_zoo_folder, tmp_path):
     from benchmarks.suite import SUITES, run_suite, suite_table
 
+    graph_models = {"ng_gnn", "ng_t", "scalegmn", "dwsnet"}  # issue 35's, with ProbeGen for classification
     assert {e.model for e in SUITES.get("inr-classification")().entries} == \
-        {"mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn"}
-    assert {e.model for e in SUITES.get("inr-editing")().entries} == {"np", "hnp", "monomial_nfn", "magep_nfn", "mlp"}
+        {"mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn", "probegen", *graph_models}
+    assert {e.model for e in SUITES.get("inr-editing")().entries} == \
+        {"np", "hnp", "monomial_nfn", "magep_nfn", "mlp", *graph_models}
     rows = run_suite("inr-editing", tiny_inr_zoo_folder, tmp_path / "edit", [0, 1], {"epochs": 1},
                      only=["mlp", "monomial_nfn"])
     table = suite_table(rows)
