@@ -32,7 +32,8 @@ here is 10 so the whole suite runs in about half an hour on 2 CPUs), plus Monomi
 evaluated on a test split scaled by U[1, 1e3] per hidden unit (Tran et al. 2024, Table 2's
 augmentation experiment). The graph metanetworks and probing (NG-GNN, NG-T, ScaleGMN with the
 subset's group as its mode, ProbeGen; issue 35) run the same protocol at their
-`generalization-budget` presets, on both subsets and the scaled test; `--only ng_gnn` runs one's.
+`generalization-budget` presets, on both subsets and the scaled test, and ScaleGMN in mode
+"permutation" (GMN) on both subsets; `--only ng_gnn` runs one model's entries.
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ def cnn_generalization() -> Suite:
             entries.append(SuiteEntry(f"{model}-{activation}", model, _graph_overrides(model, activation),
                                       {**PAPERS_PROTOCOL, "subset": {"activation": activation}},
                                       f"{activation}, budget preset"))
+    for activation in ("relu", "tanh"):  # ScaleGMN's permutation-only form, GMN (Lim et al. 2024)
+        entries.append(SuiteEntry(f"scalegmn-permutation-{activation}", "scalegmn",
+                                  {"preset": "generalization-budget", "mode": "permutation"},
+                                  {**PAPERS_PROTOCOL, "subset": {"activation": activation}},
+                                  f"{activation}, budget preset, mode permutation (GMN)"))
     for model in ("monomial_nfn", "hnp", *GRAPH_MODELS):
         overrides = {"group": "scale"} if model in GROUP_MODELS else {}
         if model in GRAPH_MODELS:

@@ -32,6 +32,8 @@ def test_the_cnn_suite_covers_every_feedforward_model_on_both_subsets_and_the_sc
             assert entry.model_overrides["preset"] == "generalization-budget"
     assert next(e for e in suite.entries if e.name == "scalegmn-tanh").model_overrides["mode"] == "sign"
     assert next(e for e in suite.entries if e.name == "scalegmn-relu").model_overrides["mode"] == "scale"
+    gmn = [e for e in suite.entries if e.name.startswith("scalegmn-permutation-")]
+    assert [e.model_overrides["mode"] for e in gmn] == ["permutation", "permutation"] and len(gmn) == 2
     scaled = [e for e in suite.entries if e.name.endswith("scaled-test")]
     assert {e.model for e in scaled} == {"monomial_nfn", "hnp", *GRAPH_MODELS}
     for entry in scaled:
