@@ -76,12 +76,12 @@ PAPERS_PROTOCOL = {"checkpoints": "final", "loss": "bce", "batch_size": 8, "epoc
 # The monomial group each activation's nets carry, for the models that take one.
 GROUPS = {"relu": "scale", "tanh": "sign"}
 FEEDFORWARD_MODELS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn")
-GROUP_MODELS = ("monomial_nfn", "magep_nfn")
+# The config field each model that takes one sets to the subset's group.
+GROUP_FIELDS = {"monomial_nfn": "group", "magep_nfn": "group", "scalegmn": "mode"}
 TREE_MODELS = ("xgboost", "lightgbm", "random_forest")  # fitted on flattened weights (nfn_models.trees)
 # The graph metanetworks and probing (issue 35), at their `generalization-budget` presets (the
 # papers' widths take 0.3-16 s a Small CNN step on a 2-core CPU); ScaleGMN's mode is the subset's group.
 GRAPH_MODELS = ("ng_gnn", "ng_t", "scalegmn", "probegen")
-GRAPH_MODES = {"scalegmn": "mode"}
 SCALED_TEST = {"augment_copies": 1, "augment_splits": ["test"], "augment_keep_original": False,
                "augment_scale_range": [1.0, 1000.0]}
 
@@ -91,7 +91,7 @@ def cnn_generalization() -> Suite:
     entries = []
     for activation in ("relu", "tanh"):
         for model in FEEDFORWARD_MODELS:
-            overrides = {"group": GROUPS[activation]} if model in GROUP_MODELS else {}
+            overrides = _model_overrides(model, activation)
             entries.append(SuiteEntry(f"{model}-{activation}", model, overrides,
                                       {**PAPERS_PROTOCOL, "subset": {"activation": activation}}, activation))
     for activation in ("relu", "tanh"):  # Tran et al. 2025's tree baselines, on the same subsets
@@ -100,7 +100,7 @@ def cnn_generalization() -> Suite:
                                       {**PAPERS_PROTOCOL, "subset": {"activation": activation}}, activation))
     for activation in ("relu", "tanh"):
         for model in GRAPH_MODELS:
-            entries.append(SuiteEntry(f"{model}-{activation}", model, _graph_overrides(model, activation),
+            entries.append(SuiteEntry(f"{model}-{activation}", model, _model_overrides(model, activation),
                                       {**PAPERS_PROTOCOL, "subset": {"activation": activation}},
                                       f"{activation}, budget preset"))
     for activation in ("relu", "tanh"):  # ScaleGMN's permutation-only form, GMN (Lim et al. 2024)
@@ -109,9 +109,7 @@ def cnn_generalization() -> Suite:
                                   {**PAPERS_PROTOCOL, "subset": {"activation": activation}},
                                   f"{activation}, budget preset, mode permutation (GMN)"))
     for model in ("monomial_nfn", "hnp", *GRAPH_MODELS):
-        overrides = {"group": "scale"} if model in GROUP_MODELS else {}
-        if model in GRAPH_MODELS:
-            overrides = _graph_overrides(model, "relu")
+        overrides = _model_overrides(model, "relu")
         entries.append(SuiteEntry(f"{model}-relu-scaled-test", model, overrides,
                                   {**PAPERS_PROTOCOL, "subset": {"activation": "relu"}, **SCALED_TEST},
                                   "relu, test scaled U[1,1e3]" + (", budget preset" if model in GRAPH_MODELS else "")))
@@ -122,11 +120,12 @@ def cnn_generalization() -> Suite:
                  tuple(entries))
 
 
-def _graph_overrides(model: str, activation: str) -> dict[str, Any]:
-    """A graph model's budget preset, with ScaleGMN's mode set to the subset's group."""
-    overrides: dict[str, Any] = {"preset": "generalization-budget"}
-    if model in GRAPH_MODES:
-        overrides[GRAPH_MODES[model]] = GROUPS[activation]
+def _model_overrides(model: str, activation: str) -> dict[str, Any]:
+    """A model's overrides on a subset: a graph model's budget preset, and the subset's group in the
+    field of a model that takes one (`GROUP_FIELDS`)."""
+    overrides: dict[str, Any] = {"preset": "generalization-budget"} if model in GRAPH_MODELS else {}
+    if model in GROUP_FIELDS:
+        overrides[GROUP_FIELDS[model]] = GROUPS[activation]
     return overrides
 
 
