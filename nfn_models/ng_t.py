@@ -26,7 +26,8 @@ weight (`nfn_models.layers.neural_graph.WeightHead`, MLPs d -> d -> 1): equivari
 hidden-neuron permutations.
 
 Presets (`PRESETS`, the widths in `NGTConfig`): `generalization`, 1,806,977 parameters on the Small
-CNN; `inr-classification`, 376,586 on SIRENs 2-32-32-1.
+CNN; `inr-classification`, 376,586 on SIRENs 2-32-32-1. Their `-budget` forms (the suites') set
+d_node 32, as NG-GNN's and ScaleGMN's INR budget presets are at d 32: 101,514 parameters.
 
 A hidden-neuron permutation of the weights relabels the nodes of one hidden layer, which share
 their positional embedding; attention and edge updates are equivariant to relabelling nodes (a
@@ -155,13 +156,15 @@ class NGT(nn.Module):
                "inr-classification": {"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10},
                # their *_probe_64.sh: the same with 64 learned probe coordinates
                "inr-classification-probes": {**{"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10}, "probe_features": 64},
-               "inr-classification-budget": {"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1,
-                                             "out_features": 10},  # already small: the same
+               # d_node 32 (d_edge 16), half the INR widths: at 64 a step of 32 SIRENs takes 5.3 s on 2
+               # CPU cores (about 2 h a seed of the budget task), at 32 about a third of that
+               "inr-classification-budget": {"hidden_dim": 32, "dropout": 0.2, "readout_layers": 1,
+                                             "out_features": 10},
                # INR editing (mnist_dilation_rt.sh with style_editing's rtransformer.yaml): the INR widths,
                # 4 heads, no dropout, Fourier scale 3, edges updated in every layer, a weight output
                "inr-editing": {"hidden_dim": 64, "num_heads": 4, "fourier_scale": 3.0, "output": "weights"},
-               "inr-editing-budget": {"hidden_dim": 64, "num_heads": 4, "fourier_scale": 3.0,
-                                      "output": "weights"}}  # already small: the same
+               "inr-editing-budget": {"hidden_dim": 32, "num_heads": 4, "fourier_scale": 3.0,
+                                      "output": "weights"}}  # d_node 32 as for classification
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

@@ -63,7 +63,10 @@ class RelationalAttention(nn.Module):
         """x (B, N, d), e (B, N, N, d_e) -> (B, N, d)."""
         batch, n, _ = x.shape
         q, k, v = self.node_qkv(x).view(batch, n, 3, self.num_heads, -1).unbind(2)  # (B, N, H, d_h) each
-        q_e, k_e, v_add, v_mul = self.edge_qkv(e).view(batch, n, n, 4, self.num_heads, -1).unbind(3)  # (B, N, N, H, d_h)
+        # one map per role from row blocks of the one weight: no (B, N, N, 4 d_attn) tensor to split
+        # and, backwards, to concatenate again (the largest tensors of a step)
+        q_e, k_e, v_add, v_mul = (F.linear(e, block).view(batch, n, n, self.num_heads, -1)
+                                  for block in self.edge_qkv.weight.chunk(4))  # (B, N, N, H, d_h) each
         query = q.unsqueeze(2) + q_e  # (B, i, j, H, d_h): x_i's query
         key = k.unsqueeze(1) + k_e  # x_j's key
         value = v.unsqueeze(1) * v_mul + v_add  # x_j's value
@@ -88,7 +91,9 @@ class EdgeUpdate(nn.Module):
 
     def forward(self, x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
         """x (B, N, d), e (B, N, N, d_e) -> (B, N, N, d_e)."""
-        hidden = (self.lin_e(torch.cat([e, e.transpose(1, 2)], dim=-1))
+        # lin_e [e_ij, e_ji] as two maps, the second's output transposed: no (B, N, N, 2 d_e) copy
+        forward_block, reverse_block = self.lin_e.weight.chunk(2, dim=1)
+        hidden = (F.linear(e, forward_block, self.lin_e.bias) + F.linear(e, reverse_block).transpose(1, 2)
                   + self.lin_s(x).unsqueeze(2) + self.lin_t(x).unsqueeze(1))  # (B, N, N, hidden)
         e = self.norm0(e + self.dropout(self.lin_1(F.gelu(hidden))))
         return self.norm1(e + self.feedforward(e))
