@@ -18,10 +18,10 @@ weights, and the deviation max |f(g . w) - f(w)| / (1 + |f(w)|) (elementwise, so
 
 Feedforward groups: "permutation", "scale", "sign" (`zoo.symmetry.feedforward`, scales
 log-uniform in [1e-3, 1e3]). Transformer groups (`zoo.symmetry.attention`): "attention", the
-paper's group, and as negative controls the same with the MLP units' positive scalings
-("attention+scale"), with the block-output permutations ("attention+block-output"), and on the
-residual space the model-dimension permutations that are no symmetry of a residual member
-("attention+model-dimension").
+paper's group; "attention-permutation", its subgroup of neuron relabellings; and as negative
+controls the paper's group with the MLP units' positive scalings ("attention+scale"), with the
+block-output permutations ("attention+block-output"), and on the residual space the
+model-dimension permutations that are no symmetry of a residual member ("attention+model-dimension").
 
 A model with a weight-space output (INR editing's weight delta) is checked for equivariance the
 same way: f(g . w) = g . f(w) relative to the output's size (< 1e-4 claimed, > 1e-3 otherwise),
@@ -64,9 +64,11 @@ SPACES = {"cnn-relu": ("cnn", {}, {"activation": "relu"}, "scale"),
 SMALL = {"channels": (3, 2), "invariant_channels": 4, "hidden_sizes": (16,), "encoder_hidden": 6, "hidden_dim": 8,
          "max_rounds": 5, "min_child_weight": 1.0, "min_data_in_leaf": 4, "min_gain_to_split": 0.0, "max_trees": 10,
          "trees_per_step": 5, "early_stopping_trees": 5, "min_samples_leaf": 4}
-NEGATIVE_CONTROLS = {"attention+scale": {"mlp_scaling": True},
-                     "attention+block-output": {"permute_block_outputs": True},
-                     "attention+model-dimension": {"residual": False}}
+# the transformer groups beyond the paper's: its permutation subgroup, then the negative controls
+TRANSFORMER_GROUPS = {"attention-permutation": {"permutations_only": True},
+                      "attention+scale": {"mlp_scaling": True},
+                      "attention+block-output": {"permute_block_outputs": True},
+                      "attention+model-dimension": {"residual": False}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +112,7 @@ def symmetry(space_name: str, group: str) -> Any:
     if family != "transformer":
         return dataclasses.replace(found, max_log_scale=math.log(1e3), mode=group)
     paper = dataclasses.replace(found, mlp_scaling=False, permute_block_outputs=False)
-    return dataclasses.replace(paper, **NEGATIVE_CONTROLS.get(group, {}))
+    return dataclasses.replace(paper, **TRANSFORMER_GROUPS.get(group, {}))
 
 
 def space(space_name: str) -> WeightSpace:

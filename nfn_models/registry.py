@@ -13,7 +13,9 @@ a property of the built model): on feedforward weight spaces a tuple among "perm
 (hidden units), "scale" (permutations with positive scalings) and "sign" (permutations with
 sign flips), in the sense of `zoo.symmetry.feedforward`; on transformer weight spaces
 "attention", Transformer-NFN's group (`zoo.symmetry.attention` without the MLP scalings and
-the block-output permutations). `benchmarks.check_model` (`nfnzoo bench check-model`) checks a
+the block-output permutations) or "attention-permutation", its subgroup of neuron relabellings
+(heads, a head's query/key rows jointly, its value rows, the attention's output features, the MLP
+units: `permutations_only`), which a claim of "attention" implies. `benchmarks.check_model` (`nfnzoo bench check-model`) checks a
 model's claims, and that every group it does not claim changes its output;
 `tests/nfn_models/test_exactness.py` runs it on every registered model.
 
@@ -103,7 +105,7 @@ def register_model(name: str) -> Callable[[ModelClass], ModelClass]:
     return decorator
 
 
-SPACE_GROUPS = {"feedforward": ("permutation", "scale", "sign"), "transformer": ("attention",)}
+SPACE_GROUPS = {"feedforward": ("permutation", "scale", "sign"), "transformer": ("attention", "attention-permutation")}
 SYMMETRY_GROUPS = tuple(group for groups in SPACE_GROUPS.values() for group in groups)
 TRAINED_BY = ("gradient", "fit")
 OUTPUTS = ("invariant", "weights")

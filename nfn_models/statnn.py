@@ -89,8 +89,9 @@ class STATNN(nn.Module):
     @property
     def symmetries(self) -> tuple[str, ...]:
         """Per-tensor statistics ignore the units' order: the hidden-unit permutations of a CNN or
-        SIREN. A transformer's GL(d) factors change the statistics: nothing is claimed there."""
-        return ("permutation",) if weight_space_kind(self.weight_space) == "feedforward" else ()
+        SIREN, and a transformer's neuron relabellings ("attention-permutation"); its GL(d) factors
+        change the statistics."""
+        return ("permutation",) if weight_space_kind(self.weight_space) == "feedforward" else ("attention-permutation",)
 
     def forward(self, weights: WeightBatch) -> torch.Tensor:
         check_weight_space(self.weight_space, weights)

@@ -89,7 +89,7 @@ class TransformerNFN(nn.Module):
     PRESETS = {"generalization": {}}
     weight_spaces = ("transformer",)
     ARCHITECTURE_FIELDS = ("num_heads", "residual")  # of the members; the harness fills them from the zoo
-    symmetries = ("attention",)
+    symmetries = ("attention", "attention-permutation")  # the second is a subgroup of the first
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()

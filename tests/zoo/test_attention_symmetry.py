@@ -91,6 +91,28 @@ def test_the_papers_subgroup_has_no_scaling_or_block_output_permutation(inputs):
     assert change(architecture, weights, paper.act(element, weights), x) < TOLERANCE
 
 
+def test_the_permutation_subgroup_relabels_neurons_and_keeps_the_function(inputs):
+    architecture, x = inputs["transformer-mnist"]
+    space = create_family("transformer").weight_space(architecture)
+    relabel = AttentionSymmetry(space, num_heads=2, mlp_scaling=False, permute_block_outputs=False,
+                                permutations_only=True)
+    element = relabel.sample(torch.Generator().manual_seed(7), MEMBERS)
+    for matrices in element.query_key + element.value_output:  # one 1 in every row and column
+        assert torch.equal(matrices.sum(-1), torch.ones_like(matrices[..., 0])) and set(matrices.unique().tolist()) == {0, 1}
+        assert not torch.equal(matrices, torch.eye(16, dtype=torch.float64).expand_as(matrices))
+    weights = members(architecture, seed=8)
+    moved = relabel.act(element, weights)
+    # a relabelling only reorders: every tensor holds the same multiset of values
+    assert all(torch.equal(p.flatten(1).sort(1).values, q.flatten(1).sort(1).values)
+               for p, q in zip(moved.tensors, weights.tensors))
+    assert change(architecture, weights, moved, x) < TOLERANCE
+    # negative control: the same element with the keys relabelled apart from the queries
+    keys = "encoder.0.attention.keys.weight"
+    index = weights.space.names.index(keys)
+    shuffled = moved.tensors[index][:, torch.randperm(32, generator=torch.Generator().manual_seed(9))]
+    assert change(architecture, weights, replace(moved, **{keys.replace(".", "__"): shuffled}), x) > BROKEN
+
+
 def test_group_laws():
     architecture = dataclasses.asdict(create_family("transformer").Architecture())
     symmetry = create_family("transformer").symmetry(architecture, {})

@@ -112,6 +112,10 @@ class AttentionSymmetry:
     # None: GL condition numbers up to exp(2 max_log_scale); a number k: every GL element's
     # singular values span exactly [k^-1/2, k^1/2] (both ends attained, the rest log-uniform between)
     condition_number: float | None = None
+    # True: M_i and N_i are permutation matrices and D_A = I, the subgroup that only relabels
+    # neurons (heads, a head's query/key rows jointly, its value rows, pi_O, pi_A): what a graph
+    # metanetwork's node relabelling is exact to ("attention-permutation" in `nfn_models`)
+    permutations_only: bool = False
 
     def __post_init__(self) -> None:
         missing = [name for b in range(self.num_blocks) for name in self._block_names(b).values()
@@ -175,19 +179,26 @@ class AttentionSymmetry:
             s = torch.exp(unit * math.log(self.condition_number) / 2)
         return u * s.unsqueeze(-2) @ v.transpose(-1, -2)
 
+    def _random_permutation_matrices(self, generator: torch.Generator, batch_size: int, size: int) -> torch.Tensor:
+        """(B, h, size, size) float64 permutation matrices: M^{-T} = M, so queries and keys move alike."""
+        order = torch.rand(batch_size, self.num_heads, size, generator=generator).argsort(-1)
+        return torch.eye(size, dtype=torch.float64)[order]
+
     def sample(self, generator: torch.Generator, batch_size: int) -> AttentionElement:
         s, identity = self.sizes, self.identity(batch_size)
         parts: dict[str, list[torch.Tensor]] = {f.name: [] for f in dataclasses.fields(AttentionElement)}
         for b in range(self.num_blocks):
             parts["heads"].append(_random_permutation(generator, batch_size, self.num_heads))
-            parts["query_key"].append(self._random_gl(generator, batch_size, s["d_k"]))
-            parts["value_output"].append(self._random_gl(generator, batch_size, s["d_v"]))
+            inner = self._random_permutation_matrices if self.permutations_only else self._random_gl
+            parts["query_key"].append(inner(generator, batch_size, s["d_k"]))
+            parts["value_output"].append(inner(generator, batch_size, s["d_v"]))
             parts["attention_features"].append(identity.attention_features[b] if self.residual
                                                else _random_permutation(generator, batch_size, s["d_model"]))
             parts["hidden_units"].append(_random_permutation(generator, batch_size, s["mlp"]))
             parts["hidden_scales"].append(
                 torch.exp((2 * torch.rand(batch_size, s["mlp"], generator=generator, dtype=torch.float64) - 1)
-                          * self.max_log_scale) if self.mlp_scaling else identity.hidden_scales[b])
+                          * self.max_log_scale) if self.mlp_scaling and not self.permutations_only
+                else identity.hidden_scales[b])
             parts["block_features"].append(identity.block_features[b] if self.residual or not self.permute_block_outputs
                                            else _random_permutation(generator, batch_size, s["d_model"]))
         return AttentionElement(**{name: tuple(values) for name, values in parts.items()})
