@@ -26,7 +26,12 @@ model-dimension permutations that are no symmetry of a residual member ("attenti
 A model with a weight-space output (INR editing's weight delta) is checked for equivariance the
 same way: f(g . w) = g . f(w) relative to the output's size (< 1e-4 claimed, > 1e-3 otherwise),
 in float32 unless the model class sets `EXACTNESS_DTYPE` (NG-GNN: float64, because PNA's standard
-deviation aggregator amplifies float32 rounding at the first hidden layer's in-degree-2 neurons).
+deviation aggregator amplifies float32 rounding at the first hidden layer's in-degree-2 neurons);
+the invariance checks (not the denormal one, whose point is float32's denormals) use it too.
+A model class may also set `EXACTNESS_PARAMETER_NOISE` = s: every parameter of the checked model
+is moved by N(0, s^2) off its initial value first (seeded), as training moves it. NG-GNN sets 0.5:
+at initialisation its output hardly depends on its input (it varies by ~1e-4 across random
+members, and by ~5e-6 under a transformer's GL factors), too little for a negative control.
 `tests/nfn_models/test_exactness.py` runs these same functions over the registry.
 """
 
@@ -159,6 +164,12 @@ def _built(cls: type, name: str, space_name: str, seed: int, output: str, overri
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = create_model(name, weight_space, **chosen).eval()
+    noise = getattr(cls, "EXACTNESS_PARAMETER_NOISE", 0.0)
+    if noise:
+        generator = torch.Generator().manual_seed(seed + 1000)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(noise * torch.randn(parameter.shape, generator=generator).to(parameter.dtype))
     if trained_by(model) == "fit":  # fitted on random rows, the targets a function of every weight
         rows = random_weights(weight_space, 64, seed + 100)
         projection = torch.randn(weight_space.num_params, generator=torch.Generator().manual_seed(seed))
@@ -175,6 +186,14 @@ def _relative_gap(a: WeightBatch, b: WeightBatch) -> float:
     return max(((x - y).abs().max() / y.abs().max().clamp_min(1e-12)).item() for x, y in zip(a.tensors, b.tensors))
 
 
+def _in_dtype(name: str, model: torch.nn.Module, weights: WeightBatch) -> tuple[torch.nn.Module, WeightBatch]:
+    """The model and members in the model class's `EXACTNESS_DTYPE` (a copy: the built model is cached)."""
+    dtype = getattr(MODELS.get(name), "EXACTNESS_DTYPE", torch.float32)
+    if dtype == torch.float32:
+        return model, weights
+    return copy.deepcopy(model).to(dtype), WeightBatch(weights.space, tuple(t.to(dtype) for t in weights.tensors))
+
+
 def check_invariance(name: str, space_name: str, group: str, seeds: Sequence[int] = SEEDS,
                      overrides: Mapping[str, Any] | None = None) -> Check:
     """f(g . w) against f(w) for random members and group elements, over `seeds`."""
@@ -183,8 +202,8 @@ def check_invariance(name: str, space_name: str, group: str, seeds: Sequence[int
     worst = 0.0
     # a fitted model claims nothing: one fit (seconds on 18,506 features) shows each group moves it
     for seed in seeds if trained_by(MODELS.get(name)) == "gradient" else seeds[:1]:
-        model = build_model(name, space_name, seed, overrides=overrides)
-        weights = random_weights(acting.space, 4, seed)
+        model, weights = _in_dtype(name, build_model(name, space_name, seed, overrides=overrides),
+                                   random_weights(acting.space, 4, seed))
         g = acting.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
         with torch.no_grad():
             worst = max(worst, _deviation(model(acting.act(g, weights)), model(weights)), key=_nan_first)
@@ -212,14 +231,10 @@ def check_equivariance(name: str, space_name: str, group: str, seeds: Sequence[i
     `EXACTNESS_DTYPE` (float32 unless it says otherwise, see the module docstring)."""
     acting = symmetry(space_name, group)
     claimed = group in claimed_symmetries(build_model(name, space_name, 0, "weights", overrides))
-    dtype = getattr(MODELS.get(name), "EXACTNESS_DTYPE", torch.float32)
     worst = 0.0
     for seed in seeds:
-        model = build_model(name, space_name, seed, "weights", overrides)
-        weights = random_weights(acting.space, 4, seed)
-        if dtype != torch.float32:  # a copy: the built model is cached
-            model = copy.deepcopy(model).to(dtype)
-            weights = WeightBatch(weights.space, tuple(t.to(dtype) for t in weights.tensors))
+        model, weights = _in_dtype(name, build_model(name, space_name, seed, "weights", overrides),
+                                   random_weights(acting.space, 4, seed))
         g = acting.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
         with torch.no_grad():
             moved_output, output_of_moved = acting.act(g, model(weights)), model(acting.act(g, weights))

@@ -27,11 +27,7 @@ With `reverse_edges` (the authors' `rev_edge_features`, their INR setting) every
 present reversed, and an edge's feature is [w(u -> v), w(v -> u), w(u -> v) + w(v -> u)]: a
 forward edge carries [w, 0, w], its reverse [0, w, w].
 
-Transformer members are not built here. Neural Graphs (an appendix of the paper) and Graph
-Metanetworks (Lim et al., ICLR 2024) each describe a graph for multi-head self-attention (the
-query/key/value/output projections as edges between neuron nodes, heads grouped); neither
-trains on transformer zoos, and our graph models read feedforward weight spaces only
-(`weight_spaces = ("feedforward",)`), so the transformer space is left out for now.
+Transformer members have their own layout, with the same interface (`nfn_models.transformer_graph`).
 """
 
 from __future__ import annotations
@@ -128,16 +124,51 @@ class NeuralGraphLayout:
         degrees = torch.bincount(self.edge_index[1], minlength=self.num_nodes)
         return torch.bincount(degrees)
 
-    def padded_kernel(self, weight: torch.Tensor) -> torch.Tensor:
+    @property
+    def num_outputs(self) -> int:
+        return self.description.unit_sizes[-1]
+
+    @property
+    def num_edge_layers(self) -> int:
+        return len(self.description.layers)
+
+    @property
+    def dense_edge_layers(self) -> tuple[int, ...]:
+        """The layers (`edge_layer` values) whose weights are dense, not convolutions."""
+        return tuple(i for i, layer in enumerate(self.description.layers) if not layer.kernel)
+
+    @staticmethod
+    def pad_kernel(weight: torch.Tensor, kernel_size: tuple[int, int]) -> torch.Tensor:
         """(B, o, i, *kernel) -> (B, o * i, kh * kw): centred zero padding to `kernel_size`, flattened."""
         batch, n_out, n_in = weight.shape[:3]
         if weight.ndim not in (3, 5):
             raise ValueError(f"a neural graph reads dense and 2-d convolution weights; got shape {tuple(weight.shape)}")
         kernel = weight.reshape(batch, n_out, n_in, 1, 1) if weight.ndim == 3 else weight
-        height, width = self.kernel_size
+        height, width = kernel_size
         dh, dw = height - kernel.shape[3], width - kernel.shape[4]
         kernel = F.pad(kernel, (dw // 2, dw - dw // 2, dh // 2, dh - dh // 2))  # F.pad: last dim first
         return kernel.reshape(batch, n_out * n_in, height * width)
+
+    @staticmethod
+    def centre_entry(kernel_size: tuple[int, int]) -> int:
+        """Where `pad_kernel` puts a 1 x 1 kernel in the flattened kh * kw vector (above and left of
+        the middle for an even size: the padding's smaller half goes first)."""
+        height, width = kernel_size
+        return ((height - 1) // 2) * width + (width - 1) // 2
+
+    @staticmethod
+    def crop_kernel(block: torch.Tensor, n_out: int, n_in: int, kernel_size: tuple[int, int],
+                    kernel: tuple[int, int] | None) -> torch.Tensor:
+        """The inverse of `pad_kernel`: (B, o * i, kh * kw) -> (B, o, i, *kernel), or (B, o, i) for a dense map."""
+        height, width = kernel_size
+        kh, kw = kernel or (1, 1)
+        top, left = (height - kh) // 2, (width - kw) // 2
+        cropped = block.reshape(-1, n_out, n_in, height, width)[..., top:top + kh, left:left + kw]
+        return cropped if kernel else cropped.reshape(-1, n_out, n_in)
+
+    def padded_kernel(self, weight: torch.Tensor) -> torch.Tensor:
+        """(B, o, i, *kernel) -> (B, o * i, kh * kw): centred zero padding to `kernel_size`, flattened."""
+        return self.pad_kernel(weight, self.kernel_size)
 
     def features(self, weights: WeightBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Node features (B, N, 1) (biases; 0 on inputs) and edge features (B, E, `edge_features`)."""
@@ -159,36 +190,38 @@ class NeuralGraphLayout:
         weight from its edge with the centred padding cropped). An equivariant model's node and
         edge outputs become a weight-space output this way (Kofinas et al. 2024, Sec. 5.3's INR editing)."""
         offsets, tensors, start = self.node_offsets, {}, 0
-        height, width = self.kernel_size
         for i, layer in enumerate(self.description.layers):
             tensors[layer.bias_name] = nodes[:, offsets[i + 1]:offsets[i + 2]]
             count = layer.n_out * layer.n_in
-            block = edges[:, start:start + count].reshape(-1, layer.n_out, layer.n_in, height, width)
+            tensors[layer.weight_name] = self.crop_kernel(edges[:, start:start + count], layer.n_out, layer.n_in,
+                                                          self.kernel_size, layer.kernel)
             start += count
-            kh, kw = layer.kernel or (1, 1)
-            top, left = (height - kh) // 2, (width - kw) // 2
-            block = block[..., top:top + kh, left:left + kw]
-            tensors[layer.weight_name] = block if layer.kernel else block.reshape(-1, layer.n_out, layer.n_in)
         return WeightBatch(space, tuple(tensors[name].contiguous() for name in space.names))
 
     def batch(self, weights: WeightBatch):
-        """The members' neural graphs as one disjoint `torch_geometric.data.Batch` (no per-member loop).
+        """The members' neural graphs as one disjoint `torch_geometric` batch (`batch_graphs`)."""
+        return batch_graphs(self, weights)
 
-        Attributes: x (B * N, 1), edge_index (2, B * E), edge_attr (B * E, f), batch (B * N,),
-        ptr (B + 1,), node_position (B * N,), edge_layer (B * E,).
-        """
-        from torch_geometric.data import Batch  # the graph library stays out of the package import
 
-        nodes, edges = self.features(weights)
-        members, device = len(weights), nodes.device
-        shift = (torch.arange(members, device=device) * self.num_nodes).view(members, 1, 1)
-        edge_index = (self.edge_index.to(device).unsqueeze(0) + shift).permute(1, 0, 2).reshape(2, -1)
-        return Batch(x=nodes.reshape(members * self.num_nodes, -1), edge_index=edge_index,
-                     edge_attr=edges.reshape(members * self.num_edges, -1),
-                     batch=torch.arange(members, device=device).repeat_interleave(self.num_nodes),
-                     ptr=torch.arange(members + 1, device=device) * self.num_nodes,
-                     node_position=self.node_position.to(device).repeat(members),
-                     edge_layer=self.edge_layer.to(device).repeat(members))
+def batch_graphs(layout, weights: WeightBatch):
+    """A layout's graphs of a batch of members as one disjoint `torch_geometric.data.Batch` (no
+    per-member loop): the one `edge_index` offset by each member's first node.
+
+    Attributes: x (B * N, 1), edge_index (2, B * E), edge_attr (B * E, f), batch (B * N,),
+    ptr (B + 1,), node_position (B * N,), edge_layer (B * E,).
+    """
+    from torch_geometric.data import Batch  # the graph library stays out of the package import
+
+    nodes, edges = layout.features(weights)
+    members, device, count = len(weights), nodes.device, layout.num_nodes
+    shift = (torch.arange(members, device=device) * count).view(members, 1, 1)
+    edge_index = (layout.edge_index.to(device).unsqueeze(0) + shift).permute(1, 0, 2).reshape(2, -1)
+    return Batch(x=nodes.reshape(members * count, -1), edge_index=edge_index,
+                 edge_attr=edges.reshape(members * layout.num_edges, -1),
+                 batch=torch.arange(members, device=device).repeat_interleave(count),
+                 ptr=torch.arange(members + 1, device=device) * count,
+                 node_position=layout.node_position.to(device).repeat(members),
+                 edge_layer=layout.edge_layer.to(device).repeat(members))
 
 
 def neural_graphs(weights: WeightBatch, reverse_edges: bool = False):

@@ -55,19 +55,19 @@ import dataclasses
 import torch
 from torch import nn
 
-from nfn_models.features import NetworkDescription
 from nfn_models.graphs import NeuralGraphLayout
 from nfn_models.layers import ACTIVATIONS
 from nfn_models.layers.neural_graph import (PROBE_ARCHITECTURE_FIELDS, FourierEncoder, ProbeFeatureFields,
                                             WeightHead, positional_embedding, probe_features, readout_mlp)
-from nfn_models.registry import check_weight_space, register_model
+from nfn_models.registry import check_weight_space, register_model, weight_space_kind
 from nfn_models.stack import check_output
+from nfn_models.transformer_graph import TRANSFORMER_ARCHITECTURE_FIELDS, TransformerGraphFields, graph_layout
 from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
 
 @dataclasses.dataclass(frozen=True)
-class NGGNNConfig(ProbeFeatureFields):
+class NGGNNConfig(ProbeFeatureFields, TransformerGraphFields):
     hidden_dim: int = 256  # d_hid of nodes and edges: 256 on the CNN zoo (the authors' cnn_zoo_pna.sh)
     num_layers: int = 4  # PNA layers (the authors' pna.yaml)
     fourier_features: int = 128  # frequencies of the input encoders (their sin_emb_dim)
@@ -100,15 +100,18 @@ class NGGNN(nn.Module):
     """WeightBatch -> neural graphs -> encoders -> PNA x num_layers -> output neurons -> MLP -> (B, out_features)."""
 
     Config = NGGNNConfig
-    weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
-    symmetries = ("permutation",)  # with output="weights": equivariant to it
+    weight_spaces = ("feedforward", "transformer")  # `nfn_models.graphs`, `nfn_models.transformer_graph`
     outputs = ("invariant", "weights")
     # The weight output's equivariance is checked in float64 (`benchmarks.check_model`): in float32
     # PNA's std aggregation (E[x^2] - E[x]^2, clamped at 1e-5, of the first hidden layer's two
     # messages) turns the summation-order rounding of a permuted graph into relative gaps up to 7e-4
     # on the first layer's biases; in float64 they are 1e-13.
     EXACTNESS_DTYPE = torch.float64
-    ARCHITECTURE_FIELDS = PROBE_ARCHITECTURE_FIELDS  # a SIREN member's, read by probe features only
+    # At initialisation the output hardly depends on the input (~1e-4 across random members): the
+    # checks move every parameter by N(0, 0.5^2) first, so that an unclaimed group visibly moves it.
+    EXACTNESS_PARAMETER_NOISE = 0.5
+    # a SIREN member's, read by probe features only; a transformer member's heads and residuals
+    ARCHITECTURE_FIELDS = PROBE_ARCHITECTURE_FIELDS + TRANSFORMER_ARCHITECTURE_FIELDS
     # The authors' scripts (mkofinas/neural-graphs): CNN generalization on the Small CNN Zoo
     # (cnn_zoo_pna.sh): d_hid 256, 4 PNA layers, no reverse edges, no dropout (the defaults);
     # INR classification (mnist_cls_pna.sh): d_hid 32, reverse edges, dropout 0.2, 10 classes.
@@ -131,15 +134,15 @@ class NGGNN(nn.Module):
 
         self.weight_space = weight_space
         self.config = config = NGGNNConfig(**hparams)
-        self.layout = NeuralGraphLayout(NetworkDescription.from_weight_space(weight_space), config.reverse_edges)
-        d, layers = config.hidden_dim, self.layout.description.layers
+        self.layout = graph_layout(weight_space, config.reverse_edges, config.num_heads, config.residual)
+        d = config.hidden_dim
         self.node_encoder = FourierEncoder(1, config.fourier_features, config.fourier_scale, d)
         self.edge_encoder = FourierEncoder(self.layout.edge_features, config.fourier_features, config.fourier_scale, d)
         # dense layers among convolutions: their own encoder of their weight, [w] or [w, w', w + w']
-        self.dense_layers = [i for i, layer in enumerate(layers) if not layer.kernel]
-        mixed = bool(self.dense_layers) and len(self.dense_layers) < len(layers)
+        self.dense_layers = list(self.layout.dense_edge_layers)
+        mixed = bool(self.dense_layers) and len(self.dense_layers) < self.layout.num_edge_layers
         height, width = self.layout.kernel_size
-        centre = (height // 2) * width + width // 2  # where `padded_kernel` puts a 1 x 1 kernel
+        centre = NeuralGraphLayout.centre_entry((height, width))  # where a 1 x 1 kernel sits
         blocks = 3 if config.reverse_edges else 1
         self.register_buffer("dense_entries", torch.tensor([b * height * width + centre for b in range(blocks)]),
                              persistent=False)
@@ -154,11 +157,19 @@ class NGGNN(nn.Module):
         self.norms = nn.ModuleList(_graph_layer_norm(d) for _ in range(config.num_layers - 1))
         self.activation = ACTIVATIONS[config.activation]()
         self.dropout = nn.Dropout(config.dropout)
-        n_out = self.layout.description.unit_sizes[-1]
+        # the output neurons' features, and on transformer members (`pool_nodes`) every node's mean
+        self.pool_nodes = config.pool_nodes and weight_space_kind(weight_space) == "transformer"
+        readout = (self.layout.num_outputs + self.pool_nodes) * d
         if config.output == "weights":
             self.head, self.weight_head = None, WeightHead(self.layout, d, d)
         else:
-            self.head, self.weight_head = readout_mlp(n_out * d, d, config.out_features, hidden_layers=2), None
+            self.head, self.weight_head = readout_mlp(readout, d, config.out_features, hidden_layers=2), None
+
+    @property
+    def symmetries(self) -> tuple[str, ...]:
+        """Node relabellings: hidden-neuron permutations of CNNs and SIRENs, a transformer's neuron
+        relabellings (`nfn_models.transformer_graph`); with output="weights", equivariant to them."""
+        return ("permutation",) if weight_space_kind(self.weight_space) == "feedforward" else ("attention-permutation",)
 
     def encode(self, graphs, probes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Node (B * N, d) and edge (B * E, d) features of the batched neural graphs (probe features (B, N, d))."""
@@ -186,6 +197,8 @@ class NGGNN(nn.Module):
         in any edge order, with probe features (B, N, d) if any: (B, out_features)."""
         nodes, _ = self.backbone(graphs, probes)
         readout = nodes[:, self.layout.output_nodes.to(nodes.device)]  # (B, n_out, d)
+        if self.pool_nodes:
+            readout = torch.cat([readout, nodes.mean(1, keepdim=True)], dim=1)  # (B, n_out + 1, d)
         return self.head(readout.flatten(1))  # (B, out_features)
 
     def backbone(self, graphs, probes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
