@@ -59,12 +59,13 @@ SEEDS = (0, 1, 2)
 SMALL_TRANSFORMER = {"input": "image_patches", "image_size": 8, "patch_size": 4, "d_model": 8, "num_blocks": 3,
                      "num_heads": 4, "head_dim": 2, "mlp_dim": 12, "num_classes": 3, "residual": True}
 MNIST_TRANSFORMER = {"d_model": 32, "num_blocks": 2, "num_heads": 2, "head_dim": 16, "mlp_dim": 64}
-# weight space -> (family, architecture, hyperparameters, the group a `group` field is set to)
+# weight space -> (family, architecture, hyperparameters, the group a model's group field is set to:
+# `group`, or the field its class names in `GROUP_FIELD`, e.g. ScaleGMN's `mode`)
 SPACES = {"cnn-relu": ("cnn", {}, {"activation": "relu"}, "scale"),
           "cnn-tanh": ("cnn", {}, {"activation": "tanh"}, "sign"),
           "siren": ("inr", {}, {}, "sign"),
-          "transformer-2x2": ("transformer", MNIST_TRANSFORMER, {}, None),
-          "transformer-3x4-residual": ("transformer", SMALL_TRANSFORMER, {}, None)}
+          "transformer-2x2": ("transformer", MNIST_TRANSFORMER, {}, "permutation"),
+          "transformer-3x4-residual": ("transformer", SMALL_TRANSFORMER, {}, "permutation")}
 # the size fields a Config may have, shrunk (the same code paths as the presets)
 SMALL = {"channels": (3, 2), "invariant_channels": 4, "hidden_sizes": (16,), "encoder_hidden": 6, "hidden_dim": 8,
          "max_rounds": 5, "min_child_weight": 1.0, "min_data_in_leaf": 4, "min_gain_to_split": 0.0, "max_trees": 10,
@@ -154,8 +155,9 @@ def _built(cls: type, name: str, space_name: str, seed: int, output: str, overri
     _, architecture, _, group = SPACES[space_name]  # `cls` keys the cache: a name may be re-registered
     fields = {f.name for f in dataclasses.fields(model_config(name))}
     chosen = {k: v for k, v in SMALL.items() if k in fields}
-    if "group" in fields and group is not None:
-        chosen["group"] = group
+    group_field = getattr(cls, "GROUP_FIELD", "group")
+    if group_field in fields and group is not None:
+        chosen[group_field] = group
     chosen.update({k: architecture[k] for k in getattr(cls, "ARCHITECTURE_FIELDS", ()) if k in architecture})
     if output != "invariant":
         chosen["output"] = output

@@ -125,6 +125,11 @@ class NeuralGraphLayout:
         return torch.bincount(degrees)
 
     @property
+    def num_inputs(self) -> int:
+        """The input neurons: the first nodes, positions 0 .. num_inputs - 1."""
+        return self.description.unit_sizes[0]
+
+    @property
     def num_outputs(self) -> int:
         return self.description.unit_sizes[-1]
 

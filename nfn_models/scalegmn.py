@@ -83,9 +83,9 @@ import torch
 from torch import nn
 
 from nfn_models.features import NetworkDescription
-from nfn_models.graphs import NeuralGraphLayout
-from nfn_models.registry import check_weight_space, register_model
+from nfn_models.registry import check_weight_space, register_model, weight_space_kind
 from nfn_models.stack import check_output
+from nfn_models.transformer_graph import TRANSFORMER_ARCHITECTURE_FIELDS, TransformerGraphFields, graph_layout
 from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
@@ -94,7 +94,7 @@ MODES = ("permutation", "scale", "sign")  # as `nfn_models.layers.scalegmn.MODES
 
 
 @dataclasses.dataclass(frozen=True)
-class ScaleGMNConfig:
+class ScaleGMNConfig(TransformerGraphFields):
     mode: str = "scale"  # the group: "scale" (ReLU zoos), "sign" (tanh, SIREN zoos), "permutation" (GMN)
     hidden_dim: int = 128  # d_hid of nodes and edges (the authors' CIFAR-10-GS and MNIST INR configs)
     num_layers: int = 4  # message-passing layers (every config of theirs)
@@ -191,8 +191,10 @@ class ScaleGMN(nn.Module):
     """WeightBatch -> neural graphs -> projections and positions -> ScaleGMN layers -> output neurons -> MLP."""
 
     Config = ScaleGMNConfig
-    weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
+    weight_spaces = ("feedforward", "transformer")  # transformers in mode "permutation" (GMN) only
     outputs = ("invariant", "weights")
+    ARCHITECTURE_FIELDS = TRANSFORMER_ARCHITECTURE_FIELDS  # a transformer member's heads and residuals
+    GROUP_FIELD = "mode"  # the config field naming the group (`benchmarks.check_model` sets it per space)
     # The authors' configs (jkalogero/scalegmn, configs/): CIFAR-10-GS ReLU generalization
     # (cifar10/scalegmn_relu.yml): mode scale, d_hid 128, 4 layers, mlp_on_io, no skips, no edge
     # positions, no dropout (the defaults); MNIST INR classification (mnist_cls/scalegmn.yml): mode
@@ -210,7 +212,9 @@ class ScaleGMN(nn.Module):
                "inr-editing": {"mode": "sign", "num_layers": 10, "skip_connections": True, "dropout": 0.1,
                                "output": "weights"},
                "inr-editing-budget": {"mode": "sign", "hidden_dim": 32, "skip_connections": True, "dropout": 0.1,
-                                      "output": "weights"}}
+                                      "output": "weights"},
+               # GMN on transformer members (no config of theirs: the CNN one in mode permutation, at d 32)
+               "transformer-generalization-budget": {"mode": "permutation", "hidden_dim": 32}}
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()
@@ -219,14 +223,19 @@ class ScaleGMN(nn.Module):
         self.weight_space = weight_space
         self.config = config = ScaleGMNConfig(**hparams)
         config.validate(f"model {type(self).__name__}", "")
-        self.layout = NeuralGraphLayout(NetworkDescription.from_weight_space(weight_space))
-        d, sizes = config.hidden_dim, self.layout.description.unit_sizes
+        self.transformer = weight_space_kind(weight_space) == "transformer"
+        if self.transformer and (config.mode != "permutation" or config.edge_positions):
+            raise ValueError(f"ScaleGMN reads transformer members in mode 'permutation' (GMN) without edge "
+                             f"positions; got mode {config.mode!r}, edge_positions {config.edge_positions} (its "
+                             "scalings, sign flips and edge types are those of feedforward layers)")
+        self.layout = graph_layout(weight_space, False, config.num_heads, config.residual)
+        d, n_in, n_out = config.hidden_dim, self.layout.num_inputs, self.layout.num_outputs
         self.node_projection = nn.Linear(1, d, bias=False)
         self.edge_projection = nn.Linear(self.layout.edge_features, d, bias=False)
         self.positions = nn.Embedding(self.layout.num_positions, d)
         nn.init.normal_(self.positions.weight)  # the authors' torch.randn parameter
         hidden = torch.zeros(self.layout.num_nodes, dtype=torch.bool)
-        hidden[sizes[0]:self.layout.num_nodes - sizes[-1]] = True
+        hidden[n_in:self.layout.num_nodes - n_out] = True
         self.register_buffer("hidden", hidden, persistent=False)  # (N,)
         if config.edge_positions:
             self.register_buffer("edge_position", edge_positions(self.layout.description), persistent=False)
@@ -241,20 +250,25 @@ class ScaleGMN(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         height, width = self.layout.kernel_size
         # the weight output: linear maps without bias, which commute with q (the authors' last layer of width 1)
-        self.head = None if weights_out else mlp(sizes[-1] * d, d, config.out_features)
+        # the output neurons' features, and on transformer members (`pool_nodes`) every node's mean
+        self.pool_nodes = config.pool_nodes and self.transformer
+        self.head = None if weights_out else mlp((n_out + self.pool_nodes) * d, d, config.out_features)
         self.node_out = nn.Linear(d, 1, bias=False) if weights_out else None
         self.edge_out = nn.Linear(d, height * width, bias=False) if weights_out else None
 
     @property
     def symmetries(self) -> tuple[str, ...]:
-        """Hidden-neuron permutations always; with them the mode's scalings or sign flips."""
+        """Hidden-neuron permutations always; with them the mode's scalings or sign flips. On transformer
+        members (mode "permutation"): their neuron relabellings."""
+        if self.transformer:
+            return ("attention-permutation",)
         return ("permutation",) if self.config.mode == "permutation" else ("permutation", self.config.mode)
 
     def encode(self, graphs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Node (B * N, d) and edge (B * E, d) features, and which nodes are hidden (B * N,)."""
         members = graphs.num_graphs
         hidden = self.hidden.repeat(members)  # (B * N,)
-        inputs = (graphs.node_position < self.layout.description.unit_sizes[0]).unsqueeze(-1)
+        inputs = (graphs.node_position < self.layout.num_inputs).unsqueeze(-1)
         values = torch.where(inputs, torch.ones_like(graphs.x), graphs.x)  # input neurons: 1
         nodes, positions = self.node_projection(values), self.positions(graphs.node_position)
         additive = self.config.mode == "permutation"
@@ -267,8 +281,9 @@ class ScaleGMN(nn.Module):
 
     def forward(self, weights: WeightBatch) -> torch.Tensor | WeightBatch:
         check_weight_space(self.weight_space, weights)
-        description, norms = self.layout.description, None
+        norms = None
         if self.config.mode == "scale":
+            description = self.layout.description
             weights, norms = canonical_scale_and_norms(weights, description)
         if self.head is not None:
             return self.forward_graphs(self.layout.batch(weights))
@@ -282,6 +297,8 @@ class ScaleGMN(nn.Module):
         forward edges in its order): (B, out_features)."""
         nodes, _ = self.backbone(graphs)
         readout = nodes[:, self.layout.output_nodes.to(nodes.device)]  # (B, n_out, d)
+        if self.pool_nodes:
+            readout = torch.cat([readout, nodes.mean(1, keepdim=True)], dim=1)  # (B, n_out + 1, d)
         return self.head(readout.flatten(1))  # (B, out_features)
 
     def backbone(self, graphs) -> tuple[torch.Tensor, torch.Tensor]:

@@ -193,6 +193,12 @@ class TransformerGraphLayout:
         return self._plan[2]
 
     @property
+    def num_inputs(self) -> int:
+        """The patch embedding's input channels (the first nodes); 0 for word-embedding members."""
+        first = self.connections[0]
+        return first.n_in if first.kernel else 0
+
+    @property
     def num_outputs(self) -> int:
         return self.num_nodes - self._plan[4]
 

@@ -84,10 +84,10 @@ def test_the_scale_modes_weight_output_is_equivariant_once_put_back_at_the_membe
     `from_canonical_scale` moves it back to each member's scale, which makes it equivariant. Without
     that step the weight output ignores the scaling (the control)."""
     for space_name in ("cnn-relu", "siren"):
-        check = check_equivariance("scalegmn", space_name, "scale", seeds=(0,))
+        check = check_equivariance("scalegmn", space_name, "scale", seeds=(0,), overrides={"mode": "scale"})
         assert check.claimed and check.verdict == "holds", check
     monkeypatch.setattr("nfn_models.scalegmn.from_canonical_scale", lambda delta, description, norms: delta)
-    broken = check_equivariance("scalegmn", "cnn-relu", "scale", seeds=(0,))
+    broken = check_equivariance("scalegmn", "cnn-relu", "scale", seeds=(0,), overrides={"mode": "scale"})
     assert broken.deviation > EQUIVARIANT_MOVES and broken.verdict != "holds", broken
 
 

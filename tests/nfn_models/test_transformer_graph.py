@@ -149,3 +149,12 @@ def test_ng_gnn_reads_transformer_members_through_the_graph_and_pools_every_node
     assert model(weights).shape == (3, 1)
     edited = create_model("ng_gnn", weights.space, hidden_dim=8, num_heads=2, output="weights")(weights)
     assert edited.space == weights.space and all(a.shape == b.shape for a, b in zip(edited.tensors, weights.tensors))
+
+
+def test_gmn_reads_transformer_members_and_scalegmns_feedforward_modes_are_refused_there():
+    weights = members(MNIST, 2, seed=6)
+    gmn = create_model("scalegmn", weights.space, preset="transformer-generalization-budget", num_heads=2)
+    assert gmn.symmetries == ("attention-permutation",) and gmn.pool_nodes and gmn(weights).shape == (2, 1)
+    for mode in ("scale", "sign"):
+        with pytest.raises(ValueError, match=f"in mode 'permutation' \\(GMN\\) without edge positions; got mode '{mode}'"):
+            create_model("scalegmn", weights.space, mode=mode, hidden_dim=8)
