@@ -137,6 +137,10 @@ TRANSFORMER_PROTOCOL = {"preset": "transformer-nfn", "epochs": 10, "warmup_epoch
 THRESHOLDS = (0.0, 0.2, 0.4, 0.6, 0.8)  # the paper's accuracy cut-offs
 TRANSFORMER_MODELS = ("mlp", "statnn", "xgboost", "lightgbm", "random_forest", "transformer_nfn")
 PAPER_SCHEDULE_MODELS = ("mlp", "statnn", "transformer_nfn")  # those trained by gradient steps
+# The graph models that read transformer members, at d 32 (a step of 16 members' 523-node graphs
+# takes NG-GNN ~200x, GMN ~90x Transformer-NFN's on a 2-core CPU, docs/performance.md), threshold 0
+# only. NG-T does not read them: its dense attention over 523^2 node pairs would hold ~2 GB a tensor.
+GRAPH_TRANSFORMER_MODELS = {"ng_gnn": "generalization-budget", "scalegmn": "transformer-generalization-budget"}
 
 
 @SUITES.register("transformer-generalization")
@@ -151,10 +155,15 @@ def transformer_generalization() -> Suite:
                            {"preset": "transformer-nfn", "threshold": threshold},
                            f"test accuracy ≥ {threshold:g}, the paper's 100 epochs")
                 for threshold in THRESHOLDS for model in PAPER_SCHEDULE_MODELS]
+    # The graph metanetworks that read transformer members (issue 35), on every checkpoint only
+    entries += [SuiteEntry(f"{model}-t0", model, {"preset": preset}, {**TRANSFORMER_PROTOCOL, "threshold": 0.0},
+                           f"test accuracy ≥ 0, {preset} preset")
+                for model, preset in GRAPH_TRANSFORMER_MODELS.items()]
     return Suite("transformer-generalization", "generalization",
                  "MLP, STATNN, the tree ensembles and Transformer-NFN on a transformer zoo's checkpoints at 3/4 of "
                  "training, retrained at each accuracy threshold of Tran et al. 2025 (0 to 0.8); MLP, STATNN and "
-                 "Transformer-NFN also at the paper's 100 epochs", tuple(entries))
+                 "Transformer-NFN also at the paper's 100 epochs; NG-GNN and GMN (ScaleGMN's permutation mode) on "
+                 "their neural graphs, threshold 0", tuple(entries))
 
 
 # The INR tasks on the full inr-mnist zoo (issue 12), each model at its `-budget` preset and the

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from benchmarks.harness import load_splits, run_benchmark, run_on_splits
-from benchmarks.suite import PAPER_SCHEDULE_MODELS, SUITES, THRESHOLDS, TRANSFORMER_MODELS
+from benchmarks.suite import GRAPH_TRANSFORMER_MODELS, PAPER_SCHEDULE_MODELS, SUITES, THRESHOLDS, TRANSFORMER_MODELS
 from benchmarks.tasks import create_task
 from benchmarks.tasks.learners import learning_rate_at
 from leaderboards import render, submit
@@ -100,7 +100,8 @@ def test_a_fraction_that_is_no_whole_epoch_is_refused(loaded):
 
 def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path):
     suite = SUITES.get("transformer-generalization")()
-    assert len(suite.entries) == len(THRESHOLDS) * (len(TRANSFORMER_MODELS) + len(PAPER_SCHEDULE_MODELS)) == 45
+    assert len(suite.entries) == len(THRESHOLDS) * (len(TRANSFORMER_MODELS) + len(PAPER_SCHEDULE_MODELS)) + \
+        len(GRAPH_TRANSFORMER_MODELS) == 47
     for model in PAPER_SCHEDULE_MODELS:
         paper = [e for e in suite.entries if e.name.startswith(f"{model}-paper-")]
         configs = [create_task("generalization", **e.task_overrides).config for e in paper]
@@ -146,3 +147,21 @@ def test_an_entry_the_data_cannot_serve_is_recorded_as_skipped(tiny_transformer_
     assert [entry.name for entry, _ in rows] == ["statnn-t0"]  # no member of the tiny zoo reaches 0.8
     assert "no checkpoints left after dropping test_accuracy below min_accuracy 0.8" in \
         (tmp_path / "statnn-t0.8.skipped").read_text()
+
+
+def test_a_graph_metanetwork_reads_the_zoos_transformers_with_their_head_count_from_the_zoo(tiny_transformer_zoo,
+                                                                                           tmp_path):
+    """GMN (ScaleGMN's permutation mode) on the members' neural graphs: the harness fills the
+    members' head count and residuals in from the zoo's architecture; a contradicting one is refused."""
+    import json
+
+    out = tmp_path / "gmn.json"
+    model = {"preset": "transformer-generalization-budget", "hidden_dim": 8}
+    run_benchmark("generalization", "scalegmn", tiny_transformer_zoo, None, [0], out, model,
+                  {**PAPER, "epochs": 1, "checkpoints": "all"}, progress=False)
+    result = json.loads(out.read_text())
+    assert result["model_config"]["num_heads"] == 2 and result["model_config"]["residual"] is False
+    assert result["model_config"]["mode"] == "permutation" and math.isfinite(result["summary"]["kendall_tau"]["mean"])
+    with pytest.raises(ValueError, match="num_heads"):
+        run_benchmark("generalization", "scalegmn", tiny_transformer_zoo, None, [0], tmp_path / "four.json",
+                      {**model, "num_heads": 4}, {**PAPER, "epochs": 1, "checkpoints": "all"}, progress=False)
