@@ -6,7 +6,9 @@ Zoo's MNIST member, 2 blocks x 2 heads of width 32), on random weights (no train
 prints (the fitted tree ensembles take no gradient steps and are left out). The pseudo-space
 `inr-tasks` (SIRENs) has a row `MODEL@PRESET` for every INR-task preset a model has (the papers'
 `inr-classification`/`inr-editing` and their `-budget` versions): an editing row's step is the
-task's, the render of w + s * f(w) (`benchmarks.tasks.inr_editing.EditedRender`). It prints:
+task's, the render of w + s * f(w) (`benchmarks.tasks.inr_editing.EditedRender`). On the
+transformer space the graph models that read it are rows `MODEL@PRESET` at the presets of the
+transformer-generalization suite (`benchmarks.suite.GRAPH_TRANSFORMER_MODELS`). It prints:
 
 - trainable parameters;
 - forward+backward time of a batch of `--batch` checkpoints (train mode, loss = mean squared
@@ -54,6 +56,7 @@ import torch
 from torch import nn
 
 import nfn_models
+from benchmarks.suite import GRAPH_TRANSFORMER_MODELS
 from nfn_models.features import NetworkDescription
 from nfn_models.layers import ACTIVATIONS, mlp
 from zoo.families import create_family
@@ -242,8 +245,13 @@ def measure_space(space_name: str, models: list[str], args, device: torch.device
     classes = {m: nfn_models.registry.MODELS.get(m) for m in models}
     models = [m for m, cls in classes.items()
               if nfn_models.trained_by(cls) == "gradient" and kind in getattr(cls, "weight_spaces", (kind,))]
-    names = row_names(models, with_reference) if space_name != "inr-tasks" else \
-        [f"{m}@{preset}" for m in models for preset in INR_TASK_PRESETS if preset in nfn_models.list_presets(m)]
+    if space_name == "inr-tasks":
+        names = [f"{m}@{preset}" for m in models for preset in INR_TASK_PRESETS if preset in nfn_models.list_presets(m)]
+    elif kind == "transformer":  # the graph models at the suite's presets (GMN's mode, d 32: 523-node graphs)
+        names = [f"{m}@{GRAPH_TRANSFORMER_MODELS[m]}" if m in GRAPH_TRANSFORMER_MODELS else m
+                 for m in row_names(models, with_reference)]
+    else:
+        names = row_names(models, with_reference)
     built = {name: build(name, space, device) for name in names}
     train_times = median_times(built, training_step, random_weights(space, args.batch, device), args.repeat, device)
     eval_times = median_times(built, evaluation, random_weights(space, args.eval_batch, device), args.repeat, device)

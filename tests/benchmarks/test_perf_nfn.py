@@ -64,3 +64,11 @@ def test_the_default_models_are_the_registry():
 def test_an_unknown_model_is_an_error_listing_the_valid_ones():
     with pytest.raises(Exception, match="mlp"):
         bench.main(["--models", "no_such_model", "--spaces", "siren"])
+
+
+def test_transformer_rows_time_the_graph_models_at_the_suites_presets(capsys):
+    bench.main(["--spaces", "transformer", "--models", "scalegmn,mlp", "--batch", "2", "--eval-batch", "2",
+                "--repeat", "1", "--threads", "1", "--memory-repeat", "1"])
+    rows = _table_rows(capsys.readouterr().out, "transformer")
+    assert sorted(rows) == ["mlp", f"scalegmn@{bench.GRAPH_TRANSFORMER_MODELS['scalegmn']}"]
+    assert all(float(f.replace(",", "")) > 0 for fields in rows.values() for f in fields[2:6])
