@@ -141,7 +141,9 @@ class NGT(nn.Module):
     """WeightBatch -> dense neural graphs -> encoders -> RT layers x num_layers -> output neurons -> MLP."""
 
     Config = NGTConfig
-    weight_spaces = ("feedforward",)  # `nfn_models.graphs` builds CNN and MLP/SIREN graphs only
+    # not transformers: their graphs (`nfn_models.transformer_graph`) have 523 nodes, and dense attention
+    # over 523^2 pairs would hold ~2 GB a pair tensor for 16 members at d_node 32 (docs/models.md)
+    weight_spaces = ("feedforward",)
     symmetries = ("permutation",)  # with output="weights": equivariant to it
     outputs = ("invariant", "weights")
     ARCHITECTURE_FIELDS = PROBE_ARCHITECTURE_FIELDS  # a SIREN member's, read by probe features only
