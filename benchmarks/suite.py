@@ -139,7 +139,7 @@ TRANSFORMER_MODELS = ("mlp", "statnn", "xgboost", "lightgbm", "random_forest", "
 PAPER_SCHEDULE_MODELS = ("mlp", "statnn", "transformer_nfn")  # those trained by gradient steps
 # The graph models that read transformer members, at d 32 (a step of 16 members' 523-node graphs
 # takes NG-GNN ~200x, GMN ~90x Transformer-NFN's on a 2-core CPU, docs/performance.md), threshold 0
-# only. NG-T does not read them: its dense attention over 523^2 node pairs would hold ~2 GB a tensor.
+# only. NG-T does not read them: its dense attention over 523^2 node pairs holds 1.1 GB a tensor.
 GRAPH_TRANSFORMER_MODELS = {"ng_gnn": "generalization-budget", "scalegmn": "transformer-generalization-budget"}
 
 

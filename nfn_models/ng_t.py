@@ -142,7 +142,7 @@ class NGT(nn.Module):
 
     Config = NGTConfig
     # not transformers: their graphs (`nfn_models.transformer_graph`) have 523 nodes, and dense attention
-    # over 523^2 pairs would hold ~2 GB a pair tensor for 16 members at d_node 32 (docs/models.md)
+    # over 523^2 pairs holds 1.1 GB a query/key/value tensor for 16 members at d_node 32 (docs/models.md)
     weight_spaces = ("feedforward",)
     symmetries = ("permutation",)  # with output="weights": equivariant to it
     outputs = ("invariant", "weights")
