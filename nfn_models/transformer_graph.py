@@ -77,6 +77,16 @@ class Connection:
 
 
 @dataclasses.dataclass(frozen=True)
+class GraphPlan:
+    """The graph of one architecture: its weights' edge blocks, the fixed edges and the nodes' positions."""
+    connections: tuple[Connection, ...]  # in weight-space order
+    fixed_edges: tuple[torch.Tensor, ...]  # (2, e) source and target nodes each, weight 1
+    node_position: torch.Tensor  # (N,)
+    num_positions: int
+    first_output: int  # the first output neuron's node
+
+
+@dataclasses.dataclass(frozen=True)
 class TransformerGraphLayout:
     """Where each neuron and weight of a transformer member sits in its neural graph (module docstring)."""
 
@@ -109,9 +119,7 @@ class TransformerGraphLayout:
                 "fc1": f"{prefix}fc1.weight", "fc2": f"{prefix}fc2.weight"}
 
     @functools.cached_property
-    def _plan(self) -> tuple[tuple[Connection, ...], tuple[torch.Tensor, ...], torch.Tensor, int, int]:
-        """(connections in weight-space order, fixed-weight edge blocks (2, e) each, node positions,
-        position count, first output node)."""
+    def _plan(self) -> GraphPlan:
         shapes = dict(zip(self.space.names, (tuple(t.shape) for t in self.space.tensors)))
         connections: dict[str, Connection] = {}
         fixed: list[torch.Tensor] = []
@@ -174,23 +182,23 @@ class TransformerGraphLayout:
         if unread:
             raise ValueError(f"the transformer graph has no place for the tensors {unread}")
         ordered = tuple(connections[n] for n in self.space.names if n in connections)
-        return ordered, tuple(fixed), torch.cat(positions), count, last
+        return GraphPlan(ordered, tuple(fixed), torch.cat(positions), count, last)
 
     @property
     def connections(self) -> tuple[Connection, ...]:
-        return self._plan[0]
+        return self._plan.connections
 
     @property
     def num_nodes(self) -> int:
-        return len(self._plan[2])
+        return len(self._plan.node_position)
 
     @property
     def num_positions(self) -> int:
-        return self._plan[3]
+        return self._plan.num_positions
 
     @property
     def node_position(self) -> torch.Tensor:
-        return self._plan[2]
+        return self._plan.node_position
 
     @property
     def num_inputs(self) -> int:
@@ -200,11 +208,11 @@ class TransformerGraphLayout:
 
     @property
     def num_outputs(self) -> int:
-        return self.num_nodes - self._plan[4]
+        return self.num_nodes - self._plan.first_output
 
     @property
     def output_nodes(self) -> torch.Tensor:
-        return torch.arange(self._plan[4], self.num_nodes)
+        return torch.arange(self._plan.first_output, self.num_nodes)
 
     @property
     def num_weight_edges(self) -> int:
@@ -213,7 +221,7 @@ class TransformerGraphLayout:
     @property
     def num_forward_edges(self) -> int:
         """The weights' edges, then the fixed-weight ones."""
-        return self.num_weight_edges + sum(block.shape[1] for block in self._plan[1])
+        return self.num_weight_edges + sum(block.shape[1] for block in self._plan.fixed_edges)
 
     @property
     def num_edges(self) -> int:
@@ -242,7 +250,7 @@ class TransformerGraphLayout:
         """(2, E): each weight's edges (W[o, j] at o * n_in + j), then the fixed ones, then reversed if asked."""
         parts = [torch.stack([torch.arange(c.n_in).repeat(c.n_out) + c.source,
                               torch.arange(c.n_out).repeat_interleave(c.n_in) + c.target]) for c in self.connections]
-        forward = torch.cat(parts + list(self._plan[1]), dim=1)
+        forward = torch.cat(parts + list(self._plan.fixed_edges), dim=1)
         return torch.cat([forward, forward.flip(0)], dim=1) if self.reverse_edges else forward
 
     @functools.cached_property
