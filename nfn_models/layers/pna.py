@@ -17,6 +17,7 @@ this module, inside its constructor, so `import nfn_models` stays light.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn.aggr import DegreeScalerAggregation
 from torch_geometric.nn.conv import MessagePassing
@@ -37,12 +38,16 @@ class EdgeModulatedPNAConv(MessagePassing):
         self.lin = nn.Linear(channels, channels)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
-        aggregated = self.propagate(edge_index, x=x, edge_attr=edge_attr)  # (N, 8 C)
+        # h([x_i, x_j]) = W_t x_i + W_s x_j + b: each half of h's weight applied once per node, not per edge
+        target_weight, source_weight = self.pre.weight.chunk(2, dim=1)
+        target = F.linear(x, target_weight, self.pre.bias)  # (N, C)
+        source = F.linear(x, source_weight)
+        aggregated = self.propagate(edge_index, target=target, source=source, edge_attr=edge_attr)  # (N, 8 C)
         return self.lin(self.post(torch.cat([x, aggregated], dim=-1)))  # (N, C)
 
-    def message(self, x_i: torch.Tensor, x_j: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
+    def message(self, target_i: torch.Tensor, source_j: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
         scale, shift = self.edge_film(edge_attr).chunk(2, dim=-1)  # (E, C) each
-        return scale * self.pre(torch.cat([x_i, x_j], dim=-1)) + shift
+        return scale * (target_i + source_j) + shift
 
 
 class EdgeUpdate(nn.Module):
