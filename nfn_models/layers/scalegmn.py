@@ -32,6 +32,7 @@ authors' `mlp_args` in every config). Imports `torch_geometric` at import time: 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn.conv import MessagePassing
 
@@ -42,6 +43,17 @@ def mlp(in_features: int, hidden: int, out_features: int) -> nn.Sequential:
     """Linear -> LayerNorm -> SiLU -> Linear: every MLP of the authors' configs."""
     return nn.Sequential(nn.Linear(in_features, hidden), nn.LayerNorm(hidden), nn.SiLU(),
                          nn.Linear(hidden, out_features))
+
+
+def edge_and_node_linear(linear: nn.Linear, edges: torch.Tensor, *nodes: torch.Tensor) -> torch.Tensor:
+    """linear(cat([edges, *gathered])) for per-edge features (E, c) and per-node blocks already
+    gathered to the edges, each node block given as (x (N, c'), index (E,)): the node blocks' maps
+    run once per node, then are gathered, instead of once per edge (the same function)."""
+    blocks = linear.weight.split([edges.shape[-1]] + [x.shape[-1] for x, _ in nodes], dim=1)
+    out = F.linear(edges, blocks[0], linear.bias)
+    for block, (x, index) in zip(blocks[1:], nodes):
+        out = out + F.linear(x, block)[index]
+    return out
 
 
 def gamma(in_features: int, out_features: int) -> nn.Linear:
@@ -118,8 +130,9 @@ class EdgeUpdate(nn.Module):
             self.phi = mlp(2 * channels, channels, channels)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
-        if self.mode == "permutation":
-            return self.phi(torch.cat([edge_attr, x[edge_index[0]], x[edge_index[1]]], dim=-1))
+        if self.mode == "permutation":  # phi([e_ij, h_j, h_i]), its first map split by block
+            first = edge_and_node_linear(self.phi[0], edge_attr, (x, edge_index[0]), (x, edge_index[1]))
+            return self.phi[1:](first)
         invariant = self.invariant(x)  # (N, d): per node, then gathered per edge
         both = torch.cat([invariant[edge_index[0]], invariant[edge_index[1]]], dim=-1)  # (E, 2 d)
         return self.gamma(edge_attr) * self.phi(both)
@@ -146,7 +159,10 @@ class ScaleGMNConv(MessagePassing):
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor,
                 hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (N, d), edge_attr (E, d), hidden (N,) bool -> new x (N, d) and edge_attr (E, d)."""
-        sent = x if self.mode == "permutation" else self.gamma_x(x)  # Gamma_x per node, gathered per edge
+        if self.mode == "permutation":  # MLP([e_ij, h_j]): h_j's block of its first map once per node
+            sent = F.linear(x, self.message_fn[0].weight[:, edge_attr.shape[-1]:])
+        else:
+            sent = self.gamma_x(x)  # Gamma_x per node, gathered per edge
         aggregated = self.propagate(edge_index, x=sent, edge_attr=edge_attr, hidden=hidden)  # (N, d)
         both = torch.cat([x, aggregated], dim=-1)
         new_x = self.update_fn(both) if self.mode == "permutation" else self.update_fn(both, hidden)
@@ -154,6 +170,7 @@ class ScaleGMNConv(MessagePassing):
         return new_x, new_edges
 
     def message(self, x_j: torch.Tensor, edge_attr: torch.Tensor, hidden_i: torch.Tensor) -> torch.Tensor:
-        if self.mode == "permutation":
-            return self.message_fn(torch.cat([edge_attr, x_j], dim=-1))
+        if self.mode == "permutation":  # x_j: h_j through its block already (`forward`)
+            first = self.message_fn[0]
+            return self.message_fn[1:](F.linear(edge_attr, first.weight[:, :edge_attr.shape[-1]], first.bias) + x_j)
         return self.message_fn(self.gamma_e(edge_attr) * x_j, hidden_i)  # (E, d), scales with q_i
