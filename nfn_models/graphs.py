@@ -183,11 +183,7 @@ class NeuralGraphLayout:
         inputs = first.new_zeros(len(weights), self.description.unit_sizes[0])
         nodes = torch.cat([inputs, *(tensors[layer.bias_name] for layer in layers)], dim=1).unsqueeze(-1)
         edges = torch.cat([self.padded_kernel(tensors[layer.weight_name]) for layer in layers], dim=1)  # (B, E_f, f)
-        if self.reverse_edges:
-            zeros = torch.zeros_like(edges)
-            edges = torch.cat([torch.cat([edges, zeros, edges], dim=-1), torch.cat([zeros, edges, edges], dim=-1)],
-                              dim=1)
-        return nodes, edges
+        return nodes, (reverse_edge_features(edges) if self.reverse_edges else edges)
 
     def to_weights(self, space: WeightSpace, nodes: torch.Tensor, edges: torch.Tensor) -> WeightBatch:
         """The inverse of `features`: one value per node (B, N) and a kernel vector per forward edge
@@ -206,6 +202,13 @@ class NeuralGraphLayout:
     def batch(self, weights: WeightBatch):
         """The members' neural graphs as one disjoint `torch_geometric` batch (`batch_graphs`)."""
         return batch_graphs(self, weights)
+
+
+def reverse_edge_features(edges: torch.Tensor) -> torch.Tensor:
+    """Forward edges' features (B, E_f, f) -> (B, 2 E_f, 3 f): each forward edge as [w, 0, w], then each
+    reversed one as [0, w, w] (the authors' `rev_edge_features`), in `edge_index` order."""
+    zeros = torch.zeros_like(edges)
+    return torch.cat([torch.cat([edges, zeros, edges], dim=-1), torch.cat([zeros, edges, edges], dim=-1)], dim=1)
 
 
 def batch_graphs(layout, weights: WeightBatch):

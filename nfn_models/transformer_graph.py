@@ -43,7 +43,7 @@ import re
 
 import torch
 
-from nfn_models.graphs import NeuralGraphLayout, batch_graphs
+from nfn_models.graphs import NeuralGraphLayout, batch_graphs, reverse_edge_features
 from zoo.weightspace import WeightBatch, WeightSpace
 
 _QUERIES = re.compile(r"^encoder\.(\d+)\.attention\.queries\.weight$")
@@ -263,9 +263,6 @@ class TransformerGraphLayout:
     def in_degree_histogram(self) -> torch.Tensor:
         return torch.bincount(torch.bincount(self.edge_index[1], minlength=self.num_nodes))
 
-    def _padded(self, weight: torch.Tensor) -> torch.Tensor:
-        return NeuralGraphLayout.pad_kernel(weight, self.kernel_size)
-
     def features(self, weights: WeightBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Node features (B, N, 1) (biases; 0 where a neuron has none) and edge features (B, E, f)."""
         tensors = dict(zip(weights.space.names, weights.tensors))
@@ -277,12 +274,10 @@ class TransformerGraphLayout:
         height, width = self.kernel_size
         ones = first.new_zeros(len(weights), self.num_forward_edges - self.num_weight_edges, height * width)
         ones[..., NeuralGraphLayout.centre_entry(self.kernel_size)] = 1.0
-        edges = torch.cat([self._padded(tensors[c.weight_name]) for c in self.connections] + [ones], dim=1)
-        if self.reverse_edges:
-            zeros = torch.zeros_like(edges)
-            edges = torch.cat([torch.cat([edges, zeros, edges], dim=-1), torch.cat([zeros, edges, edges], dim=-1)],
-                              dim=1)
-        return nodes.unsqueeze(-1), edges
+        weights_on_edges = [NeuralGraphLayout.pad_kernel(tensors[c.weight_name], self.kernel_size)
+                            for c in self.connections]
+        edges = torch.cat(weights_on_edges + [ones], dim=1)
+        return nodes.unsqueeze(-1), (reverse_edge_features(edges) if self.reverse_edges else edges)
 
     def to_weights(self, space: WeightSpace, nodes: torch.Tensor, edges: torch.Tensor) -> WeightBatch:
         """One value per node (B, N) and a kernel vector per forward edge (B, >= E_w, kh * kw) -> a
