@@ -156,9 +156,11 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
                 seeds: Sequence[int], out_path: str | Path | None = None,
                 model_overrides: Mapping[str, Any] | None = None,
                 task_overrides: Mapping[str, Any] | None = None, *, device: str = "cpu",
-                progress: bool = True) -> PreparedRun:
+                progress: bool = True, label: str | None = None) -> PreparedRun:
     """Checks the run and makes its seed jobs (`run_on_splits` runs them; `benchmarks.suite` runs
-    every entry's together). `device` is the device type the jobs run on (`benchmarks.jobs.job_device`)."""
+    every entry's together). `device` is the device type the jobs run on (`benchmarks.jobs.job_device`).
+    With `progress` a seed that trains for long prints its epochs to stderr, as `<label> seed <k>: ...`
+    (`label` defaults to `bench <task>/<model>`)."""
     seeds = check_seeds(seeds)
     model = MODELS.resolve(model)  # results record the registered spellings
     task = TASKS.resolve(task)
@@ -176,8 +178,10 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
     described = {key: value for key, value in dataset.items() if key != "path"}  # a moved folder is the same data
     common = fingerprint(task, model, model_hparams, runner.config, described, device_type, zoo.__version__)
     inputs = runner.driver_inputs(splits)  # what the task reads besides the splits, read here (the data is here)
-    jobs = [Job(f"seed{seed}", _run_seed, (task, model, model_overrides, task_overrides, inputs, seed, str(device)),
-                fingerprint(common, seed)) for seed in seeds]
+    label = label or f"bench {task}/{model}"
+    jobs = [Job(f"seed{seed}", _run_seed, (task, model, model_overrides, task_overrides, inputs, seed, str(device),
+                                           f"{label} seed {seed}" if progress else None),
+                fingerprint(common, seed)) for seed in seeds]  # the label is not in the fingerprint: it decides nothing
 
     def finish(outcomes: Mapping[str, dict]) -> dict:
         ordered = [outcomes[job.key] for job in jobs]
@@ -254,13 +258,17 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
 
 
 def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_overrides: Mapping[str, Any],
-              splits: Mapping[str, "ZooSplit"], seed: int, device: str) -> dict:
-    """One seed's run (a job: top-level, so a worker process can run it): its record as plain data."""
+              splits: Mapping[str, "ZooSplit"], seed: int, device: str, report_as: str | None = None) -> dict:
+    """One seed's run (a job: top-level, so a worker process can run it): its record as plain data.
+    With `report_as`, the task's progress lines go to stderr behind that label."""
     device = torch.device(device)
+    report = None if report_as is None else (
+        lambda message: print(f"{report_as}: {message}", file=sys.stderr, flush=True))
     reset_peak(device)  # this job's peak, not the process's so far (`benchmarks.memory`)
     start = time.perf_counter()
     try:
-        result = create_task(task, **task_overrides).run(splits, model, dict(model_overrides), seed, device)
+        result = create_task(task, **task_overrides).run(splits, model, dict(model_overrides), seed, device,
+                                                         report=report)
     except (MemoryError, RuntimeError) as error:  # `--set model.hidden_sizes=[100000000]`: one line, not a traceback
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         if not isinstance(error, MemoryError) and not any(

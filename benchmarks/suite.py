@@ -293,7 +293,8 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
         for entry in todo:
             try:
                 run = prepare_run(suite.task, entry.model, splits, dataset, seeds, out_dir / f"{entry.name}.json",
-                                  entry.model_overrides, {**entry.task_overrides, **extra}, device=device)
+                                  entry.model_overrides, {**entry.task_overrides, **extra}, device=device,
+                                  label=f"suite {name}: {entry.name}")
             except ValueError as error:  # the data cannot serve this protocol (e.g. a threshold leaves < 2 rows)
                 _skip(name, out_dir, entry, error)
                 continue

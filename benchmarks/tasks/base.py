@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Mapping
 
 import numpy as np
 import pandas
@@ -94,8 +94,10 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
-            seed: int, device: str | torch.device = "cpu") -> TaskResult:
-        """Trains model `model` on the splits with `seed` and evaluates it on the test split."""
+            seed: int, device: str | torch.device = "cpu",
+            report: Callable[[str], None] | None = None) -> TaskResult:
+        """Trains model `model` on the splits with `seed` and evaluates it on the test split;
+        `report`, when given, gets progress lines on long training (`benchmarks.tasks.learners`)."""
 
 
 def require_splits(task: str, splits: Mapping[str, Any]) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 import numpy as np
 import pandas
@@ -189,7 +189,8 @@ class GeneralizationTask(Task):
                                    "min_accuracy": 0.0}}
 
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
-            seed: int, device: str | torch.device = "cpu") -> TaskResult:
+            seed: int, device: str | torch.device = "cpu",
+            report: Callable[[str], None] | None = None) -> TaskResult:
         require_splits("generalization", splits)
         if model_overrides.get("out_features", 1) != 1:
             raise ValueError("the generalization task predicts one scalar; out_features must be 1")
@@ -205,7 +206,8 @@ class GeneralizationTask(Task):
         with isolated_rng(seed, device):
             net = create_model(model, train.weights.space, **{**model_overrides, "out_features": 1}).to(device)
             problem = Problem(train.weights, (train.targets - target_mean) / target_std, validation.weights,
-                              validation.targets, train.targets, LOSSES[config.loss], kendall_tau, "kendall_tau", seed)
+                              validation.targets, train.targets, LOSSES[config.loss], kendall_tau, "kendall_tau", seed,
+                              report=report)
             learned = LEARNERS[trained_by(net)](net, problem, config)
             predicted = learned.predict(test.weights)
             if not learned.output_is_target:  # map the output back to an accuracy

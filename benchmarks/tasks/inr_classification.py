@@ -24,7 +24,7 @@ The model presets are the models' `inr-classification` ones (`--set model.preset
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 import numpy as np
 import pandas
@@ -132,7 +132,8 @@ class INRClassificationTask(Task):
         return {**overrides, "out_features": classes}
 
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
-            seed: int, device: str | torch.device = "cpu") -> TaskResult:
+            seed: int, device: str | torch.device = "cpu",
+            report: Callable[[str], None] | None = None) -> TaskResult:
         config, device = self.config, torch.device(device)
         model_overrides = self.model_overrides(model, model_overrides, splits)
         examples = {}
@@ -147,7 +148,7 @@ class INRClassificationTask(Task):
         with isolated_rng(seed, device):
             net = create_model(model, train.space, **model_overrides).to(device)
             problem = Problem(train, train_labels, validation, validation_labels, train_labels,
-                              nn.functional.cross_entropy, accuracy, "accuracy", seed)
+                              nn.functional.cross_entropy, accuracy, "accuracy", seed, report=report)
             learned = LEARNERS["gradient"](net, problem, config)
             logits = learned.predict(test)
         targets = test_labels.cpu().numpy()

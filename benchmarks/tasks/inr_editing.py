@@ -27,7 +27,7 @@ and `target` = its MSE before it; the first seed's renders of the first `example
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 import numpy as np
 import pandas
@@ -207,7 +207,8 @@ class INREditingTask(Task):
         return {**splits, "train": ZooSplit(splits["train"].weights, metadata)}
 
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
-            seed: int, device: str | torch.device = "cpu") -> TaskResult:
+            seed: int, device: str | torch.device = "cpu",
+            report: Callable[[str], None] | None = None) -> TaskResult:
         require_splits("inr-editing", splits)
         model_overrides = self.model_overrides(model, model_overrides, splits)
         config, device = self.config, torch.device(device)
@@ -239,7 +240,8 @@ class INREditingTask(Task):
             nfn = create_model(model, train.space, **model_overrides)
             net = EditedRender(nfn, train.space, architecture, config.delta_scale).to(device)
             problem = Problem(train, train_targets, validation, validation_targets, train_targets,
-                              nn.functional.mse_loss, _mse, "mse", seed, higher_is_better=False)
+                              nn.functional.mse_loss, _mse, "mse", seed, higher_is_better=False,
+                              report=report)
             learned = LEARNERS["gradient"](net, problem, config)
             edited = learned.predict(test)
         before = _render(architecture, test, config.eval_batch_size)

@@ -20,6 +20,11 @@ schedule (their step 0 has rate 0; ours starts at 1 / warmup_steps, not wasting 
 
 A validation score that is not finite (a model that diverged) is never selected; if no epoch
 has a finite score the learner raises, naming the score.
+
+Progress: a `Problem` with `report` gets an epoch's line (its mean training loss, validation
+score and time so far) whenever `report_every_s` have passed since the last line, and, once the
+seed has trained that long, the last epoch's: a seed that trains for an hour says how far it is,
+a quick one stays quiet.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import time
 from typing import Callable
 
 import numpy as np
@@ -111,6 +117,8 @@ class Problem:
     score_name: str  # recorded as selection["validation_<score_name>"]
     seed: int
     higher_is_better: bool = True  # False: the epoch with the lowest score is kept (an MSE)
+    report: Callable[[str], None] | None = None  # gets progress lines (module docstring); None: quiet
+    report_every_s: float = 30.0
 
 
 def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
@@ -120,10 +128,12 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
     sign = 1.0 if problem.higher_is_better else -1.0
     warmup_steps, step = getattr(config, "warmup_steps", 0), 0
     best_score, best_epoch, best_state = -math.inf, 0, None
+    start = last_report = time.perf_counter()
     for epoch in range(1, config.epochs + 1):
         rate = learning_rate_at(epoch, config.lr, config.epochs, config.lr_schedule, config.warmup_epochs,
                                 config.final_lr)
         model.train()
+        total_loss, steps = 0.0, 0
         for index, batch in problem.train.batches(config.batch_size, shuffle=True, generator=shuffle):
             if len(index) < 2:  # a lone leftover row: BatchNorm cannot standardize it
                 continue
@@ -134,10 +144,18 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            total_loss, steps = total_loss + loss.detach(), steps + 1  # summed on the device: no sync per step
         predicted = predict(model, problem.validation, config.eval_batch_size)
         score = sign * problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
         if math.isfinite(score) and (score > best_score or best_state is None):
             best_score, best_epoch, best_state = score, epoch, copy.deepcopy(model.state_dict())
+        now = time.perf_counter()
+        if problem.report is not None and (now - last_report >= problem.report_every_s
+                                           or epoch == config.epochs) and now - start >= problem.report_every_s:
+            last_report = now
+            problem.report(f"epoch {epoch}/{config.epochs}: training loss {float(total_loss) / max(steps, 1):.4g}, "
+                           f"validation {problem.score_name} {sign * score:.4f} (best {sign * best_score:.4f}, "
+                           f"epoch {best_epoch}) [{now - start:.0f} s]")
     if best_state is None:
         raise ValueError(f"the model's validation {problem.score_name} was not finite after any of the "
                          f"{config.epochs} epochs (training diverged); try a lower lr")

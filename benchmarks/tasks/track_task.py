@@ -53,6 +53,6 @@ class TrackTask(Task):
     def score(cls, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
         raise NotImplementedError(f"{cls.__name__} is scored from its cells: use score_rows")
 
-    def run(self, splits, model, model_overrides, seed, device="cpu"):
+    def run(self, splits, model, model_overrides, seed, device="cpu", report=None):
         raise ValueError(f"this task is run by its tracks (`nfnzoo track run {self.TRACKS}`; see `nfnzoo track "
                          "list`), not on a zoo")

@@ -24,11 +24,11 @@ def _counting(monkeypatch, stop_at: int | None = None) -> list[int]:
     """Wraps the seed job: records which seeds ran, and stops the run when it reaches `stop_at`."""
     ran: list[int] = []
 
-    def wrapped(task, model, model_overrides, task_overrides, splits, seed, device):
+    def wrapped(task, model, model_overrides, task_overrides, splits, seed, device, report_as=None):
         if seed == stop_at:
             raise Cut(f"cut off at seed {seed}")
         ran.append(seed)
-        return REAL_SEED_JOB(task, model, model_overrides, task_overrides, splits, seed, device)
+        return REAL_SEED_JOB(task, model, model_overrides, task_overrides, splits, seed, device, report_as)
 
     monkeypatch.setattr(harness, "_run_seed", wrapped)
     return ran
@@ -120,3 +120,13 @@ def test_bad_worker_counts_are_refused(splits, dataset_info, tmp_path):
     with pytest.raises(ValueError, match="device cuda on Ray needs GPUs per job"):
         run_on_splits("generalization", "mlp", splits, dataset_info, [0], None, MODEL, TASK, workers=2,
                       device="cuda")
+
+
+def test_each_seed_job_carries_its_progress_label_or_none(splits, dataset_info):
+    loud = harness.prepare_run("generalization", "mlp", splits, dataset_info, [0, 2], None, MODEL, TASK)
+    assert [job.arguments[-1] for job in loud.jobs] == ["bench generalization/mlp seed 0",
+                                                       "bench generalization/mlp seed 2"]
+    named = harness.prepare_run("generalization", "mlp", splits, dataset_info, [1], None, MODEL, TASK, label="suite x: e")
+    quiet = harness.prepare_run("generalization", "mlp", splits, dataset_info, [1], None, MODEL, TASK, progress=False)
+    assert named.jobs[0].arguments[-1] == "suite x: e seed 1" and quiet.jobs[0].arguments[-1] is None
+    assert named.jobs[0].fingerprint == quiet.jobs[0].fingerprint  # the label decides nothing

@@ -52,7 +52,7 @@ def test_task_registration_checks():
         metrics = {"a": True}
         main_metric = "b"
 
-        def run(self, splits, model, model_overrides, seed, device="cpu"):
+        def run(self, splits, model, model_overrides, seed, device="cpu", report=None):
             raise NotImplementedError
 
     with pytest.raises(TypeError, match="main metric"):

@@ -103,16 +103,29 @@ def test_a_step_warmup_ramps_linearly_then_holds():
     assert warmed_up(1e-3, 0, 0) == 1e-3
 
 
-def _scripted(scores: list[float], higher_is_better: bool):
+def _scripted(scores: list[float], higher_is_better: bool, **progress):
     """by_gradient on a tiny linear model whose validation scores are `scores`, epoch by epoch."""
     space = create_family("inr").weight_space({})
     weights = WeightBatch(space, tuple(torch.randn(6, *t.shape, generator=torch.Generator().manual_seed(0))
                                        for t in space.tensors))
     script = iter(scores)
     problem = Problem(weights, torch.zeros(6), weights, torch.zeros(6), torch.zeros(6), torch.nn.functional.mse_loss,
-                      lambda targets, predictions: next(script), "score", 0, higher_is_better=higher_is_better)
+                      lambda targets, predictions: next(script), "score", 0, higher_is_better=higher_is_better,
+                      **progress)
     config = INREditingConfig(epochs=len(scores), batch_size=3)
     return by_gradient(create_model("mlp", space, hidden_sizes=(4,)), problem, config).selection
+
+
+def test_a_long_training_reports_its_epochs_and_a_quick_one_stays_quiet():
+    lines: list[str] = []
+    selection = _scripted([3.0, 1.0, 2.0], higher_is_better=False, report=lines.append, report_every_s=0.0)
+    assert len(lines) == 3 and lines[0].startswith("epoch 1/3: training loss ")
+    assert lines[1].endswith(" s]") and "validation score 1.0000 (best 1.0000, epoch 2)" in lines[1]
+    assert "validation score 2.0000 (best 1.0000, epoch 2)" in lines[2]
+    assert selection == _scripted([3.0, 1.0, 2.0], higher_is_better=False)  # reporting changes nothing
+    quiet: list[str] = []
+    _scripted([3.0, 1.0, 2.0], higher_is_better=False, report=quiet.append, report_every_s=3600.0)
+    assert quiet == []
 
 
 def test_selection_keeps_the_lowest_mse_or_the_highest_score_and_skips_non_finite_epochs():
