@@ -218,7 +218,8 @@ def batch_graphs(layout, weights: WeightBatch):
     Attributes: x (B * N, 1), edge_index (2, B * E), edge_attr (B * E, f), batch (B * N,),
     ptr (B + 1,), node_position (B * N,), edge_layer (B * E,).
     """
-    from torch_geometric.data import Batch  # the graph library stays out of the package import
+    import nfn_models.layers.quiet_geometric  # noqa: F401  (the graph library stays out of the package import)
+    from torch_geometric.data import Batch
 
     nodes, edges = layout.features(weights)
     members, device, count = len(weights), nodes.device, layout.num_nodes

@@ -218,6 +218,7 @@ class NGGNN(nn.Module):
 
 
 def _graph_layer_norm(channels: int) -> nn.Module:
+    import nfn_models.layers.quiet_geometric  # noqa: F401
     from torch_geometric.nn.norm import LayerNorm
 
     return LayerNorm(channels, mode="graph")

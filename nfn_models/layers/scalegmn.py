@@ -34,6 +34,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+import nfn_models.layers.quiet_geometric  # noqa: F401  (before any torch_geometric import)
 from torch_geometric.nn.conv import MessagePassing
 
 MODES = ("permutation", "scale", "sign")
