@@ -44,8 +44,8 @@ from benchmarks.protocol import architecture_overrides, hparam_overrides, with_a
 from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summarize
 from benchmarks.seeds import check_seeds
 from benchmarks.tasks import SPLITS, create_task
-from nfn_models import model_config
 from benchmarks.tasks.registry import TASKS
+from nfn_models import model_config
 from nfn_models.registry import MODELS
 from zoo.validation.schema import from_data, to_data
 
