@@ -144,6 +144,12 @@ class PreparedRun:
 
     jobs: list[Job]
     finish: Callable[[Mapping[str, dict]], dict]  # the outcomes by job key -> the results (written with an out path)
+    label: str  # what its progress lines start with: `bench <task>/<model>` or the caller's
+
+
+def _printer(label: str) -> Callable[[str], None]:
+    """A progress callback: each message to stderr as `<label>: <message>`, flushed."""
+    return lambda message: print(f"{label}: {message}", file=sys.stderr, flush=True)
 
 
 def describe_seed(outcome: dict) -> str:
@@ -219,7 +225,7 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
                 print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=sys.stderr)
         return results
 
-    return PreparedRun(jobs, finish)
+    return PreparedRun(jobs, finish, label)
 
 
 def raise_unservable(failed: JobsFailed) -> None:
@@ -245,8 +251,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     device = job_device(None if device is None else str(device), workers, address, gpus_per_job)
     prepared = prepare_run(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
                            device=device, progress=progress)
-    label = f"bench {TASKS.resolve(task)}/{MODELS.resolve(model)}"
-    say = (lambda message: print(f"{label}: {message}", file=sys.stderr, flush=True)) if progress else None
+    say = _printer(prepared.label) if progress else None
     folder = seeds_folder(out_path) if out_path is not None else None
     try:
         outcomes = run_jobs(prepared.jobs, folder, workers, progress=say, describe=describe_seed, address=address,
@@ -262,8 +267,7 @@ def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_ov
     """One seed's run (a job: top-level, so a worker process can run it): its record as plain data.
     With `report_as`, the task's progress lines go to stderr behind that label."""
     device = torch.device(device)
-    report = None if report_as is None else (
-        lambda message: print(f"{report_as}: {message}", file=sys.stderr, flush=True))
+    report = None if report_as is None else _printer(report_as)
     reset_peak(device)  # this job's peak, not the process's so far (`benchmarks.memory`)
     start = time.perf_counter()
     try:

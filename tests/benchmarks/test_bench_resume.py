@@ -126,6 +126,7 @@ def test_each_seed_job_carries_its_progress_label_or_none(splits, dataset_info):
     loud = harness.prepare_run("generalization", "mlp", splits, dataset_info, [0, 2], None, MODEL, TASK)
     assert [job.arguments[-1] for job in loud.jobs] == ["bench generalization/mlp seed 0",
                                                        "bench generalization/mlp seed 2"]
+    assert loud.label == "bench generalization/mlp"  # the per-seed lines of `run_on_splits` start with it
     named = harness.prepare_run("generalization", "mlp", splits, dataset_info, [1], None, MODEL, TASK, label="suite x: e")
     quiet = harness.prepare_run("generalization", "mlp", splits, dataset_info, [1], None, MODEL, TASK, progress=False)
     assert named.jobs[0].arguments[-1] == "suite x: e seed 1" and quiet.jobs[0].arguments[-1] is None
