@@ -38,7 +38,7 @@ import torch
 
 import zoo
 from benchmarks.files import npz_bytes, write_with_sidecars
-from benchmarks.jobs import Job, JobsFailed, fingerprint, job_device, run_jobs
+from benchmarks.jobs import Job, JobsFailed, fingerprint, job_device, run_jobs, stderr_printer
 from benchmarks.memory import peak_mb, reset_peak
 from benchmarks.protocol import architecture_overrides, hparam_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summarize
@@ -147,11 +147,6 @@ class PreparedRun:
     label: str  # what its progress lines start with: `bench <task>/<model>` or the caller's
 
 
-def _printer(label: str) -> Callable[[str], None]:
-    """A progress callback: each message to stderr as `<label>: <message>`, flushed."""
-    return lambda message: print(f"{label}: {message}", file=sys.stderr, flush=True)
-
-
 def describe_seed(outcome: dict) -> str:
     """A seed's progress line: its metrics and training time."""
     shown = " ".join(f"{name}={value:.4f}" for name, value in outcome["entry"]["metrics"].items())
@@ -251,7 +246,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
     device = job_device(None if device is None else str(device), workers, address, gpus_per_job)
     prepared = prepare_run(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
                            device=device, progress=progress)
-    say = _printer(prepared.label) if progress else None
+    say = stderr_printer(prepared.label) if progress else None
     folder = seeds_folder(out_path) if out_path is not None else None
     try:
         outcomes = run_jobs(prepared.jobs, folder, workers, progress=say, describe=describe_seed, address=address,
@@ -267,7 +262,7 @@ def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_ov
     """One seed's run (a job: top-level, so a worker process can run it): its record as plain data.
     With `report_as`, the task's progress lines go to stderr behind that label."""
     device = torch.device(device)
-    report = None if report_as is None else _printer(report_as)
+    report = None if report_as is None else stderr_printer(report_as)
     reset_peak(device)  # this job's peak, not the process's so far (`benchmarks.memory`)
     start = time.perf_counter()
     try:

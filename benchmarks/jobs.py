@@ -182,6 +182,11 @@ def _check_gpus(gpus_per_job: float, address: str | None) -> None:
                          f"(the most on one node: {largest:g}); nothing was run")
 
 
+def stderr_printer(label: str) -> Callable[[str], None]:
+    """A `progress` callback: each message to stderr as `<label>: <message>`, flushed."""
+    return lambda message: print(f"{label}: {message}", file=sys.stderr, flush=True)
+
+
 def _progress_bar(total: int, done: int, enabled: bool):
     from tqdm import tqdm
 

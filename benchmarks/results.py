@@ -1,4 +1,5 @@
-"""The results file of a benchmark run: its schema, its summary statistics, and loading.
+"""The results file of a benchmark run: its schema, its summary statistics, and loading; and the
+skip record a suite writes for a run its data cannot serve (`<out>/<name>.skipped`, its reason).
 
 A results JSON is what `run_benchmark` writes and what the leaderboard validates; it is
 documented field by field in `leaderboards/SCHEMA.md`. The dataclasses here are the one
@@ -21,8 +22,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from benchmarks.files import read_json
-from zoo.validation.inputs import name_problem
+from benchmarks.files import read_json, write_text_atomic
+from zoo.validation.inputs import name_problem, read_capped
 from zoo.validation.schema import SchemaError, from_data
 
 SCHEMA_VERSION = 1
@@ -184,3 +185,28 @@ def summarize(per_seed: Sequence[Mapping[str, float]]) -> dict[str, dict[str, fl
 def load_results(path: str | Path) -> Results:
     """Reads and validates a results JSON; errors name the file and the offending key."""
     return from_data(Results, read_json(path), where=str(path))
+
+
+def read_results(path: str | Path) -> dict:
+    """A results file as plain data, read bounded and checked against the schema (a hand-edited or
+    damaged file is an error naming it and the key, not a KeyError later)."""
+    data = read_json(path)
+    from_data(Results, data, where=str(path))
+    return data
+
+
+def skip_path(out_dir: str | Path, name: str) -> Path:
+    """Where a suite records why its run `name` could not run on its data (kept across resumes)."""
+    return Path(out_dir) / f"{name}.skipped"
+
+
+def write_skip(out_dir: str | Path, name: str, error: BaseException) -> Path:
+    """Records why the run `name` cannot run on this data; returns the record's path."""
+    return write_text_atomic(skip_path(out_dir, name), f"{error}\n")
+
+
+def skip_reason(path: str | Path) -> str:
+    """The first line of a skip record, bounded and printable."""
+    text = read_capped(Path(path), 64 * 2**10, "skip record").decode("utf-8", errors="replace")
+    line = (text.strip().splitlines() or [""])[0]
+    return line if line.isprintable() and len(line) <= 500 else ascii(line[:500])

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from benchmarks.files import write_json_atomic, write_text_atomic
+from benchmarks.jobs import stderr_printer
+from benchmarks.results import read_results, skip_path, skip_reason, write_skip
 from benchmarks.suite import PAPERS_PROTOCOL, TRANSFORMER_PROTOCOL
 from zoo.registry import Registry
 
@@ -166,11 +167,11 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
                          f"one: {recipes}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    say = lambda message: print(f"suite {name}: {message}", file=sys.stderr, flush=True)  # noqa: E731
+    say = stderr_printer(f"suite {name}")
     earlier = _earlier_sources(out_dir)
     manifest = _write_manifest(suite, registered, out_dir, data, earlier)  # a folder to submit from the start
     for cell in chosen:
-        results_path, skipped = out_dir / f"{cell.name}.json", out_dir / f"{cell.name}.skipped"
+        results_path, skipped = out_dir / f"{cell.name}.json", skip_path(out_dir, cell.name)
         if not os.path.lexists(results_path) and not skipped.exists():
             say(f"{cell.name}: {cell.task} on {cell.zoo.name} ({data[cell.zoo.name]}), seeds "
                 f"{','.join(map(str, cell.seeds))}")
@@ -179,7 +180,7 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
                               results_path, None, cell.task_overrides, device=device, workers=workers,
                               address=address, gpus_per_job=gpus_per_job)
             except ValueError as error:  # the model or the data cannot serve this cell
-                write_text_atomic(skipped, f"{error}\n")
+                write_skip(out_dir, cell.name, error)
                 say(f"{cell.name} skipped: {error}")
             # after every cell: an interrupted run leaves a folder that `leaderboard submit` takes
             manifest = _write_manifest(suite, registered, out_dir, data, earlier)
@@ -191,13 +192,11 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
 def _write_manifest(suite: StandardSuite, model: str, out_dir: Path, data: Mapping[str, str],
                     earlier: Mapping[str, str]) -> dict:
     """Writes (and returns) `suite.json` and `table.md` from what the folder holds now."""
-    from benchmarks.suite import _read_results
-
     records = []
     for cell in suite.cells:
-        results_path, skipped = out_dir / f"{cell.name}.json", out_dir / f"{cell.name}.skipped"
+        results_path, skipped = out_dir / f"{cell.name}.json", skip_path(out_dir, cell.name)
         records.append(_cell_record(cell, data.get(cell.zoo.name, earlier.get(cell.name, "")),
-                                    _read_results(results_path) if os.path.lexists(results_path) else None,
+                                    read_results(results_path) if os.path.lexists(results_path) else None,
                                     skipped))
     manifest = {"suite": suite.name, "model": model, "stand_in": True, "cells": records}
     write_json_atomic(out_dir / "suite.json", manifest)
@@ -220,9 +219,7 @@ def _cell_record(cell: Cell, data: str, results: dict | None, skipped: Path) -> 
               "dataset_hash": cell.zoo.dataset_hash, "data": data, "stand_in": True,
               "seeds": list(cell.seeds), "protocol": cell.label}
     if results is None:
-        from benchmarks.suite import _skip_reason
-
-        return {**record, "status": "skipped", "reason": _skip_reason(skipped) if skipped.exists() else "not run",
+        return {**record, "status": "skipped", "reason": skip_reason(skipped) if skipped.exists() else "not run",
                 "ranked": False}
     metric = get_task_class(cell.task).main_metric
     run_hash = results["dataset"]["dataset_hash"]

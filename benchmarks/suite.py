@@ -42,12 +42,12 @@ import dataclasses
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from benchmarks.files import write_text_atomic
+from benchmarks.jobs import stderr_printer
+from benchmarks.results import read_results, skip_path, skip_reason, write_skip
 from zoo.registry import Registry
 
 
@@ -282,10 +282,10 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
     out_dir = Path(out_dir)
     # the results already in --out are read (bounded, schema-checked) first: a damaged one is an
     # error naming it before hours go into the others
-    kept = {e.name: _read_results(out_dir / f"{e.name}.json") for e in entries
+    kept = {e.name: read_results(out_dir / f"{e.name}.json") for e in entries
             if os.path.lexists(out_dir / f"{e.name}.json")}
-    todo = [e for e in entries if e.name not in kept and not skipped_path(out_dir, e).exists()]
-    say = _say(name)
+    todo = [e for e in entries if e.name not in kept and not skip_path(out_dir, e.name).exists()]
+    say = stderr_printer(f"suite {name}")
     say(f"{len(entries)} entries, {len(entries) - len(todo)} already in {out_dir}")
     if todo:
         splits, dataset = load_splits(data_path, None, split_set_of(extra))
@@ -326,47 +326,16 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
             raise_unservable(failed)
             raise failed
     for entry in entries:
-        if skipped_path(out_dir, entry).exists():
-            print(f"suite {name}: {entry.name} was skipped ({_skip_reason(skipped_path(out_dir, entry))}); "
-                  f"delete {skipped_path(out_dir, entry).name} to retry it", file=sys.stderr)
-    return [(e, kept[e.name] if e.name in kept else _read_results(out_dir / f"{e.name}.json")) for e in entries
+        if (record := skip_path(out_dir, entry.name)).exists():
+            say(f"{entry.name} was skipped ({skip_reason(record)}); delete {record.name} to retry it")
+    return [(e, kept[e.name] if e.name in kept else read_results(out_dir / f"{e.name}.json")) for e in entries
             if os.path.lexists(out_dir / f"{e.name}.json")]
-
-
-def _say(name: str) -> Callable[[str], None]:
-    return lambda message: print(f"suite {name}: {message}", file=sys.stderr, flush=True)
 
 
 def _skip(name: str, out_dir: Path, entry: SuiteEntry, error: BaseException) -> None:
     """Records why the entry's data cannot serve it (kept across resumes) and says so."""
-    write_text_atomic(skipped_path(out_dir, entry), f"{error}\n")
-    _say(name)(f"{entry.name} skipped: {error}")
-
-
-def _read_results(path: Path) -> dict:
-    """An entry's results file as plain data, read bounded and checked against the results schema
-    (a hand-edited or damaged file in --out is an error naming it, not a KeyError in the table)."""
-    from benchmarks.files import read_json
-    from benchmarks.results import Results
-    from zoo.validation.schema import from_data
-
-    data = read_json(path)
-    from_data(Results, data, where=str(path))
-    return data
-
-
-def _skip_reason(path: Path) -> str:
-    """The first line of a `.skipped` file, bounded and printable."""
-    from zoo.validation.inputs import read_capped
-
-    text = read_capped(path, 64 * 2**10, "skip record").decode("utf-8", errors="replace")
-    line = (text.strip().splitlines() or [""])[0]
-    return line if line.isprintable() and len(line) <= 500 else ascii(line[:500])
-
-
-def skipped_path(out_dir: Path, entry: SuiteEntry) -> Path:
-    """Where a suite records why an entry could not run on its data (kept across resumes)."""
-    return out_dir / f"{entry.name}.skipped"
+    write_skip(out_dir, entry.name, error)
+    stderr_printer(f"suite {name}")(f"{entry.name} skipped: {error}")
 
 
 def suite_table(rows: list[tuple[SuiteEntry, dict]]) -> str:
