@@ -87,3 +87,29 @@ def test_seed_ranges_are_bounded_before_they_are_listed():
         parse_seeds("4294967296")
     with pytest.raises(CommandError, match=r"the seeds \[3\] appear twice"):
         parse_seeds("1-3,3")
+
+
+def test_a_skip_record_reads_back_as_its_first_line_bounded_and_printable(tmp_path):
+    from benchmarks.results import skip_path, skip_reason, write_skip
+    from zoo.validation.inputs import InputError
+
+    record = write_skip(tmp_path, "statnn-t0.8", ValueError("threshold 0.8 leaves 1 test row\nsecond line"))
+    assert record == skip_path(tmp_path, "statnn-t0.8") == tmp_path / "statnn-t0.8.skipped"
+    assert skip_reason(record) == "threshold 0.8 leaves 1 test row"
+    record.write_text("bell \x07 and escape \x1b[2J in a hand-edited record\n")
+    assert skip_reason(record) == ascii("bell \x07 and escape \x1b[2J in a hand-edited record")
+    record.write_text("x" * 600)
+    assert len(skip_reason(record)) <= 502  # cut to 500 characters, quoted
+    record.write_bytes(b"y" * (64 * 2**10 + 1))
+    with pytest.raises(InputError, match="statnn-t0.8.skipped"):
+        skip_reason(record)
+
+
+def test_a_results_file_in_an_out_folder_is_checked_against_the_schema_naming_file_and_key(tmp_path):
+    from benchmarks.results import read_results
+    from zoo.validation.schema import SchemaError
+
+    damaged = tmp_path / "np.json"
+    damaged.write_text(json.dumps({"schema_version": 1, "task": "generalization"}))
+    with pytest.raises(SchemaError, match=r"np\.json: model: missing"):
+        read_results(damaged)
