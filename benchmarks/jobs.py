@@ -183,8 +183,16 @@ def _check_gpus(gpus_per_job: float, address: str | None) -> None:
 
 
 def stderr_printer(label: str) -> Callable[[str], None]:
-    """A `progress` callback: each message to stderr as `<label>: <message>`, flushed."""
-    return lambda message: print(f"{label}: {message}", file=sys.stderr, flush=True)
+    """A `progress` callback: each message to stderr as `<label>: <message>`, flushed, above any
+    progress bar on the terminal (tqdm's external write mode clears the bars and redraws them after),
+    so that a seed's epoch lines printed in-process do not run into `run_jobs`' bar."""
+    def say(message: str) -> None:
+        from tqdm import tqdm
+
+        with tqdm.external_write_mode(file=sys.stderr):
+            print(f"{label}: {message}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _progress_bar(total: int, done: int, enabled: bool):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import sys
 
 import pytest
 
@@ -64,3 +66,34 @@ def test_the_fingerprint_follows_every_setting():
     base = fingerprint({"lr": 0.1}, (1, 2), 42)
     assert base == fingerprint({"lr": 0.1}, [1, 2], 42)  # tuples and lists are the same data
     assert base != fingerprint({"lr": 0.2}, (1, 2), 42) and base != fingerprint({"lr": 0.1}, (1, 2), 40)
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal, so that `run_jobs`' progress bar draws on it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_progress_line_is_printed_above_the_bar_not_into_it(monkeypatch):
+    """An in-process seed's epoch lines (`stderr_printer`) clear the terminal's bar, print, and
+    redraw it; a plain print (the negative control) lands on the bar's line."""
+    from benchmarks.jobs import _progress_bar, stderr_printer
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    bar = _progress_bar(3, 1, True)
+    try:
+        bar.refresh()
+        drawn = terminal.getvalue()
+        assert "1/3" in drawn and not drawn.endswith("\n")  # the bar is on the current line
+        print("raw: epoch 1/5", file=sys.stderr, flush=True)
+        after_raw = terminal.getvalue()[len(drawn):]
+        assert after_raw.startswith("raw: epoch 1/5")  # the control: it runs on from the bar's text
+        stderr_printer("suite s: np")("epoch 2/5")
+        written = terminal.getvalue()[len(drawn) + len(after_raw):]
+        before, line, after = written.partition("suite s: np: epoch 2/5\n")
+        assert line and before.endswith("\r") and "1/3" not in before  # the bar's line was cleared first
+        assert "1/3" in after  # and the bar is drawn again below the line
+    finally:
+        bar.close()
