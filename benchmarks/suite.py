@@ -296,7 +296,7 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
                                   entry.model_overrides, {**entry.task_overrides, **extra}, device=device,
                                   label=f"suite {name}: {entry.name}")
             except ValueError as error:  # the data cannot serve this protocol (e.g. a threshold leaves < 2 rows)
-                _skip(name, out_dir, entry, error)
+                _skip(say, out_dir, entry, error)
                 continue
             prepared[entry.name] = run
             # keyed by the entry: the records land in <entry>.seeds/, where `bench run` keeps them
@@ -312,7 +312,7 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
             prefix = f"{entry_name}.seeds/"
             errors = [(key, error) for key, error in failures if key.startswith(prefix)]
             if errors and all(isinstance(error, ValueError) for _, error in errors):
-                _skip(name, out_dir, next(e for e in todo if e.name == entry_name), errors[0][1])  # the data cannot serve it
+                _skip(say, out_dir, next(e for e in todo if e.name == entry_name), errors[0][1])  # the data cannot serve it
             elif errors:
                 unfinished += errors
             else:
@@ -332,10 +332,10 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
             if os.path.lexists(out_dir / f"{e.name}.json")]
 
 
-def _skip(name: str, out_dir: Path, entry: SuiteEntry, error: BaseException) -> None:
+def _skip(say: Callable[[str], None], out_dir: Path, entry: SuiteEntry, error: BaseException) -> None:
     """Records why the entry's data cannot serve it (kept across resumes) and says so."""
     write_skip(out_dir, entry.name, error)
-    stderr_printer(f"suite {name}")(f"{entry.name} skipped: {error}")
+    say(f"{entry.name} skipped: {error}")
 
 
 def suite_table(rows: list[tuple[SuiteEntry, dict]]) -> str:

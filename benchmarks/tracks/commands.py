@@ -39,6 +39,7 @@ def list_command(args: argparse.Namespace) -> int:
 
 def run_command(args: argparse.Namespace) -> int:
     from benchmarks.commands import check_workers
+    from benchmarks.jobs import stderr_printer
     from benchmarks.tracks.registry import create_track
     from zoo.registry import UnknownNameError
 
@@ -53,8 +54,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         out = Path(args.out) if args.out is not None else Path("runs") / f"track-{track.name}-{args.profile}"
         written = track.run(args.profile, seeds, out,
-                            progress=lambda message: print(f"track {track.name}: {message}", file=sys.stderr,
-                                                           flush=True), workers=args.workers,
+                            progress=stderr_printer(f"track {track.name}"), workers=args.workers,
                             address=args.address, gpus_per_job=args.gpus_per_job)
     except (ValueError, OSError, RuntimeError) as error:
         raise CommandError(str(error)) from None
