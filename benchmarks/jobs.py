@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from benchmarks.files import read_json  # bounded: a regular file, capped, nesting depth limited
-from benchmarks.memory import peak_mb, reset_peak
+from benchmarks.memory import keep_freed_memory, peak_mb, reset_peak
 from zoo.storage.atomic import write_json_atomic
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
@@ -141,6 +141,7 @@ def _stored(folder: Path, job: Job) -> dict | None:
 
 def _execute(function: Callable[..., dict], arguments: tuple) -> dict:
     """Runs one job here: its outcome, wall time and peak memory (the resident set's, from its start)."""
+    keep_freed_memory()
     reset_peak()
     start = time.perf_counter()
     outcome = function(*arguments)

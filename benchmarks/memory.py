@@ -10,6 +10,14 @@ arguments) is part of the peak, as it is in a fresh process. Where the reset is 
 (not Linux, or /proc read-only) the peak is the process's since it started (`ru_maxrss`),
 which a fresh process per job (`benchmarks.jobs` on Ray) makes the job's own again. On CUDA
 it is `torch.cuda.max_memory_allocated` since `reset_peak_memory_stats`.
+
+`keep_freed_memory()` tells glibc's malloc to serve every block from its heap and keep freed
+blocks there (mallopt(3): M_MMAP_MAX 0, M_TRIM_THRESHOLD 2 GiB) instead of mapping each large
+tensor afresh and unmapping it when freed: a CPU training step of the graph models allocates and
+frees tensors of tens of MB by the dozen, and each fresh mapping is paid again in page faults (a
+quarter to a third of an NG-GNN step on a transformer's neural graph; docs/performance.md). A job
+calls it before `reset_peak`, which hands what the heap keeps free back to the system
+(malloc_trim(3)), so that a job's peak does not start from what an earlier job freed.
 """
 
 from __future__ import annotations
@@ -18,6 +26,37 @@ import sys
 
 _CLEAR_REFS = "/proc/self/clear_refs"
 _STATUS = "/proc/self/status"
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # <malloc.h>
+_TRIM_THRESHOLD = 2**31 - 1  # mallopt takes an int: at most 2 GiB free at the heap's top is kept
+
+
+def _glibc():
+    """The C library when it is glibc (it has mallopt and malloc_trim), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+
+
+def keep_freed_memory() -> bool:
+    """Large blocks from the heap, freed ones kept for reuse (module docstring); False where the
+    C library is not glibc or refused a setting."""
+    libc = _glibc()
+    if libc is None:
+        return False
+    return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+
+
+def trim_freed_memory() -> bool:
+    """Returns the heap's free memory to the system (malloc_trim(0)): True when some was."""
+    libc = _glibc()
+    return bool(libc.malloc_trim(0)) if libc is not None else False
 
 
 def _is_cuda(device) -> bool:
@@ -31,6 +70,7 @@ def reset_peak(device=None) -> bool:
         import torch
 
         torch.cuda.reset_peak_memory_stats(device)
+    trim_freed_memory()  # what an earlier job freed is not this job's
     try:
         with open(_CLEAR_REFS, "w") as handle:
             handle.write("5")

@@ -1,8 +1,9 @@
 """PNA message passing with edge features, as NG-GNN uses it on neural graphs.
 
 Kofinas et al. 2024 ("Graph Neural Networks for Learning Equivariant Representations of Neural
-Networks", ICLR 2024), Sec. 4 (NG-GNN): principal neighbourhood aggregation (Corso et al. 2020)
-where the edge features modulate the messages (FiLM) and are updated between layers:
+Networks", ICLR 2024), Sec. 4 (NG-GNN): principal neighbourhood aggregation (Corso et al. 2020,
+Sec. 2: aggregators and degree scalers) where the edge features modulate the messages (FiLM) and
+are updated between layers:
 
     m_ij  = s(e_ij) * h([x_i, x_j]) + t(e_ij)                 (s, t: one linear map of e_ij, split)
     x_i'  = lin(post([x_i, (+)_{j -> i} m_ij]))               (+): {mean, min, max, std} x {1, amplification}
@@ -10,11 +11,20 @@ where the edge features modulate the messages (FiLM) and are updated between lay
 
 with j the source and i the target of edge j -> i. `(+)` is `torch_geometric`'s
 `DegreeScalerAggregation` with the in-degree histogram of the graph (the same for every member of
-an architecture). Imports `torch_geometric` at import time: only `nfn_models.ng_gnn` imports
-this module, inside its constructor, so `import nfn_models` stays light.
+an architecture), computed here by `DegreeBuckets`: the edges sorted once per forward by their
+target's in-degree, so that the nodes of one in-degree k read their messages as a dense
+(n, k, C) block and each aggregator is a reduction over its middle axis. The same function as
+`torch_geometric`'s scatter reductions (tests/nfn_models/test_pna.py checks values and gradients
+in float64), whose min/max backward was a quarter of a step on a transformer's neural graph.
+Where messages tie for a node's min or max, the gradient goes to one of them (torch's `max(dim)`),
+not split evenly among them. Imports `torch_geometric` at import time: only `nfn_models.ng_gnn`
+imports this module, inside its constructor, so `import nfn_models` stays light.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import torch
 import torch.nn.functional as F
@@ -25,12 +35,60 @@ from torch_geometric.nn.conv import MessagePassing
 
 AGGREGATORS = ("mean", "min", "max", "std")  # the paper's PNA configuration (the authors' pna.yaml)
 SCALERS = ("identity", "amplification")
+STD_FLOOR = 1e-5  # torch_geometric's StdAggregation: sqrt(max(var, 1e-5)), and 0 where var <= 1e-5
+
+
+@dataclasses.dataclass(frozen=True)
+class DegreeBuckets:
+    """The edges of (batched) graphs grouped by their target's in-degree, for dense reductions.
+
+    `edge_order` lists the edges by (in-degree of the target, target): the nodes of in-degree k
+    (`sizes` holds (k, count) pairs, k ascending) then own consecutive runs of k edges each;
+    `node_position[i]` is where node i's row sits in that order; `degree` is each node's in-degree.
+    """
+
+    edge_order: torch.Tensor  # (E,)
+    node_position: torch.Tensor  # (N,)
+    sizes: tuple[tuple[int, int], ...]  # (in-degree, nodes) per bucket
+    degree: torch.Tensor  # (N,), long
+
+    @classmethod
+    def of(cls, edge_index: torch.Tensor, num_nodes: int) -> "DegreeBuckets":
+        target = edge_index[1]
+        degree = torch.bincount(target, minlength=num_nodes)
+        node_order = torch.argsort(degree, stable=True)
+        node_position = torch.empty_like(node_order)
+        node_position[node_order] = torch.arange(num_nodes, device=target.device)
+        edge_order = torch.argsort(node_position[target], stable=True)
+        degrees, counts = torch.unique_consecutive(degree[node_order], return_counts=True)
+        return cls(edge_order, node_position, tuple(zip(degrees.tolist(), counts.tolist())), degree)
+
+    def aggregate(self, messages: torch.Tensor) -> torch.Tensor:
+        """(E, C) messages -> (N, 4 C): [mean, min, max, std] over each node's incoming messages
+        (0 for a node without any, as torch_geometric's scatter reductions give)."""
+        ordered = messages.index_select(0, self.edge_order)
+        channels = messages.shape[-1]
+        rows, start = [], 0
+        for degree, count in self.sizes:
+            if degree == 0:
+                rows.append(messages.new_zeros(count, len(AGGREGATORS) * channels))
+                continue
+            block = ordered[start:start + degree * count].view(count, degree, channels)
+            start += degree * count
+            mean = block.mean(1)
+            variance = (block * block).mean(1) - mean * mean
+            std = variance.clamp(min=STD_FLOOR).sqrt()
+            std = std.masked_fill(std <= math.sqrt(STD_FLOOR), 0.0)
+            rows.append(torch.cat([mean, block.min(1).values, block.max(1).values, std], dim=-1))
+        return torch.cat(rows).index_select(0, self.node_position)
 
 
 class EdgeModulatedPNAConv(MessagePassing):
     """One PNA layer whose messages are scaled and shifted by the edge features (FiLM)."""
 
     def __init__(self, channels: int, edge_channels: int, in_degree_histogram: torch.Tensor):
+        # the aggregation module holds the histogram's mean log-degree (its buffer avg_deg_log, in
+        # the state dict); `DegreeBuckets` computes what its forward would
         super().__init__(aggr=DegreeScalerAggregation(list(AGGREGATORS), list(SCALERS), in_degree_histogram),
                          node_dim=0)
         self.edge_film = nn.Linear(edge_channels, 2 * channels)  # -> (scale, shift)
@@ -38,17 +96,26 @@ class EdgeModulatedPNAConv(MessagePassing):
         self.post = nn.Linear((len(AGGREGATORS) * len(SCALERS) + 1) * channels, channels)
         self.lin = nn.Linear(channels, channels)
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor,
+                buckets: DegreeBuckets | None = None) -> torch.Tensor:
+        """x (N, C), edge_index (2, E), edge_attr (E, C'); `buckets` of this edge_index when the
+        caller has them (one per forward of a stack), else computed here."""
+        if buckets is None:
+            buckets = DegreeBuckets.of(edge_index, x.shape[0])
         # h([x_i, x_j]) = W_t x_i + W_s x_j + b: each half of h's weight applied once per node, not per edge
         target_weight, source_weight = self.pre.weight.chunk(2, dim=1)
         target = F.linear(x, target_weight, self.pre.bias)  # (N, C)
         source = F.linear(x, source_weight)
-        aggregated = self.propagate(edge_index, target=target, source=source, edge_attr=edge_attr)  # (N, 8 C)
-        return self.lin(self.post(torch.cat([x, aggregated], dim=-1)))  # (N, C)
-
-    def message(self, target_i: torch.Tensor, source_j: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
         scale, shift = self.edge_film(edge_attr).chunk(2, dim=-1)  # (E, C) each
-        return scale * (target_i + source_j) + shift
+        messages = scale * (target.index_select(0, edge_index[1]) + source.index_select(0, edge_index[0])) + shift
+        return self.lin(self.post(torch.cat([x, self.scaled_aggregation(messages, buckets)], dim=-1)))  # (N, C)
+
+    def scaled_aggregation(self, messages: torch.Tensor, buckets: DegreeBuckets) -> torch.Tensor:
+        """(E, C) messages -> (N, 8 C): what `self.aggr_module` (torch_geometric's) returns, the
+        aggregators under each scaler in order (amplification: log(in-degree + 1) / its mean)."""
+        aggregated = buckets.aggregate(messages)  # (N, 4 C)
+        amplification = torch.log(buckets.degree.to(messages.dtype) + 1).unsqueeze(-1) / self.aggr_module.avg_deg_log
+        return torch.cat([aggregated, aggregated * amplification], dim=-1)
 
 
 class EdgeUpdate(nn.Module):
