@@ -29,6 +29,17 @@ ROWS = ("transformer:ng_gnn@generalization-budget", "transformer:scalegmn@transf
 SETTINGS = ("default", "kept")
 
 
+def parse_row(row: str) -> tuple[str, str, str]:
+    """"SPACE:MODEL@PRESET" -> (space, model, preset), or SystemExit naming the row."""
+    from benchmarks.perf.nfn import SPACES
+
+    space_name, _, model_name = row.partition(":")
+    name, _, preset = model_name.partition("@")
+    if space_name not in SPACES or not name or not preset:
+        raise SystemExit(f"row {row!r}: expected SPACE:MODEL@PRESET with SPACE one of {sorted(SPACES)}")
+    return space_name, name, preset
+
+
 def measure(row: str, setting: str, batch: int, steps: int) -> dict:
     """This process's median step and peak RSS for `row` ("SPACE:MODEL@PRESET") under `setting`."""
     from benchmarks.memory import keep_freed_memory, peak_mb, reset_peak
@@ -37,8 +48,7 @@ def measure(row: str, setting: str, batch: int, steps: int) -> dict:
 
     if setting == "kept" and not keep_freed_memory():
         raise SystemExit("keep_freed_memory() needs glibc")
-    space_name, model_name = row.split(":", 1)
-    name, preset = model_name.split("@", 1)
+    space_name, name, preset = parse_row(row)
     space = weight_space(space_name)
     torch.manual_seed(0)
     model = nfn_models.create_model(name, space, preset=preset)
@@ -75,6 +85,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure(row, setting, args.batch, args.steps)))
         return
     rows = [row for row in args.rows.split(",") if row]
+    for row in rows:
+        parse_row(row)
     results = {(row, setting): [] for row in rows for setting in SETTINGS}
     for round_index in range(args.rounds):
         for row in rows:
@@ -89,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     for row in rows:
         default, kept = ({key: statistics.median(r[key] for r in results[row, setting]) for key in ("step_s", "peak_mb")}
                          for setting in SETTINGS)
-        print(f"| {row} | {default['step_s']:.2f} | {kept['step_s']:.2f} | {kept['step_s'] / default['step_s']:.2f}x "
+        print(f"| {row} | {default['step_s']:.3g} | {kept['step_s']:.3g} | {kept['step_s'] / default['step_s']:.2f}x "
               f"| {default['peak_mb']:,.0f} | {kept['peak_mb']:,.0f} | {kept['peak_mb'] / default['peak_mb']:.2f}x |")
 
 
