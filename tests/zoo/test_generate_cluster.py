@@ -124,10 +124,13 @@ def test_ray_job_submit_runs_the_driver_on_the_head_node(ray_cluster, spec_path,
                "--runs-per-trial", "2"]
     environment = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     environment.pop("RAY_ADDRESS", None)
-    for _ in range(12):  # the job server answers before its agent is up on a loaded machine: Ray says to retry
+    # the job server answers before its agent is up on a loaded machine: Ray says to retry (a minute
+    # was not enough beside a zoo generation, 2026-12-05)
+    deadline = time.monotonic() + 240
+    while True:
         submitted = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
         output = submitted.stdout + submitted.stderr
-        if "No available agent to submit job" not in output:
+        if "No available agent to submit job" not in output or time.monotonic() > deadline:
             break
         time.sleep(5)
     assert submitted.returncode == 0 and "succeeded" in output, output[-4000:]

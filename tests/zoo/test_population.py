@@ -163,19 +163,20 @@ def _with_convolution(setting, convolution: str):
     return spec_from_data(spec_data), family, data
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_a_members_training_is_bitwise_independent_of_its_population(setting, threads):
+def test_a_members_training_is_bitwise_independent_of_its_population(setting):
     """The bundled specs' unfolded convolutions compute each member alike whatever the others
-    are and however many (1, 2, 3 and 16 here, on one thread as training runs and on two), so a
-    run retrained on resume in another population retraces its weights. (The grouped kernel
-    rounds the biases' gradients differently at 3 members on two threads.)"""
+    are and however many (1, 2, 3 and 16 here, on one thread as training runs:
+    `zoo.training.worker.TRAINING_THREADS`), so a run retrained on resume in another population
+    retraces its weights. On two threads that held on the AMD EPYC this was written on, not on an
+    Intel Xeon (2026-12-05): there a member alone and the same member among 2, 3 or 16 differ by up
+    to 3e-9 after one epoch (docs/reproducibility.md), so two threads are not part of the claim."""
     spec, family, data = _with_convolution(setting, "unfold")
     runs = _runs(spec, "adam", 16, activation="relu", dropout=0.2)
     previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)
     try:
         alone = _train(family, spec, data, runs[:1], True)
-        others = [_train(family, spec, data, runs[:size], True) for size in ((2, 3, 16) if threads == 1 else (3,))]
+        others = [_train(family, spec, data, runs[:size], True) for size in (2, 3, 16)]
         others.append(_train(family, spec, data, [runs[2], runs[0]], True))  # another position
     finally:
         torch.set_num_threads(previous)
