@@ -141,6 +141,9 @@ PAPER_SCHEDULE_MODELS = ("mlp", "statnn", "transformer_nfn")  # those trained by
 # takes NG-GNN ~200x, GMN ~90x Transformer-NFN's on a 2-core CPU, docs/performance.md), threshold 0
 # only. NG-T does not read them: its dense attention over 523^2 node pairs holds 1.1 GB a tensor.
 GRAPH_TRANSFORMER_MODELS = {"ng_gnn": "generalization-budget", "scalegmn": "transformer-generalization-budget"}
+# Their evaluation batches (no result depends on it): the task's 1,024 members' graphs hold 2.5 GB an
+# edge tensor at d 32, and NG-GNN's test pass outgrew 24 GB (killed after its first seed, 2026-12-05).
+GRAPH_TRANSFORMER_EVAL_BATCH = 64
 
 
 @SUITES.register("transformer-generalization")
@@ -156,7 +159,8 @@ def transformer_generalization() -> Suite:
                            f"test accuracy ≥ {threshold:g}, the paper's 100 epochs")
                 for threshold in THRESHOLDS for model in PAPER_SCHEDULE_MODELS]
     # The graph metanetworks that read transformer members (issue 35), on every checkpoint only
-    entries += [SuiteEntry(f"{model}-t0", model, {"preset": preset}, {**TRANSFORMER_PROTOCOL, "threshold": 0.0},
+    entries += [SuiteEntry(f"{model}-t0", model, {"preset": preset},
+                           {**TRANSFORMER_PROTOCOL, "threshold": 0.0, "eval_batch_size": GRAPH_TRANSFORMER_EVAL_BATCH},
                            f"test accuracy ≥ 0, {preset} preset")
                 for model, preset in GRAPH_TRANSFORMER_MODELS.items()]
     return Suite("transformer-generalization", "generalization",
