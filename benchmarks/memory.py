@@ -35,10 +35,9 @@ def _glibc():
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # the symbols this process has loaded: no library search (find_library runs ldconfig)
     except OSError:
         return None
     return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None

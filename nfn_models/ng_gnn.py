@@ -130,7 +130,7 @@ class NGGNN(nn.Module):
 
     def __init__(self, weight_space: WeightSpace, **hparams):
         super().__init__()
-        from nfn_models.layers.pna import DegreeBuckets, EdgeModulatedPNAConv, EdgeUpdate  # imports torch_geometric
+        from nfn_models.layers.pna import EdgeModulatedPNAConv, EdgeUpdate  # imports torch_geometric
 
         self.weight_space = weight_space
         self.config = config = NGGNNConfig(**hparams)
@@ -151,7 +151,6 @@ class NGGNN(nn.Module):
         self.positions = positional_embedding(self.layout.num_positions, d)
         self.probes = probe_features(weight_space, config, d)  # None unless probe_features > 0
         histogram = self.layout.in_degree_histogram
-        self.DegreeBuckets = DegreeBuckets
         self.convs = nn.ModuleList(EdgeModulatedPNAConv(d, d, histogram) for _ in range(config.num_layers))
         self.edge_updates = nn.ModuleList(EdgeUpdate(d, d, ACTIVATIONS[config.activation]())
                                           for _ in range(config.num_layers - 1))
@@ -207,9 +206,11 @@ class NGGNN(nn.Module):
     def backbone(self, graphs, probes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Encoders and PNA layers: node features (B, N, d) and edge features (B * E, d) in the graphs'
         edge order (the last layer updates nodes only: the authors' `final_edge_update: False`)."""
+        from nfn_models.layers.pna import DegreeBuckets  # loaded by the constructor already
+
         members = graphs.num_graphs
         x, edge_attr = self.encode(graphs, probes)  # (B * N, d), (B * E, d)
-        buckets = self.DegreeBuckets.of(graphs.edge_index, x.shape[0])  # the edges by target, for every layer
+        buckets = DegreeBuckets.of(graphs.edge_index, x.shape[0])  # the edges by target, for every layer
         for i, conv in enumerate(self.convs):
             x = conv(x, graphs.edge_index, edge_attr, buckets)
             if i == len(self.convs) - 1:
