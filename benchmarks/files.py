@@ -3,7 +3,8 @@
 A results file, a plot or a leaderboard entry is either complete or absent: it is written to
 a temporary file in the target folder and renamed over the target, with the user's normal
 file mode. A results file and its sidecars (predictions, figure arrays) commit together
-(`write_with_sidecars`). Every JSON or .npz read here is bounded (`zoo.validation.inputs`): a regular
+(`write_with_sidecars`), never through a link in the results folder (`zoo.storage.nofollow`).
+Every JSON or .npz read here is bounded (`zoo.validation.inputs`): a regular
 file, a capped size, a bounded nesting depth, array shapes checked against the bytes.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from zoo.storage import nofollow
 from zoo.storage.atomic import replacing, write_bytes_atomic, write_json_atomic, write_text_atomic
 from zoo.validation.inputs import InputError, load_json_bytes, read_capped
 
@@ -131,15 +133,16 @@ def write_with_sidecars(path: str | Path, document: Mapping[str, Any], sidecars:
     the old one with its old sidecars or the new one with files holding exactly the new sidecars'
     bytes: never a results file beside another run's predictions."""
     path = Path(path)
+    folder = path.parent  # the results folder: no link in it is written through or removed
     staged = {field: _staged_name(name, data) for field, (name, data) in sidecars.items()}
     for field, (_, data) in sidecars.items():
-        write_bytes_atomic(path.with_name(staged[field]), data)
-    write_json_atomic(path, {**document, **staged})  # the commit: the new results, naming the new bytes
+        write_bytes_atomic(path.with_name(staged[field]), data, root=folder)
+    write_json_atomic(path, {**document, **staged}, root=folder)  # the commit: the new results, naming the new bytes
     for name, data in sidecars.values():
-        write_bytes_atomic(path.with_name(name), data)
-    write_json_atomic(path, {**document, **{field: name for field, (name, _) in sidecars.items()}})
+        write_bytes_atomic(path.with_name(name), data, root=folder)
+    write_json_atomic(path, {**document, **{field: name for field, (name, _) in sidecars.items()}}, root=folder)
     patterns = [_staged_pattern(name) for name, _ in sidecars.values()]
-    for leftover in path.parent.iterdir():
+    for leftover in folder.iterdir():
         if any(pattern.fullmatch(leftover.name) for pattern in patterns):
-            leftover.unlink(missing_ok=True)
+            nofollow.unlink(folder, leftover)
     return path

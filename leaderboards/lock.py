@@ -8,6 +8,11 @@ first read of the board's state to its last write, waiting up to `WAIT_S` for an
 (a submission takes about a second) before failing with "in use by PID ...". A lock left by a
 killed process is free at once (`flock`). Readers (render, audit) take no lock: every file is
 replaced atomically, and an entry is written last.
+
+A board arrives by pull request, so its lock file may be a planted link, hard link or FIFO:
+`FolderLock` opens it through `zoo.storage.nofollow.open_lock`, which refuses each with one line
+before a byte is written, and while it is held every atomic write below the board's root
+(`zoo.storage.atomic`: datasets, pinned files, entries) refuses links as well.
 """
 
 from __future__ import annotations

@@ -17,14 +17,14 @@ It returns the Markdown of the task pages. matplotlib is imported only to draw t
 Every free text (a device, a model's config values in its label, a dataset's name, a protocol
 line) is escaped for Markdown (`leaderboards.escape`). Everything is built in a temporary folder
 beside `out_dir` and moved into place only once all of it was written, so a failure leaves
-`out_dir` as it was, never half-written; `out_dir` being a file is an error.
+`out_dir` as it was, never half-written; `out_dir` being a file is an error. No link inside
+`out_dir` is followed or replaced (`zoo.storage.nofollow`); `out_dir` itself may be one.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,7 @@ from leaderboards.pinned import load_pinned, pinned_sets, split_set_of
 from leaderboards.rescore import read_stored_predictions
 from leaderboards.site import write_site
 from leaderboards.suite_board import SuiteBoard, board_suite_boards, suite_markdown
+from zoo.storage import nofollow
 
 EMPTY = "No accepted submissions yet."
 
@@ -151,11 +152,12 @@ def _move_into(built: Path, out_dir: Path) -> None:
     if not out_dir.exists():
         os.replace(built, out_dir)
         return
-    blocked = [path.name for path in built.iterdir() if (out_dir / path.name).is_dir()]
-    if blocked:  # checked before anything moves: a rename onto a folder would fail halfway
-        raise ValueError(f"{out_dir}: {blocked[0]} is a folder there; the board's files cannot replace it")
+    for path in built.iterdir():  # checked before anything moves: a rename onto a folder would fail halfway
+        target = nofollow.check(out_dir, out_dir / path.name)
+        if target.is_dir():
+            raise ValueError(f"{out_dir}: {path.name} is a folder there; the board's files cannot replace it")
     for path in sorted(built.iterdir()):
-        os.replace(path, out_dir / path.name)
+        nofollow.replace(out_dir, path, out_dir / path.name)
     built.rmdir()
 
 
@@ -172,5 +174,5 @@ def render(root: str | Path, out_dir: str | Path) -> str:
         pages = _write_all(root, boards, built, board_suite_boards(root))
         _move_into(built, out_dir)
     finally:
-        shutil.rmtree(built, ignore_errors=True)
+        nofollow.rmtree(out_dir.parent, built, ignore_errors=True)
     return "\n".join(pages) if pages else EMPTY + "\n"

@@ -19,6 +19,8 @@ loader's page walk is unchanged). Each config's manifest entry records its split
 and the new pack's shards coexist until the new manifest is written: `zoo.storage.commit` commits a
 pack so that a kill or a full disk at any point leaves one complete pack, old or new.
 Packs before the tag (plain `<split>-NNNNN-of-MMMMM.parquet`) verify and load as before.
+No link below the folder is followed (`zoo.storage.nofollow`): one at `data/<config>/` or beside
+the shards there is refused before anything is built.
 
 Each config's entry also records `machines` (`zoo.distributed.machine`): the folder's `machines.json`, which
 the Ray driver writes (the nodes that trained its checkpoints, with their CPU, instruction sets
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -38,7 +39,8 @@ import pyarrow.parquet as pq
 
 import zoo
 from zoo.dataset.card import render_card
-from zoo.storage.commit import building_folder, commit_pack
+from zoo.storage import nofollow
+from zoo.storage.commit import building_folder, check_no_links, commit_pack
 from zoo.storage.folder import MANIFEST, STAGING_FOLDER, check_writable, load_saved_specs, read_manifest
 from zoo.families import create_family
 from zoo.storage.integrity import dataset_hash_of, file_checksums, sha256_file  # noqa: F401 (also part of this module's API)
@@ -109,8 +111,8 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
     planned = sum(len(r.checkpoints) for r in runs)
 
     building = building_folder(folder, spec.name)
-    shutil.rmtree(building, ignore_errors=True)
-    building.mkdir(parents=True)
+    nofollow.rmtree(folder, building)
+    nofollow.makedirs(folder, building)
     files, architectures, status_counts, arrow_bytes = [], {}, {}, {}
     for split, model_ids in by_split.items():
         if not model_ids:
@@ -138,7 +140,7 @@ def pack_config(spec: ZooSpec, folder: Path, staging: Staging, max_shard_bytes: 
                               str(written)) from None
             checksums = file_checksums(written)
             name = shard_name(split, index, count, checksums["sha256"])
-            written.rename(building / name)
+            nofollow.replace(folder, written, building / name)
             files.append({"path": f"data/{spec.name}/{name}", "split": split, "rows": len(rows),
                           "bytes": (building / name).stat().st_size, **checksums})
     splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
@@ -185,7 +187,9 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
         if unknown:
             raise ValueError(f"no staged config {unknown[0]!r} in {folder}; staged: {[s.name for s in specs]}")
         specs = [s for s in specs if s.name in configs]
-    check_writable(folder / "data")  # a read-only folder: one line naming it, before the work
+    check_writable(folder / "data", root=folder)  # a read-only folder: one line naming it, before the work
+    check_no_links(folder, [spec.name for spec in specs])  # and a planted link (`zoo.storage.nofollow`)
+    nofollow.check_entries(folder, folder / STAGING_FOLDER)
     manifest = read_manifest(folder) if (folder / MANIFEST).exists() else {"configs": {}}
     staging = Staging(folder / STAGING_FOLDER)
     staged = set(staging.model_ids())
@@ -201,7 +205,7 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
         card = render_card(manifest)  # before anything moves: a card that cannot be rendered changes nothing
     except BaseException:  # an error or Ctrl-C while building: the last pack stays as it was
         for spec in specs:
-            shutil.rmtree(building_folder(folder, spec.name), ignore_errors=True)
+            nofollow.rmtree(folder, building_folder(folder, spec.name), ignore_errors=True)
         raise
     with deferred_signals():  # Ctrl-C waits; a kill or a full disk leaves one complete pack (`zoo.storage.commit`)
         commit_pack(folder, list(entries), manifest, card)

@@ -17,6 +17,10 @@ A named split set (`SplitSet`) is an ordered list of model ids per split, duplic
 (a paper's loader may read a checkpoint twice): written as `data/<config>/splitset-<name>.json`
 and listed, with its sha256, in the config's manifest entry (`split_sets`), where
 `zoo.split_set_loader.load_split_set` finds it.
+
+No link below the output folder is followed (`zoo.storage.nofollow`): one at `data/<config>/`,
+beside its shards, at the scratch folder or at the lock is refused with one line before any row
+is read, and every move and removal here goes through that module.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -37,8 +40,8 @@ from zoo.dataset.card import render_card
 from zoo.dataset.pack import FORMAT_VERSION, shard_name, write_shard
 from zoo.families import create_family
 from zoo.planning.spec import SPLIT_NAMES, content_hash
-from zoo.storage import safetensors_io
-from zoo.storage.commit import building_folder, commit_pack
+from zoo.storage import nofollow, safetensors_io
+from zoo.storage.commit import building_folder, check_no_links, commit_pack
 from zoo.storage.folder import MANIFEST, check_writable, read_manifest
 from zoo.storage.integrity import FAST, dataset_hash_of, file_checksums, sha256_file
 from zoo.storage.lock import FolderLock
@@ -95,8 +98,9 @@ class RowEncoder:
 class _SplitWriter:
     """One split's rows buffered into shards of about `max_shard_bytes` (temporary names until the end)."""
 
-    def __init__(self, split: str, building: Path, schema: pa.Schema, max_shard_bytes: int, row_bytes: int):
-        self.split, self.building, self.schema = split, building, schema
+    def __init__(self, split: str, out: Path, building: Path, schema: pa.Schema, max_shard_bytes: int,
+                 row_bytes: int):
+        self.split, self.out, self.building, self.schema = split, out, building, schema
         self.per_shard = max(1, max_shard_bytes // row_bytes)
         self.row_bytes = row_bytes
         self.rows: list[dict] = []
@@ -125,7 +129,7 @@ class _SplitWriter:
         files = []
         for index, shard in enumerate(self.written):
             name = shard_name(self.split, index, len(self.written), shard["sha256"])
-            shard["temporary"].rename(self.building / name)
+            nofollow.replace(self.out, shard["temporary"], self.building / name)
             files.append({"path": f"data/{config}/{name}", "split": self.split, "rows": shard["rows"],
                           "bytes": (self.building / name).stat().st_size, "sha256": shard["sha256"],
                           FAST: shard[FAST]})
@@ -138,7 +142,8 @@ def _progress(total: int, what: str):
     return tqdm(total=total, unit=" rows", desc=what, disable=not sys.stderr.isatty(), mininterval=1.0)
 
 
-def _split_set_entry(folder_name: str, building: Path, name: str, split_set: SplitSet, known: set[str]) -> dict:
+def _split_set_entry(out: Path, folder_name: str, building: Path, name: str, split_set: SplitSet,
+                     known: set[str]) -> dict:
     for split, ids in split_set.splits.items():
         if split not in SPLIT_NAMES:
             raise ValueError(f"split set {name!r}: unknown split {split!r}; expected {list(SPLIT_NAMES)}")
@@ -147,7 +152,8 @@ def _split_set_entry(folder_name: str, building: Path, name: str, split_set: Spl
             raise ValueError(f"split set {name!r}: {split} lists model {missing}, which the import did not write")
     file_name = f"{SPLIT_SET_PREFIX}{name}.json"
     path = building / file_name
-    path.write_text(json.dumps({s: split_set.splits.get(s, []) for s in SPLIT_NAMES}, separators=(",", ":")) + "\n")
+    nofollow.write_new(out, path, (json.dumps({s: split_set.splits.get(s, []) for s in SPLIT_NAMES},
+                                              separators=(",", ":")) + "\n").encode())
     return {"path": f"data/{folder_name}/{file_name}", "sha256": sha256_file(path), "bytes": path.stat().st_size,
             "rows": {s: len(split_set.splits.get(s, [])) for s in SPLIT_NAMES}, "description": split_set.description}
 
@@ -166,6 +172,7 @@ def write_import(out: str | Path, config: ImportedConfig, chunks: Iterator[tuple
         check_name(set_name, "split set name")
     check_writable(out)
     with FolderLock(out, "nfnzoo import"):
+        check_no_links(out, [config.name])  # before any row is read (`zoo.storage.nofollow`)
         return _write_locked(out, config, chunks, total, max_shard_bytes)
 
 
@@ -179,10 +186,10 @@ def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_sha
                         base.field("status"), base.field("weights")])
     manifest = read_manifest(out) if (out / MANIFEST).exists() else {"configs": {}}
     building = building_folder(out, config.name)
-    shutil.rmtree(building, ignore_errors=True)
-    building.mkdir(parents=True)
+    nofollow.rmtree(out, building)
+    nofollow.makedirs(out, building)
     row_bytes = len(encoder.header) + 4 * space.num_params
-    writers = {split: _SplitWriter(split, building, schema, max_shard_bytes, row_bytes) for split in SPLIT_NAMES}
+    writers = {split: _SplitWriter(split, out, building, schema, max_shard_bytes, row_bytes) for split in SPLIT_NAMES}
     known: set[str] = set()
     statuses: dict[str, int] = {}
     runs: dict[str, set[str]] = {split: set() for split in SPLIT_NAMES}
@@ -204,7 +211,7 @@ def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_sha
         files = [f for split in SPLIT_NAMES for f in writers[split].finish(config.name)]
         if not files:
             raise ValueError(f"{config.source.get('path', 'the source')}: no checkpoints to import")
-        split_sets = {name: _split_set_entry(config.name, building, name, split_set, known)
+        split_sets = {name: _split_set_entry(out, config.name, building, name, split_set, known)
                       for name, split_set in sorted(config.split_sets.items())}
         splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
         arrow_bytes = {s: sum(w["arrow_bytes"] for w in writers[s].written) for s in SPLIT_NAMES if splits[s]}
@@ -234,7 +241,7 @@ def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_sha
         manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
         card = render_card(manifest)
     except BaseException:  # a bad row, a full disk, Ctrl-C: nothing of this import stays
-        shutil.rmtree(building, ignore_errors=True)
+        nofollow.rmtree(out, building, ignore_errors=True)
         raise
     with deferred_signals():
         commit_pack(out, [config.name], manifest, card)
@@ -308,13 +315,14 @@ def built_folder(out: Path) -> Iterator[Path]:
     ends (`out`, if it exists, must be empty); on any error, Ctrl-C included, the scratch folder goes and
     `out` stays as it was."""
     scratch = out.parent / f".{out.name}.building"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
+    nofollow.rmtree(out.parent, scratch)  # the folder holding `out` is the root: a link there is refused
+    nofollow.makedirs(out.parent, scratch)
     try:
         yield scratch
+        nofollow.check(out.parent, out)
         if out.exists():
             out.rmdir()
-        scratch.rename(out)
+        nofollow.replace(out.parent, scratch, out)
     except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
+        nofollow.rmtree(out.parent, scratch, ignore_errors=True)
         raise

@@ -8,6 +8,10 @@ Each write goes to a uniquely named temporary file beside the target and is rena
 leaderboard entry is as readable as any other file the user writes. An `OSError` that names
 no file (a write on a full disk) is raised again naming the target, so the one line a user sees
 says which file could not be written.
+
+Inside a folder a user named (`root`, or a folder whose `zoo.storage.lock.FolderLock` this process
+holds), no link is followed (`zoo.storage.nofollow`): the parent folders are created without
+following one, and a link on the way or at the target is refused with one line naming it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+from zoo.storage import nofollow
 
 
 def _umask() -> int:
@@ -39,10 +45,17 @@ def default_file_mode() -> int:
 
 
 @contextlib.contextmanager
-def replacing(path: str | Path, *, durable: bool = False) -> Iterator[Path]:
-    """Yields a temporary path beside `path`; on success it replaces `path`, on error it is removed."""
+def replacing(path: str | Path, *, durable: bool = False, root: str | Path | None = None) -> Iterator[Path]:
+    """Yields a temporary path beside `path`; on success it replaces `path`, on error it is removed.
+
+    Below `root` (or a held lock's folder: `zoo.storage.nofollow.root_for`) no link is followed."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    base = nofollow.root_for(path, root)
+    if base is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        nofollow.makedirs(base, path.parent)
+        nofollow.check(base, path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(handle)
     try:
@@ -51,6 +64,8 @@ def replacing(path: str | Path, *, durable: bool = False) -> Iterator[Path]:
         if durable:
             with open(temporary, "rb") as written:
                 os.fsync(written.fileno())
+        if base is not None:
+            nofollow.check(base, path)  # once more: what the caller wrote may have taken a while
         os.replace(temporary, path)
     except OSError as error:
         if error.filename is None and error.errno is not None:  # a write on a full disk names no file
@@ -60,20 +75,20 @@ def replacing(path: str | Path, *, durable: bool = False) -> Iterator[Path]:
         Path(temporary).unlink(missing_ok=True)
 
 
-def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = False) -> Path:
-    with replacing(path, durable=durable) as temporary:
+def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = False, root: str | Path | None = None) -> Path:
+    with replacing(path, durable=durable, root=root) as temporary:
         temporary.write_bytes(data)
     return Path(path)
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
+def write_text_atomic(path: str | Path, text: str, *, root: str | Path | None = None) -> Path:
     """Writes `text` (UTF-8) to `path`, creating parent folders, via a temporary file and a rename."""
-    with replacing(path) as temporary:
+    with replacing(path, root=root) as temporary:
         temporary.write_text(text, encoding="utf-8")
     return Path(path)
 
 
-def write_json_atomic(path: str | Path, data: Any, *, sort_keys: bool = False) -> Path:
+def write_json_atomic(path: str | Path, data: Any, *, sort_keys: bool = False, root: str | Path | None = None) -> Path:
     """Writes strict JSON (NaN and infinities are an error), indented, with a final newline."""
-    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys, allow_nan=False) + "\n")
+    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys, allow_nan=False) + "\n", root=root)
 

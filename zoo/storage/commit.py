@@ -21,15 +21,20 @@ and 3 leaves the new manifest with the old card, each naming shards that are all
 kill during 4 leaves only unlisted leftovers. A failure before the manifest is written (a full
 disk) removes the shards this commit added, so the old pack stays as it was. The next pack
 removes every leftover. Only files a manifest listed are ever replaced, and only by the same bytes.
+
+No link below the folder is followed (`zoo.storage.nofollow`): before anything moves,
+`check_no_links` refuses a link at `data/`, at any config's `data/<config>/` or scratch folder, or
+among the files there, so shards never move into, and leftovers are never deleted from, a folder
+a link leads to (another dataset's).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
+from zoo.storage import nofollow
 from zoo.storage.atomic import replacing
 
 MANIFEST = "manifest.json"
@@ -58,9 +63,21 @@ def _named(error: OSError, path: Path) -> OSError:
     return named
 
 
-def _write(path: Path, text: str) -> None:
+def check_no_links(folder: str | Path, names) -> None:
+    """No link at `data/`, `data/<name>/` and its scratch folder, or among the files directly in
+    them, for each config name; a `LinkRefused` naming the first one met (see the module)."""
+    folder = Path(folder)
+    nofollow.check(folder, folder / MANIFEST)
+    nofollow.check(folder, folder / CARD)
+    nofollow.check_entries(folder, folder / "data")
+    for name in names:
+        nofollow.check_entries(folder, folder / "data" / name)
+        nofollow.check_entries(folder, building_folder(folder, name))
+
+
+def _write(folder: Path, path: Path, text: str) -> None:
     try:
-        with replacing(path, durable=True) as temporary:
+        with replacing(path, durable=True, root=folder) as temporary:
             temporary.write_text(text, encoding="utf-8")
     except OSError as error:
         raise _named(error, path) from None
@@ -70,13 +87,13 @@ def _move_shards(folder: Path, names: list[str], added: list[Path]) -> None:
     """Step 1: the built shards into data/<config>/; `added` collects the paths that did not exist."""
     for name in names:
         building, final = building_folder(folder, name), Path(folder) / "data" / name
-        final.mkdir(parents=True, exist_ok=True)
+        nofollow.makedirs(folder, final)
         for shard in sorted(p for p in building.iterdir() if not p.name.startswith(".")):
             target = final / shard.name
             try:
                 fsync_path(shard)
-                existed = target.exists()
-                os.replace(shard, target)
+                existed = os.path.lexists(target)
+                nofollow.replace(folder, shard, target)
             except OSError as error:
                 raise _named(error, shard) from None
             if not existed:
@@ -89,16 +106,17 @@ def commit_pack(folder: str | Path, names: list[str], manifest: dict, card: str)
     folder = Path(folder)
     added: list[Path] = []
     try:
+        check_no_links(folder, sorted({*names, *manifest["configs"]}))
         _move_shards(folder, names, added)
-        _write(folder / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n")
+        _write(folder, folder / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n")
     except BaseException:  # the old manifest still rules: take back what this commit added
         for path in added:
-            path.unlink(missing_ok=True)
+            nofollow.unlink(folder, path)
         for name in names:
-            shutil.rmtree(building_folder(folder, name), ignore_errors=True)
+            nofollow.rmtree(folder, building_folder(folder, name), ignore_errors=True)
         raise
     fsync_path(folder, folder=True)
-    _write(folder / CARD, card)
+    _write(folder, folder / CARD, card)
     fsync_path(folder, folder=True)
     remove_leftovers(folder, manifest)
 
@@ -119,11 +137,12 @@ def leftovers(folder: str | Path, manifest: dict) -> list[Path]:
 def remove_leftovers(folder: str | Path, manifest: dict) -> None:
     """Step 4: unlisted shards, scratch folders and temporary files of interrupted packs."""
     folder = Path(folder)
+    check_no_links(folder, sorted(manifest["configs"]))
     for path in leftovers(folder, manifest):
-        path.unlink(missing_ok=True)
+        nofollow.unlink(folder, path)
     data = folder / "data"
     if data.is_dir():
         for scratch in [*data.glob(".*.building"), *data.glob(".*.retired")]:
-            shutil.rmtree(scratch, ignore_errors=True)
+            nofollow.rmtree(folder, scratch, ignore_errors=True)
     for temporary in [*folder.glob(f".{MANIFEST}.*.tmp"), *folder.glob(f".{CARD}.*.tmp")]:
-        temporary.unlink(missing_ok=True)
+        nofollow.unlink(folder, temporary)

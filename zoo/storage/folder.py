@@ -13,8 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from zoo.storage import atomic
-from zoo.validation.inputs import InputError, check_name, read_json_file
+from zoo.storage import atomic, nofollow
+from zoo.validation.inputs import InputError, check_name, read_capped, read_json_file
 from zoo.planning.spec import ZooSpec, spec_from_data
 
 SPECS_FOLDER = "specs"
@@ -45,9 +45,10 @@ def _read_saved_spec(path: Path) -> ZooSpec:
 
 def save_spec(spec: ZooSpec, folder: Path) -> Path:
     path = _spec_path(folder, spec.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    nofollow.makedirs(folder, path.parent)  # no link below the folder is followed (`zoo.storage.nofollow`)
+    nofollow.check(folder, path)
     text = json.dumps(spec.to_data(), indent=2, sort_keys=True) + "\n"
-    if path.exists() and path.read_text() != text:
+    if path.exists() and read_capped(path, MAX_SPEC_JSON_BYTES, "saved spec").decode(errors="replace") != text:
         # the same spec written before an option with a default existed (its hash leaves such
         # defaults out) is kept as written; a different spec of the same name would mix its runs
         # in silently at packing time
@@ -55,7 +56,7 @@ def save_spec(spec: ZooSpec, folder: Path) -> Path:
             return path
         raise ValueError(f"{folder} already holds a different spec named {spec.name!r} ({path}); "
                          "use another --out folder or remove that one")
-    atomic.write_text_atomic(path, text)
+    atomic.write_text_atomic(path, text, root=folder)
     return path
 
 
@@ -98,27 +99,32 @@ def resolve_config(manifest: dict, config: str | None, folder: str | Path = "") 
     return config
 
 
-def check_writable(path: str | Path) -> Path:
+def check_writable(path: str | Path, root: str | Path | None = None) -> Path:
     """Makes folder `path` (and its parents) if missing and proves it writable, or raises.
 
     Run before any expensive work (`nfnzoo generate` checks its output folders before Ray
-    starts), so that a read-only folder, or a path below a regular file, is a one-line
-    `ValueError` naming the path and the operating system's reason, not a traceback later.
-    The probe writes and removes a file: permission bits alone do not tell (root, ACLs,
-    read-only mounts).
+    starts), so that a read-only folder, a path below a regular file, or a folder that cannot be
+    created is a one-line `InputError` (a `ValueError`) naming the path and the operating system's
+    reason, not a traceback later. The probe writes and removes a file: permission bits alone do
+    not tell (root, ACLs, read-only mounts). Below `root` (or a held lock's folder) no link is
+    followed (`zoo.storage.nofollow`); `path` itself, the folder a user named, may be one.
     """
     path = Path(path)
-    existing = next((p for p in (path, *path.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        where = "is" if existing == path else f"is below {existing}, which is"
-        raise ValueError(f"cannot write to {path}: it {where} a file, not a folder")
+    base = nofollow.root_for(path, root)
+    probe = path / f".nfnzoo-write-probe-{os.getpid()}"
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".nfnzoo-write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            where = "is" if existing == path else f"is below {existing}, which is"
+            raise InputError(f"cannot write to {path}: it {where} a file, not a folder")
+        if base is None:
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            nofollow.makedirs(base, path)
+        nofollow.write_new(path, probe, b"")
         probe.unlink()
     except OSError as error:
         reason = error.strerror or type(error).__name__
         where = f" ({error.filename})" if error.filename and Path(error.filename) not in (path, probe) else ""
-        raise ValueError(f"cannot write to {path}: {reason}{where}") from None
+        raise InputError(f"cannot write to {path}: {reason}{where}") from None
     return path

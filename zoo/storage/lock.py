@@ -12,6 +12,12 @@ content (the holder's PID, command and start time) is only what the error messag
   their board's lock (a submission takes a second), and a writer that waited too long fails
   with the same message.
 
+The lock file is opened through `zoo.storage.nofollow.open_lock`: created exclusively without
+following a link, or an existing regular file with a single link, so a planted
+`.nfnzoo.lock -> ../victim` (or a hard link to a victim, or a FIFO) is refused with one line
+before anything is written. While held, the folder is a root of `zoo.storage.nofollow`: every
+atomic write below it refuses links too.
+
 Within one process, a lock is taken once and handed down (`pack(..., lock=held)`), never
 re-acquired: `flock` on a second descriptor of the same file would block on our own lock.
 """
@@ -25,6 +31,8 @@ import json
 import os
 import time
 from pathlib import Path
+
+from zoo.storage import nofollow
 
 LOCK_FILE = ".nfnzoo.lock"
 
@@ -45,9 +53,9 @@ class FolderLock:
     def held(self) -> bool:
         return self._descriptor is not None
 
-    def _holder(self) -> str:
-        try:
-            info = json.loads(self.path.read_text())
+    def _holder(self, descriptor: int) -> str:
+        try:  # from the descriptor open_lock checked: the path may have been replaced since
+            info = json.loads(os.pread(descriptor, 4096, 0))
             return f"PID {int(info['pid'])} ({str(info['command'])[:60]} since {str(info['since'])[:25]})"
         except (OSError, ValueError, KeyError, TypeError):
             return "another process"
@@ -56,7 +64,7 @@ class FolderLock:
         if self.held:
             raise RuntimeError(f"{self.path}: already held by this lock object")  # a programming error
         self.folder.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        descriptor = nofollow.open_lock(self.folder, self.path)
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -67,7 +75,7 @@ class FolderLock:
                     os.close(descriptor)
                     raise
                 if time.monotonic() >= deadline:
-                    holder = self._holder()
+                    holder = self._holder(descriptor)
                     os.close(descriptor)
                     waited = f" (waited {wait_s:.0f} s)" if wait_s else ""
                     raise FolderInUse(f"{self.folder} is in use by {holder}{waited}; wait for it to finish, "
@@ -81,11 +89,13 @@ class FolderLock:
         except OSError:
             pass  # a full disk: the lock holds all the same; only the message loses its PID
         self._descriptor = descriptor
+        nofollow.hold(self.folder)
         return self
 
     def release(self) -> None:
         if self._descriptor is not None:
             descriptor, self._descriptor = self._descriptor, None
+            nofollow.release(self.folder)
             os.close(descriptor)  # closing drops the flock; the file stays (removing it would race)
 
     def __enter__(self) -> "FolderLock":

@@ -7,8 +7,8 @@ flag, per-split row counts and, where present, `machines` as `zoo.distributed.ma
 that every reader gets a one-line `InputError` naming the key instead of a `KeyError` or
 `TypeError` deep inside. `shard_path` is the only way a manifest's `files[].path` becomes a
 file to open: a relative path of safe names that stays inside the folder
-(`zoo.validation.inputs.confined`), so `../x` or `/etc/passwd` is refused before anything outside is
-touched.
+(`zoo.storage.nofollow.confine`, the rule its writers follow too, here as a reader), so `../x`
+or `/etc/passwd` is refused before anything outside is touched.
 
 A Hub snapshot's files are symbolic links into the cache's `blobs/` (huggingface_hub's
 layout, `.../datasets--ORG--NAME/snapshots/<commit>/<path>`), so there the links may lead
@@ -21,7 +21,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from zoo.validation.inputs import InputError, confined, name_problem
+from zoo.storage.nofollow import confine
+from zoo.validation.inputs import InputError, name_problem
 from zoo.distributed.machine import check_machines
 from zoo.validation.schema import SchemaError
 
@@ -34,7 +35,7 @@ def shard_path(folder: str | Path, relative: Any, what: str) -> Path:
     """`folder / relative` for a manifest's shard path, confined to `folder` (see the module docstring)."""
     folder = Path(folder)
     try:
-        return confined(folder, relative, what)
+        return confine(folder, relative, what, follow=True)
     except InputError:
         cache = folder.parent.parent
         lexical = isinstance(relative, str) and not relative.startswith("/") and all(
@@ -42,7 +43,7 @@ def shard_path(folder: str | Path, relative: Any, what: str) -> Path:
         if not (lexical and folder.parent.name == "snapshots" and (cache / "blobs").is_dir()
                 and name_problem(folder.name) is None):
             raise
-        confined(cache, f"snapshots/{folder.name}/{relative}", what)  # the blob it links to is in this repo's cache
+        confine(cache, f"snapshots/{folder.name}/{relative}", what, follow=True)  # the blob it links to is in this repo's cache
         return folder / relative
 
 

@@ -15,6 +15,7 @@ matches; a file staged before checksums existed only if it decodes completely in
 Anything else is moved aside into `staging/.corrupt/` with a warning naming it, so that the
 next `generate` trains its run again. A file is checked once per `Staging` object and then
 known by its inode, size and modification time (files are replaced, never rewritten in place).
+Every write and move below the staging root follows no link (`zoo.storage.nofollow`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from zoo.storage import safetensors_io
+from zoo.storage import nofollow, safetensors_io
 from zoo.storage.atomic import write_bytes_atomic
 from zoo.validation.inputs import InputError, read_capped
 from zoo.storage.record import CheckpointRecord, parse_weights_metadata, weights_metadata
@@ -77,8 +78,8 @@ class Staging:
     def _set_aside(self, path: Path, problem: str) -> None:
         target = self.root / CORRUPT_FOLDER / path.name
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, target)
+            nofollow.makedirs(self.root, target.parent)
+            nofollow.replace(self.root, path, target)
         except FileNotFoundError:  # another process set it aside (or replaced it) first
             return
         print(f"warning: staged checkpoint {path} is not trusted ({problem}); moved to {target}; "
@@ -88,7 +89,7 @@ class Staging:
         return [m for m in model_ids if not self.exists(m)]
 
     def write(self, record: CheckpointRecord) -> Path:
-        return write_bytes_atomic(self.path(record.model_id), encode_staged(record), durable=True)
+        return write_bytes_atomic(self.path(record.model_id), encode_staged(record), durable=True, root=self.root)
 
     def write_payload(self, model_id: str, payload: bytes) -> Path:
         """Stages a checkpoint encoded elsewhere (`encode_staged` on another node): its checksum
@@ -101,7 +102,7 @@ class Staging:
                 problem = f"it holds checkpoint {recorded!r}"
         if problem is not None:
             raise InputError(f"checkpoint {model_id} as received: {problem}; not staged")
-        return write_bytes_atomic(self.path(model_id), payload, durable=True)
+        return write_bytes_atomic(self.path(model_id), payload, durable=True, root=self.root)
 
     def read(self, model_id: str) -> CheckpointRecord:
         return read_staged(self.path(model_id))
