@@ -13,26 +13,24 @@ heading, and a `$...$` is never parsed as matplotlib mathtext:
   ASCII only, which YAML 1.2 reads as the same string.
 - `plot_text`: a label or title drawn by matplotlib: `$` escaped (no mathtext), line breaks
   folded, and cut to `PLOT_TEXT` characters (a long label would make the figure too large to save).
-- HTML: `html.escape` in `leaderboards.site` (`site._e`), for text and attribute values alike.
+- HTML: `zoo.validation.text.html_text` in `leaderboards.site` (`site._e`), for text and attribute
+  values alike.
+
+Every helper starts from `zoo.validation.text` (the program's one sanitiser for text that leaves
+it): control, bidi, zero-width and invisible characters are written as their escapes (`\\x1b`,
+`\\u202e`) in every output, and the Markdown rules are that module's.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import textwrap
 
-MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|$~&])")  # what can make markup: code, emphasis, links, HTML, cells, math
+from zoo.validation.text import MARKDOWN_SPECIAL, markdown_text, one_line, visible
+
+__all__ = ["MARKDOWN_SPECIAL", "PLOT_TEXT", "markdown_cell", "markdown_text", "plot_text", "yaml_string"]
+
 PLOT_TEXT = 80  # characters of one plot label
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())  # newlines, tabs and runs of spaces -> one space
-
-
-def markdown_text(text: object) -> str:
-    """`text` as literal inline Markdown: one line, every Markdown metacharacter escaped."""
-    return MARKDOWN_SPECIAL.sub(r"\\\1", _one_line(text))
 
 
 def markdown_cell(text: object) -> str:
@@ -41,14 +39,14 @@ def markdown_cell(text: object) -> str:
 
 
 def yaml_string(text: object) -> str:
-    """`text` as a double-quoted YAML scalar (JSON string syntax, ASCII-only: valid YAML 1.2)."""
-    return json.dumps(str(text), ensure_ascii=True)
+    """`text` as a double-quoted YAML scalar (JSON string syntax, ASCII-only: valid YAML 1.2), made visible."""
+    return json.dumps(visible(text, lines=True), ensure_ascii=True)
 
 
 def plot_text(text: object, limit: int = PLOT_TEXT, width: int | None = None) -> str:
     """`text` as literal matplotlib text: at most `limit` characters, wrapped at `width` (else one
     line), `$` escaped (after wrapping, so no break falls between a `\\` and its `$`)."""
-    line = _one_line(text)
+    line = one_line(text)
     if len(line) > limit:
         line = line[: limit - 1] + "…"
     if width is not None:

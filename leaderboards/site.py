@@ -12,7 +12,6 @@ https URLs the board accepts. No server, no external scripts or fonts.
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -20,6 +19,7 @@ from typing import Mapping, Sequence
 from benchmarks.files import write_text_atomic
 from leaderboards.board import Row, Sweep, Table, TaskBoard
 from leaderboards.suite_board import SuiteBoard, board_heading, dataset_label
+from zoo.validation.text import html_text
 
 NUMERIC = {"Rank", "Params", "Train time / seed (s)", "Peak memory (MB)", "Seeds"}
 
@@ -92,7 +92,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html_text(text)  # escaped, and every control, bidi or invisible character made visible
 
 
 def _page(title: str, body: Sequence[str]) -> str:

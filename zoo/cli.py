@@ -20,6 +20,7 @@ from zoo import __version__
 from zoo.validation.inputs import InputError
 from zoo.storage.lock import FolderInUse
 from zoo.validation.schema import SchemaError
+from zoo.validation.text import visible
 
 
 class CommandError(Exception):
@@ -31,14 +32,19 @@ class CommandError(Exception):
 
 
 def user_message(error: BaseException) -> str:
-    """The one line a user sees for a failure of theirs (or of their disk): an `OSError` names its file."""
+    """The one line a user sees for a failure of theirs (or of their disk): an `OSError` names its file.
+
+    A message may quote a file's name or content, so it is made visible (`zoo.validation.text.visible`):
+    an escape sequence, a bidi override or an invisible character in it is printed as its escape
+    (`\\x1b`, `\\u202e`), never acted on by the terminal. Line breaks stay (a rejected submission
+    lists its problems one a line)."""
     if isinstance(error, OSError) and not isinstance(error, (InputError,)):
         reason = error.strerror or type(error).__name__
         names = [str(name) for name in (error.filename, error.filename2) if name is not None]
-        return f"{' -> '.join(names)}: {reason}" if names else reason
+        return visible(f"{' -> '.join(names)}: {reason}" if names else reason)
     if isinstance(error, RecursionError):
         return "input nested too deeply"
-    return str(error)
+    return visible(str(error), lines=True)
 
 
 # what `main` reports in one line, without a traceback: malformed or hostile input (`zoo.validation.inputs`,
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except CommandError as error:
-        print(f"nfnzoo {args.command}: error: {error}", file=sys.stderr)
+        print(f"nfnzoo {args.command}: error: {user_message(error)}", file=sys.stderr)
         return error.exit_code
     except USER_ERRORS as error:  # the one path for a user's bad input, wherever it is found
         print(f"nfnzoo {args.command}: error: {user_message(error)}", file=sys.stderr)

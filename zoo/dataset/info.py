@@ -2,7 +2,9 @@
 
 The manifest is read through `zoo.storage.folder.read_manifest` (capped, structure checked, shard paths
 confined); what only this summary prints (run counts, architectures) is checked here, so a
-hand-edited manifest is one line naming the key.
+hand-edited manifest is one line naming the key. What it prints is made visible
+(`zoo.validation.text.visible`): a status or name holding an escape sequence or a bidi override is
+shown as its escapes, never acted on by the terminal.
 """
 
 from __future__ import annotations
@@ -17,8 +19,15 @@ from zoo.storage.folder import read_manifest, resolve_config
 from zoo.validation.inputs import InputError
 from zoo.storage.integrity import read_named
 from zoo.planning.spec import SPLIT_NAMES
+from zoo.validation.text import visible
 
 BARS = " ▁▂▃▄▅▆▇█"
+
+
+def shown(lines: list[str]) -> str:
+    """The summary's lines for a terminal: whatever the manifest or the shards hold (a status, a layer's name, a
+    column's value) is made visible (`zoo.validation.text.visible`), and a line break in it cannot forge a line."""
+    return "\n".join(visible(line) for line in lines)
 
 
 def histogram(values: np.ndarray, bins: int = 20, low: float = 0.0, high: float = 1.0) -> str:
@@ -88,7 +97,7 @@ def final_breakdown(folder: str | Path, column: str, config: str | None = None) 
         q = np.quantile(group[metric], [0, 0.25, 0.5, 0.75, 1])
         lines.append(f"  {str(value)[:12]:<12} ({len(group):>6,} runs)   " + " ".join(f"{v:.3f}" for v in q)
                      + f"  |{histogram(group[metric].to_numpy(), low=low, high=high)}|")
-    return "\n".join(lines)
+    return shown(lines)
 
 
 def plot_final(folder: str | Path, out: str | Path, column: str | None = None, config: str | None = None) -> Path:
@@ -138,11 +147,11 @@ def describe(folder: str | Path, config: str | None = None) -> str:
     folder = Path(folder)
     config, entry, frame, (metric, low, high) = _load(folder, config)
     packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
-    completeness = "" if entry["complete"] else (
-        f"\nINCOMPLETE: {packed:,} of {planned:,} planned checkpoints are packed "
-        f"({planned - packed:,} missing); re-run `nfnzoo generate` to finish it")
-    lines = [f"{folder} [{config}] family={entry['family']} profile={entry['spec'].get('profile') or 'full'}"
-             + completeness,
+    completeness = [] if entry["complete"] else [
+        f"INCOMPLETE: {packed:,} of {planned:,} planned checkpoints are packed "
+        f"({planned - packed:,} missing); re-run `nfnzoo generate` to finish it"]
+    lines = [f"{folder} [{config}] family={entry['family']} profile={entry['spec'].get('profile') or 'full'}",
+             *completeness,
              f"checkpoints: {packed:,} of {planned:,} planned; "
              f"runs: {frame['run_id'].nunique():,}; status: " + ", ".join(f"{k} {v:,}" for k, v in entry["status"].items()),
              "splits: " + ", ".join(f"{s} {entry['splits'][s]:,} ({entry['runs'][s]:,} runs)"
@@ -158,4 +167,4 @@ def describe(folder: str | Path, config: str | None = None) -> str:
         lines.append(f"architecture {arch_id}: {info['num_params']:,} parameters")
         for layer in info["layers"]:
             lines.append(f"  {layer['name']:<16} {str(tuple(layer['shape'])):<18} {layer['role']}")
-    return "\n".join(lines)
+    return shown(lines)

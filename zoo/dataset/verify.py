@@ -8,7 +8,9 @@ safetensors header decoded within bounds and matching its architecture (`zoo.loa
 so a row the loader would refuse or over-allocate for is a problem here, named by shard and
 row); model ids unique across a config; counts consistent (rows per split, packed =
 sum of rows <= planned, complete = packed == planned); a card that lists each config's shards
-and says "incomplete" exactly where the manifest does. Shards on disk that the manifest does
+and says "incomplete" exactly where the manifest does; no string of the manifest (key or value)
+holding a control, bidi, zero-width or invisible character (`zoo.validation.text`: the card and
+`nfnzoo info` show them, and stored text may not hold one). Shards on disk that the manifest does
 not list are a warning when the card names its files (an interrupted pack's leftovers: never
 read, and the next `nfnzoo pack` removes them), a problem under an older card's glob (which
 `datasets.load_dataset` would read); a card naming other shards than the manifest (a pack
@@ -43,6 +45,8 @@ from zoo.loader import check_row
 from zoo.storage.manifest import SPLITS, shard_path
 from zoo.storage.safetensors_io import MAX_HEADER_BYTES
 from zoo.planning.spec import spec_from_data
+from zoo.validation.inputs import value_problem
+from zoo.validation.text import visible
 
 @dataclasses.dataclass
 class VerifyReport:
@@ -219,8 +223,16 @@ def _check_completeness(name: str, entry: dict, allow_incomplete: bool, report: 
 
 def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incomplete: bool = False,
            retrain: int = 0, full: bool = False) -> VerifyReport:
-    """Checks a packed zoo folder; see the module docstring for what counts as a problem."""
-    folder = Path(folder)
+    """Checks a packed zoo folder; see the module docstring for what counts as a problem. Problems and
+    warnings quote the folder's names and text: they are made visible (`zoo.validation.text.visible`)."""
+    report = _verify(Path(folder), recompute, seed, allow_incomplete, retrain, full)
+    report.problems = [visible(problem, lines=True) for problem in report.problems]
+    report.warnings = [visible(warning, lines=True) for warning in report.warnings]
+    return report
+
+
+def _verify(folder: Path, recompute: int, seed: int, allow_incomplete: bool, retrain: int,
+            full: bool) -> VerifyReport:
     report = VerifyReport()
     try:
         manifest = read_manifest(folder)
@@ -230,6 +242,10 @@ def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incom
     if not manifest["configs"]:
         report.problems.append(f"{folder / MANIFEST}: lists no configs; nothing is packed")
         return report
+    stored = value_problem(manifest, finite=False)  # the card and `info` show its text: none may act on a display
+    if stored is not None:
+        key, reason = stored
+        report.problems.append(f"{folder / MANIFEST}: {key}: {reason}")
     for name, entry in sorted(manifest["configs"].items()):
         _check_completeness(name, entry, allow_incomplete, report)
         _check_counts(name, entry, report)

@@ -20,9 +20,9 @@ submission, a pinned table) goes through here, so one set of rules holds everywh
   component (config, spec, entry and dataset names): letters, digits and `._+-`, starting with
   a letter or digit, at most 128 characters; and `confined(root, relative)`: a relative path
   made of such components that stays inside `root` once symbolic links are resolved.
-- `text_problem`: free text stored in a data file: no Unicode control or format characters
-  (bidi overrides, zero-width marks, escapes; newline and tab are allowed) and at most
-  `MAX_TEXT` characters.
+- `text_problem`: free text stored in a data file: no Unicode control, format or invisible
+  characters (bidi overrides, zero-width marks, escapes, blank fillers, variation selectors;
+  newline and tab are allowed; `zoo.validation.text`) and at most `MAX_TEXT` characters.
 
 Every error is an `InputError` (a `ValueError`) whose message names the file (and key) and
 what was expected, on one line.
@@ -35,11 +35,12 @@ import math
 import os
 import re
 import stat
-import unicodedata
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from zoo.validation.text import stored_text_problem
 
 MAX_DEPTH = 64  # JSON/YAML nesting: our files are at most ~8 deep
 MAX_TEXT = 20_000  # characters of one stored string (a spec's description is under 1,000)
@@ -47,7 +48,6 @@ MAX_YAML_BYTES = 1 * 2**20  # a spec file is a few kilobytes
 MAX_YAML_NODES = 1_000_000  # expanded (aliases counted as copies); a spec has a few hundred
 MAX_INT = 2**63 - 1  # stored integers are 64-bit (Arrow, numpy, torch)
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
-_ALLOWED_CONTROLS = {"\n", "\t"}
 
 
 class InputError(ValueError):
@@ -270,17 +270,9 @@ def confined(root: str | Path, relative: str, what: str) -> Path:
 # --- free text ----------------------------------------------------------------------------------
 
 def text_problem(text: str, max_length: int = MAX_TEXT) -> str | None:
-    """Why `text` may not be stored (a control or format character, or too long), or None."""
-    if len(text) > max_length:
-        return f"{len(text):,} characters; at most {max_length:,}"
-    for index, character in enumerate(text):
-        if character in _ALLOWED_CONTROLS:
-            continue
-        category = unicodedata.category(character)
-        if category in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp"):
-            return (f"holds the control character U+{ord(character):04X} at position {index} "
-                    "(control, bidi and zero-width characters are not allowed)")
-    return None
+    """Why `text` may not be stored (an invisible or control character, or too long), or None
+    (`zoo.validation.text.stored_text_problem`: the one rule for stored text)."""
+    return stored_text_problem(text, max_length)
 
 
 def value_problem(value: Any, max_depth: int = MAX_DEPTH, *, finite: bool = True) -> tuple[str, str] | None:
