@@ -31,15 +31,18 @@ def _generate(args: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
     if args.rng is not None:  # part of the spec: its hash and run ids change with it, and the zoo records it
         spec = dataclasses.replace(spec, training=dataclasses.replace(spec.training, rng=args.rng))
-    runs = plan_runs(spec)
-    checkpoints = sum(len(r.checkpoints) for r in runs)
     draws = "" if spec.training.rng == "torch-generator" else f", training.rng: {spec.training.rng}"
-    print(f"{spec.name} ({args.profile or 'full'}): {len(runs):,} runs, {checkpoints:,} checkpoints{draws}")
-    if args.dry_run:
+    if args.dry_run:  # counted from the spec, never listed (`zoo.planning.plan_size`)
         from zoo.planning.estimate import estimate
 
-        print("\n".join(estimate(spec).lines()[1:]))
+        planned = estimate(spec)
+        print(f"{spec.name} ({args.profile or 'full'}): {planned.runs:,} runs, {planned.checkpoints:,} "
+              f"checkpoints{draws}")
+        print("\n".join(planned.lines()[1:]))
         return 0
+    runs = plan_runs(spec)
+    checkpoints = sum(len(r.checkpoints) for r in runs)
+    print(f"{spec.name} ({args.profile or 'full'}): {len(runs):,} runs, {checkpoints:,} checkpoints{draws}")
     from zoo.families import create_family
 
     importer = create_family(spec.family).IMPORT_ONLY

@@ -8,6 +8,7 @@ imports no family: the registry imports the built-in ones, `cnn`, `inr`, `transf
 from zoo.families.base import (  # noqa: F401
     FAMILIES,
     CheckpointResult,
+    MemberSize,
     Family,
     create_family,
     get_family,

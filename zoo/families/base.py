@@ -22,6 +22,11 @@ A family is a `Family` subclass registered with `@register_family(name)` that pr
   trains them one at a time with ``train_run(spec, run, data, emit_one)``;
 - ``evaluate(spec, hparams, weights, data)``: the metrics that depend only on the weights, recomputed;
 - ``run_flops(spec, hparams)``: the FLOPs of one run, training and evaluation, for planning;
+  ``FLOPS_HPARAMS``: the hyperparameters it reads (the dry run groups runs by them, so it never
+  evaluates one run at a time: `zoo.planning.plan_size`);
+- ``member_size(architecture)``: a member's parameter count, layer widths and layer count computed
+  arithmetically from the architecture (never by building it), checked against
+  `zoo.validation.bounds` when a spec loads, and the dry run's parameter count;
 - ``IMPORT_ONLY``: for a family without a training recipe, the import format that writes its
   members (`nfnzoo generate` refuses its specs, naming it); None for the families that train.
 """
@@ -39,6 +44,15 @@ from zoo.registry import Registry
 # the built-in families, imported by name on the registry's first read (`zoo.registry`)
 FAMILIES: Registry[type] = Registry("zoo family", modules=("zoo.families.cnn", "zoo.families.inr",
                                                            "zoo.families.transformer", "zoo.families.pooled_cnn"))
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberSize:
+    """What an architecture declares, computed without building it (`Family.member_size`)."""
+
+    parameters: int  # trainable parameters: the weight space's length
+    widths: dict[str, int]  # architecture field (or derived name) -> units, channels or tokens of a layer
+    layers: int  # layers (or blocks) the model is built of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +76,7 @@ class Family:
     # a larger population bounds nothing but memory, a smaller one wastes per-step overhead
     POPULATION_SIZES: dict[str, int] = {"cpu": 1, "cuda": 1}
     IMPORT_ONLY: str | None = None  # the `nfnzoo import` format of a family that cannot train
+    FLOPS_HPARAMS: tuple[str, ...] = ()  # the hyperparameters `run_flops` reads
 
     def __init__(self, population_size: int | None = None):
         if population_size is not None and population_size < 1:
@@ -71,6 +86,10 @@ class Family:
     def population_size_on(self, device: torch.device | str) -> int:
         """Members per population on `device`: the override, else the family's measured choice."""
         return self.population_size or self.POPULATION_SIZES.get(torch.device(device).type, 1)
+
+    def member_size(self, architecture: dict) -> MemberSize:
+        """Parameters, layer widths and layers of `architecture`, by arithmetic; every family says."""
+        raise NotImplementedError(f"family {self.name!r} does not compute its member's size")
 
     def data_sources(self, architecture: dict) -> list[str]:
         """The data sets (`dataset.name`) this family loads for `architecture`; every family says."""

@@ -30,7 +30,7 @@ from torch import nn
 from zoo.training import simd
 from zoo.data.images import SOURCE_INFO, TaskData, image_source_names, load_classifier_data, split_sizes
 from zoo.validation.domains import Classes, Coefficient, Fraction, LearningRate, Probability, Scale, Size
-from zoo.families.base import CheckpointResult, Family, register_family
+from zoo.families.base import CheckpointResult, Family, MemberSize, register_family
 from zoo.training.population import populations, train_classifier_population
 from zoo.training.draws import solo_draws
 from zoo.training.train import CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
@@ -229,6 +229,7 @@ class CNNFamily(Family):
     # CPU, one core, batch 32 (benchmarks/perf/generation.py): per member, 16 train 6% faster
     # than 8 and 16% faster than 4 (a ReLU population, 2 epochs of 4,000 examples).
     POPULATION_SIZES = {"cpu": 16, "cuda": 256}
+    FLOPS_HPARAMS = ("train_fraction",)
 
     def build(self, architecture: dict, hparams: dict | None = None) -> SmallCNN:
         arch = CNNArchitecture(**architecture)
@@ -239,6 +240,16 @@ class CNNFamily(Family):
 
     def weight_space(self, architecture: dict) -> WeightSpace:
         return WeightSpace.from_state_dict(self.build(architecture).state_dict())
+
+    def member_size(self, architecture: dict) -> MemberSize:
+        """`SmallCNN`'s parameters: the first convolution, num_conv_layers - 1 more, the dense layer."""
+        a = CNNArchitecture(**architecture)
+        kernel = a.kernel_size ** 2
+        first = a.in_channels * a.channels * kernel + a.channels
+        later = (a.num_conv_layers - 1) * (a.channels * a.channels * kernel + a.channels)
+        dense = a.channels * a.num_classes + a.num_classes
+        return MemberSize(first + later + dense, {"in_channels": a.in_channels, "channels": a.channels,
+                                                  "num_classes": a.num_classes}, a.num_conv_layers + 1)
 
     def symmetry(self, architecture: dict, hparams: dict) -> FeedforwardSymmetry:
         """Permutations of each conv layer's channels, with positive scaling (ReLU) or sign flips (tanh)."""

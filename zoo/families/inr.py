@@ -59,7 +59,7 @@ from zoo.families.inr_model import (  # noqa: F401 (the member's pieces, re-expo
     pixel_targets,
     siren_forward,
 )
-from zoo.families.base import CheckpointResult, Family, register_family
+from zoo.families.base import CheckpointResult, Family, MemberSize, register_family
 from zoo.training.population import populations
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.training.train import seeded_generator
@@ -84,6 +84,15 @@ class INRFamily(Family):
 
     def weight_space(self, architecture: dict) -> WeightSpace:
         return WeightSpace.from_state_dict(self.build(architecture).state_dict())
+
+    def member_size(self, architecture: dict) -> MemberSize:
+        """`Siren`'s parameters: in -> hidden, num_sine_layers - 1 hidden -> hidden, hidden -> out (with biases)."""
+        a = INRArchitecture(**architecture)
+        hidden = a.hidden_features
+        parameters = ((a.in_features + 1) * hidden + (a.num_sine_layers - 1) * (hidden + 1) * hidden
+                      + (hidden + 1) * a.out_features)
+        return MemberSize(parameters, {"in_features": a.in_features, "hidden_features": hidden,
+                                       "out_features": a.out_features}, a.num_sine_layers + 1)
 
     def symmetry(self, architecture: dict, hparams: dict | None = None) -> FeedforwardSymmetry:
         """Hidden-unit permutations with sign flips: sine is odd, and not positively homogeneous."""

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.data.images import SOURCE_INFO, TaskData, image_source_names, load_classifier_data
-from zoo.families.base import Family, register_family
+from zoo.families.base import Family, MemberSize, register_family
 from zoo.symmetry.flatten import FlattenedFeedforwardSymmetry
 from zoo.training.train import CLASSIFICATION_METRICS, evaluate_sets
 from zoo.validation.domains import Classes, Coefficient, LearningRate, Probability, Real, Scale, Size
@@ -147,6 +147,17 @@ class PooledCNNFamily(Family):
 
     def weight_space(self, architecture: dict) -> WeightSpace:
         return WeightSpace.from_state_dict(self.build(architecture).state_dict())
+
+    def member_size(self, architecture: dict) -> MemberSize:
+        """`PooledCNN`'s parameters: each convolution, the flattened features -> hidden, hidden -> classes."""
+        a = PooledCNNArchitecture(**architecture)
+        parameters, channels = 0, a.in_channels
+        for width, kernel in zip(a.channels, a.kernel_sizes):
+            parameters, channels = parameters + channels * width * kernel ** 2 + width, width
+        parameters += (a.flat_features + 1) * a.hidden + (a.hidden + 1) * a.num_classes
+        widths = {"in_channels": a.in_channels, **{f"channels[{i}]": width for i, width in enumerate(a.channels)},
+                  "hidden": a.hidden, "num_classes": a.num_classes}
+        return MemberSize(parameters, widths, len(a.channels) + 2)
 
     def symmetry(self, architecture: dict, hparams: dict) -> FlattenedFeedforwardSymmetry:
         """Channel and hidden-unit permutations; positive scales too for ReLU and LeakyReLU (module docstring)."""

@@ -47,7 +47,7 @@ from zoo.families.transformer_model import (  # noqa: F401  (the member's names,
 )
 from zoo.families.transformer_population import train_transformer_population
 from zoo.families.transformer_recipe import TransformerHParams, learning_rate_at
-from zoo.families.base import CheckpointResult, Family, register_family
+from zoo.families.base import CheckpointResult, Family, MemberSize, register_family
 from zoo.training.population import populations
 from zoo.symmetry.attention import AttentionSymmetry
 from zoo.training.draws import solo_draws
@@ -78,6 +78,7 @@ class TransformerFamily(Family):
     # CPU, one core, batch 128 (benchmarks/perf/generation.py): 2 to 4 members per population
     # train fastest; 8 are 7% and 16 17% slower per member (the activations outgrow the caches).
     POPULATION_SIZES = {"cpu": 4, "cuda": 256}
+    FLOPS_HPARAMS = ("train_fraction",)
 
     def build(self, architecture: dict, hparams: dict | None = None) -> SmallTransformer:
         dropout = 0.0 if hparams is None else float(hparams["dropout"])
@@ -86,6 +87,23 @@ class TransformerFamily(Family):
     def weight_space(self, architecture: dict) -> WeightSpace:
         """Every trainable tensor, in forward order; a layer per linear map (Q, K, V, O separately)."""
         return WeightSpace.from_state_dict(self.build(architecture).state_dict())
+
+    def member_size(self, architecture: dict) -> MemberSize:
+        """`SmallTransformer`'s parameters: the patch stem (word vectors are a frozen buffer, not
+        parameters, and their vocabulary no width), per block Q, K, V, O without bias and the MLP,
+        the head. Tokens are a width too: the positional encoding and attention scale with them."""
+        a = TransformerArchitecture(**architecture)
+        inner = a.num_heads * a.head_dim
+        stem = a.in_channels * a.d_model * a.patch_size ** 2 + a.d_model if a.input == "image_patches" else 0
+        block = 4 * a.d_model * inner + (a.d_model + 1) * a.mlp_dim + (a.mlp_dim + 1) * a.d_model
+        head = (a.d_model + 1) * a.d_model + (a.d_model + 1) * a.num_classes
+        widths = {"d_model": a.d_model, "mlp_dim": a.mlp_dim, "num_heads x head_dim": inner,
+                  "num_classes": a.num_classes,
+                  "tokens" + (" ((image_size / patch_size)^2)" if a.input == "image_patches" else " (max_length)"):
+                      a.num_tokens}
+        if a.input == "image_patches":
+            widths["in_channels"] = a.in_channels
+        return MemberSize(stem + a.num_blocks * block + head, widths, a.num_blocks + 3)
 
     def symmetry(self, architecture: dict, hparams: dict | None = None) -> AttentionSymmetry:
         """Heads, GL(d_k) x GL(d_v) per head, MLP units with positive scaling, and (no residuals) model dims."""

@@ -1,4 +1,10 @@
-"""Planning estimates of a spec: size, parameters, training FLOPs, bytes, without training."""
+"""Planning estimates of a spec: size, parameters, training FLOPs, bytes, without training.
+
+Computed from the spec by arithmetic, never by building a member or listing the plan: the
+member's parameters from `Family.member_size`, the runs and their FLOPs from
+`zoo.planning.plan_size` (runs grouped by the hyperparameters their FLOPs depend on), so a dry
+run of the largest plan a spec may declare takes the time and memory of a small one.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from pathlib import Path
 
 from zoo.families import create_family
 from zoo.validation.inputs import InputError, read_json_file
-from zoo.planning.plan import plan_runs
+from zoo.planning.plan_size import plan_size
 from zoo.planning.spec import ZooSpec
 
 THROUGHPUT_FILE = Path(__file__).resolve().parents[1] / "throughput.json"  # written by benchmarks.perf.generation --save
@@ -24,6 +30,7 @@ class Estimate:
     dataset_bytes: int  # the packed dataset, approximately
     device_hours: dict[str, float] = dataclasses.field(default_factory=dict)  # "cpu" (core-hours), "cuda" ...
     sources: dict[str, str] = dataclasses.field(default_factory=dict)  # device -> the rate, where and when measured
+    inexact: str | None = None  # why runs and checkpoints are upper bounds (`PlanSize.inexact`), None if exact
 
     def lines(self) -> list[str]:
         lines = [f"runs: {self.runs:,}; checkpoints: {self.checkpoints:,}",
@@ -36,19 +43,21 @@ class Estimate:
                          f"({self.sources.get(device, 'at the throughput measured by make bench-generation')})")
         if not self.device_hours:
             lines.append("estimated hours: no measured throughput for this family (run make bench-generation --save)")
+        if self.inexact:
+            lines.append(f"runs and checkpoints are upper bounds: {self.inexact}")
         return lines
 
 
 def estimate(spec: ZooSpec) -> Estimate:
     family = create_family(spec.family)
-    runs = plan_runs(spec)
-    params = family.weight_space(spec.architecture).num_params
-    checkpoints = sum(len(r.checkpoints) for r in runs)
-    flops = sum(family.run_flops(spec, run.hparams) for run in runs)
+    size = plan_size(spec, family.FLOPS_HPARAMS)
+    params = family.member_size(spec.architecture).parameters
+    checkpoints = size.checkpoints
+    flops = sum(count * family.run_flops(spec, dict(group)) for group, count in size.groups.items())
     measured = {device: rates[spec.family] for device, rates in measured_throughput().items() if spec.family in rates}
     hours = {device: flops / rate["flops_per_second"] / 3600 for device, rate in measured.items()}
-    return Estimate(len(runs), checkpoints, params, flops, checkpoints * (4 * params + ROW_OVERHEAD_BYTES), hours,
-                    {device: source(rate) for device, rate in measured.items()})
+    return Estimate(size.runs, checkpoints, params, flops, checkpoints * (4 * params + ROW_OVERHEAD_BYTES), hours,
+                    {device: source(rate) for device, rate in measured.items()}, size.inexact)
 
 
 def source(rate: dict) -> str:

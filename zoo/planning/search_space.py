@@ -22,14 +22,11 @@ import math
 import typing
 from typing import Any
 
+from zoo.validation.bounds import MAX_PLANNED_CHECKPOINTS, MAX_PLANNED_RUNS  # noqa: F401 (importable from here too)
 from zoo.validation.domains import Seed, Size, base_type, domain_of
 from zoo.validation.schema import DomainError, SchemaError, convert, type_hints
 
 SAMPLED_DIGITS = 6  # significant digits a sampled value keeps
-# the largest real zoo has 125,000 checkpoints (30,000 runs); a plan is a list in memory, so its
-# size is bounded well above that and below what one machine can hold
-MAX_PLANNED_RUNS = 10_000_000
-MAX_PLANNED_CHECKPOINTS = 100_000_000
 
 
 def _rounded(value: float) -> float:

@@ -36,6 +36,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
+from zoo.validation.bounds import MAX_MEMBER_LAYERS, check_member
 from zoo.validation.domains import Count, Fraction, Seed, Size, base_type
 from zoo.families.base import get_family  # families validate their own parts (the registry imports them when read)
 from zoo.validation.inputs import NAME, InputError, load_yaml, name_problem
@@ -188,6 +189,7 @@ class ZooSpec:
         except KeyError as error:
             raise SchemaError(where, "family", str(error)) from None
         from_data(family.Architecture, self.architecture, where, "architecture")
+        check_member_size(family, self.architecture, where)
         sources = family.data_sources(self.architecture)
         if self.dataset.name not in sources:
             raise SchemaError(where, "dataset.name", f"unknown data set {self.dataset.name!r}; expected one of "
@@ -224,6 +226,19 @@ def content_hash(data: Any, length: int = 20) -> str:
     """A stable hex digest of JSON-able data (sorted keys, no whitespace)."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def check_member_size(family, architecture: dict, where: str) -> None:
+    """The member `architecture` declares, sized arithmetically (`Family.member_size`), within
+    `zoo.validation.bounds` (layers, each width, parameters) before anything builds it."""
+    size = family.member_size(architecture)
+    if not 0 < size.layers <= MAX_MEMBER_LAYERS:
+        raise SchemaError(where, "architecture", f"declares {size.layers:,} layers; at most {MAX_MEMBER_LAYERS:,} "
+                                                 "(zoo.validation.bounds.MAX_MEMBER_LAYERS)")
+    try:
+        check_member(f"{where}: architecture", size.parameters, size.widths)
+    except InputError as error:
+        raise SchemaError(where, "architecture", str(error).removeprefix(f"{where}: architecture: ")) from None
 
 
 def _check_index_splits(hparams_cls: type, space: SearchSpace, by: IndexSplits, where: str) -> None:

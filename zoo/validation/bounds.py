@@ -18,6 +18,7 @@ MIB = 2**20
 # SIREN 1,281, a Small Transformer Zoo member about 40,000, our cnn-cifar10 members under 100,000).
 MAX_MEMBER_PARAMETERS = 20_000_000  # 80 MB of float32 per member: a population of 64 still fits in 6 GB
 MAX_LAYER_WIDTH = 16_384  # units, channels or embedding dimensions of one layer (the largest real one is 512)
+MAX_MEMBER_LAYERS = 1_024  # layers or blocks of one member (the largest real one has 3 convolutions + 1 dense, or 2 blocks)
 
 
 def check_member(where: str, parameters: int, widths: dict[str, int] | None = None) -> None:
@@ -35,7 +36,45 @@ def check_member(where: str, parameters: int, widths: dict[str, int] | None = No
                          f"{MAX_MEMBER_PARAMETERS:,} are accepted (zoo.validation.bounds.MAX_MEMBER_PARAMETERS)")
 
 # --- decompression, archives and free disk ------------------------------------------------------
+# An archive is checked before anything is unpacked and counted while it is (zoo.imports.archive); a compressed
+# file is counted while it is decompressed (zoo.validation.decompress). The largest real release unpacks to ~5.5 GB
+# (the Small CNN Zoo's CIFAR-10-GS weights.npy, 270,000 x 4,970 float32), and weights barely compress (~1.1x).
+MAX_UNPACKED_BYTES = 64 * GIB  # one archive's unpacked members (disk, not memory): 11x the largest release
+MAX_ARCHIVE_RATIO = 100  # unpacked bytes per archive byte: float weights ~1.1, CSV text ~10; a zip bomb ~1,000
+ARCHIVE_RATIO_SLACK_BYTES = 16 * MIB  # what any archive may unpack to whatever its ratio (a tiny fixture's CSVs)
+FREE_DISK_MARGIN_BYTES = 64 * MIB  # left free after the unpacked members and the shards written from them (as large)
+MAX_MEMBERS = 2_000_000  # members of one archive: the largest release (70,000 SIRENs) has far fewer files
+MAX_STATE_DICT_BYTES = 16 * MIB  # one released .pth/.pt, read whole: the largest real one (a transformer member) ~200 kB
 
 # --- tables: CSV, sidecars and Parquet shards ---------------------------------------------------
+# An imported CSV (gzipped or not) is read as a stream: its decompressed bytes, its columns and its rows are
+# counted before a frame is built (zoo.imports.tables). The largest real one is the Small CNN Zoo's metrics file,
+# 270,000 rows x ~25 columns (~100 MB of text, ~6.8 M cells); a pandas cell costs 8 to ~100 bytes.
+MAX_TABLE_BYTES = 512 * MIB  # one CSV's text, decompressed: 5x the largest real one
+MAX_TABLE_ROWS = 2_000_000  # rows of one CSV or sidecar: 7x the largest real one (and the most a sidecar may list)
+MAX_TABLE_COLUMNS = 1_024  # the largest real one has ~30
+MAX_TABLE_CELLS = 40_000_000  # rows x columns: 6x the largest real table, at most ~4 GB as a pandas frame
+MAX_COMPRESSED_TABLE_BYTES = 2 * GIB  # a metrics.csv.gz as stored (the decompressed bound above is the one that binds)
+MAX_LAYOUT_BYTES = 1 * MIB  # the Small CNN Zoo's layout.csv: 8 lines
+MAX_SPLIT_FILE_BYTES = 64 * MIB  # the NFN split file: 270,000 indices are 1.8 MB
+MAX_SPLITS_JSON_BYTES = 256 * MIB  # the DWSNets splits file: Fashion-MNIST's is 2.8 MB
+MAX_PARAMS_JSON_BYTES = 1 * MIB  # a Model Zoos trial's params.json: ~1 kB
+MAX_RESULT_JSON_BYTES = 64 * MIB  # a Model Zoos trial's result.json: ~60 lines of ~2 kB
+# Parquet shards, from the footer's metadata before a column is decoded. A real shard's metadata
+# columns hold under 1 KB a row (ids, hyperparameters, metrics); a row's weights are one member.
+MAX_PARQUET_METADATA_ROW_BYTES = 64 * 1024  # every column but `weights`, per row
+MAX_PARQUET_WEIGHTS_ROW_BYTES = 8 * MAX_MEMBER_PARAMETERS + 16 * MIB + 8  # a float64 member + its safetensors header
+MAX_PARQUET_COLUMN_CHUNK_BYTES = 2 * GIB  # one column of one row group, uncompressed (real ones: under 100 MB)
 
 # --- staged checkpoints and the dry run -----------------------------------------------------------
+# A plan is counted from the spec's numbers before anything is enumerated; the largest real zoo has
+# 125,000 checkpoints (30,000 runs).
+MAX_PLANNED_RUNS = 10_000_000
+MAX_PLANNED_CHECKPOINTS = 100_000_000
+# The dry run de-duplicates repeated sampled draws by drawing them (6 us and ~100 bytes each) up to
+# this many (the largest real spec draws 30,000); a larger count is estimated from its first draws.
+MAX_DEDUPLICATED_DRAWS = 100_000
+# One staged checkpoint file: a member's float64 weights (MAX_MEMBER_PARAMETERS x 8 bytes) plus its
+# header; the largest real one is under 1 MB.
+MAX_HEADER_BYTES = 16 * MIB  # a safetensors header lists tensor names and shapes: ours are a few kilobytes
+MAX_STAGED_BYTES = 8 * MAX_MEMBER_PARAMETERS + MAX_HEADER_BYTES + 8
