@@ -43,6 +43,9 @@ from zoo.validation.inputs import InputError, name_problem
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# `rmtree` relies on the standard library's descriptor walk, which removes a link inside the tree
+# instead of descending through it (Linux and the BSDs)
+assert shutil.rmtree.avoids_symlink_attacks or os.name != "posix"
 
 
 class LinkRefused(InputError):
@@ -133,7 +136,6 @@ def rmtree(root: str | Path, path: str | Path, *, ignore_errors: bool = False) -
     """Removes folder `path` below `root` and everything in it (absent is fine), never through a link:
     a link on the way or at `path` is refused (left alone with `ignore_errors`), links inside are
     removed, not followed."""
-    assert shutil.rmtree.avoids_symlink_attacks or os.name != "posix"
     try:
         check(root, path)
     except InputError:
