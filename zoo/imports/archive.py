@@ -2,30 +2,44 @@
 Zoos) or a `.tar`/`.tar.gz`/`.tar.xz` (the Small CNN Zoo) is unpacked, checked member by member, into a
 scratch folder beside the output and imported from there; a folder is imported as it is.
 
-Nothing in an archive is trusted: a member whose path is absolute or climbs out (`../`), a link, a
-device or another special file, more than `MAX_MEMBERS` members, or more bytes unpacked than the disk
-holds is refused before anything is written, in one line naming the archive and the member. Tar members
-go through Python's `data` extraction filter as well. The scratch folder is removed whatever happens, so
-a refused or interrupted import leaves the output folder as it was. An archive whose members all sit in
-one top folder (`mnist_transformer/...`) is imported from that folder.
+Nothing in an archive is trusted. Before anything is written, every member is checked: a path that is
+absolute or climbs out (`../`), a link, a device or another special file, a name twice, an encrypted
+member or a compression method Python cannot unpack, more than `MAX_MEMBERS` members, and more bytes
+unpacked than the smallest of three bounds (`zoo.validation.bounds`): `MAX_UNPACKED_BYTES`;
+`MAX_ARCHIVE_RATIO` times the archive's own size (a zip bomb inflates ~1,000x; weights ~1.1x); and the
+free disk, less the shards the import then writes (about as large again) and `FREE_DISK_MARGIN_BYTES`.
+A tar's members are found by decompressing it, so that scan is itself counted (`zoo.validation.
+decompress`) and stops at the bound. Then each member is copied out by us (never `extractall`), its
+bytes counted as they are written: a member that holds more than it declared is refused. Each refusal
+and each library error (a damaged stream, a CRC error) is one line naming the archive and the member
+(`zoo.imports.reading.reading`). The scratch folder is removed whatever happens, so a refused or
+interrupted import leaves the output folder as it was. An archive whose members all sit in one top
+folder (`mnist_transformer/...`) is imported from that folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import stat
 import tarfile
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
+from zoo.imports.reading import open_regular, reading
+from zoo.validation.bounds import (ARCHIVE_RATIO_SLACK_BYTES, FREE_DISK_MARGIN_BYTES, MAX_ARCHIVE_RATIO, MAX_MEMBERS,
+                                   MAX_UNPACKED_BYTES)
+from zoo.validation.decompress import BoundedReader, compression_of, decompressing
 from zoo.validation.inputs import InputError
 
-MAX_MEMBERS = 2_000_000  # the largest release (70,000 SIRENs, 270,000-row matrices) has far fewer files
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
 IGNORED_TOP = {"__MACOSX"}  # what macOS's archiver adds beside the real top folder
+ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
+               zipfile.ZIP_LZMA: "lzma"}  # what Python's zipfile unpacks
+CHUNK = 2**20
 
 
 def is_archive(path: Path) -> bool:
@@ -39,42 +53,140 @@ def _member_problem(name: str) -> str | None:
         return "an absolute path"
     if ".." in path.parts:
         return "a path that leaves the folder it is unpacked into"
+    if "\x00" in name:
+        return "a name holding a NUL character"
     return None
 
 
-def _check_zip(archive: Path, handle: zipfile.ZipFile) -> int:
+def _refuse(archive: Path, name: str, problem: str) -> InputError:
+    return InputError(f"{archive}: member {ascii(name)[:200]} is {problem}; nothing was unpacked")
+
+
+class Limit:
+    """The most bytes an archive may unpack to, and which bound says so (module docstring)."""
+
+    def __init__(self, archive: Path, compressed: int, scratch: Path):
+        free = shutil.disk_usage(scratch).free
+        room = (free - FREE_DISK_MARGIN_BYTES) // 2  # the members, then the shards written from them
+        bounds = [(MAX_UNPACKED_BYTES, f"at most {MAX_UNPACKED_BYTES / 2**30:.0f} GiB are unpacked "
+                                       "(zoo.validation.bounds.MAX_UNPACKED_BYTES)"),
+                  (MAX_ARCHIVE_RATIO * compressed + ARCHIVE_RATIO_SLACK_BYTES,
+                   f"at most {MAX_ARCHIVE_RATIO}x the archive's {compressed:,} bytes (a compression bomb?)"),
+                  (max(0, room), f"{scratch} has {free:,} bytes free, and the import needs the unpacked members, "
+                                 f"the shards written from them (as much again) and {FREE_DISK_MARGIN_BYTES:,} "
+                                 "bytes to spare")]
+        self.archive = archive
+        self.stream = min(bounds[0][0], bounds[1][0])  # what a scan may decompress (nothing is written)
+        self.bytes, self.reason = min(bounds, key=lambda bound: bound[0])
+
+    def check(self, total: int, name: str) -> None:
+        if total > self.bytes:
+            raise InputError(f"{self.archive}: unpacks to more than {self.bytes:,} bytes (at member "
+                             f"{ascii(name)[:120]}): {self.reason}; nothing was unpacked")
+
+
+def _check_zip(archive: Path, handle: zipfile.ZipFile, limit: Limit) -> list[zipfile.ZipInfo]:
     members = handle.infolist()
     if len(members) > MAX_MEMBERS:
         raise InputError(f"{archive}: {len(members):,} members; at most {MAX_MEMBERS:,}")
+    total, names = 0, set()
     for member in members:
         problem = _member_problem(member.filename)
         kind = stat.S_IFMT(member.external_attr >> 16)
         if problem is None and kind not in (0, stat.S_IFREG, stat.S_IFDIR):
             problem = "a link or special file, not a regular file or folder"
+        if problem is None and member.flag_bits & 0x1:
+            problem = "encrypted (a password is needed); the releases are not"
+        if problem is None and member.compress_type not in ZIP_METHODS:
+            problem = (f"compressed with method {member.compress_type}, which cannot be unpacked here (expected "
+                       f"one of {sorted(ZIP_METHODS.values())})")
+        key = member.filename.rstrip("/")
+        if problem is None and key in names:
+            problem = "in the archive twice"
         if problem is not None:
-            raise InputError(f"{archive}: member {ascii(member.filename)[:200]} is {problem}; nothing was unpacked")
-    return sum(member.file_size for member in members)
+            raise _refuse(archive, member.filename, problem)
+        names.add(key)
+        total += member.file_size
+        limit.check(total, member.filename)
+    return members
 
 
-def _check_tar(archive: Path, handle: tarfile.TarFile) -> int:
-    total, count = 0, 0
-    for member in handle:
-        count += 1
-        if count > MAX_MEMBERS:
-            raise InputError(f"{archive}: more than {MAX_MEMBERS:,} members")
-        problem = _member_problem(member.name)
-        if problem is None and not (member.isfile() or member.isdir()):
-            problem = "a link or special file, not a regular file or folder"
-        if problem is not None:
-            raise InputError(f"{archive}: member {ascii(member.name)[:200]} is {problem}; nothing was unpacked")
-        total += member.size
-    return total
+def _copy(source: BinaryIO, target: Path, declared: int, archive: Path, name: str) -> int:
+    """Copies one member's bytes to a new file `target`, counting them: more than `declared` is refused."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(descriptor, "wb") as out:
+        while chunk := source.read(min(CHUNK, declared - written + 1)):
+            written += len(chunk)
+            if written > declared:
+                raise InputError(f"{archive}: member {ascii(name)[:200]} holds more than the {declared:,} bytes it "
+                                 "declares")
+            out.write(chunk)
+    return written
 
 
-def _check_room(archive: Path, total: int, scratch: Path) -> None:
-    free = shutil.disk_usage(scratch).free
-    if total > free:
-        raise InputError(f"{archive}: unpacks to {total / 2**30:.2f} GiB; {scratch} has {free / 2**30:.2f} GiB free")
+def _unpack_zip(archive: Path, raw: BinaryIO, scratch: Path, limit: Limit) -> None:
+    with reading(archive, expected="a readable archive"):
+        handle = zipfile.ZipFile(raw)
+    with handle:
+        members = _check_zip(archive, handle, limit)
+        for member in members:
+            target = scratch / member.filename
+            if member.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            with reading(archive, f"member {ascii(member.filename)[:200]}", "a readable zip member"):
+                with handle.open(member) as source:
+                    _copy(source, target, member.file_size, archive, member.filename)
+
+
+def _tar_stream(archive: Path, limit: Limit) -> tarfile.TarFile:
+    """The archive opened as a sequential tar stream, its decompressed bytes counted (`Limit.stream`)."""
+    raw = open_regular(archive, "archive", follow=True)
+    counted = BoundedReader(decompressing(raw, compression_of(archive.name)), limit.stream, str(archive),
+                            "bytes once decompressed (zoo.validation.bounds: MAX_UNPACKED_BYTES, MAX_ARCHIVE_RATIO)")
+    return tarfile.open(fileobj=counted, mode="r|")
+
+
+def _tar_member(archive: Path, member: tarfile.TarInfo) -> None:
+    problem = _member_problem(member.name)
+    if problem is None and not (member.isfile() or member.isdir()):
+        problem = "a link or special file, not a regular file or folder"
+    if problem is None and member.issparse():
+        problem = "a sparse file"
+    if problem is not None:
+        raise _refuse(archive, member.name, problem)
+
+
+def _unpack_tar(archive: Path, scratch: Path, limit: Limit) -> None:
+    with reading(archive, expected="a readable archive"):
+        with _tar_stream(archive, limit) as handle:  # first pass: check every member, nothing written
+            total, count, names = 0, 0, set()
+            for member in handle:
+                count += 1
+                if count > MAX_MEMBERS:
+                    raise InputError(f"{archive}: more than {MAX_MEMBERS:,} members")
+                _tar_member(archive, member)
+                key = member.name.rstrip("/")
+                if key in names and not member.isdir():
+                    raise _refuse(archive, member.name, "in the archive twice")
+                names.add(key)
+                total += member.size
+                limit.check(total, member.name)
+        with _tar_stream(archive, limit) as handle:  # second pass: copy, counting what is written
+            total = 0
+            for member in handle:
+                _tar_member(archive, member)
+                total += member.size
+                limit.check(total, member.name)
+                target = scratch / member.name
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                with reading(archive, f"member {ascii(member.name)[:200]}", "a readable tar member"):
+                    source = handle.extractfile(member)
+                    _copy(source, target, member.size, archive, member.name)
 
 
 def _top(folder: Path) -> Path:
@@ -92,29 +204,28 @@ def unpacked(source: str | Path, out: str | Path) -> Iterator[Path]:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.unpack-") as scratch:
         scratch = Path(scratch)
-        try:
+        with open_regular(source, "archive", follow=True) as raw:
+            limit = Limit(source, os.fstat(raw.fileno()).st_size, scratch)
             if source.suffix == ".zip":
-                with zipfile.ZipFile(source) as handle:
-                    _check_room(source, _check_zip(source, handle), scratch)
-                    handle.extractall(scratch)
-            else:
-                with tarfile.open(source) as handle:
-                    _check_room(source, _check_tar(source, handle), scratch)
-                    handle.extractall(scratch, filter="data")
-        except (zipfile.BadZipFile, tarfile.TarError, EOFError) as error:
-            raise InputError(f"{source}: not a readable archive ({error})") from None
+                _unpack_zip(source, raw, scratch, limit)
+        if source.suffix != ".zip":
+            _unpack_tar(source, scratch, limit)
         yield _top(scratch)
 
 
 def import_from(importer, source: str | Path, out: str | Path, **options) -> dict:
     """`importer(folder, out, **options)` on `source` unpacked (`unpacked`); an error that names a file
-    inside the scratch folder names it inside the archive instead (`archive.zip/member`)."""
+    inside the scratch folder names it inside the archive instead (`archive.zip/member`). A `ValueError`
+    the writer raises about the rows (a model twice, no rows) becomes an `InputError` naming the source."""
     with unpacked(source, out) as folder:
         try:
             return importer(folder, out, **options)
-        except (InputError, ValueError) as error:
-            if Path(folder) == Path(source):
-                raise
-            scratch = Path(folder) if Path(folder).name.startswith(f".{Path(out).name}.unpack-") else Path(folder).parent
-            kind = InputError if isinstance(error, InputError) else ValueError
-            raise kind(str(error).replace(str(scratch), str(source))) from None
+        except ValueError as error:
+            message = str(error)
+            if Path(folder) != Path(source):
+                scratch = (Path(folder) if Path(folder).name.startswith(f".{Path(out).name}.unpack-")
+                           else Path(folder).parent)
+                message = message.replace(str(scratch), str(source))
+            if str(source) not in message:
+                message = f"{source}: {message}"
+            raise InputError(message.splitlines()[0] if message.strip() else f"{source}: {type(error).__name__}") from None

@@ -36,7 +36,6 @@ folders (the rule that can be regenerated); the file's split is the named split 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -47,11 +46,16 @@ import pyarrow as pa
 
 from zoo.dataset.provenance import NAVON_BIBTEX, SITZMANN_BIBTEX
 from zoo.imports import register_importer
-from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, load_state_dict, renamed_tensors, write_import
+from zoo.imports.checkpoints import load_state_dict, tensor_shape
+from zoo.imports.nfn_sirens import siren_parameters
+from zoo.imports.reading import first_repeat, is_regular, read_regular
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, renamed_tensors, write_import
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
 from zoo.storage.integrity import sha256_file
-from zoo.validation.inputs import InputError, read_capped
+from zoo.validation.bounds import MAX_SPLITS_JSON_BYTES as MAX_SPLITS_BYTES
+from zoo.validation.bounds import MAX_STATE_DICT_BYTES, check_member
+from zoo.validation.inputs import InputError, load_json_bytes
 
 FORMAT = "dwsnets-inrs"
 URL = "https://github.com/AvivNavon/DWSNets"
@@ -63,10 +67,8 @@ OUTPUT_OFFSET = 0.5  # nn/inr.py INR.forward: self.seq(x) + 0.5
 SPLITS_FILES = {"mnist": "mnist_splits.json", "fashion_mnist": "splits.json"}  # looked for in the source folder
 FILE_SPLITS = {"train": "train", "val": "validation", "test": "test"}  # the splits file's keys -> ours
 CHUNK_ROWS = 2048
-MAX_STATE_DICT_BYTES = 2**24  # a 1,185-parameter INR is ~7 kB
-MAX_SPLITS_BYTES = 2**28  # Fashion-MNIST's is 2.8 MB
-_MNIST_FOLDER = re.compile(r"mnist_png_(train|test)_(\d+)_(\d+)")
-_FMNIST_FILE = re.compile(r"model_(\d+)\.pth")
+_MNIST_FOLDER = re.compile(r"mnist_png_(train|test)_(\d{1,15})_(\d{1,15})")  # numbers, not 5,000 digits
+_FMNIST_FILE = re.compile(r"model_(\d{1,15})\.pth")
 
 
 class Member(NamedTuple):
@@ -89,6 +91,8 @@ def _mnist_members(source: Path) -> list[Member]:
         if match is None:
             raise InputError(f"{folder}: expected mnist_png_<train|test>_<label>_<id>")
         files = sorted(folder.glob("**/*.pth"))  # the reference globs mnist_png_*/**/*.pth
+        if files and not is_regular(files[0]):
+            raise InputError(f"{files[0]}: not a regular file (a link, folder, pipe or device); expected a state dict")
         if [f.relative_to(folder).as_posix() for f in files] != ["checkpoints/model_final.pth"]:
             raise InputError(f"{folder}: expected one checkpoints/model_final.pth, found "
                              f"{[f.relative_to(folder).as_posix() for f in files][:4]}")
@@ -106,6 +110,8 @@ def _fmnist_members(source: Path) -> list[Member]:
             match = _FMNIST_FILE.fullmatch(path.name)
             if match is None:
                 raise InputError(f"{path}: expected model_<id>.pth")
+            if not is_regular(path):
+                raise InputError(f"{path}: not a regular file (a link, folder, pipe or device); expected a state dict")
             members.append(Member(path.relative_to(source).as_posix(), split, int(match.group(1)), None))
     return members
 
@@ -138,7 +144,7 @@ def _label_value(value: Any, where: str) -> int:
 
     if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_floating_point():
         value = int(value)
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isdigit() and len(value) <= 3:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < CLASSES:
         raise InputError(f"{where}: label {value!r} is not a class 0-{CLASSES - 1}")
@@ -161,15 +167,16 @@ def _architecture(path: Path) -> dict[str, Any]:
     """The DWSNets INR's architecture, from the first file's shapes."""
     state = load_state_dict(path, MAX_STATE_DICT_BYTES)
     layers = sum(1 for k in state if re.fullmatch(r"seq\.\d+\.weight", k))
-    try:
-        first, last = state["seq.0.weight"], state[f"seq.{layers - 1}.weight"]
-        in_features, hidden, out = int(first.shape[1]), int(first.shape[0]), int(last.shape[0])
-    except (KeyError, AttributeError, TypeError, IndexError):
+    if "seq.0.weight" not in state or f"seq.{layers - 1}.weight" not in state:
         raise InputError(f"{path}: missing seq.0.weight or the output layer's seq.<n>.weight; the DWSNets INR has "
-                         f"{[k for k, _ in _reference_keys(2)]}") from None
+                         f"{[k for k, _ in _reference_keys(2)]}")
+    hidden, in_features = tensor_shape(state, "seq.0.weight", path, 2)
+    out = tensor_shape(state, f"seq.{layers - 1}.weight", path, 2)[0]
     if layers < 2 or in_features != 2 or out != 1:
         raise InputError(f"{path}: {layers} layers {in_features} -> ... -> {out}; a DWSNets INR of a grayscale "
                          "image has 2 inputs, sine layers and 1 output")
+    check_member(f"{path}: the INR it declares", siren_parameters(2, hidden, layers - 1, 1),
+                 {"hidden_features": hidden, "num_sine_layers": layers - 1})
     return {"in_features": 2, "hidden_features": hidden, "num_sine_layers": layers - 1, "out_features": 1,
             "image_size": IMAGE_SIZE, "first_omega_0": OMEGA_0, "hidden_omega_0": OMEGA_0,
             "coordinates": "column_row", "intensity_range": "unit", "output_offset": OUTPUT_OFFSET}
@@ -179,11 +186,7 @@ def read_splits_file(path: Path, dataset: str, by_key: dict[tuple[str, ...], Mem
                      ) -> dict[str, list[tuple[Member, int | None]]]:
     """Our split -> [(member, the file's label or None)] in the file's order; a path not in the folder, a
     malformed entry or label is an error naming the file and the entry."""
-    text = read_capped(path, MAX_SPLITS_BYTES, "splits file")
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-        raise InputError(f"{path}: not JSON ({str(error)[:120]})") from None
+    data = load_json_bytes(read_regular(path, MAX_SPLITS_BYTES, "splits file", follow=True), str(path))
     if not isinstance(data, dict) or set(data) != set(FILE_SPLITS):
         found = sorted(data) if isinstance(data, dict) else type(data).__name__
         raise InputError(f"{path}: expected the keys {sorted(FILE_SPLITS)}, found {found}")
@@ -246,6 +249,11 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
                          "or train/ and test/)")
     dataset = _dataset_name(source, dataset)
     members = _mnist_members(source) if dataset == "mnist" else _fmnist_members(source)
+    repeat = first_repeat(m.image_index for m in members)
+    if repeat is not None:
+        first, second = members[repeat[0]], members[repeat[1]]
+        raise InputError(f"{source / second.relative}: image {second.split} {second.image_id} is also fitted by "
+                         f"{source / first.relative}; one INR per image")
     if not members:
         layout = ("mnist_png_<split>_<label>_<id>/checkpoints/model_final.pth" if dataset == "mnist"
                   else "<train|test>/model_<id>.pth")

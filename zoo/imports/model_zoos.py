@@ -48,10 +48,15 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_importer
-from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, load_state_dict, renamed_tensors, write_import
+from zoo.imports.checkpoints import load_state_dict
+from zoo.imports.reading import as_float, as_int64, read_regular, reading
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, renamed_tensors, write_import
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
-from zoo.validation.inputs import InputError, read_capped
+from zoo.validation.bounds import MAX_PARAMS_JSON_BYTES as MAX_JSON_BYTES
+from zoo.validation.bounds import MAX_RESULT_JSON_BYTES as MAX_RESULT_BYTES
+from zoo.validation.bounds import MAX_STATE_DICT_BYTES, check_member
+from zoo.validation.inputs import InputError, load_json_bytes
 
 FORMAT = "model-zoos"
 URL = "https://github.com/ModelZoos/ModelZooDataset"
@@ -82,7 +87,6 @@ REQUIRED_METRICS = ("train_loss", "train_acc", "test_loss", "test_acc")  # what 
 HPARAM_KEYS = {"activation": "model::nlin", "init": "model::init_type", "dropout": "model::dropout",
                "optimizer": "optim::optimizer", "learning_rate": "optim::lr", "weight_decay": "optim::wd",
                "momentum": "optim::momentum", "batch_size": "training::batchsize"}  # ours <- theirs
-MAX_JSON_BYTES, MAX_RESULT_BYTES, MAX_STATE_DICT_BYTES = 2**20, 2**26, 2**24
 CHUNK_TRIALS = 64
 
 
@@ -116,10 +120,7 @@ def reference_splits(names: list[str]) -> dict[str, list[str]]:
 
 
 def _config(path: Path) -> dict:
-    try:
-        config = json.loads(read_capped(path, MAX_JSON_BYTES, "params.json"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: not JSON ({error})") from None
+    config = load_json_bytes(read_regular(path, MAX_JSON_BYTES, "params.json"), str(path))
     if not isinstance(config, dict):
         raise InputError(f"{path}: holds a {type(config).__name__}, not a config object")
     return config
@@ -145,24 +146,24 @@ def _hparams(config: dict, path: Path) -> tuple[dict, int]:
                 raise InputError(f"{path}: {theirs} is {value!r}; expected one of {list(allowed)}")
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise InputError(f"{path}: {theirs} is {value!r}; expected a non-negative number")
-        hparams[ours] = value if isinstance(value, str) else (int(value) if ours == "batch_size" else float(value))
+        where = f"{path}: {theirs}"
+        hparams[ours] = value if isinstance(value, str) else (as_int64(value, where) if ours == "batch_size"
+                                                              else as_float(value, where))
     seed = config.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InputError(f"{path}: seed is {seed!r}; expected an integer")
-    return hparams, seed
+        raise InputError(f"{path}: seed is {ascii(seed)[:40]}; expected an integer")
+    return hparams, as_int64(seed, f"{path}: seed")
 
 
 def _results(path: Path) -> dict[int, dict]:
     """training_iteration -> its result line; a malformed line is an InputError naming its number."""
-    text = read_capped(path, MAX_RESULT_BYTES, "result.json")
+    text = read_regular(path, MAX_RESULT_BYTES, "result.json")
     lines = {}
     for number, line in enumerate(text.decode("utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue
-        try:
+        with reading(path, f"line {number}", "JSON"):
             record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"{path}: line {number}: not JSON ({error.msg})") from None
         iteration = record.get("training_iteration") if isinstance(record, dict) else None
         if isinstance(iteration, bool) or not isinstance(iteration, int):
             raise InputError(f"{path}: line {number}: no integer training_iteration")
@@ -205,8 +206,8 @@ def _trial_rows(trial: Path, run_id: str, hparams: dict, seed: int, model_type: 
             raise InputError(f"{folder}: result.json has no line with training_iteration {epoch}")
         path = folder / "checkpoints"
         tensors = read_state_dict(path, model_type, hparams["dropout"], shapes)
-        metrics = {ours: float(record[theirs]) if isinstance(record.get(theirs), (int, float)) else math.nan
-                   for ours, theirs in METRICS.items()}
+        metrics = {ours: as_float(record[theirs], f"{trial / 'result.json'}: training_iteration {epoch}: {theirs}")
+                   if isinstance(record.get(theirs), (int, float)) else math.nan for ours, theirs in METRICS.items()}
         finite = all(np.isfinite(t).all() for t in tensors.values()) and all(
             math.isfinite(metrics[m]) for m in ("train_loss", "test_loss", "test_accuracy"))
         row = {"model_id": checkpoint_id(run_id, epoch), "run_id": run_id, "epoch": epoch, "seed": seed,
@@ -252,9 +253,21 @@ def _architecture(trials: list[tuple[str, dict]], root: Path, key: str) -> tuple
                          "positive integer")
     _, mean, std, crop, _ = DATASETS[key]
     kind = MODEL_TYPES[model_type]
+    check_member(f"{root / trials[0][0] / 'params.json'}: the {model_type} it declares",
+                 pooled_cnn_parameters(channels_in, kind), {"model::channels_in": channels_in})
     return model_type, {"in_channels": channels_in, "image_size": kind["image_size"], "channels": kind["channels"],
                         "kernel_sizes": kind["kernel_sizes"], "pooled": kind["pooled"], "hidden": kind["hidden"],
                         "num_classes": 10, "input_mean": mean, "input_std": std, "input_crop": crop}
+
+
+def pooled_cnn_parameters(in_channels: int, kind: dict[str, Any], num_classes: int = 10) -> int:
+    """The parameter count of a `MODEL_TYPES` CNN on `in_channels` input channels, computed from the sizes
+    (nothing built): valid convolutions, each optionally followed by a 2x2 max pool, then two linear layers."""
+    side, channels, total = kind["image_size"], in_channels, 0
+    for out, size, pooled in zip(kind["channels"], kind["kernel_sizes"], kind["pooled"]):
+        total += (channels * size * size + 1) * out
+        side, channels = (side - size + 1) // (2 if pooled else 1), out
+    return total + (channels * side * side + 1) * kind["hidden"] + (kind["hidden"] + 1) * num_classes
 
 
 @register_importer(FORMAT)

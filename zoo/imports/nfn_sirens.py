@@ -35,9 +35,8 @@ fits below the validation point, then aug1's, ...) with the base validation and 
 
 from __future__ import annotations
 
-import csv
-import io
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterator
@@ -46,12 +45,15 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
-from zoo.imports.writer import (BySplit, ImportedConfig, SplitSet, built_folder, load_state_dict, renamed_tensors,
-                                write_import)
+from zoo.imports.checkpoints import load_state_dict, tensor_shape
+from zoo.imports.reading import as_float, as_int64, is_regular
+from zoo.imports.tables import read_rows
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, renamed_tensors, write_import
 from zoo.dataset.provenance import SITZMANN_BIBTEX, ZHOU_BIBTEX
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
-from zoo.validation.inputs import InputError, check_name, read_capped
+from zoo.validation.bounds import MAX_STATE_DICT_BYTES, check_member
+from zoo.validation.inputs import InputError, check_name, name_problem
 
 FORMAT = "nfn-sirens"
 PREFIX = "randinit_smaller"  # every data set's config (classify_siren_configs/dset/*.yaml)
@@ -64,9 +66,7 @@ FOLDER_DATASETS = {"mnist": "mnist", "fashion": "fashion_mnist", "cifar": "cifar
 IMAGES = {"mnist": (1, 28), "fashion_mnist": (1, 28), "cifar10": (3, 32)}
 OMEGA_0 = 30.0  # siren_utils.SIREN_kwargs: first_omega_0 and hidden_omega_0
 CHUNK_ROWS = 2048
-MAX_STATE_DICT_BYTES = 2**24  # a 1,251-parameter SIREN is ~7 kB
-MAX_METADATA_BYTES = 2**30
-_FILE = re.compile(r"net(\d+)\.pth")
+_FILE = re.compile(r"net(\d{1,15})\.pth")  # an index, not a 5,000-digit number
 SIDECAR_COLUMNS = ("path", "epoch", "seed", "learning_rate", "psnr", "mse", "status")
 
 
@@ -92,6 +92,8 @@ def list_fit(source: Path, prefix: str, fit: str) -> list[tuple[int, int, Path]]
     found: dict[int, tuple[int, Path]] = {}
     for label, folder in sorted(fit_folders(source, prefix, fit).items()):
         for path in sorted(folder.glob("*.pth")):
+            if not is_regular(path):
+                raise InputError(f"{path}: not a regular file (a link, folder, pipe or device); expected a state dict")
             match = _FILE.fullmatch(path.name)
             if match is None:
                 raise InputError(f"{path}: expected net<index>.pth")
@@ -123,29 +125,51 @@ def read_state_dict(path: Path, keys: list[tuple[str, str]], shapes: dict[str, t
 def _architecture(path: Path, dataset: str) -> dict[str, Any]:
     """The reference Siren's architecture, from the first file's shapes and the data set's images."""
     state = load_state_dict(path, MAX_STATE_DICT_BYTES)
-    try:
-        sine_layers = sum(1 for k in state if re.fullmatch(r"net\.\d+\.linear\.weight", k))
-        first, last = state["net.0.linear.weight"], state[f"net.{sine_layers}.weight"]
-    except (KeyError, AttributeError, TypeError):
+    sine_layers = sum(1 for k in state if re.fullmatch(r"net\.\d+\.linear\.weight", k))
+    if "net.0.linear.weight" not in state or f"net.{sine_layers}.weight" not in state:
         raise InputError(f"{path}: missing net.0.linear.weight or the output layer's net.<n>.weight; the reference "
-                         f"Siren has {[k for k, _ in reference_keys(2)]}") from None
+                         f"Siren has {[k for k, _ in reference_keys(2)]}")
+    hidden, in_features = tensor_shape(state, "net.0.linear.weight", path, 2)
+    outputs = tensor_shape(state, f"net.{sine_layers}.weight", path, 2)[0]
     channels, size = IMAGES[dataset]
-    if last.shape[0] != channels:
-        raise InputError(f"{path}: {last.shape[0]} outputs; {dataset} images have {channels} channels")
-    return {"in_features": int(first.shape[1]), "hidden_features": int(first.shape[0]), "num_sine_layers": sine_layers,
+    if outputs != channels:
+        raise InputError(f"{path}: {outputs} outputs; {dataset} images have {channels} channels")
+    check_member(f"{path}: the Siren it declares", siren_parameters(in_features, hidden, sine_layers, channels),
+                 {"in_features": in_features, "hidden_features": hidden, "num_sine_layers": sine_layers})
+    return {"in_features": in_features, "hidden_features": hidden, "num_sine_layers": sine_layers,
             "out_features": channels, "image_size": size, "first_omega_0": OMEGA_0, "hidden_omega_0": OMEGA_0}
 
 
-def read_sidecar(source: Path) -> dict[str, dict]:
-    """Our exporter's per-file metadata, by relative path (absent in the release)."""
+def siren_parameters(in_features: int, hidden: int, sine_layers: int, out_features: int) -> int:
+    """A SIREN's parameter count, computed from its declared sizes (nothing built): the first sine layer,
+    the hidden ones, the linear output, each with its bias."""
+    return (in_features + 1) * hidden + (sine_layers - 1) * (hidden + 1) * hidden + (hidden + 1) * out_features
+
+
+def read_sidecar(source: Path, files: int) -> dict[str, dict]:
+    """Our exporter's per-file metadata, by relative path (absent in the release): each row's values
+    parsed (epoch and seed 64-bit integers, the rest floats, status a plain word); at most a row per
+    listed file, so a sidecar of millions of rows is refused before it is held."""
     path = source / METADATA
-    if not path.is_file():
+    if not os.path.lexists(path):
         return {}
-    text = read_capped(path, MAX_METADATA_BYTES, "metadata file").decode("utf-8", errors="replace")
-    rows = list(csv.DictReader(io.StringIO(text)))
-    if rows and not set(SIDECAR_COLUMNS) <= set(rows[0]):
-        raise InputError(f"{path}: expected the columns {list(SIDECAR_COLUMNS)}")
-    return {row["path"]: row for row in rows}
+    parsed = {}
+    for number, row in enumerate(read_rows(path, "metadata file", max_rows=files), start=2):
+        if number == 2 and not set(SIDECAR_COLUMNS) <= set(row):
+            raise InputError(f"{path}: expected the columns {list(SIDECAR_COLUMNS)}")
+        where = f"{path}: line {number} ({ascii(row.get('path'))[:80]})"
+        if any(row.get(column) is None for column in SIDECAR_COLUMNS):
+            raise InputError(f"{where}: expected the columns {list(SIDECAR_COLUMNS)}")
+        problem = name_problem(row["status"])
+        if problem is not None:
+            raise InputError(f"{where}: status: {problem}")
+        if row["path"] in parsed:
+            raise InputError(f"{where}: {ascii(row['path'])[:80]} is listed twice")
+        parsed[row["path"]] = {"epoch": as_int64(row["epoch"], f"{where}: epoch"),
+                               "seed": as_int64(row["seed"], f"{where}: seed"),
+                               **{k: as_float(row[k], f"{where}: {k}") for k in ("learning_rate", "psnr", "mse")},
+                               "status": row["status"]}
+    return parsed
 
 
 def split_of_index(index: int, split_points: tuple[int, int]) -> str:
@@ -161,14 +185,9 @@ def _chunks(files, dataset, keys, shapes, sidecar, split_points, source: Path
             tensors = read_state_dict(path, keys, shapes)
             relative = path.relative_to(source).as_posix()
             extra = sidecar.get(relative)
-            where = f"{source / METADATA}: {relative}"
-            try:
-                epoch = int(extra["epoch"]) if extra else 0
-                seed = int(extra["seed"]) if extra else 0
-                learning_rate = float(extra["learning_rate"]) if extra else math.nan
-                psnr, mse = (float(extra["psnr"]), float(extra["mse"])) if extra else (math.nan, math.nan)
-            except ValueError as error:
-                raise InputError(f"{where}: {error}") from None
+            epoch, seed = (extra["epoch"], extra["seed"]) if extra else (0, 0)
+            learning_rate, psnr, mse = ((extra["learning_rate"], extra["psnr"], extra["mse"]) if extra
+                                        else (math.nan, math.nan, math.nan))
             finite = all(np.isfinite(t).all() for t in tensors.values())
             status = (extra["status"] if extra else "ok") if finite else "diverged"
             run_id = content_hash({"format": FORMAT, "dataset": dataset, "fit": fit, "image_index": index})
@@ -206,12 +225,12 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     shapes = {t.name: tuple(t.shape) for t in space.tensors}
     keys = reference_keys(architecture["num_sine_layers"])
     files = [(fit, index, label, path) for fit in fits for index, label, path in listed[fit]]
-    sidecar = read_sidecar(source)
+    sidecar = read_sidecar(source, len(files))
     name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
 
     def ids(fit: str, split: str) -> list[str]:
         return [checkpoint_id(content_hash({"format": FORMAT, "dataset": dataset, "fit": fit, "image_index": index}),
-                              int(sidecar[path.relative_to(source).as_posix()]["epoch"])
+                              sidecar[path.relative_to(source).as_posix()]["epoch"]
                               if path.relative_to(source).as_posix() in sidecar else 0)
                 for index, _, path in listed[fit] if split_of_index(index, split_points) == split]
 

@@ -29,6 +29,10 @@ is `zoo.imports.small_cnn_zoo_export`.
 `weights.npy` is read a chunk of rows at a time from its data offset (its header and size
 checked first), so memory stays bounded by the chunk and one shard per split whatever the
 file's size: a memory map would count every page it touched in the process's resident size.
+Every file is a regular file (`zoo.imports.reading.open_regular`: a FIFO named `weights.npy` is
+refused, not waited on); `metrics.csv.gz` is decompressed as a counted stream and its rows are
+bounded before a frame is built (`zoo.imports.tables`); every value becomes a 64-bit integer or a
+float or one line naming the file, the row and the column (`as_int64`, `as_float`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import os
 import re
 import types
 import typing
@@ -47,13 +52,16 @@ import pyarrow as pa
 
 from zoo.dataset.evaluation import EVALUATION_SIDECAR, read_evaluation_sidecar
 from zoo.imports import register_importer
+from zoo.imports.reading import as_float, as_int64, first_repeat, open_regular, read_regular, reading
 from zoo.imports.small_cnn_zoo_splits import NFN_FINAL_STEP, SPLIT_RULES, read_nfn_split_file, split_positions
 from zoo.imports.small_cnn_zoo_splits import nfn_split_positions  # noqa: F401  (its old home's name, kept)
+from zoo.imports.tables import read_table
 from zoo.imports.writer import ImportedConfig, SplitSet, write_import
 from zoo.dataset.provenance import UNTERTHINER_BIBTEX
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
-from zoo.validation.inputs import InputError, read_capped
+from zoo.validation.bounds import MAX_LAYOUT_BYTES
+from zoo.validation.inputs import InputError
 
 FORMAT = "small-cnn-zoo"
 WEIGHTS, METRICS, LAYOUT, NFN_SPLIT = "weights.npy", "metrics.csv.gz", "layout.csv", "nfn_split.csv"
@@ -82,8 +90,6 @@ CHUNK_ROWS = 4096
 # is the release's: MNIST and Fashion-MNIST (CIFAR-10-GS and SVHN-GS are averaged to gray there, luma here)
 RELEASE_EVALUATION = {name: {"dataset": {"name": name, "validation_size": 0}, "eval_batch_size": 2000}
                       for name in ("mnist", "fashion_mnist")}
-MAX_LAYOUT_BYTES = 2**20
-MAX_METRICS_BYTES = 2**31
 
 
 # --- the source files ---------------------------------------------------------------------------
@@ -109,28 +115,28 @@ def parse_shape(text: str, where: str) -> tuple[int, ...]:
     if match is None:
         raise InputError(f"{where}: shape {ascii(text)[:60]} is not a tuple of integers such as (3, 3, 1, 16)")
     numbers = match.group(1) or match.group(2) or ""
-    return tuple(int(n) for n in numbers.split(",") if n.strip())
+    return tuple(as_int64(n.strip(), f"{where}: shape") for n in numbers.split(",") if n.strip())
 
 
 def read_layout(path: Path) -> list[LayoutEntry]:
     import csv
 
-    text = read_capped(path, MAX_LAYOUT_BYTES, "layout file").decode("utf-8", errors="replace")
-    rows = list(csv.DictReader(io.StringIO(text)))
+    text = read_regular(path, MAX_LAYOUT_BYTES, "layout file").decode("utf-8", errors="replace")
+    with reading(path, expected="a readable layout CSV"):
+        rows = list(csv.DictReader(io.StringIO(text)))
     needed = {"varname", "start_idx", "end_idx", "shape"}
     if not rows or not needed <= set(rows[0]):
         raise InputError(f"{path}: expected the columns {sorted(needed)} and at least one row")
     entries = []
     for number, row in enumerate(rows, start=2):  # line numbers, the header being line 1
         where = f"{path}: line {number} ({ascii(row['varname'])[:60]})"
-        try:
-            start, end = int(row["start_idx"]), int(row["end_idx"])
-        except (TypeError, ValueError):
-            raise InputError(f"{where}: start_idx and end_idx must be integers") from None
+        if any(row.get(key) is None for key in needed) or None in row:
+            raise InputError(f"{where}: expected the 4 fields varname, start_idx, end_idx, shape")
+        start, end = as_int64(row["start_idx"], f"{where}: start_idx"), as_int64(row["end_idx"], f"{where}: end_idx")
         shape = parse_shape(row["shape"] or "", where)
         if not (row["varname"].endswith("kernel:0") or row["varname"].endswith("bias:0")):
             raise InputError(f"{where}: a variable must end in kernel:0 or bias:0")
-        if end - start != math.prod(shape) or start < 0:
+        if end - start != math.prod(shape) or start < 0 or any(n <= 0 for n in shape):
             raise InputError(f"{where}: [{start}, {end}) holds {end - start} values, its shape {shape} {math.prod(shape)}")
         entries.append(LayoutEntry(row["varname"], start, end, shape))
     return entries
@@ -148,9 +154,12 @@ class NpyMatrix:
 
     def read(self, start: int, stop: int) -> np.ndarray:
         count = (stop - start) * self.columns
-        with open(self.path, "rb") as handle:
+        with open_regular(self.path, "weights file") as handle, reading(self.path, f"rows {start}-{stop - 1}",
+                                                                        "a readable .npy matrix"):
             handle.seek(self.offset + start * self.columns * self.dtype.itemsize)
-            values = np.fromfile(handle, dtype=self.dtype, count=count)
+            buffer = bytearray(count * self.dtype.itemsize)
+            got = handle.readinto(buffer)
+            values = np.frombuffer(buffer, dtype=self.dtype)[:got // self.dtype.itemsize]
         if values.size != count:  # the file shrank after it was opened
             raise InputError(f"{self.path}: truncated at row {start + values.size // self.columns:,}")
         return values.reshape(stop - start, self.columns).astype(np.float32, copy=False)
@@ -158,22 +167,19 @@ class NpyMatrix:
 
 def open_npy(path: Path) -> NpyMatrix:
     """The header of `path`, checked: 2-D, C order, float32/float64, and the file exactly as long as it says."""
-    try:
-        with open(path, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = reader(handle)
-            offset = handle.tell()
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing (the Small CNN Zoo folder holds {WEIGHTS}, {METRICS} and {LAYOUT})") from None
-    except (ValueError, SyntaxError, EOFError) as error:
-        raise InputError(f"{path}: not a .npy file ({str(error).splitlines()[0][:120]})") from None
+    if not os.path.lexists(path):
+        raise InputError(f"{path}: missing (the Small CNN Zoo folder holds {WEIGHTS}, {METRICS} and {LAYOUT})")
+    with open_regular(path, "weights file") as handle, reading(path, expected="a .npy file"):
+        version = np.lib.format.read_magic(handle)
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = reader(handle)
+        offset = handle.tell()
+        size = os.fstat(handle.fileno()).st_size
     if len(shape) != 2 or fortran or dtype.kind != "f" or dtype.byteorder == ">":
         raise InputError(f"{path}: expected a 2-D C-order little-endian float matrix, got shape {shape}, "
                          f"dtype {dtype}, fortran_order {fortran}")
     rows, columns = shape
     expected = offset + rows * columns * dtype.itemsize
-    size = path.stat().st_size
     if size != expected:
         row_bytes = columns * dtype.itemsize
         whole = max(0, size - offset) // row_bytes if row_bytes else 0
@@ -185,16 +191,9 @@ def open_npy(path: Path) -> NpyMatrix:
 
 
 def read_metrics(path: Path):
-    import pandas as pd
-
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise InputError(f"{path}: missing (the Small CNN Zoo folder holds {WEIGHTS}, {METRICS} and {LAYOUT})")
-    if path.stat().st_size > MAX_METRICS_BYTES:
-        raise InputError(f"{path}: {path.stat().st_size:,} bytes, more than a metrics file may hold")
-    try:
-        frame = pd.read_csv(path, compression="gzip")
-    except (OSError, EOFError, ValueError, pd.errors.ParserError) as error:
-        raise InputError(f"{path}: not a readable gzipped CSV ({str(error).splitlines()[0][:120]})") from None
+    frame = read_table(path, "gzipped metrics CSV")
     needed = ["modeldir", "step", *SOURCE_METRICS, *HPARAM_COLUMNS.values()]
     missing = [c for c in needed if c not in frame.columns]
     if missing:
@@ -282,26 +281,39 @@ def released_architecture() -> dict[str, Any]:
     return {key: value for key, value in RELEASED_ARCHITECTURE.items() if key in fields}
 
 
-def _cast(kind: Any, value: Any) -> Any:
+def _cast(kind: Any, value: Any, where: str = "a value") -> Any:
+    """A source's value as our hyperparameter's type: text, a 64-bit integer or a float."""
     origin = typing.get_origin(kind)
     if origin is typing.Literal or kind is str:
         return str(value)
-    return int(value) if kind is int else float(value)
+    return as_int64(value, where) if kind is int else as_float(value, where)
+
+
+def _identities(frame, path: Path, run_ids: list[str]) -> tuple[list[int], list[int]]:
+    """Each row's step and seed as 64-bit integers; a (modeldir, step) twice is one line naming both rows."""
+    modeldirs = frame["modeldir"].astype(str).tolist()
+    steps = [as_int64(value, f"{path}: row {row} ({modeldirs[row]}): step") for row, value in enumerate(frame["step"])]
+    seeds = ([as_int64(value, f"{path}: row {row} ({modeldirs[row]}): config.random_seed")
+              for row, value in enumerate(frame["config.random_seed"])]
+             if "config.random_seed" in frame.columns else [0] * len(frame))
+    repeat = first_repeat(zip(run_ids, steps))
+    if repeat is not None:
+        first, second = repeat
+        raise InputError(f"{path}: rows {first} and {second} are both modeldir {modeldirs[first]}, step {steps[first]}; "
+                         "a checkpoint appears once")
+    return steps, seeds
 
 
 def _runs(frame, dataset: str) -> list[str]:
     return [content_hash({"format": FORMAT, "dataset": dataset, "modeldir": str(m)}) for m in frame["modeldir"]]
 
 
-def _chunks(matrix: NpyMatrix, frame, mapping, run_ids, split_of, hparam_types, path: Path
-            ) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
-    steps = frame["step"].to_numpy()
-    metric_values = {m: frame[m].to_numpy(dtype=np.float64) if m in frame.columns else None
-                     for m in (*SOURCE_METRICS, *OPTIONAL_METRICS)}
+def _chunks(matrix: NpyMatrix, frame, mapping, run_ids, split_of, hparam_types, path: Path, steps: list[int],
+            seeds: list[int]) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
+    metric_values = {m: frame[m].tolist() if m in frame.columns else None for m in (*SOURCE_METRICS, *OPTIONAL_METRICS)}
     hparam_values = {name: frame[column].tolist() for name, column in HPARAM_COLUMNS.items()}
     extra_values = {name: (frame[column].astype(str).tolist() if column in frame.columns else [""] * len(frame))
                     for name, column in EXTRA_COLUMNS.items()}
-    seeds = frame["config.random_seed"].tolist() if "config.random_seed" in frame.columns else [0] * len(frame)
     for start in range(0, matrix.rows, CHUNK_ROWS):
         stop = min(start + CHUNK_ROWS, matrix.rows)
         block = matrix.read(start, stop)  # (N, 4970)
@@ -311,13 +323,11 @@ def _chunks(matrix: NpyMatrix, frame, mapping, run_ids, split_of, hparam_types, 
         rows_of: dict[int, dict] = {}
         for index in range(start, stop):
             where = f"{path}: row {index} ({extra_values['modeldir'][index]}, step {steps[index]})"
-            try:
-                step = int(steps[index])
-                hparams = {name: _cast(hparam_types[name], hparam_values[name][index]) for name in HPARAM_COLUMNS}
-                seed = int(seeds[index])
-            except (TypeError, ValueError) as error:
-                raise InputError(f"{where}: {error}") from None
-            metrics = {m: (float(v[index]) if v is not None else math.nan) for m, v in metric_values.items()}
+            step, seed = steps[index], seeds[index]
+            hparams = {name: _cast(hparam_types[name], hparam_values[name][index], f"{where}: {column}")
+                       for name, column in HPARAM_COLUMNS.items()}
+            metrics = {m: (as_float(v[index], f"{where}: {m}") if v is not None else math.nan)
+                       for m, v in metric_values.items()}
             ok = finite[index - start] and all(math.isfinite(metrics[m]) for m in SOURCE_METRICS)
             run_id = run_ids[index]
             rows_of[index] = {"model_id": checkpoint_id(run_id, step), "run_id": run_id, "epoch": step, "seed": seed,
@@ -359,6 +369,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
                          f"{source / WEIGHTS} has {matrix.columns:,} and the released architecture {space.num_params:,}")
     mapping = match_layout(layout, space, source / LAYOUT)
     run_ids = _runs(frame, dataset)
+    steps, seeds = _identities(frame, source / METRICS, run_ids)
     unique_runs = list(dict.fromkeys(run_ids))
     split_of = assign_splits(unique_runs, types.SimpleNamespace(splits=OUR_SPLIT, name=FORMAT))
     name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
@@ -367,7 +378,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     split_file = Path(nfn_split) if nfn_split is not None else (source / NFN_SPLIT if (source / NFN_SPLIT).is_file() else None)
     if split_file is not None:
         order = read_nfn_split_file(split_file, matrix.rows)
-        steps, activations = frame["step"].to_numpy(), frame[HPARAM_COLUMNS["activation"]].astype(str).tolist()
+        activations = frame[HPARAM_COLUMNS["activation"]].astype(str).tolist()
         for set_name, positions in split_positions(order, steps, activations, dataset, nfn_final_step).items():
             ids = {split: [checkpoint_id(run_ids[row], int(steps[row])) for row in rows] for split, rows in positions.items()}
             split_sets[set_name] = SplitSet(SPLIT_RULES[set_name].description.format(step=nfn_final_step), ids)
@@ -390,7 +401,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
         f"The Small CNN Zoo of Unterthiner et al. 2020 on {dataset}, imported from its released "
         f"weights.npy / metrics.csv.gz / layout.csv: {matrix.rows:,} checkpoints of {len(unique_runs):,} runs."),
         "dataset": {"name": dataset}, "architecture": architecture, "training": RECIPE,
-        "seeds": sorted({int(s) for s in frame.get("config.random_seed", [0])}),
+        "seeds": sorted(set(seeds)),
         "splits": {"seed": OUR_SPLIT.seed, "fractions": dict(OUR_SPLIT.fractions)}}
     evaluation = read_evaluation_sidecar(source / EVALUATION_SIDECAR, dataset) or RELEASE_EVALUATION.get(dataset)
     conversions.append("re-scoring (`nfnzoo verify --recompute`): " + (
@@ -406,5 +417,5 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
                   **({"evaluation": evaluation} if evaluation else {})}
     imported = ImportedConfig(name=name, family="cnn", architecture=architecture, spec=spec, source=provenance,
                               extra_columns={k: pa.string() for k in extras}, split_sets=split_sets)
-    chunks = _chunks(matrix, frame, mapping, run_ids, split_of, hints, source / WEIGHTS)
+    chunks = _chunks(matrix, frame, mapping, run_ids, split_of, hints, source / WEIGHTS, steps, seeds)
     return write_import(out, imported, chunks, matrix.rows, max_shard_bytes=max_shard_bytes)

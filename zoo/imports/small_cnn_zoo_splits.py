@@ -32,10 +32,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from zoo.dataset.provenance import KALOGEROPOULOS_BIBTEX, TRAN_MONOMIAL_BIBTEX, ZHOU_BIBTEX
+from zoo.validation.bounds import MAX_SPLIT_FILE_BYTES, MAX_TABLE_ROWS
 from zoo.validation.inputs import InputError, read_capped
 
 NFN_FINAL_STEP = 86  # the references' `metrics["step"] == 86`
-MAX_SPLIT_FILE_BYTES = 64 * 2**20  # 270,000 indices are 1.8 MB
 TEST_FRACTION, TRAIN_FRACTION_OF_REST, SHUFFLE_SEED = 0.5, 0.8, 0  # ZooDataset._split_indices_iid
 Positions = dict[str, list[int]]  # split -> source rows (weights.npy / metrics.csv.gz row numbers), in order
 
@@ -48,6 +48,8 @@ def read_nfn_split_file(path: Path, rows: int) -> list[int]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(indices) > MAX_TABLE_ROWS:
+            raise InputError(f"{path}: more than {MAX_TABLE_ROWS:,} indices (zoo.validation.bounds.MAX_TABLE_ROWS)")
         try:
             value = int(line.strip())
         except ValueError:

@@ -32,7 +32,6 @@ order, shuffled by Python's `random` after `set_seed(3)`
 
 from __future__ import annotations
 
-import io
 import math
 import random
 import re
@@ -45,10 +44,14 @@ import numpy as np
 import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
-from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, load_state_dict, write_import
+from zoo.imports.checkpoints import load_state_dict
+from zoo.imports.reading import as_float, as_int64, first_repeat, reading
+from zoo.imports.tables import read_table
+from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, write_import
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
-from zoo.validation.inputs import InputError, confined, read_capped
+from zoo.validation.bounds import MAX_STATE_DICT_BYTES, check_member
+from zoo.validation.inputs import InputError, confined
 
 FORMAT = "small-transformer-zoo"
 URL = "https://huggingface.co/datasets/anonymized-acamedia/Small-Transformer-Zoo"
@@ -77,8 +80,6 @@ OPTIONAL_METRICS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", 
 EPOCH_COLUMN = "nfnzoo_epoch"  # the best checkpoint's real epoch
 OUR_SPLIT = SplitSpec(seed=0, fractions={"train": 0.7, "validation": 0.1, "test": 0.2})
 CHUNK_ROWS = 1024
-MAX_CSV_BYTES = 2**30
-MAX_STATE_DICT_BYTES = 2**24
 
 
 def _architecture(frame, path: Path) -> dict[str, Any]:
@@ -87,15 +88,35 @@ def _architecture(frame, path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: missing the columns {missing}")
     values = {}
     for column in ARCHITECTURE_COLUMNS:
-        distinct = sorted(set(frame[column].tolist()))
+        distinct = sorted(set(map(str, frame[column].tolist())))
         if len(distinct) != 1:
-            raise InputError(f"{path}: {column} takes {distinct[:4]}; one architecture per data set is expected")
-        values[column] = int(distinct[0])
+            shown = [ascii(value)[:40] for value in distinct[:4]]
+            raise InputError(f"{path}: {column} takes {shown}; one architecture per data set is expected")
+        values[column] = as_int64(frame[column].iloc[0], f"{path}: {column}")
     heads, width = values["n_attention_heads"], values["embed_dim"]
+    widths = {column: values[column] for column in ARCHITECTURE_COLUMNS}
+    check_member(f"{path}: the VisionTransformer its flags declare", 0, widths)  # each size positive and bounded
+    if values["image_size"] % values["patch_size"] or width % heads:
+        raise InputError(f"{path}: image_size {values['image_size']} is not a multiple of patch_size "
+                         f"{values['patch_size']}, or embed_dim {width} of n_attention_heads {heads}")
+    tokens = (values["image_size"] // values["patch_size"]) ** 2
+    check_member(f"{path}: the VisionTransformer its flags declare", transformer_parameters(values) + tokens * width,
+                 {"tokens (image_size / patch_size)^2": tokens, "mlp width (embed_dim x forward_mul)":
+                  width * values["forward_mul"]})
     return {"input": "image_patches", "in_channels": values["n_channels"], "image_size": values["image_size"],
             "patch_size": values["patch_size"], "pixel_mean": 0.5, "pixel_std": 0.5, "d_model": width,
             "num_blocks": values["n_layers"], "num_heads": heads, "head_dim": width // heads,
             "mlp_dim": width * values["forward_mul"], "num_classes": values["n_classes"], "residual": False}
+
+
+def transformer_parameters(flags: dict[str, int]) -> int:
+    """The released VisionTransformer's parameter count from its flags (nothing built): the patch embedding
+    (a convolution with bias), per block Q, K, V, O without bias and a two-layer MLP with biases, then the
+    two-layer classifier; LayerNorms hold no parameters (elementwise_affine off)."""
+    width, mlp = flags["embed_dim"], flags["embed_dim"] * flags["forward_mul"]
+    embedding = (flags["n_channels"] * flags["patch_size"] ** 2 + 1) * width
+    block = 4 * width * width + (width + 1) * mlp + (mlp + 1) * width
+    return embedding + flags["n_layers"] * block + (width + 1) * width + (width + 1) * flags["n_classes"]
 
 
 def read_state_dict(path: Path, shapes: dict[str, tuple[int, ...]], positional) -> dict[str, np.ndarray]:
@@ -131,36 +152,37 @@ def nfn_split_positions(frame, accuracy: str, cut_off: float = NFN_CUT_OFF, seed
             "test": positions[train + validation:]}
 
 
-def _epoch(value: str) -> tuple[int | str, int]:
+def _epoch(value: str, where: str = "ckpt_epoch") -> tuple[int | str, int]:
     """ckpt_epoch -> (the model id's epoch key, the row's epoch): "75" -> (75, 75), "best1" -> ("best", -1)."""
     if value.isdigit():
-        return int(value), int(value)
+        epoch = as_int64(value, f"{where}: ckpt_epoch")
+        return epoch, epoch
     if value.startswith("best"):
         return "best", -1
-    raise ValueError(f"ckpt_epoch {value!r} is neither an epoch nor best")
+    raise InputError(f"{where}: ckpt_epoch {ascii(value)[:40]} is neither an epoch nor best")
 
 
 def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of, accuracy, hint_types
             ) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
-    from zoo.imports.small_cnn_zoo import _cast
+    from zoo.imports.small_cnn_zoo import _cast  # a source value as our hyperparameter's type, range-checked
 
     for start in range(0, len(frame), CHUNK_ROWS):
         by_split = BySplit(shapes)
         for position in range(start, min(start + CHUNK_ROWS, len(frame))):
             record = frame.iloc[position]
-            where = f"{root / 'metadata' / (name + '.csv')}: row {position} ({record['ckpt_file']})"
+            where = f"{root / 'metadata' / (name + '.csv')}: row {position} ({ascii(str(record['ckpt_file']))[1:-1][:120]})"
             path = confined(root, str(record["ckpt_file"]), where)
-            try:
-                key, epoch = _epoch(str(record["ckpt_epoch"]))
-                if EPOCH_COLUMN in frame.columns:
-                    epoch = int(record[EPOCH_COLUMN])
-                fixed = {k: _cast(hint_types[k], record[k]) if k in frame.columns else v for k, v in FIXED_HPARAMS.items()}
-                metrics = {m: float(record[m]) if m in frame.columns else math.nan for m in OPTIONAL_METRICS}
-                hparams = {ours: _cast(hint_types[ours], record[theirs]) for ours, theirs in HPARAM_COLUMNS.items()}
-                seed = int(record["seed"]) if "seed" in frame.columns else 0
-                test_accuracy = float(record[accuracy])
-            except (TypeError, ValueError) as error:
-                raise InputError(f"{where}: {error}") from None
+            key, epoch = _epoch(str(record["ckpt_epoch"]), where)
+            if EPOCH_COLUMN in frame.columns:
+                epoch = as_int64(record[EPOCH_COLUMN], f"{where}: {EPOCH_COLUMN}")
+            fixed = {k: _cast(hint_types[k], record[k], f"{where}: {k}") if k in frame.columns else v
+                     for k, v in FIXED_HPARAMS.items()}
+            metrics = {m: as_float(record[m], f"{where}: {m}") if m in frame.columns else math.nan
+                       for m in OPTIONAL_METRICS}
+            hparams = {ours: _cast(hint_types[ours], record[theirs], f"{where}: {theirs}")
+                       for ours, theirs in HPARAM_COLUMNS.items()}
+            seed = as_int64(record["seed"], f"{where}: seed") if "seed" in frame.columns else 0
+            test_accuracy = as_float(record[accuracy], f"{where}: {accuracy}")
             tensors = read_state_dict(path, shapes, positional)
             finite = all(np.isfinite(t).all() for t in tensors.values()) and math.isfinite(test_accuracy)
             run_id = run_ids[position]
@@ -197,11 +219,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     if dataset not in names:
         raise InputError(f"{root / 'metadata'}: no {dataset}.csv (found {names})")
     csv_path = root / "metadata" / f"{dataset}.csv"
-    text = read_capped(csv_path, MAX_CSV_BYTES, "metadata file")
-    try:
-        frame = pd.read_csv(io.BytesIO(text), dtype={"ckpt_epoch": str, "ckpt_file": str})
-    except (ValueError, pd.errors.ParserError) as error:
-        raise InputError(f"{csv_path}: not a readable CSV ({str(error).splitlines()[0][:120]})") from None
+    frame = read_table(csv_path, "metadata file", dtype={"ckpt_epoch": str, "ckpt_file": str})
     accuracy = ACCURACY_COLUMNS[dataset]
     needed = ["ckpt_epoch", "ckpt_file", accuracy, *HPARAM_COLUMNS.values()]
     missing = [c for c in needed if c not in frame.columns]
@@ -211,18 +229,23 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     architecture = _architecture(frame, csv_path)
     space = family.weight_space(architecture)
     shapes = {t.name: tuple(t.shape) for t in space.tensors}
-    arch = family.Architecture(**architecture)
+    with reading(csv_path, expected="the released VisionTransformer's flags"):
+        arch = family.Architecture(**architecture)
     positional = sinusoidal_encoding(arch.num_tokens, arch.d_model)
-    wandb_runs = [re.split(r"_", Path(f).name, maxsplit=1)[0] for f in frame["ckpt_file"]]
+    wandb_runs = [re.split(r"_", Path(str(f)).name, maxsplit=1)[0] for f in frame["ckpt_file"]]
     frame = frame.assign(wandb_run=wandb_runs)
     run_ids = [content_hash({"format": FORMAT, "dataset": dataset, "run": r}) for r in wandb_runs]
     split_of = assign_splits(list(dict.fromkeys(run_ids)), types.SimpleNamespace(splits=OUR_SPLIT, name=FORMAT))
-    keys = [_epoch(str(e))[0] for e in frame["ckpt_epoch"]]
+    keys = [_epoch(str(e), f"{csv_path}: row {row}")[0] for row, e in enumerate(frame["ckpt_epoch"])]
     ids = [checkpoint_id(r, k) for r, k in zip(run_ids, keys)]
-    try:
+    repeat = first_repeat(ids)
+    if repeat is not None:
+        first, second = repeat
+        raise InputError(f"{csv_path}: rows {first} and {second} are the same checkpoint (wandb run "
+                         f"{ascii(wandb_runs[first])[1:-1][:60]}, ckpt_epoch {ascii(str(keys[first]))[1:-1][:20]}); "
+                         "a checkpoint appears once")
+    with reading(csv_path, accuracy, "a column of numbers"):
         positions = nfn_split_positions(frame, accuracy, cut_off)
-    except (TypeError, ValueError) as error:
-        raise InputError(f"{csv_path}: {accuracy}: {str(error).splitlines()[0][:120]}") from None
     name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
     split_sets = {"transformer-nfn": SplitSet(
         f"nfn_transformer/main.py's split (--cut_off {cut_off:g}): rows with ckpt_epoch == \"{NFN_EPOCH}\""

@@ -54,7 +54,6 @@ MAX_TABLE_BYTES = 512 * MIB  # one CSV's text, decompressed: 5x the largest real
 MAX_TABLE_ROWS = 2_000_000  # rows of one CSV or sidecar: 7x the largest real one (and the most a sidecar may list)
 MAX_TABLE_COLUMNS = 1_024  # the largest real one has ~30
 MAX_TABLE_CELLS = 40_000_000  # rows x columns: 6x the largest real table, at most ~4 GB as a pandas frame
-MAX_COMPRESSED_TABLE_BYTES = 2 * GIB  # a metrics.csv.gz as stored (the decompressed bound above is the one that binds)
 MAX_LAYOUT_BYTES = 1 * MIB  # the Small CNN Zoo's layout.csv: 8 lines
 MAX_SPLIT_FILE_BYTES = 64 * MIB  # the NFN split file: 270,000 indices are 1.8 MB
 MAX_SPLITS_JSON_BYTES = 256 * MIB  # the DWSNets splits file: Fashion-MNIST's is 2.8 MB

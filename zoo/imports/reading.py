@@ -1,0 +1,156 @@
+"""How an importer reads a published zoo's files: regular files only, and one error path.
+
+Everything an importer reads (a `.pth`, `weights.npy`, a CSV, a JSON file, a sidecar, an archive)
+is opened with `open_regular`: not through a symbolic link (`O_NOFOLLOW`), non-blocking so that a
+FIFO or a device cannot hang the import, then checked with `fstat` to be a regular file before a
+byte is read. `read_regular` reads one whole within a bound.
+
+`reading(path, member)` is the one place where a library's own exception becomes the user's one
+line: inside it, what zipfile, tarfile, lzma, gzip, zlib, csv, pandas, NumPy, pickle or torch raise
+on a malformed file (and int/float conversions' `ValueError`/`OverflowError`) becomes an
+`InputError` naming the file, the member (an archive member, a key, a row) and what was expected.
+A full disk stays an `OSError` naming the file (the CLI says so); an `InputError` passes unchanged.
+`as_int64`/`as_float` convert a value read from a file, refusing what Arrow could not store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import lzma
+import os
+import pickle
+import stat
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO, Iterable, Iterator
+
+from zoo.validation.inputs import MAX_INT, InputError
+
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+# what a library raises on a malformed file: archives, compression, CSV, text, pickles and torch.load, NumPy's
+# header parser, int()/float() of a value, a mapping or sequence without the entry a format promises
+LIBRARY_ERRORS: tuple[type[BaseException], ...] = (
+    zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, lzma.LZMAError, tarfile.TarError,
+    EOFError, zlib.error, csv.Error, UnicodeError, pickle.UnpicklingError, ValueError, OverflowError, TypeError,
+    KeyError, IndexError, AttributeError, SyntaxError, RecursionError, MemoryError, OSError)
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else type(error).__name__
+    if isinstance(error, KeyError):
+        text = f"no {text}"
+    elif isinstance(error, MemoryError):
+        text = "does not fit in memory"
+    elif isinstance(error, RecursionError):
+        text = "nested too deeply"
+    return ascii(text)[1:-1][:160]
+
+
+@contextlib.contextmanager
+def reading(path: str | Path, member: str | None = None, expected: str | None = None) -> Iterator[None]:
+    """Library errors raised inside become one `InputError`: "`path`: `member`: `expected` (why)"."""
+    try:
+        yield
+    except InputError:
+        raise
+    except LIBRARY_ERRORS as error:
+        if isinstance(error, OSError) and error.errno in _DISK_FULL:  # the disk's fault, not the file's
+            raise OSError(error.errno, error.strerror, error.filename or str(path)) from None
+        where = f"{path}: {member}" if member else str(path)
+        what = f"not {expected}" if expected else "cannot be read"
+        raise InputError(f"{where}: {what} ({_reason(error)})") from None
+
+
+def open_regular(path: str | Path, what: str = "file", *, follow: bool = False) -> BinaryIO:
+    """`path` opened for reading if it is a regular file (not a FIFO, device or folder; not a link either,
+    unless `follow`: a path the user names on the command line may be one, a file found in a source may not)."""
+    path = Path(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
+    try:
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {what}") from None
+    except OSError as error:
+        if not follow and os.path.islink(path):
+            raise InputError(f"{path}: a symbolic link; expected a regular {what} (links are not followed)") from None
+        if os.path.isdir(path):
+            raise InputError(f"{path}: is a folder; expected a {what}") from None
+        raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"{path}: is a folder; expected a {what}")
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{path}: not a regular file (a pipe, socket or device); expected a {what}")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def read_regular(path: str | Path, limit: int, what: str = "file", *, follow: bool = False) -> bytes:
+    """The bytes of regular file `path` (`open_regular`), at most `limit`; one more is an `InputError`."""
+    with open_regular(path, what, follow=follow) as handle, reading(path, expected=f"a readable {what}"):
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"{path}: larger than {limit:,} bytes, the most a {what} may hold (zoo.validation.bounds)")
+    return data
+
+
+def is_regular(path: Path) -> bool:
+    """Whether `path` is a regular file, the link itself examined (`lstat`): a listing's filter."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+# --- values read from a file ----------------------------------------------------------------------
+
+def as_int64(value: Any, where: str) -> int:
+    """`value` (an int, a whole float, a numeral) as a 64-bit integer; anything else is an `InputError`."""
+    if isinstance(value, bool):
+        raise InputError(f"{where}: {value!r} is not an integer")
+    try:
+        number = int(value)
+        if isinstance(value, float) and number != value:
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{where}: {ascii(str(value))[1:-1][:40]} is not an integer") from None
+    if not -MAX_INT - 1 <= number <= MAX_INT:
+        raise InputError(f"{where}: {ascii(str(value))[1:-1][:40]}{'…' if len(str(value)) > 40 else ''} "
+                         "is beyond 64 bits")
+    return number
+
+
+def as_float(value: Any, where: str) -> float:
+    """`value` as a float (NaN and infinities kept: a row's status says diverged); a value no float holds
+    (a 400-digit integer, text) is an `InputError`."""
+    if isinstance(value, bool):
+        raise InputError(f"{where}: {value!r} is not a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        shown = ascii(str(value))[1:-1]
+        raise InputError(f"{where}: {shown[:40]}{'…' if len(shown) > 40 else ''} is not a number a float "
+                         "holds") from None
+
+
+def first_repeat(keys: Iterable[Any]) -> tuple[int, int] | None:
+    """(first position, repeated position) of the first key that appears twice, or None."""
+    seen: dict[Any, int] = {}
+    for position, key in enumerate(keys):
+        if key in seen:
+            return seen[key], position
+        seen[key] = position
+    return None
