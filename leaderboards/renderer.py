@@ -156,8 +156,8 @@ def _move_into(built: Path, out_dir: Path) -> None:
         target = nofollow.check(out_dir, out_dir / path.name)
         if target.is_dir():
             raise ValueError(f"{out_dir}: {path.name} is a folder there; the board's files cannot replace it")
-    for path in sorted(built.iterdir()):
-        nofollow.replace(out_dir, path, out_dir / path.name)
+    for path in sorted(built.iterdir()):  # `built` is ours, fresh; what it replaces in `out_dir` is no link
+        os.replace(path, nofollow.check(out_dir, out_dir / path.name))
     built.rmdir()
 
 
