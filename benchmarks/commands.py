@@ -186,6 +186,7 @@ def split_overrides(assignments: list[str], model: str, task: str) -> tuple[dict
 def run_command(args: argparse.Namespace) -> int:
     from benchmarks.harness import run_benchmark
     from benchmarks.jobs import JobsFailed
+    from benchmarks.outputs import ModelOutputError
 
     try:
         model_overrides, task_overrides = split_overrides(args.set, args.model, args.task)
@@ -193,7 +194,8 @@ def run_command(args: argparse.Namespace) -> int:
                                 model_overrides, task_overrides, device=args.device,
                                 workers=check_workers(args.workers), address=args.address,
                                 gpus_per_job=args.gpus_per_job)
-    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed) as error:
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
+            ModelOutputError) as error:
         raise CommandError(str(error)) from None
     for name, summary in results["summary"].items():
         print(f"{name}: {summary['mean']:.4f} ± {summary['std']:.4f}")
@@ -225,6 +227,7 @@ def plot_edits_command(args: argparse.Namespace) -> int:
 def suite_command(args: argparse.Namespace) -> int:
     from benchmarks.files import write_text_atomic
     from benchmarks.jobs import JobsFailed
+    from benchmarks.outputs import ModelOutputError
     from benchmarks.standard import STANDARD_SUITES, is_standard
     from benchmarks.suite import SUITES, run_suite, suite_table
 
@@ -245,7 +248,8 @@ def suite_command(args: argparse.Namespace) -> int:
         rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
                          device=args.device, workers=check_workers(args.workers), address=args.address,
                          gpus_per_job=args.gpus_per_job)
-    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed) as error:
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
+            ModelOutputError) as error:
         raise CommandError(str(error)) from None
     table = suite_table(rows)
     write_text_atomic(f"{args.out}/table.md", table)
@@ -257,6 +261,7 @@ def suite_command(args: argparse.Namespace) -> int:
 def _standard_suite(args: argparse.Namespace) -> int:
     """`bench suite standard-vN --model MODEL`: the suite's fixed cells, each on its own zoo."""
     from benchmarks.jobs import JobsFailed
+    from benchmarks.outputs import ModelOutputError
     from benchmarks.standard import STANDARD_SUITES, parse_data_map, run_standard, standard_table
 
     fixed = [flag for flag, value in (("--seeds", args.seeds), ("--set", args.set)) if value]
@@ -270,7 +275,8 @@ def _standard_suite(args: argparse.Namespace) -> int:
         manifest = run_standard(args.name, args.model, args.out, data, device=args.device,
                                 workers=check_workers(args.workers), address=args.address,
                                 gpus_per_job=args.gpus_per_job, only=only)
-    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed) as error:
+    except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
+            ModelOutputError) as error:
         raise CommandError(str(error)) from None
     print(standard_table(manifest), end="")
     print(f"wrote {args.out}/suite.json and table.md; submit with: nfnzoo leaderboard submit {args.out}")
@@ -278,7 +284,7 @@ def _standard_suite(args: argparse.Namespace) -> int:
 
 
 def check_model_command(args: argparse.Namespace) -> int:
-    from benchmarks.check_model import check_model, format_table
+    from benchmarks.check_model import check_model, format_table, summary
 
     overrides = _scoped_overrides(args.set, "model", "model.KEY=VALUE")
     try:
@@ -287,15 +293,13 @@ def check_model_command(args: argparse.Namespace) -> int:
     except (UnknownNameError, SchemaError, ValueError, TypeError) as error:
         raise CommandError(str(error)) from None
     print(format_table(checks), end="")
-    false = [c for c in checks if c.false_claim]
-    unclaimed = sorted({(c.space, c.group) for c in checks if not c.claimed and c.verdict.startswith("unchanged")})
-    if unclaimed:
-        print(f"{args.model}: unchanged by groups it does not claim (claims it could make): "
-              f"{', '.join(f'{g} on {s}' for s, g in unclaimed)}")
-    if false:
-        raise CommandError(f"{args.model}: {len(false)} false claim(s): " + "; ".join(
-            f"{c.group} on {c.space} ({c.test}: deviation {c.deviation:.2e} > {c.tolerance:.0e})" for c in false))
-    print(f"{args.model}: every claim holds ({sum(c.claimed for c in checks)} checks)")
+    notes, error = summary(args.model, checks)
+    for note in notes:
+        print(note)
+    if error is not None:  # a broken output or a false claim
+        raise CommandError(error)
+    print(f"{args.model}: every claim holds ({sum(c.claimed for c in checks)} checks) and every output is finite "
+          "and of the contract's shape")
     return 0
 
 

@@ -40,6 +40,7 @@ import zoo
 from benchmarks.files import npz_bytes, write_with_sidecars
 from benchmarks.jobs import Job, JobsFailed, fingerprint, job_device, run_jobs, stderr_printer
 from benchmarks.memory import peak_mb, reset_peak
+from benchmarks.outputs import ModelOutputError
 from benchmarks.protocol import architecture_overrides, hparam_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summarize
 from benchmarks.seeds import check_seeds
@@ -223,11 +224,21 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
     return PreparedRun(jobs, finish, label)
 
 
-def raise_unservable(failed: JobsFailed) -> None:
+def raise_unservable(failed: JobsFailed, folder: str | Path | None = None) -> None:
     """A seed the data cannot serve (a ValueError) or that does not fit in memory fails on Ray as it
-    would in this process: that error, not `JobsFailed`."""
+    would in this process: that error, not `JobsFailed`. A model's output that broke the contract
+    (`benchmarks.outputs.ModelOutputError`) is its own one line too, saying which finished jobs are
+    kept in `folder` for the same command to resume from."""
     if all(isinstance(error, (ValueError, MemoryError)) for _, error in failed.errors):
         raise failed.errors[0][1] from failed
+    first = failed.errors[0][1]
+    if isinstance(first, ModelOutputError):
+        others = f" ({len(failed.errors) - 1} other job(s) failed too)" if len(failed.errors) > 1 else ""
+        done = sorted(failed.outcomes, key=lambda key: (len(key), key))
+        kept = (f"{', '.join(done[:10])}{' ...' if len(done) > 10 else ''} finished and {'is' if len(done) == 1 else 'are'} "
+                f"kept in {folder}: the same command resumes from {'it' if len(done) == 1 else 'them'}"
+                if done and folder is not None else "no seed finished")
+        raise ModelOutputError(f"{first}{others}; {kept}") from failed
 
 
 def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset: Mapping[str, str],
@@ -252,7 +263,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         outcomes = run_jobs(prepared.jobs, folder, workers, progress=say, describe=describe_seed, address=address,
                             gpus_per_job=gpus_per_job)
     except JobsFailed as failed:
-        raise_unservable(failed)
+        raise_unservable(failed, folder)
         raise
     return prepared.finish(outcomes)
 
@@ -268,6 +279,8 @@ def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_ov
     try:
         result = create_task(task, **task_overrides).run(splits, model, dict(model_overrides), seed, device,
                                                          report=report)
+    except ModelOutputError as error:  # it says the epoch and step; the model and the seed are known here
+        raise ModelOutputError(f"model {model}, seed {seed}, {error}") from None
     except (MemoryError, RuntimeError) as error:  # `--set model.hidden_sizes=[100000000]`: one line, not a traceback
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         if not isinstance(error, MemoryError) and not any(
@@ -276,6 +289,10 @@ def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_ov
         raise MemoryError(f"{task}/{model} (seed {seed}) with {dict(model_overrides)} does not fit in memory on "
                           f"{device}: {reason[:300]}") from None
     elapsed = time.perf_counter() - start
+    for name, value in {**result.metrics, **result.ranking}.items():  # finite outputs give finite metrics; checked
+        if not np.isfinite(value):
+            raise ModelOutputError(f"model {model}, seed {seed}, test: the metric {name} is {value} on finite "
+                                   f"predictions; expected a finite number")
     entry = {"seed": seed, "metrics": result.metrics, "train_time_s": elapsed,
              "peak_memory_mb": peak_mb(device), "selection": result.selection, "ranking": result.ranking}
     columns = result.predictions[["model_id", "target", "prediction"]]

@@ -73,6 +73,10 @@ class JobsFailed(RuntimeError):
         self.outcomes = dict(outcomes or {})  # the finished jobs' outcomes by key
 
 
+class UnrecordableOutcome(ValueError):
+    """A job's outcome that JSON cannot hold (a NaN, an object): that job failed, the others go on."""
+
+
 def fingerprint(*parts: Any) -> str:
     """The sha256 of the parts as canonical JSON (dataclasses, tuples and paths become plain data)."""
     from zoo.validation.schema import to_data
@@ -242,6 +246,10 @@ def run_jobs(jobs: Sequence[Job], folder: str | Path | None, workers: int = 1,
     start = time.perf_counter()
 
     def finished(job: Job, result: dict) -> None:
+        try:
+            json.dumps(result["outcome"], allow_nan=False)
+        except (TypeError, ValueError) as error:  # a NaN metric: this job failed (its record would be refused)
+            raise UnrecordableOutcome(f"{job.key}: its outcome cannot be recorded as JSON ({error})") from None
         if folder is not None:
             write_json_atomic(_record_path(folder, job), {
                 "key": job.key, "fingerprint": job.fingerprint, "seconds": result["seconds"],
@@ -269,7 +277,7 @@ def run_jobs(jobs: Sequence[Job], folder: str | Path | None, workers: int = 1,
                     if len(pending) > 1:  # the others go on; a lone job's error is the command's one line
                         say(f"{job.key} failed: {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}")
                     continue
-                finished(job, result)
+                _record(finished, job, result, failures, say, len(pending))
         else:
             _run_on_ray(pending, workers, address, gpus_per_job, finished, failures, say)
     finally:
@@ -281,6 +289,17 @@ def run_jobs(jobs: Sequence[Job], folder: str | Path | None, workers: int = 1,
         raise JobsFailed(f"{len(failures)} job(s) failed ({', '.join(k for k, _ in failures)}); {kept}. "
                          f"First: {key}: {error}", failures, outcomes) from error
     return outcomes
+
+
+def _record(finished: Callable[[Job, dict], None], job: Job, result: dict, failures: list,
+            say: Callable[[str], None], pending: int) -> None:
+    """`finished(job, result)`; an outcome no record can hold (a NaN) fails that job only, as its error would."""
+    try:
+        finished(job, result)
+    except UnrecordableOutcome as error:
+        failures.append((job.key, error))
+        if pending > 1:
+            say(f"{job.key} failed: {error}")
 
 
 def _run_on_ray(pending: Sequence[Job], workers: int, address: str | None, gpus_per_job: float,
@@ -319,7 +338,7 @@ def _run_on_ray(pending: Sequence[Job], workers: int, address: str | None, gpus_
                     if len(pending) > 1:  # the others go on; a lone job's error is the command's one line
                         say(f"{job.key} failed: {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}")
                     continue
-                finished(job, result)
+                _record(finished, job, result, failures, say, len(pending))
         except BaseException:
             for reference in in_flight:  # an interruption: what runs now is lost, a re-run resumes
                 ray.cancel(reference, force=True)

@@ -148,7 +148,8 @@ class INRClassificationTask(Task):
         with isolated_rng(seed, device):
             net = create_model(model, train.space, **model_overrides).to(device)
             problem = Problem(train, train_labels, validation, validation_labels, train_labels,
-                              nn.functional.cross_entropy, accuracy, "accuracy", seed, report=report)
+                              nn.functional.cross_entropy, accuracy, "accuracy", seed, report=report,
+                              out_features=model_overrides["out_features"])
             learned = LEARNERS["gradient"](net, problem, config)
             logits = learned.predict(test)
         targets = test_labels.cpu().numpy()

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from benchmarks.edits import EDITS, apply_edit
+from benchmarks.outputs import ModelOutputError, weights_shape_problem
 from benchmarks.protocol import ARCHITECTURES_ATTR, SPEC_ATTR
 from benchmarks.tasks.base import SPLITS, Task, TaskResult, isolated_rng, require_splits
 from benchmarks.tasks.learners import LEARNERS, Problem, check_training
@@ -89,6 +90,9 @@ class EditedRender(nn.Module):
 
     def edited(self, weights: WeightBatch) -> WeightBatch:
         delta = self.model(weights)
+        problem = weights_shape_problem(delta, weights)  # its values show in the render (`benchmarks.outputs`)
+        if problem is not None:
+            raise ModelOutputError(problem)
         return WeightBatch(self.space, tuple(w + s * d for w, s, d in zip(weights.tensors, self.scales, delta.tensors)))
 
     def forward(self, weights: WeightBatch) -> torch.Tensor:
@@ -241,7 +245,7 @@ class INREditingTask(Task):
             net = EditedRender(nfn, train.space, architecture, config.delta_scale).to(device)
             problem = Problem(train, train_targets, validation, validation_targets, train_targets,
                               nn.functional.mse_loss, _mse, "mse", seed, higher_is_better=False,
-                              report=report)
+                              report=report, out_features=train_targets.shape[1])  # the edited render
             learned = LEARNERS["gradient"](net, problem, config)
             edited = learned.predict(test)
         before = _render(architecture, test, config.eval_batch_size)

@@ -18,8 +18,12 @@ training code, `get_linear_warmup`: LambdaLR(min(1, step / warmup_steps))): the 
 optimizer step k (0-based) is scaled by min(1, (k + 1) / warmup_steps) on top of the epoch's
 schedule (their step 0 has rate 0; ours starts at 1 / warmup_steps, not wasting a step).
 
-A validation score that is not finite (a model that diverged) is never selected; if no epoch
-has a finite score the learner raises, naming the score.
+The model's outputs are held to the contract (`benchmarks.outputs`): every training output has
+the shape (B, out_features) and, with its loss, is finite; so is every validation and test
+prediction. A model that breaks it (a NaN, an overflow, a diverged training, a (B,) output)
+stops with `ModelOutputError` naming the epoch and the step, never a NaN metric later. A
+validation score that is not finite on finite predictions is never selected; if no epoch has a
+finite score the learner raises, naming the score.
 
 Progress: a `Problem` with `report` gets an epoch's line (its mean training loss, validation
 score and time so far) whenever `report_every_s` have passed since the last line, and, once the
@@ -39,6 +43,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from benchmarks.outputs import FINITE, FiniteWatch, ModelOutputError, count_nonfinite, shape_problem
 from zoo.weightspace import WeightBatch
 
 SCHEDULES = ("constant", "warmup-cosine")
@@ -96,11 +101,32 @@ class Learned:
     output_is_target: bool  # True: predictions are the target itself (no loss-specific link applies)
 
 
+def _called(model: nn.Module, batch: WeightBatch, where: str) -> object:
+    """`model(batch)`; a contract error raised inside (a wrapped model's weight output) says `where`."""
+    try:
+        return model(batch)
+    except ModelOutputError as error:
+        raise ModelOutputError(f"{where}: {error}") from None
+
+
 @torch.no_grad()
-def predict(model: nn.Module, weights: WeightBatch, batch_size: int) -> torch.Tensor:
-    """Eval-mode predictions, shape (N,); row results do not depend on the batching."""
+def predict(model: nn.Module, weights: WeightBatch, batch_size: int, out_features: int = 1,
+            where: str = "predicting") -> torch.Tensor:
+    """Eval-mode predictions, shape (N,) (or (N, out_features) for several); row results do not depend
+    on the batching. An output that breaks the contract raises `ModelOutputError` saying `where`."""
     model.eval()
-    return torch.cat([model(batch).squeeze(-1) for _, batch in weights.batches(batch_size)])
+    outputs = []
+    for number, (_, batch) in enumerate(weights.batches(batch_size), start=1):
+        output = _called(model, batch, f"{where} batch {number}")
+        problem = shape_problem(output, len(batch), out_features)
+        if problem is not None:
+            raise ModelOutputError(f"{where} batch {number}: {problem}")
+        outputs.append(output)
+    predicted = torch.cat(outputs)
+    counted = count_nonfinite(predicted)
+    if counted is not None:
+        raise ModelOutputError(f"{where} ({len(weights)} members): output is not finite ({counted}); {FINITE}")
+    return predicted.squeeze(-1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +145,7 @@ class Problem:
     higher_is_better: bool = True  # False: the epoch with the lowest score is kept (an MSE)
     report: Callable[[str], None] | None = None  # gets progress lines (module docstring); None: quiet
     report_every_s: float = 30.0
+    out_features: int = 1  # the model's output is (B, out_features) (`benchmarks.outputs`)
 
 
 def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
@@ -128,11 +155,13 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
     sign = 1.0 if problem.higher_is_better else -1.0
     warmup_steps, step = getattr(config, "warmup_steps", 0), 0
     best_score, best_epoch, best_state = -math.inf, 0, None
+    watch = FiniteWatch(problem.targets.device)
     start = last_report = time.perf_counter()
     for epoch in range(1, config.epochs + 1):
         rate = learning_rate_at(epoch, config.lr, config.epochs, config.lr_schedule, config.warmup_epochs,
                                 config.final_lr)
         model.train()
+        watch.start(epoch)
         total_loss, steps = 0.0, 0
         for index, batch in problem.train.batches(config.batch_size, shuffle=True, generator=shuffle):
             if len(index) < 2:  # a lone leftover row: BatchNorm cannot standardize it
@@ -140,12 +169,19 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
             for group in optimizer.param_groups:
                 group["lr"] = warmed_up(rate, step, warmup_steps)
             step += 1
-            loss = problem.loss(model(batch).squeeze(-1), problem.targets[index.to(problem.targets.device)])
+            output = _called(model, batch, f"epoch {epoch} step {steps + 1}")
+            shape = shape_problem(output, len(index), problem.out_features)  # the shape only: no device sync
+            if shape is not None:
+                raise ModelOutputError(f"epoch {epoch} step {steps + 1}: {shape}")
+            loss = problem.loss(output.squeeze(-1), problem.targets[index.to(problem.targets.device)])
+            watch.add(output, loss)  # checked at once on the CPU, at the epoch's end on a GPU
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             total_loss, steps = total_loss + loss.detach(), steps + 1  # summed on the device: no sync per step
-        predicted = predict(model, problem.validation, config.eval_batch_size)
+        watch.check()
+        predicted = predict(model, problem.validation, config.eval_batch_size, problem.out_features,
+                            f"epoch {epoch} validation")
         score = sign * problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
         if math.isfinite(score) and (score > best_score or best_state is None):
             best_score, best_epoch, best_state = score, epoch, copy.deepcopy(model.state_dict())
@@ -160,7 +196,8 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
         raise ValueError(f"the model's validation {problem.score_name} was not finite after any of the "
                          f"{config.epochs} epochs (training diverged); try a lower lr")
     model.load_state_dict(best_state)
-    return Learned(lambda weights: predict(model, weights, config.eval_batch_size),
+    return Learned(lambda weights: predict(model, weights, config.eval_batch_size, problem.out_features,
+                                           f"test (epoch {best_epoch}'s parameters)"),
                    {"epoch": best_epoch, f"validation_{problem.score_name}": sign * best_score}, output_is_target=False)
 
 
@@ -168,9 +205,10 @@ def by_fit(model: nn.Module, problem: Problem, config) -> Learned:
     """The model's own `fit` on the raw targets, selecting on the validation split."""
     selection = dict(model.fit(problem.train, problem.raw_targets, problem.validation, problem.validation_targets,
                                problem.seed))
-    predicted = predict(model, problem.validation, config.eval_batch_size)
+    predicted = predict(model, problem.validation, config.eval_batch_size, problem.out_features, "validation (fitted)")
     selection[f"validation_{problem.score_name}"] = problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
-    return Learned(lambda weights: predict(model, weights, config.eval_batch_size), selection, output_is_target=True)
+    return Learned(lambda weights: predict(model, weights, config.eval_batch_size, problem.out_features, "test (fitted)"),
+                   selection, output_is_target=True)
 
 
 LEARNERS: dict[str, Callable[[nn.Module, Problem, object], Learned]] = {"gradient": by_gradient, "fit": by_fit}

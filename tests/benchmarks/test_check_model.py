@@ -1,43 +1,94 @@
 """`nfnzoo bench check-model`: the registry's exactness checks on a model from another package
 (the example `examples/my_nfn`, found by its entry point and by import path); a false claim is
-caught, one line names it, and the exit status says so."""
+caught, one line names it, and the exit status says so. The output is held to the contract
+((B, out_features), finite) at every weight magnitude, and a claim must hold at each: a model whose
+symmetry breaks only beyond |w| = 20, a (B,) output and an output NaN on one weight space are caught,
+each for what it is, while an honest model passes at every magnitude."""
 
 from __future__ import annotations
 
-import pytest
+import sys
+import textwrap
 
-from benchmarks.check_model import check_model, format_table
+import pytest
+import torch
+
+from benchmarks.check_model import MAGNITUDES, check_model, format_table, random_weights, space
 from benchmarks.tasks.registry import TASKS
 from nfn_models.registry import MODELS
 from plugin_site import example_site, on_path
 from zoo.cli import main
 
 
+# outside models built on the example's TensorMoments, each breaking the contract or a claim in one way
+BROKEN_MODELS = textwrap.dedent('''
+    import torch
+
+    from my_nfn.model import TensorMoments
+
+
+    class BeyondTwenty(TensorMoments):
+        """Claims permutations; entries beyond 20 are weighted by their position, which breaks it there."""
+
+        def forward(self, weights):
+            moments = []
+            for tensor in weights.tensors:
+                flat = tensor.reshape(tensor.shape[0], -1)
+                flat = torch.where(flat.abs() > 20, flat * torch.linspace(1, 2, flat.shape[1]), flat)
+                moments += [flat.mean(1), flat.square().mean(1).sqrt(), flat.abs().mean(1)]
+            return self.head(torch.stack(moments, dim=1))
+
+
+    class Flat(TensorMoments):
+        """(B,) where the contract says (B, out_features) = (B, 1)."""
+
+        def forward(self, weights):
+            return super().forward(weights).squeeze(-1)
+
+
+    class StdMoments(TensorMoments):
+        """The standard deviation of each tensor's entries: NaN for a one-element tensor (a SIREN's last bias)."""
+
+        def forward(self, weights):
+            moments = []
+            for tensor in weights.tensors:
+                flat = tensor.reshape(tensor.shape[0], -1)
+                moments += [flat.mean(1), flat.std(1), flat.abs().mean(1)]
+            return self.head(torch.stack(moments, dim=1))
+''')
+
+
 @pytest.fixture
 def example(tmp_path):
-    with on_path(example_site(tmp_path / "site"), MODELS, TASKS):
+    (tmp_path / "broken_models.py").write_text(BROKEN_MODELS)
+    with on_path([*example_site(tmp_path / "site"), tmp_path], MODELS, TASKS):
         yield
+    sys.modules.pop("broken_models", None)
 
 
 def test_an_honest_plugin_passes_by_its_entry_point(example, capsys):
     assert main(["bench", "check-model", "tensor_moments", "--seeds", "0,1"]) == 0
     out = capsys.readouterr().out
-    assert "| cnn-relu | permutation | invariance | yes |" in out and "| cnn-relu | scale | invariance | no |" in out
-    assert "FALSE CLAIM" not in out and "tensor_moments: every claim holds" in out
+    assert "| cnn-relu | unit | permutation | invariance | yes |" in out and "| cnn-relu | unit | scale | invariance | no |" in out
+    for magnitude in MAGNITUDES:  # the claim at every magnitude, the output's contract too
+        assert f"| cnn-relu | {magnitude} | permutation | invariance | yes |" in out
+        assert f"| siren | {magnitude} | - | output | - | - | - | ok: (B, 1), finite |" in out
+    assert "FALSE CLAIM" not in out and "NOT FINITE" not in out and "tensor_moments: every claim holds" in out
+    assert "magnitudes: unit: N(0, 1) entries, claims within 1e-05 (equivariance 1e-04); realistic: He-init" in out
     assert "transformer" not in out  # it reads feedforward members only
 
 
 def test_a_false_claim_is_caught(example, capsys):
     assert main(["bench", "check-model", "my_nfn.model:OverclaimingMoments", "--seeds", "0"]) == 1
     captured = capsys.readouterr()
-    assert "| cnn-relu | scale | invariance | yes |" in captured.out and "FALSE CLAIM" in captured.out
+    assert "| cnn-relu | unit | scale | invariance | yes |" in captured.out and "FALSE CLAIM" in captured.out
     error = captured.err.strip()
-    assert error.count("\n") == 0 and "false claim(s): scale on cnn-relu (invariance: deviation" in error
+    assert error.count("\n") == 0 and "false claim(s): scale on cnn-relu at magnitude unit (invariance: deviation" in error
 
 
 def test_the_checks_measure_what_they_report(example):
     checks = check_model("my_nfn.model:OverclaimingMoments", seeds=(0,))
-    by_group = {(c.space, c.group, c.test): c for c in checks}
+    by_group = {(c.space, c.group, c.test): c for c in checks if c.magnitude in ("unit", "denormal")}
     assert by_group["siren", "permutation", "invariance"].deviation < 1e-6  # the true claim, measured
     assert by_group["siren", "scale", "invariance"].deviation > 1e-2 and by_group["siren", "scale", "invariance"].false_claim
     assert not by_group["siren", "sign", "invariance"].claimed  # a negative control, changing the output
@@ -64,4 +115,54 @@ def test_spaces_restrict_the_checks_to_a_setting_that_reads_only_them(capsys):
     assert main(["bench", "check-model", "ng_t", "--set", "model.probe_features=4", "--spaces", "siren",
                  "--seeds", "0"]) == 0
     printed = capsys.readouterr().out
-    assert "| siren | permutation | invariance | yes |" in printed and "cnn-relu" not in printed
+    assert "| siren | unit | permutation | invariance | yes |" in printed and "cnn-relu" not in printed
+
+
+def test_members_are_drawn_at_the_stated_magnitudes():
+    weights = {m: random_weights(space("cnn-relu"), 8, 0, magnitude=m) for m in MAGNITUDES}
+    assert all(t.abs().max() < 20 for m in ("unit", "realistic") for t in weights[m].tensors)
+    conv, spec = weights["realistic"].tensors[2], space("cnn-relu").tensors[2]  # conv2.weight
+    he = (2 / (spec.shape[1] * spec.shape[2] * spec.shape[3])) ** 0.5
+    assert spec.role == "weight" and 0.8 * he < conv.std() < 1.2 * he
+    assert space("cnn-relu").tensors[1].role == "bias" and 0.08 < weights["realistic"].tensors[1].std() < 0.12
+    assert sum(int((t.abs() > 20).sum()) for t in weights["outliers"].tensors) > 0
+    assert (weights["outliers"].tensors[2].abs() < 20).float().mean() > 0.9  # realistic, bar 2%
+    assert (weights["large"].tensors[2].abs() > 20).float().mean() > 0.7
+    assert torch.equal(weights["unit"].tensors[0], random_weights(space("cnn-relu"), 8, 0).tensors[0])
+
+
+def test_a_claim_that_breaks_beyond_twenty_is_caught_at_large_magnitudes(example, capsys):
+    assert main(["bench", "check-model", "broken_models:BeyondTwenty", "--seeds", "0", "--spaces", "siren"]) == 1
+    captured = capsys.readouterr()
+    for magnitude, verdict in (("unit", "holds"), ("realistic", "holds"), ("outliers", "FALSE CLAIM"),
+                               ("large", "FALSE CLAIM")):
+        row = next(line for line in captured.out.splitlines()
+                   if line.startswith(f"| siren | {magnitude} | permutation | invariance | yes |"))
+        assert row.endswith(f"| {verdict} |"), row
+    assert "| siren | large | permutation | invariance | yes |" in captured.out and "| 1e-04 | FALSE CLAIM |" in captured.out
+    error = captured.err.strip()
+    assert error.count("\n") == 0 and error.startswith("nfnzoo bench: error: broken_models:BeyondTwenty: 2 false "
+                                                      "claim(s): permutation on siren at magnitude outliers"), error
+
+
+def test_an_output_of_the_wrong_shape_is_refused(example, capsys):
+    assert main(["bench", "check-model", "broken_models:Flat", "--seeds", "0", "--spaces", "cnn-relu"]) == 1
+    captured = capsys.readouterr()
+    assert ("| cnn-relu | unit | - | output | - | - | - | WRONG SHAPE: f(w), seed 0: output has shape (4,); expected a "
+            "tensor (B, out_features) = (4, 1) |") in captured.out
+    assert "| invariance |" not in captured.out and "holds" not in captured.out  # nothing measured on a broken output
+    assert captured.err == ("nfnzoo bench: error: broken_models:Flat: output wrong shape on cnn-relu at magnitudes unit, "
+                            "realistic, outliers, large (f(w), seed 0: output has shape (4,); expected a tensor "
+                            "(B, out_features) = (4, 1))\n")
+
+
+def test_a_non_finite_output_is_reported_as_such_not_as_a_verdict_on_a_claim(example, capsys):
+    assert main(["bench", "check-model", "broken_models:StdMoments", "--seeds", "0"]) == 1
+    captured = capsys.readouterr()
+    siren = [line for line in captured.out.splitlines() if line.startswith("| siren |")]
+    assert siren == [f"| siren | {m} | - | output | - | - | - | NOT FINITE: f(w), seed 0: 4 of 4 values NaN |"
+                     for m in MAGNITUDES]
+    assert "FALSE CLAIM" not in captured.out and "could be claimed" not in captured.out
+    assert "| cnn-relu | large | permutation | invariance | yes |" in captured.out  # the CNNs' one-element-free tensors
+    assert captured.err == ("nfnzoo bench: error: broken_models:StdMoments: output not finite on siren at magnitudes "
+                            "unit, realistic, outliers, large (f(w), seed 0: 4 of 4 values NaN)\n")

@@ -1,0 +1,172 @@
+"""A plugin model whose output breaks the contract (non-finite values, a non-finite loss, a wrong
+shape) stops `nfnzoo bench run` with one line naming the model, the seed and the step; the seeds
+already trained are kept as the harness's seed records, and the same command resumes from them.
+
+The models live in a module of their own (an outside package, imported by its path MODULE:CLASS)
+and run through the real CLI in fresh processes (`tests/forked_cli.py`) on the real tiny zoo.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+
+MODULE = "flaky_models"  # the outside package: one module in the processes' working directory
+MODELS_SOURCE = textwrap.dedent('''
+    """Models that break nfnzoo's model contract in one way each (and one that keeps it)."""
+    import dataclasses
+    import os
+
+    import torch
+    from torch import nn
+
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        out_features: int = 1
+
+
+    class Linear(nn.Module):
+        """A linear layer on the flattened weights: keeps the contract (the negative control)."""
+
+        Config = Config
+        symmetries = ()
+        weight_spaces = ("feedforward",)
+        built = 0  # models built in this process: seed k's is the (k+1)-th
+
+        def __init__(self, weight_space, out_features=1):
+            super().__init__()
+            Linear.built += 1
+            self.number, self.calls = Linear.built, 0
+            self.linear = nn.Linear(weight_space.num_params, out_features)
+
+        def forward(self, weights):
+            self.calls += self.training
+            return self.linear(weights.flatten() / 10)  # (B, out_features)
+
+
+    class NanFromSecondModel(Linear):
+        """NaN in 3 rows of every output of the models built after NAN_FROM_MODEL - 1 others (seed 1's)."""
+
+        def forward(self, weights):
+            output = super().forward(weights)
+            if self.number >= int(os.environ.get("NAN_FROM_MODEL", "1000000")):
+                output = output.clone()
+                output[:3] = float("nan")
+            return output
+
+
+    class NanFromFifthStep(Linear):
+        """Finite for four training steps, then NaN everywhere (a training that diverged)."""
+
+        def forward(self, weights):
+            output = super().forward(weights)
+            return output * float("nan") if self.calls >= 5 else output
+
+
+    class Overflowing(Linear):
+        """Finite outputs too large to square in float32: the MSE loss is inf."""
+
+        def forward(self, weights):
+            return super().forward(weights) * 0 + 1e30
+
+
+    class Flat(Linear):
+        """(B,) where the contract says (B, 1)."""
+
+        def forward(self, weights):
+            return super().forward(weights).squeeze(-1)
+
+
+    class Wide(Linear):
+        """(B, 2) for a task that sets out_features 1."""
+
+        def forward(self, weights):
+            return super().forward(weights).repeat(1, 2)
+
+
+    class Pair(Linear):
+        """A tuple, not a tensor."""
+
+        def forward(self, weights):
+            return super().forward(weights), None
+''')
+TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    """The CLI in fresh processes forked from one warm server whose working directory holds the plugin
+    module (`python -m` puts the working directory on the path, so MODULE:CLASS imports it)."""
+    from forked_cli import ForkedCLI
+
+    folder = tmp_path_factory.mktemp("plugin_package")
+    (folder / f"{MODULE}.py").write_text(MODELS_SOURCE)
+    forked = ForkedCLI(folder)
+    forked.folder = folder
+    yield forked
+    forked.close()
+
+
+def _bench(cli, tmp_path, tiny_zoo, model: str, seeds: str, *more: str, **env: str):
+    out = tmp_path / "results" / "run.json"
+    argv = ["bench", "run", "--task", "generalization", "--model", f"{MODULE}:{model}", "--data", str(tiny_zoo),
+            "--seeds", seeds, "--out", str(out), "--device", "cpu", "--set", "task.epochs=2", *more]
+    environment = {**{k: v for k, v in os.environ.items() if k != "NAN_FROM_MODEL"}, "HF_HUB_OFFLINE": "1",
+                   "HF_DATASETS_OFFLINE": "1", "RAY_AUTH_MODE": "disabled", "HF_HOME": str(tmp_path / "hf"),
+                   "PYTHONWARNINGS": "ignore", **env}
+    return cli.run(argv, cwd=cli.folder, env=environment, timeout=TIMEOUT_S), out
+
+
+def _error_line(done) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr, done.stderr
+    assert lines and lines[-1].startswith("nfnzoo bench: error: "), done.stderr
+    return lines[-1].removeprefix("nfnzoo bench: error: ")
+
+
+def test_a_nan_output_names_the_model_seed_and_step_and_the_rerun_resumes(cli, tmp_path, tiny_zoo):
+    failed, out = _bench(cli, tmp_path, tiny_zoo, "NanFromSecondModel", "0,1", NAN_FROM_MODEL="2")
+    assert failed.returncode == 1, failed.stderr
+    error = _error_line(failed)
+    assert error.startswith(f"model {MODULE}:NanFromSecondModel, seed 1, epoch 1 step 1: output is not finite "
+                            "(3 of 12 values NaN); expected finite values"), error
+    seeds = out.with_name("run.seeds")
+    assert error.endswith(f"seed0 finished and is kept in {seeds}: the same command resumes from it"), error
+    record = seeds / "seed0.json"
+    kept = record.read_bytes()
+    assert not out.exists() and not (seeds / "seed1.json").exists()
+
+    resumed, _ = _bench(cli, tmp_path, tiny_zoo, "NanFromSecondModel", "0,1")  # the model fixed: no NaN
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"1 of 2 job(s) already done in {seeds}; running 1" in resumed.stderr
+    results = json.loads(out.read_text())
+    first = json.loads(kept)["outcome"]["entry"]
+    assert results["per_seed"][0] == first  # seed 0's record, not a retrained seed (its time would differ)
+    assert not seeds.exists()  # the results hold every seed now
+    assert [entry["seed"] for entry in results["per_seed"]] == [0, 1]
+
+
+@pytest.mark.parametrize("model, more, expected", [
+    ("NanFromFifthStep", ["--set", "task.batch_size=4"],
+     "seed 0, epoch 2 step 2: output is not finite (4 of 4 values NaN); expected finite values"),
+    ("Overflowing", [], "seed 0, epoch 1 step 1: loss is not finite (inf) on a finite output; expected finite values"),
+    ("Flat", [], "seed 0, epoch 1 step 1: output has shape (12,); expected a tensor (B, out_features) = (12, 1)"),
+    ("Wide", [], "seed 0, epoch 1 step 1: output has shape (12, 2); expected a tensor (B, out_features) = (12, 1)"),
+    ("Pair", [], "seed 0, epoch 1 step 1: output is a tuple; expected a tensor (B, out_features) = (12, 1)"),
+])
+def test_each_broken_output_is_one_line(cli, tmp_path, tiny_zoo, model, more, expected):
+    done, out = _bench(cli, tmp_path, tiny_zoo, model, "0", *more)
+    assert done.returncode == 1, done.stderr
+    error = _error_line(done)
+    assert error.startswith(f"model {MODULE}:{model}, {expected}"), error
+    assert error.endswith("; no seed finished") and not out.exists()
+
+
+def test_a_model_that_keeps_the_contract_trains(cli, tmp_path, tiny_zoo):
+    done, out = _bench(cli, tmp_path, tiny_zoo, "Linear", "0")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["model"] == f"{MODULE}:Linear"
