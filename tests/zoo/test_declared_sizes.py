@@ -129,3 +129,130 @@ def test_the_counted_plan_matches_the_listed_plan_with_repeats(tmp_path, search_
     family = create_family("cnn")
     listed = sum(family.run_flops(spec, run.hparams) for run in plan_runs(spec))
     assert estimate(spec).training_flops == pytest.approx(listed, rel=1e-12)
+
+
+# --- Parquet shards: column sizes from the footer and the page headers -------------------------
+
+def _bombed_zoo(folder: Path, column: str, value_bytes: int) -> tuple[Path, str]:
+    """The tiny zoo with `column` of its first shard holding `value_bytes`-byte strings (zstd makes
+    them a few KB on disk), the manifest resealed (size, checksums, dataset hash) so that only the
+    declared size is wrong; returns the folder and the shard's split."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from zoo.storage.integrity import dataset_hash_of, file_checksums
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    config = next(iter(manifest["configs"].values()))
+    entry = config["files"][0]
+    shard = folder / entry["path"]
+    table = pq.read_table(shard)
+    index = table.schema.get_field_index(column)
+    value = "r" * value_bytes
+    table = table.set_column(index, table.schema.field(index), pa.array([value] * table.num_rows, pa.string()))
+    shard.chmod(0o644)
+    pq.write_table(table, shard, compression="zstd")
+    assert shard.stat().st_size < 2**20
+    entry.update(bytes=shard.stat().st_size, **file_checksums(shard))
+    config["dataset_hash"] = dataset_hash_of(config["files"])
+    (folder / "manifest.json").chmod(0o644)
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    return folder, entry["split"] if "split" in entry else entry["path"].split("/")[-1].split("-")[0]
+
+
+@pytest.mark.parametrize("column", ["run_id", "model_id"])
+def test_a_shard_whose_column_declares_gigabytes_is_refused_by_verify_info_and_the_loader(tiny_zoo_copy, tmp_path,
+                                                                                           column):
+    folder, split = _bombed_zoo(tiny_zoo_copy, column, 32 * 2**20)
+    expected = f"column '{column}' of row group 0"
+    result = _nfnzoo(tmp_path, "verify", str(folder))
+    assert not result.oom_killed, result.describe()
+    assert result.returncode == 1, result.describe()
+    output = result.stdout + result.stderr
+    assert expected in output and "bytes uncompressed; at most 65,536 a row" in output, output
+    assert "MAX_PARQUET_METADATA_ROW_BYTES" in output
+
+    result = _nfnzoo(tmp_path, "info", str(folder))
+    assert not result.oom_killed, result.describe()
+    assert result.returncode == 1, result.describe()
+    line = _one_error_line(result, "info")
+    assert ".parquet: " + expected in line and "refused before it is read" in line, line
+
+    load = (f"from zoo.loader import load_split, read_metadata\n"
+            f"read_metadata({str(folder)!r}, split={split!r})\n")
+    result = run_limited([sys.executable, "-c", load], limit_bytes=2 * GIB, env=_environment(tmp_path))
+    assert not result.oom_killed, result.describe()
+    assert result.returncode == 1 and "CorruptShardError" in result.stderr and expected in result.stderr, \
+        result.describe()
+
+
+def test_a_shard_within_the_bounds_still_loads(tiny_zoo_copy):  # the negative control
+    from zoo.loader import read_metadata
+    from zoo.storage.integrity import declared_size_problem
+
+    folder, split = _bombed_zoo(tiny_zoo_copy, "run_id", 1000)
+    assert declared_size_problem(next(folder.rglob("*.parquet"))) is None
+    assert len(read_metadata(folder, split=split)) > 0
+
+
+# --- staged checkpoints: a file's size against what its header implies -------------------------
+
+def _sparse_staged_file(folder: Path) -> Path:
+    from zoo.storage.folder import STAGING_FOLDER
+    from zoo.storage.staging import Staging
+
+    staging = Staging(folder / STAGING_FOLDER)
+    path = staging.path(sorted(staging.model_ids())[3])
+    path.chmod(0o644)
+    os.truncate(path, 4 * GIB)  # a sparse 4 GiB: its header still says a few kilobytes
+    return path
+
+
+def test_a_staged_file_longer_than_its_header_implies_is_refused_before_its_body_is_read(tiny_zoo_copy):
+    from zoo.storage.safetensors_io import decode, read_safetensors_file
+    from zoo.validation.inputs import InputError
+
+    path = _sparse_staged_file(tiny_zoo_copy)
+    with pytest.raises(InputError, match=r"4,294,967,296 bytes on disk, but its safetensors header implies [\d,]+ "):
+        read_safetensors_file(path, "staged checkpoint")
+    other = next(p for p in path.parent.parent.rglob(f"*{path.suffix}") if p != path)
+    tensors, metadata = decode(read_safetensors_file(other))  # the negative control: a whole file reads
+    assert tensors and metadata
+
+
+def test_a_header_declaring_more_than_a_member_is_refused(tmp_path):
+    import json
+    import struct
+
+    from zoo.storage.safetensors_io import read_safetensors_file
+    from zoo.validation.inputs import InputError
+
+    header = json.dumps({"w": {"dtype": "F32", "shape": [30000, 30000], "data_offsets": [0, 30000 * 30000 * 4]}}).encode()
+    path = tmp_path / "huge.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    os.truncate(path, 8 + len(header) + 30000 * 30000 * 4)  # sparse: exactly the size the header implies
+    with pytest.raises(InputError, match="declare 900,000,000 elements; a member has at most 20,000,000"):
+        read_safetensors_file(path)
+
+
+def _staging_reads_through_the_header() -> bool:
+    import inspect
+
+    import zoo.storage.staging
+
+    return "read_safetensors_file" in inspect.getsource(zoo.storage.staging)
+
+
+@pytest.mark.skipif(not _staging_reads_through_the_header(),
+                    reason="zoo/storage/staging.py reads staged files with read_capped (owned by the links work); "
+                           "it is to call safetensors_io.read_safetensors_file")
+def test_pack_refuses_a_sparse_staged_file_without_reading_it(tiny_zoo_copy, tmp_path):
+    path = _sparse_staged_file(tiny_zoo_copy)
+    result = _nfnzoo(tmp_path, "pack", str(tiny_zoo_copy), limit=GIB + GIB // 2)
+    assert not result.oom_killed, result.describe()
+    assert result.returncode == 1, result.describe()
+    assert f"staged checkpoint {path} is not trusted" in result.stderr, result.describe()
+    assert "4,294,967,296 bytes on disk, but its safetensors header implies" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -20,10 +20,19 @@ another's xxh3 would pass a load and fail `verify --full`. Every benchmark load 
 shard and nothing is cached. `zoo.loader.load_split(..., check=False)` skips it for callers that
 have just checked. `read_named` turns Arrow's errors on an unreadable shard ("Parquet magic
 bytes not found"), which do not say which file, into one that does.
+
+`read_named` is also where every reader (`nfnzoo info`, the loaders, `bench run`) opens a shard,
+and `shard_problem` where `nfnzoo verify` and `check_shards` check one: both first check the
+sizes the shard declares (`declared_size_problem`) before anything is decoded. A few hundred KB
+of compressed repeated strings can declare gigabytes a column; each column chunk's uncompressed
+size, from the footer and from its page headers (Arrow allocates by the latter), is bounded per
+row (`zoo.validation.bounds`: the weights column by what one member may be, every other column by
+what a row's metadata is) and per chunk.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -35,6 +44,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
+from zoo.validation.bounds import (MAX_PARQUET_COLUMN_CHUNK_BYTES, MAX_PARQUET_FOOTER_BYTES, MAX_PARQUET_METADATA_ROW_BYTES,
+                                   MAX_PARQUET_WEIGHTS_ROW_BYTES)
 from zoo.storage.manifest import shard_path
 
 
@@ -111,9 +122,86 @@ def dataset_hash_of(files: Iterable[dict]) -> str:
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
+def declared_size_problem(path: Path) -> str | None:
+    """What the Parquet file at `path` declares beyond `zoo.validation.bounds` (a column chunk's
+    uncompressed bytes per row of its row group, or in all), or None: from the footer's metadata
+    and the chunks' page headers, before any column is decoded. A file Arrow cannot open is left to
+    the reader's own error (None here)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _declared_size_problem(str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_size_problem(path: str, size: int, mtime_ns: int, inode: int) -> str | None:
+    import mmap
+
+    from zoo.storage.parquet_pages import declared_page_bytes
+
+    footer = _footer_length(path, size)
+    if footer is None:
+        return None  # not Parquet: the reader says so, naming the file
+    if footer > MAX_PARQUET_FOOTER_BYTES:
+        return (f"declares a {footer:,}-byte footer; at most {MAX_PARQUET_FOOTER_BYTES:,} "
+                "(zoo.validation.bounds.MAX_PARQUET_FOOTER_BYTES)")
+    try:
+        metadata = pq.read_metadata(path)
+    except (pa.ArrowInvalid, OSError):
+        return None
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for g in range(metadata.num_row_groups):
+            group = metadata.row_group(g)
+            rows = group.num_rows
+            for c in range(group.num_columns):
+                chunk = group.column(c)
+                name = chunk.path_in_schema
+                weights = name.split(".")[0] == "weights"
+                per_row = MAX_PARQUET_WEIGHTS_ROW_BYTES if weights else MAX_PARQUET_METADATA_ROW_BYTES
+                bound = "MAX_PARQUET_WEIGHTS_ROW_BYTES" if weights else "MAX_PARQUET_METADATA_ROW_BYTES"
+                where = f"column {ascii(name)[1:-1][:80]!r} of row group {g} ({rows:,} rows)"
+                start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+                try:
+                    paged = declared_page_bytes(mapped, start, chunk.total_compressed_size)
+                except ValueError as error:
+                    return f"{where}: {error}"
+                declared = max(chunk.total_uncompressed_size, paged)
+                if declared > per_row * max(rows, 1):
+                    return (f"{where} declares {declared:,} bytes uncompressed; at most {per_row:,} a row "
+                            f"(zoo.validation.bounds.{bound})")
+                if declared > MAX_PARQUET_COLUMN_CHUNK_BYTES:
+                    return (f"{where} declares {declared:,} bytes uncompressed; at most "
+                            f"{MAX_PARQUET_COLUMN_CHUNK_BYTES:,} a column chunk "
+                            "(zoo.validation.bounds.MAX_PARQUET_COLUMN_CHUNK_BYTES)")
+    return None
+
+
+def _footer_length(path: str, size: int) -> int | None:
+    """The footer length a Parquet file's last 8 bytes declare, or None when it is not Parquet."""
+    if size < 12:
+        return None
+    with open(path, "rb") as handle:
+        handle.seek(size - 8)
+        tail = handle.read(8)
+    if tail[4:] != b"PAR1":
+        return None
+    return int.from_bytes(tail[:4], "little")
+
+
+def check_declared_sizes(paths: Path | list[Path]) -> None:
+    """Raises `CorruptShardError` naming the first of `paths` whose declared sizes exceed the
+    bounds (`declared_size_problem`)."""
+    for path in [paths] if isinstance(paths, Path) else paths:
+        problem = declared_size_problem(Path(path))
+        if problem is not None:
+            raise CorruptShardError(f"{path}: {problem}; the shard is refused before it is read")
+
+
 def shard_problem(path: Path, entry: dict, *, full: bool = False) -> str | None:
     """What is wrong with the shard at `path` against its manifest entry, or None when it matches:
-    by its fast checksum where the entry has one, by sha256 with `full` or where it has none."""
+    by its fast checksum where the entry has one, by sha256 with `full` or where it has none; then
+    the sizes it declares (`declared_size_problem`)."""
     if not path.is_file():
         return "missing"
     size = path.stat().st_size
@@ -124,7 +212,7 @@ def shard_problem(path: Path, entry: dict, *, full: bool = False) -> str | None:
             return "sha256 differs from the manifest (corrupted)"
     elif xxh3_file(path) != entry[FAST]:
         return "xxh3_128 differs from the manifest (corrupted)"
-    return None
+    return declared_size_problem(path)
 
 
 def entry_paths(folder: str | Path, entries: list[dict]) -> list[Path]:
@@ -186,7 +274,9 @@ def release_tag(manifest: dict) -> str:
 
 
 def read_named(paths: Path | list[Path], read):
-    """Runs `read()` of the Parquet files `paths`; an unreadable one becomes an error naming it."""
+    """Runs `read()` of the Parquet files `paths`, once each file's declared sizes are within bounds
+    (`check_declared_sizes`); an unreadable one becomes an error naming it."""
+    check_declared_sizes(paths)
     try:
         return read()
     except (pa.ArrowInvalid, OSError) as error:

@@ -136,3 +136,26 @@ def fixed_width_pages(path: Path, column: str) -> tuple[mmap.mmap, list[np.ndarr
         if rows != chunk.num_values:
             return None
     return mapped, pages
+
+
+def declared_page_bytes(mapped, start: int, length: int) -> int:
+    """The uncompressed bytes the page headers of one column chunk declare (dictionary and data
+    pages), read from the headers alone: `start` and `length` are the chunk's first page and its
+    total compressed size. Arrow allocates each page by its header's `uncompressed_page_size`,
+    which a footer's totals need not agree with. A header that cannot be read, or a negative
+    size, is a `ValueError`."""
+    total, position, end = 0, start, start + length
+    if not 0 <= start <= end <= len(mapped):
+        raise ValueError(f"a column chunk at byte {start:,} of {length:,} bytes lies outside the {len(mapped):,}-byte file")
+    while position < end:
+        try:
+            reader = _Compact(mapped, position)
+            header = reader.struct()
+        except (IndexError, ValueError, RecursionError):
+            raise ValueError(f"an unreadable page header at byte {position:,}") from None
+        uncompressed, compressed = header.get(2), header.get(3)
+        if not isinstance(uncompressed, int) or not isinstance(compressed, int) or uncompressed < 0 or compressed < 0:
+            raise ValueError(f"a page header at byte {position:,} without valid sizes")
+        total += uncompressed
+        position = reader.position + compressed
+    return total

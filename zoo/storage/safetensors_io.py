@@ -7,17 +7,27 @@ Writing it here fixes two things the library leaves open: the header's key order
 checkpoint of one architecture has byte-identical headers, and each tensor is a fixed byte
 range of every row) and the data order (layer order, so a row's data section is the
 flattened weight vector). `safetensors.torch.load` reads what this writes.
+
+A safetensors file declares its own size: 8 bytes, the header, and the data its tensors' offsets
+span. `read_safetensors_file` reads the header first and checks the file against it (its size on
+disk equal to the implied one, its tensors within what a member may be) before reading the body,
+so a file truncated to a sparse 4 GiB, or a header declaring a giant tensor, is refused without
+reading it.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import struct
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from zoo.validation.bounds import MAX_HEADER_BYTES, MAX_MEMBER_PARAMETERS, MAX_STAGED_BYTES
 from zoo.validation.inputs import InputError, load_json_bytes
 
 DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
@@ -44,9 +54,6 @@ def encode(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = N
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     return struct.pack("<Q", len(text)) + text + b"".join(chunks)
-
-
-MAX_HEADER_BYTES = 16 * 2**20  # a header lists tensor names and shapes: ours are a few kilobytes
 
 
 def _tensor_problem(name: str, info, data_bytes: int) -> str | None:
@@ -124,3 +131,63 @@ def decode(buffer: bytes | memoryview) -> tuple[dict[str, torch.Tensor], dict[st
             tensor = tensor.view(torch.bfloat16)
         tensors[name] = tensor.reshape(info["shape"])
     return tensors, metadata
+
+
+def read_safetensors_file(path: str | Path, what: str = "safetensors file") -> bytes:
+    """The bytes of the safetensors file at `path`, read only once its header vouches for them: a
+    regular file (no link followed), a header of at most `MAX_HEADER_BYTES`, every tensor well
+    formed (`read_header`'s checks) and in all at most `MAX_MEMBER_PARAMETERS` elements, and a size
+    on disk equal to 8 + header + the largest data offset, itself at most `MAX_STAGED_BYTES`.
+    Anything else is an `InputError` naming the file, before its body is read."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        raise InputError(f"{path}: cannot open the {what} ({error.strerror or error})") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise InputError(f"{path}: the {what} is not a regular file")
+        size = status.st_size
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            raise InputError(f"{path}: {size:,} bytes, shorter than a safetensors header")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > MAX_HEADER_BYTES or 8 + length > size:
+            raise InputError(f"{path}: declares a {length:,}-byte safetensors header in a {size:,}-byte file "
+                             f"(at most {MAX_HEADER_BYTES:,}: zoo.validation.bounds.MAX_HEADER_BYTES)")
+        header_bytes = handle.read(length)
+        implied = _implied_size(path, header_bytes, size - 8 - length)
+        if implied != size:
+            raise InputError(f"{path}: {size:,} bytes on disk, but its safetensors header implies {implied:,} "
+                             "(8 + header + its tensors' data): truncated, extended or padded")
+        body = handle.read(size - 8 - length + 1)
+    if len(body) != size - 8 - length:
+        raise InputError(f"{path}: changed while it was read ({8 + length + len(body):,} bytes, expected {size:,})")
+    return prefix + header_bytes + body
+
+
+def _implied_size(path, header_bytes: bytes, data_bytes: int) -> int:
+    """8 + header + the end of the last tensor's data, once every tensor entry is checked and the
+    tensors hold at most MAX_MEMBER_PARAMETERS elements together."""
+    try:
+        header = load_json_bytes(header_bytes, "header", strict=True)
+    except InputError as error:
+        raise InputError(f"{path}: not a safetensors file: {str(error)[:200]}") from None
+    if not isinstance(header, dict):
+        raise InputError(f"{path}: not a safetensors file: its header is not a JSON object")
+    end, elements = 0, 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        problem = _tensor_problem(name, info, data_bytes)
+        if problem is not None:
+            raise InputError(f"{path}: not a safetensors file: {problem}")
+        end, elements = max(end, info["data_offsets"][1]), elements + math.prod(info["shape"])
+    if elements > MAX_MEMBER_PARAMETERS:
+        raise InputError(f"{path}: its tensors declare {elements:,} elements; a member has at most "
+                         f"{MAX_MEMBER_PARAMETERS:,} (zoo.validation.bounds.MAX_MEMBER_PARAMETERS)")
+    implied = 8 + len(header_bytes) + end
+    if implied > MAX_STAGED_BYTES:
+        raise InputError(f"{path}: its header implies {implied:,} bytes; at most {MAX_STAGED_BYTES:,} "
+                         "(zoo.validation.bounds.MAX_STAGED_BYTES)")
+    return implied

@@ -64,6 +64,7 @@ MAX_RESULT_JSON_BYTES = 64 * MIB  # a Model Zoos trial's result.json: ~60 lines 
 MAX_PARQUET_METADATA_ROW_BYTES = 64 * 1024  # every column but `weights`, per row
 MAX_PARQUET_WEIGHTS_ROW_BYTES = 8 * MAX_MEMBER_PARAMETERS + 16 * MIB + 8  # a float64 member + its safetensors header
 MAX_PARQUET_COLUMN_CHUNK_BYTES = 2 * GIB  # one column of one row group, uncompressed (real ones: under 100 MB)
+MAX_PARQUET_FOOTER_BYTES = 64 * MIB  # a shard's footer (schema and row groups' metadata): real ones are a few KB
 
 # --- staged checkpoints and the dry run -----------------------------------------------------------
 # A plan is counted from the spec's numbers before anything is enumerated; the largest real zoo has
