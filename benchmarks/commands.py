@@ -284,7 +284,8 @@ def _standard_suite(args: argparse.Namespace) -> int:
 
 
 def check_model_command(args: argparse.Namespace) -> int:
-    from benchmarks.check_model import check_model, format_table, summary
+    from benchmarks.check_model import check_model
+    from benchmarks.check_report import format_table, summary
 
     overrides = _scoped_overrides(args.set, "model", "model.KEY=VALUE")
     try:

@@ -91,8 +91,8 @@ class FiniteWatch:
     the validation pass's). `check` raises `ModelOutputError` naming the epoch and the step (1-based).
     """
 
-    def __init__(self, device: torch.device):
-        self.every_step = torch.device(device).type == "cpu"
+    def __init__(self, device: torch.device, every_step: bool | None = None):
+        self.every_step = torch.device(device).type == "cpu" if every_step is None else every_step
         self.start(0)
 
     def start(self, epoch: int) -> None:

@@ -326,8 +326,8 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
         if unfinished:  # after the others are written: a seed out of memory is its one line, else JobsFailed
             failed = JobsFailed(f"{len(unfinished)} job(s) failed ({', '.join(k for k, _ in unfinished)}); the "
                                 f"entries that finished are written in {out_dir}. First: {unfinished[0][0]}: "
-                                f"{unfinished[0][1]}", unfinished)
-            raise_unservable(failed)
+                                f"{unfinished[0][1]}", unfinished, outcomes)
+            raise_unservable(failed, out_dir)
             raise failed
     for entry in entries:
         if (record := skip_path(out_dir, entry.name)).exists():

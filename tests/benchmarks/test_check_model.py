@@ -13,7 +13,8 @@ import textwrap
 import pytest
 import torch
 
-from benchmarks.check_model import MAGNITUDES, check_model, format_table, random_weights, space
+from benchmarks.check_model import MAGNITUDES, check_model, random_weights, space
+from benchmarks.check_report import format_table
 from benchmarks.tasks.registry import TASKS
 from nfn_models.registry import MODELS
 from plugin_site import example_site, on_path
@@ -53,7 +54,8 @@ BROKEN_MODELS = textwrap.dedent('''
             moments = []
             for tensor in weights.tensors:
                 flat = tensor.reshape(tensor.shape[0], -1)
-                moments += [flat.mean(1), flat.std(1), flat.abs().mean(1)]
+                std = ((flat - flat.mean(1, keepdim=True)).square().sum(1) / (flat.shape[1] - 1)).sqrt()  # 0/0 for one
+                moments += [flat.mean(1), std, flat.abs().mean(1)]
             return self.head(torch.stack(moments, dim=1))
 ''')
 
@@ -83,7 +85,7 @@ def test_a_false_claim_is_caught(example, capsys):
     captured = capsys.readouterr()
     assert "| cnn-relu | unit | scale | invariance | yes |" in captured.out and "FALSE CLAIM" in captured.out
     error = captured.err.strip()
-    assert error.count("\n") == 0 and "false claim(s): scale on cnn-relu at magnitude unit (invariance: deviation" in error
+    assert error.count("\n") == 0 and "false claim(s): scale on cnn-relu (invariance at unit: deviation" in error
 
 
 def test_the_checks_measure_what_they_report(example):
@@ -142,7 +144,9 @@ def test_a_claim_that_breaks_beyond_twenty_is_caught_at_large_magnitudes(example
     assert "| siren | large | permutation | invariance | yes |" in captured.out and "| 1e-04 | FALSE CLAIM |" in captured.out
     error = captured.err.strip()
     assert error.count("\n") == 0 and error.startswith("nfnzoo bench: error: broken_models:BeyondTwenty: 2 false "
-                                                      "claim(s): permutation on siren at magnitude outliers"), error
+                                                      "claim(s): permutation on siren (invariance at outliers: "
+                                                      "deviation "), error
+    assert ", invariance at large: deviation " in error and error.endswith("> 1e-04)")
 
 
 def test_an_output_of_the_wrong_shape_is_refused(example, capsys):

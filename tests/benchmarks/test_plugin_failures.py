@@ -170,3 +170,44 @@ def test_a_model_that_keeps_the_contract_trains(cli, tmp_path, tiny_zoo):
     done, out = _bench(cli, tmp_path, tiny_zoo, "Linear", "0")
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["model"] == f"{MODULE}:Linear"
+
+
+def test_the_watch_on_a_gpu_reads_once_per_epoch_and_still_names_the_step():
+    import torch
+
+    from benchmarks.outputs import FiniteWatch, ModelOutputError
+
+    watch = FiniteWatch(torch.device("cpu"), every_step=False)  # as on a GPU: nothing read until `check`
+    watch.start(3)
+    finite, loss = torch.ones(4, 1), torch.tensor(0.5)
+    watch.add(finite, loss)
+    watch.add(torch.tensor([[1.0], [float("inf")], [float("nan")], [2.0]]), loss)
+    watch.add(finite, torch.tensor(float("nan")))
+    with pytest.raises(ModelOutputError, match=r"^epoch 3 step 2: output is not finite \(2 of 4 values NaN or inf: "
+                                               r"1 NaN, 1 inf\); expected finite values"):
+        watch.check()
+    watch.start(1)
+    watch.add(finite, loss)
+    watch.check()  # a finite epoch passes
+    watch.add(finite, torch.tensor(float("inf")))
+    with pytest.raises(ModelOutputError, match=r"^epoch 1 step 2: loss is not finite \(inf\) on a finite output"):
+        watch.check()
+
+
+def test_the_python_api_raises_the_same_line(tiny_zoo, tmp_path):
+    import torch
+
+    import benchmarks
+    from benchmarks.outputs import ModelOutputError
+
+    class HalfNan(torch.nn.Linear):
+        def forward(self, weights):
+            output = super().forward(weights.flatten() / 10)
+            return torch.where(torch.arange(len(output)).unsqueeze(1) % 2 == 0, output, float("nan"))
+
+    with pytest.raises(ModelOutputError) as error:
+        benchmarks.evaluate(lambda space: HalfNan(space.num_params, 1), data=tiny_zoo, seeds=[3],
+                            out=tmp_path / "half.json", name="half_nan", task_overrides={"epochs": 1})
+    assert str(error.value).startswith("model half_nan, seed 3, epoch 1 step 1: output is not finite (6 of 12 values "
+                                       "NaN)"), error.value
+    assert not (tmp_path / "half.json").exists()

@@ -1,0 +1,66 @@
+"""What `nfnzoo bench check-model` prints of `benchmarks.check_model`'s checks: the Markdown table (one
+row per measurement: the weight space, the members' magnitude, the group, the test, the deviation, the
+tolerance and the verdict), the notes under it (each magnitude's members and tolerances, claims the
+model could make) and the one-line error: an output that broke the contract (not finite, or of the
+wrong shape: a verdict of its own, never one on a claim) and the false claims.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from benchmarks.check_model import MAGNITUDES, Check
+
+
+def _number(value: float, form: str) -> str:
+    return "-" if math.isnan(value) else format(value, form)
+
+
+def format_table(checks: Sequence[Check]) -> str:
+    """A Markdown table of the checks: the max relative deviation each measured and its verdict."""
+    lines = ["| weight space | magnitude | group | test | claimed | max relative deviation | tolerance | verdict |",
+             "|---|---|---|---|---|---:|---:|---|"]
+    lines += [f"| {c.space} | {c.magnitude} | {c.group} | {c.test} | "
+              f"{'-' if c.test == 'output' else 'yes' if c.claimed else 'no'} | {_number(c.deviation, '.2e')} | "
+              f"{_number(c.tolerance if c.claimed else c.moves, '.0e')} | {c.verdict} |" for c in checks]
+    return "\n".join(lines) + "\n"
+
+
+def _magnitudes(names: Sequence[str]) -> str:
+    names = list(dict.fromkeys(names))
+    return f"magnitude{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def summary(name: str, checks: Sequence[Check]) -> tuple[list[str], str | None]:
+    """What the table means: notes (the magnitudes and their tolerances, claims the model could make), and
+    the error (None when every claim holds and every output keeps the contract)."""
+    shown = sorted({c.magnitude for c in checks if c.magnitude in MAGNITUDES}, key=list(MAGNITUDES).index)
+    notes = ["magnitudes: " + "; ".join(f"{m}: {MAGNITUDES[m].description}, claims within "
+                                        f"{MAGNITUDES[m].tolerance:.0e} (equivariance "
+                                        f"{MAGNITUDES[m].equivariant_tolerance:.0e})" for m in shown)]
+    broken_spaces = {c.space for c in checks if c.broken}
+    unclaimed = sorted({(c.space, c.group) for c in checks if c.space not in broken_spaces and c.test != "output"
+                        and not c.claimed and c.verdict.startswith("unchanged")})
+    if unclaimed:
+        notes.append(f"{name}: unchanged by groups it does not claim (claims it could make): "
+                     f"{', '.join(f'{g} on {s}' for s, g in unclaimed)}")
+    problems = []
+    for kind in ("not finite", "wrong shape"):  # per weight space: the magnitudes, and the first seen
+        found: dict[str, list[Check]] = {}
+        for c in checks:
+            if c.broken == kind:
+                found.setdefault(c.space, []).append(c)
+        if found:
+            problems.append(f"output {kind} on " + ", ".join(
+                f"{s} at {_magnitudes([c.magnitude for c in cs])} ({cs[0].detail})" for s, cs in found.items()))
+    false: dict[tuple[str, str], list[Check]] = {}
+    for c in checks:  # per group and weight space: each test and magnitude where the claim failed
+        if c.false_claim:
+            false.setdefault((c.group, c.space), []).append(c)
+    if false:
+        problems.append(f"{sum(map(len, false.values()))} false claim(s): " + "; ".join(
+            f"{group} on {space_name} (" + ", ".join(
+                f"{c.test}{'' if c.magnitude == c.test else f' at {c.magnitude}'}: deviation {c.deviation:.2e} > "
+                f"{c.tolerance:.0e}" for c in found) + ")" for (group, space_name), found in false.items()))
+    return notes, (f"{name}: " + "; ".join(problems)) if problems else None
