@@ -170,3 +170,12 @@ def test_a_non_finite_output_is_reported_as_such_not_as_a_verdict_on_a_claim(exa
     assert "| cnn-relu | large | permutation | invariance | yes |" in captured.out  # the CNNs' one-element-free tensors
     assert captured.err == ("nfnzoo bench: error: broken_models:StdMoments: output not finite on siren at magnitudes "
                             "unit, realistic, outliers, large (f(w), seed 0: 4 of 4 values NaN)\n")
+
+
+@pytest.mark.parametrize("name", ["statnn", "np", "transformer_nfn"])
+def test_built_in_claims_hold_and_outputs_keep_the_contract_at_every_magnitude(name):
+    from benchmarks.check_report import summary
+
+    checks = check_model(name, seeds=(0,))
+    assert {c.magnitude for c in checks} == {*MAGNITUDES, "denormal"}
+    assert summary(name, checks)[1] is None, summary(name, checks)[1]
