@@ -13,12 +13,12 @@ weights, and the deviation max |f(g . w) - f(w)| / (1 + |f(w)|) (elementwise, so
   every value finite. One that is not is reported as such ("NOT FINITE" / "WRONG SHAPE", naming
   the space, the magnitude, the seed and which output), and nothing is measured on it: a NaN is
   never a verdict on a claim;
-- a claimed group must leave the output unchanged at every magnitude of the members (`MAGNITUDES`:
-  standard normal, as trained members hold them (He-initialised), realistic with 2% outliers
-  beyond 20, and 100x), within that magnitude's tolerance (`RTOL` in float32; `LARGE_RTOL` where
-  entries reach 100), also on members holding denormal weights (power-of-two scalings, which act
-  exactly; `DENORMAL_RTOL`: the action itself rounds there): a model that clamps or branches on
-  large weights breaks its claim only there;
+- a claimed group must leave the output unchanged at every magnitude of the members
+  (`benchmarks.check_members.MAGNITUDES`: standard normal, as trained members hold them
+  (He-initialised), realistic with 2% outliers beyond 20, and 100x), within that magnitude's
+  tolerance (`RTOL` in float32; `LARGE_RTOL` where entries reach 100), also on members holding
+  denormal weights (power-of-two scalings, which act exactly; `DENORMAL_RTOL`: the action itself
+  rounds there): a model that clamps or branches on large weights breaks its claim only there;
 - an unclaimed group is expected to change it (deviation > `MOVES`, on the standard normal
   members): that shows the check can fail. An unclaimed group that leaves it unchanged is a claim
   the model could make, reported, not an error.
@@ -32,8 +32,7 @@ model-dimension permutations that are no symmetry of a residual member ("attenti
 
 A model with a weight-space output (INR editing's weight delta) is checked for equivariance the
 same way: f(g . w) = g . f(w) relative to the output's size (< 1e-4 claimed on standard normal
-members, < 1e-3 at the other magnitudes, > 1e-3 unclaimed),
-in float32 unless the model class sets `EXACTNESS_DTYPE` (NG-GNN: float64, because PNA's standard
+members, < 1e-3 at the other magnitudes, > 1e-3 unclaimed), in float32 unless the model class sets `EXACTNESS_DTYPE` (NG-GNN: float64, because PNA's standard
 deviation aggregator amplifies float32 rounding at the first hidden layer's in-degree-2 neurons);
 the invariance checks (not the denormal one, whose point is float32's denormals) use it too.
 A model class may also set `EXACTNESS_PARAMETER_NOISE` = s: every parameter of the checked model
@@ -45,26 +44,28 @@ members, and by ~5e-6 under a transformer's GL factors), too little for a negati
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
 import json
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
+# re-exported: the tests and `benchmarks.check_report` read the tolerances and magnitudes here too
+from benchmarks.check_members import (EQUIVARIANT_GAP, EQUIVARIANT_MOVES, LARGE_RTOL, MAGNITUDES, RTOL,  # noqa: F401
+                                      random_weights)
 from benchmarks.outputs import count_nonfinite, shape_problem, weights_output_problem
 from nfn_models import claimed_symmetries, create_model, model_config, model_outputs, trained_by
 from nfn_models.registry import MODELS, SPACE_GROUPS, weight_space_kind
 from zoo.families import create_family
+from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
-RTOL = 1e-5
-LARGE_RTOL = 1e-4  # members 100x larger: a float32 sum of 100x larger terms rounds 100x larger in absolute terms
 DENORMAL_RTOL = 5e-3
 MOVES = 1e-4  # an unclaimed group moves the output by more than this
-EQUIVARIANT_GAP, EQUIVARIANT_MOVES = 1e-4, 1e-3
 SEEDS = (0, 1, 2)
 SMALL_TRANSFORMER = {"input": "image_patches", "image_size": 8, "patch_size": 4, "d_model": 8, "num_blocks": 3,
                      "num_heads": 4, "head_dim": 2, "mlp_dim": 12, "num_classes": 3, "residual": True}
@@ -85,29 +86,6 @@ TRANSFORMER_GROUPS = {"attention-permutation": {"permutations_only": True},
                       "attention+scale": {"mlp_scaling": True},
                       "attention+block-output": {"permute_block_outputs": True},
                       "attention+model-dimension": {"residual": False}}
-
-
-@dataclasses.dataclass(frozen=True)
-class Magnitude:
-    """How large the checked members' weights are: how they are drawn, and the tolerance of a claim there."""
-
-    description: str
-    tolerance: float  # an invariance claim's
-    equivariant_tolerance: float  # an equivariance claim's (relative to each output tensor's largest entry)
-    std: float | None = None  # every entry N(0, std^2); None: He-initialised weights, N(0, 0.1^2) biases
-    outliers: float = 0.0  # this share of the entries set to +-U(20, 100)
-
-
-# a claim must hold at every magnitude; the groups a model does not claim are measured at "unit" only
-MAGNITUDES = {
-    "unit": Magnitude("N(0, 1) entries", RTOL, EQUIVARIANT_GAP, std=1.0),
-    # as trained members hold them: the tiny CNN zoo's weights have std 0.27-0.30 and biases 0.11-0.19.
-    # A weight output's small tensors there round relatively more (ScaleGMN: 1.1e-4): 1e-3, still far below a break
-    "realistic": Magnitude("He-initialised weights N(0, 2/fan_in), biases N(0, 0.01)", RTOL, EQUIVARIANT_MOVES),
-    "outliers": Magnitude("realistic, with 2% of the entries +-U(20, 100)", LARGE_RTOL, EQUIVARIANT_MOVES,
-                          outliers=0.02),
-    "large": Magnitude("N(0, 100^2) entries (most beyond 20)", LARGE_RTOL, EQUIVARIANT_MOVES, std=100.0),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,30 +142,6 @@ def symmetry(space_name: str, group: str) -> Any:
 
 def space(space_name: str) -> WeightSpace:
     return symmetry(space_name, groups(space_name)[0]).space
-
-
-def random_weights(weight_space: WeightSpace, size: int, seed: int, denormal: bool = False,
-                   magnitude: str = "unit") -> WeightBatch:
-    """Members drawn at `magnitude` (`MAGNITUDES`; "unit": standard normal); with `denormal`, 10% of the
-    entries denormals of the same sign."""
-    generator = torch.Generator().manual_seed(seed)
-    drawn = MAGNITUDES[magnitude]
-    tensors = []
-    for t in weight_space.tensors:
-        x = torch.randn(size, *t.shape, generator=generator)
-        if drawn.std is not None:
-            x = x * drawn.std
-        else:  # He initialisation for weights (fan_in: every axis but the first), 0.1 for biases
-            x = x * (math.sqrt(2 / math.prod(t.shape[1:])) if t.role == "weight" and len(t.shape) > 1 else 0.1)
-        if drawn.outliers:
-            chosen = torch.rand(x.shape, generator=generator) < drawn.outliers
-            far = torch.empty(x.shape).uniform_(20, 100, generator=generator) * torch.randn(x.shape, generator=generator).sign()
-            x = torch.where(chosen, far, x)
-        if denormal:  # as Adam-trained members hold
-            tiny = torch.exp(torch.empty(x.shape).uniform_(math.log(1e-45), math.log(1e-39), generator=generator))
-            x = torch.where(torch.rand(x.shape, generator=generator) < 0.1, tiny * x.sign(), x)
-        tensors.append(x)
-    return WeightBatch(weight_space, tuple(tensors))
 
 
 def reads(name: str, space_name: str) -> bool:
@@ -380,16 +334,31 @@ def check_model(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str,
         raise ValueError(f"model {name!r} reads none of the spaces {list(spaces or [])}")
     checks = []
     for space_name in read:
-        claims = claimed_symmetries(build_model(name, space_name, 0, overrides=overrides))
-        for magnitude in MAGNITUDES:  # the output first: where it breaks the contract no claim is measured
-            checks.append(output := check_output(name, space_name, magnitude, seeds, overrides))
-            if output.broken is None:
-                checks += [check_invariance(name, space_name, group, seeds, overrides, magnitude)
-                           for group in groups(space_name) if magnitude == "unit" or group in claims]
-        if not any(c.broken for c in checks if c.space == space_name):
-            checks += [check_denormal(name, space_name, group, overrides) for group in claims]
+        with _on_space(name, space_name):
+            claims = claimed_symmetries(build_model(name, space_name, 0, overrides=overrides))
+            for magnitude in MAGNITUDES:  # the output first: where it breaks the contract no claim is measured
+                checks.append(output := check_output(name, space_name, magnitude, seeds, overrides))
+                if output.broken is None:
+                    checks += [check_invariance(name, space_name, group, seeds, overrides, magnitude)
+                               for group in groups(space_name) if magnitude == "unit" or group in claims]
+            if not any(c.broken for c in checks if c.space == space_name):
+                checks += [check_denormal(name, space_name, group, overrides) for group in claims]
     for space_name in [s for s in weight_output_spaces(name) if s in read]:
-        claims = claimed_symmetries(build_model(name, space_name, 0, "weights", overrides))
-        checks += [check_equivariance(name, space_name, group, seeds, overrides, magnitude)
-                   for magnitude in MAGNITUDES for group in groups(space_name) if magnitude == "unit" or group in claims]
+        with _on_space(name, space_name):
+            claims = claimed_symmetries(build_model(name, space_name, 0, "weights", overrides))
+            checks += [check_equivariance(name, space_name, group, seeds, overrides, magnitude) for magnitude in
+                       MAGNITUDES for group in groups(space_name) if magnitude == "unit" or group in claims]
     return checks
+
+
+@contextlib.contextmanager
+def _on_space(name: str, space_name: str) -> Iterator[None]:
+    """A model that raises while built or called on a space (a plugin's bug, a setting it refuses): one
+    line naming the model and the space (a ValueError, which the CLI prints), not a traceback."""
+    try:
+        yield
+    except SchemaError:
+        raise  # names the model's config key already
+    except Exception as error:  # noqa: BLE001 (any error of the model's own code)
+        text = (str(error).strip().splitlines() or [""])[0][:500]
+        raise ValueError(f"model {name!r} on {space_name}: {type(error).__name__}: {text}") from error

@@ -197,7 +197,7 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
                          f"{config.epochs} epochs (training diverged); try a lower lr")
     model.load_state_dict(best_state)
     return Learned(lambda weights: predict(model, weights, config.eval_batch_size, problem.out_features,
-                                           f"test (epoch {best_epoch}'s parameters)"),
+                                           f"test, epoch {best_epoch}'s parameters"),
                    {"epoch": best_epoch, f"validation_{problem.score_name}": sign * best_score}, output_is_target=False)
 
 
@@ -205,9 +205,9 @@ def by_fit(model: nn.Module, problem: Problem, config) -> Learned:
     """The model's own `fit` on the raw targets, selecting on the validation split."""
     selection = dict(model.fit(problem.train, problem.raw_targets, problem.validation, problem.validation_targets,
                                problem.seed))
-    predicted = predict(model, problem.validation, config.eval_batch_size, problem.out_features, "validation (fitted)")
+    predicted = predict(model, problem.validation, config.eval_batch_size, problem.out_features, "validation, fitted")
     selection[f"validation_{problem.score_name}"] = problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
-    return Learned(lambda weights: predict(model, weights, config.eval_batch_size, problem.out_features, "test (fitted)"),
+    return Learned(lambda weights: predict(model, weights, config.eval_batch_size, problem.out_features, "test, fitted"),
                    selection, output_is_target=True)
 
 

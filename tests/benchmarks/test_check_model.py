@@ -47,6 +47,13 @@ BROKEN_MODELS = textwrap.dedent('''
             return super().forward(weights).squeeze(-1)
 
 
+    class Raising(TensorMoments):
+        """A bug in the plugin's own forward."""
+
+        def forward(self, weights):
+            return super().forward(weights)[99]
+
+
     class StdMoments(TensorMoments):
         """The standard deviation of each tensor's entries: NaN for a one-element tensor (a SIREN's last bias)."""
 
@@ -179,3 +186,9 @@ def test_built_in_claims_hold_and_outputs_keep_the_contract_at_every_magnitude(n
     checks = check_model(name, seeds=(0,))
     assert {c.magnitude for c in checks} == {*MAGNITUDES, "denormal"}
     assert summary(name, checks)[1] is None, summary(name, checks)[1]
+
+
+def test_a_model_that_raises_is_one_line_naming_it_and_the_space(example, capsys):
+    assert main(["bench", "check-model", "broken_models:Raising", "--seeds", "0"]) == 1
+    assert capsys.readouterr().err == ("nfnzoo bench: error: model 'broken_models:Raising' on cnn-relu: IndexError: "
+                                       "index 99 is out of bounds for dimension 0 with size 4\n")

@@ -1,0 +1,70 @@
+"""The random members `benchmarks.check_model` acts on: their magnitudes, and the tolerance of a claim at each.
+
+A claim must hold on members of every magnitude, not only on standard normal ones: a model that
+clamps or branches on large weights (|w| > 20), or that overflows on them, is only caught there.
+`MAGNITUDES` names them: "unit" (N(0, 1) entries, where the negative controls are measured too),
+"realistic" (as trained members hold them), "outliers" (realistic, bar a few entries beyond 20) and
+"large" (100x). The tolerances are relative, max |f(g . w) - f(w)| / (1 + |f(w)|) for invariance
+and relative to each output tensor's largest entry for equivariance; float32 sums of terms 100x
+larger round 100x larger in absolute terms, hence `LARGE_RTOL` there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from zoo.weightspace import WeightBatch, WeightSpace
+
+RTOL = 1e-5
+LARGE_RTOL = 1e-4  # members 100x larger: a float32 sum of 100x larger terms rounds 100x larger in absolute terms
+EQUIVARIANT_GAP, EQUIVARIANT_MOVES = 1e-4, 1e-3
+
+
+@dataclasses.dataclass(frozen=True)
+class Magnitude:
+    """How large the checked members' weights are: how they are drawn, and the tolerance of a claim there."""
+
+    description: str
+    tolerance: float  # an invariance claim's
+    equivariant_tolerance: float  # an equivariance claim's (relative to each output tensor's largest entry)
+    std: float | None = None  # every entry N(0, std^2); None: He-initialised weights, N(0, 0.1^2) biases
+    outliers: float = 0.0  # this share of the entries set to +-U(20, 100)
+
+
+# a claim must hold at every magnitude; the groups a model does not claim are measured at "unit" only
+MAGNITUDES = {
+    "unit": Magnitude("N(0, 1) entries", RTOL, EQUIVARIANT_GAP, std=1.0),
+    # as trained members hold them: the tiny CNN zoo's weights have std 0.27-0.30 and biases 0.11-0.19.
+    # A weight output's small tensors there round relatively more (ScaleGMN: 1.1e-4): 1e-3, still far below a break
+    "realistic": Magnitude("He-initialised weights N(0, 2/fan_in), biases N(0, 0.01)", RTOL, EQUIVARIANT_MOVES),
+    "outliers": Magnitude("realistic, with 2% of the entries +-U(20, 100)", LARGE_RTOL, EQUIVARIANT_MOVES,
+                          outliers=0.02),
+    "large": Magnitude("N(0, 100^2) entries (most beyond 20)", LARGE_RTOL, EQUIVARIANT_MOVES, std=100.0),
+}
+
+
+def random_weights(weight_space: WeightSpace, size: int, seed: int, denormal: bool = False,
+                   magnitude: str = "unit") -> WeightBatch:
+    """Members drawn at `magnitude` (`MAGNITUDES`; "unit": standard normal); with `denormal`, 10% of the
+    entries denormals of the same sign."""
+    generator = torch.Generator().manual_seed(seed)
+    drawn = MAGNITUDES[magnitude]
+    tensors = []
+    for t in weight_space.tensors:
+        x = torch.randn(size, *t.shape, generator=generator)
+        if drawn.std is not None:
+            x = x * drawn.std
+        else:  # He initialisation for weights (fan_in: every axis but the first), 0.1 for biases
+            x = x * (math.sqrt(2 / math.prod(t.shape[1:])) if t.role == "weight" and len(t.shape) > 1 else 0.1)
+        if drawn.outliers:
+            chosen = torch.rand(x.shape, generator=generator) < drawn.outliers
+            far = torch.empty(x.shape).uniform_(20, 100, generator=generator) * torch.randn(x.shape, generator=generator).sign()
+            x = torch.where(chosen, far, x)
+        if denormal:  # as Adam-trained members hold
+            tiny = torch.exp(torch.empty(x.shape).uniform_(math.log(1e-45), math.log(1e-39), generator=generator))
+            x = torch.where(torch.rand(x.shape, generator=generator) < 0.1, tiny * x.sign(), x)
+        tensors.append(x)
+    return WeightBatch(weight_space, tuple(tensors))
