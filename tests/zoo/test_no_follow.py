@@ -315,3 +315,28 @@ def test_out_that_cannot_be_a_folder_is_one_line(case, cli, source, tmp_path):
         code, stderr = _run(cli, argv, tmp_path)
         assert code == 1 and _says(stderr, argv[0], expected) and "cannot write to" in stderr, stderr
     assert (tmp_path / "file").read_text() == "a file"
+
+
+@pytest.mark.parametrize("part", ["staging", "specs"])
+def test_generate_refuses_a_linked_staging_or_specs_folder(part, cli, tmp_path):
+    """Refused before Ray starts: nothing is staged or saved in the folder the link leads to."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "OUT"
+    out.mkdir()
+    (out / part).symlink_to(elsewhere)
+    code, stderr = _run(cli, ["generate", "cnn-mnist", "--profile", "tiny", "--out", out], tmp_path)
+    assert code == 1 and _one_line(stderr, "generate") == f"nfnzoo generate: error: {_link_message(out / part)}"
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_pack_refuses_a_linked_staging_folder(cli, tiny_zoo_copy, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(tiny_zoo_copy / "staging", elsewhere)
+    before = _dataset_listing(elsewhere)
+    (tiny_zoo_copy / "staging").symlink_to(elsewhere)
+    manifest = (tiny_zoo_copy / "manifest.json").read_bytes()
+    code, stderr = _run(cli, ["pack", tiny_zoo_copy], tmp_path)
+    link = tiny_zoo_copy / "staging"
+    assert code == 1 and _one_line(stderr, "pack") == f"nfnzoo pack: error: {_link_message(link)}"
+    assert _dataset_listing(elsewhere) == before and (tiny_zoo_copy / "manifest.json").read_bytes() == manifest
