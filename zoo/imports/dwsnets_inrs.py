@@ -48,7 +48,7 @@ from zoo.dataset.provenance import NAVON_BIBTEX, SITZMANN_BIBTEX
 from zoo.imports import register_importer
 from zoo.imports.checkpoints import load_state_dict, tensor_shape
 from zoo.imports.nfn_sirens import siren_parameters
-from zoo.imports.reading import first_repeat, is_regular, read_regular
+from zoo.imports.reading import check_layers, first_repeat, is_regular, read_regular
 from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, renamed_tensors, write_import
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
@@ -175,8 +175,9 @@ def _architecture(path: Path) -> dict[str, Any]:
     if layers < 2 or in_features != 2 or out != 1:
         raise InputError(f"{path}: {layers} layers {in_features} -> ... -> {out}; a DWSNets INR of a grayscale "
                          "image has 2 inputs, sine layers and 1 output")
+    check_layers(f"{path}: the INR it declares", "sine layers", layers - 1)
     check_member(f"{path}: the INR it declares", siren_parameters(2, hidden, layers - 1, 1),
-                 {"hidden_features": hidden, "num_sine_layers": layers - 1})
+                 {"hidden_features": hidden})
     return {"in_features": 2, "hidden_features": hidden, "num_sine_layers": layers - 1, "out_features": 1,
             "image_size": IMAGE_SIZE, "first_omega_0": OMEGA_0, "hidden_omega_0": OMEGA_0,
             "coordinates": "column_row", "intensity_range": "unit", "output_offset": OUTPUT_OFFSET}

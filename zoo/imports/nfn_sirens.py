@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
 from zoo.imports.checkpoints import load_state_dict, tensor_shape
-from zoo.imports.reading import as_float, as_int64, is_regular
+from zoo.imports.reading import as_float, as_int64, check_layers, is_regular
 from zoo.imports.tables import read_rows
 from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, renamed_tensors, write_import
 from zoo.dataset.provenance import SITZMANN_BIBTEX, ZHOU_BIBTEX
@@ -134,8 +134,9 @@ def _architecture(path: Path, dataset: str) -> dict[str, Any]:
     channels, size = IMAGES[dataset]
     if outputs != channels:
         raise InputError(f"{path}: {outputs} outputs; {dataset} images have {channels} channels")
+    check_layers(f"{path}: the Siren it declares", "sine layers", sine_layers)
     check_member(f"{path}: the Siren it declares", siren_parameters(in_features, hidden, sine_layers, channels),
-                 {"in_features": in_features, "hidden_features": hidden, "num_sine_layers": sine_layers})
+                 {"in_features": in_features, "hidden_features": hidden})
     return {"in_features": in_features, "hidden_features": hidden, "num_sine_layers": sine_layers,
             "out_features": channels, "image_size": size, "first_omega_0": OMEGA_0, "hidden_omega_0": OMEGA_0}
 

@@ -28,6 +28,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator
 
+from zoo.validation.bounds import MAX_MEMBER_LAYERS
 from zoo.validation.inputs import MAX_INT, InputError
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -154,3 +155,10 @@ def first_repeat(keys: Iterable[Any]) -> tuple[int, int] | None:
             return seen[key], position
         seen[key] = position
     return None
+
+
+def check_layers(where: str, name: str, layers: int) -> None:
+    """A declared layer or block count within 1..`MAX_MEMBER_LAYERS` (checked before anything is built)."""
+    if not 0 < layers <= MAX_MEMBER_LAYERS:
+        raise InputError(f"{where}: {name} {layers:,} is outside 1..{MAX_MEMBER_LAYERS:,} "
+                         "(zoo.validation.bounds.MAX_MEMBER_LAYERS)")

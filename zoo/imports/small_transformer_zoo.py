@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
 from zoo.imports.checkpoints import load_state_dict
-from zoo.imports.reading import as_float, as_int64, first_repeat, reading
+from zoo.imports.reading import as_float, as_int64, check_layers, first_repeat, reading
 from zoo.imports.tables import read_table
 from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, write_import
 from zoo.planning.plan import assign_splits, checkpoint_id
@@ -94,7 +94,8 @@ def _architecture(frame, path: Path) -> dict[str, Any]:
             raise InputError(f"{path}: {column} takes {shown}; one architecture per data set is expected")
         values[column] = as_int64(frame[column].iloc[0], f"{path}: {column}")
     heads, width = values["n_attention_heads"], values["embed_dim"]
-    widths = {column: values[column] for column in ARCHITECTURE_COLUMNS}
+    widths = {column: values[column] for column in ARCHITECTURE_COLUMNS if column != "n_layers"}
+    check_layers(f"{path}: the VisionTransformer its flags declare", "n_layers", values["n_layers"])
     check_member(f"{path}: the VisionTransformer its flags declare", 0, widths)  # each size positive and bounded
     if values["image_size"] % values["patch_size"] or width % heads:
         raise InputError(f"{path}: image_size {values['image_size']} is not a multiple of patch_size "
