@@ -21,9 +21,10 @@ through here, relative to the folder's root:
   file (a manifest's shard path). Writers (`follow=False`) refuse every link below the root;
   readers (`follow=True`) accept a link only when it resolves inside the root, since a Hub
   snapshot's files are links into its cache.
-- `holding(root)`: while a `zoo.storage.lock.FolderLock` is held on a folder, every atomic write
-  (`zoo.storage.atomic`) and `check_writable` below it is checked against it, so a writer that
-  only knows a path (a leaderboard's entry, a staged checkpoint) is held to the rule too.
+- `hold(root)` / `release(root)` (`zoo.storage.lock.FolderLock` calls them): while a folder's lock is
+  held, every atomic write (`zoo.storage.atomic`) and `check_writable` below it is checked against
+  it (`root_for`), so a writer that only knows a path (a leaderboard's entry, `machines.json`, a
+  staged checkpoint) is held to the rule too.
 
 The checks are `lstat` walks, not `openat` chains: they stop what arrives planted in a folder,
 not a process racing the writer with the same user's rights (which could write the victim itself).
