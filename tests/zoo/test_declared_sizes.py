@@ -162,16 +162,21 @@ def _bombed_zoo(folder: Path, column: str, value_bytes: int) -> tuple[Path, str]
     return folder, entry["split"] if "split" in entry else entry["path"].split("/")[-1].split("-")[0]
 
 
-@pytest.mark.parametrize("column", ["run_id", "model_id"])
+@pytest.mark.parametrize("column,value_bytes,verb", [
+    ("run_id", 32 * 2**20, "declares"),  # its dictionary page alone is over the bound
+    ("model_id", 32 * 2**20, "declares"),
+    # a 500 KB value: its page is within 12 rows x 64 KB, the 12 rows it decodes to are not
+    ("run_id", 500_000, "expands through its dictionary to 6,000,000"),
+])
 def test_a_shard_whose_column_declares_gigabytes_is_refused_by_verify_info_and_the_loader(tiny_zoo_copy, tmp_path,
-                                                                                           column):
-    folder, split = _bombed_zoo(tiny_zoo_copy, column, 32 * 2**20)
+                                                                                           column, value_bytes, verb):
+    folder, split = _bombed_zoo(tiny_zoo_copy, column, value_bytes)
     expected = f"column '{column}' of row group 0"
     result = _nfnzoo(tmp_path, "verify", str(folder))
     assert not result.oom_killed, result.describe()
     assert result.returncode == 1, result.describe()
     output = result.stdout + result.stderr
-    assert expected in output and "bytes uncompressed; at most 65,536 a row" in output, output
+    assert expected in output and f" {verb}" in output and "bytes uncompressed; at most 65,536 a row" in output, output
     assert "MAX_PARQUET_METADATA_ROW_BYTES" in output
 
     result = _nfnzoo(tmp_path, "info", str(folder))
@@ -256,3 +261,29 @@ def test_pack_refuses_a_sparse_staged_file_without_reading_it(tiny_zoo_copy, tmp
     assert f"staged checkpoint {path} is not trusted" in result.stderr, result.describe()
     assert "4,294,967,296 bytes on disk, but its safetensors header implies" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_page_headers_declare_what_the_footer_totals(tiny_zoo_copy):
+    """Arrow allocates a page by its header's size, so the check reads the page headers as well as
+    the footer: here they agree, the bodies a little under the footer's totals (which count headers)."""
+    import mmap
+
+    import pyarrow.parquet as pq
+
+    from zoo.storage.parquet_pages import declared_page_bytes
+
+    folder, _ = _bombed_zoo(tiny_zoo_copy, "run_id", 2**20)
+    shard = next(p for p in folder.rglob("*.parquet") if p.stat().st_mode & 0o200)  # the one rewritten
+    metadata = pq.read_metadata(shard)
+    with open(shard, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for g in range(metadata.num_row_groups):
+            for c in range(metadata.num_columns):
+                chunk = metadata.row_group(g).column(c)
+                start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+                paged, values = declared_page_bytes(mapped, start, chunk.total_compressed_size)
+                assert 0.9 * chunk.total_uncompressed_size - 4096 <= paged <= chunk.total_uncompressed_size
+                assert values == chunk.num_values == metadata.row_group(g).num_rows
+                if chunk.path_in_schema == "run_id":  # one dictionary value: its page holds it once
+                    assert 2**20 <= paged < 2 * 2**20
+        with pytest.raises(ValueError, match="outside the"):
+            declared_page_bytes(mapped, len(mapped) - 4, 100)

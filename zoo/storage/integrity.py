@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 
 from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
 from zoo.validation.bounds import (MAX_PARQUET_COLUMN_CHUNK_BYTES, MAX_PARQUET_FOOTER_BYTES, MAX_PARQUET_METADATA_ROW_BYTES,
-                                   MAX_PARQUET_WEIGHTS_ROW_BYTES)
+                                   MAX_PARQUET_ROWS_PER_GROUP, MAX_PARQUET_WEIGHTS_ROW_BYTES)
 from zoo.storage.manifest import shard_path
 
 
@@ -136,10 +136,6 @@ def declared_size_problem(path: Path) -> str | None:
 
 @functools.lru_cache(maxsize=256)
 def _declared_size_problem(path: str, size: int, mtime_ns: int, inode: int) -> str | None:
-    import mmap
-
-    from zoo.storage.parquet_pages import declared_page_bytes
-
     footer = _footer_length(path, size)
     if footer is None:
         return None  # not Parquet: the reader says so, naming the file
@@ -150,6 +146,16 @@ def _declared_size_problem(path: str, size: int, mtime_ns: int, inode: int) -> s
         metadata = pq.read_metadata(path)
     except (pa.ArrowInvalid, OSError):
         return None
+    problem = _page_problem(path, metadata)
+    return problem if problem is not None else _dictionary_problem(path, metadata)
+
+
+def _page_problem(path: str, metadata: pq.FileMetaData) -> str | None:
+    """A column chunk whose footer or page headers declare more than the bounds allow, or None."""
+    import mmap
+
+    from zoo.storage.parquet_pages import declared_page_bytes
+
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         for g in range(metadata.num_row_groups):
             group = metadata.row_group(g)
@@ -157,23 +163,75 @@ def _declared_size_problem(path: str, size: int, mtime_ns: int, inode: int) -> s
             for c in range(group.num_columns):
                 chunk = group.column(c)
                 name = chunk.path_in_schema
-                weights = name.split(".")[0] == "weights"
-                per_row = MAX_PARQUET_WEIGHTS_ROW_BYTES if weights else MAX_PARQUET_METADATA_ROW_BYTES
-                bound = "MAX_PARQUET_WEIGHTS_ROW_BYTES" if weights else "MAX_PARQUET_METADATA_ROW_BYTES"
+                per_row, bound = _row_bound(name)
                 where = f"column {ascii(name)[1:-1][:80]!r} of row group {g} ({rows:,} rows)"
                 start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+                if rows > MAX_PARQUET_ROWS_PER_GROUP:
+                    return (f"row group {g} declares {rows:,} rows; at most {MAX_PARQUET_ROWS_PER_GROUP:,} "
+                            "(zoo.validation.bounds.MAX_PARQUET_ROWS_PER_GROUP)")
                 try:
-                    paged = declared_page_bytes(mapped, start, chunk.total_compressed_size)
+                    paged, values = declared_page_bytes(mapped, start, chunk.total_compressed_size)
                 except ValueError as error:
                     return f"{where}: {error}"
-                declared = max(chunk.total_uncompressed_size, paged)
-                if declared > per_row * max(rows, 1):
-                    return (f"{where} declares {declared:,} bytes uncompressed; at most {per_row:,} a row "
-                            f"(zoo.validation.bounds.{bound})")
-                if declared > MAX_PARQUET_COLUMN_CHUNK_BYTES:
-                    return (f"{where} declares {declared:,} bytes uncompressed; at most "
-                            f"{MAX_PARQUET_COLUMN_CHUNK_BYTES:,} a column chunk "
-                            "(zoo.validation.bounds.MAX_PARQUET_COLUMN_CHUNK_BYTES)")
+                if "." not in name and max(values, chunk.num_values) > rows:  # a flat column: a value a row
+                    return f"{where} declares {max(values, chunk.num_values):,} values in its pages for {rows:,} rows"
+                # values decode to at least 8 bytes each (a fixed-width value or an offset), whatever their pages hold
+                declared = max(chunk.total_uncompressed_size, paged, 8 * max(values, chunk.num_values))
+                problem = _size_problem(where, "declares", declared, rows, per_row, bound)
+                if problem is not None:
+                    return problem
+    return None
+
+
+def _row_bound(column: str) -> tuple[int, str]:
+    """A column's bound per row and the bound's name: a member for `weights`, a row's metadata else."""
+    if column.split(".")[0] == "weights":
+        return MAX_PARQUET_WEIGHTS_ROW_BYTES, "MAX_PARQUET_WEIGHTS_ROW_BYTES"
+    return MAX_PARQUET_METADATA_ROW_BYTES, "MAX_PARQUET_METADATA_ROW_BYTES"
+
+
+def _size_problem(where: str, verb: str, size: int, rows: int, per_row: int, bound: str) -> str | None:
+    if size > per_row * max(rows, 1):
+        return f"{where} {verb} {size:,} bytes uncompressed; at most {per_row:,} a row (zoo.validation.bounds.{bound})"
+    if size > MAX_PARQUET_COLUMN_CHUNK_BYTES:
+        return (f"{where} {verb} {size:,} bytes uncompressed; at most {MAX_PARQUET_COLUMN_CHUNK_BYTES:,} a column "
+                "chunk (zoo.validation.bounds.MAX_PARQUET_COLUMN_CHUNK_BYTES)")
+    return None
+
+
+def _dictionary_problem(path: str, metadata: pq.FileMetaData) -> str | None:
+    """A dictionary-encoded string column is small on disk and in its pages, and as large as its
+    rows times their values once decoded (one 60 KB value repeated 100,000 times is 6 GB): each
+    such chunk is read as a dictionary (its pages, bounded above, and an index a row) and the
+    bytes its rows expand to are bounded as a declared size is."""
+    import pyarrow.compute as pc
+
+    names = sorted({metadata.row_group(g).column(c).path_in_schema
+                    for g in range(metadata.num_row_groups) for c in range(metadata.num_columns)
+                    if metadata.row_group(g).column(c).has_dictionary_page
+                    and metadata.row_group(g).column(c).physical_type == "BYTE_ARRAY"
+                    and "." not in metadata.row_group(g).column(c).path_in_schema})
+    if not names:
+        return None
+    try:
+        parquet = pq.ParquetFile(path, read_dictionary=names)
+        for g in range(metadata.num_row_groups):
+            rows = metadata.row_group(g).num_rows
+            for name in names:
+                expanded = 0
+                for chunk in parquet.read_row_group(g, columns=[name]).column(0).chunks:
+                    if pa.types.is_dictionary(chunk.type):
+                        lengths = pc.binary_length(chunk.dictionary).take(chunk.indices)
+                    else:
+                        lengths = pc.binary_length(chunk)
+                    expanded += pc.sum(lengths).as_py() or 0
+                per_row, bound = _row_bound(name)
+                where = f"column {ascii(name)[1:-1][:80]!r} of row group {g} ({rows:,} rows)"
+                problem = _size_problem(where, "expands through its dictionary to", expanded, rows, per_row, bound)
+                if problem is not None:
+                    return problem
+    except (pa.ArrowInvalid, OSError):
+        return None  # unreadable: the reader's own error names the file
     return None
 
 

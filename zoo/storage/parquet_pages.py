@@ -138,13 +138,13 @@ def fixed_width_pages(path: Path, column: str) -> tuple[mmap.mmap, list[np.ndarr
     return mapped, pages
 
 
-def declared_page_bytes(mapped, start: int, length: int) -> int:
-    """The uncompressed bytes the page headers of one column chunk declare (dictionary and data
-    pages), read from the headers alone: `start` and `length` are the chunk's first page and its
-    total compressed size. Arrow allocates each page by its header's `uncompressed_page_size`,
-    which a footer's totals need not agree with. A header that cannot be read, or a negative
-    size, is a `ValueError`."""
-    total, position, end = 0, start, start + length
+def declared_page_bytes(mapped, start: int, length: int) -> tuple[int, int]:
+    """The uncompressed bytes and the values the page headers of one column chunk declare
+    (dictionary and data pages), read from the headers alone: `start` and `length` are the chunk's
+    first page and its total compressed size. Arrow allocates each page by its header's
+    `uncompressed_page_size` and decodes its `num_values`, which a footer's totals need not agree
+    with. A header that cannot be read, or a negative size, is a `ValueError`."""
+    total, values, position, end = 0, 0, start, start + length
     if not 0 <= start <= end <= len(mapped):
         raise ValueError(f"a column chunk at byte {start:,} of {length:,} bytes lies outside the {len(mapped):,}-byte file")
     while position < end:
@@ -157,5 +157,11 @@ def declared_page_bytes(mapped, start: int, length: int) -> int:
         if not isinstance(uncompressed, int) or not isinstance(compressed, int) or uncompressed < 0 or compressed < 0:
             raise ValueError(f"a page header at byte {position:,} without valid sizes")
         total += uncompressed
+        data = header.get(5) if header.get(1) == DATA_PAGE else header.get(8) if header.get(1) == DATA_PAGE_V2 else None
+        if isinstance(data, dict):
+            count = data.get(1)
+            if not isinstance(count, int) or count < 0:
+                raise ValueError(f"a data page header at byte {position:,} without a valid value count")
+            values += count
         position = reader.position + compressed
-    return total
+    return total, values

@@ -65,6 +65,7 @@ MAX_PARQUET_METADATA_ROW_BYTES = 64 * 1024  # every column but `weights`, per ro
 MAX_PARQUET_WEIGHTS_ROW_BYTES = 8 * MAX_MEMBER_PARAMETERS + 16 * MIB + 8  # a float64 member + its safetensors header
 MAX_PARQUET_COLUMN_CHUNK_BYTES = 2 * GIB  # one column of one row group, uncompressed (real ones: under 100 MB)
 MAX_PARQUET_FOOTER_BYTES = 64 * MIB  # a shard's footer (schema and row groups' metadata): real ones are a few KB
+MAX_PARQUET_ROWS_PER_GROUP = 1_000_000  # rows of one row group: pack writes 32 MiB of weights a group (~7,000 SIRENs)
 
 # --- staged checkpoints and the dry run -----------------------------------------------------------
 # A plan is counted from the spec's numbers before anything is enumerated; the largest real zoo has
