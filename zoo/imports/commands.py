@@ -7,6 +7,7 @@ are passed through to its importer, which refuses one it does not take.
 from __future__ import annotations
 
 import argparse
+import inspect
 from pathlib import Path
 
 from zoo.cli import CommandError
@@ -34,10 +35,11 @@ def _import(args: argparse.Namespace) -> int:
     if args.splits is not None:
         options["splits"] = args.splits
     options["max_shard_bytes"] = int(args.shard_mb * 2**20)
-    try:
-        manifest = import_from(importer, args.source, args.out, **options)
-    except TypeError as error:  # an option this format does not take
+    try:  # an option this format does not take; checked on the signature, so no TypeError of the import is caught
+        inspect.signature(importer).bind(args.source, args.out, **options)
+    except TypeError as error:
         raise CommandError(f"import {args.format}: {error}") from None
+    manifest = import_from(importer, args.source, args.out, **options)  # errors: InputError/OSError, one line
     for name, entry in sorted(manifest["configs"].items()):
         if entry.get("imported", {}).get("format") != args.format:
             continue

@@ -37,6 +37,7 @@ folders (the rule that can be regenerated); the file's split is the named split 
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
@@ -268,7 +269,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
         raise InputError(f"{splits_path}: no such splits file")
     tail = 3 if dataset == "mnist" else 2
     by_key = {tuple(Path(m.relative).parts[-tail:]): m for m in members}
-    listed = read_splits_file(splits_path, dataset, by_key) if splits_path.is_file() else None
+    # a splits file that is there but not a regular file (a FIFO, a link) is refused, not skipped
+    listed = read_splits_file(splits_path, dataset, by_key) if os.path.lexists(splits_path) else None
     file_labels = {m.relative: label for rows in (listed or {}).values() for m, label in rows if label is not None}
     name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
 

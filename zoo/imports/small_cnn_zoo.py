@@ -375,7 +375,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
 
     split_sets = {}
-    split_file = Path(nfn_split) if nfn_split is not None else (source / NFN_SPLIT if (source / NFN_SPLIT).is_file() else None)
+    split_file = (Path(nfn_split) if nfn_split is not None
+                  else source / NFN_SPLIT if os.path.lexists(source / NFN_SPLIT) else None)  # a FIFO is refused, not skipped
     if split_file is not None:
         order = read_nfn_split_file(split_file, matrix.rows)
         activations = frame[HPARAM_COLUMNS["activation"]].astype(str).tolist()
