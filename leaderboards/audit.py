@@ -6,7 +6,7 @@ longer holds:
   (`leaderboards.seal`: the sha256 of the whole entry as accepted) recomputes, so a hand edit of
   the submission block (the code URL, the re-scoring record, the acceptance time) is caught as a
   hand edit of the results is;
-- its structure: the id is the file's stem and `<model>-<content hash[:8]>`, the file sits at
+- its structure: the id is the file's stem and `<model>-<content hash[:32]>`, the file sits at
   `entries.entry_path(...)`, `verified` holds exactly when predictions are stored, the re-scoring
   record is the task's (`re-scored: <RESCORING>`, or an `unverified: ...` reason on an unverified
   entry), `accepted` is an ISO 8601 time, and the results' content hash recomputes;
@@ -15,6 +15,12 @@ longer holds:
 An entry that was accepted unverified (no predictions) is listed as such, not as a problem;
 `require_verified` makes it one (the official board holds only verified entries). A file that
 cannot be read or parsed is a problem of that entry, not an error of the whole audit.
+
+Anything else under `entries/` is a problem of its own, one per path (`stray_audits`): only real
+folders `<task>/<12 hex digits>/` holding regular entry files (`*.json`) and the predictions of a
+verified entry beside it (`<id>.predictions.parquet`) belong there. An HTML page, a stray Parquet
+file, an extra folder, a FIFO or a symbolic link (never followed: a link to a system file is
+named, not read) fails the audit, as a hand-edited entry does.
 """
 
 from __future__ import annotations
@@ -22,11 +28,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
+import os
+import re
 from pathlib import Path
 
 from benchmarks.tasks import get_task_class
 from leaderboards.datasets import load_datasets
-from leaderboards.entries import Entry, content_hash, entry_files, entry_path, read_entry, stored_predictions_path
+from leaderboards.entries import (ENTRIES_DIR, PREDICTIONS_SUFFIX, Entry, content_hash, entry_files, entry_path,
+                                  read_entry, stored_predictions_path)
 from leaderboards.pinned import load_pinned, split_set_of
 from leaderboards.rescore import MAX_PREDICTIONS_BYTES, read_stored_predictions, rescore
 from leaderboards.seal import seal_problem
@@ -35,11 +44,15 @@ from zoo.registry import UnknownNameError
 from zoo.validation.schema import SchemaError
 
 
+HASH12 = re.compile(r"[0-9a-f]{12}")  # an entries/<task>/ folder: the dataset hash's first 12 hex digits
+
+
 @dataclasses.dataclass(frozen=True)
 class EntryAudit:
     path: Path
     verified: bool
     problems: tuple[str, ...]
+    stray: bool = False  # not an entry: a path under entries/ that does not belong there
 
 
 def structure_problems(root: Path, path: Path, data: dict, entry: Entry) -> list[str]:
@@ -53,7 +66,7 @@ def structure_problems(root: Path, path: Path, data: dict, entry: Entry) -> list
         problems.append("the results differ from those accepted (their content hash changed)")
     expected = entry_path(root, results, info.content_hash)
     if info.id != expected.stem or path.stem != info.id:
-        problems.append(f"the id {info.id!r} is not the file's stem {path.stem!r} and <model>-<content hash[:8]> "
+        problems.append(f"the id {info.id!r} is not the file's stem {path.stem!r} and <model>-<content hash[:32]> "
                         f"({expected.stem!r})")
     if path.resolve() != expected.resolve():
         problems.append(f"the entry is filed at {path.relative_to(root)}, not at {expected.relative_to(root)}")
@@ -83,11 +96,13 @@ def audit_entry(root: Path, path: Path, datasets: dict, require_verified: bool =
         return EntryAudit(path, False, (f"cannot be read as an entry: {error}",))
     problems = structure_problems(root, path, data, entry)
     results = entry.results
+    stored = stored_predictions_path(path)
+    if not entry.submission.verified and os.path.lexists(stored):
+        problems.append(f"{stored.name}: not a sealed entry's file: predictions beside an unverified entry")
     if not entry.submission.verified:
         if require_verified:
             problems.append(f"unverified ({entry.submission.rescoring or 'accepted before re-scoring'})")
         return EntryAudit(path, False, tuple(problems))
-    stored = stored_predictions_path(path)
     try:
         digest = hashlib.sha256(read_capped(stored, MAX_PREDICTIONS_BYTES, "stored predictions file")).hexdigest()
     except InputError as error:
@@ -107,8 +122,58 @@ def audit_entry(root: Path, path: Path, datasets: dict, require_verified: bool =
     return EntryAudit(path, True, tuple(problems))
 
 
+def _stray(path: Path, why: str) -> EntryAudit:
+    return EntryAudit(path, False, (f"not a sealed entry: {why}; only entries/<task>/<dataset hash[:12]>/ folders "
+                                    "holding entry files and their predictions belong here",), stray=True)
+
+
+def _kind(entry: os.DirEntry) -> str | None:
+    """What is wrong with `entry` being here, by its type alone (never following a link), or None for a regular file."""
+    if entry.is_symlink():
+        return f"a symbolic link (to {os.readlink(entry.path)[:200]})"
+    if entry.is_dir(follow_symlinks=False):
+        return "a folder"
+    if not entry.is_file(follow_symlinks=False):
+        return "not a regular file (a pipe, socket or device)"
+    return None
+
+
+def stray_audits(root: str | Path) -> list[EntryAudit]:
+    """A problem for every path under `<root>/entries` that is not an entry's file (see the module docstring)."""
+    folder = Path(root) / ENTRIES_DIR
+    if folder.is_symlink():
+        return [_stray(folder, f"a symbolic link (to {os.readlink(folder)[:200]})")]
+    if not folder.is_dir():
+        return []
+    strays = []
+    for task in sorted(os.scandir(folder), key=lambda e: e.name):
+        if task.is_symlink() or not task.is_dir(follow_symlinks=False):
+            strays.append(_stray(Path(task.path), _kind(task) or "a file, not a task's folder"))
+            continue
+        for dataset in sorted(os.scandir(task.path), key=lambda e: e.name):
+            if dataset.is_symlink() or not dataset.is_dir(follow_symlinks=False):
+                strays.append(_stray(Path(dataset.path), _kind(dataset) or "a file, not a dataset's folder"))
+                continue
+            if not HASH12.fullmatch(dataset.name):
+                strays.append(_stray(Path(dataset.path), "a folder not named by a dataset hash's 12 hex digits"))
+                continue
+            for child in sorted(os.scandir(dataset.path), key=lambda e: e.name):
+                path, kind = Path(child.path), _kind(child)
+                if kind is not None:
+                    strays.append(_stray(path, kind))
+                elif child.name.endswith(PREDICTIONS_SUFFIX):
+                    entry = path.with_name(child.name[: -len(PREDICTIONS_SUFFIX)] + ".json")
+                    if not entry.is_file() or entry.is_symlink():
+                        strays.append(_stray(path, f"predictions of no entry (no {entry.name} beside it)"))
+                elif not child.name.endswith(".json"):
+                    strays.append(_stray(path, "neither an entry file (<model>-<id>.json) nor an entry's predictions"))
+    return strays
+
+
 def audit(root: str | Path, *, require_verified: bool = False) -> list[EntryAudit]:
-    """Every entry of the board, audited (see the module docstring), sorted by path."""
+    """Every entry of the board, audited, and every stray path under its `entries/` as a problem of its own
+    (see the module docstring), sorted by path."""
     root = Path(root)
     datasets = load_datasets(root)
-    return [audit_entry(root, path, datasets, require_verified) for path in entry_files(root)]
+    audits = [audit_entry(root, path, datasets, require_verified) for path in entry_files(root)]
+    return sorted(audits + stray_audits(root), key=lambda audited: str(audited.path))

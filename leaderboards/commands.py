@@ -5,6 +5,7 @@
     nfnzoo leaderboard render --docs DIR [--readme FILE] [--check]   (the official board by default)
     nfnzoo leaderboard pin DATASET_DIR [--config NAME] [--root DIR]
     nfnzoo leaderboard audit [--root DIR] [--require-verified]
+    nfnzoo leaderboard migrate-ids [--root DIR]
     nfnzoo leaderboard publish --repo ORG/NAME [--root DIR] [--revision BRANCH] [--private]
 """
 
@@ -16,6 +17,7 @@ from leaderboards import USER_ROOT_VARIABLE, default_root
 from zoo.cli import CommandError
 from zoo.registry import UnknownNameError
 from zoo.validation.schema import SchemaError
+from zoo.validation.text import visible
 
 
 def submit_command(args: argparse.Namespace) -> int:
@@ -29,7 +31,7 @@ def submit_command(args: argparse.Namespace) -> int:
         accepted = submit(args.results, args.root, args.dataset, code_url=args.code, code_commit=args.commit)
     except SubmissionRejected as error:
         raise CommandError(str(error)) from None
-    print(accepted.describe())
+    print(visible(accepted.describe(), lines=True))  # it names the dataset's folder: shown, never acted on
     return 0
 
 
@@ -65,18 +67,19 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
     for cell in cells:
         try:
             if content_hash(read_json(folder / cell["results"])) in on_board:  # a retry after a rejected cell
-                print(f"{cell['cell']}: already on the board")
+                print(visible(f"{cell['cell']}: already on the board"))
                 continue
             accepted = submit(folder / cell["results"], args.root, None, code_url=args.code, code_commit=args.commit)
         except (SubmissionRejected, OSError, ValueError) as error:  # a missing or unreadable file: that cell's line
             rejected.append(f"{cell['cell']}: {error}")
             continue
-        print(f"{cell['cell']}: {accepted.describe()}"
-              + ("" if cell.get("ranked") else " (its zoo's hash is not the pinned one: not ranked in the suite)"))
+        print(visible(f"{cell['cell']}: {accepted.describe()}"
+                      + ("" if cell.get("ranked") else " (its zoo's hash is not the pinned one: not ranked in the suite)"),
+                      lines=True))
     if rejected:
         raise CommandError(f"{len(rejected)} of {len(cells)} cells rejected:\n" + "\n".join(rejected))
     if manifest.get("stand_in"):
-        print(f"{manifest.get('suite')}: a stand-in run (local zoos in place of the published ones)")
+        print(visible(f"{manifest.get('suite')}: a stand-in run (local zoos in place of the published ones)"))
     return 0
 
 
@@ -142,14 +145,33 @@ def audit_command(args: argparse.Namespace) -> int:
         audits = audit(root, require_verified=args.require_verified)
     except (SchemaError, ValueError) as error:
         raise CommandError(str(error)) from None
-    for entry in audits:
+    for entry in audits:  # paths and problems quote the board's files: made visible (zoo.validation.text)
         state = "PROBLEM" if entry.problems else ("verified" if entry.verified else "unverified")
-        print(f"{state:10} {entry.path}")
+        if entry.stray:  # one line naming it
+            print(visible(f"{state:10} {entry.path}: {entry.problems[0]}"))
+            continue
+        print(visible(f"{state:10} {entry.path}"))
         for problem in entry.problems:
-            print(f"           - {problem}")
+            print(visible(f"           - {problem}"))
     failed = sum(bool(entry.problems) for entry in audits)
-    print(f"{len(audits)} entries: {sum(e.verified for e in audits)} verified, {failed} with problems")
+    entries = [entry for entry in audits if not entry.stray]
+    strays = f", {len(audits) - len(entries)} stray paths under entries/" if len(entries) < len(audits) else ""
+    print(f"{len(entries)} entries: {sum(e.verified for e in entries)} verified, "
+          f"{sum(bool(e.problems) for e in entries)} with problems{strays}")
     return 1 if failed else 0
+
+
+def migrate_ids_command(args: argparse.Namespace) -> int:
+    from leaderboards.migrate_ids import migrate
+
+    try:
+        renamed = migrate(args.root if args.root is not None else default_root())
+    except (OSError, SchemaError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    for moved in renamed:
+        print(visible(f"renamed {moved.old} -> {moved.new}"))
+    print(f"{len(renamed)} entries renamed to <model>-<32 hex digits> ids")
+    return 0
 
 
 def publish_command(args: argparse.Namespace) -> int:
@@ -208,6 +230,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--root", default=None, help=root_help)
     audit.add_argument("--require-verified", action="store_true", help="count an unverified entry as a problem")
     audit.set_defaults(handler=audit_command)
+
+    migrate = commands.add_parser("migrate-ids", help="rename an older board's entries from 8 to 32 hex digits of "
+                                                      "their content hash (re-sealed; results unchanged)")
+    migrate.add_argument("--root", default=None, help=root_help)
+    migrate.set_defaults(handler=migrate_ids_command)
 
     publish = commands.add_parser("publish", help="push the board (results as Parquet, its files, the rendered site) "
                                                   "to a Hub dataset repo as one tagged commit")

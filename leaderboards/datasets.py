@@ -8,8 +8,8 @@ where its data came from, and its test split's metadata is pinned (`leaderboards
 `test_metadata` is the pinned file, relative to the board, and `test_metadata_sha256` its hash.
 
 The file is read within `MAX_DATASETS_BYTES` (regular files only), and every record's fields
-are bounded (a one-line name of at most `MAX_NAME` characters, a config and family that are
-names, a sha256, a one-line source). Writers hold the board's lock (`leaderboards.lock`), so
+are bounded (a display name of `leaderboards.names.DATASET_NAME`'s characters and at most
+`MAX_NAME` of them, a config and family that are names, a sha256, a one-line source). Writers hold the board's lock (`leaderboards.lock`), so
 two submissions registering datasets at once cannot lose either record.
 """
 
@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from benchmarks.files import write_json_atomic
+from leaderboards.names import dataset_name_problem
 from zoo.validation.inputs import name_problem, read_json_file
 from zoo.storage.lock import FolderLock
 from zoo.validation.schema import SchemaError, from_data, to_data
@@ -54,6 +55,9 @@ class KnownDataset:
     split_sets: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def validate(self, where: str, key: str) -> None:
+        problem = dataset_name_problem(self.name)
+        if problem is not None:
+            raise SchemaError(where, f"{key}.name", problem)
         for field, limit in (("name", MAX_NAME), ("source", MAX_SOURCE)):
             problem = line_problem(getattr(self, field), limit)
             if problem is not None:

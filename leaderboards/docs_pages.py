@@ -137,7 +137,7 @@ def _table(board: TaskBoard, table: Table) -> list[str]:
     lines = [_row(markdown_cell(c) for c in columns), _rule(columns)]
     for row in table.rows:
         cells = {column: markdown_cell(row.cells[column]) for column in columns}
-        cells["Entry"] = f"`{row.cells['Entry']}`"  # an id: <model name>-<8 hex digits>
+        cells["Entry"] = f"`{row.cells['Entry']}`"  # an id: <model name>-<32 hex digits>
         lines.append(_row(cells[column] for column in columns))
     return lines
 

@@ -1,16 +1,26 @@
-"""Accepted submissions as data files: `<root>/entries/<task>/<hash12>/<model>-<id8>.json`.
+"""Accepted submissions as data files: `<root>/entries/<task>/<hash12>/<model>-<id32>.json`.
 
 An entry holds the submitted results unchanged plus a `submission` block: its id, the
 sha256 of the results' canonical JSON (the content hash), the acceptance time, the file name
 it was submitted from, whether it was re-scored (`verified`, `rescoring`) and, when it was,
-its predictions' file beside it (`<model>-<id8>.predictions.parquet`) and their sha256, and the
+its predictions' file beside it (`<model>-<id32>.predictions.parquet`) and their sha256, and the
 entry's seal (`leaderboards.seal`: the sha256 of the whole entry as written). `hash12` is the
-first 12 characters of the dataset hash, `id8` the first 8 of the content hash. Two submissions are duplicates when they have the same
-content hash, or the same task, model, model config, task config (the protocol: a model on the
-ReLU subset and on the tanh subset are two experiments), dataset hash and set of seeds.
+first 12 characters of the dataset hash, `id32` the first `ID_HEX` (32) hex digits of the content
+hash: 128 bits, so that two different results sharing an id (a birthday pair) would take about
+2**64 tries to find, where the 8 digits of older boards took seconds (`leaderboards.migrate_ids`
+renames an older board's entries). An entry file is created exclusively (`write_new_entry_file`):
+an existing file is never overwritten, and a second entry at the same path is an error naming both.
+
+Two submissions are duplicates when they have the same content hash, or the same task, model,
+model config, task config (the protocol: a model on the ReLU subset and on the tanh subset are two
+experiments), dataset hash and set of seeds, the configs compared in their canonical form
+(`canonical_config`: strings NFKC-normalised with invisible characters dropped, numbers compared
+by value so `256.0` is `256`, keys sorted): a resubmission cannot pass as a new experiment by
+writing the same config differently.
 
 Entry files are read within `MAX_ENTRY_BYTES` (a results file's bound and room for the
-submission block), regular files only (`zoo.validation.inputs.read_json_file`).
+submission block), regular files only (`zoo.validation.inputs.read_json_file`); `entry_files` lists
+the regular `*.json` files of real folders (a link is never followed: `leaderboards.audit` reports it).
 """
 
 from __future__ import annotations
@@ -18,13 +28,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import os
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
 from benchmarks.results import Results
+from zoo.storage import nofollow
 from zoo.validation.inputs import read_json_file
 from zoo.validation.schema import SchemaError, from_data
+from zoo.validation.text import unsafe_character
 
 ENTRIES_DIR = "entries"
 CODE_URL = re.compile(r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/+-]*)?")  # no quotes, spaces or queries
@@ -32,11 +47,14 @@ COMMIT = re.compile(r"[0-9a-f]{7,40}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_ENTRY_BYTES = 4 * 2**20 + 2**16  # a results file (submission.MAX_RESULTS_BYTES) and its submission block
 MAX_TEXT = 1_000  # characters of the board's own text fields (the re-scoring record, the source's name)
+ID_HEX = 32  # hex digits of the content hash in an entry's id: 128 bits
+ENTRY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}-[0-9a-f]{32}")  # <model>-<ID_HEX hex digits>
+PREDICTIONS_SUFFIX = ".predictions.parquet"
 
 
 @dataclasses.dataclass(frozen=True)
 class SubmissionInfo:
-    id: str  # "<model>-<first 8 hex digits of content_hash>", also the file's stem
+    id: str  # "<model>-<first ID_HEX (32) hex digits of content_hash>", also the file's stem
     content_hash: str  # sha256 of the results' canonical JSON
     accepted: str  # UTC time in ISO 8601
     source: str  # the name of the submitted results file
@@ -53,8 +71,9 @@ class SubmissionInfo:
             value = getattr(self, name)
             if value is not None and not SHA256.fullmatch(value):
                 raise SchemaError(where, f"{key}.{name}", f"expected a sha256 hex digest, got {ascii(value[:80])}")
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}-[0-9a-f]{8}", self.id):
-            raise SchemaError(where, f"{key}.id", f"expected <model>-<8 hex digits>, got {ascii(self.id[:80])}")
+        if not ENTRY_ID.fullmatch(self.id):
+            raise SchemaError(where, f"{key}.id", f"expected <model>-<{ID_HEX} hex digits>, got {ascii(self.id[:80])}"
+                                                  " (an older board: `nfnzoo leaderboard migrate-ids`)")
         for name in ("accepted", "source", "rescoring"):
             if len(getattr(self, name)) > MAX_TEXT or "\n" in getattr(self, name):
                 raise SchemaError(where, f"{key}.{name}", f"expected one line of at most {MAX_TEXT:,} characters")
@@ -86,26 +105,111 @@ def content_hash(data: Any) -> str:
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
 
+def canonical_config(value: Any) -> Any:
+    """`value` (plain JSON data) in the form two equal configs share: strings NFKC-normalised with their
+    invisible and control characters dropped (keys too), a float with an integer value as that integer
+    (`256.0` is `256`, `-0.0` is `0`), lists in order; `canonical_json` then sorts the keys. Booleans
+    stay booleans (`true` is not `1`). Walked without recursion."""
+    def scalar(item: Any) -> Any:
+        if isinstance(item, str):
+            return "".join(c for c in unicodedata.normalize("NFKC", item) if not unsafe_character(c))
+        if isinstance(item, float) and math.isfinite(item) and item.is_integer() and abs(item) < 2**63:
+            return int(item)
+        return item
+
+    if not isinstance(value, (dict, list, tuple)):
+        return scalar(value)
+    result: Any = {} if isinstance(value, dict) else []
+    stack = [(value, result)]
+    while stack:
+        source, target = stack.pop()
+        for key, item in (source.items() if isinstance(source, dict) else enumerate(source)):
+            if isinstance(item, (dict, list, tuple)):
+                copy: Any = {} if isinstance(item, dict) else []
+                stack.append((item, copy))
+                item = copy
+            else:
+                item = scalar(item)
+            if isinstance(target, dict):
+                target[scalar(key)] = item
+            else:
+                target.append(item)
+    return result
+
+
 def duplicate_key(results: Results) -> tuple:
-    """What makes two submissions the same experiment (the seeds' order does not matter)."""
-    return (results.task, results.model, canonical_json(results.model_config),
-            canonical_json(results.task_config), results.dataset.dataset_hash, tuple(sorted(results.seeds)))
+    """What makes two submissions the same experiment (canonical configs; the seeds' order does not matter)."""
+    return (results.task, results.model, canonical_json(canonical_config(results.model_config)),
+            canonical_json(canonical_config(results.task_config)), results.dataset.dataset_hash,
+            tuple(sorted(results.seeds)))
+
+
+def entry_id(model: str, hash_of_content: str) -> str:
+    """An entry's id: `<model>-<the content hash's first ID_HEX hex digits>`."""
+    return f"{model}-{hash_of_content[:ID_HEX]}"
 
 
 def entry_path(root: str | Path, results: Results, hash_of_content: str) -> Path:
     folder = Path(root) / ENTRIES_DIR / results.task / results.dataset.dataset_hash[:12]
-    return folder / f"{results.model}-{hash_of_content[:8]}.json"
+    return folder / f"{entry_id(results.model, hash_of_content)}.json"
 
 
 def stored_predictions_path(entry: str | Path) -> Path:
     """Where an entry keeps its predictions: `<stem>.predictions.parquet` beside it."""
     entry = Path(entry)
-    return entry.with_name(f"{entry.stem}.predictions.parquet")
+    return entry.with_name(f"{entry.stem}{PREDICTIONS_SUFFIX}")
+
+
+def _real_folders(folder: Path) -> list[Path]:
+    try:
+        children = sorted(os.scandir(folder), key=lambda child: child.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [Path(child.path) for child in children if child.is_dir(follow_symlinks=False)]
 
 
 def entry_files(root: str | Path) -> list[Path]:
-    """The entry files under `root`, sorted by path."""
-    return sorted((Path(root) / ENTRIES_DIR).glob("*/*/*.json"))
+    """The entry files under `root`, sorted by path: regular `*.json` files in real folders
+    `entries/<task>/<hash12>/` (a link, file or folder out of place is skipped here, reported by audit)."""
+    found = []
+    for task in _real_folders(Path(root) / ENTRIES_DIR):
+        for dataset in _real_folders(task):
+            found += [Path(child.path) for child in os.scandir(dataset)
+                      if child.name.endswith(".json") and child.is_file(follow_symlinks=False)]
+    return sorted(found)
+
+
+class EntryCollision(ValueError):
+    """An entry file already exists where a new entry was to be written; never overwritten."""
+
+
+def write_new_entry_file(root: str | Path, path: str | Path, data: bytes, new_entry: str) -> Path:
+    """Writes `data` to `path` below board `root`, created exclusively: its folders made without following
+    a link (`zoo.storage.nofollow`), written to a fresh temporary file beside it, then hard-linked into
+    place (`link` fails when anything, even a dangling link, holds the name, and the file appears
+    whole); an existing file is an `EntryCollision` naming it and `new_entry`."""
+    path = Path(path)
+    nofollow.makedirs(root, path.parent)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.new")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path, follow_symlinks=False)
+        except FileExistsError:
+            raise EntryCollision(f"{path} already exists; the new entry {new_entry} would overwrite it (the board "
+                                 "never overwrites an entry: two entries with one id are an error)") from None
+    finally:
+        os.unlink(temporary)
+    return path
+
+
+def entry_bytes(data: dict[str, Any]) -> bytes:
+    """An entry file's bytes: its data as indented JSON (what `nfnzoo leaderboard submit` writes)."""
+    return (json.dumps(data, indent=2, allow_nan=False) + "\n").encode()
 
 
 def read_entry(path: str | Path) -> tuple[dict[str, Any], Entry]:

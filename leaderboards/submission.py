@@ -25,7 +25,10 @@ beside the entries it would share tables with, their Markdown, the protocol line
 board cannot show is a rejection, never a broken board. The board's state is read and written
 under its lock (`leaderboards.lock`): the duplicate check, the dataset's registration and the
 writes of concurrent submissions never interleave. The entry is written last, sealed
-(`leaderboards.seal`).
+(`leaderboards.seal`), and created exclusively (`leaderboards.entries.write_new_entry_file`): an
+existing file, even at a colliding id, is never overwritten. A model name must not be mistakable
+for a different model's name already on the board, nor a new dataset's display name for another
+dataset's (`leaderboards.names`: `rnlp` beside `mlp` is refused).
 """
 
 from __future__ import annotations
@@ -39,21 +42,20 @@ from pathlib import Path
 import pandas
 import pyarrow.parquet
 
-from benchmarks.files import write_json_atomic
 from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
 from leaderboards import default_root
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
-from leaderboards.entries import (CODE_URL, COMMIT, Entry, SubmissionInfo, content_hash, duplicate_key, entry_path,
-                                  load_entries, stored_predictions_path)
+from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, SubmissionInfo, content_hash, duplicate_key,
+                                  entry_bytes, entry_path, load_entries, stored_predictions_path, write_new_entry_file)
 from leaderboards.lock import board_lock
+from leaderboards.names import confusable_problem, dataset_name_problem
 from leaderboards.pinned import DEFAULT, load_pinned, missing_pins, pinned_sets, split_set_of, with_pins, write_pinned
 from leaderboards.render_check import render_problems
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
 from leaderboards.seal import sealed
 from leaderboards.track_datasets import check_track_dataset, is_track_dataset
 from leaderboards.validate import check_results
-from zoo.storage.atomic import write_bytes_atomic
 from zoo.validation.inputs import InputError, read_json_file
 from zoo.storage.lock import FolderLock
 from zoo.validation.schema import from_data
@@ -174,13 +176,27 @@ def _check_hub_dataset(results: Results) -> tuple[list[str], KnownDataset | None
 def _check_duplicates(results: Results, hash_of_content: str, root: Path) -> list[str]:
     key = duplicate_key(results)
     problems = []
-    for path, entry in load_entries(root):
+    entries = load_entries(root)
+    for path, entry in entries:
         if entry.submission.content_hash == hash_of_content:
             problems.append(f"identical to the accepted entry {path}")
         elif duplicate_key(entry.results) == key:
             problems.append(f"duplicates the accepted entry {path}: same task, model, model config, "
-                            "task config, dataset and seeds; use new seeds or change the model or protocol")
-    return problems
+                            "task config, dataset and seeds (configs compared in canonical form: Unicode-normalised "
+                            "text, 256.0 as 256); use new seeds or change the model or protocol")
+    confused = confusable_problem("model name", results.model, (entry.results.model for _, entry in entries))
+    return problems + ([confused] if confused else [])
+
+
+def _check_dataset_name(check: _DatasetCheck, root: Path) -> list[str]:
+    """A dataset to register: its display name in the names' characters, and not mistakable for another's."""
+    if not check.new or check.record is None:
+        return []
+    problem = dataset_name_problem(check.record.name)
+    if problem is None:
+        names = (record.name for record in load_datasets(root).values())
+        problem = confusable_problem("dataset name", check.record.name, names)
+    return [problem] if problem else []
 
 
 def _read_submission(path: Path) -> tuple[object, list[str]]:
@@ -274,7 +290,8 @@ def _accept(results_path: Path, data: dict, results: Results, predictions: panda
     rejects the submission, so that nothing is written, not even the lock file)."""
     hash_of_content = content_hash(data)
     check = _check_dataset(results, root, dataset_dir, None if predictions is None else len(predictions))
-    problems = problems + check.problems + _check_duplicates(results, hash_of_content, root)
+    problems = (problems + check.problems + _check_dataset_name(check, root)
+                + _check_duplicates(results, hash_of_content, root))
     verified, pins = "", {}
     if not problems:
         rescore_problems, verified, pins = _verification(results, predictions, check, root)
@@ -306,7 +323,10 @@ def _accept(results_path: Path, data: dict, results: Results, predictions: panda
         write_pinned(root, record, pins)
     if check.new or pins:
         register_dataset(root, record, replace=not check.new, lock=lock)
-    if stored is not None:
-        write_bytes_atomic(stored_predictions_path(path), stored)
-    write_json_atomic(path, entry_data)  # last: an entry on the board has its dataset and predictions
+    try:  # both created exclusively: an existing file is never overwritten
+        if stored is not None:
+            write_new_entry_file(root, stored_predictions_path(path), stored, entry_id)
+        write_new_entry_file(root, path, entry_bytes(entry_data), entry_id)  # last: an entry has its predictions
+    except EntryCollision as error:
+        raise SubmissionRejected(results_path, [str(error)]) from None
     return Accepted(path, entry_id, record if check.new else None, submission["verified"], verified)

@@ -5,7 +5,7 @@ A submission is a results JSON written by `benchmarks.harness` (schema:
 registered task whose metrics are all reported (its `required_metrics` where it names them),
 at least `MIN_SEEDS` unique seeds that match the per-seed entries, the same metrics for every seed, a summary whose mean and std agree with
 the per-seed metrics to `TOLERANCE`, a parameter count from 1 to `MAX_PARAMS`, a sha256 dataset
-hash, a model name usable in a file name, and a `task_config` that is the task's own: its
+hash, a model name of the board's names' characters (`leaderboards.names`), and a `task_config` that is the task's own: its
 `Config` dataclass (`zoo.validation.schema.from_data`: no unknown key, every value of its declared type), or
 for a track's task the fields `benchmarks.tracks.reporting` writes (`TrackResultsConfig`). The
 schema's value checks (finite numbers, 64-bit integers, plain bounded text) hold for every field. Every problem found is reported, not just the first; a
@@ -22,12 +22,12 @@ from typing import Any, Literal
 from benchmarks.results import Results, summarize
 from benchmarks.tasks import get_task_class
 from benchmarks.tasks.track_task import TrackTask
+from leaderboards.names import MODEL_NAME, model_name_problem
 from zoo.registry import UnknownNameError
 from zoo.validation.schema import SchemaError, from_data
 
 MIN_SEEDS = 3
 TOLERANCE = 1e-6
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")  # a sidecar: a bare name beside the results
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_PARAMS = 10**13  # ten trillion: past any model a zoo benchmark trains, and exact as a float
@@ -77,9 +77,9 @@ def check_results(data: Any, where: str) -> tuple[Results | None, list[str]]:
     except UnknownNameError as error:
         problems.append(str(error))
         task_metrics = set()
-    if not MODEL_NAME.fullmatch(results.model):
-        problems.append(f"model name {results.model!r} must be 1-64 letters, digits or ._+- "
-                        "(it becomes part of a file name)")
+    problem = model_name_problem(results.model)
+    if problem is not None:
+        problems.append(problem)
     for field in ("predictions", "examples"):
         name = getattr(results, field)
         if name is not None and (not FILE_NAME.fullmatch(name) or ".." in name):

@@ -20,6 +20,7 @@ from leaderboards.docs_pages import docs_pages, load_skipped, render_docs, stale
 from leaderboards.entries import load_entries
 from leaderboards.pinned import load_pinned
 from zoo.cli import main
+from zoo.validation.schema import SchemaError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -100,22 +101,31 @@ def test_a_malformed_region_is_one_line_naming_the_page_and_line(tmp_path, capsy
     assert expected in error and "page.md" in error and len(error.splitlines()) == 1
 
 
-def test_free_text_from_the_board_is_escaped(tmp_path):
-    """A dataset name with Markdown in it shows as text in the generated region."""
+def _board_with_dataset_name(tmp_path, name):
     board = tmp_path / "board"
     shutil.copytree(OFFICIAL_ROOT, board, ignore=shutil.ignore_patterns("*.py", "__pycache__", "*.md"))
     datasets = json.loads((board / "datasets.json").read_text())
     for record in datasets["datasets"]:
         if record["dataset_hash"].startswith("bdfa70266062"):
-            record["name"] = "x | [click](javascript:alert(1)) <script>"
+            record["name"] = name
     (board / "datasets.json").write_text(json.dumps(datasets))
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "page.md").write_text("<!-- nfnzoo:board task=inr-editing dataset=bdfa70266062 -->\n"
                                   "<!-- /nfnzoo:board -->\n")
+    return board, docs
+
+
+def test_free_text_from_the_board_is_escaped(tmp_path):
+    """A dataset name with Markdown in it shows as text in the generated region; one outside the names'
+    characters (markup, a link) is refused where the board is read, naming the record."""
+    board, docs = _board_with_dataset_name(tmp_path, "org/zoo_v1+x")
     render_docs(board, docs)
-    text = (docs / "page.md").read_text()
-    assert r"x \| \[click\](javascript:alert(1)) \<script\>" in text and "<script>" not in text
+    assert r"org/zoo\_v1+x" in (docs / "page.md").read_text()
+    board, docs = _board_with_dataset_name(tmp_path / "hostile", "x | [click](javascript:alert(1)) <script>")
+    with pytest.raises(SchemaError, match=r"datasets\[\d+\]\.name: dataset name .* must be 1-200 ASCII"):
+        render_docs(board, docs)
+    assert "<script>" not in (docs / "page.md").read_text()
 
 
 def test_each_skipped_record_is_what_the_task_says_of_the_pinned_test_split():

@@ -38,7 +38,7 @@ def test_a_hand_edited_submission_block_fails_the_audit(root, write_results, key
     (lambda s: s.update(verified=True), "a verified entry keeps its predictions"),
     (lambda s: s.update(rescoring="accepted because"), "does not say why"),
     (lambda s: s.update(accepted="last tuesday"), "not an ISO 8601 time"),
-    (lambda s: s.update(id="statnn-00000000"), "is not the file's stem"),
+    (lambda s: s.update(id="statnn-" + "0" * 32), "is not the file's stem"),
 ])
 def test_a_resealed_but_inconsistent_entry_fails_the_audit(root, write_results, edit, reason):
     """Recomputing the seal after an edit does not help: the structure is checked on its own."""

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from markdown_it import MarkdownIt
 
-from leaderboards import render, submit
+from leaderboards import SubmissionRejected, render, submit
 from leaderboards.escape import markdown_cell, markdown_text, plot_text, yaml_string
 from leaderboards.publish import _card
 
@@ -61,9 +61,15 @@ def test_a_plot_label_is_never_mathtext(text, tmp_path):
 
 def test_a_hostile_dataset_name_is_escaped_in_the_page_and_the_card(root, write_results, local_dataset, hashes,
                                                                     tmp_path):
-    """A local dataset's folder name becomes its display name: a heading and the Hub card's list."""
-    hostile = local_dataset.parent / "zoo |`x`| <script>[x](javascript:alert(1)) $m$"
-    shutil.move(local_dataset, hostile)
+    """A local dataset's folder name becomes its display name: a heading and the Hub card's list. One
+    with markup is refused (outside the names' characters, `leaderboards.names`); one with Markdown's
+    `_` and `+` in it is escaped."""
+    refused = local_dataset.parent / "zoo |`x`| <script>[x](javascript:alert(1)) $m$"
+    shutil.move(local_dataset, refused)
+    with pytest.raises(SubmissionRejected, match="dataset name .* must be 1-200 ASCII"):
+        submit(write_results(dataset_hash=hashes["local"], dataset_path=str(refused)), root)
+    hostile = local_dataset.parent / "zoo_x_+y_"
+    shutil.move(refused, hostile)
     accepted = submit(write_results(dataset_hash=hashes["local"], dataset_path=str(hostile)), root)
     assert accepted.registered_dataset.name == hostile.name
     page = render(root, tmp_path / "site")

@@ -16,14 +16,14 @@ def test_accepted_submission_is_stored_as_a_data_file(root, write_results, hashe
     accepted = submit(path, root)
     data = json.loads(path.read_text())
     digest = content_hash(data)
-    expected = root / "entries" / "generalization" / hashes["known"][:12] / f"statnn-{digest[:8]}.json"
-    assert accepted.path == expected and accepted.entry_id == f"statnn-{digest[:8]}"
+    expected = root / "entries" / "generalization" / hashes["known"][:12] / f"statnn-{digest[:32]}.json"
+    assert accepted.path == expected and accepted.entry_id == f"statnn-{digest[:32]}"
     assert accepted.registered_dataset is None
     entry = json.loads(expected.read_text())
     assert entry["results"] == data
     assert entry["submission"]["content_hash"] == digest
     assert entry["submission"]["source"] == "statnn.json"
-    assert f"accepted statnn-{digest[:8]}" in accepted.describe()
+    assert f"accepted statnn-{digest[:32]}" in accepted.describe()
     assert [e.submission.id for _, e in load_entries(root)] == [accepted.entry_id]
 
 
