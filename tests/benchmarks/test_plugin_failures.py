@@ -211,3 +211,21 @@ def test_the_python_api_raises_the_same_line(tiny_zoo, tmp_path):
     assert str(error.value).startswith("model half_nan, seed 3, epoch 1 step 1: output is not finite (6 of 12 values "
                                        "NaN)"), error.value
     assert not (tmp_path / "half.json").exists()
+
+
+def _outcome(value: float) -> dict:
+    return {"metric": value}
+
+
+def test_a_job_whose_outcome_no_record_can_hold_fails_alone(tmp_path):
+    from benchmarks.jobs import Job, JobsFailed, UnrecordableOutcome, run_jobs
+
+    jobs = [Job("good", _outcome, (1.0,), "a"), Job("nan", _outcome, (float("nan"),), "b"),
+            Job("after", _outcome, (2.0,), "c")]
+    with pytest.raises(JobsFailed) as failed:
+        run_jobs(jobs, tmp_path)
+    (key, error), = failed.value.errors
+    assert key == "nan" and isinstance(error, UnrecordableOutcome)
+    assert str(error).startswith("nan: its outcome cannot be recorded as JSON (Out of range float values")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["after.json", "good.json"]  # the others kept
+    assert run_jobs(jobs[::2], tmp_path) == {"good": {"metric": 1.0}, "after": {"metric": 2.0}}  # resumed, not rerun
