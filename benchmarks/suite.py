@@ -326,7 +326,9 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
         if unfinished:  # after the others are written: a seed out of memory is its one line, else JobsFailed
             failed = JobsFailed(f"{len(unfinished)} job(s) failed ({', '.join(k for k, _ in unfinished)}); the "
                                 f"entries that finished are written in {out_dir}. First: {unfinished[0][0]}: "
-                                f"{unfinished[0][1]}", unfinished, outcomes)
+                                f"{unfinished[0][1]}", unfinished,
+                                {key: outcome for key, outcome in outcomes.items()  # the failed entries' kept seeds
+                                 if any(key.startswith(k.split("/")[0] + "/") for k, _ in unfinished)})
             raise_unservable(failed, out_dir)
             raise failed
     for entry in entries:
