@@ -88,6 +88,8 @@ HPARAM_KEYS = {"activation": "model::nlin", "init": "model::init_type", "dropout
                "optimizer": "optim::optimizer", "learning_rate": "optim::lr", "weight_decay": "optim::wd",
                "momentum": "optim::momentum", "batch_size": "training::batchsize"}  # ours <- theirs
 CHUNK_TRIALS = 64
+CONFIG_KEYS = ("model::type", "model::channels_in", "seed", *HPARAM_KEYS.values())  # what params.json gives a row
+RECORD_KEYS = ("training_iteration", "trial_id", *METRICS.values())  # what a result.json line gives a row
 
 
 def module_indices(model_type: str, dropout: float) -> list[int]:
@@ -123,7 +125,12 @@ def _config(path: Path) -> dict:
     config = load_json_bytes(read_regular(path, MAX_JSON_BYTES, "params.json"), str(path))
     if not isinstance(config, dict):
         raise InputError(f"{path}: holds a {type(config).__name__}, not a config object")
-    return config
+    # only the keys read, and each a number or a short text: a trial's config is held until its rows are written
+    kept = {key: config[key] for key in CONFIG_KEYS if key in config}
+    for key, value in kept.items():
+        if not (value is None or isinstance(value, (int, float)) or (isinstance(value, str) and len(value) <= 256)):
+            raise InputError(f"{path}: {key} is a {type(value).__name__}; expected a number or a short text")
+    return kept
 
 
 def _hparams(config: dict, path: Path) -> tuple[dict, int]:
@@ -170,7 +177,7 @@ def _results(path: Path) -> dict[int, dict]:
         missing = [k for k in REQUIRED_METRICS if not isinstance(record.get(k), (int, float))]
         if missing:
             raise InputError(f"{path}: line {number}: no {missing[0]} (a number every epoch records)")
-        lines[iteration] = record
+        lines[iteration] = {key: record[key] for key in RECORD_KEYS if key in record}  # what a row reads
     return lines
 
 

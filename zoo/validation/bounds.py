@@ -56,9 +56,9 @@ MAX_TABLE_COLUMNS = 1_024  # the largest real one has ~30
 MAX_TABLE_CELLS = 40_000_000  # rows x columns: 6x the largest real table, at most ~4 GB as a pandas frame
 MAX_LAYOUT_BYTES = 1 * MIB  # the Small CNN Zoo's layout.csv: 8 lines
 MAX_SPLIT_FILE_BYTES = 64 * MIB  # the NFN split file: 270,000 indices are 1.8 MB
-MAX_SPLITS_JSON_BYTES = 256 * MIB  # the DWSNets splits file: Fashion-MNIST's is 2.8 MB
-MAX_PARAMS_JSON_BYTES = 1 * MIB  # a Model Zoos trial's params.json: ~1 kB
-MAX_RESULT_JSON_BYTES = 64 * MIB  # a Model Zoos trial's result.json: ~60 lines of ~2 kB
+MAX_SPLITS_JSON_BYTES = 64 * MIB  # the DWSNets splits file: Fashion-MNIST's is 2.8 MB (parsed, ~10x as much)
+MAX_PARAMS_JSON_BYTES = 64 * 1024  # a Model Zoos trial's params.json: ~1 kB (only the keys read are kept)
+MAX_RESULT_JSON_BYTES = 16 * MIB  # a Model Zoos trial's result.json: ~60 lines of ~2 kB (~120 kB)
 # Parquet shards, from the footer's metadata before a column is decoded. A real shard's metadata
 # columns hold under 1 KB a row (ids, hyperparameters, metrics); a row's weights are one member.
 MAX_PARQUET_METADATA_ROW_BYTES = 64 * 1024  # every column but `weights`, per row
