@@ -394,6 +394,8 @@ ROWS: list[tuple[str, Callable[[Case], list[str]], list[str], str | None]] = [
     ("transformer-256M-tokens", transformer_tokens, ["mnist.csv", "tokens"], MEMORY),
     ("metrics-gzip-4GiB", metrics_bytes_bomb, ["metrics.csv.gz", "bytes of text (decompressed)"], MEMORY),
     ("metrics-gzip-20M-rows", metrics_rows_bomb, ["metrics.csv.gz", "rows"], MEMORY),
+    ("siren-1e9-augmentations", lambda case: [*_import(case, "nfn-sirens", sirens(case)), "--augmentations",
+                                              "1000000000"], ["siren_mnist_wts", "--augmentations 1000000000"], MEMORY),
     ("siren-sidecar-4M-rows", sidecar_rows, ["nfnzoo_metadata.csv", "more than 2 rows"], MEMORY),
     ("csv-200000-columns", wide_header, ["mnist.csv", "header line longer"], None),
     ("zip-bomb-ratio", zip_ratio_bomb, ["bomb.zip", "mnist/weights.npy", "compression bomb"], MEMORY),

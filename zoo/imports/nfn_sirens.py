@@ -52,7 +52,7 @@ from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, 
 from zoo.dataset.provenance import SITZMANN_BIBTEX, ZHOU_BIBTEX
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
-from zoo.validation.bounds import MAX_STATE_DICT_BYTES, check_member
+from zoo.validation.bounds import MAX_AUGMENTATIONS, MAX_STATE_DICT_BYTES, check_member
 from zoo.validation.inputs import InputError, check_name, name_problem
 
 FORMAT = "nfn-sirens"
@@ -215,6 +215,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     validation_point, test_point = split_points
     if not 0 < validation_point <= test_point:
         raise InputError(f"split points {split_points}: expected 0 < validation point <= test point")
+    if not 0 <= augmentations <= MAX_AUGMENTATIONS:
+        raise InputError(f"--augmentations {augmentations}: expected 0..{MAX_AUGMENTATIONS:,} (zoo.validation.bounds)")
     fits = ["base"] + [f"aug{i}" for i in range(augmentations)]
     listed = {fit: list_fit(source, prefix, fit) for fit in fits}
     for fit, files in listed.items():

@@ -59,6 +59,7 @@ MAX_SPLIT_FILE_BYTES = 64 * MIB  # the NFN split file: 270,000 indices are 1.8 M
 MAX_SPLITS_JSON_BYTES = 64 * MIB  # the DWSNets splits file: Fashion-MNIST's is 2.8 MB (parsed, ~10x as much)
 MAX_PARAMS_JSON_BYTES = 64 * 1024  # a Model Zoos trial's params.json: ~1 kB (only the keys read are kept)
 MAX_RESULT_JSON_BYTES = 16 * MIB  # a Model Zoos trial's result.json: ~60 lines of ~2 kB (~120 kB)
+MAX_AUGMENTATIONS = 1_000  # nfn-sirens --augmentations N (folders listed): the CIFAR-10 release has a handful
 # Parquet shards, from the footer's metadata before a column is decoded. A real shard's metadata
 # columns hold under 1 KB a row (ids, hyperparameters, metrics); a row's weights are one member.
 MAX_PARQUET_METADATA_ROW_BYTES = 64 * 1024  # every column but `weights`, per row
