@@ -27,8 +27,8 @@ Monomial-NFN's activation subsets (`zoo.imports.small_cnn_zoo_splits.SPLIT_RULES
 is `zoo.imports.small_cnn_zoo_export`.
 
 `weights.npy` is read a chunk of rows at a time from its data offset (its header and size
-checked first), so memory stays bounded by the chunk and one shard per split whatever the
-file's size: a memory map would count every page it touched in the process's resident size.
+checked first: `zoo.imports.npy`), so memory stays bounded by the chunk and one shard per split
+whatever the file's size.
 Every file is a regular file (`zoo.imports.reading.open_regular`: a FIFO named `weights.npy` is
 refused, not waited on); `metrics.csv.gz` is decompressed as a counted stream and its rows are
 bounded before a frame is built (`zoo.imports.tables`); every value becomes a 64-bit integer or a
@@ -52,7 +52,8 @@ import pyarrow as pa
 
 from zoo.dataset.evaluation import EVALUATION_SIDECAR, read_evaluation_sidecar
 from zoo.imports import register_importer
-from zoo.imports.reading import as_float, as_int64, first_repeat, open_regular, read_regular, reading
+from zoo.imports.npy import NpyMatrix, open_npy  # noqa: F401  (open_npy: this module's name, kept)
+from zoo.imports.reading import as_float, as_int64, first_repeat, read_regular, reading
 from zoo.imports.small_cnn_zoo_splits import NFN_FINAL_STEP, SPLIT_RULES, read_nfn_split_file, split_positions
 from zoo.imports.small_cnn_zoo_splits import nfn_split_positions  # noqa: F401  (its old home's name, kept)
 from zoo.imports.tables import read_table
@@ -140,54 +141,6 @@ def read_layout(path: Path) -> list[LayoutEntry]:
             raise InputError(f"{where}: [{start}, {end}) holds {end - start} values, its shape {shape} {math.prod(shape)}")
         entries.append(LayoutEntry(row["varname"], start, end, shape))
     return entries
-
-
-@dataclasses.dataclass(frozen=True)
-class NpyMatrix:
-    """A 2-D little-endian float .npy matrix, read by row ranges (module docstring)."""
-
-    path: Path
-    rows: int
-    columns: int
-    dtype: np.dtype
-    offset: int
-
-    def read(self, start: int, stop: int) -> np.ndarray:
-        count = (stop - start) * self.columns
-        with open_regular(self.path, "weights file") as handle, reading(self.path, f"rows {start}-{stop - 1}",
-                                                                        "a readable .npy matrix"):
-            handle.seek(self.offset + start * self.columns * self.dtype.itemsize)
-            buffer = bytearray(count * self.dtype.itemsize)
-            got = handle.readinto(buffer)
-            values = np.frombuffer(buffer, dtype=self.dtype)[:got // self.dtype.itemsize]
-        if values.size != count:  # the file shrank after it was opened
-            raise InputError(f"{self.path}: truncated at row {start + values.size // self.columns:,}")
-        return values.reshape(stop - start, self.columns).astype(np.float32, copy=False)
-
-
-def open_npy(path: Path) -> NpyMatrix:
-    """The header of `path`, checked: 2-D, C order, float32/float64, and the file exactly as long as it says."""
-    if not os.path.lexists(path):
-        raise InputError(f"{path}: missing (the Small CNN Zoo folder holds {WEIGHTS}, {METRICS} and {LAYOUT})")
-    with open_regular(path, "weights file") as handle, reading(path, expected="a .npy file"):
-        version = np.lib.format.read_magic(handle)
-        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, fortran, dtype = reader(handle)
-        offset = handle.tell()
-        size = os.fstat(handle.fileno()).st_size
-    if len(shape) != 2 or fortran or dtype.kind != "f" or dtype.byteorder == ">":
-        raise InputError(f"{path}: expected a 2-D C-order little-endian float matrix, got shape {shape}, "
-                         f"dtype {dtype}, fortran_order {fortran}")
-    rows, columns = shape
-    expected = offset + rows * columns * dtype.itemsize
-    if size != expected:
-        row_bytes = columns * dtype.itemsize
-        whole = max(0, size - offset) // row_bytes if row_bytes else 0
-        detail = (f"truncated: row {whole:,} is the first incomplete one" if size < expected
-                  else f"{size - expected:,} bytes after the last row")
-        raise InputError(f"{path}: its header says {rows:,} rows of {columns:,} {dtype} ({expected:,} bytes), "
-                         f"the file holds {size:,} bytes; {detail}")
-    return NpyMatrix(path, rows, columns, dtype, offset)
 
 
 def read_metrics(path: Path):
