@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import json
 import math
 from typing import Any, Iterable
@@ -131,8 +132,6 @@ def _grid_groups(typed: _Typed, space: SearchSpace, keys: tuple[str, ...]) -> tu
 def _listed_union(typed: _Typed, subgrids: tuple[dict, ...], keys: tuple[str, ...]) -> tuple[collections.Counter, bool]:
     """Overlapping sub-grids' distinct points, listed one by one up to MAX_DEDUPLICATED_DRAWS
     (then summed without de-duplication: not exact)."""
-    import itertools
-
     total = sum(math.prod(v.length() if isinstance(v, GridRange) else len(v) for v in s.values()) for s in subgrids)
     union: collections.Counter = collections.Counter()
     if total > MAX_DEDUPLICATED_DRAWS:

@@ -44,8 +44,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
-from zoo.validation.bounds import (MAX_PARQUET_COLUMN_CHUNK_BYTES, MAX_PARQUET_FOOTER_BYTES, MAX_PARQUET_METADATA_ROW_BYTES,
-                                   MAX_PARQUET_ROWS_PER_GROUP, MAX_PARQUET_WEIGHTS_ROW_BYTES)
+from zoo.validation.bounds import (MAX_PARQUET_COLUMN_CHUNK_BYTES, MAX_PARQUET_FOOTER_BYTES,
+                                   MAX_PARQUET_METADATA_ROW_BYTES, MAX_PARQUET_ROWS_PER_GROUP,
+                                   MAX_PARQUET_WEIGHTS_ROW_BYTES)
 from zoo.storage.manifest import shard_path
 
 

@@ -146,7 +146,8 @@ def declared_page_bytes(mapped, start: int, length: int) -> tuple[int, int]:
     with. A header that cannot be read, or a negative size, is a `ValueError`."""
     total, values, position, end = 0, 0, start, start + length
     if not 0 <= start <= end <= len(mapped):
-        raise ValueError(f"a column chunk at byte {start:,} of {length:,} bytes lies outside the {len(mapped):,}-byte file")
+        raise ValueError(f"a column chunk at byte {start:,} of {length:,} bytes lies outside the "
+                         f"{len(mapped):,}-byte file")
     while position < end:
         try:
             reader = _Compact(mapped, position)

@@ -18,7 +18,7 @@ MIB = 2**20
 # SIREN 1,281, a Small Transformer Zoo member about 40,000, our cnn-cifar10 members under 100,000).
 MAX_MEMBER_PARAMETERS = 20_000_000  # 80 MB of float32 per member: a population of 64 still fits in 6 GB
 MAX_LAYER_WIDTH = 16_384  # units, channels or embedding dimensions of one layer (the largest real one is 512)
-MAX_MEMBER_LAYERS = 1_024  # layers or blocks of one member (the largest real one has 3 convolutions + 1 dense, or 2 blocks)
+MAX_MEMBER_LAYERS = 1_024  # layers or blocks of one member (the largest real one: 3 convolutions + 2 dense)
 
 
 def check_member(where: str, parameters: int, widths: dict[str, int] | None = None) -> None:
