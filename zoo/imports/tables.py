@@ -71,8 +71,8 @@ def row_limit(columns: int, max_rows: int = MAX_TABLE_ROWS) -> int:
 
 
 def _too_many(path: Path, limit: int) -> InputError:
-    return InputError(f"{path}: more than {limit:,} rows; at most {limit:,} are accepted (zoo.validation.bounds."
-                      "MAX_TABLE_ROWS, MAX_TABLE_CELLS)")
+    return InputError(f"{path}: more than {limit:,} rows, the most accepted here (zoo.validation.bounds."
+                      "MAX_TABLE_ROWS, MAX_TABLE_CELLS); refusing it before it is held")
 
 
 def read_table(path: str | Path, what: str = "CSV table", *, dtype: dict[str, Any] | None = None,
