@@ -73,9 +73,8 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
         except (SubmissionRejected, OSError, ValueError) as error:  # a missing or unreadable file: that cell's line
             rejected.append(f"{cell['cell']}: {error}")
             continue
-        print(visible(f"{cell['cell']}: {accepted.describe()}"
-                      + ("" if cell.get("ranked") else " (its zoo's hash is not the pinned one: not ranked in the suite)"),
-                      lines=True))
+        unranked = "" if cell.get("ranked") else " (its zoo's hash is not the pinned one: not ranked in the suite)"
+        print(visible(f"{cell['cell']}: {accepted.describe()}{unranked}", lines=True))
     if rejected:
         raise CommandError(f"{len(rejected)} of {len(cells)} cells rejected:\n" + "\n".join(rejected))
     if manifest.get("stand_in"):

@@ -9,8 +9,9 @@ where its data came from, and its test split's metadata is pinned (`leaderboards
 
 The file is read within `MAX_DATASETS_BYTES` (regular files only), and every record's fields
 are bounded (a display name of `leaderboards.names.DATASET_NAME`'s characters and at most
-`MAX_NAME` of them, a config and family that are names, a sha256, a one-line source). Writers hold the board's lock (`leaderboards.lock`), so
-two submissions registering datasets at once cannot lose either record.
+`MAX_NAME` of them, a config and family that are names, a sha256, a one-line source). Writers
+hold the board's lock (`leaderboards.lock`), so two submissions registering datasets at once
+cannot lose either record.
 """
 
 from __future__ import annotations
