@@ -245,6 +245,15 @@ def tar_xz_damaged(case: Case) -> list[str]:
     return _import(case, "small-cnn-zoo", archive)
 
 
+def tar_gz_declared_10gib(case: Case) -> list[str]:
+    """A 200-byte .tar.gz whose one member's header declares 10 GiB: refused at the header, before its data."""
+    header = tarfile.TarInfo("mnist/weights.npy")
+    header.size = 10 * 2**30
+    archive = case.tmp / "declared.tar.gz"
+    archive.write_bytes(gzip.compress(header.tobuf(format=tarfile.GNU_FORMAT) + bytes(2**16)))
+    return _import(case, "small-cnn-zoo", archive)
+
+
 # --- not regular files --------------------------------------------------------------------------
 
 def _fifo_for(path: Path) -> None:
@@ -401,6 +410,8 @@ ROWS: list[tuple[str, Callable[[Case], list[str]], list[str], str | None]] = [
     ("zip-bomb-ratio", zip_ratio_bomb, ["bomb.zip", "mnist/weights.npy", "compression bomb"], MEMORY),
     ("zip-method-1", zip_method_1, ["shrunk.zip", "mnist/", "method 1"], None),
     ("zip-encrypted", zip_encrypted, ["locked.zip", "mnist/", "encrypted"], None),
+    ("tar-gz-declares-10GiB", tar_gz_declared_10gib, ["declared.tar.gz", "mnist/weights.npy", "compression bomb"],
+     None),
     ("tar-xz-damaged", tar_xz_damaged, ["mnist.tar.xz", "not a readable archive"], None),
     ("fifo-weights-npy", fifo_weights, ["weights.npy", "not a regular file"], None),
     ("fifo-metrics", fifo_metrics, ["metrics.csv.gz", "not a regular file"], None),
