@@ -422,7 +422,7 @@ ROWS: list[tuple[str, Callable[[Case], list[str]], list[str], str | None]] = [
     ("cnn-duplicate-modeldir-step", cnn_duplicate_rows, ["metrics.csv.gz", "rows 0 and 4", "appears once"], None),
     ("transformer-duplicate-rows", transformer_duplicate_rows, ["mnist.csv", "rows 0 and 5", "appears once"], None),
     ("layout-5000-digit-shape", lambda case: _edit_layout(case, 1, f'sequential/conv2d/bias:0,0,16,"({"9" * 5000},)"'),
-     ["layout.csv", "line 2", "not an integer"], None),
+     ["layout.csv", "line 2", "shape", "beyond 64 bits"], None),
     ("layout-short-row", lambda case: _edit_layout(case, 1, "sequential/conv2d/bias:0"), ["layout.csv", "line 2"], None),
     ("layout-huge-index", lambda case: _edit_layout(case, 1, f'sequential/conv2d/bias:0,0,{10**19},"(16,)"'),
      ["layout.csv", "line 2", "beyond 64 bits"], None),

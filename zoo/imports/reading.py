@@ -127,7 +127,9 @@ def as_int64(value: Any, where: str) -> int:
         if isinstance(value, float) and number != value:
             raise ValueError
     except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{where}: {ascii(str(value))[1:-1][:40]} is not an integer") from None
+        digits = str(value).strip().lstrip("+-").isdigit()  # a numeral past Python's 4,300 digits is one too
+        raise InputError(f"{where}: {ascii(str(value))[1:-1][:40]}{'…' if len(str(value)) > 40 else ''} is "
+                         f"{'beyond 64 bits' if digits else 'not an integer'}") from None
     if not -MAX_INT - 1 <= number <= MAX_INT:
         raise InputError(f"{where}: {ascii(str(value))[1:-1][:40]}{'…' if len(str(value)) > 40 else ''} "
                          "is beyond 64 bits")
