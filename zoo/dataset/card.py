@@ -23,7 +23,7 @@ zoo was made, its limitations and what to cite. Written from the manifest alone,
 twice writes the same bytes. The Hub renders the body as Markdown with HTML, and a received
 manifest may hold any text: every string of it reaches the body through `displayed` (control,
 bidi and invisible characters made visible, HTML escaped), and the resolved spec's code block
-is fenced so that no backticks in it can close it.
+(literal, made visible) is fenced so that no backticks in it can close it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from zoo.storage.atomic import write_text_atomic
 from zoo.storage.integrity import release_tag
 from zoo.dataset.provenance import DATA_SETS, FAMILIES, NFNZOO_BIBTEX, TASK_CATEGORY_WHY
 from zoo.planning.spec import SPLIT_NAMES
-from zoo.validation.text import markdown_block
+from zoo.validation.text import markdown_block, visible
 
 # Arrow type (as the manifest records it, str(pa.DataType)) -> `datasets` Value dtype, as
 # `datasets.features.features._arrow_to_datasets_dtype` maps them
@@ -133,7 +133,9 @@ def card_header(manifest: dict) -> dict:
     return header
 
 
-def _config_section(name: str, entry: dict) -> str:
+def _config_section(name: str, entry: dict, resolved: dict) -> str:
+    """A config's section, from its `displayed` manifest entry; `resolved` is its spec as recorded, shown
+    in a fenced YAML block (literal in Markdown: only made visible, `yaml.safe_dump` escapes the rest)."""
     spec = entry["spec"]
     facts = _data_set(entry)
     counts = ", ".join(f"{split}: {rows:,} checkpoints ({entry['runs'][split]:,} runs)"
@@ -170,7 +172,7 @@ Architectures:
 
 <details><summary>Resolved spec</summary>
 
-{_fenced("yaml", yaml.safe_dump(spec, sort_keys=True).strip())}
+{_fenced("yaml", visible(yaml.safe_dump(resolved, sort_keys=True).strip(), lines=True))}
 </details>
 """
 
@@ -306,7 +308,7 @@ def _citation(entries: dict) -> str:
 def displayed(value: Any) -> Any:
     """`value` (the manifest's data) as the card's body may show it: every string, key or value, made
     visible (`zoo.validation.text.visible`: no escape, bidi or invisible character reaches the Hub's page)
-    and HTML-escaped (`<`, `>`, `&`: a status, a name or a description cannot add a tag). Walked without
+    and HTML-escaped (`<` and `&`: a status, a name or a description cannot add a tag). Walked without
     recursion; numbers and the rest unchanged."""
     if isinstance(value, str):
         return markdown_block(value)
@@ -342,7 +344,8 @@ def render_card(manifest: dict) -> str:
     header = yaml.safe_dump(card_header(manifest), sort_keys=False, width=120)
     names = sorted(manifest["configs"])
     entries = {markdown_block(name): displayed(manifest["configs"][name]) for name in names}
-    sections = "\n".join(_config_section(name, entry) for name, entry in entries.items())
+    sections = "\n".join(_config_section(markdown_block(name), entries[markdown_block(name)],
+                                          manifest["configs"][name]["spec"]) for name in names)
     return f"""---
 {header}---
 

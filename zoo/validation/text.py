@@ -21,7 +21,7 @@ the board):
   and HTML metacharacter backslash-escaped (CommonMark allows it before any ASCII punctuation);
 - `markdown_code`: the inside of a Markdown code span (literal: only a backtick could end it);
 - `markdown_block`: several lines of prose (a spec's description in the dataset card): line
-  breaks kept, HTML escaped (`<`, `>`, `&`), so no tag or comment reaches the Hub's renderer;
+  breaks kept, `<` and `&` escaped, so no tag, comment or entity reaches the Hub's renderer;
 - `html_text`: an HTML text node or attribute value.
 """
 
@@ -92,8 +92,9 @@ def markdown_code(text: object) -> str:
 
 
 def markdown_block(text: object) -> str:
-    """Prose of several lines for a Markdown page: line breaks kept, HTML's `<`, `>`, `&` escaped."""
-    return html.escape(visible(text, lines=True), quote=False)
+    """Prose of several lines for a Markdown page: line breaks kept, `&` and `<` escaped (all that can start
+    an HTML tag, comment or entity; a lone `>` cannot, so `2 -> 32` stays as written)."""
+    return visible(text, lines=True).replace("&", "&amp;").replace("<", "&lt;")
 
 
 def html_text(text: object) -> str:
