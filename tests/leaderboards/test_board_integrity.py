@@ -23,6 +23,7 @@ from leaderboards.entries import canonical_json, content_hash, entry_id, load_en
 from leaderboards.migrate_ids import migrate
 from leaderboards.names import skeleton
 from leaderboards.seal import sealed
+from zoo.validation.text import visible
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +124,7 @@ def test_audit_fails_on_anything_under_entries_that_is_not_a_sealed_entry(root, 
         folder.parent / "notahash": lambda p: p.mkdir(),
         folder.parent.parent / "README.md": lambda p: p.write_text("hello"),
         root / "entries" / "linked-task": lambda p: p.symlink_to(folder.parent),
+        folder / "title\x1b]0;owned\x07.json.bak": lambda p: p.write_text("{}"),  # a name that is an escape
     }
     for path, make in strays.items():
         make(path)
@@ -133,10 +135,11 @@ def test_audit_fails_on_anything_under_entries_that_is_not_a_sealed_entry(root, 
         if path.name.endswith(".predictions.parquet") and path.name.startswith(accepted.entry_id):
             assert "predictions beside an unverified entry" in done.stdout
             continue
-        named = [line for line in problem_lines if f" {path}: not a sealed entry" in line]
+        named = [line for line in problem_lines if f" {visible(str(path))}: not a sealed entry" in line]
         assert len(named) == 1, (path, done.stdout)
     assert "a symbolic link (to /etc/passwd)" in done.stdout and "root:" not in done.stdout
-    assert "9 stray paths under entries/" in done.stdout, done.stdout
+    assert "\x1b" not in done.stdout and "title\\x1b]0;owned\\x07.json.bak" in done.stdout
+    assert "10 stray paths under entries/" in done.stdout, done.stdout
 
 
 def test_a_config_written_differently_is_still_a_duplicate(root, write_results, make_data):
