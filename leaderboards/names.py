@@ -9,6 +9,10 @@ whose names look the same are a forgery waiting to happen. So:
   variation selector) and no look-alike letter from another script can be in one;
 - a dataset's display name is `DATASET_NAME`: the same characters plus `/`, `:` and `@` (a Hub
   repo `ORG/NAME`, a track's `track:<name>/<dataset>`, a pinned `ORG/NAME@<commit>`), at most 200;
+- a key of a model config (shown in a row's label where two configs of one model differ: "epochs
+  100, warmup_epochs 10") is `CONFIG_KEY`: 1-128 ASCII letters, digits and `._+-`, starting with a
+  letter, digit or `_` (`config_key_problem`, every level of the config). The values are free text
+  (a task's alphabet may hold any letter), without control or invisible characters (the schema);
 - within those characters some still look alike (`rn` and `m`, `l`, `1` and `I`, `0` and `O`):
   `skeleton` maps a name through the small table `CONFUSABLE` (longest sequence first, after which
   `vv` and `w` are one too), and a new name whose skeleton equals that of a different name already
@@ -23,6 +27,7 @@ from typing import Iterable
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:/@-]{0,199}")
+CONFIG_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}")
 # sequence -> what it is read as; the documented table of look-alikes within the names' characters
 CONFUSABLE = {"rn": "m", "vv": "w", "cl": "d", "1": "l", "I": "l", "|": "l", "0": "O", "o": "O", "_": "-"}
 _CONFUSABLE = re.compile("|".join(re.escape(k) for k in sorted(CONFUSABLE, key=len, reverse=True)))
@@ -47,6 +52,22 @@ def dataset_name_problem(name: str) -> str | None:
         return None
     return (f"dataset name {ascii(name[:80])} must be 1-200 ASCII letters, digits or ._+-:/@, starting with a "
             "letter or digit (rename the dataset's folder)")
+
+
+def config_key_problem(config: object, where: str = "model_config") -> str | None:
+    """Why a key of `config` (at any level) may not be shown as a config's name (outside `CONFIG_KEY`), or None."""
+    stack = [(config, where)]
+    while stack:
+        value, at = stack.pop()
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if not isinstance(key, str) or not CONFIG_KEY.fullmatch(key):
+                    return (f"{at}: the key {ascii(str(key)[:80])} must be 1-128 ASCII letters, digits or ._+-, "
+                            "starting with a letter, digit or _ (it is shown on the board)")
+                stack.append((child, f"{at}.{key}"))
+        elif isinstance(value, list):
+            stack.extend((child, f"{at}[{index}]") for index, child in enumerate(value))
+    return None
 
 
 def confusable_problem(what: str, name: str, existing: Iterable[str]) -> str | None:

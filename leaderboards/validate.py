@@ -22,7 +22,7 @@ from typing import Any, Literal
 from benchmarks.results import Results, summarize
 from benchmarks.tasks import get_task_class
 from benchmarks.tasks.track_task import TrackTask
-from leaderboards.names import MODEL_NAME, model_name_problem
+from leaderboards.names import MODEL_NAME, config_key_problem, model_name_problem
 from zoo.registry import UnknownNameError
 from zoo.validation.schema import SchemaError, from_data
 
@@ -77,9 +77,9 @@ def check_results(data: Any, where: str) -> tuple[Results | None, list[str]]:
     except UnknownNameError as error:
         problems.append(str(error))
         task_metrics = set()
-    problem = model_name_problem(results.model)
-    if problem is not None:
-        problems.append(problem)
+    for problem in (model_name_problem(results.model), config_key_problem(results.model_config)):
+        if problem is not None:
+            problems.append(problem)
     for field in ("predictions", "examples"):
         name = getattr(results, field)
         if name is not None and (not FILE_NAME.fullmatch(name) or ".." in name):

@@ -149,14 +149,15 @@ def test_a_config_written_differently_is_still_a_duplicate(root, write_results, 
         "256.0 for 256": {**base, "hidden_sizes": [256.0, 256]},
         "-0.0 for 0": {**base, "dropout": -0.0},
         "full-width letters": {**base, "activation": "\uff52\uff45\uff4c\uff55"},
-        "a full-width low line in a key": {**{k: v for k, v in base.items() if k != "out_features"},
-                                           "out\uff3ffeatures": 1},
+        "a compatibility character": {**base, "activation": "re\u217cu"},  # U+217C SMALL ROMAN NUMERAL FIFTY
         "keys in another order": dict(reversed(list(base.items()))),
     }
     for name, config in spellings.items():
         with pytest.raises(SubmissionRejected, match="(duplicates|identical to) the accepted entry") as error:
             submit(write_results(make_data(model_config=config)), root)
         assert len(error.value.problems) == 1, (name, error.value.problems)
+    with pytest.raises(SubmissionRejected, match="model_config: the key 'out\\\\uff3ffeatures' must be 1-128 ASCII"):
+        submit(write_results(make_data(model_config={**base, "out\uff3ffeatures": 2})), root)  # a key is a name
     with pytest.raises(SubmissionRejected, match="U\\+034F"):  # an invisible character is refused outright
         submit(write_results(make_data(model_config={**base, "activation": "re\u034flu"})), root)
     different = submit(write_results(make_data(model_config={**base, "hidden_sizes": [256, 255]})), root)
