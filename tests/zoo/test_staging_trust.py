@@ -99,7 +99,7 @@ def test_a_file_staged_before_checksums_is_trusted_only_if_it_decodes(tiny_zoo_c
     assert fresh.missing([whole, cut, broken]) == [cut, broken]
     assert fresh.read(whole).model_id == whole
     err = capsys.readouterr().err
-    assert f"{staging.path(cut)} is not trusted (not a safetensors buffer: tensor" in err, err
+    assert f"{staging.path(cut)} is not trusted (not a safetensors file: tensor" in err, err
     assert f"{staging.path(broken)} is not trusted (does not decode (KeyError))" in err, err
 
 

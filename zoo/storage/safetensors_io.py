@@ -143,10 +143,12 @@ def read_safetensors_file(path: str | Path, what: str = "safetensors file") -> b
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
         raise InputError(f"{path}: cannot open the {what} ({error.strerror or error})") from None
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        os.close(descriptor)
+        kind = "is a folder" if stat.S_ISDIR(status.st_mode) else "not a regular file (a pipe, socket or device)"
+        raise InputError(f"{path}: {kind}; expected a {what}")
     with os.fdopen(descriptor, "rb") as handle:
-        status = os.fstat(handle.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            raise InputError(f"{path}: the {what} is not a regular file")
         size = status.st_size
         prefix = handle.read(8)
         if len(prefix) < 8:

@@ -29,7 +29,8 @@ from typing import Iterator
 
 from zoo.storage import nofollow, safetensors_io
 from zoo.storage.atomic import write_bytes_atomic
-from zoo.validation.inputs import InputError, read_capped
+from zoo.validation.bounds import MAX_STAGED_BYTES  # one checkpoint, bounded by the member bound
+from zoo.validation.inputs import InputError
 from zoo.storage.record import CheckpointRecord, parse_weights_metadata, weights_metadata
 from zoo.weightspace import WeightSpace
 
@@ -37,7 +38,6 @@ RECORD_KEY = "nfnzoo.record"
 CHECKSUM_KEY = "nfnzoo.sha256"
 SUFFIX = ".safetensors"
 CORRUPT_FOLDER = ".corrupt"  # untrusted staged files are moved here, kept for inspection
-MAX_STAGED_BYTES = 2**32  # one checkpoint: the largest bundled model's is a few megabytes
 
 
 def checksum(header: dict, data: bytes | memoryview) -> str:
@@ -150,7 +150,7 @@ def _recorded_model_id(payload: bytes) -> str | None:
 def staged_file_problem(path: Path) -> str | None:
     """Why the staged file at `path` is not a trusted checkpoint, or None (see the module)."""
     try:
-        buffer = read_capped(path, MAX_STAGED_BYTES, "staged checkpoint")
+        buffer = safetensors_io.read_safetensors_file(path, "staged checkpoint")
     except InputError as error:
         return str(error).removeprefix(f"{path}: ")
     return payload_problem(buffer)
@@ -181,7 +181,7 @@ def payload_problem(buffer: bytes) -> str | None:
 
 def read_staged(path: Path) -> CheckpointRecord:
     """The record staged at `path`; a file that cannot be decoded is an `InputError` naming it."""
-    buffer = read_capped(path, MAX_STAGED_BYTES, "staged checkpoint")
+    buffer = safetensors_io.read_safetensors_file(path, "staged checkpoint")
     try:
         return _record_of(buffer)
     except Exception as error:  # noqa: BLE001 (the message names the file, whatever broke)
