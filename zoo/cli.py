@@ -75,6 +75,10 @@ class Parser(argparse.ArgumentParser):
         text = super().format_help()
         return f"{text}\n{self.listing().rstrip()}\n" if self.listing is not None else text
 
+    def error(self, message: str):  # type: ignore[override]
+        """A usage error quotes the arguments (a file name may hold an escape): made visible, then argparse's exit 2."""
+        super().error(visible(message))
+
 
 def _listing(contributions: list[Callable[[], str]]) -> Callable[[], str]:
     return lambda: "\n\n".join(contribute().rstrip() for contribute in contributions)

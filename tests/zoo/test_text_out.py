@@ -126,3 +126,12 @@ def test_one_rule_refuses_stored_and_shows_displayed(character):
         assert "\\" in shown or (character.isspace() and shown == "a b"), shown  # a line break folds to a space
     assert stored_text_problem("a plain line\nand\ta tab, é ∈ ▁", 100) is None  # the negative control
     assert visible("é ∈ ▁ plain") == "é ∈ ▁ plain"
+
+
+def test_a_usage_error_shows_an_escape_in_an_argument_as_text(tmp_path):
+    done = _cli("info", "zoo", f"--{ESC}[31mred{RLO}", cwd=tmp_path)
+    last = done.stderr.splitlines()[-1]
+    assert done.returncode == 2 and not _raw(done.stderr), done.stderr
+    assert last == "nfnzoo: error: unrecognized arguments: --\\x1b[31mred\\u202e", last
+    plain = _cli("info", "zoo", "--plain", cwd=tmp_path)  # the negative control
+    assert plain.returncode == 2 and plain.stderr.splitlines()[-1] == "nfnzoo: error: unrecognized arguments: --plain"
