@@ -235,6 +235,6 @@ def import_from(importer, source: str | Path, out: str | Path, **options) -> dic
                 scratch = (Path(folder) if Path(folder).name.startswith(f".{Path(out).name}.unpack-")
                            else Path(folder).parent)
                 message = message.replace(str(scratch), str(source))
-            if str(source) not in message:
+            if str(source) not in message and not isinstance(error, InputError):  # an InputError names its file
                 message = f"{source}: {message}"
             raise InputError(message.splitlines()[0] if message.strip() else f"{source}: {type(error).__name__}") from None

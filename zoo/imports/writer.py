@@ -45,7 +45,7 @@ from zoo.storage.commit import building_folder, check_no_links, commit_pack
 from zoo.storage.folder import MANIFEST, check_writable, read_manifest
 from zoo.storage.integrity import FAST, dataset_hash_of, file_checksums, sha256_file
 from zoo.storage.lock import FolderLock
-from zoo.validation.inputs import InputError, check_name, read_capped
+from zoo.validation.inputs import InputError, check_name
 from zoo.storage.record import arrow_schema, architecture_id, weights_metadata
 from zoo.distributed.signals import deferred_signals
 from zoo.distributed.machine import packing_machine
@@ -210,7 +210,8 @@ def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_sha
                 bar.update(len(rows))
         files = [f for split in SPLIT_NAMES for f in writers[split].finish(config.name)]
         if not files:
-            raise ValueError(f"{config.source.get('path', 'the source')}: no checkpoints to import")
+            where = config.source.get("path")
+            raise ValueError(f"{where}: no checkpoints to import" if where else "no checkpoints to import")
         split_sets = {name: _split_set_entry(out, config.name, building, name, split_set, known)
                       for name, split_set in sorted(config.split_sets.items())}
         splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
@@ -266,25 +267,6 @@ class BySplit:
         """(split, its rows, each tensor stacked over them)."""
         for split, (rows, arrays) in self.groups.items():
             yield split, rows, {name: np.stack(values) for name, values in arrays.items()}
-
-
-def load_state_dict(path: Path, max_bytes: int) -> dict:
-    """A released `.pth`/`.pt` state dict: read bounded, loaded tensors-only (`weights_only`: no
-    unpickling of code); an unreadable file or one holding something else is an `InputError` naming it."""
-    import io
-    import pickle
-
-    import torch
-
-    data = read_capped(path, max_bytes, "state dict")
-    try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, OSError) as error:
-        raise InputError(f"{path}: not a readable state dict ({str(error).strip().splitlines()[0][:120]})") from None
-    if not isinstance(state, dict):
-        raise InputError(f"{path}: holds a {type(state).__name__}, not a state dict")
-    return state
-
 
 
 def renamed_tensors(path: Path, state: dict, mapping: dict[str, str], shapes: dict[str, tuple[int, ...]],
