@@ -340,3 +340,21 @@ def test_pack_refuses_a_linked_staging_folder(cli, tiny_zoo_copy, tmp_path):
     link = tiny_zoo_copy / "staging"
     assert code == 1 and _one_line(stderr, "pack") == f"nfnzoo pack: error: {_link_message(link)}"
     assert _dataset_listing(elsewhere) == before and (tiny_zoo_copy / "manifest.json").read_bytes() == manifest
+
+
+def test_export_refuses_a_link_planted_at_its_temporary_name(tiny_zoo, tmp_path):
+    """`nfnzoo export small-cnn-zoo` writes temporaries beside its output: a link there is refused, the victim kept."""
+    from zoo.imports.small_cnn_zoo_export import export_zoo
+    from zoo.storage.nofollow import LinkRefused
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / ".layout.csv.tmp").symlink_to(victim)
+    with pytest.raises(LinkRefused, match=r"\.layout\.csv\.tmp is a symbolic link"):
+        export_zoo(tiny_zoo, out)
+    assert victim.read_text() == "keep me\n"
+    (out / ".layout.csv.tmp").unlink()
+    export_zoo(tiny_zoo, out)  # the negative control: without the link the export writes its files
+    assert (out / "layout.csv").is_file() and not (out / "layout.csv").is_symlink()

@@ -26,6 +26,7 @@ from zoo.dataset.evaluation import EVALUATION_SIDECAR, evaluation_of
 from zoo.imports.small_cnn_zoo import (DATASETS, FORMAT, LAYOUT, METRICS, NFN_SPLIT, OPTIONAL_METRICS, WEIGHTS,
                                        _tf_shape, _to_tf, released_architecture)
 from zoo.planning.plan import checkpoint_id
+from zoo.storage import nofollow
 from zoo.validation.inputs import InputError
 
 OUR_TO_SOURCE_DATASET = {ours: theirs for theirs, ours in DATASETS.items()}
@@ -81,8 +82,13 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
     frames, written, space, order = [], 0, None, None
     total = sum(f["rows"] for f in entries)
     temporary = {name: out / f".{name}.tmp" for name in (WEIGHTS, METRICS, LAYOUT, NFN_SPLIT, EVALUATION_SIDECAR)}
+    for path in (*temporary.values(), *(out / name for name in temporary)):
+        nofollow.check(out, path)  # a link planted at a temporary or final name is refused before anything is written
+    for path in temporary.values():
+        nofollow.unlink(out, path)  # a temporary left by an interrupted export
     try:
-        with open(temporary[WEIGHTS], "wb") as handle:
+        # every file is created exclusively ("x": O_CREAT | O_EXCL, which never follows a link)
+        with open(temporary[WEIGHTS], "xb") as handle:
             header_at = None
             for path in entry_paths(folder, entries):
                 batch, metadata = read_weights([path]), _read_metadata([path])
@@ -113,17 +119,22 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
             size = math.prod(shape)
             lines.append(f'{keras},{position},{position + size},"{tuple(shape)}"')
             position += size
-        temporary[LAYOUT].write_text("\n".join(lines) + "\n")
+        _write_new(temporary[LAYOUT], "\n".join(lines) + "\n")
         permutation = np.random.default_rng(seed).permutation(written)
-        temporary[EVALUATION_SIDECAR].write_text(json.dumps(evaluation_of(entry), indent=1) + "\n")
-        temporary[NFN_SPLIT].write_text("0\n" + "\n".join(map(str, permutation.tolist())) + "\n")
+        _write_new(temporary[EVALUATION_SIDECAR], json.dumps(evaluation_of(entry), indent=1) + "\n")
+        _write_new(temporary[NFN_SPLIT], "0\n" + "\n".join(map(str, permutation.tolist())) + "\n")
         for name, path in temporary.items():
-            path.replace(out / name)
+            nofollow.replace(out, path, out / name)
     except BaseException:
         for path in temporary.values():
             path.unlink(missing_ok=True)
         raise
     return out
+
+
+def _write_new(path: Path, data: str | bytes) -> None:
+    with open(path, "xb") as handle:
+        handle.write(data.encode() if isinstance(data, str) else data)
 
 
 def _check_released(folder: Path, config: str, entry: dict) -> None:
@@ -169,4 +180,4 @@ def _write_metrics(metadata, path: Path, dataset: str, entry: dict) -> None:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as handle:  # mtime 0: the same zoo, the same bytes
         handle.write(frame.to_csv(index=False, float_format="%.17g").encode())
-    path.write_bytes(buffer.getvalue())
+    _write_new(path, buffer.getvalue())
