@@ -53,7 +53,7 @@ def _markdown_table(table: Table) -> str:
     lines = [_markdown_row(table.columns), "|" + "|".join("---" for _ in table.columns) + "|"]
     for row in table.rows:
         cells = {column: markdown_cell(text) for column, text in row.cells.items()}
-        cells["Entry"] = f"`{row.cells['Entry']}`"  # an id: <model name>-<8 hex digits> (entries.SubmissionInfo)
+        cells["Entry"] = f"`{row.cells['Entry']}`"  # an id: <model name>-<32 hex digits> (entries.SubmissionInfo)
         if row.values.get("Code"):  # an https URL without spaces, quotes or parentheses (entries.CODE_URL)
             cells["Code"] = f"[{cells['Code']}]({row.values['Code']})"
         lines.append(_markdown_row(cells[column] for column in table.columns))

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from zoo.families import create_family
 from zoo.storage.folder import read_manifest, resolve_config
 from zoo.validation.inputs import InputError
-from zoo.storage.integrity import read_named
+from zoo.storage.integrity import check_declared_sizes, read_named
 from zoo.planning.spec import SPLIT_NAMES
 from zoo.validation.text import visible
 
@@ -68,6 +68,7 @@ def _load(folder: Path, config: str | None, columns: tuple[str, ...] = ()):
         raise ValueError(f"{folder} config {config!r} is empty: no shards (0 of {entry['planned_checkpoints']:,} "
                          "planned checkpoints packed); run `nfnzoo generate` to train it")
     metric, low, high = create_family(entry["family"]).HEADLINE
+    check_declared_sizes(files)  # a shard's footer and pages vouch for their sizes before anything is read
     available = pq.read_schema(files[0]).names
     unknown = [c for c in columns if c not in available]
     if unknown:

@@ -40,7 +40,7 @@ from zoo.dataset.card_check import card_problems
 from zoo.dataset.evaluation import evaluation_spec
 from zoo.families import create_family
 from zoo.storage.folder import MANIFEST, read_manifest
-from zoo.storage.integrity import shard_problem
+from zoo.storage.integrity import declared_size_problem, shard_problem
 from zoo.loader import check_row
 from zoo.storage.manifest import SPLITS, shard_path
 from zoo.storage.safetensors_io import MAX_HEADER_BYTES
@@ -76,6 +76,11 @@ def _check_file(folder: Path, entry: dict, columns: list[dict], report: VerifyRe
     report.files_checked += 1
     if problem is not None:
         report.problems.append(f"{entry['path']}: {problem}")
+    declared = declared_size_problem(path)
+    if declared is not None:  # decode nothing of a shard whose declared sizes are refused
+        if declared != problem:
+            report.problems.append(f"{entry['path']}: {declared}")
+        return
     try:
         parquet = pq.ParquetFile(path)
         metadata, schema = parquet.metadata, parquet.schema_arrow

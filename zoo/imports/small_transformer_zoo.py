@@ -51,7 +51,8 @@ from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, 
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
 from zoo.validation.bounds import MAX_STATE_DICT_BYTES, check_member
-from zoo.validation.inputs import InputError, confined
+from zoo.storage.nofollow import confine
+from zoo.validation.inputs import InputError
 
 FORMAT = "small-transformer-zoo"
 URL = "https://huggingface.co/datasets/anonymized-acamedia/Small-Transformer-Zoo"
@@ -172,7 +173,7 @@ def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of,
         for position in range(start, min(start + CHUNK_ROWS, len(frame))):
             record = frame.iloc[position]
             where = f"{root / 'metadata' / (name + '.csv')}: row {position} ({ascii(str(record['ckpt_file']))[1:-1][:120]})"
-            path = confined(root, str(record["ckpt_file"]), where)
+            path = confine(root, str(record["ckpt_file"]), where, follow=True)
             key, epoch = _epoch(str(record["ckpt_epoch"]), where)
             if EPOCH_COLUMN in frame.columns:
                 epoch = as_int64(record[EPOCH_COLUMN], f"{where}: {EPOCH_COLUMN}")

@@ -18,8 +18,8 @@ submission, a pinned table) goes through here, so one set of rules holds everywh
   quotes the file's bytes.
 - `NAME` / `check_name`: the one pattern for a user-supplied string that becomes a path
   component (config, spec, entry and dataset names): letters, digits and `._+-`, starting with
-  a letter or digit, at most 128 characters; and `confined(root, relative)`: a relative path
-  made of such components that stays inside `root` once symbolic links are resolved.
+  a letter or digit, at most 128 characters. (`zoo.storage.nofollow.confine` is the one rule for
+  a relative path of such components inside a folder, for readers and writers alike.)
 - `text_problem`: free text stored in a data file: no Unicode control, format or invisible
   characters (bidi overrides, zero-width marks, escapes, blank fillers, variation selectors;
   newline and tab are allowed; `zoo.validation.text`) and at most `MAX_TEXT` characters.
@@ -248,23 +248,6 @@ def check_name(value: Any, what: str) -> str:
     if problem is not None:
         raise InputError(f"{what}: {problem}")
     return value
-
-
-def confined(root: str | Path, relative: str, what: str) -> Path:
-    """`root / relative` for a relative POSIX path of `NAME` components that stays inside `root`
-    (symbolic links resolved); anything else (absolute, `..`, empty parts, a link out) is an `InputError`."""
-    if not isinstance(relative, str) or not relative or relative.startswith("/") or "\\" in relative:
-        raise InputError(f"{what}: {ascii(relative)[:80]} is not a relative path inside {root}")
-    for part in relative.split("/"):
-        problem = name_problem(part)
-        if problem is not None:
-            raise InputError(f"{what}: path {ascii(relative)[:80]}: {problem}")
-    root = Path(root)
-    path = root / relative
-    real_root = os.path.realpath(root)
-    if os.path.commonpath([real_root, os.path.realpath(path)]) != real_root:
-        raise InputError(f"{what}: {relative} leads outside {root} (through a symbolic link)")
-    return path
 
 
 # --- free text ----------------------------------------------------------------------------------
