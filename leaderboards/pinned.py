@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
 from leaderboards.lock import board_lock
 from zoo.storage.atomic import write_bytes_atomic
+from zoo.storage.integrity import check_declared_sizes
 from zoo.validation.inputs import InputError, read_capped
 from zoo.storage.lock import FolderLock
 
@@ -167,6 +168,7 @@ def load_pinned(root: str | Path, record: KnownDataset, split_set: str = DEFAULT
     if actual != expected:
         raise ValueError(f"{path}: sha256 {actual[:12]}… is not the recorded {expected[:12]}…; "
                          "the pinned test metadata was changed")
+    check_declared_sizes(path)  # its footer and pages vouch for their sizes before any column is decoded
     return pq.read_table(io.BytesIO(data)).to_pandas()
 
 

@@ -21,6 +21,7 @@ import pandas
 
 from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
+from zoo.storage.integrity import check_declared_sizes
 from zoo.validation.inputs import InputError, read_capped
 
 TOLERANCE = 1e-9  # predictions round-trip exactly through CSV; the rest is summation order
@@ -138,4 +139,6 @@ def read_stored_predictions(path: str | Path) -> pandas.DataFrame:
     """An entry's stored predictions (Parquet), read within `MAX_PREDICTIONS_BYTES`."""
     import pyarrow.parquet as pq
 
-    return pq.read_table(io.BytesIO(read_capped(path, MAX_PREDICTIONS_BYTES, "stored predictions file"))).to_pandas()
+    data = read_capped(path, MAX_PREDICTIONS_BYTES, "stored predictions file")
+    check_declared_sizes(Path(path))  # its footer and pages vouch for their sizes before any column is decoded
+    return pq.read_table(io.BytesIO(data)).to_pandas()

@@ -260,3 +260,26 @@ def test_the_official_board_has_long_ids_no_canonical_duplicates_and_nothing_str
     assert stray_audits(OFFICIAL_ROOT) == []
     models = {entry.results.model for _, entry in entries}
     assert len({skeleton(model) for model in models}) == len(models)  # no two names look alike
+
+
+def _dictionary_bomb(path: Path, rows: int = 12, value_bytes: int = 500_000) -> Path:
+    """A small Parquet file whose one text column expands through its dictionary to rows x value_bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"model_id": ["x" * value_bytes] * rows, "prediction": [0.5] * rows})
+    pq.write_table(table, path, compression="zstd")
+    assert path.stat().st_size < 100_000  # a few kilobytes on disk
+    return path
+
+
+def test_stored_predictions_and_pinned_metadata_vouch_for_their_sizes_before_decoding(tmp_path):
+    """Board Parquet files (an entry's stored predictions, a pinned table) arrive by pull request: a
+    file whose columns expand far past their size on disk is refused before it is decoded."""
+    from leaderboards.rescore import read_stored_predictions
+
+    bomb = _dictionary_bomb(tmp_path / "bomb.parquet")
+    with pytest.raises(ValueError, match=r"bomb\.parquet: column 'model_id'.*refused before it is read"):
+        read_stored_predictions(bomb)
+    plain = _dictionary_bomb(tmp_path / "plain.parquet", value_bytes=32)  # the negative control
+    assert len(read_stored_predictions(plain)) == 12

@@ -242,17 +242,6 @@ def test_a_header_declaring_more_than_a_member_is_refused(tmp_path):
         read_safetensors_file(path)
 
 
-def _staging_reads_through_the_header() -> bool:
-    import inspect
-
-    import zoo.storage.staging
-
-    return "read_safetensors_file" in inspect.getsource(zoo.storage.staging)
-
-
-@pytest.mark.skipif(not _staging_reads_through_the_header(),
-                    reason="zoo/storage/staging.py reads staged files with read_capped (owned by the links work); "
-                           "it is to call safetensors_io.read_safetensors_file")
 def test_pack_refuses_a_sparse_staged_file_without_reading_it(tiny_zoo_copy, tmp_path):
     path = _sparse_staged_file(tiny_zoo_copy)
     result = _nfnzoo(tmp_path, "pack", str(tiny_zoo_copy), limit=GIB + GIB // 2)
