@@ -29,7 +29,8 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterator
 
-from zoo.imports.reading import open_regular, reading
+from zoo.imports.reading import reading
+from zoo.validation.inputs import open_regular
 from zoo.validation.bounds import (ARCHIVE_RATIO_SLACK_BYTES, FREE_DISK_MARGIN_BYTES, MAX_ARCHIVE_RATIO, MAX_MEMBERS,
                                    MAX_UNPACKED_BYTES)
 from zoo.validation.decompress import BoundedReader, compression_of, decompressing

@@ -17,9 +17,9 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from zoo.imports.reading import read_regular, reading
+from zoo.imports.reading import reading
 from zoo.validation.bounds import MAX_STATE_DICT_BYTES
-from zoo.validation.inputs import InputError
+from zoo.validation.inputs import InputError, read_capped
 
 
 def _check_container(path: Path, data: bytes, limit: int) -> None:
@@ -47,7 +47,7 @@ def load_state_dict(path: str | Path, max_bytes: int = MAX_STATE_DICT_BYTES) -> 
     import torch
 
     path = Path(path)
-    data = read_regular(path, max_bytes, "state dict")
+    data = read_capped(path, max_bytes, "state dict", follow=False)
     _check_container(path, data, max_bytes)
     with reading(path, expected="a readable state dict"):
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)

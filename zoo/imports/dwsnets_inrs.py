@@ -49,14 +49,14 @@ from zoo.dataset.provenance import NAVON_BIBTEX, SITZMANN_BIBTEX
 from zoo.imports import register_importer
 from zoo.imports.checkpoints import load_state_dict, tensor_shape
 from zoo.imports.nfn_sirens import siren_parameters
-from zoo.imports.reading import check_layers, first_repeat, is_regular, read_regular
+from zoo.imports.reading import check_layers, first_repeat, is_regular
 from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, renamed_tensors, write_import
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
 from zoo.storage.integrity import sha256_file
 from zoo.validation.bounds import MAX_SPLITS_JSON_BYTES as MAX_SPLITS_BYTES
 from zoo.validation.bounds import MAX_STATE_DICT_BYTES, check_member
-from zoo.validation.inputs import InputError, load_json_bytes
+from zoo.validation.inputs import InputError, load_json_bytes, read_capped
 
 FORMAT = "dwsnets-inrs"
 URL = "https://github.com/AvivNavon/DWSNets"
@@ -188,7 +188,7 @@ def read_splits_file(path: Path, dataset: str, by_key: dict[tuple[str, ...], Mem
                      ) -> dict[str, list[tuple[Member, int | None]]]:
     """Our split -> [(member, the file's label or None)] in the file's order; a path not in the folder, a
     malformed entry or label is an error naming the file and the entry."""
-    data = load_json_bytes(read_regular(path, MAX_SPLITS_BYTES, "splits file", follow=True), str(path))
+    data = load_json_bytes(read_capped(path, MAX_SPLITS_BYTES, "splits file"), str(path))
     if not isinstance(data, dict) or set(data) != set(FILE_SPLITS):
         found = sorted(data) if isinstance(data, dict) else type(data).__name__
         raise InputError(f"{path}: expected the keys {sorted(FILE_SPLITS)}, found {found}")

@@ -49,14 +49,14 @@ import pyarrow as pa
 
 from zoo.imports import register_importer
 from zoo.imports.checkpoints import load_state_dict
-from zoo.imports.reading import as_float, as_int64, read_regular, reading
+from zoo.imports.reading import as_float, as_int64, reading
 from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, renamed_tensors, write_import
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
 from zoo.validation.bounds import MAX_PARAMS_JSON_BYTES as MAX_JSON_BYTES
 from zoo.validation.bounds import MAX_RESULT_JSON_BYTES as MAX_RESULT_BYTES
 from zoo.validation.bounds import MAX_STATE_DICT_BYTES, check_member
-from zoo.validation.inputs import InputError, load_json_bytes
+from zoo.validation.inputs import InputError, load_json_bytes, read_capped
 
 FORMAT = "model-zoos"
 URL = "https://github.com/ModelZoos/ModelZooDataset"
@@ -122,7 +122,7 @@ def reference_splits(names: list[str]) -> dict[str, list[str]]:
 
 
 def _config(path: Path) -> dict:
-    config = load_json_bytes(read_regular(path, MAX_JSON_BYTES, "params.json"), str(path))
+    config = load_json_bytes(read_capped(path, MAX_JSON_BYTES, "params.json", follow=False), str(path))
     if not isinstance(config, dict):
         raise InputError(f"{path}: holds a {type(config).__name__}, not a config object")
     # only the keys read, and each a number or a short text: a trial's config is held until its rows are written
@@ -164,7 +164,7 @@ def _hparams(config: dict, path: Path) -> tuple[dict, int]:
 
 def _results(path: Path) -> dict[int, dict]:
     """training_iteration -> its result line; a malformed line is an InputError naming its number."""
-    text = read_regular(path, MAX_RESULT_BYTES, "result.json")
+    text = read_capped(path, MAX_RESULT_BYTES, "result.json", follow=False)
     lines = {}
     for number, line in enumerate(text.decode("utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():

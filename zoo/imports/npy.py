@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.imports.reading import open_regular, reading
+from zoo.imports.reading import reading
+from zoo.validation.inputs import open_regular
 from zoo.validation.inputs import InputError
 
 
@@ -31,7 +32,7 @@ class NpyMatrix:
 
     def read(self, start: int, stop: int) -> np.ndarray:
         count = (stop - start) * self.columns
-        with open_regular(self.path, "weights file") as handle, reading(self.path, f"rows {start}-{stop - 1}",
+        with open_regular(self.path, "weights file", follow=False) as handle, reading(self.path, f"rows {start}-{stop - 1}",
                                                                         "a readable .npy matrix"):
             handle.seek(self.offset + start * self.columns * self.dtype.itemsize)
             buffer = bytearray(count * self.dtype.itemsize)
@@ -46,7 +47,7 @@ def open_npy(path: Path) -> NpyMatrix:
     """The header of `path`, checked: 2-D, C order, float32/float64, and the file exactly as long as it says."""
     if not os.path.lexists(path):
         raise InputError(f"{path}: missing (the Small CNN Zoo folder holds weights.npy, metrics.csv.gz and layout.csv)")
-    with open_regular(path, "weights file") as handle, reading(path, expected="a .npy file"):
+    with open_regular(path, "weights file", follow=False) as handle, reading(path, expected="a .npy file"):
         version = np.lib.format.read_magic(handle)
         reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, fortran, dtype = reader(handle)

@@ -1,9 +1,10 @@
 """How an importer reads a published zoo's files: regular files only, and one error path.
 
 Everything an importer reads (a `.pth`, `weights.npy`, a CSV, a JSON file, a sidecar, an archive)
-is opened with `open_regular`: not through a symbolic link (`O_NOFOLLOW`), non-blocking so that a
-FIFO or a device cannot hang the import, then checked with `fstat` to be a regular file before a
-byte is read. `read_regular` reads one whole within a bound.
+is opened with `zoo.validation.inputs.open_regular(..., follow=False)`: not through a symbolic link
+(`O_NOFOLLOW`), non-blocking so that a FIFO or a device cannot hang the import, then checked with
+`fstat` to be a regular file before a byte is read; `read_capped(..., follow=False)` reads one whole
+within a bound.
 
 `reading(path, member)` is the one place where a library's own exception becomes the user's one
 line: inside it, what zipfile, tarfile, lzma, gzip, zlib, csv, pandas, NumPy, pickle or torch raise
@@ -69,43 +70,6 @@ def reading(path: str | Path, member: str | None = None, expected: str | None = 
         where = f"{path}: {member}" if member else str(path)
         what = f"not {expected}" if expected else "cannot be read"
         raise InputError(f"{where}: {what} ({_reason(error)})") from None
-
-
-def open_regular(path: str | Path, what: str = "file", *, follow: bool = False) -> BinaryIO:
-    """`path` opened for reading if it is a regular file (not a FIFO, device or folder; not a link either,
-    unless `follow`: a path the user names on the command line may be one, a file found in a source may not)."""
-    path = Path(path)
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
-    try:
-        descriptor = os.open(path, flags)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such {what}") from None
-    except OSError as error:
-        if not follow and os.path.islink(path):
-            raise InputError(f"{path}: a symbolic link; expected a regular {what} (links are not followed)") from None
-        if os.path.isdir(path):
-            raise InputError(f"{path}: is a folder; expected a {what}") from None
-        raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if stat.S_ISDIR(mode):
-            raise InputError(f"{path}: is a folder; expected a {what}")
-        if not stat.S_ISREG(mode):
-            raise InputError(f"{path}: not a regular file (a pipe, socket or device); expected a {what}")
-        os.set_blocking(descriptor, True)
-        return os.fdopen(descriptor, "rb")
-    except BaseException:
-        os.close(descriptor)
-        raise
-
-
-def read_regular(path: str | Path, limit: int, what: str = "file", *, follow: bool = False) -> bytes:
-    """The bytes of regular file `path` (`open_regular`), at most `limit`; one more is an `InputError`."""
-    with open_regular(path, what, follow=follow) as handle, reading(path, expected=f"a readable {what}"):
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise InputError(f"{path}: larger than {limit:,} bytes, the most a {what} may hold (zoo.validation.bounds)")
-    return data
 
 
 def is_regular(path: Path) -> bool:

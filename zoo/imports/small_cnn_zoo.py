@@ -29,7 +29,7 @@ is `zoo.imports.small_cnn_zoo_export`.
 `weights.npy` is read a chunk of rows at a time from its data offset (its header and size
 checked first: `zoo.imports.npy`), so memory stays bounded by the chunk and one shard per split
 whatever the file's size.
-Every file is a regular file (`zoo.imports.reading.open_regular`: a FIFO named `weights.npy` is
+Every file is a regular file (`zoo.validation.inputs.open_regular`: a FIFO named `weights.npy` is
 refused, not waited on); `metrics.csv.gz` is decompressed as a counted stream and its rows are
 bounded before a frame is built (`zoo.imports.tables`); every value becomes a 64-bit integer or a
 float or one line naming the file, the row and the column (`as_int64`, `as_float`).
@@ -53,7 +53,7 @@ import pyarrow as pa
 from zoo.dataset.evaluation import EVALUATION_SIDECAR, read_evaluation_sidecar
 from zoo.imports import register_importer
 from zoo.imports.npy import NpyMatrix, open_npy  # noqa: F401  (open_npy: this module's name, kept)
-from zoo.imports.reading import as_float, as_int64, first_repeat, read_regular, reading
+from zoo.imports.reading import as_float, as_int64, first_repeat, reading
 from zoo.imports.small_cnn_zoo_splits import NFN_FINAL_STEP, SPLIT_RULES, read_nfn_split_file, split_positions
 from zoo.imports.small_cnn_zoo_splits import nfn_split_positions  # noqa: F401  (its old home's name, kept)
 from zoo.imports.tables import read_table
@@ -62,7 +62,7 @@ from zoo.dataset.provenance import UNTERTHINER_BIBTEX
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
 from zoo.validation.bounds import MAX_LAYOUT_BYTES
-from zoo.validation.inputs import InputError
+from zoo.validation.inputs import InputError, read_capped
 
 FORMAT = "small-cnn-zoo"
 WEIGHTS, METRICS, LAYOUT, NFN_SPLIT = "weights.npy", "metrics.csv.gz", "layout.csv", "nfn_split.csv"
@@ -122,7 +122,7 @@ def parse_shape(text: str, where: str) -> tuple[int, ...]:
 def read_layout(path: Path) -> list[LayoutEntry]:
     import csv
 
-    text = read_regular(path, MAX_LAYOUT_BYTES, "layout file").decode("utf-8", errors="replace")
+    text = read_capped(path, MAX_LAYOUT_BYTES, "layout file", follow=False).decode("utf-8", errors="replace")
     with reading(path, expected="a readable layout CSV"):
         rows = list(csv.DictReader(io.StringIO(text)))
     needed = {"varname", "start_idx", "end_idx", "shape"}

@@ -17,7 +17,8 @@ import io
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-from zoo.imports.reading import open_regular, reading
+from zoo.imports.reading import reading
+from zoo.validation.inputs import open_regular
 from zoo.validation.bounds import MAX_TABLE_BYTES, MAX_TABLE_CELLS, MAX_TABLE_COLUMNS, MAX_TABLE_ROWS
 from zoo.validation.decompress import bounded, compression_of, decompressing
 from zoo.validation.inputs import InputError
@@ -47,7 +48,7 @@ class _Prefixed(io.RawIOBase):
 
 
 def _open(path: Path, what: str) -> BinaryIO:
-    raw = open_regular(path, what)
+    raw = open_regular(path, what, follow=False)
     return bounded(decompressing(raw, compression_of(path.name)), MAX_TABLE_BYTES, str(path),
                    "bytes of text (decompressed)")
 

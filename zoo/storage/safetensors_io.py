@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import struct
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import numpy as np
 import torch
 
 from zoo.validation.bounds import MAX_HEADER_BYTES, MAX_MEMBER_PARAMETERS, MAX_STAGED_BYTES
-from zoo.validation.inputs import InputError, load_json_bytes
+from zoo.validation.inputs import InputError, load_json_bytes, open_regular
 
 DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
           torch.int64: "I64", torch.int32: "I32", torch.uint8: "U8", torch.bool: "BOOL"}
@@ -139,16 +138,8 @@ def read_safetensors_file(path: str | Path, what: str = "safetensors file") -> b
     formed (`read_header`'s checks) and in all at most `MAX_MEMBER_PARAMETERS` elements, and a size
     on disk equal to 8 + header + the largest data offset, itself at most `MAX_STAGED_BYTES`.
     Anything else is an `InputError` naming the file, before its body is read."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as error:
-        raise InputError(f"{path}: cannot open the {what} ({error.strerror or error})") from None
-    status = os.fstat(descriptor)
-    if not stat.S_ISREG(status.st_mode):
-        os.close(descriptor)
-        kind = "is a folder" if stat.S_ISDIR(status.st_mode) else "not a regular file (a pipe, socket or device)"
-        raise InputError(f"{path}: {kind}; expected a {what}")
-    with os.fdopen(descriptor, "rb") as handle:
+    with open_regular(path, what, follow=False) as handle:
+        status = os.fstat(handle.fileno())
         size = status.st_size
         prefix = handle.read(8)
         if len(prefix) < 8:

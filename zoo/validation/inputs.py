@@ -36,7 +36,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -56,16 +56,21 @@ class InputError(ValueError):
 
 # --- files --------------------------------------------------------------------------------------
 
-def read_capped(path: str | Path, limit: int, what: str = "file") -> bytes:
-    """The bytes of regular file `path`, at most `limit` of them; anything else is an `InputError`."""
+def open_regular(path: str | Path, what: str = "file", *, follow: bool) -> BinaryIO:
+    """`path` opened for reading if it is a regular file: a FIFO, device or folder is refused before a
+    byte is read (opened non-blocking, checked with `fstat`), and so is a link unless `follow` (a path
+    the user names may be one; a file found inside a folder they gave may not)."""
     path = Path(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        descriptor = os.open(path, flags)
     except FileNotFoundError:
         raise InputError(f"{path}: no such {what}") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder; expected a {what}") from None
     except OSError as error:
+        if not follow and os.path.islink(path):
+            raise InputError(f"{path}: a symbolic link; expected a regular {what} (links are not followed)") from None
+        if os.path.isdir(path):
+            raise InputError(f"{path}: is a folder; expected a {what}") from None
         raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
     try:
         mode = os.fstat(descriptor).st_mode
@@ -74,17 +79,26 @@ def read_capped(path: str | Path, limit: int, what: str = "file") -> bytes:
         if not stat.S_ISREG(mode):
             raise InputError(f"{path}: not a regular file (a pipe, socket or device); expected a {what}")
         os.set_blocking(descriptor, True)
-        chunks, total = [], 0
-        while total <= limit:
-            chunk = os.read(descriptor, min(2**22, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-    except OSError as error:
-        raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
-    finally:
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
         os.close(descriptor)
+        raise
+
+
+def read_capped(path: str | Path, limit: int, what: str = "file", *, follow: bool = True) -> bytes:
+    """The bytes of regular file `path` (`open_regular`), at most `limit` of them, read in chunks (memory
+    grows with what is there, not with `limit`); one more byte is an `InputError`."""
+    with open_regular(path, what, follow=follow) as handle:
+        chunks, total = [], 0
+        try:
+            while total <= limit:
+                chunk = handle.read(min(2**22, limit + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        except OSError as error:
+            raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
     if total > limit:
         raise InputError(f"{path}: larger than {limit:,} bytes, the most a {what} may hold")
     return b"".join(chunks)
