@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nfn_models import create_model, list_models, trained_by
+from nfn_models import create_model, trained_by
 from nfn_models.registry import MODELS as REGISTRY
 from zoo.families import get_family
 from zoo.weightspace import TensorSpec, WeightBatch, WeightSpace
 
-MODELS = [name for name in list_models() if trained_by(REGISTRY.get(name)) == "gradient"]
-FITTED = [name for name in list_models() if trained_by(REGISTRY.get(name)) == "fit"]
+MODELS = [name for name in REGISTRY.builtin_names() if trained_by(REGISTRY.get(name)) == "gradient"]
+FITTED = [name for name in REGISTRY.builtin_names() if trained_by(REGISTRY.get(name)) == "fit"]
 TRANSFORMER = get_family("transformer").weight_space({"d_model": 8, "num_blocks": 2, "num_heads": 2, "head_dim": 4,
                                                       "mlp_dim": 6})
 FAST_FIT = {"xgboost": {"max_rounds": 3, "min_child_weight": 1.0},

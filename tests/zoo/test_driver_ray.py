@@ -101,7 +101,8 @@ def test_a_checkpoint_that_cannot_be_staged_is_reported_and_loses_nothing(tmp_pa
     output, _ = first.communicate(timeout=300)
     assert first.returncode == 1, output
     assert f"missing after training and retries ({len(doomed)} failure(s), below)" in output, output
-    assert all(f"{blocker}: File exists; checkpoint {m} not staged" in output for m in doomed), output
+    assert all(f"{blocker} is a file, not a folder" in output and f"checkpoint {m} not staged" in output
+               for m in doomed), output
     staged = set(staging.model_ids())
     assert staged and staged.isdisjoint(doomed)
     assert not (out / "data").exists(), "an incomplete job must not be packed as if it were whole"

@@ -329,8 +329,9 @@ class _Generation:
             elif isinstance(error, OSError):
                 self.outcome.failed.append(f"{error.filename or self.staging.path(model_id)}: "
                                            f"{error.strerror or error}; checkpoint {model_id} not staged")
-            elif isinstance(error, InputError):
-                self.outcome.failed.append(str(error))
+            elif isinstance(error, InputError):  # a refused payload, or a file or link in the staging folder's way
+                message = str(error)
+                self.outcome.failed.append(message if model_id in message else f"{message}; checkpoint {model_id} not staged")
             else:
                 raise error
 
