@@ -30,6 +30,13 @@ for line in sys.stdin:
     if pid == 0:  # the child: a fresh `python -m zoo.cli` in all that matters to the CLI
         code = 1
         try:
+            if request.get("cgroup_procs"):  # a memory limit: the child's own allocations are charged to its group
+                with open(request["cgroup_procs"], "w") as procs:
+                    procs.write(str(os.getpid()))
+            elif request.get("rlimit_data"):  # no cgroup to be had: the data segment, beyond what the server holds
+                import re, resource
+                held = int(re.search(r"VmData:\s+(\d+)", open("/proc/self/status").read()).group(1)) * 1024
+                resource.setrlimit(resource.RLIMIT_DATA, (held + request["rlimit_data"],) * 2)
             os.chdir(request["cwd"])
             os.environ.clear()
             os.environ.update(request["env"])
@@ -79,13 +86,13 @@ class ForkedCLI:
         self.server = subprocess.Popen([sys.executable, "-c", _SERVER], cwd=cwd, env=env, stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, text=True)
 
-    def run(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float
-            ) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float,
+            cgroup_procs: Path | None = None, rlimit_data: int | None = None) -> subprocess.CompletedProcess:
         """Like `subprocess.run([python, -m, zoo.cli, *argv], capture_output=True, timeout=...)`; raises
         `subprocess.TimeoutExpired` past `timeout`."""
         out, err = self.scratch / "stdout", self.scratch / "stderr"
         request = {"argv": argv, "cwd": str(cwd), "env": env, "timeout": timeout, "stdout": str(out),
-                   "stderr": str(err)}
+                   "stderr": str(err), "cgroup_procs": cgroup_procs and str(cgroup_procs), "rlimit_data": rlimit_data}
         self.server.stdin.write(json.dumps(request) + "\n")
         self.server.stdin.flush()
         reply = json.loads(self.server.stdout.readline())
@@ -93,6 +100,22 @@ class ForkedCLI:
             raise subprocess.TimeoutExpired(argv, timeout)
         read = lambda path: path.read_bytes().decode(errors="replace")  # noqa: E731
         return subprocess.CompletedProcess(argv, reply["status"], read(out), read(err))
+
+    def run_limited(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, limit_bytes: int):
+        """`run` with the child in a memory cgroup of its own (`tests/memory_limit.py`): a
+        `LimitedResult`, whose `returncode` is None past the timeout and which says whether the
+        kernel killed the child for exceeding `limit_bytes`."""
+        from memory_limit import MemoryGroup
+
+        group = MemoryGroup(limit_bytes)
+        try:
+            done = self.run(argv, cwd=cwd, env=env, timeout=timeout, cgroup_procs=group.procs,
+                            rlimit_data=None if group.procs else limit_bytes)
+            return group.result(done.returncode, done.stdout, done.stderr)
+        except subprocess.TimeoutExpired:
+            return group.result(None, "", "")
+        finally:
+            group.remove()
 
     def close(self) -> None:
         self.server.stdin.close()

@@ -52,10 +52,12 @@ def _own_cgroup(controller: str) -> str | None:
     return None
 
 
-class _Group:
-    """A fresh memory cgroup with a limit, or None where none can be made."""
+class MemoryGroup:
+    """A fresh memory cgroup with a limit (`path`), or none where none can be made (`path` None: the
+    rlimit fallback); `tests/forked_cli.py` puts a forked child into one the same way."""
 
     def __init__(self, limit_bytes: int):
+        self.limit_bytes = limit_bytes
         self.path: Path | None = None
         self.mechanism = "rlimit-data"
         name = f"nfnzoo-test-{uuid.uuid4().hex[:12]}"
@@ -94,9 +96,17 @@ class _Group:
         self.path = path
         return True
 
+    @property
+    def procs(self) -> Path | None:
+        """The file a process writes its PID into to join the group (None under the rlimit fallback)."""
+        return None if self.path is None else self.path / "cgroup.procs"
+
     def join(self) -> None:  # in the child, before exec
         if self.path is not None:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+            self.procs.write_text(str(os.getpid()))
+
+    def result(self, returncode: int | None, stdout: str, stderr: str) -> "LimitedResult":
+        return LimitedResult(returncode, stdout, stderr, self.oom_killed(), self.peak(), self.mechanism)
 
     def oom_killed(self) -> bool:
         if self.path is None:
@@ -129,7 +139,7 @@ class _Group:
 def run_limited(argv: Sequence[str], *, limit_bytes: int = 3 * GIB, timeout: float = 120,
                 env: dict[str, str] | None = None, cwd: str | Path | None = None) -> LimitedResult:
     """Runs `argv` with at most `limit_bytes` of memory (module docstring); never raises on its exit."""
-    group = _Group(limit_bytes)
+    group = MemoryGroup(limit_bytes)
 
     def prepare() -> None:
         os.setsid()  # its own process group, so the timeout kills what it started too
@@ -147,6 +157,6 @@ def run_limited(argv: Sequence[str], *, limit_bytes: int = 3 * GIB, timeout: flo
         os.killpg(process.pid, 9)
         stdout, stderr = process.communicate()
         code = None
-    result = LimitedResult(code, stdout, stderr, group.oom_killed(), group.peak(), group.mechanism)
+    result = group.result(code, stdout, stderr)
     group.remove()
     return result

@@ -1,6 +1,7 @@
 """Sizes a spec, a shard or a staged file declares are bounded before anything is built or read (issue 48).
 
-Each bomb runs the real CLI under a memory limit (`tests/memory_limit.py`), so a regression that
+Each bomb runs the real CLI (forked from a warm server, `tests/forked_cli.py`) in a memory cgroup of
+its own (`tests/memory_limit.py`), so a regression that
 builds the declared member, lists a ten-million-run plan or decodes a declared column fails its
 test instead of the machine.
 """
@@ -31,9 +32,20 @@ def _environment(tmp_path: Path) -> dict[str, str]:
             "RAY_AUTH_MODE": "disabled"}
 
 
-def _nfnzoo(tmp_path: Path, *argv: str, limit: int = 2 * GIB, timeout: float = 120):
-    return run_limited([sys.executable, "-m", "zoo.cli", *argv], limit_bytes=limit, timeout=timeout,
-                       env=_environment(tmp_path))
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    """The real CLI in forked children of one warm server (`tests/forked_cli.py`), each in a memory cgroup."""
+    from forked_cli import ForkedCLI
+
+    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
+    yield forked
+    forked.close()
+
+
+def _nfnzoo(cli, tmp_path: Path, *argv: str, limit: int = 2 * GIB, timeout: float = 120):
+    working = tmp_path / "cwd"  # empty: a `zoo` folder in the working directory would shadow the package
+    working.mkdir(exist_ok=True)
+    return cli.run_limited(list(argv), cwd=working, env=_environment(tmp_path), timeout=timeout, limit_bytes=limit)
 
 
 def _one_error_line(result, command: str) -> str:
@@ -59,11 +71,11 @@ SPEC_BOMBS = {  # a few lines each; before the bound, building the member exhaus
 
 # every case dry, and `generate` itself once (it refuses at the same check, when the spec loads)
 @pytest.mark.parametrize("case,dry_run", [(case, True) for case in sorted(SPEC_BOMBS)] + [("cnn-channels", False)])
-def test_a_spec_declaring_a_huge_member_is_one_line_naming_the_spec_and_field(tmp_path, case, dry_run):
+def test_a_spec_declaring_a_huge_member_is_one_line_naming_the_spec_and_field(cli, tmp_path, case, dry_run):
     base, overrides, expected = SPEC_BOMBS[case]
     spec = tmp_path / f"{case}.yaml"
     spec.write_text(yaml.safe_dump({"extends": base, **overrides}))
-    result = _nfnzoo(tmp_path, "generate", str(spec), *(["--dry-run"] if dry_run else []), "--out", str(tmp_path / "out"))
+    result = _nfnzoo(cli, tmp_path, "generate", str(spec), *(["--dry-run"] if dry_run else []), "--out", str(tmp_path / "out"))
     assert not result.oom_killed, result.describe()
     assert result.returncode == 1, result.describe()
     line = _one_error_line(result, "generate")
@@ -72,12 +84,12 @@ def test_a_spec_declaring_a_huge_member_is_one_line_naming_the_spec_and_field(tm
     assert not (tmp_path / "out").exists()
 
 
-def test_the_dry_run_of_the_largest_plan_a_spec_may_declare_is_quick_and_small(tmp_path):
+def test_the_dry_run_of_the_largest_plan_a_spec_may_declare_is_quick_and_small(cli, tmp_path):
     # ten million runs of nine checkpoints: 90 million planned (the bounds are 10 M runs and 100 M checkpoints)
     spec = tmp_path / "large.yaml"
     spec.write_text("extends: cnn-mnist\nsearch_space:\n  sampled: {count: 10000000}\n")
     start = time.monotonic()
-    result = _nfnzoo(tmp_path, "generate", str(spec), "--dry-run", "--out", str(tmp_path / "out"), limit=GIB + GIB // 2)
+    result = _nfnzoo(cli, tmp_path, "generate", str(spec), "--dry-run", "--out", str(tmp_path / "out"), limit=GIB + GIB // 2)
     assert not result.oom_killed, result.describe()
     assert result.returncode == 0, result.describe()
     assert time.monotonic() - start < 60
@@ -168,18 +180,18 @@ def _bombed_zoo(folder: Path, column: str, value_bytes: int) -> tuple[Path, str]
     # a 500 KB value: its page is within 12 rows x 64 KB, the 12 rows it decodes to are not
     ("run_id", 500_000, "expands through its dictionary to 6,000,000"),
 ])
-def test_a_shard_whose_column_declares_gigabytes_is_refused_by_verify_info_and_the_loader(tiny_zoo_copy, tmp_path,
+def test_a_shard_whose_column_declares_gigabytes_is_refused_by_verify_info_and_the_loader(cli, tiny_zoo_copy, tmp_path,
                                                                                            column, value_bytes, verb):
     folder, split = _bombed_zoo(tiny_zoo_copy, column, value_bytes)
     expected = f"column '{column}' of row group 0"
-    result = _nfnzoo(tmp_path, "verify", str(folder))
+    result = _nfnzoo(cli, tmp_path, "verify", str(folder))
     assert not result.oom_killed, result.describe()
     assert result.returncode == 1, result.describe()
     output = result.stdout + result.stderr
     assert expected in output and f" {verb}" in output and "bytes uncompressed; at most 65,536 a row" in output, output
     assert "MAX_PARQUET_METADATA_ROW_BYTES" in output
 
-    result = _nfnzoo(tmp_path, "info", str(folder))
+    result = _nfnzoo(cli, tmp_path, "info", str(folder))
     assert not result.oom_killed, result.describe()
     assert result.returncode == 1, result.describe()
     line = _one_error_line(result, "info")
@@ -242,9 +254,9 @@ def test_a_header_declaring_more_than_a_member_is_refused(tmp_path):
         read_safetensors_file(path)
 
 
-def test_pack_refuses_a_sparse_staged_file_without_reading_it(tiny_zoo_copy, tmp_path):
+def test_pack_refuses_a_sparse_staged_file_without_reading_it(cli, tiny_zoo_copy, tmp_path):
     path = _sparse_staged_file(tiny_zoo_copy)
-    result = _nfnzoo(tmp_path, "pack", str(tiny_zoo_copy), limit=GIB + GIB // 2)
+    result = _nfnzoo(cli, tmp_path, "pack", str(tiny_zoo_copy), limit=GIB + GIB // 2)
     assert not result.oom_killed, result.describe()
     assert result.returncode == 1, result.describe()
     assert f"staged checkpoint {path} is not trusted" in result.stderr, result.describe()

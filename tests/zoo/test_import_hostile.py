@@ -5,9 +5,9 @@ One table: each row writes a real zoo in the release's layout with the fixtures 
 and corrupts one file (a declared architecture too large to build, a gzip or zip bomb, a sidecar of
 millions of rows, a FIFO or a link where a file belongs, a duplicate checkpoint, a 5,000-digit shape, an
 integer past 64 bits, an encrypted or method-1 zip member, a damaged `.tar.xz`, an int where a tensor
-belongs). Rows marked `MEMORY` run the real CLI in a subprocess under a memory limit
-(`tests/memory_limit.py`) and assert that it was not killed for memory; the others run in a process
-forked from a warm server (`tests/forked_cli.py`) under a timeout, so a FIFO that blocks fails its row.
+belongs). Every row runs the real CLI in a process forked from a warm server (`tests/forked_cli.py`)
+under a timeout, so a FIFO that blocks fails its row; rows marked `MEMORY` run it in a memory cgroup of
+its own (`tests/memory_limit.py`) and assert that it was not killed for memory.
 Every row expects exit 1 and one stderr line `nfnzoo import: error: ...` holding the row's substrings.
 The free-disk margin has its own test on a small tmpfs.
 """
@@ -33,7 +33,7 @@ import pytest
 import torch
 
 from dwsnets_inr_fixture import make_mnist_inrs
-from memory_limit import GIB, run_limited
+from memory_limit import GIB
 from model_zoos_fixture import make_experiment
 from nfn_siren_fixture import make_sirens
 from small_cnn_fixture import make_zoo as make_cnn_zoo
@@ -460,8 +460,7 @@ def _run(argv: list[str], tmp_path: Path, memory: bool, cli) -> tuple[int | None
     working = tmp_path / "cwd"  # empty: a `zoo` folder in the working directory would shadow the package
     working.mkdir()
     if memory:
-        result = run_limited([sys.executable, "-m", "zoo.cli", *argv], limit_bytes=2 * GIB, timeout=180,
-                             env=_environment(tmp_path), cwd=working)
+        result = cli.run_limited(argv, cwd=working, env=_environment(tmp_path), timeout=180, limit_bytes=2 * GIB)
         assert not result.oom_killed, result.describe()
         assert result.returncode is not None, f"no answer within the timeout: {result.describe()}"
         return result.returncode, result.stderr

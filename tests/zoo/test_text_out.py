@@ -1,6 +1,6 @@
 """Text that leaves the program: a file's hostile text reaches no card, terminal or page raw.
 
-Real files through the real CLI (`python -m zoo.cli` in a subprocess): an NFN SIREN folder whose
+Real files through the real CLI (`python -m zoo.cli`, forked from a warm server: `tests/forked_cli.py`): an NFN SIREN folder whose
 metadata sidecar gives one file a `status` holding HTML, a bidi override (U+202E) and a terminal
 escape (ESC), imported with `nfnzoo import`; its dataset card (README.md, which the Hub renders),
 `nfnzoo info` and `nfnzoo verify` are then read as a user would see them. Every check has its
@@ -13,7 +13,6 @@ import csv
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,20 @@ HOSTILE_STATUS = f"<img src=x onerror=alert(1)>{RLO}ko{ESC}[2J"
 RAW = (ESC, RLO, "\x07", "\u034f", "\u3164")  # what must never reach a terminal or a card
 
 
-def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    """The real CLI in forked children of one warm server (`tests/forked_cli.py`)."""
+    from forked_cli import ForkedCLI
+
+    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
+    yield forked
+    forked.close()
+
+
+def _cli(cli, *argv: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONWARNINGS": "ignore",
            "HF_HOME": str(cwd / "hf")}
-    return subprocess.run([sys.executable, "-m", "zoo.cli", *argv], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return cli.run(list(argv), cwd=cwd, env=env, timeout=120)
 
 
 def _sirens(tmp_path: Path, status: str) -> Path:
@@ -58,61 +66,63 @@ def _one_error_line(done: subprocess.CompletedProcess, command: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+def imported(cli, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     tmp_path = tmp_path_factory.mktemp("hostile_status")
     source = _sirens(tmp_path, HOSTILE_STATUS)
-    return tmp_path, _cli("import", "nfn-sirens", str(source), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    return tmp_path, _cli(cli, "import", "nfn-sirens", str(source), "--out", str(tmp_path / "out"), cwd=tmp_path)
 
 
-def test_a_sidecar_status_with_html_bidi_and_escape_reaches_no_card_or_terminal_raw(imported):
+def test_a_sidecar_status_with_html_bidi_and_escape_is_refused_at_import_in_one_visible_line(imported):
     tmp_path, done = imported
-    out = tmp_path / "out"
-    if done.returncode != 0:  # an importer that refuses the status outright: one line, the character made visible
-        line = _one_error_line(done, "import")
-        assert not _raw(line) and "nfnzoo_metadata.csv" in line, line
-        assert not (out / "manifest.json").exists()
-        return
-    card = (out / "README.md").read_text(encoding="utf-8")
-    assert not _raw(card) and "<img" not in card, "the card holds the sidecar's text raw"
-    assert "&lt;img src=x onerror=alert(1)>\\u202eko\\x1b[2J" in card  # shown, as text
-
-    info = _cli("info", str(out), cwd=tmp_path)
-    assert info.returncode == 0, info.stderr
-    assert not _raw(info.stdout), "info printed the sidecar's text raw"
-    assert "<img src=x onerror=alert(1)>\\u202eko\\x1b[2J 1" in info.stdout
-
-    verify = _cli("verify", str(out), cwd=tmp_path)
-    line = _one_error_line(verify, "verify")
-    assert verify.returncode == 1 and not _raw(line), line
-    assert "manifest.json" in line and ".status." in line and ("U+202E" in line or "U+001B" in line), line
+    line = _one_error_line(done, "import")
+    assert done.returncode == 1 and not _raw(line) and "nfnzoo_metadata.csv" in line, line
+    assert "\\u202e" in line or "\\x1b" in line or "U+202E" in line, line  # the character named, made visible
+    assert not (tmp_path / "out" / "manifest.json").exists()
 
 
-def test_a_hand_edited_manifest_with_escapes_in_its_status_keys_fails_verify(tmp_path):
+def test_a_status_with_html_bidi_and_escape_reaches_the_card_as_text(cli, tmp_path):
+    """The card renders what a manifest holds (one written by an older version, or by hand): its
+    HTML escaped and its invisible characters shown, never raw (the Hub renders the card)."""
+    from zoo.dataset.card import render_card
+
     source = _sirens(tmp_path, "ok")
     out = tmp_path / "out"
-    assert _cli("import", "nfn-sirens", str(source), "--out", str(out), cwd=tmp_path).returncode == 0
-    clean = _cli("verify", str(out), cwd=tmp_path)
+    assert _cli(cli, "import", "nfn-sirens", str(source), "--out", str(out), cwd=tmp_path).returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    config = next(iter(manifest["configs"].values()))
+    assert "<img" not in render_card(manifest)  # the negative control: a clean status shows no markup
+    config["status"] = {HOSTILE_STATUS: config["status"]["ok"]}
+    card = render_card(manifest)
+    assert not _raw(card) and "<img" not in card, "the card holds the status raw"
+    assert "&lt;img src=x onerror=alert(1)>\\u202eko\\x1b[2J" in card  # shown, as text
+
+
+def test_a_hand_edited_manifest_with_escapes_in_its_status_keys_fails_verify(cli, tmp_path):
+    source = _sirens(tmp_path, "ok")
+    out = tmp_path / "out"
+    assert _cli(cli, "import", "nfn-sirens", str(source), "--out", str(out), cwd=tmp_path).returncode == 0
+    clean = _cli(cli, "verify", str(out), cwd=tmp_path)
     assert clean.returncode == 0, clean.stderr  # the negative control: the same folder, untouched, passes
 
     manifest = json.loads((out / "manifest.json").read_text())
     config = next(iter(manifest["configs"].values()))
     config["status"] = {f"ok{ESC}]0;owned{chr(7)}": config["status"]["ok"]}
     (out / "manifest.json").write_text(json.dumps(manifest))
-    done = _cli("verify", str(out), cwd=tmp_path)
+    done = _cli(cli, "verify", str(out), cwd=tmp_path)
     line = _one_error_line(done, "verify")
     assert done.returncode == 1 and not _raw(line), line
     assert "status" in line and ("U+001B" in line or "U+0007" in line), line
-    info = _cli("info", str(out), cwd=tmp_path)
+    info = _cli(cli, "info", str(out), cwd=tmp_path)
     assert info.returncode == 0 and not _raw(info.stdout) and "ok\\x1b]0;owned\\x07" in info.stdout, info.stdout
 
 
-def test_the_error_line_shows_an_escape_in_a_file_name_as_text(tmp_path):
+def test_the_error_line_shows_an_escape_in_a_file_name_as_text(cli, tmp_path):
     hostile = tmp_path / f"zoo{ESC}[31m{RLO}gnp.exe\u034f"
-    done = _cli("verify", str(hostile), cwd=tmp_path)
+    done = _cli(cli, "verify", str(hostile), cwd=tmp_path)
     line = _one_error_line(done, "verify")
     assert done.returncode == 1 and not _raw(line), line
     assert "zoo\\x1b[31m\\u202egnp.exe\\u034f" in line, line
-    plain = _cli("verify", str(tmp_path / "plain-zoo"), cwd=tmp_path)  # the negative control: nothing to escape
+    plain = _cli(cli, "verify", str(tmp_path / "plain-zoo"), cwd=tmp_path)  # the negative control: nothing to escape
     assert plain.returncode == 1 and str(tmp_path / "plain-zoo") in _one_error_line(plain, "verify")
 
 
@@ -128,10 +138,10 @@ def test_one_rule_refuses_stored_and_shows_displayed(character):
     assert visible("é ∈ ▁ plain") == "é ∈ ▁ plain"
 
 
-def test_a_usage_error_shows_an_escape_in_an_argument_as_text(tmp_path):
-    done = _cli("info", "zoo", f"--{ESC}[31mred{RLO}", cwd=tmp_path)
+def test_a_usage_error_shows_an_escape_in_an_argument_as_text(cli, tmp_path):
+    done = _cli(cli, "info", "zoo", f"--{ESC}[31mred{RLO}", cwd=tmp_path)
     last = done.stderr.splitlines()[-1]
     assert done.returncode == 2 and not _raw(done.stderr), done.stderr
     assert last == "nfnzoo: error: unrecognized arguments: --\\x1b[31mred\\u202e", last
-    plain = _cli("info", "zoo", "--plain", cwd=tmp_path)  # the negative control
+    plain = _cli(cli, "info", "zoo", "--plain", cwd=tmp_path)  # the negative control
     assert plain.returncode == 2 and plain.stderr.splitlines()[-1] == "nfnzoo: error: unrecognized arguments: --plain"
