@@ -3,9 +3,16 @@
 Format: `{"datasets": [{"name", "config", "dataset_hash", "family", "source", "test_metadata",
 "test_metadata_sha256", "split_sets"}, ...]}`. A submission must name a known `dataset_hash`, or point at a
 local dataset folder (or a Hub snapshot) whose checked shards give that hash; the latter is then
-registered here with its `source` (`local:<path>` or `ORG/NAME@<commit>`), so the board records
-where its data came from, and its test split's metadata is pinned (`leaderboards.pinned`):
-`test_metadata` is the pinned file, relative to the board, and `test_metadata_sha256` its hash.
+registered here with its `source`, so the board records where its data came from, and its test
+split's metadata is pinned (`leaderboards.pinned`): `test_metadata` is the pinned file, relative to
+the board, and `test_metadata_sha256` its hash.
+
+A source says how anyone gets the same bytes, never where one machine keeps them (`SOURCE_FORMS`):
+`ORG/NAME@<40-hex commit>` (a Hub dataset at a revision), `regenerated from spec SPEC (PROFILE)` (a
+zoo any machine regenerates with `nfnzoo generate SPEC --profile PROFILE`: the spec and profile its
+manifest records), `imported from URL` (a zoo imported from a paper's release), `track:NAME` (a
+track's benchmark definition) or an https URL. A local path, absolute or relative, is refused
+(`source_problem`); `zoo_source` derives the source of a zoo folder from its manifest.
 
 The file is read within `MAX_DATASETS_BYTES` (regular files only), and every record's fields
 are bounded (a display name of `leaderboards.names.DATASET_NAME`'s characters and at most
@@ -29,8 +36,51 @@ from zoo.validation.schema import SchemaError, from_data, to_data
 DATASETS_FILE = "datasets.json"
 MAX_DATASETS_BYTES = 4 * 2**20  # a record is a few hundred bytes
 MAX_NAME = 200  # characters of a dataset's display name (a Hub repo id, a folder's name)
-MAX_SOURCE = 4_096  # characters of its source (a path or a Hub repo at a commit)
+MAX_SOURCE = 4_096  # characters of its source (a Hub repo at a commit, a spec and profile, a URL)
 SHA256 = re.compile(r"[0-9a-f]{64}")
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}"
+_URL = r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/+-]*)?"
+# what a dataset's `source` may be, each a full match; anything else (a local path above all) is refused
+SOURCE_FORMS = {
+    "ORG/NAME@<40-hex commit>": re.compile(rf"{_NAME}/{_NAME}@[0-9a-f]{{40}}"),
+    "regenerated from spec SPEC (PROFILE)": re.compile(rf"regenerated from spec {_NAME} \({_NAME}\)"),
+    "imported from URL": re.compile(rf"imported from {_URL}"),
+    "track:NAME": re.compile(rf"track:{_NAME}"),
+    "an https URL": re.compile(_URL),
+}
+HUB_SNAPSHOT = re.compile(r"datasets--(?P<org>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<commit>[0-9a-f]{40})")
+
+
+def source_problem(source: str) -> str | None:
+    """Why `source` is not one of `SOURCE_FORMS` (say, it is a local path), or None."""
+    if any(form.fullmatch(source) for form in SOURCE_FORMS.values()):
+        return None
+    return (f"expected one of {', '.join(SOURCE_FORMS)}, got {ascii(source[:120])}: a source says how anyone gets "
+            "the bytes, never a path on one machine")
+
+
+def zoo_source(folder: str | Path, config: str) -> str:
+    """The source of the zoo `folder` holds (`config` of its manifest): the Hub repo and commit of a Hub
+    cache snapshot, else the paper's release it was imported from, else the spec and profile it was
+    generated from (`SOURCE_FORMS`). An error when the manifest records none of them."""
+    from zoo.storage.folder import read_manifest
+
+    folder = Path(folder).resolve()
+    hub = HUB_SNAPSHOT.search(folder.as_posix())
+    if hub is not None and hub.end() == len(folder.as_posix()):
+        return f"{hub['org']}/{hub['name']}@{hub['commit']}"
+    entry = read_manifest(folder)["configs"][config]
+    imported, spec = entry.get("imported"), entry.get("spec") or {}
+    candidates = []
+    if isinstance(imported, dict) and isinstance(imported.get("url"), str):
+        candidates.append(f"imported from {imported['url']}")
+    if isinstance(spec.get("name"), str):
+        candidates.append(f"regenerated from spec {spec['name']} ({spec.get('profile') or 'full'})")
+    for source in candidates:
+        if source_problem(source) is None:
+            return source
+    raise ValueError(f"{folder}/manifest.json: config {config!r} records neither the spec it was generated from "
+                     "(spec.name, a name) nor an import's https url; the board cannot say where its bytes come from")
 
 
 def line_problem(value: str, limit: int) -> str | None:
@@ -48,7 +98,7 @@ class KnownDataset:
     config: str  # the dataset config, e.g. "cnn-mnist"
     dataset_hash: str  # sha256 of the config's data, from its manifest.json
     family: str  # the zoo family, e.g. "cnn"
-    source: str  # where to get it: a Hub repo id, a URL, or "local:<path>"
+    source: str  # how to get its bytes (`SOURCE_FORMS`): a Hub id at a commit, a spec and profile, ...; never a path
     test_metadata: str | None = None  # the pinned test-split metadata, relative to the board (leaderboards.pinned)
     test_metadata_sha256: str | None = None  # its sha256; set exactly when test_metadata is
     # split set -> sha256 of its pinned test metadata, pinned/<hash12>.<set>.test.parquet (an imported
@@ -63,6 +113,9 @@ class KnownDataset:
             problem = line_problem(getattr(self, field), limit)
             if problem is not None:
                 raise SchemaError(where, f"{key}.{field}", problem)
+        problem = source_problem(self.source)
+        if problem is not None:
+            raise SchemaError(where, f"{key}.source", problem)
         for field in ("config", "family"):
             problem = name_problem(getattr(self, field))
             if problem is not None:
@@ -117,6 +170,7 @@ def register_dataset(root: str | Path, dataset: KnownDataset, *, replace: bool =
     if lock is None or not lock.held:
         with board_lock(root) as held:
             return register_dataset(root, dataset, replace=replace, lock=held)
+    dataset.validate(str(Path(root) / DATASETS_FILE), "the new record")  # a path as its source never gets in
     known = load_datasets(root)
     if (dataset.dataset_hash in known) != replace:
         raise ValueError(f"dataset {dataset.dataset_hash[:12]} is already registered as "

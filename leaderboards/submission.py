@@ -45,7 +45,7 @@ import pyarrow.parquet
 from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
 from leaderboards import default_root
-from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
+from leaderboards.datasets import KnownDataset, load_datasets, register_dataset, zoo_source
 from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, SubmissionInfo, content_hash, duplicate_key,
                                   entry_bytes, entry_path, load_entries, stored_predictions_path, write_new_entry_file)
 from leaderboards.lock import board_lock
@@ -87,9 +87,8 @@ class Accepted:
         lines = [f"accepted {self.entry_id} ({self.rescoring or 'unverified'}): wrote {self.path}"]
         if self.registered_dataset is not None:
             record = self.registered_dataset
-            kind = "local dataset" if record.source.startswith("local:") else "Hub dataset"
-            lines.insert(0, f"registered {kind} {record.name!r} (config {record.config}, "
-                            f"hash {record.dataset_hash[:12]}) from {record.source.removeprefix('local:')}")
+            lines.insert(0, f"registered dataset {record.name!r} (config {record.config}, "
+                            f"hash {record.dataset_hash[:12]}), source: {record.source}")
         return "\n".join(lines)
 
 
@@ -144,9 +143,12 @@ def _check_local(results: Results, local: Path) -> tuple[list[str], KnownDataset
     if actual != claimed.dataset_hash:
         return [f"the dataset at {local} (config {claimed.config!r}) has hash {actual[:12]}…, "
                 f"not the claimed {claimed.dataset_hash[:12]}…"], None, None
-    # an absolute path: the board may be read from anywhere, and a relative one names nothing there
+    try:  # how anyone gets these bytes (the spec and profile its manifest records, ...), never this machine's path
+        source = zoo_source(local, claimed.config)
+    except (OSError, ValueError, KeyError) as error:
+        return [f"could not register the dataset at {local}: {error}"], None, None
     record = KnownDataset(name=local.resolve().name, config=claimed.config, dataset_hash=actual,
-                          family=claimed.family, source=f"local:{local.resolve()}")
+                          family=claimed.family, source=source)
     return [], record, local
 
 

@@ -16,6 +16,7 @@ from benchmarks.results import summarize
 from zoo.storage.integrity import dataset_hash_of
 
 KNOWN_HASH = "11" * 32  # listed in the board's datasets.json
+KNOWN_SOURCE = "org/cnn-zoo@" + "ab" * 20  # a Hub dataset at a commit: where the known dataset's bytes are
 # the local dataset folder's one shard: the leaderboard checks its bytes, not what is in it
 LOCAL_SHARD = {"path": "data/cnn-mnist/train-00000-of-00001.parquet", "split": "train", "rows": 700,
                "bytes": 11, "sha256": hashlib.sha256(b"shard bytes").hexdigest()}
@@ -28,7 +29,7 @@ def root(tmp_path: Path) -> Path:
     board = tmp_path / "board"
     board.mkdir()
     known = {"name": "org/cnn-zoo", "config": "cnn-mnist", "dataset_hash": KNOWN_HASH, "family": "cnn",
-             "source": "org/cnn-zoo"}
+             "source": KNOWN_SOURCE}
     (board / "datasets.json").write_text(json.dumps({"datasets": [known]}))
     return board
 
@@ -42,7 +43,7 @@ def local_dataset(tmp_path: Path) -> Path:
     (folder / LOCAL_SHARD["path"]).write_bytes(b"shard bytes")
     manifest = {"package_version": "0.1.0", "format_version": 1, "configs": {"cnn-mnist": {
         "dataset_hash": LOCAL_HASH, "family": "cnn", "splits": {"train": 700, "validation": 150, "test": 150},
-        "spec_hash": "3" * 20, "spec": {}, "architectures": {}, "planned_checkpoints": 1000,
+        "spec_hash": "3" * 20, "spec": {"name": "cnn-mnist", "profile": "tiny"}, "architectures": {}, "planned_checkpoints": 1000,
         "packed_checkpoints": 1000, "complete": True, "columns": [], "files": [LOCAL_SHARD]}}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder

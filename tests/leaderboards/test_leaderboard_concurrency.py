@@ -49,5 +49,5 @@ def test_four_concurrent_submissions_into_one_fresh_board(tmp_path, write_result
     models = sorted((entry.results.model, entry.results.dataset.dataset_hash) for _, entry in load_entries(board))
     assert models == [("mlp", hashes["local"]), ("statnn", hashes["local"]), ("statnn", hashes["local"])]
     assert set(load_datasets(board)) == {hashes["local"]}  # registered once, by whichever came first
-    assert json.loads((board / "datasets.json").read_text())["datasets"][0]["source"].startswith("local:")
+    assert json.loads((board / "datasets.json").read_text())["datasets"][0]["source"] == "regenerated from spec cnn-mnist (tiny)"
     assert all(not report.problems for report in audit(board))

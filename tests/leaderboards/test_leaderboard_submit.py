@@ -57,9 +57,10 @@ def test_a_verified_local_dataset_is_registered(root, write_results, local_datas
     record = accepted.registered_dataset
     assert record is not None and record.dataset_hash == hashes["local"]
     assert (record.name, record.config, record.family) == ("cnn-local", "cnn-mnist", "cnn")
-    assert record.source == f"local:{local_dataset.resolve()}"
+    assert record.source == "regenerated from spec cnn-mnist (tiny)"  # its manifest's spec, never the folder's path
     assert load_datasets(root)[hashes["local"]] == record
-    assert "registered local dataset 'cnn-local'" in accepted.describe()
+    assert "registered dataset 'cnn-local'" in accepted.describe()
+    assert str(local_dataset.parent) not in (root / "datasets.json").read_text()
     # now known: a second submission on it needs no folder
     submit(write_results(dataset_hash=hashes["local"], dataset_path="gone", seeds=(3, 4, 5)), root)
 
