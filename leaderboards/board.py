@@ -4,9 +4,12 @@
 different data never share a table; the hash fixes the config and the bytes), then by the
 task's evaluation protocol (`Task.evaluation_protocol`: the checkpoints, subset, threshold and
 test augmentation that define the test set), and ranks each group by the task's main metric.
+Ties are shown as ties: entries whose main metric's mean is equal at the shown precision
+(`TIE_DIGITS` decimals) share the better rank, shown `2=` (`ranks`). A table with sibling tables
+on its dataset carries a label, what sets its protocol apart from theirs (`protocol_label`).
 Each row holds the cells every view shows (`COLUMNS`: the metrics' mean ± std over seeds,
-parameters, train time and peak memory per seed, hardware, package version, seeds, whether the
-entry was re-scored, the code it came from, the entry id) and the raw values views sort by.
+parameters, train time and peak memory per seed, hardware, the model's version, seeds, whether the
+entry was re-scored, the code it came from at its commit, the entry id) and the raw values views sort by.
 The Markdown renderer (`leaderboards.renderer`), the HTML site (`leaderboards.site`) and the
 plots (`leaderboards.plots`) all read this, so they show the same numbers. Every text here is
 plain (unescaped, no markup): each view escapes it for its own format (`leaderboards.escape`).
@@ -30,6 +33,7 @@ from leaderboards.entries import Entry, load_entries
 # the columns after the metrics, in order
 COLUMNS = ("Params", "Train time / seed (s)", "Peak memory (MB)", "Hardware", "Version", "Seeds", "Verified",
            "Code", "Entry")
+TIE_DIGITS = 4  # the decimals a metric is shown with; means equal at this precision are tied
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +51,12 @@ class Table:
     protocol_lines: tuple[str, ...]  # the protocol described, and the tau ceiling of its test split
     columns: tuple[str, ...]
     rows: tuple[Row, ...]
+    label: str = ""  # what sets its protocol apart from its dataset's other tables ("" when it is alone)
+
+    @property
+    def heading(self) -> str:
+        """The table's name where its dataset has several: `Protocol 2: subset activation=tanh`."""
+        return f"Protocol {self.number}" + (f": {self.label}" if self.label else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,18 +100,46 @@ def _ranked(entries: list[Entry], metric: str, higher_is_better: bool) -> list[E
     return sorted(entries, key=key)
 
 
+def ranks(values: list[float], higher_is_better: bool) -> list[int]:
+    """Each value's rank (1 is best): one more than the values better than it at the shown precision
+    (`TIE_DIGITS` decimals), so values that show the same share the better rank."""
+    shown = [round(value, TIE_DIGITS) for value in values]
+    return [1 + sum((other > value) if higher_is_better else (other < value) for other in shown) for value in shown]
+
+
+def rank_text(rank: int, tied: bool) -> str:
+    return f"{rank}=" if tied else str(rank)
+
+
+def code_link(url: str | None, commit: str | None) -> str:
+    """The link to the code an entry names: the repository at its commit (`URL/tree/COMMIT`, which GitHub
+    and GitLab serve) where a commit is recorded and the URL does not already point into the tree."""
+    if not url:
+        return ""
+    if commit and not any(part in url for part in ("/tree/", "/commit/", "/blob/")):
+        return f"{url.rstrip('/')}/tree/{commit}"
+    return url
+
+
 def _code(entry: Entry) -> tuple[str, str]:
     """(shown, link) of the code an entry names; ("—", "") when none was given."""
     info = entry.submission
     if not info.code_url:
         return "—", ""
     commit = info.code_commit or ""
-    return (f"{commit[:8]}" if commit else "link"), info.code_url
+    return (f"{commit[:8]}" if commit else "link"), code_link(info.code_url, commit)
 
 
-def _row(entry: Entry, rank: int, metrics: tuple[str, ...], label: str) -> Row:
+def model_version(results) -> str:
+    """The version of the model an entry ran: the model package's own where the results record it
+    (`model_version`), else the nfnzoo that ran it, labelled so (the version of every built-in model)."""
+    own = getattr(results, "model_version", None)
+    return own if isinstance(own, str) and own else f"nfnzoo {results.package_version}"
+
+
+def _row(entry: Entry, rank: int, metrics: tuple[str, ...], label: str, tied: bool = False) -> Row:
     results = entry.results
-    cells, values = {"Rank": str(rank), "Model": label}, {"Rank": rank, "Model": results.model}
+    cells, values = {"Rank": rank_text(rank, tied), "Model": label}, {"Rank": rank, "Model": results.model}
     for name in metrics:
         summary = results.summary.get(name)
         cells[name] = f"{summary.mean:.4f} ± {summary.std:.4f}" if summary else "—"
@@ -112,11 +150,11 @@ def _row(entry: Entry, rank: int, metrics: tuple[str, ...], label: str) -> Row:
     shown_code, link = _code(entry)
     cells.update({"Params": f"{results.num_params:,}", "Train time / seed (s)": f"{train_time:.1f}",
                   "Peak memory (MB)": f"{peak:,.0f}" if peak is not None else "—",
-                  "Hardware": results.hardware.device, "Version": results.package_version,
+                  "Hardware": results.hardware.device, "Version": model_version(results),
                   "Seeds": str(len(results.seeds)), "Verified": "yes" if entry.submission.verified else "unverified",
                   "Code": shown_code, "Entry": entry.submission.id})
     values.update({"Params": results.num_params, "Train time / seed (s)": train_time, "Peak memory (MB)": peak,
-                   "Hardware": results.hardware.device, "Version": results.package_version,
+                   "Hardware": results.hardware.device, "Version": model_version(results),
                    "Seeds": len(results.seeds), "Verified": entry.submission.verified, "Code": link,
                    "Entry": entry.submission.id})
     return Row(entry, rank, cells, values)
@@ -136,6 +174,21 @@ def _protocol_lines(task_class: type, entries: list[Entry]) -> tuple[str, ...]:
                      f"{first['tied_pair_fraction']:.1%} of pairs tied; the best tau-b of tie-free "
                      f"predictions is {shown}.")
     return tuple(lines)
+
+
+def _protocol_parts(table: Table) -> list[str]:
+    """The table's protocol description cut into its `; `-separated parts (without "Protocol: ")."""
+    line = next((line for line in table.protocol_lines if line.startswith("Protocol: ")), "")
+    return [part for part in line.removeprefix("Protocol: ").rstrip(".").split("; ") if part]
+
+
+def protocol_label(tables: list[Table], table: Table) -> str:
+    """What sets `table`'s protocol apart from the other `tables` of its dataset ("" when it is alone)."""
+    if len(tables) < 2:
+        return ""
+    others = [set(_protocol_parts(other)) for other in tables if other is not table]
+    shared = set.intersection(*others) if others else set()
+    return "; ".join(part for part in _protocol_parts(table) if part not in shared)
 
 
 def _protocol_key(task_class: type, entry: Entry) -> str:
@@ -251,9 +304,11 @@ def board_of(entries: list[Entry], known: dict[str, KnownDataset]) -> list[TaskB
             for number, key in enumerate(sorted(groups), start=1):
                 ranked = _ranked(groups[key], main, task_class.metrics[main])
                 labels = _model_labels(ranked)
-                rows = tuple(_row(entry, rank, metrics, labels[entry.submission.id])
-                             for rank, entry in enumerate(ranked, start=1))
+                places = ranks([entry.results.summary[main].mean for entry in ranked], task_class.metrics[main])
+                rows = tuple(_row(entry, rank, metrics, labels[entry.submission.id], places.count(rank) > 1)
+                             for rank, entry in zip(places, ranked))
                 tables.append(Table(number, json.loads(key), _protocol_lines(task_class, ranked), columns, rows))
+            tables = [dataclasses.replace(table, label=protocol_label(tables, table)) for table in tables]
             name, config, source = _dataset_names(dataset_hash, entries, known)
             title = f"{name} — config {config} (dataset {dataset_hash[:12]})"
             sections.append(DatasetSection(dataset_hash, title, source, name, config,

@@ -101,21 +101,6 @@ def _rule(columns) -> str:
     return "|" + "|".join("---" for _ in columns) + "|"
 
 
-def _protocol_parts(table: Table) -> list[str]:
-    """The table's protocol description cut into its `; `-separated parts (without "Protocol: ")."""
-    line = next((line for line in table.protocol_lines if line.startswith("Protocol: ")), "")
-    return [part for part in line.removeprefix("Protocol: ").rstrip(".").split("; ") if part]
-
-
-def protocol_label(section: DatasetSection, table: Table) -> str:
-    """What sets `table`'s protocol apart from the section's other tables ("" when it is alone)."""
-    if len(section.tables) < 2:
-        return ""
-    others = [set(_protocol_parts(other)) for other in section.tables if other is not table]
-    shared = set.intersection(*others) if others else set()
-    return "; ".join(part for part in _protocol_parts(table) if part not in shared)
-
-
 def _seeds_line(table: Table) -> str:
     sets: dict[tuple, int] = {}
     for row in table.rows:
@@ -149,7 +134,7 @@ def board_region(board: TaskBoard, section: DatasetSection, skipped: tuple[Skipp
         lines += [f"{markdown_text(sweep.title)}:", "", _row(markdown_cell(c) for c in sweep.header),
                   _rule(sweep.header), *(_row(markdown_cell(c) for c in row) for row in sweep.rows), ""]
     for table in section.tables:
-        label = protocol_label(section, table)
+        label = table.label
         if label:
             lines += [f"**{markdown_text(label)}**", ""]
         lines += [*_table(board, table), ""]
@@ -178,7 +163,7 @@ def teaser_region(boards: list[TaskBoard]) -> str:
                 lines.append(_row([
                     f"{board.task} ({markdown_cell(board.main_metric)} {arrow})",
                     f"{markdown_cell(section.name)} `{section.dataset_hash[:12]}`",
-                    markdown_cell(protocol_label(section, table)) or "—",
+                    markdown_cell(table.label) or "—",
                     "–".join(str(n) for n in (seeds[0], seeds[-1]) if n is not None) if seeds[0] != seeds[-1]
                     else str(seeds[0]),
                     f"{ceiling:.3f}" if ceiling is not None else "—",

@@ -173,9 +173,11 @@ def load_pinned(root: str | Path, record: KnownDataset, split_set: str = DEFAULT
 
 
 def same_runs(root: str | Path):
-    """`(hash_a, hash_b) -> bool`: whether two registered datasets hold the same runs (their pinned test
-    splits list the same model_ids), e.g. a zoo regenerated from the same spec on a machine whose
-    arithmetic gives other bytes. A dataset without pinned test metadata holds the same runs as none."""
+    """`(hash_a, hash_b) -> bool | None`: whether two registered datasets hold the same runs (their pinned
+    test splits list the same model_ids), e.g. a zoo regenerated from the same spec on a machine whose
+    arithmetic gives other bytes. A dataset without pinned test metadata holds the same runs as none; None
+    when `hash_b` has no pinned test metadata on this board but `hash_a` has (an author's own board, which
+    never registered the official pinned zoo: whether `a` holds its runs cannot be checked here)."""
     datasets, seen = load_datasets(root), {}
 
     def model_ids(dataset_hash: str) -> frozenset | None:
@@ -185,4 +187,9 @@ def same_runs(root: str | Path):
                                   else frozenset(load_pinned(root, record)["model_id"].astype(str)))
         return seen[dataset_hash]
 
-    return lambda a, b: model_ids(a) is not None and model_ids(a) == model_ids(b)
+    def same(a: str, b: str) -> bool | None:
+        if model_ids(a) is None:
+            return False
+        return None if model_ids(b) is None else model_ids(a) == model_ids(b)
+
+    return same

@@ -70,13 +70,15 @@ def task_markdown(board: TaskBoard, figures: list[tuple[str, str]]) -> str:
     for section in board.sections:
         lines += [f"## {markdown_text(section.name)} — config `{section.config}` "
                   f"(dataset `{section.dataset_hash[:12]}`)", ""]
+        if section.source:
+            lines += [f"Source: {markdown_text(section.source)}.", ""]
         for sweep in section.sweeps:
             lines += [f"{sweep.title}:", "", _markdown_row(sweep.header),  # the task's metric and field names
                       "|" + "|".join("---" for _ in sweep.header) + "|",
                       *(_markdown_row(markdown_cell(c) for c in row) for row in sweep.rows), ""]
         for table in section.tables:
             if len(section.tables) > 1:
-                lines += [f"### Protocol {table.number}", ""]
+                lines += [f"### {markdown_text(table.heading)}", ""]
             lines += [_markdown_table(table), ""]
             if table.protocol_lines:
                 lines += ["\n".join(markdown_text(line) for line in table.protocol_lines), ""]

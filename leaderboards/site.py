@@ -27,7 +27,9 @@ CSS = """body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1
 padding:0 1rem;color:#1f2328}
 h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #d0d7de}h3{font-size:1.05rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.86rem}
-th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;white-space:nowrap}
+th,td{border:1px solid #d0d7de;padding:.25rem .4rem;text-align:left;vertical-align:top}
+td.number{white-space:nowrap}td.text{overflow-wrap:anywhere;min-width:4rem}th{overflow-wrap:normal}
+td.entry code{overflow-wrap:anywhere}
 th{background:#f6f8fa}table.entries th{cursor:pointer;user-select:none}
 table.entries th[aria-sort=ascending]::after{content:" ▲"}table.entries th[aria-sort=descending]::after{content:" ▼"}
 tr.unverified td{color:#8c959f}p.protocol{font-size:.85rem;color:#57606a;max-width:70rem}
@@ -102,21 +104,33 @@ def _page(title: str, body: Sequence[str]) -> str:
                       *body, '<script src="site.js"></script>', "</body>", "</html>", ""])
 
 
+def short_entry(entry_id: str) -> str:
+    """An entry id as a table shows it: the model name and the first 8 of its 32 hex digits (the whole
+    id is the cell's tooltip and the row's `data-entry`), so the column stays narrow."""
+    model, _, digits = entry_id.rpartition("-")
+    return f"{model}-{digits[:8]}…" if model and len(digits) > 8 else entry_id
+
+
 def _cell(row: Row, column: str, metrics: Sequence[str]) -> str:
     shown, value = row.cells[column], row.values.get(column)
     if column == "Code" and isinstance(value, str) and value.startswith("https://"):
-        return f'<td data-value="{_e(shown)}"><a href="{_e(value)}">{_e(shown)}</a></td>'
+        return f'<td class="number" data-value="{_e(shown)}"><a href="{_e(value)}">{_e(shown)}</a></td>'
     if column in metrics or column in NUMERIC:
         sort = "" if value is None else repr(float(value))
-        return f'<td data-value="{sort}">{_e(shown)}</td>'
+        return f'<td class="number" data-value="{sort}">{_e(shown)}</td>'
     if column == "Entry":
-        return f"<td><code>{_e(shown)}</code></td>"
-    return f"<td>{_e(shown)}</td>"
+        return f'<td class="entry" data-value="{_e(shown)}" title="{_e(shown)}"><code>{_e(short_entry(shown))}</code></td>'
+    return f'<td class="text">{_e(shown)}</td>'
+
+
+def _header(column: str) -> str:
+    """A column's header text: a metric's snake_case name may break after an underscore (`<wbr>`)."""
+    return "_<wbr>".join(_e(part) for part in column.split("_"))
 
 
 def _entries_table(table: Table, metrics: Sequence[str], table_id: str) -> list[str]:
     headers = "".join(f'<th data-type="{"number" if c in metrics or c in NUMERIC else "text"}" scope="col">'
-                      f"{_e(c)}</th>" for c in table.columns)
+                      f"{_header(c)}</th>" for c in table.columns)
     lines = [f'<table class="entries" id="{_e(table_id)}">', f"<thead><tr>{headers}</tr></thead>", "<tbody>"]
     for row in table.rows:
         verified = "true" if row.entry.submission.verified else "false"
@@ -158,7 +172,7 @@ def task_page(board: TaskBoard, plots: Sequence[tuple[str, str]]) -> str:
             protocol_text = " ".join(table.protocol_lines) or json.dumps(table.protocol, sort_keys=True)
             body.append(f'<div class="board" data-protocol="{_e(protocol_text)}">')
             if len(section.tables) > 1:
-                body.append(f"<h3>Protocol {table.number}</h3>")
+                body.append(f"<h3>{_e(table.heading)}</h3>")
             body += _entries_table(table, board.metrics, f"table-{key}-{table.number}")
             body += [f'<p class="protocol">{_e(line)}</p>' for line in table.protocol_lines]
             body.append("</div>")

@@ -3,7 +3,7 @@
 An entry is a cell's when it is exactly that cell's run: the cell's task, the pinned dataset hash
 (a stand-in zoo with other bytes never matches, so it is never ranked here), the cell's seeds, and
 the task config the cell's protocol resolves to. Within a cell the models are ranked by the task's
-main metric (ties share the better rank); a model's mean rank is over the cells it has, and the
+main metric (means equal at the shown precision tie and share the better rank, `leaderboards.board.ranks`); a model's mean rank is over the cells it has, and the
 rows with every cell come first. A row is a model's name (its config differs from cell to cell:
 the task sets its outputs, the zoo its input sizes); of several entries for one model and cell,
 the latest accepted is shown.
@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from benchmarks.standard import STANDARD_SUITES, Cell
 from benchmarks.tasks import create_task, get_task_class
+from leaderboards.board import ranks as ranks_of
 from leaderboards.entries import Entry, canonical_json
 from leaderboards.escape import markdown_cell
 from zoo.validation.schema import to_data
@@ -39,6 +40,8 @@ class SuiteBoard:
     rows: tuple[SuiteRow, ...]
     hashes: tuple[str | None, ...] = ()  # the dataset hash each column's runs read (None: no run)
     stand_in: bool = False  # True: the rows read zoos other than the pinned ones (ranked among themselves only)
+    checked: bool = True  # a stand-in's runs were checked to be the pinned zoos' (False: the board lacks them)
+    names: tuple[str | None, ...] = ()  # each column's dataset's name on the board (None: unregistered or no run)
 
 
 def run_cell(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
@@ -57,12 +60,14 @@ def _task_config(cell: Cell) -> Any:
     return to_data(create_task(cell.task, **cell.task_overrides).config)
 
 
-def suite_boards(entries: list[Entry], same_runs: Callable[[str, str], bool] | None = None) -> list[SuiteBoard]:
+def suite_boards(entries: list[Entry], same_runs: Callable[[str, str], bool | None] | None = None,
+                 names: dict[str, str] | None = None) -> list[SuiteBoard]:
     """Every standard suite with at least one run of one of its cells: its ranked table (the runs on the
     pinned zoos) first, then a table per set of stand-in zoos. A stand-in is a zoo with other bytes that
     holds the same runs as the cell's pinned zoo (`same_runs(hash, pinned hash)`, e.g.
-    `leaderboards.pinned.same_runs`: the zoo regenerated elsewhere); without `same_runs` there are no
-    stand-in tables. Within a table every column's runs read the same bytes, so its ranks compare like
+    `leaderboards.pinned.same_runs`: the zoo regenerated elsewhere; where it answers None, the board
+    cannot check, the run is shown in a stand-in table that says so); without `same_runs` there are no
+    stand-in tables. `names`: dataset hash -> its name on the board, shown with each column's hash. Within a table every column's runs read the same bytes, so its ranks compare like
     with like; a stand-in run is never ranked against the pinned ones. A newer entry of a model for a
     cell on the same bytes replaces the older."""
     boards = []
@@ -72,20 +77,25 @@ def suite_boards(entries: list[Entry], same_runs: Callable[[str, str], bool] | N
                 if (cell := run_cell(entry, suite.cells)) is not None]
         pinned = [(entry, cell) for entry, cell in runs if entry.results.dataset.dataset_hash == cell.zoo.dataset_hash]
         if pinned:
-            boards.append(_board(suite, pinned, stand_in=False))
-        stand_ins = [] if same_runs is None else [
-            (entry, cell) for entry, cell in runs if entry.results.dataset.dataset_hash != cell.zoo.dataset_hash
-            and same_runs(entry.results.dataset.dataset_hash, cell.zoo.dataset_hash)]
-        boards += [_board(suite, group, stand_in=True) for group in _same_bytes_groups(stand_ins)]
+            boards.append(_board(suite, pinned, stand_in=False, names=names))
+        verdicts = {} if same_runs is None else {
+            id(entry): same_runs(entry.results.dataset.dataset_hash, cell.zoo.dataset_hash)
+            for entry, cell in runs if entry.results.dataset.dataset_hash != cell.zoo.dataset_hash}
+        stand_ins = [(entry, cell) for entry, cell in runs if verdicts.get(id(entry), False) is not False]
+        boards += [_board(suite, group, stand_in=True, names=names,
+                          checked=all(verdicts[id(entry)] for entry, _ in group))
+                   for group in _same_bytes_groups(stand_ins)]
     return boards
 
 
 def board_suite_boards(root) -> list[SuiteBoard]:
     """`suite_boards` of the board at `root`: its entries, stand-ins found by their pinned test splits."""
+    from leaderboards.datasets import load_datasets
     from leaderboards.entries import load_entries
     from leaderboards.pinned import same_runs
 
-    return suite_boards([entry for _, entry in load_entries(root)], same_runs(root))
+    names = {digest: record.name for digest, record in load_datasets(root).items()}
+    return suite_boards([entry for _, entry in load_entries(root)], same_runs(root), names)
 
 
 def _same_bytes_groups(runs: list[tuple[Entry, Cell]]) -> list[list[tuple[Entry, Cell]]]:
@@ -106,7 +116,8 @@ def _same_bytes_groups(runs: list[tuple[Entry, Cell]]) -> list[list[tuple[Entry,
     return [members for _, _, members in groups]
 
 
-def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool) -> SuiteBoard:
+def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool, names: dict[str, str] | None = None,
+           checked: bool = True) -> SuiteBoard:
     """One table: a row per model with each cell's metric, rank and the mean rank (runs newest first)."""
     chosen: dict[str, dict[str, Entry]] = {}  # model -> cell -> its newest entry
     for entry, cell in runs:
@@ -121,14 +132,14 @@ def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool) -> SuiteBoard:
         present = [values[i][column] for i in chosen if values[i][column] is not None]
         for identity in chosen:
             value = values[identity][column]
-            ranks[identity].append(None if value is None else
-                                   1 + sum((other > value) if higher else (other < value) for other in present))
+            ranks[identity].append(None if value is None else ranks_of(present + [value], higher)[-1])
     rows = [SuiteRow(model, values[model], tuple(ranks[model]),
                      statistics.fmean(r for r in ranks[model] if r is not None)) for model in chosen]
     rows.sort(key=lambda row: (sum(v is None for v in row.values), row.mean_rank, row.model))
     read = {cell.name: entry.results.dataset.dataset_hash for entry, cell in runs}
-    return SuiteBoard(suite.name, suite.description, suite.cells, metrics, tuple(rows),
-                      tuple(read.get(cell.name) for cell in suite.cells), stand_in)
+    hashes = tuple(read.get(cell.name) for cell in suite.cells)
+    return SuiteBoard(suite.name, suite.description, suite.cells, metrics, tuple(rows), hashes, stand_in,
+                      checked, tuple((names or {}).get(digest) if digest else None for digest in hashes))
 
 
 def board_heading(board: SuiteBoard) -> tuple[str, str]:
@@ -136,11 +147,14 @@ def board_heading(board: SuiteBoard) -> tuple[str, str]:
     if not board.stand_in:
         return board.suite, ("Only runs on the pinned zoos (the hashes below) are ranked here; a model's mean rank is "
                              "over the cells it has, and the rows with every cell come first.")
-    read = ", ".join(sorted({f"{cell.zoo.name} {digest[:12]}" for cell, digest in zip(board.cells, board.hashes)
-                             if digest is not None}))
+    names = board.names or (None,) * len(board.cells)
+    read = ", ".join(sorted({f"{name or cell.zoo.name} {digest[:12]}"
+                             for cell, digest, name in zip(board.cells, board.hashes, names) if digest is not None}))
+    unchecked = ("" if board.checked else " This board holds no pinned copy of the suite's zoos, so it could not "
+                 "check that these zoos hold the same runs (a regenerated zoo does); the official board checks.")
     return (f"{board.suite} on stand-in zoos ({read})",
             "Runs on zoos regenerated elsewhere (other bytes than the pinned hashes): not ranked against the suite's "
-            "table; ranked among themselves, as every column here read the same bytes.")
+            "table; ranked among themselves, as every column here read the same bytes." + unchecked)
 
 
 def dataset_label(board: SuiteBoard, cell: Cell, digest: str | None) -> str:
@@ -148,7 +162,10 @@ def dataset_label(board: SuiteBoard, cell: Cell, digest: str | None) -> str:
     pinned = cell.zoo.dataset_hash[:12]
     if not board.stand_in:
         return f"dataset {pinned}"
-    return f"no run on a stand-in yet; pinned {pinned}" if digest is None else f"dataset {digest[:12]}, pinned {pinned}"
+    if digest is None:
+        return f"no run on a stand-in yet; pinned {pinned}"
+    name = dict(zip(board.hashes, board.names)).get(digest) if board.names else None
+    return f"dataset {name + ' ' if name else ''}{digest[:12]}, pinned {pinned}"
 
 
 def suite_markdown(boards: list[SuiteBoard]) -> str:
