@@ -10,7 +10,7 @@ export HF_DATASETS_OFFLINE := 1
 # Ray's token authentication is for shared clusters; the local instances and test clusters here run without it.
 export RAY_AUTH_MODE := disabled
 
-.PHONY: demo test test-fast docs docs-results bench-loading bench-generation bench-nfn venv clean
+.PHONY: demo test test-fast docs docs-results docs-weight-spaces bench-loading bench-generation bench-nfn venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ docs: $(STAMP)
 # The results tables in docs/ and README.md, rendered again from the official board (leaderboards/).
 docs-results: $(STAMP)
 	$(BIN)/nfnzoo leaderboard render --docs docs --readme README.md
+
+# docs/weight-spaces.md, rendered again from the families' weight spaces and groups (zoo/weightspace_doc.py).
+docs-weight-spaces: $(STAMP)
+	$(BIN)/python -m zoo.weightspace_doc
 
 bench-loading: $(STAMP)
 	$(BIN)/python -m benchmarks.perf.loading

@@ -1,0 +1,102 @@
+"""The documentation's facts against their sources: the model lists against the registry, the
+functions the pages call against their signatures, the figures a page repeats against the page
+that measured them, and the submission story against what the pull request's audit accepts."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+from pathlib import Path
+
+from benchmarks.check_members import MAGNITUDES
+from benchmarks.check_model import DENORMAL_RTOL, SPACES
+from nfn_models.registry import MODELS, check_model_contract
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+AUDIT = REPO / "deploy" / "ci" / "audit-submission.sh"
+
+
+def _listed_models(page: str) -> list[str]:
+    region = re.search(r"<!-- models:.*?-->\n(.*?)<!-- /models -->", page, re.S)
+    assert region is not None, "docs/index.md has no <!-- models: ... --> region"
+    return re.findall(r"\(`([a-z0-9_]+)`\)", region.group(1))
+
+
+def test_the_home_page_lists_exactly_the_models_the_registry_ships():
+    listed = _listed_models((DOCS / "index.md").read_text(encoding="utf-8"))
+    assert len(listed) == len(set(listed))
+    assert sorted(listed) == sorted(MODELS.builtin_names())
+
+
+def test_the_model_list_check_fails_on_a_list_missing_a_model():
+    """Negative control: the region parser sees a dropped model."""
+    page = (DOCS / "index.md").read_text(encoding="utf-8").replace("ProbeGen (`probegen`)", "ProbeGen")
+    assert "probegen" not in _listed_models(page)
+
+
+def test_the_models_page_and_the_home_page_link_every_author_page():
+    models = (DOCS / "models.md").read_text(encoding="utf-8")
+    assert [name for name in MODELS.builtin_names() if f"`{name}`" not in models] == []
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    for page in ("bring-your-own-nfn.md", "weight-spaces.md", "submitting.md", "models.md"):
+        assert f"]({page})" in home, page
+
+
+def test_the_docs_call_check_model_contract_with_its_signature():
+    assert list(inspect.signature(check_model_contract).parameters) == ["name", "cls"]
+    calls = [(path.name, call) for path in DOCS.rglob("*.md")
+             for call in re.findall(r"check_model_contract\(([^)]*)\)", path.read_text(encoding="utf-8"))]
+    assert calls and all(len(call.split(",")) == 2 for _, call in calls), calls
+
+
+def test_no_page_tells_to_pip_install_a_package_that_is_not_published():
+    offending = [path.name for path in DOCS.rglob("*.md") if re.search(r"pip install nfnzoo\b",
+                                                                        path.read_text(encoding="utf-8"))]
+    assert offending == []
+
+
+def test_the_zoo_generation_times_have_one_source():
+    """The suite's zoo generation times are measured on the standard-v1 results page; the author's
+    page links there instead of repeating (or contradicting) them, and says the suite's time is
+    measured."""
+    byo = (DOCS / "bring-your-own-nfn.md").read_text(encoding="utf-8")
+    measured = (DOCS / "results" / "standard-v1.md").read_text(encoding="utf-8")
+    assert "39 min 10 s" in measured and "14 min 32 s" in measured and "1 h 15 min 47 s" in measured
+    assert "results/standard-v1.md#how-these-runs-were-made-written-by-hand" in byo
+    assert not re.search(r"\b\d+(\.\d+)?(, | and )~?\d+(\.\d+)? and ~?\d+ minutes", byo)
+    assert "not yet measured" not in byo
+
+
+def test_the_check_model_tolerances_on_the_page_are_the_code_s():
+    byo = (DOCS / "bring-your-own-nfn.md").read_text(encoding="utf-8")
+    for name, magnitude in MAGNITUDES.items():
+        row = re.search(rf"^\| `{name}` \|.*\| ([0-9.e-]+) \| ([0-9.e-]+) \|$", byo, re.M)
+        assert row is not None, name
+        assert (float(row.group(1)), float(row.group(2))) == (magnitude.tolerance, magnitude.equivariant_tolerance)
+    assert re.search(rf"^\| `denormal` \|.*\| {DENORMAL_RTOL:g} \| - \|$", byo, re.M)
+    for space_name in SPACES:
+        assert f"`{space_name}`" in byo, space_name
+
+
+def _audit(tmp_path: Path, changed: list[str]) -> subprocess.CompletedProcess:
+    listing = tmp_path / "changed.txt"
+    listing.write_text("".join(f"{path}\n" for path in changed))
+    # NFNZOO=true: the path rule is what is under test; the audit itself is tested in tests/leaderboards
+    return subprocess.run(["bash", str(AUDIT), str(tmp_path), str(listing)], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "NFNZOO": "true"}, timeout=60)
+
+
+def test_the_submission_page_names_exactly_the_paths_the_audit_accepts(tmp_path):
+    page = (DOCS / "submitting.md").read_text(encoding="utf-8")
+    accepted = ["leaderboards/entries/generalization/abc/mlp-0123.json", "leaderboards/pinned/abc.parquet",
+                "leaderboards/datasets.json"]
+    assert _audit(tmp_path, accepted).returncode == 0
+    for path in ("leaderboards/entries/", "leaderboards/pinned/", "leaderboards/datasets.json"):
+        assert f"`{path}`" in page, path
+    # what the page says stays out of the pull request, the audit refuses (the negative controls)
+    for refused, named in (("docs/results/cnn-generalization.md", "`docs/`"), ("README.md", "`README.md`"),
+                           ("leaderboards/skipped.json", "`leaderboards/skipped.json`")):
+        assert _audit(tmp_path, [*accepted, refused]).returncode == 1, refused
+        assert named in page.split("## What the pull request's check does")[0], named
