@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchmarks.check_members import MAGNITUDES
 from benchmarks.check_model import DENORMAL_RTOL, SPACES
-from nfn_models.registry import MODELS, check_model_contract
+from nfn_models.registry import MODELS, check_model_contract, models_with_output
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -30,6 +30,14 @@ def test_the_home_page_lists_exactly_the_models_the_registry_ships():
     assert sorted(listed) == sorted(MODELS.builtin_names())
 
 
+def test_the_tasks_page_lists_exactly_the_models_with_a_weight_output():
+    page = (DOCS / "tasks.md").read_text(encoding="utf-8")
+    region = re.search(r'`nfn_models\.models_with_output\("weights"\)`:(.*?)a test checks', page, re.S)
+    assert region is not None
+    listed = re.findall(r"\(`([a-z0-9_]+)`\)", region.group(1))
+    assert sorted(listed) == sorted(set(models_with_output("weights")) & set(MODELS.builtin_names()))
+
+
 def test_the_model_list_check_fails_on_a_list_missing_a_model():
     """Negative control: the region parser sees a dropped model."""
     page = (DOCS / "index.md").read_text(encoding="utf-8").replace("ProbeGen (`probegen`)", "ProbeGen")
@@ -42,6 +50,22 @@ def test_the_models_page_and_the_home_page_link_every_author_page():
     home = (DOCS / "index.md").read_text(encoding="utf-8")
     for page in ("bring-your-own-nfn.md", "weight-spaces.md", "submitting.md", "models.md"):
         assert f"]({page})" in home, page
+
+
+def _table_models(page: str, heading: str) -> set[str]:
+    """The models named in the first column of the first table after `heading`."""
+    table = re.search(re.escape(heading) + r".*?\n(\|.*?)\n\n", page, re.S).group(1)
+    return {name for row in table.splitlines()[2:] for name in re.findall(r"`([a-z0-9_]+)`", row.split("|")[1])}
+
+
+def test_the_invariance_tables_cover_every_model_on_the_spaces_it_reads():
+    page = (DOCS / "models.md").read_text(encoding="utf-8")
+    feedforward = _table_models(page, "## What each model is exactly invariant to")
+    transformer = _table_models(page, "On transformer weight spaces")
+    for name in MODELS.builtin_names():
+        reads = getattr(MODELS.get(name), "weight_spaces", ("feedforward", "transformer"))
+        assert ("feedforward" in reads) == (name in feedforward), (name, reads)
+        assert ("transformer" in reads) <= (name in transformer), (name, reads)
 
 
 def test_the_docs_call_check_model_contract_with_its_signature():

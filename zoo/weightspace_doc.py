@@ -63,8 +63,9 @@ VARIANTS = (
             "the default `INRArchitecture`: 2 -> 32 -> 32 -> 1 with sine activations"),
     Variant("transformer", "Transformer (Small Transformer Zoo)", {}, {"": {}},
             "the default `TransformerArchitecture` (MNIST): a 4x4 patch embedding, 2 encoder blocks of d_model "
-            "32 with 2 heads of 16, MLP 32 -> 64 -> 32, no residual connections, a 32 -> 32 -> 10 head (with `input: word_embeddings` the frozen word "
-            "vectors are no weights: the space starts at `encoder.0`)"),
+            "32 with 2 heads of 16, MLP 32 -> 64 -> 32, no residual connections, a 32 -> 32 -> 10 head "
+            "(with `input: word_embeddings` the frozen word vectors are no weights: the space starts at "
+            "`encoder.0`)"),
     Variant("transformer", "Transformer with residual connections", {"residual": True}, {"": {}},
             "the same with `residual: true`: no model-dimension permutation survives the residual stream"),
 )
@@ -111,6 +112,18 @@ class Factor:
     symbol: str
     size: int
     axes: list[tuple[str, int, int]]
+    group_size: int = 1  # > 1: runs of this many indices stay together (a head's rows), each run moved as one
+
+
+def _kept_together(permutation: torch.Tensor) -> int:
+    """The smallest run length d > 1 (a proper divisor of n) whose runs every element maps onto runs; 1 if none."""
+    n = permutation.shape[1]
+    for d in range(2, n):
+        if n % d == 0:
+            runs = (permutation // d).reshape(permutation.shape[0], n // d, d)
+            if torch.equal(runs, runs[:, :, :1].expand_as(runs)):
+                return d
+    return 1
 
 
 def factors(space: WeightSpace, symmetry: Any) -> tuple[list[Factor], dict[tuple[str, int], str]]:
@@ -138,7 +151,8 @@ def factors(space: WeightSpace, symmetry: Any) -> tuple[list[Factor], dict[tuple
                     label = f"{factor.symbol} in blocks of {block}"
                     break
             if label is None:
-                factor = Factor(f"π{len(found) + 1}", spec.shape[axis], [(spec.name, axis, 1)])
+                factor = Factor(f"π{len(found) + 1}", spec.shape[axis], [(spec.name, axis, 1)],
+                                _kept_together(permutation))
                 found.append((permutation, factor))
                 label = factor.symbol
             labels[spec.name, axis] = label
@@ -175,8 +189,9 @@ def _group_text(symmetry: Any) -> str:
                         "axis (or its block) times s (an odd activation: tanh, sine)"}[symmetry.mode]
     if isinstance(symmetry, AttentionSymmetry):
         parts = [f"per block, the heads (h = {symmetry.num_heads}) permuted as a whole; each head's query and key "
-                 "rows mixed by an invertible M_i (queries M_i, keys M_i^-T) and its value rows and out-projection "
-                 "columns by an invertible N_i: GL(d_k) x GL(d_v) per head, inside the head's factor above"]
+                 "rows (a run of the queries' and keys' factor above) mixed by an invertible M_i (queries M_i, keys "
+                 "M_i^-T), its value rows and out-projection columns (a run of the values' factor) by an "
+                 "invertible N_i: GL(d_k) x GL(d_v) per head"]
         if symmetry.mlp_scaling:
             parts.append("the MLP hidden units (fc1 rows and bias, fc2 columns) also scaled by positive factors")
         parts.append("residual connections: the model dimension is never permuted" if symmetry.residual else
@@ -199,16 +214,18 @@ def render_variant(variant: Variant) -> str:
              "| # | tensor | shape | axes | module | role | layer | position |",
              "|---|---|---|---|---|---|---|---|"]
     for index, spec in enumerate(space.tensors):
-        axes = ", ".join(f"{name}: {labels[spec.name, axis]}"
-                         for axis, name in enumerate(AXES.get(len(spec.shape), tuple(map(str, range(len(spec.shape)))))))
+        names = AXES.get(len(spec.shape), tuple(f"axis {axis}" for axis in range(len(spec.shape))))
+        axes = ", ".join(f"{name}: {labels[spec.name, axis]}" for axis, name in enumerate(names))
         lines.append(f"| {index} | `{spec.name}` | {_shape(spec.shape)} | {axes} | {modules.get(spec.name, '?')} | "
                      f"{spec.role} | {spec.layer} | {_position(space, spec.layer)} |")
     lines += ["", "The relabelling factors (one independent permutation per member for each):", "",
-              "| factor | size | acts on |", "|---|---|---|"]
+              "| factor | size | moved as | acts on |", "|---|---|---|---|"]
     for factor in found:
         acts = ", ".join(f"`{name}` axis {axis}" + (f" (blocks of {block})" if block > 1 else "")
                          for name, axis, block in factor.axes)
-        lines.append(f"| {factor.symbol} | {factor.size} | {acts} |")
+        moved = (f"{factor.size // factor.group_size} runs of {factor.group_size} (each run kept together, "
+                 "its entries permuted within)" if factor.group_size > 1 else "single indices")
+        lines.append(f"| {factor.symbol} | {factor.size} | {moved} | {acts} |")
     lines.append("")
     for label, symmetry in symmetries.items():
         head = f"With `{label}`" if label else "The group"
@@ -262,19 +279,21 @@ def render_page() -> str:
              "`(out, in, kernel row, kernel column)`, a bias `(out,)`. `WeightBatch.flatten()` concatenates every "
              "tensor, row-major, in this order.", "",
              "Below, for one representative architecture of each family: every tensor, what each axis is "
-             "relabelled by (a factor of the family's symmetry group, or *fixed*: not relabelled by the family's "
-             "group, as inputs, outputs and kernel positions, and whatever the architecture pins), and what the group adds to the relabellings "
-             "(scalings, sign flips, GL(d) of attention). The factors are measured, not written by hand: the "
-             "group's permutation subgroup acts on members whose entries are their own indices, and every "
-             "axis moved the same way by 16 random elements is one factor. *Position* says whether the "
-             "tensor's layer is the first, a hidden or the last one: only hidden units are permuted. Where a "
-             "convolution meets a dense layer, the dense layer's `in` axis shows how: the same factor as the "
+             "relabelled by (a factor of the family's symmetry group, or *fixed*: not relabelled by the "
+             "family's group, as inputs, outputs and kernel positions, and whatever the architecture pins), and "
+             "what the group adds to the relabellings (scalings, sign flips, GL(d) of attention). The factors "
+             "are measured, not written by hand: the group's permutation subgroup acts on members whose entries "
+             f"are their own indices, and every axis moved the same way by {PROBE_MEMBERS} random elements is "
+             "one factor. *Position* says whether the tensor's layer is the first, a hidden or the last one (the "
+             "units permuted are the outputs of every layer but the last, and the inputs of the layer after). "
+             "Where a convolution meets a dense layer, the dense layer's `in` axis shows how: the same factor as the "
              "last convolution's channels (global average pooling: one input per channel) or that factor *in "
              "blocks of k* (a channel-major flatten: k = H x W consecutive inputs per channel).", ""]
     parts += [render_variant(variant) for variant in VARIANTS]
     parts += ["## Building a `WeightBatch` by hand", "",
-              "A weight space from `TensorSpec`s, a batch of random members, the same from real members' state "
-              "dicts, and a group element acting on them (tests/test_weightspace_doc.py runs this block):", "",
+              "A weight space from `TensorSpec`s, a batch of random members, a family's weight space filled "
+              "from state dicts (as a zoo's checkpoints hold them), and a group element acting on them "
+              "(tests/zoo/test_weightspace_doc.py runs this block):", "",
               "<!-- weight-space-example -->", "```python", EXAMPLE.rstrip("\n"), "```", ""]
     return "\n".join(parts)
 

@@ -64,6 +64,9 @@ def test_the_measured_factors_are_the_hidden_layers():
     residual, labels = _labels("transformer", {"residual": True}, {})
     assert len(plain) == 10 and len(residual) == 6  # per block: Q/K rows, V rows, MLP units (+ P_O, P_B without)
     assert labels["encoder.1.attention.queries.weight", 1] == "fixed"
+    head_dim = create_family("transformer").Architecture().head_dim
+    assert [f.group_size for f in residual] == [head_dim, head_dim, 1] * 2  # a head's rows move together
+    assert {f.group_size for f in cnn + pooled} == {1}
 
 
 def test_a_group_that_permutes_nothing_shows_no_factor():
