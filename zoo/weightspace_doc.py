@@ -9,7 +9,7 @@ flat indices, and each output entry then says where it came from. Axes that ever
 relabels the same way are one factor of the group (a layer's hidden units, a block's heads); an
 axis relabelled in runs of k consecutive indices by a factor of another axis is a flatten (a
 convolution's channels read as blocks of k dense inputs). So a change to a family's model or group
-changes the page, and `python -m zoo.weightspace_doc --check` (and tests/test_weightspace_doc.py)
+changes the page, and `python -m zoo.weightspace_doc --check` (and tests/zoo/test_weightspace_doc.py)
 fails until the page is rendered again.
 
     python -m zoo.weightspace_doc            # writes docs/weight-spaces.md
@@ -284,8 +284,9 @@ def render_page() -> str:
              "what the group adds to the relabellings (scalings, sign flips, GL(d) of attention). The factors "
              "are measured, not written by hand: the group's permutation subgroup acts on members whose entries "
              f"are their own indices, and every axis moved the same way by {PROBE_MEMBERS} random elements is "
-             "one factor. *Position* says whether the tensor's layer is the first, a hidden or the last one (the "
-             "units permuted are the outputs of every layer but the last, and the inputs of the layer after). "
+             "one factor. *Position* says whether the tensor's layer is the first, a hidden or the last one "
+             "(in the CNNs and SIRENs the units permuted are the outputs of every layer but the last, and the "
+             "inputs of the layer after). "
              "Where a convolution meets a dense layer, the dense layer's `in` axis shows how: the same factor as the "
              "last convolution's channels (global average pooling: one input per channel) or that factor *in "
              "blocks of k* (a channel-major flatten: k = H x W consecutive inputs per channel).", ""]
