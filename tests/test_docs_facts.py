@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from benchmarks.check_members import MAGNITUDES
-from benchmarks.check_model import DENORMAL_RTOL, SPACES
+from benchmarks.check_model import DENORMAL_RTOL, EQUIVARIANT_MOVES, MOVES, SPACES
 from nfn_models.registry import MODELS, check_model_contract, models_with_output
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,8 +100,9 @@ def test_the_check_model_tolerances_on_the_page_are_the_code_s():
         assert row is not None, name
         assert (float(row.group(1)), float(row.group(2))) == (magnitude.tolerance, magnitude.equivariant_tolerance)
     assert re.search(rf"^\| `denormal` \|.*\| {DENORMAL_RTOL:g} \| - \|$", byo, re.M)
-    for space_name in SPACES:
-        assert f"`{space_name}`" in byo, space_name
+    for space_name, (_, _, _, group) in SPACES.items():  # each space's row names the group field it sets
+        assert re.search(rf"^\| `{re.escape(space_name)}` \|.*\| `{group}` \|$", byo, re.M), space_name
+    assert f"more than {MOVES:.0e} ({EQUIVARIANT_MOVES:.0e} for a weight output)".replace("e-0", "e-") in byo
 
 
 def _audit(tmp_path: Path, changed: list[str]) -> subprocess.CompletedProcess:
