@@ -175,9 +175,9 @@ def load_pinned(root: str | Path, record: KnownDataset, split_set: str = DEFAULT
 def same_runs(root: str | Path):
     """`(hash_a, hash_b) -> bool | None`: whether two registered datasets hold the same runs (their pinned
     test splits list the same model_ids), e.g. a zoo regenerated from the same spec on a machine whose
-    arithmetic gives other bytes. A dataset without pinned test metadata holds the same runs as none; None
-    when `hash_b` has no pinned test metadata on this board but `hash_a` has (an author's own board, which
-    never registered the official pinned zoo: whether `a` holds its runs cannot be checked here)."""
+    arithmetic gives other bytes. None when `hash_b` has no pinned test metadata on this board (an author's
+    own board, which never registered the official pinned zoo: whether `a` holds its runs cannot be
+    checked here); otherwise a dataset without pinned test metadata holds the same runs as none."""
     datasets, seen = load_datasets(root), {}
 
     def model_ids(dataset_hash: str) -> frozenset | None:
@@ -188,8 +188,8 @@ def same_runs(root: str | Path):
         return seen[dataset_hash]
 
     def same(a: str, b: str) -> bool | None:
-        if model_ids(a) is None:
-            return False
-        return None if model_ids(b) is None else model_ids(a) == model_ids(b)
+        if model_ids(b) is None:
+            return None
+        return model_ids(a) is not None and model_ids(a) == model_ids(b)
 
     return same

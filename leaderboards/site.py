@@ -28,7 +28,7 @@ padding:0 1rem;color:#1f2328}
 h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #d0d7de}h3{font-size:1.05rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.86rem}
 th,td{border:1px solid #d0d7de;padding:.25rem .4rem;text-align:left;vertical-align:top}
-td.number{white-space:nowrap}td.text{overflow-wrap:anywhere;min-width:4rem}th{overflow-wrap:normal}
+td.number,td.metric span{white-space:nowrap}span.std{color:#57606a}td.text{overflow-wrap:anywhere;min-width:4rem}th{overflow-wrap:normal}
 td.entry code{overflow-wrap:anywhere}
 th{background:#f6f8fa}table.entries th{cursor:pointer;user-select:none}
 table.entries th[aria-sort=ascending]::after{content:" ▲"}table.entries th[aria-sort=descending]::after{content:" ▼"}
@@ -117,6 +117,10 @@ def _cell(row: Row, column: str, metrics: Sequence[str]) -> str:
         return f'<td class="number" data-value="{_e(shown)}"><a href="{_e(value)}">{_e(shown)}</a></td>'
     if column in metrics or column in NUMERIC:
         sort = "" if value is None else repr(float(value))
+        mean, plus, std = shown.partition(" ± ")
+        if column in metrics and plus:  # the std may go under the mean where the table is narrow
+            return (f'<td class="metric" data-value="{sort}"><span>{_e(mean)}</span> '
+                    f'<span class="std">± {_e(std)}</span></td>')
         return f'<td class="number" data-value="{sort}">{_e(shown)}</td>'
     if column == "Entry":
         return f'<td class="entry" data-value="{_e(shown)}" title="{_e(shown)}"><code>{_e(short_entry(shown))}</code></td>'
