@@ -118,5 +118,6 @@ def test_a_code_link_is_shown_in_the_markdown_and_the_site(root, write_results, 
 
     submit(write_results(), root, code_url="https://github.com/org/repo", code_commit="0123456789abcdef")
     text = render(root, tmp_path / "site")
-    assert "[01234567](https://github.com/org/repo)" in text
-    assert '<a href="https://github.com/org/repo">01234567</a>' in (tmp_path / "site" / "generalization.html").read_text()
+    assert "[01234567](https://github.com/org/repo/tree/0123456789abcdef)" in text  # the code at its commit
+    assert ('<a href="https://github.com/org/repo/tree/0123456789abcdef">01234567</a>'
+            in (tmp_path / "site" / "generalization.html").read_text())
