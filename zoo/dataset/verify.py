@@ -44,7 +44,9 @@ from zoo.storage.integrity import declared_size_problem, shard_problem
 from zoo.loader import check_row
 from zoo.storage.manifest import SPLITS, shard_path
 from zoo.storage.safetensors_io import MAX_HEADER_BYTES
-from zoo.planning.spec import spec_from_data
+from zoo.families.base import get_family
+from zoo.planning.spec import check_member_size, spec_from_data
+from zoo.validation.schema import SchemaError, from_data
 from zoo.validation.inputs import value_problem
 from zoo.validation.text import visible
 
@@ -195,6 +197,34 @@ def _check_split_set(folder: Path, name: str, set_name: str, described: dict, id
                                    f"(first {ascii(str(unknown[0]))[:60]})")
 
 
+def _architecture_problems(folder: Path, name: str, entry: dict) -> list[str]:
+    """Every architecture config `name` declares (`architectures.*.architecture`, and its spec's), held to its
+    family's Architecture and sized arithmetically (`zoo.planning.spec.check_member_size`: layers, widths,
+    parameters within `zoo.validation.bounds`) before anything (`--recompute`, `--retrain`) builds a member."""
+    declared = [(f"configs.{name}.architectures.{key}", described.get("family", entry.get("family")),
+                 described.get("architecture"))
+                for key, described in sorted((entry.get("architectures") or {}).items()) if isinstance(described, dict)]
+    if isinstance(entry.get("spec"), dict) and "architecture" in entry["spec"]:
+        declared.append((f"configs.{name}.spec", entry["spec"].get("family", entry.get("family")),
+                         entry["spec"]["architecture"]))
+    problems = []
+    for key, family_name, architecture in declared:
+        where = f"{folder / MANIFEST}: {key}"
+        try:
+            family = get_family(family_name)
+        except (KeyError, TypeError):
+            problems.append(f"{where}: family: unknown family {ascii(family_name)[:80]}")
+            continue
+        try:
+            from_data(family.Architecture, architecture, where, "architecture")
+            check_member_size(family, architecture, where)
+        except SchemaError as error:
+            problems.append(str(error))
+        except (TypeError, ValueError) as error:  # a value the family's own arithmetic cannot size
+            problems.append(f"{where}: architecture: not a {family_name} architecture ({error})")
+    return problems
+
+
 def _check_counts(name: str, entry: dict, report: VerifyReport) -> None:
     """The manifest's counts against its own shard list and each other."""
     packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
@@ -252,6 +282,7 @@ def _verify(folder: Path, recompute: int, seed: int, allow_incomplete: bool, ret
         key, reason = stored
         report.problems.append(f"{folder / MANIFEST}: {key}: {reason}")
     for name, entry in sorted(manifest["configs"].items()):
+        report.problems += _architecture_problems(folder, name, entry)
         _check_completeness(name, entry, allow_incomplete, report)
         _check_counts(name, entry, report)
         ids: dict[str, str] = {}
