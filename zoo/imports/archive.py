@@ -230,12 +230,26 @@ def import_from(importer, source: str | Path, out: str | Path, **options) -> dic
     with unpacked(source, out) as folder:
         try:
             return importer(folder, out, **options)
+        except OSError as error:
+            if error.strerror is not None or error.filename is not None:
+                raise  # the operating system's own: the CLI names its file and reason
+            # an OSError made from a message alone (`FileNotFoundError("...")`) or from nothing: its text, or
+            # what it is, naming the source, never a bare class name
+            raise InputError(_named(error, source, folder, out)) from None
         except ValueError as error:
-            message = str(error)
-            if Path(folder) != Path(source):
-                scratch = (Path(folder) if Path(folder).name.startswith(f".{Path(out).name}.unpack-")
-                           else Path(folder).parent)
-                message = message.replace(str(scratch), str(source))
-            if str(source) not in message and not isinstance(error, InputError):  # an InputError names its file
-                message = f"{source}: {message}"
-            raise InputError(message.splitlines()[0] if message.strip() else f"{source}: {type(error).__name__}") from None
+            raise InputError(_named(error, source, folder, out)) from None
+
+
+def _named(error: Exception, source: str | Path, folder: str | Path, out: str | Path) -> str:
+    """The first line of `error` with the scratch folder named as the archive, naming `source` unless it
+    names it already; an error with no message is its kind, named by `source` (never a bare class name)."""
+    message = str(error)
+    if Path(folder) != Path(source):
+        scratch = (Path(folder) if Path(folder).name.startswith(f".{Path(out).name}.unpack-")
+                   else Path(folder).parent)
+        message = message.replace(str(scratch), str(source))
+    if not message.strip():
+        return f"{source}: the import failed with {type(error).__name__} and no message"
+    if str(source) not in message and not isinstance(error, InputError):
+        message = f"{source}: {message}"  # an InputError names its file
+    return message.splitlines()[0]

@@ -28,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -52,6 +54,27 @@ from zoo.distributed.machine import packing_machine
 from zoo.weightspace import WeightSpace
 
 SPLIT_SET_PREFIX = "splitset-"
+
+
+def _existing_manifest(out: Path) -> dict:
+    """The manifest already in `out` (an import adds its config to it), or an empty one where there is none;
+    a `manifest.json` that is not a regular file (a folder, a link, a FIFO) is one line naming it and what it is."""
+    path = out / MANIFEST
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return {"configs": {}}
+    if not stat.S_ISREG(mode):
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
+                else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file")
+        raise InputError(f"{path}: {kind}, not a manifest; expected the regular file `nfnzoo pack` or `nfnzoo "
+                         "import` writes (remove it, or import into another --out folder)")
+    try:
+        return read_manifest(out)
+    except OSError as error:
+        if error.strerror is None and error.filename is None:  # made from a message alone: keep its text
+            raise InputError(str(error) or f"{path}: not a readable manifest") from None
+        raise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +207,7 @@ def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_sha
     schema = pa.schema([*base.remove(base.get_field_index("weights")).remove(base.get_field_index("status")),
                         *[pa.field(name, kind) for name, kind in config.extra_columns.items()],
                         base.field("status"), base.field("weights")])
-    manifest = read_manifest(out) if (out / MANIFEST).exists() else {"configs": {}}
+    manifest = _existing_manifest(out)
     building = building_folder(out, config.name)
     nofollow.rmtree(out, building)
     nofollow.makedirs(out, building)
