@@ -61,14 +61,22 @@ def save_spec(spec: ZooSpec, folder: Path) -> Path:
 
 
 def load_saved_specs(folder: str | Path) -> list[ZooSpec]:
-    """Every spec saved in the folder (specs/*.json), each checked as `_read_saved_spec` says."""
-    return [_read_saved_spec(p) for p in sorted((Path(folder) / SPECS_FOLDER).glob("*.json"))]
+    """Every spec saved in the folder (specs/*.json), each checked as `_read_saved_spec` says; read with the
+    readers' rule (`zoo.storage.nofollow.confine`): a link (of the file or of specs/) may not lead outside."""
+    return [_read_saved_spec(nofollow.confine(folder, f"{SPECS_FOLDER}/{p.name}", str(p), follow=True))
+            for p in sorted((Path(folder) / SPECS_FOLDER).glob("*.json"))]
 
 
 def read_manifest(folder: str | Path) -> dict:
     """The folder's manifest; a missing, unreadable or malformed one is an error naming the file."""
     folder = Path(folder)
     path = folder / MANIFEST
+    if path.exists() and not path.is_file():  # a folder or a FIFO: named as such, never opened
+        from zoo.validation.inputs import InputError
+
+        what = "a folder" if path.is_dir() else "not a regular file (a pipe, socket or device)"
+        raise InputError(f"{path}: {what}; a packed zoo's {MANIFEST} is a JSON file "
+                                "(re-run `nfnzoo pack` to rewrite it)")
     if not path.is_file():
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: no such folder (give the folder `nfnzoo generate` wrote)")
