@@ -67,6 +67,8 @@ MAX_PARQUET_WEIGHTS_ROW_BYTES = 8 * MAX_MEMBER_PARAMETERS + 16 * MIB + 8  # a fl
 MAX_PARQUET_COLUMN_CHUNK_BYTES = 2 * GIB  # one column of one row group, uncompressed (real ones: under 100 MB)
 MAX_PARQUET_FOOTER_BYTES = 64 * MIB  # a shard's footer (schema and row groups' metadata): real ones are a few KB
 MAX_PARQUET_ROWS_PER_GROUP = 1_000_000  # rows of one row group: pack writes 32 MiB of weights a group (~7,000 SIRENs)
+MAX_THRIFT_CONTAINER_ELEMENTS = 2**16  # a list or map in a Parquet page header (real ones hold none; statistics hold two binaries)
+MAX_THRIFT_NESTING = 16  # structs, lists and maps inside a page header (real ones: 3, PageHeader > DataPageHeader > Statistics)
 
 # --- staged checkpoints and the dry run -----------------------------------------------------------
 # A plan is counted from the spec's numbers before anything is enumerated; the largest real zoo has
