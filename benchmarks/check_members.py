@@ -3,10 +3,14 @@
 A claim must hold on members of every magnitude, not only on standard normal ones: a model that
 clamps or branches on large weights (|w| > 20), or that overflows on them, is only caught there.
 `MAGNITUDES` names them: "unit" (N(0, 1) entries, where the negative controls are measured too),
-"realistic" (as trained members hold them), "outliers" (realistic, bar a few entries beyond 20) and
-"large" (100x). The tolerances are relative, max |f(g . w) - f(w)| / (1 + |f(w)|) for invariance
-and relative to each output tensor's largest entry for equivariance; float32 sums of terms 100x
-larger round 100x larger in absolute terms, hence `LARGE_RTOL` there.
+"realistic" (as trained members hold them), "outliers" (realistic, bar a few entries beyond 20),
+"large" (100x) and "small" (every entry N(0, 1e-3^2), as a fresh zoo's epoch-0 members with
+init_std 1e-3 hold them: a model that branches on small weights breaks its claim only there). The
+tolerances are relative, max |f(g . w) - f(w)| / (1 + |f(w)|) for invariance and relative to each
+output tensor's largest entry for equivariance; float32 sums of terms 100x larger round 100x larger
+in absolute terms, hence `LARGE_RTOL` there. At "small" an output may be as small as its members, so
+the invariance deviation is relative to the output's own size, max |f(g . w) - f(w)| / min(1, max |f(w)|)
+(`Magnitude.own_scale`): a tiny output cannot pass by being tiny.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class Magnitude:
     equivariant_tolerance: float  # an equivariance claim's (relative to each output tensor's largest entry)
     std: float | None = None  # every entry N(0, std^2); None: He-initialised weights, N(0, 0.1^2) biases
     outliers: float = 0.0  # this share of the entries set to +-U(20, 100)
+    own_scale: bool = False  # the invariance deviation relative to min(1, max |f(w)|), not to 1 + |f(w)|
 
 
 # a claim must hold at every magnitude; the groups a model does not claim are measured at "unit" only
@@ -43,6 +48,9 @@ MAGNITUDES = {
     "outliers": Magnitude("realistic, with 2% of the entries +-U(20, 100)", LARGE_RTOL, EQUIVARIANT_MOVES,
                           outliers=0.02),
     "large": Magnitude("N(0, 100^2) entries (most beyond 20)", LARGE_RTOL, EQUIVARIANT_MOVES, std=100.0),
+    # a fresh zoo's epoch-0 members (init_std 1e-3: every |w| below ~0.005); float32 rounds relatively as at "unit"
+    "small": Magnitude("N(0, 1e-3^2) entries (as epoch-0 members with init_std 1e-3), deviation relative to "
+                       "min(1, the output's largest value)", RTOL, EQUIVARIANT_MOVES, std=1e-3, own_scale=True),
 }
 
 

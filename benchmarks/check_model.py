@@ -10,12 +10,14 @@ weights, and the deviation max |f(g . w) - f(w)| / (1 + |f(w)|) (elementwise, so
 `torch.testing.assert_close` with rtol = atol) is measured over seeds:
 
 - the output itself first (`benchmarks.outputs`, the model contract): a tensor (B, out_features),
-  every value finite. One that is not is reported as such ("NOT FINITE" / "WRONG SHAPE", naming
-  the space, the magnitude, the seed and which output), and nothing is measured on it: a NaN is
+  every value finite. One that is not is reported as such ("NOT FINITE" / "WRONG SHAPE" /
+  "WRONG DTYPE", naming the space, the magnitude, the seed and which output), and nothing is
+  measured on it: a NaN is never a verdict on a claim. The model is handed a copy of the members and
+  a call that changes it in place is reported as "MODIFIES ITS INPUT" (naming the tensor), likewise
   never a verdict on a claim;
 - a claimed group must leave the output unchanged at every magnitude of the members
   (`benchmarks.check_members.MAGNITUDES`: standard normal, as trained members hold them
-  (He-initialised), realistic with 2% outliers beyond 20, and 100x), within that magnitude's
+  (He-initialised), realistic with 2% outliers beyond 20, 100x, and 1e-3 as epoch-0 members), within that magnitude's
   tolerance (`RTOL` in float32; `LARGE_RTOL` where entries reach 100), also on members holding
   denormal weights (power-of-two scalings, which act exactly; `DENORMAL_RTOL`: the action itself
   rounds there): a model that clamps or branches on large weights breaks its claim only there;
@@ -101,7 +103,8 @@ class Check:
     tolerance: float  # a claim holds at or below it; an unclaimed group should exceed `moves`
     moves: float
     magnitude: str = "unit"  # the members' weights (`MAGNITUDES`)
-    # the output broke the contract, so nothing was measured: "not finite" or "wrong shape", and what was seen
+    # the output broke the contract, so nothing was measured: "not finite", "wrong shape", "wrong dtype" or
+    # "modifies its input" (the call changed the members it was given), and what was seen
     broken: str | None = None
     detail: str = ""
 
@@ -186,8 +189,24 @@ def _built(cls: type, name: str, space_name: str, seed: int, output: str, overri
     return model
 
 
-def _deviation(moved: torch.Tensor, output: torch.Tensor) -> float:
+def _deviation(moved: torch.Tensor, output: torch.Tensor, magnitude: str = "unit") -> float:
+    if MAGNITUDES.get(magnitude) is not None and MAGNITUDES[magnitude].own_scale:  # relative to the output's size
+        return ((moved - output).abs().max() / output.abs().max().clamp(min=1e-30, max=1.0)).item()
     return ((moved - output).abs() / (1 + output.abs())).max().item()
+
+
+def _called(model: torch.nn.Module, weights: WeightBatch, role: str, seed: int) -> tuple[Any, tuple[str, str] | None]:
+    """The model's output on a copy of `weights`, and ("modifies its input", which tensor) when the call
+    changed that copy in place (a model that mutates its input corrupts the batch it is given: its own
+    verdict, never one on a claim)."""
+    given = WeightBatch(weights.space, tuple(t.clone() for t in weights.tensors))
+    versions = [t._version for t in given.tensors]
+    with torch.no_grad():
+        output = model(given)
+    for spec, before, after, version in zip(weights.space.tensors, weights.tensors, given.tensors, versions):
+        if after._version != version or after.shape != before.shape or not torch.equal(after, before):
+            return output, ("modifies its input", f"{role}, seed {seed}: tensor {spec.name}")
+    return output, None
 
 
 def _relative_gap(a: WeightBatch, b: WeightBatch) -> float:
@@ -211,7 +230,8 @@ def _contract(output: Any, size: int, width: int, role: str, seed: int) -> tuple
     """("wrong shape" or "not finite", what was seen) for an invariant output that breaks the contract."""
     problem = shape_problem(output, size, width)
     if problem is not None:
-        return "wrong shape", f"{role}, seed {seed}: {problem}"
+        wrong = "wrong dtype" if isinstance(output, torch.Tensor) and not output.is_floating_point() else "wrong shape"
+        return wrong, f"{role}, seed {seed}: {problem}"
     counted = count_nonfinite(output)
     return None if counted is None else ("not finite", f"{role}, seed {seed}: {counted}")
 
@@ -235,8 +255,8 @@ def check_output(name: str, space_name: str, magnitude: str = "unit", seeds: Seq
     for seed in _seeds_of(name, seeds):
         model, weights = _in_dtype(name, build_model(name, space_name, seed, overrides=overrides),
                                    random_weights(space(space_name), 4, seed, magnitude=magnitude))
-        with torch.no_grad():
-            found = _contract(model(weights), len(weights), width, "f(w)", seed)
+        output, mutated = _called(model, weights, "f(w)", seed)
+        found = mutated or _contract(output, len(weights), width, "f(w)", seed)
         if found is not None:
             return Check(name, space_name, "-", "output", False, math.nan, math.nan, math.nan, magnitude, *found)
     return Check(name, space_name, "-", "output", False, math.nan, math.nan, math.nan, magnitude,
@@ -253,14 +273,14 @@ def check_invariance(name: str, space_name: str, group: str, seeds: Sequence[int
         model, weights = _in_dtype(name, build_model(name, space_name, seed, overrides=overrides),
                                    random_weights(acting.space, 4, seed, magnitude=magnitude))
         g = acting.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
-        with torch.no_grad():
-            output, moved = model(weights), model(acting.act(g, weights))
-        found = _contract(output, len(weights), width, "f(w)", seed) or \
+        output, mutated = _called(model, weights, "f(w)", seed)
+        moved, mutated_moved = _called(model, acting.act(g, weights), "f(g . w)", seed)
+        found = mutated or mutated_moved or _contract(output, len(weights), width, "f(w)", seed) or \
             _contract(moved, len(weights), width, "f(g . w)", seed)
         if found is not None:  # no verdict on the claim: the output itself is wrong
             return Check(name, space_name, group, "invariance", claimed, math.nan, MAGNITUDES[magnitude].tolerance,
                          MOVES, magnitude, *found)
-        worst = max(worst, _deviation(moved, output), key=_nan_first)
+        worst = max(worst, _deviation(moved, output, magnitude), key=_nan_first)
     return Check(name, space_name, group, "invariance", claimed, worst, MAGNITUDES[magnitude].tolerance, MOVES,
                  magnitude)
 
@@ -274,10 +294,10 @@ def check_denormal(name: str, space_name: str, group: str, overrides: Mapping[st
     if hasattr(g, "scales"):  # power-of-two scalings act exactly
         g = dataclasses.replace(g, scales=tuple(s.sign() * torch.exp2(torch.round(torch.log2(s.abs())))
                                                 for s in g.scales))
-    with torch.no_grad():
-        output, moved = model(weights), model(acting.act(g, weights))
+    output, mutated = _called(model, weights, "f(w)", 1)
+    moved, mutated_moved = _called(model, acting.act(g, weights), "f(g . w)", 1)
     claimed, width = group in claimed_symmetries(model), out_features(name, overrides)
-    found = _contract(output, len(weights), width, "f(w)", 1) or _contract(moved, len(weights), width, "f(g . w)", 1)
+    found = mutated or mutated_moved or _contract(output, len(weights), width, "f(w)", 1) or _contract(moved, len(weights), width, "f(g . w)", 1)
     if found is not None:
         return Check(name, space_name, group, "denormal", claimed, math.nan, DENORMAL_RTOL, DENORMAL_RTOL,
                      "denormal", *found)
@@ -296,9 +316,9 @@ def check_equivariance(name: str, space_name: str, group: str, seeds: Sequence[i
         model, weights = _in_dtype(name, build_model(name, space_name, seed, "weights", overrides),
                                    random_weights(acting.space, 4, seed, magnitude=magnitude))
         g = acting.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
-        with torch.no_grad():
-            output, output_of_moved = model(weights), model(acting.act(g, weights))
-        found = _weights_contract(output, weights, "f(w)", seed) or \
+        output, mutated = _called(model, weights, "f(w)", seed)
+        output_of_moved, mutated_moved = _called(model, acting.act(g, weights), "f(g . w)", seed)
+        found = mutated or mutated_moved or _weights_contract(output, weights, "f(w)", seed) or \
             _weights_contract(output_of_moved, weights, "f(g . w)", seed)
         if found is not None:
             return Check(name, space_name, group, "equivariance", claimed, math.nan,

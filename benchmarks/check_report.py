@@ -46,13 +46,15 @@ def summary(name: str, checks: Sequence[Check]) -> tuple[list[str], str | None]:
         notes.append(f"{name}: unchanged by groups it does not claim (claims it could make): "
                      f"{', '.join(f'{g} on {s}' for s, g in unclaimed)}")
     problems = []
-    for kind in ("not finite", "wrong shape"):  # per weight space: the magnitudes, and the first seen
+    # per weight space: the magnitudes, and the first seen
+    for kind in ("modifies its input", "not finite", "wrong shape", "wrong dtype"):
         found: dict[str, list[Check]] = {}
         for c in checks:
             if c.broken == kind:
                 found.setdefault(c.space, []).append(c)
         if found:
-            problems.append(f"output {kind} on " + ", ".join(
+            what = "the model modifies its input" if kind == "modifies its input" else f"output {kind}"
+            problems.append(f"{what} on " + ", ".join(
                 f"{s} at {_magnitudes([c.magnitude for c in cs])} ({cs[0].detail})" for s, cs in found.items()))
     false: dict[tuple[str, str], list[Check]] = {}
     for c in checks:  # per group and weight space: each test and magnitude where the claim failed

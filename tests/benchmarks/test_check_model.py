@@ -47,6 +47,50 @@ BROKEN_MODELS = textwrap.dedent('''
             return super().forward(weights).squeeze(-1)
 
 
+    class SmallBreak(TensorMoments):
+        """Claims permutations; when every weight is below 0.05 (a fresh zoo's epoch-0 members) the first entry
+        of the first tensor is added: the claim breaks only at small magnitudes."""
+
+        def forward(self, weights):
+            first = weights.tensors[0].reshape(len(weights), -1)
+            small = torch.stack([t.reshape(len(weights), -1).abs().amax(1) for t in weights.tensors], 1).amax(1) < 0.05
+            return super().forward(weights) + small[:, None].float() * first[:, :1] * 100
+
+
+    class TinyBreak(TensorMoments):
+        """Claims permutations; its output is as tiny as its members at small magnitudes and a
+        non-invariant part of it ~1e-6 (1e-4 of its size): a tolerance not scaled to the output would pass it."""
+
+        def forward(self, weights):
+            first = weights.tensors[0].reshape(len(weights), -1)
+            scale = torch.stack([t.reshape(len(weights), -1).abs().amax(1) for t in weights.tensors], 1).amax(1)
+            return (super().forward(weights) - self.head[-1].bias) * scale[:, None] + first[:, :1] * 1e-3 * (scale < 0.05)[:, None]
+
+
+    class MutatesAfter(TensorMoments):
+        """Honest permutation-invariant moments, then halves its input tensors in place."""
+
+        def forward(self, weights):
+            out = super().forward(weights)
+            with torch.no_grad():
+                for tensor in weights.tensors:
+                    tensor.mul_(0.5)
+            return out
+
+
+    class DataMutates(TensorMoments):
+        """Zeroes its input through .data (no version-counter bump) before computing."""
+
+        def forward(self, weights):
+            weights.tensors[-1].data.zero_()
+            return super().forward(weights)
+
+
+    class IntOut(TensorMoments):
+        def forward(self, weights):
+            return (super().forward(weights) * 1000).long()
+
+
     class Raising(TensorMoments):
         """A bug in the plugin's own forward."""
 
@@ -137,6 +181,7 @@ def test_members_are_drawn_at_the_stated_magnitudes():
     assert sum(int((t.abs() > 20).sum()) for t in weights["outliers"].tensors) > 0
     assert (weights["outliers"].tensors[2].abs() < 20).float().mean() > 0.9  # realistic, bar 2%
     assert (weights["large"].tensors[2].abs() > 20).float().mean() > 0.7
+    assert all(t.abs().max() < 0.05 for t in weights["small"].tensors)  # as epoch-0 members with init_std 1e-3
     assert torch.equal(weights["unit"].tensors[0], random_weights(space("cnn-relu"), 8, 0).tensors[0])
 
 
@@ -163,7 +208,7 @@ def test_an_output_of_the_wrong_shape_is_refused(example, capsys):
             "tensor (B, out_features) = (4, 1) |") in captured.out
     assert "| invariance |" not in captured.out and "holds" not in captured.out  # nothing measured on a broken output
     assert captured.err == ("nfnzoo bench: error: broken_models:Flat: output wrong shape on cnn-relu at magnitudes unit, "
-                            "realistic, outliers, large (f(w), seed 0: output has shape (4,); expected a tensor "
+                            "realistic, outliers, large, small (f(w), seed 0: output has shape (4,); expected a tensor "
                             "(B, out_features) = (4, 1))\n")
 
 
@@ -176,7 +221,7 @@ def test_a_non_finite_output_is_reported_as_such_not_as_a_verdict_on_a_claim(exa
     assert "FALSE CLAIM" not in captured.out and "could be claimed" not in captured.out
     assert "| cnn-relu | large | permutation | invariance | yes |" in captured.out  # the CNNs' one-element-free tensors
     assert captured.err == ("nfnzoo bench: error: broken_models:StdMoments: output not finite on siren at magnitudes "
-                            "unit, realistic, outliers, large (f(w), seed 0: 4 of 4 values NaN)\n")
+                            "unit, realistic, outliers, large, small (f(w), seed 0: 4 of 4 values NaN)\n")
 
 
 @pytest.mark.parametrize("name", ["statnn", "np", "transformer_nfn"])
@@ -192,3 +237,44 @@ def test_a_model_that_raises_is_one_line_naming_it_and_the_space(example, capsys
     assert main(["bench", "check-model", "broken_models:Raising", "--seeds", "0"]) == 1
     assert capsys.readouterr().err == ("nfnzoo bench: error: model 'broken_models:Raising' on cnn-relu: IndexError: "
                                        "index 99 is out of bounds for dimension 0 with size 4\n")
+
+
+def _row(out: str, prefix: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(prefix))
+
+
+def test_a_claim_that_breaks_only_at_small_magnitudes_is_caught_there(example, capsys):
+    assert main(["bench", "check-model", "broken_models:SmallBreak", "--seeds", "0", "--spaces", "cnn-relu"]) == 1
+    captured = capsys.readouterr()
+    for magnitude in ("unit", "realistic", "outliers", "large"):  # the negative control: it holds elsewhere
+        assert _row(captured.out, f"| cnn-relu | {magnitude} | permutation | invariance | yes |").endswith("| holds |")
+    assert _row(captured.out, "| cnn-relu | small | permutation | invariance | yes |").endswith("| FALSE CLAIM |")
+    assert captured.err.count("\n") == 1 and captured.err.startswith(
+        "nfnzoo bench: error: broken_models:SmallBreak: 1 false claim(s): permutation on cnn-relu (invariance at "
+        "small: deviation "), captured.err
+
+
+def test_a_tiny_output_does_not_pass_by_being_tiny(example, capsys):
+    assert main(["bench", "check-model", "broken_models:TinyBreak", "--seeds", "0", "--spaces", "cnn-relu"]) == 1
+    captured = capsys.readouterr()
+    assert _row(captured.out, "| cnn-relu | small | permutation | invariance | yes |").endswith("| FALSE CLAIM |")
+    assert "invariance at small: deviation " in captured.err
+
+
+@pytest.mark.parametrize("model, tensor", [("MutatesAfter", "conv1.weight"), ("DataMutates", "dense.bias")])
+def test_a_model_that_modifies_its_input_is_its_own_verdict_not_a_false_claim(example, capsys, model, tensor):
+    assert [t.name for t in space("cnn-relu").tensors][0] == "conv1.weight"
+    assert main(["bench", "check-model", f"broken_models:{model}", "--seeds", "0", "--spaces", "cnn-relu"]) == 1
+    captured = capsys.readouterr()
+    assert "FALSE CLAIM" not in captured.out and "false claim" not in captured.err
+    assert f"| cnn-relu | unit | - | output | - | - | - | MODIFIES ITS INPUT: f(w), seed 0: tensor {tensor} |" \
+        in captured.out
+    assert captured.err == (f"nfnzoo bench: error: broken_models:{model}: the model modifies its input on cnn-relu at "
+                            f"magnitudes {', '.join(MAGNITUDES)} (f(w), seed 0: tensor {tensor})\n")
+
+
+def test_an_integer_output_is_a_wrong_dtype(example, capsys):
+    assert main(["bench", "check-model", "broken_models:IntOut", "--seeds", "0", "--spaces", "cnn-relu"]) == 1
+    captured = capsys.readouterr()
+    assert "WRONG DTYPE: f(w), seed 0: output has dtype torch.int64" in captured.out and "WRONG SHAPE" not in captured.out
+    assert captured.err.startswith("nfnzoo bench: error: broken_models:IntOut: output wrong dtype on cnn-relu at ")
