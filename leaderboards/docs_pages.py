@@ -21,7 +21,8 @@ each table they print the protocol, the seeds, the full dataset hash and, where 
 the tau-b ceiling the test targets' ties allow, and below the dataset the suite entries recorded
 as skipped on it (`leaderboards/skipped.json`: an entry whose protocol leaves its data no test
 rows, so no result can exist). `render_docs(root, docs_dir, readme)` rewrites the regions of
-the pages; `stale_pages` says which pages differ from what the board renders now (the docs test runs
+the pages (a page that is a symbolic link, or lies below one, or is not a regular file is refused in one
+line before anything is read or written); `stale_pages` says which pages differ from what the board renders now (the docs test runs
 it on the official board); both also list the board's datasets that no region shows.
 
 Every free text from the board (model labels, dataset names, protocol lines, skip reasons) goes
@@ -31,11 +32,15 @@ through `leaderboards.escape.markdown_cell` / `markdown_text`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
 from benchmarks.files import write_text_atomic
+from zoo.storage import nofollow
+from zoo.validation.inputs import InputError
 from leaderboards.board import DatasetSection, Table, TaskBoard, build_board
 from leaderboards.escape import markdown_cell, markdown_text
 from leaderboards.datasets import SHA256, line_problem
@@ -280,8 +285,21 @@ def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], 
 
 def docs_pages(docs_dir: str | Path, readme: str | Path | None = None) -> list[Path]:
     """Every Markdown page under `docs_dir` (and `readme`) that holds a region."""
-    pages = sorted(Path(docs_dir).rglob("*.md")) + ([Path(readme)] if readme is not None else [])
+    pages = [_checked_page(Path(docs_dir), page) for page in sorted(Path(docs_dir).rglob("*.md"))]
+    if readme is not None:
+        pages.append(_checked_page(Path(readme).parent, Path(readme)))
     return [page for page in pages if OPENING.search(page.read_text(encoding="utf-8"))]
+
+
+def _checked_page(root: Path, page: Path) -> Path:
+    """`page` once neither it nor a folder between `root` and it is a symbolic link, and it is a regular file:
+    checked before anything is read or written, so a planted link is refused (never read through, never
+    replaced by a regular file) and a FIFO never blocks the render. One `InputError` line naming the page."""
+    nofollow.check(root, page)  # a link: `LinkRefused`, naming it
+    mode = os.lstat(page).st_mode
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{page}: not a regular file; a results page is a Markdown file")
+    return page
 
 
 def stale_pages(root: str | Path, docs_dir: str | Path,
