@@ -285,10 +285,20 @@ def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], 
 
 def docs_pages(docs_dir: str | Path, readme: str | Path | None = None) -> list[Path]:
     """Every Markdown page under `docs_dir` (and `readme`) that holds a region."""
-    pages = [_checked_page(Path(docs_dir), page) for page in sorted(Path(docs_dir).rglob("*.md"))]
+    pages = [_checked_page(Path(docs_dir), page) for page in _markdown_files(Path(docs_dir))]
     if readme is not None:
         pages.append(_checked_page(Path(readme).parent, Path(readme)))
     return [page for page in pages if OPENING.search(page.read_text(encoding="utf-8"))]
+
+
+def _markdown_files(docs_dir: Path) -> list[Path]:
+    """Every `*.md` entry under `docs_dir`, walked without following links; a linked folder is one too (it would
+    otherwise be skipped in silence), so that `_checked_page` refuses it."""
+    found = []
+    for folder, dirs, files in os.walk(docs_dir):
+        found += [Path(folder, name) for name in files if name.endswith(".md")]
+        found += [Path(folder, name) for name in dirs if os.path.islink(os.path.join(folder, name))]
+    return sorted(found)
 
 
 def _checked_page(root: Path, page: Path) -> Path:

@@ -15,7 +15,9 @@ Two submissions are duplicates when they have the same content hash, or the same
 model config, task config (the protocol: a model on the ReLU subset and on the tanh subset are two
 experiments), dataset hash and set of seeds, the configs compared in their canonical form
 (`canonical_config`: strings NFKC-normalised with invisible characters dropped, numbers compared
-by value so `256.0` is `256`, keys sorted): a resubmission cannot pass as a new experiment by
+by value so `256.0` is `256` and the string `"256"` (the canonical text of a number) is `256`, keys
+sorted), the task config first completed with the task's defaults (a key left out is its default, so
+omitting `"x": null` where x defaults to null is the same protocol): a resubmission cannot pass as a new experiment by
 writing the same config differently.
 
 Entry files are read within `MAX_ENTRY_BYTES` (a results file's bound and room for the
@@ -38,7 +40,7 @@ from typing import Any
 from benchmarks.results import Results
 from zoo.storage import nofollow
 from zoo.validation.inputs import read_json_file
-from zoo.validation.schema import SchemaError, from_data
+from zoo.validation.schema import SchemaError, from_data, to_data
 from zoo.validation.text import unsafe_character
 
 ENTRIES_DIR = "entries"
@@ -108,11 +110,18 @@ def content_hash(data: Any) -> str:
 def canonical_config(value: Any) -> Any:
     """`value` (plain JSON data) in the form two equal configs share: strings NFKC-normalised with their
     invisible and control characters dropped (keys too), a float with an integer value as that integer
-    (`256.0` is `256`, `-0.0` is `0`), lists in order; `canonical_json` then sorts the keys. Booleans
-    stay booleans (`true` is not `1`). Walked without recursion."""
+    (`256.0` is `256`, `-0.0` is `0`), a string that is the canonical text of a finite number (`_number_text`:
+    `"256"`, `"0.1"`, `"1e-05"`) as that number (a config that is not type-checked, like lightgbm's, may
+    record `num_leaves` as `"256"`), lists in order; `canonical_json` then sorts the keys (keys stay text).
+    Booleans stay booleans (`true` is not `1`). Walked without recursion."""
+    def text(item: str) -> str:
+        return "".join(c for c in unicodedata.normalize("NFKC", item) if not unsafe_character(c))
+
     def scalar(item: Any) -> Any:
         if isinstance(item, str):
-            return "".join(c for c in unicodedata.normalize("NFKC", item) if not unsafe_character(c))
+            item = _number_text(text(item))
+            if isinstance(item, str):
+                return item
         if isinstance(item, float) and math.isfinite(item) and item.is_integer() and abs(item) < 2**63:
             return int(item)
         return item
@@ -131,17 +140,55 @@ def canonical_config(value: Any) -> Any:
             else:
                 item = scalar(item)
             if isinstance(target, dict):
-                target[scalar(key)] = item
+                target[text(key) if isinstance(key, str) else key] = item  # a key stays text
             else:
                 target.append(item)
     return result
 
 
+MAX_NUMBER_TEXT = 40  # characters of a string read as a number: repr of any float, an int of 10**38
+
+
+def _number_text(item: str) -> Any:
+    """The number `item` is the canonical text of (`str(int)` for an integer: no sign `+`, no leading zeros,
+    no `-0`; `repr(float)` for a finite float: `"0.1"`, `"1e-05"`, `"256.0"`), else `item` unchanged:
+    `"1e5"`, `"0256"`, `" 256"`, `"nan"` and `"inf"` stay strings."""
+    if not 0 < len(item) <= MAX_NUMBER_TEXT or not item.isascii():
+        return item
+    try:
+        number = int(item)
+        return number if str(number) == item else item
+    except ValueError:
+        pass
+    try:
+        number = float(item)
+    except ValueError:
+        return item
+    return number if math.isfinite(number) and repr(number) == item else item
+
+
+def completed_task_config(task: str, task_config: Any) -> Any:
+    """`task_config` with every field of task `task`'s Config that it leaves out set to its default
+    (`benchmarks.tasks.registry`), so a results file that omits a key defaulting to null and one that writes
+    it are the same experiment; a task that is not registered (a plugin not installed) or a config that is
+    not a mapping is returned as it is."""
+    if not isinstance(task_config, dict):
+        return task_config
+    from benchmarks.tasks.registry import get_task_class
+
+    try:
+        defaults = to_data(get_task_class(task).Config())
+    except (KeyError, ValueError, TypeError, ImportError):  # unknown (UnknownNameError), unloadable (PluginError)
+        return task_config
+    return {**defaults, **task_config}
+
+
 def duplicate_key(results: Results) -> tuple:
-    """What makes two submissions the same experiment (canonical configs; the seeds' order does not matter)."""
+    """What makes two submissions the same experiment (canonical configs, the task config completed with the
+    task's defaults; the seeds' order does not matter)."""
     return (results.task, results.model, canonical_json(canonical_config(results.model_config)),
-            canonical_json(canonical_config(results.task_config)), results.dataset.dataset_hash,
-            tuple(sorted(results.seeds)))
+            canonical_json(canonical_config(completed_task_config(results.task, results.task_config))),
+            results.dataset.dataset_hash, tuple(sorted(results.seeds)))
 
 
 def entry_id(model: str, hash_of_content: str) -> str:
