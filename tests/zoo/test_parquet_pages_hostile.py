@@ -223,3 +223,24 @@ def test_a_manifest_that_is_not_a_file_is_named_as_what_it_is(cli, tiny_zoo_copy
     expected = NOT_REGULAR if kind == "fifo" else "a folder"
     assert f"{manifest}: {expected}; a packed zoo's manifest.json is a JSON file" in line, line
     assert "no manifest.json" not in line
+
+
+@pytest.mark.parametrize("variant", sorted(CRAFTED))
+def test_a_crafted_pinned_file_is_refused_by_the_check_leaderboards_call(tmp_path, variant):
+    """`leaderboards.pinned` and `leaderboards.rescore` check a pinned board file with
+    `check_declared_sizes` before decoding it (the board audit's OOM): the same parser, the same line."""
+    import pyarrow as pa
+
+    crafted, expected = CRAFTED[variant]
+    path = tmp_path / "0123456789ab.test.parquet"
+    pq.write_table(pa.table({"model_id": [f"m{i}" for i in range(100)], "test_accuracy": [0.5] * 100}), path)
+    chunk = pq.read_metadata(path).row_group(0).column(0)
+    with open(path, "r+b") as handle:
+        handle.seek(chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset)
+        handle.write(crafted)
+    check = (f"from pathlib import Path\nfrom zoo.storage.integrity import check_declared_sizes\n"
+             f"check_declared_sizes(Path({str(path)!r}))\n")
+    result = run_limited([sys.executable, "-c", check], limit_bytes=GIB, timeout=60, env=_environment(tmp_path))
+    assert not result.oom_killed and result.returncode == 1, result.describe()
+    assert f"CorruptShardError: {path}: column 'model_id' of row group 0 (100 rows): an unreadable page header" \
+        in result.stderr and expected in result.stderr, result.describe()
