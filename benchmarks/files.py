@@ -16,7 +16,7 @@ import os
 import re
 import zipfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -30,7 +30,8 @@ MAX_JSON_BYTES = 64 * 2**20
 MAX_NPZ_BYTES = 1 * 2**30  # a task's figure arrays (INR renders, accuracy matrices) are megabytes
 MAX_NPZ_UNPACKED = 4 * 2**30  # and the arrays it unpacks to
 
-__all__ = ["npz_bytes", "read_json", "read_npz", "replacing", "save_figure", "write_json_atomic", "write_npz_atomic",
+__all__ = ["check_targets", "npz_bytes", "read_json",
+           "read_npz", "replacing", "save_figure", "write_json_atomic", "write_npz_atomic",
            "write_text_atomic", "write_with_sidecars"]
 
 
@@ -120,6 +121,26 @@ def _staged_pattern(name: str) -> re.Pattern:
                       else rf"{re.escape(name)}\.[0-9a-f]{{16}}")
 
 
+def check_targets(path: str | Path, names: Sequence[str]) -> Path:
+    """Refuses (`zoo.storage.nofollow.LinkRefused`, one line naming it) any link among the names a results
+    file at `path` and its sidecars `names` would write: the results file, each sidecar's usual name,
+    and an existing entry with a sidecar's staged name (`mlp.predictions.<sha>.csv`). Called before
+    anything is trained or written, so a refused link leaves nothing written."""
+    path = Path(path)
+    folder = path.parent
+    for target in [path, *(path.with_name(name) for name in names)]:
+        nofollow.check(folder, target)
+    patterns = [_staged_pattern(name) for name in names]
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_symlink() and any(pattern.fullmatch(entry.name) for pattern in patterns):
+                    raise nofollow.LinkRefused(nofollow.link_message(folder / entry.name))
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return path
+
+
 def write_with_sidecars(path: str | Path, document: Mapping[str, Any], sidecars: Mapping[str, tuple[str, bytes]]
                         ) -> Path:
     """Writes a results JSON and the sidecar files it names as one commit.
@@ -134,6 +155,7 @@ def write_with_sidecars(path: str | Path, document: Mapping[str, Any], sidecars:
     bytes: never a results file beside another run's predictions."""
     path = Path(path)
     folder = path.parent  # the results folder: no link in it is written through or removed
+    check_targets(path, [name for name, _ in sidecars.values()])  # every target first: a refusal writes nothing
     staged = {field: _staged_name(name, data) for field, (name, data) in sidecars.items()}
     for field, (_, data) in sidecars.items():
         write_bytes_atomic(path.with_name(staged[field]), data, root=folder)

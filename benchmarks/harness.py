@@ -37,7 +37,7 @@ import pandas
 import torch
 
 import zoo
-from benchmarks.files import npz_bytes, write_with_sidecars
+from benchmarks.files import check_targets, npz_bytes, write_with_sidecars
 from benchmarks.jobs import Job, JobsFailed, fingerprint, job_device, run_jobs, stderr_printer
 from benchmarks.memory import peak_mb, reset_peak
 from benchmarks.outputs import ModelOutputError
@@ -45,6 +45,7 @@ from benchmarks.protocol import architecture_overrides, hparam_overrides, with_a
 from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summarize
 from benchmarks.seeds import check_seeds
 from benchmarks.tasks import SPLITS, create_task
+from benchmarks.tasks.limits import model_size_problem
 from benchmarks.tasks.registry import TASKS
 from nfn_models import model_config
 from nfn_models.registry import MODELS
@@ -164,6 +165,8 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
     With `progress` a seed that trains for long prints its epochs to stderr, as `<label> seed <k>: ...`
     (`label` defaults to `bench <task>/<model>`)."""
     seeds = check_seeds(seeds)
+    if out_path is not None:  # a link at the results file or a sidecar's name: refused before any training
+        check_targets(out_path, [predictions_path(out_path).name, examples_path(out_path).name])
     model = MODELS.resolve(model)  # results record the registered spellings
     task = TASKS.resolve(task)
     model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
@@ -176,6 +179,10 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
                                        f"model {model!r} on {dataset.get('path', 'the dataset')}")
     model_overrides = runner.model_overrides(model, model_overrides, splits)  # what the task fixes, recorded
     model_hparams = model_config(model, **model_overrides)  # validates before any training
+    if "train" in splits:  # its widths: the parameters counted before anything is built (no memory)
+        problem = model_size_problem(model, splits["train"].weights.space, model_overrides)
+        if problem is not None:
+            raise ValueError(problem)
     device_type = torch.device(device).type
     described = {key: value for key, value in dataset.items() if key != "path"}  # a moved folder is the same data
     common = fingerprint(task, model, model_hparams, runner.config, described, device_type, zoo.__version__)

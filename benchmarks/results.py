@@ -169,6 +169,11 @@ class Results:
             datetime.datetime.fromisoformat(self.created)
         except ValueError:
             raise SchemaError(where, "created", f"expected an ISO 8601 time, got {ascii(self.created[:60])}") from None
+        for field in ("predictions", "examples"):  # a sidecar is a file beside the results, never a path
+            value = getattr(self, field)
+            if value is not None and (value in ("", ".", "..") or any(c in value for c in "/\\\0")):
+                raise SchemaError(where, field,
+                                  f"expected a file name beside the results file, got {ascii(value)[:80]}")
 
 
 def summarize(per_seed: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:

@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from benchmarks.outputs import FINITE, FiniteWatch, ModelOutputError, count_nonfinite, shape_problem
+from benchmarks.tasks.limits import MAX_AUGMENT_COPIES, MAX_BATCH_SIZE
 from zoo.weightspace import WeightBatch
 
 SCHEDULES = ("constant", "warmup-cosine")
@@ -79,6 +80,13 @@ def check_training(config, where: str) -> None:
             raise SchemaError(where, name, f"expected a positive number, got {getattr(config, name)}")
     if config.batch_size < 2:
         raise SchemaError(where, "batch_size", f"expected at least 2, got {config.batch_size}")
+    for name in ("batch_size", "eval_batch_size"):  # an allocation's size: bounded before anything is built
+        if getattr(config, name) > MAX_BATCH_SIZE:
+            raise SchemaError(where, name,
+                              f"expected at most {MAX_BATCH_SIZE:,} (MAX_BATCH_SIZE), got {getattr(config, name)}")
+    if getattr(config, "augment_copies", 0) > MAX_AUGMENT_COPIES:
+        raise SchemaError(where, "augment_copies",
+                          f"expected at most {MAX_AUGMENT_COPIES:,} (MAX_AUGMENT_COPIES), got {config.augment_copies}")
     for name in ("weight_decay", "final_lr", "warmup_steps"):
         if getattr(config, name, 0) < 0:
             raise SchemaError(where, name, f"expected a non-negative number, got {getattr(config, name)}")

@@ -16,6 +16,7 @@ import pandas
 import torch
 
 from benchmarks import protocol
+from benchmarks.tasks.limits import augmented_bytes_problem
 from zoo.weightspace import WeightBatch
 
 if TYPE_CHECKING:
@@ -57,6 +58,9 @@ def augment_rows(split: "ZooSplit", keep: np.ndarray, name: str, seed: int, copi
     model_id.
     """
     rows = kept_metadata(split, keep)
+    problem = copies and augmented_bytes_problem(len(rows), copies, keep_original, split.weights.space.num_params)
+    if problem:  # before a row is copied
+        raise ValueError(f"{name} split: task.augment_copies={copies}: {problem}")
     weights = split.weights[torch.tensor(keep)].to(dtype=torch.float32)
     model_ids = rows["model_id"].astype(str).tolist()
     if copies == 0:

@@ -64,7 +64,8 @@ BROKEN_MODELS = textwrap.dedent('''
         def forward(self, weights):
             first = weights.tensors[0].reshape(len(weights), -1)
             scale = torch.stack([t.reshape(len(weights), -1).abs().amax(1) for t in weights.tensors], 1).amax(1)
-            return (super().forward(weights) - self.head[-1].bias) * scale[:, None] + first[:, :1] * 1e-3 * (scale < 0.05)[:, None]
+            tiny = (super().forward(weights) - self.head[-1].bias) * scale[:, None]
+            return tiny + first[:, :1] * 1e-3 * (scale < 0.05)[:, None]
 
 
     class MutatesAfter(TensorMoments):

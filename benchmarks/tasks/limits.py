@@ -1,0 +1,52 @@
+"""Bounds on the task and model settings that size an allocation, checked before anything is built.
+
+A setting from `--set` or a suite is data: `task.augment_copies=100000000` would ask for a hundred
+million copies of every training row, and `model.hidden_sizes=[1000000,1000000]` for a trillion
+parameters, and either is an out-of-memory kill instead of a line. Each bound here sits far above
+the largest value a real run uses (stated beside it), so no honest setting meets one:
+
+- `MAX_AUGMENT_COPIES`: group-augmented copies of a row (`augment_copies`);
+- `MAX_AUGMENTED_BYTES`: the float32 bytes a split's rows and their copies hold together, checked
+  from the row count and the weight space before the copies are drawn (`augmented_bytes_problem`);
+- `MAX_BATCH_SIZE`: `batch_size` and `eval_batch_size`;
+- `MAX_MODEL_PARAMETERS`: a model's parameters, counted on PyTorch's meta device (no memory) before
+  it is built for real (`benchmarks.harness.prepare_run`).
+"""
+
+from __future__ import annotations
+
+MAX_AUGMENT_COPIES = 1_000  # largest real: 11 (the inr-augmentation suite's np-k11; the NFN paper's extra_aug is 10)
+# largest real: the inr-augmentation suite's 12 views of the budget MNIST SIRENs, a few hundred MB
+MAX_AUGMENTED_BYTES = 8 * 2**30
+MAX_BATCH_SIZE = 2**20  # largest real: eval_batch_size 1024 (generalization's default)
+MAX_MODEL_PARAMETERS = 500_000_000  # largest real: a few million (NG-T / DWSNet on the transformer zoos); 2 GB float32
+
+
+def augmented_bytes_problem(rows: int, copies: int, keep_original: bool, num_params: int) -> str | None:
+    """Why `rows` rows of `num_params` float32 weights with `copies` copies each are too many bytes, or None."""
+    total = rows * (copies + keep_original) * num_params * 4
+    if total <= MAX_AUGMENTED_BYTES:
+        return None
+    return (f"{rows:,} rows x {copies + keep_original} views x {num_params:,} weights is {total:,} bytes of float32; "
+            f"at most {MAX_AUGMENTED_BYTES:,} (MAX_AUGMENTED_BYTES): use fewer augment_copies")
+
+
+def model_size_problem(model: str, weight_space, overrides: dict) -> str | None:
+    """Why model `model` with `overrides` on `weight_space` has too many parameters, or None. Counted by
+    building it on the meta device, where no parameter holds memory; a model that cannot be built there
+    (an operation the meta device lacks) is not counted here, and its own build says what is wrong."""
+    import torch
+
+    from nfn_models import create_model
+
+    try:
+        with torch.device("meta"):
+            built = create_model(model, weight_space, **overrides)
+        count = sum(parameter.numel() for parameter in built.parameters())
+    except Exception:  # noqa: BLE001 (the real build reports its own errors)
+        return None
+    if count <= MAX_MODEL_PARAMETERS:
+        return None
+    given = ", ".join(f"model.{key}={value!r}"[:80] for key, value in overrides.items()) or "its defaults"
+    return (f"model {model!r} with {given} has {count:,} parameters; at most {MAX_MODEL_PARAMETERS:,} "
+            "(MAX_MODEL_PARAMETERS): a width or hidden size too large?")
