@@ -10,7 +10,8 @@ the largest value a real run uses (stated beside it), so no honest setting meets
   from the row count and the weight space before the copies are drawn (`augmented_bytes_problem`);
 - `MAX_BATCH_SIZE`: `batch_size` and `eval_batch_size`;
 - `MAX_MODEL_PARAMETERS`: a model's parameters, counted on PyTorch's meta device (no memory) before
-  it is built for real (`benchmarks.harness.prepare_run`).
+  it is built for real (`benchmarks.harness.prepare_run`). Its constructor runs once more for that
+  (a plugin that counts its constructions sees one more, before the seeds' own).
 """
 
 from __future__ import annotations
@@ -48,5 +49,5 @@ def model_size_problem(model: str, weight_space, overrides: dict) -> str | None:
     if count <= MAX_MODEL_PARAMETERS:
         return None
     given = ", ".join(f"model.{key}={value!r}"[:80] for key, value in overrides.items()) or "its defaults"
-    return (f"model {model!r} with {given} has {count:,} parameters; at most {MAX_MODEL_PARAMETERS:,} "
-            "(MAX_MODEL_PARAMETERS): a width or hidden size too large?")
+    return (f"model {model!r} with {given} has {count:,} parameters and does not fit in memory: expected at most "
+            f"{MAX_MODEL_PARAMETERS:,} (MAX_MODEL_PARAMETERS); a width or hidden size too large?")

@@ -129,7 +129,8 @@ def test_an_oversized_model_is_refused_before_it_is_built(cli, tmp_path, tiny_zo
     assert not done.oom_killed, done.describe()
     assert done.returncode == 1, done.describe()
     error = _error(done)
-    assert "model.hidden_sizes=" in error and f"at most {MAX_MODEL_PARAMETERS:,} (MAX_MODEL_PARAMETERS)" in error, error
+    assert "model.hidden_sizes=" in error and f"at most {MAX_MODEL_PARAMETERS:,} (MAX_MODEL_PARAMETERS)" in error \
+        and "does not fit in memory" in error, error
     assert not out.exists()
 
 

@@ -35,7 +35,7 @@ MODELS_SOURCE = textwrap.dedent('''
         Config = Config
         symmetries = ()
         weight_spaces = ("feedforward",)
-        built = 0  # models built in this process: seed k's is the (k+1)-th
+        built = 0  # models built in this process: the harness's count on the meta device first, seed k's (k+2)-th
 
         def __init__(self, weight_space, out_features=1):
             super().__init__()
@@ -49,7 +49,7 @@ MODELS_SOURCE = textwrap.dedent('''
 
 
     class NanFromSecondModel(Linear):
-        """NaN in 3 rows of every output of the models built after NAN_FROM_MODEL - 1 others (seed 1's)."""
+        """NaN in 3 rows of every output of the models built after NAN_FROM_MODEL - 1 others (3: seed 1's)."""
 
         def forward(self, weights):
             output = super().forward(weights)
@@ -129,7 +129,7 @@ def _error_line(done) -> str:
 
 
 def test_a_nan_output_names_the_model_seed_and_step_and_the_rerun_resumes(cli, tmp_path, tiny_zoo):
-    failed, out = _bench(cli, tmp_path, tiny_zoo, "NanFromSecondModel", "0,1", NAN_FROM_MODEL="2")
+    failed, out = _bench(cli, tmp_path, tiny_zoo, "NanFromSecondModel", "0,1", NAN_FROM_MODEL="3")
     assert failed.returncode == 1, failed.stderr
     error = _error_line(failed)
     assert error.startswith(f"model {MODULE}:NanFromSecondModel, seed 1, epoch 1 step 1: output is not finite "
