@@ -39,7 +39,7 @@ def user_message(error: BaseException) -> str:
     (`\\x1b`, `\\u202e`), never acted on by the terminal. Line breaks stay (a rejected submission
     lists its problems one a line)."""
     if isinstance(error, OSError) and not isinstance(error, (InputError,)):
-        reason = error.strerror or type(error).__name__
+        reason = error.strerror or str(error) or type(error).__name__
         names = [str(name) for name in (error.filename, error.filename2) if name is not None]
         return visible(f"{' -> '.join(names)}: {reason}" if names else reason)
     if isinstance(error, RecursionError):
