@@ -3,7 +3,8 @@
 A setting from `--set` or a suite is data: `task.augment_copies=100000000` would ask for a hundred
 million copies of every training row, and `model.hidden_sizes=[1000000,1000000]` for a trillion
 parameters, and either is an out-of-memory kill instead of a line. Each bound here sits far above
-the largest value a real run uses (stated beside it), so no honest setting meets one:
+the largest value a real run uses (stated beside it in `zoo.validation.bounds`, the one place for
+bounds), so no honest setting meets one:
 
 - `MAX_AUGMENT_COPIES`: group-augmented copies of a row (`augment_copies`);
 - `MAX_AUGMENTED_BYTES`: the float32 bytes a split's rows and their copies hold together, checked
@@ -16,11 +17,8 @@ the largest value a real run uses (stated beside it), so no honest setting meets
 
 from __future__ import annotations
 
-MAX_AUGMENT_COPIES = 1_000  # largest real: 11 (the inr-augmentation suite's np-k11; the NFN paper's extra_aug is 10)
-# largest real: the inr-augmentation suite's 12 views of the budget MNIST SIRENs, a few hundred MB
-MAX_AUGMENTED_BYTES = 8 * 2**30
-MAX_BATCH_SIZE = 2**20  # largest real: eval_batch_size 1024 (generalization's default)
-MAX_MODEL_PARAMETERS = 500_000_000  # largest real: a few million (NG-T / DWSNet on the transformer zoos); 2 GB float32
+from zoo.validation.bounds import (MAX_AUGMENT_COPIES, MAX_AUGMENTED_BYTES, MAX_BATCH_SIZE,  # noqa: F401 (the one place)
+                                   MAX_MODEL_PARAMETERS)
 
 
 def augmented_bytes_problem(rows: int, copies: int, keep_original: bool, num_params: int) -> str | None:

@@ -82,3 +82,10 @@ MAX_DEDUPLICATED_DRAWS = 100_000
 # header; the largest real one is under 1 MB.
 MAX_HEADER_BYTES = 16 * MIB  # a safetensors header lists tensor names and shapes: ours are a few kilobytes
 MAX_STAGED_BYTES = 8 * MAX_MEMBER_PARAMETERS + MAX_HEADER_BYTES + 8
+
+# --- benchmarks: task and model settings that size an allocation (benchmarks.tasks.limits) ----------
+MAX_AUGMENT_COPIES = 1_000  # largest real: 11 (the inr-augmentation suite's np-k11; the NFN paper's extra_aug is 10)
+# largest real: the inr-augmentation suite's 12 views of the budget MNIST SIRENs, a few hundred MB
+MAX_AUGMENTED_BYTES = 8 * GIB
+MAX_BATCH_SIZE = 2**20  # largest real: eval_batch_size 1024 (generalization's default)
+MAX_MODEL_PARAMETERS = 500_000_000  # largest real: a few million (NG-T / DWSNet on the transformer zoos); 2 GB float32
