@@ -157,6 +157,18 @@ def ray_cluster(tmp_path_factory):
         shutil.rmtree(cluster.logs, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def cli(tmp_path_factory):
+    """The real CLI in a fresh process per call, forked from one warm server per session
+    (`tests/forked_cli.py`): each call's isolation, timeout and (with `run_limited`) memory cgroup,
+    without a Python and torch start each (~2 s a call). A module may wrap it in its own `cli`."""
+    from forked_cli import ForkedCLI
+
+    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
+    yield forked
+    forked.close()
+
+
 @pytest.fixture
 def tiny_zoo_copy(tiny_zoo: Path, tmp_path: Path) -> Path:
     """A writable copy of the tiny zoo (same bytes, same relative layout)."""

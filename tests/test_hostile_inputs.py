@@ -361,17 +361,6 @@ def _environment(tmp: Path) -> dict[str, str]:
             "NFNZOO_LEADERBOARD": str(tmp / "default-board")}
 
 
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory):
-    """The CLI in a fresh process per row, forked from a warm server (`tests/forked_cli.py`): the rows'
-    isolation and timeout without a Python and torch start each (~2 s a row)."""
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
 @pytest.mark.parametrize(("builder", "exit_code", "expected"), [row[1:] for row in ROWS], ids=[row[0] for row in ROWS])
 def test_a_hostile_input_gets_one_line_naming_it(builder, exit_code, expected, tmp_path, request, cli):
     case = Case(tmp_path / "case", request)

@@ -21,23 +21,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
 @pytest.fixture
-def cli(server, tmp_path):
+def cli(cli, tmp_path):  # wraps the session's forked CLI (tests/conftest.py)
     """cli(*argv) -> the finished `nfnzoo ARGV` (exit code, stdout, stderr), run in an empty folder."""
     working = tmp_path / "cwd"
     working.mkdir()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONWARNINGS": "ignore",
            "HF_HOME": str(tmp_path / "hf"), "NFNZOO_LEADERBOARD": str(tmp_path / "default-board")}
-    return lambda *argv: server.run(list(argv), cwd=working, env=env, timeout=120)
+    return lambda *argv: cli.run(list(argv), cwd=working, env=env, timeout=120)
 
 
 def _entries(root: Path) -> list[Path]:

@@ -26,24 +26,14 @@ from leaderboards.seal import sealed
 from zoo.validation.text import visible
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The CLI in a fresh process per call, forked from a warm server (`tests/forked_cli.py`)."""
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
 @pytest.fixture
-def cli(server, tmp_path):
+def cli(cli, tmp_path):  # wraps the session's forked CLI (tests/conftest.py)
     """cli(*argv) -> the finished `nfnzoo ARGV` (exit code, stdout, stderr), run in an empty folder."""
     working = tmp_path / "cwd"
     working.mkdir()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONWARNINGS": "ignore",
            "HF_HOME": str(tmp_path / "hf"), "NFNZOO_LEADERBOARD": str(tmp_path / "default-board")}
-    return lambda *argv: server.run(list(argv), cwd=working, env=env, timeout=120)
+    return lambda *argv: cli.run(list(argv), cwd=working, env=env, timeout=120)
 
 
 def _birthday_pair(make_data) -> tuple[dict, dict]:

@@ -16,15 +16,6 @@ VICTIM_TEXT = "the victim's own bytes\n"
 TIMEOUT_S = 120
 
 
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory):
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
 def _run(cli, argv: list, tmp_path: Path) -> tuple[int, str]:
     working = tmp_path / "cwd"
     working.mkdir(exist_ok=True)

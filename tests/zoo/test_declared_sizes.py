@@ -32,16 +32,6 @@ def _environment(tmp_path: Path) -> dict[str, str]:
             "RAY_AUTH_MODE": "disabled"}
 
 
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory):
-    """The real CLI in forked children of one warm server (`tests/forked_cli.py`), each in a memory cgroup."""
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
 def _nfnzoo(cli, tmp_path: Path, *argv: str, limit: int = 2 * GIB, timeout: float = 120):
     working = tmp_path / "cwd"  # empty: a `zoo` folder in the working directory would shadow the package
     working.mkdir(exist_ok=True)

@@ -447,15 +447,6 @@ def _environment(tmp: Path) -> dict[str, str]:
             "HF_HUB_CACHE": str(home / "hub"), "RAY_AUTH_MODE": "disabled", "PYTHONWARNINGS": "ignore"}
 
 
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory):
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
 def _run(argv: list[str], tmp_path: Path, memory: bool, cli) -> tuple[int | None, str]:
     working = tmp_path / "cwd"  # empty: a `zoo` folder in the working directory would shadow the package
     working.mkdir()

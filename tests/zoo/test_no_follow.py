@@ -147,15 +147,6 @@ def test_confine_is_one_rule_for_readers_and_writers(tmp_path):
 # --- the CLI --------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def cli(tmp_path_factory):
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
-@pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("small_cnn_zoo") / "src"
     make_zoo(folder, runs=4, steps=(0, 86))

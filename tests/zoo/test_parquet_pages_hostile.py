@@ -46,15 +46,6 @@ def _environment(tmp_path: Path) -> dict[str, str]:
             "RAY_AUTH_MODE": "disabled"}
 
 
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory):
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
 def _nfnzoo(cli, tmp_path: Path, *argv: str, timeout: float = 60):
     working = tmp_path / "cwd"
     working.mkdir(exist_ok=True)

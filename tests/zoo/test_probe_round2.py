@@ -26,15 +26,6 @@ from small_cnn_fixture import make_zoo as make_cnn_zoo
 HUGE_CNN = {"channels": 16000, "num_conv_layers": 1000}  # 2.3e12 parameters, each width within MAX_LAYER_WIDTH
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
 def _environment(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "hf"
     home.mkdir(exist_ok=True)
@@ -43,7 +34,7 @@ def _environment(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def cli(server, tmp_path):
+def cli(cli, tmp_path):  # wraps the session's forked CLI (tests/conftest.py)
     """cli(*argv, limited=False) -> (exit code, stdout, stderr) of `nfnzoo ARGV`, run in an empty folder;
     `limited`: under a 2 GiB memory limit, asserting the command was not killed for memory."""
     working = tmp_path / "cwd"
@@ -51,11 +42,11 @@ def cli(server, tmp_path):
 
     def run(*argv: str, limited: bool = False) -> tuple[int | None, str, str]:
         if limited:
-            result = server.run_limited(list(argv), cwd=working, env=_environment(tmp_path), timeout=180,
+            result = cli.run_limited(list(argv), cwd=working, env=_environment(tmp_path), timeout=180,
                                         limit_bytes=2 * GIB)
             assert not result.oom_killed, result.describe()
             return result.returncode, result.stdout, result.stderr
-        done = server.run(list(argv), cwd=working, env=_environment(tmp_path), timeout=180)
+        done = cli.run(list(argv), cwd=working, env=_environment(tmp_path), timeout=180)
         return done.returncode, done.stdout, done.stderr
 
     return run

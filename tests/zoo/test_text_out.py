@@ -25,16 +25,6 @@ HOSTILE_STATUS = f"<img src=x onerror=alert(1)>{RLO}ko{ESC}[2J"
 RAW = (ESC, RLO, "\x07", "\u034f", "\u3164")  # what must never reach a terminal or a card
 
 
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory):
-    """The real CLI in forked children of one warm server (`tests/forked_cli.py`)."""
-    from forked_cli import ForkedCLI
-
-    forked = ForkedCLI(tmp_path_factory.mktemp("cli_server"))
-    yield forked
-    forked.close()
-
-
 def _cli(cli, *argv: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONWARNINGS": "ignore",
            "HF_HOME": str(cwd / "hf")}
