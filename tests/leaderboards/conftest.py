@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -94,3 +95,14 @@ def make_data() -> Callable[..., dict[str, Any]]:
 @pytest.fixture
 def hashes() -> dict[str, str]:
     return {"known": KNOWN_HASH, "local": LOCAL_HASH}
+
+
+@pytest.fixture
+def board_cli(cli, tmp_path):
+    """board_cli(*argv) -> the finished `nfnzoo ARGV` (exit code, stdout, stderr), run in an empty folder
+    through the session's forked CLI (tests/conftest.py), with the Hub offline and a default board of its own."""
+    working = tmp_path / "cwd"
+    working.mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONWARNINGS": "ignore",
+           "HF_HOME": str(tmp_path / "hf"), "NFNZOO_LEADERBOARD": str(tmp_path / "default-board")}
+    return lambda *argv: cli.run(list(argv), cwd=working, env=env, timeout=120)

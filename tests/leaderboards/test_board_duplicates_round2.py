@@ -21,16 +21,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def cli(cli, tmp_path):  # wraps the session's forked CLI (tests/conftest.py)
-    """cli(*argv) -> the finished `nfnzoo ARGV` (exit code, stdout, stderr), run in an empty folder."""
-    working = tmp_path / "cwd"
-    working.mkdir()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONWARNINGS": "ignore",
-           "HF_HOME": str(tmp_path / "hf"), "NFNZOO_LEADERBOARD": str(tmp_path / "default-board")}
-    return lambda *argv: cli.run(list(argv), cwd=working, env=env, timeout=120)
-
-
 def _entries(root: Path) -> list[Path]:
     return sorted(p for p in (root / "entries").rglob("*.json"))
 
@@ -42,40 +32,40 @@ def _lightgbm(make_data, **config):
     return make_data(model="lightgbm", model_config={**LIGHTGBM, **config})
 
 
-def test_a_number_written_as_its_text_is_a_duplicate(root, write_results, make_data, cli):
-    first = cli("leaderboard", "submit", str(write_results(_lightgbm(make_data))), "--root", str(root))
+def test_a_number_written_as_its_text_is_a_duplicate(root, write_results, make_data, board_cli):
+    first = board_cli("leaderboard", "submit", str(write_results(_lightgbm(make_data))), "--root", str(root))
     assert first.returncode == 0, first.stderr
     assert len(_entries(root)) == 1
     for spelling in ("256", "256.0"):
-        done = cli("leaderboard", "submit", str(write_results(_lightgbm(make_data, num_leaves=spelling))),
+        done = board_cli("leaderboard", "submit", str(write_results(_lightgbm(make_data, num_leaves=spelling))),
                    "--root", str(root))
         assert done.returncode == 1, (spelling, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
         assert done.stderr.startswith("nfnzoo leaderboard: error: "), done.stderr
         assert "duplicates the accepted entry" in done.stderr, done.stderr
         assert len(_entries(root)) == 1
-    other = cli("leaderboard", "submit", str(write_results(_lightgbm(make_data, num_leaves="0256"))),
+    other = board_cli("leaderboard", "submit", str(write_results(_lightgbm(make_data, num_leaves="0256"))),
                 "--root", str(root))
     assert other.returncode == 0, other.stderr  # the negative control: not a number's canonical text
     assert len(_entries(root)) == 2
 
 
-def test_a_task_config_leaving_out_a_null_default_is_a_duplicate(root, write_results, make_data, cli):
+def test_a_task_config_leaving_out_a_null_default_is_a_duplicate(root, write_results, make_data, board_cli):
     written = make_data()
     written["task_config"]["min_accuracy"] = None  # generalization's min_accuracy defaults to null
-    first = cli("leaderboard", "submit", str(write_results(written)), "--root", str(root))
+    first = board_cli("leaderboard", "submit", str(write_results(written)), "--root", str(root))
     assert first.returncode == 0, first.stderr
     omitted = make_data()
     assert "min_accuracy" not in omitted["task_config"]
     omitted["per_seed"][0]["train_time_s"] = 99.0  # another content hash: only the duplicate key matches
-    done = cli("leaderboard", "submit", str(write_results(omitted)), "--root", str(root))
+    done = board_cli("leaderboard", "submit", str(write_results(omitted)), "--root", str(root))
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     assert "duplicates the accepted entry" in done.stderr, done.stderr
     assert len(_entries(root)) == 1
     other = make_data()
     other["task_config"]["min_accuracy"] = 0.5
-    control = cli("leaderboard", "submit", str(write_results(other)), "--root", str(root))
+    control = board_cli("leaderboard", "submit", str(write_results(other)), "--root", str(root))
     assert control.returncode == 0, control.stderr  # the negative control: another protocol
     assert len(_entries(root)) == 2
 
@@ -98,9 +88,9 @@ def _docs(tmp_path: Path) -> Path:
     return docs
 
 
-def test_a_results_page_that_is_a_link_is_refused(tmp_path, cli):
+def test_a_results_page_that_is_a_link_is_refused(tmp_path, board_cli):
     docs = _docs(tmp_path)
-    control = cli("leaderboard", "render", "--docs", str(docs))
+    control = board_cli("leaderboard", "render", "--docs", str(docs))
     assert control.returncode == 0, control.stderr  # the negative control: real pages render
     page = docs / "results" / "cnn-generalization.md"
     outside = tmp_path / "outside" / "stale.md"
@@ -110,26 +100,26 @@ def test_a_results_page_that_is_a_link_is_refused(tmp_path, cli):
     outside.write_text(stale)
     page.unlink()
     page.symlink_to(outside)
-    done = cli("leaderboard", "render", "--docs", str(docs))
+    done = board_cli("leaderboard", "render", "--docs", str(docs))
     assert done.returncode == 1, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nfnzoo leaderboard: error: "), done.stderr
     assert f"{page} is a symbolic link" in lines[0], lines[0]
     assert page.is_symlink() and outside.read_text() == stale  # nothing read through it, nothing replaced
-    checked = cli("leaderboard", "render", "--docs", str(docs), "--check")
+    checked = board_cli("leaderboard", "render", "--docs", str(docs), "--check")
     assert checked.returncode == 1 and f"{page} is a symbolic link" in checked.stderr, checked.stderr
 
 
-def test_a_results_folder_that_is_a_link_or_a_fifo_page_is_refused(tmp_path, cli):
+def test_a_results_folder_that_is_a_link_or_a_fifo_page_is_refused(tmp_path, board_cli):
     docs = _docs(tmp_path)
     moved = tmp_path / "elsewhere"
     shutil.move(docs / "results", moved)
     (docs / "results").symlink_to(moved)
-    done = cli("leaderboard", "render", "--docs", str(docs))
+    done = board_cli("leaderboard", "render", "--docs", str(docs))
     assert done.returncode == 1 and f"{docs / 'results'} is a symbolic link" in done.stderr, done.stderr
     (docs / "results").unlink()
     shutil.move(moved, docs / "results")
     os.mkfifo(docs / "results" / "blocked.md")
-    done = cli("leaderboard", "render", "--docs", str(docs))  # would block on reading the FIFO
+    done = board_cli("leaderboard", "render", "--docs", str(docs))  # would block on reading the FIFO
     assert done.returncode == 1, done.stderr
     assert f"{docs / 'results' / 'blocked.md'}: not a regular file" in done.stderr, done.stderr

@@ -26,16 +26,6 @@ from leaderboards.seal import sealed
 from zoo.validation.text import visible
 
 
-@pytest.fixture
-def cli(cli, tmp_path):  # wraps the session's forked CLI (tests/conftest.py)
-    """cli(*argv) -> the finished `nfnzoo ARGV` (exit code, stdout, stderr), run in an empty folder."""
-    working = tmp_path / "cwd"
-    working.mkdir()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONWARNINGS": "ignore",
-           "HF_HOME": str(tmp_path / "hf"), "NFNZOO_LEADERBOARD": str(tmp_path / "default-board")}
-    return lambda *argv: cli.run(list(argv), cwd=working, env=env, timeout=120)
-
-
 def _birthday_pair(make_data) -> tuple[dict, dict]:
     """Two valid results of one model, differing in a model config note, whose content hashes share their
     first 8 hex digits: ~2**16 tries by the birthday bound, each one sha256 of the canonical JSON."""
@@ -57,23 +47,23 @@ def _birthday_pair(make_data) -> tuple[dict, dict]:
     raise AssertionError("no 8-hex-digit birthday pair in 4,000,000 tries")
 
 
-def test_two_results_whose_old_ids_collide_are_two_entries(root, write_results, make_data, cli):
+def test_two_results_whose_old_ids_collide_are_two_entries(root, write_results, make_data, board_cli):
     first, second = _birthday_pair(make_data)
     hashes = content_hash(first), content_hash(second)
     assert hashes[0] != hashes[1] and hashes[0][:8] == hashes[1][:8]  # one id under the old scheme
     assert entry_id("statnn", hashes[0]) != entry_id("statnn", hashes[1])
     for data in (first, second):
-        done = cli("leaderboard", "submit", str(write_results(data)), "--root", str(root))
+        done = board_cli("leaderboard", "submit", str(write_results(data)), "--root", str(root))
         assert done.returncode == 0, done.stderr
     entries = load_entries(root)
     assert sorted(entry.submission.content_hash for _, entry in entries) == sorted(hashes)
     assert all(len(entry.submission.id) == len("statnn-") + 32 for _, entry in entries)
-    clean = cli("leaderboard", "audit", "--root", str(root))
+    clean = board_cli("leaderboard", "audit", "--root", str(root))
     assert clean.returncode == 0 and "2 entries: 0 verified, 0 with problems" in clean.stdout, clean.stdout
 
 
 @pytest.mark.parametrize("occupant", ["file", "dangling link", "link to a victim"])
-def test_an_existing_file_at_an_entrys_path_is_never_overwritten(root, write_results, make_data, tmp_path, cli,
+def test_an_existing_file_at_an_entrys_path_is_never_overwritten(root, write_results, make_data, tmp_path, board_cli,
                                                                   occupant):
     data = make_data()
     target = root / "entries" / data["task"] / data["dataset"]["dataset_hash"][:12] / \
@@ -86,7 +76,7 @@ def test_an_existing_file_at_an_entrys_path_is_never_overwritten(root, write_res
         target.write_bytes(earlier.read_bytes())
     else:
         target.symlink_to(victim if occupant == "link to a victim" else tmp_path / "nowhere")
-    done = cli("leaderboard", "submit", str(write_results(data)), "--root", str(root))
+    done = board_cli("leaderboard", "submit", str(write_results(data)), "--root", str(root))
     lines = done.stderr.splitlines()
     assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert lines[0].startswith("nfnzoo leaderboard: error: ") and str(target) in lines[0], lines[0]
@@ -98,9 +88,9 @@ def test_an_existing_file_at_an_entrys_path_is_never_overwritten(root, write_res
     assert not [p.name for p in target.parent.iterdir() if p.name.startswith(".")]  # no temporary left behind
 
 
-def test_audit_fails_on_anything_under_entries_that_is_not_a_sealed_entry(root, write_results, cli):
+def test_audit_fails_on_anything_under_entries_that_is_not_a_sealed_entry(root, write_results, board_cli):
     accepted = submit(write_results(), root)
-    clean = cli("leaderboard", "audit", "--root", str(root))  # the negative control
+    clean = board_cli("leaderboard", "audit", "--root", str(root))  # the negative control
     assert clean.returncode == 0, clean.stdout + clean.stderr
     folder = accepted.path.parent
     strays = {
@@ -118,7 +108,7 @@ def test_audit_fails_on_anything_under_entries_that_is_not_a_sealed_entry(root, 
     }
     for path, make in strays.items():
         make(path)
-    done = cli("leaderboard", "audit", "--root", str(root), "--require-verified")
+    done = board_cli("leaderboard", "audit", "--root", str(root), "--require-verified")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
     problem_lines = [line for line in done.stdout.splitlines() if line.startswith("PROBLEM")]
     for path in strays:
@@ -172,11 +162,11 @@ def test_the_canonical_form():
     ("mlp\ufe0f", "U+FE0F"),
     ("m\u0406p", "must be 1-64 ASCII letters"),  # a Cyrillic I
 ])
-def test_a_name_that_looks_like_another_on_the_board_is_refused(root, write_results, make_data, cli, name, reason):
+def test_a_name_that_looks_like_another_on_the_board_is_refused(root, write_results, make_data, board_cli, name, reason):
     submit(write_results(make_data(model="mlp")), root)
     again = submit(write_results(make_data(model="mlp", seeds=(3, 4, 5))), root)  # the same name again is fine
     assert again.path.exists()
-    done = cli("leaderboard", "submit", str(write_results(make_data(model=name))), "--root", str(root))
+    done = board_cli("leaderboard", "submit", str(write_results(make_data(model=name))), "--root", str(root))
     if reason is None:
         assert done.returncode == 0, done.stderr
         return
