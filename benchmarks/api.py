@@ -4,7 +4,10 @@
 (`"mypkg.models:MyNFN"`), an installed package's `nfnzoo.models` entry point, a model class with
 the registry's contract (`nfn_models.registry.check_model_contract`), or a factory
 `weight_space -> nn.Module`. A class or a factory is registered as a plugin under `name` (default:
-its import path `module:QualifiedName`), which the results record as their `model`.
+its import path `module:QualifiedName`). The results record the model's board name as their `model`:
+`name` where given (with any form of `model`), else the registered name of a built-in or an entry
+point, else the class's `BOARD_NAME` or its own name (a factory's function name); and how it was
+loaded in their `model_source` (`benchmarks.model_identity`).
 
 The run is `benchmarks.harness.run_benchmark`'s, as `nfnzoo bench run` does it: the same
 protocol, the same results file with its predictions sidecar, the same resumable seed records
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -65,6 +69,7 @@ def factory_model(factory: Callable[..., nn.Module], symmetries: Sequence[str] =
                 model.symmetries = tuple(symmetries)
             return model
 
+    FactoryModel.SOURCE = factory  # its code, for the results' model_source and the default board name
     FactoryModel.symmetries = tuple(symmetries)
     FactoryModel.weight_spaces = tuple(weight_spaces)
     FactoryModel.__qualname__ = FactoryModel.__name__ = f"factory({label})"
@@ -79,17 +84,28 @@ def _takes(function: Callable, parameter: str) -> bool:
     return any(p.name == parameter or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
+def _importable(item: Any) -> bool:
+    """Whether `item` is what its import path names (a class in a module, not one made in `__main__` or a function)."""
+    module = sys.modules.get(getattr(item, "__module__", None) or "")
+    if module is None or module.__name__ == "__main__":
+        return False
+    found: Any = module
+    for part in item.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is item
+
+
 def register(model: ModelLike, name: str | None = None, symmetries: Sequence[str] = ()) -> str:
-    """The registered name of `model` (any form `evaluate` takes), registering a class or a factory."""
+    """The registered name of `model` (any form `evaluate` takes), registering a class or a factory (under
+    `name` where given, else its import path)."""
     if isinstance(model, str):
-        if name is not None:
-            raise ValueError(f"name={name!r} names a class or a factory; model {model!r} has its name already")
         return MODELS.resolve(model)
     if isinstance(model, type):
         for registered, item in MODELS.loaded().items():
             if item is model and not MODELS.is_plugin(registered):
                 return registered  # a built-in class: its own name
-        return MODELS.add_plugin(name or import_path(model), model)
+        return MODELS.add_plugin(name or import_path(model), model,
+                                 "import path" if _importable(model) else "object")
     if callable(model):
         return MODELS.add_plugin(name or import_path(model), factory_model(model, symmetries))
     raise PluginError(f"model {model!r:.80}: expected a registered name, an import path MODULE:CLASS, a model class "
@@ -114,7 +130,8 @@ def evaluate(model: ModelLike, task: str = "generalization", data: str | Path | 
         config: the dataset config (default: the dataset's only one).
         model_overrides: the model's hyperparameters (`--set model.KEY=VALUE`).
         task_overrides: the task's hyperparameters (`--set task.KEY=VALUE`).
-        name: the name a class or a factory is registered and recorded under.
+        name: the model's board name, which the results record (default: see the module docstring); a
+            class or a factory is registered under it too.
         symmetries: what a factory's models claim (a class states its own).
         device: the torch device (default: CUDA when available); `workers`, `address`, `gpus_per_job`
             and `progress` are `benchmarks.harness.run_benchmark`'s.
@@ -127,5 +144,5 @@ def evaluate(model: ModelLike, task: str = "generalization", data: str | Path | 
     registered = register(model, name, symmetries)
     results = run_benchmark(task, registered, data, config, list(seeds), out, model_overrides, task_overrides,
                             device=device, progress=progress, workers=workers, address=address,
-                            gpus_per_job=gpus_per_job)
+                            gpus_per_job=gpus_per_job, name=name)
     return from_data(Results, results, where=f"the results of {registered}")

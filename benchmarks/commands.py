@@ -193,7 +193,7 @@ def run_command(args: argparse.Namespace) -> int:
         results = run_benchmark(args.task, args.model, args.data, args.config, parse_seeds(args.seeds), args.out,
                                 model_overrides, task_overrides, device=args.device,
                                 workers=check_workers(args.workers), address=args.address,
-                                gpus_per_job=args.gpus_per_job)
+                                gpus_per_job=args.gpus_per_job, name=args.name)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
             ModelOutputError) as error:
         raise CommandError(str(error)) from None
@@ -236,8 +236,9 @@ def suite_command(args: argparse.Namespace) -> int:
     if args.name not in SUITES.names():
         raise CommandError(f"unknown suite {args.name!r}; suites: {', '.join(SUITES.names())}; standard suites "
                            f"(with --model): {', '.join(STANDARD_SUITES.names())}")
-    if args.model is not None:
-        raise CommandError(f"--model goes with a standard suite (e.g. standard-v1); {args.name}'s models are fixed")
+    if args.model is not None or args.model_name is not None:
+        raise CommandError(f"--model and --name go with a standard suite (e.g. standard-v1); {args.name}'s models "
+                           "are fixed")
     if len(args.data or []) != 1:
         raise CommandError(f"suite {args.name}: expected one --data (a zoo folder or a Hub repo)")
     args.data, args.seeds = args.data[0], args.seeds or "0,1,2"
@@ -274,7 +275,7 @@ def _standard_suite(args: argparse.Namespace) -> int:
         only = [name.strip() for name in args.only.split(",")] if args.only is not None else None
         manifest = run_standard(args.name, args.model, args.out, data, device=args.device,
                                 workers=check_workers(args.workers), address=args.address,
-                                gpus_per_job=args.gpus_per_job, only=only)
+                                gpus_per_job=args.gpus_per_job, only=only, model_name=args.model_name)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
             ModelOutputError) as error:
         raise CommandError(str(error)) from None
@@ -344,6 +345,10 @@ def _add_common_arguments(parser: argparse.ArgumentParser, set_metavar: str, set
     add_ray_arguments(parser, "seeds")
 
 
+NAME_HELP = ("the model's name on the board, which the results record (default: a built-in's or an entry point's "
+             "name; for an import path, the class's BOARD_NAME or its own name); 1-64 letters, digits or ._+-")
+
+
 def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     """Adds `nfnzoo bench run`, `scatter`, `plot-edits`, `suite` and `check-model`; returns the models-and-tasks
     listing."""
@@ -355,6 +360,7 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
                      "MODULE:CLASS, or an installed package's nfnzoo.tasks entry point")
     run.add_argument("--model", required=True, help="a registered NFN model, e.g. statnn or mlp; or an import path "
                      "MODULE:CLASS (e.g. mypkg.models:MyNFN), or an installed package's nfnzoo.models entry point")
+    run.add_argument("--name", default=None, help=NAME_HELP)
     run.add_argument("--config", default=None, help="the dataset config (default: the dataset's only one)")
     run.add_argument("--out", required=True, help="the results JSON to write; predictions go beside it")
     _add_common_arguments(run, "KEY=VALUE", "override a hyperparameter: model.KEY=VALUE or task.KEY=VALUE "
@@ -383,6 +389,7 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
                        "these cells' zoos)")
     suite.add_argument("--model", default=None, help="the model a standard suite (standard-v1) runs: a registered "
                        "name, an import path MODULE:CLASS or an nfnzoo.models entry point")
+    suite.add_argument("--name", dest="model_name", default=None, help=NAME_HELP)
     _add_common_arguments(suite, "task.KEY=VALUE",
                           "override a task hyperparameter of every entry, e.g. task.epochs=50 (repeatable)", suite=True)
     suite.set_defaults(handler=suite_command)

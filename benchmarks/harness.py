@@ -37,9 +37,11 @@ import pandas
 import torch
 
 import zoo
+from benchmarks.claims import check_claims, describe as describe_claims
 from benchmarks.files import check_targets, npz_bytes, write_with_sidecars
 from benchmarks.jobs import Job, JobsFailed, fingerprint, job_device, run_jobs, stderr_printer
 from benchmarks.memory import peak_mb, reset_peak
+from benchmarks.model_identity import board_name, model_source
 from benchmarks.outputs import ModelOutputError
 from benchmarks.protocol import architecture_overrides, hparam_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summarize
@@ -159,15 +161,20 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
                 seeds: Sequence[int], out_path: str | Path | None = None,
                 model_overrides: Mapping[str, Any] | None = None,
                 task_overrides: Mapping[str, Any] | None = None, *, device: str = "cpu",
-                progress: bool = True, label: str | None = None) -> PreparedRun:
+                progress: bool = True, label: str | None = None, name: str | None = None) -> PreparedRun:
     """Checks the run and makes its seed jobs (`run_on_splits` runs them; `benchmarks.suite` runs
     every entry's together). `device` is the device type the jobs run on (`benchmarks.jobs.job_device`).
     With `progress` a seed that trains for long prints its epochs to stderr, as `<label> seed <k>: ...`
-    (`label` defaults to `bench <task>/<model>`)."""
+    (`label` defaults to `bench <task>/<model>`). `name` is the model's board name, which the results
+    record as their `model` (default: `benchmarks.model_identity.board_name`'s); how the model was
+    loaded goes in their `model_source`. The model's symmetry claims are checked here, before any
+    training (`benchmarks.claims`), and recorded in the results' `claims`."""
     seeds = check_seeds(seeds)
     if out_path is not None:  # a link at the results file or a sidecar's name: refused before any training
         check_targets(out_path, [predictions_path(out_path).name, examples_path(out_path).name])
+    loaded_as = model
     model = MODELS.resolve(model)  # results record the registered spellings
+    shown_name = board_name(model, name)  # a name the board would refuse: an error now, not after training
     task = TASKS.resolve(task)
     model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
     if "train" in splits:  # hyperparameters that describe the members (a transformer's head count) come from the zoo
@@ -183,11 +190,18 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
         problem = model_size_problem(model, splits["train"].weights.space, model_overrides)
         if problem is not None:
             raise ValueError(problem)
+    claims = check_claims(model, model_overrides, str(dataset.get("family", "")))
+    label = label or f"bench {task}/{shown_name}"
+    if progress or (claims or {}).get("verdict") == "false claim":  # a false claim is said whatever the progress
+        warning = "WARNING: " if (claims or {}).get("verdict") == "false claim" else ""
+        print(f"{label}: {warning}{describe_claims(claims)}"
+              + ("; the results record it, and `nfnzoo leaderboard submit` refuses them" if warning else ""),
+              file=sys.stderr)
+    source = model_source(model, loaded_as if isinstance(loaded_as, str) else None)
     device_type = torch.device(device).type
     described = {key: value for key, value in dataset.items() if key != "path"}  # a moved folder is the same data
     common = fingerprint(task, model, model_hparams, runner.config, described, device_type, zoo.__version__)
     inputs = runner.driver_inputs(splits)  # what the task reads besides the splits, read here (the data is here)
-    label = label or f"bench {task}/{model}"
     jobs = [Job(f"seed{seed}", _run_seed, (task, model, model_overrides, task_overrides, inputs, seed, str(device),
                                            f"{label} seed {seed}" if progress else None),
                 fingerprint(common, seed)) for seed in seeds]  # the label is not in the fingerprint: it decides nothing
@@ -200,7 +214,7 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
         results = {
             "schema_version": SCHEMA_VERSION,
             "task": task,
-            "model": model,
+            "model": shown_name,
             "model_config": to_data(model_hparams),
             "task_config": to_data(runner.config),
             "dataset": dict(dataset),
@@ -213,6 +227,8 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
             "hardware": ordered[0].get("hardware") or _hardware(torch.device(device)),  # where the first seed ran
             "predictions": predictions_path(out_path).name if out_path is not None else None,
             "examples": examples_path(out_path).name if out_path is not None and examples else None,
+            "model_source": source,
+            "claims": claims,
         }
         from_data(Results, results, where="benchmark results")  # the harness writes what it documents
         if out_path is not None:
@@ -225,7 +241,7 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
             write_with_sidecars(out_path, results, sidecars)  # one commit: never results beside older predictions
             shutil.rmtree(seeds_folder(out_path), ignore_errors=True)  # the results file holds every seed now
             if progress:
-                print(f"bench {task}/{model}: wrote {out_path} and {predictions_path(out_path).name}", file=sys.stderr)
+                print(f"{label}: wrote {out_path} and {predictions_path(out_path).name}", file=sys.stderr)
         return results
 
     return PreparedRun(jobs, finish, label)
@@ -253,7 +269,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
                   model_overrides: Mapping[str, Any] | None = None,
                   task_overrides: Mapping[str, Any] | None = None, *,
                   device: str | torch.device | None = None, progress: bool = True, workers: int = 1,
-                  address: str | None = None, gpus_per_job: float = 0.0) -> dict:
+                  address: str | None = None, gpus_per_job: float = 0.0, name: str | None = None) -> dict:
     """Runs `task` with `model` on already loaded splits for each seed; see `run_benchmark`.
 
     `dataset` describes the splits' source ({path, config, dataset_hash, family}, and optionally
@@ -263,7 +279,7 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
         raise ValueError(f"workers must be at least 1, got {workers}")
     device = job_device(None if device is None else str(device), workers, address, gpus_per_job)
     prepared = prepare_run(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
-                           device=device, progress=progress)
+                           device=device, progress=progress, name=name)
     say = stderr_printer(prepared.label) if progress else None
     folder = seeds_folder(out_path) if out_path is not None else None
     try:
@@ -320,19 +336,20 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
                   out_path: str | Path | None, model_overrides: Mapping[str, Any] | None = None,
                   task_overrides: Mapping[str, Any] | None = None, *,
                   device: str | torch.device | None = None, progress: bool = True, workers: int = 1,
-                  address: str | None = None, gpus_per_job: float = 0.0) -> dict:
+                  address: str | None = None, gpus_per_job: float = 0.0, name: str | None = None) -> dict:
     """Runs `model` on `task` over `seeds` on the dataset at `data_path` and returns the results.
 
     `data_path` is a zoo folder or a Hub dataset repo `ORG/NAME[@REVISION]` (see `load_splits`).
     The splits are loaded once. With `out_path`, the results JSON and its predictions
     sidecar are written there atomically. `device` defaults to CUDA when available;
-    `progress` prints a line per seed to stderr.
+    `progress` prints a line per seed to stderr. `name` is the model's board name (`prepare_run`).
     """
     check_seeds(seeds)
     create_task(task, **dict(task_overrides or {}))  # fail on a bad name or override before loading data
     model_config(model, **dict(model_overrides or {}))
+    board_name(model, name)  # before the data is read
     job_device(None if device is None else str(device), workers, address, gpus_per_job)  # GPUs asked for, none here
     splits, dataset = load_splits(data_path, config, split_set_of(task_overrides, task))
     return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
                          device=device, progress=progress, workers=workers, address=address,
-                         gpus_per_job=gpus_per_job)
+                         gpus_per_job=gpus_per_job, name=name)

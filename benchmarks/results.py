@@ -139,6 +139,90 @@ def describe_hardware(device: str, gpu_model: str | None = None) -> dict[str, st
             "onednn_isa": machine["onednn_isa"], "gpu_model": gpu_model}
 
 
+MODEL_ORIGINS = ("built-in", "import path", "entry point", "object")
+CLAIM_VERDICTS = ("holds", "false claim", "unmeasured", "not checked")  # benchmarks.claims
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+    """Where the model's code came from (`benchmarks.model_identity.model_source`)."""
+    kind: str  # how it was loaded: one of MODEL_ORIGINS
+    loaded_as: str  # what the run was given: a name, an import path MODULE:ATTR, an entry point's name
+    import_path: str  # MODULE:QUALNAME of its class (a factory's: the factory's)
+    distribution: str | None = None  # the installed distribution providing its top-level package
+    version: str | None = None  # that distribution's version, else the package's __version__
+    commit: str | None = None  # the code's commit (40 hex): pip's record of a VCS install, else its git checkout's
+    dirty: bool | None = None  # that checkout had uncommitted changes to tracked files; null where unknown
+
+    def validate(self, where: str, key: str) -> None:
+        if self.kind not in MODEL_ORIGINS:
+            raise SchemaError(where, f"{key}.kind", f"expected one of {', '.join(MODEL_ORIGINS)}, got {self.kind!r}")
+        for field in ("loaded_as", "import_path", "distribution", "version"):
+            value = getattr(self, field)
+            problem = line_problem(value) if value is not None else None
+            if problem is not None:
+                raise SchemaError(where, f"{key}.{field}", problem)
+        if self.commit is not None and not re.fullmatch(r"[0-9a-f]{40}", self.commit):
+            raise SchemaError(where, f"{key}.commit", f"expected a 40-hex commit, got {ascii(self.commit[:60])}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimCheck:
+    """One check of the claims block: a group on a weight space at a magnitude (`benchmarks.check_model.Check`)."""
+    space: str
+    group: str
+    test: str  # "output", "invariance", "denormal" or "equivariance"
+    magnitude: str
+    claimed: bool
+    deviation: float | None  # the largest over the seeds; null where nothing was measured
+    tolerance: float | None  # a claim holds at or below it
+    verdict: str
+
+    def validate(self, where: str, key: str) -> None:
+        for field in ("space", "group", "test", "magnitude", "verdict"):
+            problem = line_problem(getattr(self, field))
+            if problem is not None:
+                raise SchemaError(where, f"{key}.{field}", problem)
+        for field in ("deviation", "tolerance"):
+            value = getattr(self, field)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise SchemaError(where, f"{key}.{field}", f"expected a finite non-negative number, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Claims:
+    """The model's symmetry claims, checked before training (`benchmarks.claims`)."""
+    groups: tuple[str, ...]  # the groups it claims on the checked spaces
+    verdict: str  # one of CLAIM_VERDICTS
+    spaces: tuple[str, ...]  # the weight spaces checked (`benchmarks.check_model.SPACES`)
+    seeds: tuple[int, ...]
+    model_config: dict[str, Any]  # the run's model hyperparameters the check kept (sizes shrunk)
+    check_time_s: float
+    checks: tuple[ClaimCheck, ...]
+    error: str | None = None  # why the claims could not be checked ("not checked")
+
+    def validate(self, where: str, key: str) -> None:
+        if self.verdict not in CLAIM_VERDICTS:
+            raise SchemaError(where, f"{key}.verdict", f"expected one of {', '.join(CLAIM_VERDICTS)}, "
+                                                       f"got {ascii(self.verdict[:60])}")
+        for field in ("groups", "spaces"):
+            for value in getattr(self, field):
+                problem = name_problem(value)
+                if problem is not None:
+                    raise SchemaError(where, f"{key}.{field}", problem)
+        problem = line_problem(self.error) if self.error is not None else None
+        if problem is not None:
+            raise SchemaError(where, f"{key}.error", problem)
+        if not (math.isfinite(self.check_time_s) and self.check_time_s >= 0):
+            raise SchemaError(where, f"{key}.check_time_s", f"expected a non-negative time, got {self.check_time_s!r}")
+        if (self.verdict == "false claim") != any(c.claimed and c.deviation is not None and c.tolerance is not None
+                                                  and c.deviation > c.tolerance for c in self.checks):
+            raise SchemaError(where, f"{key}.verdict", f"{self.verdict!r} disagrees with the checks' deviations "
+                                                       "and tolerances")
+        if self.verdict == "not checked" and self.error is None:
+            raise SchemaError(where, f"{key}.error", "a claims block that was not checked says why")
+
+
 @dataclasses.dataclass(frozen=True)
 class Results:
     schema_version: int
@@ -156,6 +240,10 @@ class Results:
     hardware: Hardware
     predictions: str | None = None  # file name of the predictions sidecar, beside the results file
     examples: str | None = None  # file name of the first seed's figure arrays (.examples.npz), if the task has any
+    # how the model was loaded and whose code it is; absent from results written before them
+    model_source: ModelSource | None = None
+    # the model's symmetry claims and their check before training; absent from older results
+    claims: Claims | None = None
 
     def validate(self, where: str, key: str) -> None:
         if self.schema_version != SCHEMA_VERSION:

@@ -141,7 +141,8 @@ def select_cells(suite: StandardSuite, only: Sequence[str] | None) -> tuple[Cell
 
 def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, str],
                  device: str | None = None, workers: int = 1, address: str | None = None,
-                 gpus_per_job: float = 0.0, only: Sequence[str] | None = None) -> dict:
+                 gpus_per_job: float = 0.0, only: Sequence[str] | None = None,
+                 model_name: str | None = None) -> dict:
     """Runs every missing cell of the standard suite `name` with `model`; returns (and writes) `suite.json`.
 
     `data` maps a zoo's name to the folder or Hub repo to read it from, which makes the run a
@@ -151,14 +152,16 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
     earlier run left (a finished cell stays in `suite.json`) or are recorded as not run, and a later
     run of the same folder fills them in.
     `device`, `workers`, `address` and `gpus_per_job` are `benchmarks.harness.run_benchmark`'s (a
-    cell's seeds are its jobs).
+    cell's seeds are its jobs); `model_name` is the model's board name (its `name`).
     """
     from benchmarks.api import register
     from benchmarks.harness import run_benchmark
+    from benchmarks.model_identity import board_name
 
     suite = STANDARD_SUITES.get(name)()
     chosen = select_cells(suite, only)
     registered = register(model)
+    shown = board_name(registered, model_name)  # before any cell runs: a name the board would refuse is an error
     missing = {cell.zoo.name: cell.zoo for cell in chosen if cell.zoo.name not in data}
     if missing:
         recipes = "; ".join(f"{zoo}: {ref.generate_command}" for zoo, ref in sorted(missing.items()))
@@ -169,7 +172,7 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
     out_dir.mkdir(parents=True, exist_ok=True)
     say = stderr_printer(f"suite {name}")
     earlier = _earlier_sources(out_dir)
-    manifest = _write_manifest(suite, registered, out_dir, data, earlier)  # a folder to submit from the start
+    manifest = _write_manifest(suite, shown, out_dir, data, earlier)  # a folder to submit from the start
     for cell in chosen:
         results_path, skipped = out_dir / f"{cell.name}.json", skip_path(out_dir, cell.name)
         if not os.path.lexists(results_path) and not skipped.exists():
@@ -178,12 +181,12 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
             try:
                 run_benchmark(cell.task, registered, data[cell.zoo.name], cell.zoo.config, list(cell.seeds),
                               results_path, None, cell.task_overrides, device=device, workers=workers,
-                              address=address, gpus_per_job=gpus_per_job)
+                              address=address, gpus_per_job=gpus_per_job, name=model_name)
             except ValueError as error:  # the model or the data cannot serve this cell
                 write_skip(out_dir, cell.name, error)
                 say(f"{cell.name} skipped: {error}")
             # after every cell: an interrupted run leaves a folder that `leaderboard submit` takes
-            manifest = _write_manifest(suite, registered, out_dir, data, earlier)
+            manifest = _write_manifest(suite, shown, out_dir, data, earlier)
         elif skipped.exists():
             say(f"{cell.name} was skipped before; delete {skipped} to retry it (e.g. with another --data)")
     return manifest

@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+from benchmarks.model_identity import MODEL_NAME  # one definition: a run checks it before training
+
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:/@-]{0,199}")
 CONFIG_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}")
 # sequence -> what it is read as; the documented table of look-alikes within the names' characters

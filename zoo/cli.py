@@ -12,6 +12,7 @@ Every option's help shows its default.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib.metadata import entry_points
 from typing import Any, Callable
@@ -98,6 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # `--model mypkg.models:MyNFN` from the folder that holds mypkg, as uvicorn, gunicorn and celery
+    # resolve `module:attr` (a console script, unlike `python -m`, does not put it on the path)
+    try:
+        here = os.getcwd()
+    except OSError:  # the working folder was deleted
+        here = None
+    if here is not None and here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)

@@ -59,6 +59,7 @@ class Registry(Generic[T]):
         self.entry_point_group = entry_points  # e.g. "nfnzoo.models": other packages' members
         self._check = check  # the contract a member loaded from elsewhere must meet
         self._plugins: set[str] = set()  # names registered from import paths, entry points or `add_plugin`
+        self._origins: dict[str, str] = {}  # plugin name -> how it came: "import path", "entry point" or "object"
         self._entry_points: dict[str, importlib.metadata.EntryPoint] | None = None  # read once, see `refresh`
 
     def entry_points(self) -> dict[str, importlib.metadata.EntryPoint]:
@@ -76,7 +77,13 @@ class Registry(Generic[T]):
         """Whether `name` came from another package (an import path, an entry point or `add_plugin`)."""
         return self.resolve(name) in self._plugins
 
-    def add_plugin(self, name: str, item: T) -> str:
+    def origin(self, name: str) -> str:
+        """How the member `name` came: "built-in" (this package's own), "import path", "entry point",
+        or "object" (a class or a factory handed to `add_plugin`, e.g. by `benchmarks.evaluate`)."""
+        name = self.resolve(name)
+        return self._origins.get(name, "object") if name in self._plugins else "built-in"
+
+    def add_plugin(self, name: str, item: T, origin: str = "object") -> str:
         """Registers `item` from outside the built-ins under `name` after checking its contract; a
         plugin may replace an earlier plugin of that name (a notebook cell run twice), never a built-in."""
         if name in self._items and name not in self._plugins and self._items[name] is not item:
@@ -86,6 +93,7 @@ class Registry(Generic[T]):
         if self._items.get(name) is not item:
             self._items[name] = item
             self._plugins.add(name)
+            self._origins[name] = origin
         return name
 
     def _load_path(self, path: str) -> str:
@@ -95,7 +103,8 @@ class Registry(Generic[T]):
         except Exception as error:  # a plugin's own import error, whatever it is, is one line
             raise PluginError(f"{self.kind} {path!r}: cannot import module {module_name!r} "
                               f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
-                              "expected MODULE:CLASS importable from this Python's path") from None
+                              "expected MODULE:CLASS importable from this Python's path (run from the folder that holds "
+                              f"{module_name.partition('.')[0]!r}, or install it: pip install -e FOLDER)") from None
         item: Any = module
         for part in attribute.split("."):
             if not hasattr(item, part):
@@ -105,7 +114,7 @@ class Registry(Generic[T]):
         for name, registered in self._items.items():  # a built-in's own path: its name (a plugin's path
             if registered is item and name not in self._plugins:  # stays the path, whatever loaded first)
                 return name
-        return self.add_plugin(path, item)
+        return self.add_plugin(path, item, "import path")
 
     def _load_entry_point(self, point: importlib.metadata.EntryPoint) -> str:
         dist = getattr(point.dist, "name", None) or "an installed package"
@@ -122,7 +131,8 @@ class Registry(Generic[T]):
                               f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
         if self._items.get(point.name) is item and point.name not in self._plugins:  # registered by its module
             self._plugins.add(point.name)
-        return self.add_plugin(point.name, item)
+            self._origins[point.name] = "entry point"
+        return self.add_plugin(point.name, item, "entry point")
 
     def _discover(self) -> None:
         if not self._discovered:

@@ -40,7 +40,9 @@ def test_a_class_gives_what_the_cli_gives_for_its_import_path(tiny_zoo, tmp_path
         results = benchmarks.evaluate(TensorMoments, data=tiny_zoo, seeds=[0], out=api, task_overrides=FAST,
                                       progress=False)
     assert isinstance(results, Results) and results == load_results(api)
-    assert results.model == "my_nfn.model:TensorMoments" and (tmp_path / "api.predictions.csv").exists()
+    assert results.model == "TensorMoments" and (tmp_path / "api.predictions.csv").exists()  # the class's name
+    assert results.model_source.import_path == "my_nfn.model:TensorMoments"
+    assert results.model_source.kind == "import path" and results.claims.groups == ("permutation",)
     _same_record(json.loads(cli.read_text()), json.loads(api.read_text()))
     assert (tmp_path / "cli.predictions.csv").read_text() == (tmp_path / "api.predictions.csv").read_text()
 

@@ -1,0 +1,137 @@
+"""Which model a run ran, as its results record it: the model's board name, and where its code came from.
+
+A model is loaded by however the user names it: a built-in's name (`statnn`), an import path
+(`mypkg.models:LayerSets`), an installed package's `nfnzoo.models` entry point, or a class or a
+factory handed to `benchmarks.evaluate`. The board shows it by a *name*, which the results record
+as their `model`, apart from how it was loaded (their `model_source`):
+
+- the name (`board_name`) is `--name` (`evaluate(name=...)`) where given; else a built-in's or an
+  entry point's registered name; else, for an import path or an object, the class's `BOARD_NAME`
+  where it sets one, else the class's own name (`LayerSets`), or a factory's function name. It must
+  be a `MODEL_NAME` (1-64 ASCII letters, digits and `._+-`, starting with a letter or digit: it is
+  shown on the board and is part of an entry's file name) and must not be a different built-in
+  model's name (letter case, `-` and `_` aside); both are checked before anything trains, so a run
+  never ends in results the board refuses by their name.
+- the source (`model_source`): how it was loaded (`kind`: built-in, import path, entry point or
+  object; `loaded_as`: what the user gave), the import path of the class (or of the factory), the
+  installed distribution that provides its top-level package and that distribution's version (else
+  the package's `__version__`), and the code's commit: the VCS commit pip recorded when it installed
+  the distribution from a repository (PEP 610's `direct_url.json`), else the commit of the git
+  checkout that tracks the module's file, `dirty` when that checkout has uncommitted changes to
+  tracked files. No path of this machine is recorded.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from nfn_models.registry import MODELS
+from zoo.registry import import_path
+
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+COMMIT = re.compile(r"[0-9a-f]{40}")
+GIT_TIMEOUT_S = 10
+
+
+class ModelNameError(ValueError):
+    """A model's board name the board would refuse, found before anything trains."""
+
+
+def _fold(name: str) -> str:
+    return name.lower().replace("-", "_")
+
+
+def board_name(registered: str, given: str | None = None) -> str:
+    """The name the results record for the registered model `registered` (see the module docstring)."""
+    registered = MODELS.resolve(registered)
+    origin = MODELS.origin(registered)
+    cls = MODELS.get(registered)
+    if given is not None:
+        name, why = given, "--name"
+    elif origin in ("built-in", "entry point"):
+        name, why = registered, f"the {origin}'s name"
+    else:
+        wrapped = getattr(cls, "SOURCE", cls)  # a factory's class (`benchmarks.api.factory_model`): the factory
+        name = getattr(cls, "BOARD_NAME", None) or getattr(wrapped, "__name__", "")
+        why = f"the name of {import_path(wrapped)}"
+    if not isinstance(name, str) or not MODEL_NAME.fullmatch(name):
+        raise ModelNameError(f"model {registered!r}: its board name {ascii(str(name)[:80])} ({why}) must be 1-64 ASCII "
+                             "letters, digits or ._+-, starting with a letter or digit; choose one with --name NAME "
+                             "(benchmarks.evaluate(..., name=NAME))")
+    if origin != "built-in":
+        clash = [builtin for builtin in MODELS.builtin_names() if _fold(builtin) == _fold(name)]
+        if clash:
+            raise ModelNameError(f"model {registered!r}: its board name {name!r} ({why}) is the built-in model "
+                                 f"{clash[0]!r}'s; choose another with --name NAME")
+    return name
+
+
+def model_source(registered: str, loaded_as: str | None = None) -> dict[str, Any]:
+    """The results' `model_source` block for the registered model (see the module docstring)."""
+    registered = MODELS.resolve(registered)
+    cls = MODELS.get(registered)
+    code = getattr(cls, "SOURCE", cls)
+    module = getattr(code, "__module__", "") or ""
+    distribution, version = _distribution(module.partition(".")[0])
+    commit, dirty = _commit(distribution, sys.modules.get(module))
+    return {"kind": MODELS.origin(registered), "loaded_as": (loaded_as if isinstance(loaded_as, str) else registered)[:200],
+            "import_path": import_path(code)[:200], "distribution": distribution, "version": version,
+            "commit": commit, "dirty": dirty}
+
+
+@functools.lru_cache(maxsize=None)
+def _distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def _distribution(package: str) -> tuple[str | None, str | None]:
+    """(the installed distribution providing `package`, its version), else (None, the package's `__version__`)."""
+    for name in _distributions().get(package, []):
+        try:
+            return name, importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    version = getattr(sys.modules.get(package), "__version__", None)
+    return None, version if isinstance(version, str) and len(version) <= 100 else None
+
+
+def _commit(distribution: str | None, module: Any) -> tuple[str | None, bool | None]:
+    """(the code's commit, whether its checkout has uncommitted changes; None where unknown)."""
+    if distribution is not None:
+        try:
+            direct = json.loads(importlib.metadata.distribution(distribution).read_text("direct_url.json") or "{}")
+        except (importlib.metadata.PackageNotFoundError, ValueError):
+            direct = {}
+        commit = direct.get("vcs_info", {}).get("commit_id") if isinstance(direct, dict) else None
+        if isinstance(commit, str) and COMMIT.fullmatch(commit):
+            return commit, None  # installed from the repository at that commit: no checkout to be dirty
+    file = getattr(module, "__file__", None)
+    return _git_commit(str(Path(file).resolve())) if file else (None, None)
+
+
+@functools.lru_cache(maxsize=None)
+def _git_commit(file: str) -> tuple[str | None, bool | None]:
+    """The commit of the git checkout that tracks `file`, and whether it has uncommitted changes."""
+    folder = str(Path(file).parent)
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+
+    try:
+        if git("ls-files", "--error-unmatch", file).returncode != 0:  # a file no checkout tracks (site-packages)
+            return None, None
+        head = git("rev-parse", "HEAD").stdout.strip()
+        if not COMMIT.fullmatch(head):
+            return None, None
+        changed = git("status", "--porcelain", "--untracked-files=no")
+        return head, (bool(changed.stdout.strip()) if changed.returncode == 0 else None)
+    except (OSError, subprocess.SubprocessError):  # no git on this machine, or it hung
+        return None, None
