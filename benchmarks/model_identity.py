@@ -23,7 +23,6 @@ as their `model`, apart from how it was loaded (their `model_source`):
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.metadata
 import json
@@ -80,21 +79,21 @@ def model_source(registered: str, loaded_as: str | None = None) -> dict[str, Any
     cls = MODELS.get(registered)
     code = getattr(cls, "SOURCE", cls)
     module = getattr(code, "__module__", "") or ""
-    distribution, version = _distribution(module.partition(".")[0])
+    point = MODELS.entry_points().get(registered) if MODELS.origin(registered) == "entry point" else None
+    declared = getattr(getattr(point, "dist", None), "name", None)  # an entry point knows its distribution
+    distribution, version = _distribution(module.partition(".")[0], declared)
     commit, dirty = _commit(distribution, sys.modules.get(module))
     return {"kind": MODELS.origin(registered), "loaded_as": (loaded_as if isinstance(loaded_as, str) else registered)[:200],
             "import_path": import_path(code)[:200], "distribution": distribution, "version": version,
             "commit": commit, "dirty": dirty}
 
 
-@functools.lru_cache(maxsize=None)
-def _distributions() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()
-
-
-def _distribution(package: str) -> tuple[str | None, str | None]:
-    """(the installed distribution providing `package`, its version), else (None, the package's `__version__`)."""
-    for name in _distributions().get(package, []):
+def _distribution(package: str, declared: str | None = None) -> tuple[str | None, str | None]:
+    """(the installed distribution providing `package` (`declared` where known), its version), else (None,
+    the package's `__version__`)."""
+    names = [declared] if declared else importlib.metadata.packages_distributions().get(package, [])
+    for name in names:  # read now: a package installed
+        # since the last run counts (a few hundred milliseconds, once a run)
         try:
             return name, importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -117,7 +116,6 @@ def _commit(distribution: str | None, module: Any) -> tuple[str | None, bool | N
     return _git_commit(str(Path(file).resolve())) if file else (None, None)
 
 
-@functools.lru_cache(maxsize=None)
 def _git_commit(file: str) -> tuple[str | None, bool | None]:
     """The commit of the git checkout that tracks `file`, and whether it has uncommitted changes."""
     folder = str(Path(file).parent)

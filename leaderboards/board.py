@@ -31,8 +31,17 @@ from leaderboards.datasets import KnownDataset, load_datasets
 from leaderboards.entries import Entry, load_entries
 
 # the columns after the metrics, in order
-COLUMNS = ("Params", "Train time / seed (s)", "Peak memory (MB)", "Hardware", "Version", "Seeds", "Verified",
-           "Code", "Entry")
+COLUMNS = ("Params", "Train time / seed (s)", "Peak memory (MB)", "Hardware", "Version", "Seeds", "Re-scored",
+           "Claims", "Code", "Entry")
+# what the Re-scored and Claims columns mean, under every board table (Markdown pages, the site, the docs)
+RESCORED_NOTE = ("Re-scored: the board re-computed the entry's metrics from its predictions and the dataset's pinned "
+                 "test metadata.")
+CLAIMS_NOTE = ("Claims: the symmetry groups the model claims, checked before training by the run that made the "
+               "results (nfnzoo's check-model: random group elements on random members at five weight magnitudes; "
+               "each check's deviation and tolerance are in the entry's claims); a false claim is refused at "
+               "submission. The board keeps that record and does not re-run a model's code, neither at submission "
+               "nor in the pull request's check: an outside model's claims are as its run recorded them, at the "
+               "commit its Code link names.")
 TIE_DIGITS = 4  # the decimals a metric is shown with; means equal at this precision are tied
 
 
@@ -132,9 +141,25 @@ def _code(entry: Entry) -> tuple[str, str]:
 
 def model_version(results) -> str:
     """The version of the model an entry ran: the model package's own where the results record it
-    (`model_version`), else the nfnzoo that ran it, labelled so (the version of every built-in model)."""
-    own = getattr(results, "model_version", None)
-    return own if isinstance(own, str) and own else f"nfnzoo {results.package_version}"
+    (`model_source.version` of a model from outside nfnzoo), else the nfnzoo that ran it, labelled so
+    (the version of every built-in model)."""
+    source = results.model_source
+    if source is not None and source.kind != "built-in" and source.version:
+        return source.version
+    return f"nfnzoo {results.package_version}"
+
+
+def claims_text(results) -> str:
+    """What an entry's Claims column shows: the groups its model claims, checked before training by the run
+    (`benchmarks.claims`); "none claimed", "not checked" (the check raised), "not recorded" (older results), or
+    "—" for a track's learner."""
+    claims = results.claims
+    if claims is None:  # a track's learner reads no weight space: no group acts on its input
+        return "—" if results.dataset.family == "track" else "not recorded"
+    if claims.verdict == "not checked":
+        return "not checked"
+    groups = ", ".join(claims.groups) or "none claimed"
+    return f"{groups} (partly unmeasured)" if claims.verdict == "unmeasured" else groups
 
 
 def _row(entry: Entry, rank: int, metrics: tuple[str, ...], label: str, tied: bool = False) -> Row:
@@ -151,11 +176,12 @@ def _row(entry: Entry, rank: int, metrics: tuple[str, ...], label: str, tied: bo
     cells.update({"Params": f"{results.num_params:,}", "Train time / seed (s)": f"{train_time:.1f}",
                   "Peak memory (MB)": f"{peak:,.0f}" if peak is not None else "—",
                   "Hardware": results.hardware.device, "Version": model_version(results),
-                  "Seeds": str(len(results.seeds)), "Verified": "yes" if entry.submission.verified else "unverified",
-                  "Code": shown_code, "Entry": entry.submission.id})
+                  "Seeds": str(len(results.seeds)), "Re-scored": "yes" if entry.submission.verified else "no",
+                  "Claims": claims_text(results), "Code": shown_code, "Entry": entry.submission.id})
     values.update({"Params": results.num_params, "Train time / seed (s)": train_time, "Peak memory (MB)": peak,
                    "Hardware": results.hardware.device, "Version": model_version(results),
-                   "Seeds": len(results.seeds), "Verified": entry.submission.verified, "Code": link,
+                   "Seeds": len(results.seeds), "Re-scored": entry.submission.verified,
+                   "Claims": claims_text(results), "Code": link,
                    "Entry": entry.submission.id})
     return Row(entry, rank, cells, values)
 
@@ -284,6 +310,12 @@ def build_board(root: str | Path) -> list[TaskBoard]:
     return board_of([entry for _, entry in load_entries(root)], load_datasets(root))
 
 
+def _is_track(task_class: type) -> bool:
+    from benchmarks.tasks.track_task import TrackTask
+
+    return issubclass(task_class, TrackTask)
+
+
 def board_of(entries: list[Entry], known: dict[str, KnownDataset]) -> list[TaskBoard]:
     """The boards of `entries`, with the datasets `known` (see the module docstring)."""
     by_task: dict[str, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
@@ -294,7 +326,8 @@ def board_of(entries: list[Entry], known: dict[str, KnownDataset]) -> list[TaskB
         task_class = get_task_class(task)
         main = task_class.main_metric
         metrics = (main, *sorted(set(task_class.metrics) - {main}))
-        columns = ("Rank", "Model", *metrics, *COLUMNS)
+        # a track's learner reads no weight space: no symmetry claim applies, and its tables are wide already
+        columns = ("Rank", "Model", *metrics, *(c for c in COLUMNS if c != "Claims" or not _is_track(task_class)))
         sections = []
         for dataset_hash, entries in sorted(by_task[task].items()):
             groups: dict[str, list[Entry]] = defaultdict(list)

@@ -41,7 +41,7 @@ from typing import Any
 from benchmarks.files import write_text_atomic
 from zoo.storage import nofollow
 from zoo.validation.inputs import InputError
-from leaderboards.board import DatasetSection, Table, TaskBoard, build_board
+from leaderboards.board import CLAIMS_NOTE, RESCORED_NOTE, DatasetSection, Table, TaskBoard, build_board
 from leaderboards.escape import markdown_cell, markdown_text
 from leaderboards.datasets import SHA256, line_problem
 from zoo.validation.inputs import name_problem, read_json_file
@@ -54,7 +54,7 @@ OPENING = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)", re.MULTILINE)
 PARAMS = {"board": {"task", "dataset"}, "teaser": set(), "suite": {"name"}}
 COMMAND = "nfnzoo leaderboard render --docs docs --readme README.md"
 NOTICE = f"*Generated from the official board by `{COMMAND}`; edits between the markers are overwritten.*"
-BOARD_COLUMNS = ("Params", "Train time / seed (s)", "Verified", "Entry")  # after Rank, Model and the metrics
+BOARD_COLUMNS = ("Params", "Train time / seed (s)", "Re-scored", "Claims", "Entry")  # after Rank, Model, metrics
 SKIPPED_FILE = "skipped.json"
 MAX_SKIPPED_BYTES = 1 * 2**20
 
@@ -123,7 +123,7 @@ def _ceiling(table: Table) -> float | None:
 
 
 def _table(board: TaskBoard, table: Table) -> list[str]:
-    columns = ("Rank", "Model", *board.metrics, *BOARD_COLUMNS)
+    columns = ("Rank", "Model", *board.metrics, *(c for c in BOARD_COLUMNS if c in table.columns))
     lines = [_row(markdown_cell(c) for c in columns), _rule(columns)]
     for row in table.rows:
         cells = {column: markdown_cell(row.cells[column]) for column in columns}
@@ -146,6 +146,8 @@ def board_region(board: TaskBoard, section: DatasetSection, skipped: tuple[Skipp
         lines += [markdown_text(line) + "  " for line in table.protocol_lines]
         lines += [markdown_text(_seeds_line(table)) + "  ",
                   f"Dataset: `{section.dataset_hash}` ({markdown_text(section.name)}, config `{section.config}`).", ""]
+    if section.tables:
+        lines += [markdown_text(f"{RESCORED_NOTE} {CLAIMS_NOTE}"), ""]
     for record in skipped:
         if record.task == board.task and record.dataset_hash == section.dataset_hash:
             names = ", ".join(f"`{name}`" for name in record.entries)

@@ -32,7 +32,7 @@ import numpy as np
 from benchmarks.files import write_text_atomic
 from benchmarks.tasks import get_task_class
 from leaderboards import plots
-from leaderboards.board import Table, TaskBoard, build_board
+from leaderboards.board import CLAIMS_NOTE, RESCORED_NOTE, Table, TaskBoard, build_board
 from leaderboards.datasets import load_datasets
 from leaderboards.entries import entry_path, stored_predictions_path
 from leaderboards.escape import markdown_cell, markdown_text
@@ -65,8 +65,7 @@ def task_markdown(board: TaskBoard, figures: list[tuple[str, str]]) -> str:
     direction = "higher" if board.higher_is_better else "lower"
     lines = [f"# Leaderboard: {markdown_text(board.task)}", "",
              f"Ranked by `{board.main_metric}` ({direction} is better); "
-             "metrics are mean ± std (ddof=1) over seeds on the test split; `Verified`: re-scored by the board "
-             "from the entry's predictions and the dataset's pinned test metadata.", ""]
+             "metrics are mean ± std (ddof=1) over seeds on the test split.", "", RESCORED_NOTE, "", CLAIMS_NOTE, ""]
     for section in board.sections:
         lines += [f"## {markdown_text(section.name)} — config `{section.config}` "
                   f"(dataset `{section.dataset_hash[:12]}`)", ""]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from benchmarks.files import write_text_atomic
-from leaderboards.board import Row, Sweep, Table, TaskBoard
+from leaderboards.board import CLAIMS_NOTE, RESCORED_NOTE, Row, Sweep, Table, TaskBoard
 from leaderboards.suite_board import SuiteBoard, board_heading, dataset_label
 from zoo.validation.text import html_text
 
@@ -158,12 +158,12 @@ def task_page(board: TaskBoard, plots: Sequence[tuple[str, str]]) -> str:
                        for s in board.sections)
     body = ['<nav><a href="index.html">All tasks</a></nav>', f"<h1>Leaderboard: {_e(board.task)}</h1>",
             f"<p>Ranked by <code>{_e(board.main_metric)}</code> ({direction} is better); metrics are mean ± std "
-            "(ddof=1) over seeds on the test split. Verified entries were re-scored by the board from their "
-            "predictions and the dataset's pinned test metadata. Click a column header to sort.</p>",
+            "(ddof=1) over seeds on the test split. Click a column header to sort.</p>",
+            f'<p class="columns">{_e(RESCORED_NOTE)} {_e(CLAIMS_NOTE)}</p>',
             '<div class="filters">',
             f'<label>Dataset <select id="filter-dataset"><option value="">all</option>{datasets}</select></label>',
             '<label>Protocol contains <input id="filter-protocol" type="search" placeholder="e.g. relu"></label>',
-            '<label><input type="checkbox" id="filter-verified"> verified entries only</label>', "</div>"]
+            '<label><input type="checkbox" id="filter-verified"> re-scored entries only</label>', "</div>"]
     for section in board.sections:
         key = section.dataset_hash[:12]
         body += [f'<section class="dataset" data-dataset="{_e(key)}">',

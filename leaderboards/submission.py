@@ -244,6 +244,29 @@ def _verification(results: Results, predictions: pandas.DataFrame | None, check:
     return rescore(results, predictions, metadata), f"re-scored: {task_class.RESCORING}", pins
 
 
+def _claims_problems(results: Results) -> list[str]:
+    """A results file whose model's claims failed their check (`benchmarks.claims`) is refused."""
+    from benchmarks.claims import describe
+    from zoo.validation.schema import to_data
+
+    if results.claims is None or results.claims.verdict != "false claim":
+        return []
+    return [f"model {results.model!r} makes a false symmetry claim ({describe(to_data(results.claims))}); correct "
+            "the groups it claims (`nfnzoo bench check-model` shows each check) and run the benchmark again"]
+
+
+def _commit_of(results: Results, code_commit: str | None) -> tuple[str | None, list[str]]:
+    """The code commit an entry links: --commit, else the one the results recorded (`model_source.commit`);
+    a --commit that contradicts the recorded one is a problem."""
+    recorded = results.model_source.commit if results.model_source is not None else None
+    if code_commit is None or recorded is None:
+        return code_commit or recorded, []
+    if not recorded.startswith(code_commit):
+        return code_commit, [f"--commit {code_commit} is not the commit the results recorded for the model's code "
+                             f"({recorded}); leave --commit out to link the recorded one"]
+    return recorded, []
+
+
 def _check_code(code_url: str | None, code_commit: str | None) -> list[str]:
     problems = []
     if code_url is not None and not CODE_URL.fullmatch(code_url):
@@ -265,7 +288,9 @@ def submit(results_path: str | Path, root: str | Path | None = None,
     verify an unknown dataset hash against (default: the results' `dataset.path`), or to pin a
     known one's test metadata from. With its predictions the entry is re-scored and marked
     verified; without them it is accepted as unverified. `code_url` and `code_commit` name the
-    code that produced the results (shown as the entry's link).
+    code that produced the results (shown as the entry's link; the commit defaults to the one the
+    results recorded for the model's code). Results whose model made a false symmetry claim (their
+    `claims`, checked before training) are refused.
     """
     root = Path(root) if root is not None else default_root()
     results_path = Path(results_path)
@@ -276,7 +301,12 @@ def submit(results_path: str | Path, root: str | Path | None = None,
     if results is None:
         raise SubmissionRejected(results_path, problems)
     predictions, prediction_problems = _predictions(results_path, results)
-    problems += prediction_problems + _check_code(code_url, code_commit)
+    given_commit = code_commit
+    code_commit, commit_problems = _commit_of(results, code_commit)
+    if code_url is None and given_commit is None:
+        code_commit = None  # a recorded commit and no URL to link it to: the results keep it
+    problems += (prediction_problems + commit_problems + _check_code(code_url, code_commit)
+                 + _claims_problems(results))
     if problems:  # rejected whatever the board holds: its checks only add to the list, and nothing is written
         _accept(results_path, data, results, predictions, problems, root, dataset_dir, code_url, code_commit, None)
     with board_lock(root) as lock:  # from the first read of the board's state to the last write

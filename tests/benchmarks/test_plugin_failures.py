@@ -35,12 +35,9 @@ MODELS_SOURCE = textwrap.dedent('''
         Config = Config
         symmetries = ()
         weight_spaces = ("feedforward",)
-        built = 0  # models built in this process: the harness's count on the meta device first, seed k's (k+2)-th
-
         def __init__(self, weight_space, out_features=1):
             super().__init__()
-            Linear.built += 1
-            self.number, self.calls = Linear.built, 0
+            self.calls = 0
             self.linear = nn.Linear(weight_space.num_params, out_features)
 
         def forward(self, weights):
@@ -49,11 +46,18 @@ MODELS_SOURCE = textwrap.dedent('''
 
 
     class NanFromSecondModel(Linear):
-        """NaN in 3 rows of every output of the models built after NAN_FROM_MODEL - 1 others (3: seed 1's)."""
+        """NaN in 3 rows of every output of the models trained after NAN_FROM_MODEL - 1 others in this process
+        (2: seed 1's). Counted at a model's first training step: the claims check before training builds
+        models too, in eval mode, and they stay finite."""
+
+        trained = 0
 
         def forward(self, weights):
+            if self.training and not hasattr(self, "order"):
+                NanFromSecondModel.trained += 1
+                self.order = NanFromSecondModel.trained
             output = super().forward(weights)
-            if self.number >= int(os.environ.get("NAN_FROM_MODEL", "1000000")):
+            if getattr(self, "order", 0) >= int(os.environ.get("NAN_FROM_MODEL", "1000000")):
                 output = output.clone()
                 output[:3] = float("nan")
             return output
@@ -129,7 +133,7 @@ def _error_line(done) -> str:
 
 
 def test_a_nan_output_names_the_model_seed_and_step_and_the_rerun_resumes(cli, tmp_path, tiny_zoo):
-    failed, out = _bench(cli, tmp_path, tiny_zoo, "NanFromSecondModel", "0,1", NAN_FROM_MODEL="3")
+    failed, out = _bench(cli, tmp_path, tiny_zoo, "NanFromSecondModel", "0,1", NAN_FROM_MODEL="2")
     assert failed.returncode == 1, failed.stderr
     error = _error_line(failed)
     assert error.startswith(f"model {MODULE}:NanFromSecondModel, seed 1, epoch 1 step 1: output is not finite "
@@ -169,7 +173,9 @@ def test_each_broken_output_is_one_line(cli, tmp_path, tiny_zoo, model, more, ex
 def test_a_model_that_keeps_the_contract_trains(cli, tmp_path, tiny_zoo):
     done, out = _bench(cli, tmp_path, tiny_zoo, "Linear", "0")
     assert done.returncode == 0, done.stderr
-    assert json.loads(out.read_text())["model"] == f"{MODULE}:Linear"
+    results = json.loads(out.read_text())
+    assert results["model"] == "Linear" and results["model_source"]["import_path"] == f"{MODULE}:Linear"
+    assert results["claims"]["verdict"] == "holds" and results["claims"]["groups"] == []  # claims nothing
 
 
 def test_the_watch_on_a_gpu_reads_once_per_epoch_and_still_names_the_step():

@@ -213,7 +213,7 @@ def test_standard_suite_user_errors_exit_1_before_anything_runs(tmp_path, capsys
 def test_a_classic_suite_refuses_model_and_a_standard_one_needs_it(tiny_zoo, tmp_path, capsys):
     assert main(["bench", "suite", "cnn-generalization", "--model", "mlp", "--data", str(tiny_zoo),
                  "--out", str(tmp_path / "s")]) == 1
-    assert "--model goes with a standard suite" in capsys.readouterr().err
+    assert "--model and --name go with a standard suite" in capsys.readouterr().err
     assert main(["bench", "suite", "standard-v1", "--out", str(tmp_path / "s")]) == 1
     assert "give --model MODEL" in capsys.readouterr().err
 

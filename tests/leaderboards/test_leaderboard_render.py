@@ -34,8 +34,8 @@ def test_tables_are_ranked_by_the_main_metric(board, tmp_path, hashes):
     rows = table_rows(known_section)
     assert [(row[0], row[1]) for row in rows] == [("1", "hnp"), ("2", "statnn"), ("3", "mlp")]
     assert rows[0][2] == "0.9100 ± 0.0100"  # kendall_tau mean ± sample std
-    # params, train time and peak memory per seed, hardware, version, seeds, verified, code
-    assert rows[1][5:-1] == ["23,937", "3.0", "512", "cpu", "nfnzoo 0.1.0", "3", "unverified", "—"]
+    # params, train time and peak memory per seed, hardware, version, seeds, re-scored, claims, code
+    assert rows[1][5:-1] == ["23,937", "3.0", "512", "cpu", "nfnzoo 0.1.0", "3", "no", "not recorded", "—"]
     assert len(table_rows(local_section)) == 1
 
 

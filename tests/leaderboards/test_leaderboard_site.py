@@ -164,7 +164,8 @@ def test_a_submitters_free_text_shows_as_text_and_runs_nothing(driver, site):
     headers = [th.text.rstrip(" ▲▼") for th in table.find_elements("css selector", "thead th")]
     cells = row.find_elements("css selector", "td")
     assert cells[headers.index("Hardware")].text == HOSTILE_DEVICE
-    assert cells[headers.index("Verified")].text == "unverified"
+    assert cells[headers.index("Re-scored")].text == "no"
+    assert cells[headers.index("Claims")].text == "not recorded"  # results written without a claims check
     assert not row.find_elements("css selector", "script, b")
     assert _errors(driver) == []
 
