@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if here is not None and here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # a command that runs itself again (the portable mode)
     try:
         return int(args.handler(args) or 0)
     except CommandError as error:

@@ -29,9 +29,15 @@ def _generate(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec, args.profile, allow_outside_extends=args.allow_extends_anywhere)
     except (FileNotFoundError, ValueError) as error:
         raise CommandError(str(error)) from None
-    if args.rng is not None:  # part of the spec: its hash and run ids change with it, and the zoo records it
-        spec = dataclasses.replace(spec, training=dataclasses.replace(spec.training, rng=args.rng))
+    for option in ("rng", "reproducibility"):  # part of the spec: its hash and run ids change, the zoo records it
+        if getattr(args, option) is not None:
+            spec = dataclasses.replace(spec, training=dataclasses.replace(spec.training, **{option: getattr(args, option)}))
     draws = "" if spec.training.rng == "torch-generator" else f", training.rng: {spec.training.rng}"
+    draws += f", reproducibility: {spec.training.reproducibility}"
+    if spec.training.reproducibility == "portable" and not args.dry_run:
+        child = _portable_child(args)  # None: this process is the portable one already
+        if child is not None:
+            return child
     if args.dry_run:  # counted from the spec, never listed (`zoo.planning.plan_size`)
         from zoo.planning.estimate import estimate
 
@@ -56,6 +62,47 @@ def _generate(args: argparse.Namespace) -> int:
     # one generate or pack per output folder, held from before Ray starts through our own pack
     with FolderLock(args.out, "nfnzoo generate") as lock:
         return _generate_locked(args, spec, lock)
+
+
+def _modes(folder: Path) -> set[str]:
+    """The reproducibility modes a zoo folder's configs were made in (native for those made before the modes)."""
+    from zoo.loader import read_manifest
+
+    try:
+        configs = read_manifest(folder)["configs"]
+    except (OSError, ValueError, KeyError):
+        return set()  # verify itself reports what is wrong with the manifest
+    return {str(entry.get("spec", {}).get("training", {}).get("reproducibility", "native")) for entry in configs.values()}
+
+
+def _portable_child(args: argparse.Namespace) -> int | None:
+    """Under the portable mode (`zoo.training.reproducibility`): refuses a processor without x86-64-v3, and
+    runs this same command again in a child process with the pinned environment, returning its exit
+    status; None when this process has that environment already (the child itself)."""
+    import os
+    import signal
+    import subprocess
+
+    from zoo.training.reproducibility import environment_problem, portable_environment, processor_problem
+
+    problem = processor_problem()
+    if problem is not None:
+        raise CommandError(problem)
+    if environment_problem(os.environ) is None:
+        return None
+    print("portable mode: running again with " + " ".join(f"{k}={v}" for k, v in portable_environment({}).items()),
+          file=sys.stderr, flush=True)
+    child = subprocess.Popen([sys.executable, "-m", "zoo.cli", *args.argv], env=portable_environment(os.environ))
+    forward = lambda signum, frame: child.send_signal(signum)  # noqa: E731 (SIGTERM reaches the child too)
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:  # the child got the SIGINT too (one process group): it stops cleanly
+                continue
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _generate_locked(args: argparse.Namespace, spec, lock) -> int:
@@ -154,6 +201,10 @@ def _verify(args: argparse.Namespace) -> int:
     if args.json is not None and not Path(args.json).parent.is_dir():
         raise CommandError(f"--json {args.json}: no folder {Path(args.json).parent} to write the report into")
     source = _resolve_data(args)
+    if args.retrain and _modes(source.folder) & {"portable"}:  # retrained in the mode it was made in
+        child = _portable_child(args)
+        if child is not None:
+            return child
     report = verify(source.folder, recompute=args.recompute, seed=args.seed, allow_incomplete=args.allow_incomplete,
                     retrain=args.retrain, full=args.full)
     print(f"checked {report.files_checked} shards, {report.rows_checked:,} rows")
@@ -164,7 +215,8 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"  recomputed {result['config']}/{result['split']} {result['model_id']}: max |diff| {worst:.2e}")
     for result in report.retrained:
         verdict = "identical" if result["identical"] else "DIFFERENT"
-        print(f"  retrained {result['config']} run {result['run_id']}: {result['checkpoints']} checkpoints {verdict}")
+        print(f"  retrained {result['config']} run {result['run_id']} ({result.get('reproducibility', 'native')} mode): "
+              f"{result['checkpoints']} checkpoints {verdict}")
     if args.json:
         hub = {"repo": source.repo, "revision": source.revision} if source.repo is not None else {}
         from zoo.storage.atomic import write_text_atomic
@@ -261,6 +313,10 @@ def register(subparsers) -> Callable[[], str]:
                    help="per-step draws (the spec's training.rng; default: what the spec says, torch-generator "
                         "if it says nothing): counter-v1 draws a whole population's batch orders, crops and "
                         "dropout masks on its device; it changes the spec's hash and run ids")
+    p.add_argument("--reproducibility", choices=["native", "portable"], default=None,
+                   help="the spec's training.reproducibility (default: what the spec says, native if it says "
+                        "nothing): portable pins ATen, MKL, oneDNN and NumPy to x86-64-v3 so that any x86-64 "
+                        "server makes the same bytes; it changes the spec's hash and run ids")
     p.add_argument("--shard-mb", type=_positive_float, default=256, help="target shard size in MiB (default: 256)")
     p.add_argument("--no-pack", action="store_true", help="stage checkpoints only")
     p.add_argument("--allow-incomplete", action="store_true",

@@ -25,7 +25,10 @@ the shards there is refused before anything is built.
 Each config's entry also records `machines` (`zoo.distributed.machine`): the folder's `machines.json`, which
 the Ray driver writes (the nodes that trained its checkpoints, with their CPU, instruction sets
 and GPUs), or, for a folder staged without it, the packing machine with `role: packed`. Zoo
-bytes are reproducible only per instruction set, so two zoos that differ can be told apart.
+bytes are reproducible only per instruction set, so two zoos that differ can be told apart; and
+`reproducibility` (`zoo.training.reproducibility.record`): the spec's mode, the settings it pinned and
+the versions of the libraries whose kernels decide the bytes (torch, NumPy, MKL, oneDNN, Python), as
+the packing process has them.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from zoo.families import create_family
 from zoo.storage.integrity import dataset_hash_of, file_checksums, sha256_file  # noqa: F401 (also part of this module's API)
 from zoo.storage.lock import FolderLock
 from zoo.distributed.machine import packing_machine, read_machines
+from zoo.training.reproducibility import record
 from zoo.planning.plan import assign_splits, plan_runs
 from zoo.storage.record import arrow_schema, to_row
 from zoo.planning.spec import SPLIT_NAMES, ZooSpec
@@ -199,7 +203,8 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
     machines = read_machines(folder) or packing_machine()  # who trained it (`zoo.distributed.machine`); read before writing
     try:
         entries = {spec.name: {**pack_config(spec, folder, staging, max_shard_bytes, plans[spec.name], staged),
-                               "machines": machines} for spec in specs}
+                               "machines": machines, "reproducibility": record(spec.training.reproducibility)}
+                   for spec in specs}
         manifest["configs"].update(entries)
         manifest.update(format_version=FORMAT_VERSION, package_version=zoo.__version__)
         card = render_card(manifest)  # before anything moves: a card that cannot be rendered changes nothing

@@ -7,7 +7,9 @@ packed row of the same model id: weights bit for bit, metrics exactly, status eq
 the cheap check of the claim that regenerating a zoo on the same machine gives the same
 bytes (and so the same dataset hash) without regenerating it: populations are bitwise
 independent of their composition and size (README, "Reproducibility"), so a run trained in
-a population of its own must reproduce its packed checkpoints exactly. On another CPU
+a population of its own must reproduce its packed checkpoints exactly. A zoo made in the portable
+mode (`zoo.training.reproducibility`) is retrained in that mode (the command runs itself again in the
+mode's environment), so any x86-64-v3 processor must reproduce it. On another CPU
 (another SIMD instruction set) or on CUDA the bits may differ; the report then names the
 first differing tensor and its largest difference, and, when the manifest records the
 machines that trained the zoo (`zoo.distributed.machine`) and their ATen or oneDNN instruction set is not
@@ -36,6 +38,14 @@ def retrain_runs(folder: Path, name: str, entry: dict, count: int, seed: int) ->
     from zoo.loader import load_split  # torch-heavy; only when retraining
 
     spec = spec_from_data(entry["spec"], f"{folder}/manifest.json:{name}")
+    mode = spec.training.reproducibility
+    if mode == "portable":  # `nfnzoo verify --retrain` runs itself in the mode's environment first
+        from zoo.training.reproducibility import process_problem
+
+        problem = process_problem()
+        if problem is not None:
+            return [], [f"{name}: made in the portable mode, which this process does not compute in: {problem}; "
+                        "`nfnzoo verify --retrain` sets the mode's environment itself"]
     family = create_family(spec.family)
     stored: dict[str, tuple[object, int]] = {}  # model_id -> (loaded split, row)
     packed_runs: set[str] = set()
@@ -80,7 +90,7 @@ def retrain_runs(folder: Path, name: str, entry: dict, count: int, seed: int) ->
                     differences.append(f"{model_id}: {key} stored {float(metadata[key])!r}, retrained {float(value)!r}")
             if metadata["status"] != result.status:
                 differences.append(f"{model_id}: status stored {metadata['status']!r}, retrained {result.status!r}")
-        results.append({"config": name, "run_id": run.run_id, "checkpoints": len(by_id),
+        results.append({"config": name, "run_id": run.run_id, "checkpoints": len(by_id), "reproducibility": mode,
                         "identical": not differences, "differences": differences[:5]})
         problems += [f"{name}: retrained run {run.run_id}: {d}" for d in differences[:3]]
     if problems and entry.get("machines"):  # the likely reason, where the manifest records the trainers

@@ -242,7 +242,13 @@ class _Generation:
         digest = data_sha256(data)
         data_ref = ray.put(data)
         del data
-        remote = ray.remote(trial).options(num_cpus=1, num_gpus=gpus, max_retries=0, num_returns="streaming")
+        options = {}
+        if self.spec.training.reproducibility == "portable":  # a cluster's workers start with the pinned settings
+            from zoo.training.reproducibility import PORTABLE_ENV  # (the local instance's inherit them anyway)
+
+            options["runtime_env"] = {"env_vars": dict(PORTABLE_ENV)}
+        remote = ray.remote(trial).options(num_cpus=1, num_gpus=gpus, max_retries=0, num_returns="streaming",
+                                           **options)
         streams: dict = {}  # ObjectRefGenerator -> (batch index, attempt)
 
         def submit(index: int, attempt: int) -> None:

@@ -85,6 +85,9 @@ class TrainingSpec:
     # counter-v1 on the training device for the whole population; torch-generator, per member on
     # the host, for every spec that names none (all zoos made before counter-v1)
     rng: Literal["torch-generator", "counter-v1"] = "torch-generator"
+    # native: each library uses this processor's best instructions (bytes per instruction set); portable:
+    # pinned to x86-64-v3 so the bytes are the same on any x86-64 server (`zoo.training.reproducibility`)
+    reproducibility: Literal["native", "portable"] = "native"
 
     def validate(self, where: str, key: str) -> None:
         if not self.checkpoint_epochs:
@@ -214,7 +217,7 @@ class ZooSpec:
 
 # training options added after zoos were published, at the values every older spec had: left out
 # of spec hashes and run ids at these values, so those zoos keep their hashes and run ids
-LEGACY_TRAINING = {"keep_best": False, "drop_last": False, "rng": "torch-generator"}
+LEGACY_TRAINING = {"keep_best": False, "drop_last": False, "rng": "torch-generator", "reproducibility": "native"}
 
 
 def hashed_training(training: dict) -> dict:

@@ -117,6 +117,15 @@ def check_config(entry: Any, where: str, folder: Path | None) -> None:
             raise InputError(f"{where}.{key}: expected a string")
     _mapping(entry.get("spec"), f"{where}.spec")
     _mapping(entry.get("architectures"), f"{where}.architectures")
+    if "reproducibility" in entry:  # absent from packs before the modes (`zoo.training.reproducibility`)
+        record = _mapping(entry["reproducibility"], f"{where}.reproducibility")
+        if record.get("mode") not in ("native", "portable"):
+            raise InputError(f"{where}.reproducibility.mode: expected native or portable, got "
+                             f"{ascii(record.get('mode'))[:40]}")
+        for key in ("settings", "versions"):
+            for name, value in _mapping(record.get(key), f"{where}.reproducibility.{key}").items():
+                if not isinstance(name, str) or not (value is None or isinstance(value, str) and len(value) <= 200):
+                    raise InputError(f"{where}.reproducibility.{key}.{ascii(name)[:40]}: expected a short string")
     if "machines" in entry:  # absent from packs before it (`zoo.distributed.machine`)
         try:
             check_machines(entry["machines"], f"{where}.machines")

@@ -65,10 +65,27 @@ def _train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, data, on_r
         if not missing[run.run_id] and on_run_done is not None:
             on_run_done(run, 0)
     if todo:
+        _check_reproducibility(spec, device)
         data = data if data is not None else family.load_data(spec)
         exact_float32()
         family.train_population(spec, todo, to_device(data, training_device(device)), emit)
     return written
+
+
+def _check_reproducibility(spec: ZooSpec, device: str | None) -> None:
+    """Under the portable mode, this process must compute as it pins (`zoo.training.reproducibility`):
+    a setting that did not take is an error before anything trains, never a silent other zoo."""
+    if spec.training.reproducibility != "portable":
+        return
+    from zoo.training.reproducibility import process_problem
+
+    if training_device(device).type != "cpu":
+        raise ValueError(f"{spec.name}: the portable mode pins the CPU's instruction sets; a GPU zoo's bytes are its "
+                         "device's own: generate it with --device cpu, or in the native mode on the GPU")
+    problem = process_problem()
+    if problem is not None:
+        raise ValueError(f"{spec.name}: this process cannot train in the portable mode: {problem}; `nfnzoo "
+                         "generate` sets the environment itself (zoo.training.reproducibility.portable_environment)")
 
 
 def configure_threads(num_threads: int) -> None:
