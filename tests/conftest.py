@@ -29,13 +29,14 @@ from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelet
 from zoo.planning.spec import ZooSpec, load_spec, spec_from_data
 
 
-def pytest_report_header(config) -> str:
-    """The processor the suite ran on, first in its output: the portable mode's recorded bytes
-    (tests/zoo/test_portable_mode.py) are claimed for every processor a passing run names here."""
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The processor the suite ran on, last in its output (also under -q): the portable mode's recorded
+    bytes (tests/zoo/test_portable_mode.py) are claimed for every processor a passing run names here."""
     from zoo.distributed.machine import describe_machine
 
     machine = describe_machine()
-    return f"cpu: {machine['cpu_model']}; ATen {machine['aten_isa']}; oneDNN {machine['onednn_isa']}"
+    terminalreporter.write_line(f"ran on cpu: {machine['cpu_model']} (ATen {machine['aten_isa']}, oneDNN "
+                                f"{machine['onednn_isa']})")
 
 
 @pytest.fixture(scope="session", autouse=True)
