@@ -48,6 +48,7 @@ bench-loading: $(STAMP)
 
 bench-generation: $(STAMP)
 	$(BIN)/python -m benchmarks.perf.generation
+	$(BIN)/python -m benchmarks.perf.portable
 
 bench-nfn: $(STAMP)
 	$(BIN)/python -m benchmarks.perf.nfn

@@ -143,18 +143,18 @@ SCHEMES = ("torch-generator", "counter-v1")
 
 def measure(name: str, device: torch.device = CPU, runs_count: int | None = None,
             population_size: int | None = None, profile: str | None = None, top: int = 0,
-            schemes: tuple[str, ...] = SCHEMES) -> Measurement:
-    """Times the workload's runs one at a time (CPU only) and as populations on `device`, with
-    each draw scheme; `profile` replaces the workload's ("full": the spec without a profile);
-    `top` > 0 prints each population mode's hotspots."""
+            schemes: tuple[str, ...] = SCHEMES, solo: bool = True) -> Measurement:
+    """Times the workload's runs one at a time (CPU only, unless `solo` is False) and as populations on
+    `device`, with each draw scheme; `profile` replaces the workload's ("full": the spec without a
+    profile); `top` > 0 prints each population mode's hotspots."""
     spec_name, default_profile, count, overrides = WORKLOADS[name]
     profile = default_profile if profile is None else (None if profile == "full" else profile)
     spec = spec_from_data(_merge(to_data(load_spec(spec_name, profile)), overrides))
     family = create_family(name, population_size=population_size)
     runs = representative_runs(family, plan_runs(spec), runs_count or count, family.population_size_on(device))
     data = family.load_data(spec)
-    solo, checkpoints = None, []
-    if device.type == "cpu":
+    checkpoints: list = []
+    if device.type == "cpu" and solo:
         solo = _timed(lambda: [family.train_run(spec, run, data, checkpoints.append) for run in runs])
     placed = to_device(data, device)
     seconds, produced = {}, {}
@@ -163,6 +163,8 @@ def measure(name: str, device: torch.device = CPU, runs_count: int | None = None
         seconds[scheme] = _timed(lambda: family.train_population(scheme_spec, runs, placed,
                                                                  lambda run, r: results.append(r)), device)
         produced[scheme] = len(results)
+    else:
+        solo = None
     if solo is not None:
         produced["one at a time"] = len(checkpoints)
     assert len(set(produced.values())) == 1, f"every mode must produce every checkpoint: {produced}"
