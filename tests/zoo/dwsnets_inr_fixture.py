@@ -32,14 +32,20 @@ def _state(seed: int) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in _ReferenceShapedINR().state_dict().items()}
 
 
-def make_mnist_inrs(folder: Path, ids: dict[str, list[int]]) -> dict[str, tuple[int, dict]]:
-    """Writes `mnist_png_<split>_<label>_<id>/checkpoints/model_final.pth` (label = (id * 7 + split) % 10)
-    and returns relative path -> (label, state dict)."""
+RELEASE_SPELLING = {"train": "training", "test": "testing"}  # the released folders' (third-party readers use it)
+
+
+def make_mnist_inrs(folder: Path, ids: dict[str, list[int]], spelling: str = "short") -> dict[str, tuple[int, dict]]:
+    """Writes `mnist_png_<split>_<label>_<id>/checkpoints/model_final.pth` (label = (id * 7 + split) % 10),
+    `<split>` spelled `train`/`test` (DWSNets' generator script) or, with `spelling="release"`,
+    `training`/`testing` (the released folders, as code reading the release spells them), and returns
+    relative path -> (label, state dict)."""
     written = {}
     for split, chosen in ids.items():
         for image_id in chosen:
             label = (image_id * 7 + (split == "test")) % 10
-            relative = f"mnist_png_{split}_{label}_{image_id}/checkpoints/model_final.pth"
+            named = RELEASE_SPELLING[split] if spelling == "release" else split
+            relative = f"mnist_png_{named}_{label}_{image_id}/checkpoints/model_final.pth"
             state = _state(1000 * (split == "test") + image_id)
             (folder / relative).parent.mkdir(parents=True, exist_ok=True)
             torch.save(state, folder / relative)

@@ -26,15 +26,16 @@ FORWARD_ATOL = 1e-5  # float32, sine arguments up to ~50 rad, grouped differentl
 # and columns swapped)
 
 
-@pytest.fixture
-def mnist_source(tmp_path):
-    """mnist-inrs with 8 train and 4 test INRs, and DWSNets' mnist_splits.json (cwd-based absolute paths)."""
+@pytest.fixture(params=["short", "release"])
+def mnist_source(tmp_path, request):
+    """mnist-inrs with 8 train and 4 test INRs, and DWSNets' mnist_splits.json (cwd-based absolute paths);
+    the folders spelled mnist_png_train_... (DWSNets' generator) and mnist_png_training_... (the release)."""
     source = tmp_path / "mnist-inrs"
-    written = make_mnist_inrs(source, {"train": list(range(8)), "test": [0, 3, 5, 9]})
-    train = sorted(p for p in written if "_train_" in p)
+    written = make_mnist_inrs(source, {"train": list(range(8)), "test": [0, 3, 5, 9]}, request.param)
+    train = sorted(p for p in written if "_train_" in p or "_training_" in p)
     order = np.random.default_rng(0).permutation(len(train))  # as train_test_split: shuffled, val drawn
     splits = {"train": [train[i] for i in order[2:]], "val": [train[i] for i in order[:2]],
-              "test": sorted(p for p in written if "_test_" in p)}
+              "test": sorted(p for p in written if "_test_" in p or "_testing_" in p)}
     write_splits(source / "mnist_splits.json", splits, {p: label for p, (label, _) in written.items()},
                  "/home/someone/DWSNets/experiments/mnist/dataset/mnist-inrs/")
     return source, written
@@ -215,7 +216,7 @@ def test_bad_inputs_are_one_line_and_leave_the_output_as_it_was(mnist_source, fm
     splits_file = source / "mnist_splits.json"
     good = splits_file.read_text()
 
-    relative = next(p for p in written if "_train_" in p)
+    relative = next(p for p in written if "_train_" in p or "_training_" in p)
     label, state = written[relative]
     torch.save({k: v for k, v in state.items() if k != "seq.1.bias"}, source / relative)
     _one_line_and_unchanged(lambda: import_zoo(source, out), re.escape(f"{relative}: missing ['seq.1.bias']"), out)

@@ -8,6 +8,7 @@ et al., ICLR 2024; mkofinas/neural-graphs) and "Scale Equivariant Graph Metanetw
 (Kalogeropoulos et al., NeurIPS 2024; jkalogero/scalegmn) classify too. The folders:
 
     mnist-inrs/mnist_png_<train|test>_<label>_<id>/checkpoints/model_final.pth
+        (or mnist_png_<training|testing>_..., the released folders' spelling)
     fmnist_inrs/<train|test>/model_<id>.pth (a `label` key in each) and fmnist_inrs/splits.json
 
 `<id>` indexes the torchvision data set's training or test images (Neural Graphs' `INRAndImageDataset`
@@ -68,7 +69,10 @@ OUTPUT_OFFSET = 0.5  # nn/inr.py INR.forward: self.seq(x) + 0.5
 SPLITS_FILES = {"mnist": "mnist_splits.json", "fashion_mnist": "splits.json"}  # looked for in the source folder
 FILE_SPLITS = {"train": "train", "val": "validation", "test": "test"}  # the splits file's keys -> ours
 CHUNK_ROWS = 2048
-_MNIST_FOLDER = re.compile(r"mnist_png_(train|test)_(\d{1,15})_(\d{1,15})")  # numbers, not 5,000 digits
+# numbers, not 5,000 digits; the split spelled train/test (DWSNets' generator script) or training/testing (the
+# released folders, as code reading the release spells them; the three reference loaders glob either)
+_MNIST_FOLDER = re.compile(r"mnist_png_(train|test|training|testing)_(\d{1,15})_(\d{1,15})")
+_SPLIT_SPELLINGS = {"training": "train", "testing": "test"}
 _FMNIST_FILE = re.compile(r"model_(\d{1,15})\.pth")
 
 
@@ -90,14 +94,15 @@ def _mnist_members(source: Path) -> list[Member]:
     for folder in sorted(p for p in source.iterdir() if p.is_dir() and p.name.startswith("mnist_png_")):
         match = _MNIST_FOLDER.fullmatch(folder.name)
         if match is None:
-            raise InputError(f"{folder}: expected mnist_png_<train|test>_<label>_<id>")
+            raise InputError(f"{folder}: expected mnist_png_<train|test|training|testing>_<label>_<id>")
         files = sorted(folder.glob("**/*.pth"))  # the reference globs mnist_png_*/**/*.pth
         if files and not is_regular(files[0]):
             raise InputError(f"{files[0]}: not a regular file (a link, folder, pipe or device); expected a state dict")
         if [f.relative_to(folder).as_posix() for f in files] != ["checkpoints/model_final.pth"]:
             raise InputError(f"{folder}: expected one checkpoints/model_final.pth, found "
                              f"{[f.relative_to(folder).as_posix() for f in files][:4]}")
-        split, label, image_id = match.group(1), int(match.group(2)), int(match.group(3))
+        split, label, image_id = _SPLIT_SPELLINGS.get(match.group(1), match.group(1)), int(match.group(2)), \
+            int(match.group(3))
         if label >= CLASSES:
             raise InputError(f"{folder}: label {label} is not a class 0-{CLASSES - 1}")
         members.append(Member(files[0].relative_to(source).as_posix(), split, image_id, label))
