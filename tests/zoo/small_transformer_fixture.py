@@ -68,8 +68,12 @@ class _ReferenceShapedViT(nn.Module):
         self.classifier = _Head(width, classes)
 
 
-def make_zoo(root: Path, runs: int = 6, name: str = "mnist", seed: int = 0) -> pd.DataFrame:
-    """Writes the folder and returns the metadata frame (the CSV's rows, in order)."""
+def make_zoo(root: Path, runs: int = 6, name: str = "mnist", seed: int = 0, best_paths: str = "clean",
+             best_files: bool = True) -> pd.DataFrame:
+    """Writes the folder and returns the metadata frame (the CSV's rows, in order). With `best_paths="release"`
+    a best row's ckpt_file is what vision_task/generate_metadata.py writes, the training run's path
+    `<name>/<model_dir>/<name>/<file>`, not where the file lies; without `best_files` the best files are
+    not in the folder at all."""
     rng = np.random.default_rng(seed)
     (root / name).mkdir(parents=True, exist_ok=True)
     (root / "metadata").mkdir(exist_ok=True)
@@ -87,8 +91,12 @@ def make_zoo(root: Path, runs: int = 6, name: str = "mnist", seed: int = 0) -> p
             state = _ReferenceShapedViT().state_dict()
             accuracy = float(rng.uniform(0.05, 0.99))  # some below the reference's 0.1 cut-off
             file = f"{wandb_id}_{epoch}_{int(accuracy * 10000)}.pt"
-            torch.save(state, root / name / file)
-            rows.append({**flags, "ckpt_epoch": epoch, "ckpt_file": f"{name}/{file}", "test_top1_accuracy": accuracy})
+            best = epoch.startswith("best")
+            if best_files or not best:
+                torch.save(state, root / name / file)
+            recorded = (f"{name}/model_{wandb_id}_{flags['optimizer']}/{name}/{file}"
+                        if best and best_paths == "release" else f"{name}/{file}")
+            rows.append({**flags, "ckpt_epoch": epoch, "ckpt_file": recorded, "test_top1_accuracy": accuracy})
     frame = pd.DataFrame(rows)
     frame.to_csv(root / "metadata" / f"{name}.csv", index=False)
     return frame

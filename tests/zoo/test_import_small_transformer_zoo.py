@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pandas as pd
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from small_transformer_fixture import make_zoo
+from zoo.cli import main
 from zoo.imports import get_importer
 from zoo.loader import load_split
 from zoo.split_set_loader import load_split_set
@@ -58,6 +60,27 @@ def test_members_imported_with_their_keys_flags_and_accuracy(tmp_path):
             assert row["epoch"] == (-1 if source["ckpt_epoch"] == "best1" else int(source["ckpt_epoch"]))
             seen += 1
     assert seen == len(frame) == 20
+
+
+def test_the_releases_best_row_paths_are_read_beside_or_skipped_and_said(tmp_path, capsys):
+    """generate_metadata.py records a best row's ckpt_file as the training run's path: read from <name>/<file>
+    where the folder holds it; skipped, in a warning and in the card, where it does not."""
+    frame = make_zoo(tmp_path / "src", runs=4, best_paths="release")
+    import_zoo(tmp_path / "src", tmp_path / "out")
+    rows = pd.concat([load_split(tmp_path / "out", "small-transformer-zoo-mnist", split).metadata
+                      for split in SPLITS if split in json.loads((tmp_path / "out" / "manifest.json").read_text())[
+                          "configs"]["small-transformer-zoo-mnist"]["splits"]])
+    assert len(rows) == len(frame) == 20 and rows["is_best"].sum() == 4
+    assert all(f.startswith("mnist/r") and f.count("/") == 1 for f in rows["ckpt_file"])  # where each was read
+
+    frame = make_zoo(tmp_path / "gone", runs=4, best_paths="release", best_files=False)
+    assert main(["import", "small-transformer-zoo", str(tmp_path / "gone"), "--out", str(tmp_path / "out2")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: small-transformer-zoo-mnist: skipped 4 best-checkpoint row(s) of mnist.csv whose file" in err
+    assert "the reference loader never opens best rows" in err
+    entry = json.loads((tmp_path / "out2" / "manifest.json").read_text())["configs"]["small-transformer-zoo-mnist"]
+    assert entry["packed_checkpoints"] == 16 and "skipped 4 best-checkpoint" in (tmp_path / "out2" / "README.md").read_text()
+    assert load_split_set(tmp_path / "out2", None, "transformer-nfn")  # the paper's split is whole: no best row in it
 
 
 def test_transformer_nfn_split_set_equals_the_reference_rule(tmp_path):

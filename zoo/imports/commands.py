@@ -7,6 +7,7 @@ are passed through to its importer, which refuses one it does not take.
 from __future__ import annotations
 
 import argparse
+import sys
 import inspect
 from pathlib import Path
 
@@ -49,6 +50,8 @@ def _import(args: argparse.Namespace) -> int:
         print(f"imported {name}: {counts} ({len(entry['files'])} shards) -> {Path(args.out) / 'data' / name}")
         if sets:
             print(f"  split sets: {sets}")
+        for note in entry.get("imported", {}).get("skipped", []):  # what the source holds that was not imported
+            print(f"warning: {name}: {note}", file=sys.stderr)
     return 0
 
 

@@ -164,6 +164,32 @@ def _epoch(value: str, where: str = "ckpt_epoch") -> tuple[int | str, int]:
     raise InputError(f"{where}: ckpt_epoch {ascii(value)[:40]} is neither an epoch nor best")
 
 
+def _best_rows(frame, root: Path, dataset: str, csv_path: Path):
+    """The release's best-checkpoint rows as the reference reads them (it never opens one: it keeps
+    ckpt_epoch "75"): vision_task/generate_metadata.py records a best row's ckpt_file as the training
+    run's path, `<name>/<model_dir>/<name>/<run>_best1_<acc>.pt`, which the released folder does not
+    hold. Such a row is read from `<name>/<file>` where that file exists, else skipped. Returns (the
+    frame, how many rows were moved, the skip notes: one line, for the warning and the card)."""
+    moved, missing = 0, []
+    frame = frame.copy()
+    for position in range(len(frame)):
+        epoch, relative = str(frame.iloc[position]["ckpt_epoch"]), str(frame.iloc[position]["ckpt_file"])
+        if not epoch.startswith("best") or (root / relative).is_file():
+            continue
+        beside = f"{dataset}/{Path(relative).name}"
+        if Path(relative).name and (root / beside).is_file():
+            frame.iloc[position, frame.columns.get_loc("ckpt_file")] = beside
+            moved += 1
+        else:
+            missing.append(position)
+    if not missing:
+        return frame, moved, []
+    example = ascii(str(frame.iloc[missing[0]]["ckpt_file"]))[1:-1][:160]
+    note = (f"skipped {len(missing)} best-checkpoint row(s) of {csv_path.name} whose file is not in the folder (e.g. row "
+            f"{missing[0]}: {example}); the reference loader never opens best rows (it keeps ckpt_epoch 75)")
+    return frame.drop(frame.index[missing]).reset_index(drop=True), moved, [note]
+
+
 def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of, accuracy, hint_types
             ) -> Iterator[tuple[str, list[dict], dict[str, np.ndarray]]]:
     from zoo.imports.small_cnn_zoo import _cast  # a source value as our hyperparameter's type, range-checked
@@ -234,6 +260,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     with reading(csv_path, expected="the released VisionTransformer's flags"):
         arch = family.Architecture(**architecture)
     positional = sinusoidal_encoding(arch.num_tokens, arch.d_model)
+    frame, moved, skipped = _best_rows(frame, root, dataset, csv_path)
     wandb_runs = [re.split(r"_", Path(str(f)).name, maxsplit=1)[0] for f in frame["ckpt_file"]]
     frame = frame.assign(wandb_run=wandb_runs)
     run_ids = [content_hash({"format": FORMAT, "dataset": dataset, "run": r}) for r in wandb_runs]
@@ -266,6 +293,10 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
         "epoch <- ckpt_epoch; the best-on-test checkpoint (best1) has is_best true and epoch -1 (its epoch is not "
         "recorded); ckpt_epoch, ckpt_file and wandb_run kept as extra columns",
         "run_id = hash of (format, data set, the file name's wandb run); model_id = hash of (run_id, epoch or best)",
+        *([f"{moved} best-checkpoint row(s) read from {dataset}/<file>: their ckpt_file is the training run's path "
+           f"(generate_metadata.py writes {dataset}/<model_dir>/{dataset}/<run>_best1_<acc>.pt), and ckpt_file "
+           "records where the file was read"] if moved else []),
+        *skipped,
     ]
     spec = {"name": name, "family": "transformer", "description": (
         f"The Small Transformer Zoo of Tran et al. 2025 on {dataset}: {len(frame):,} checkpoints of "
@@ -274,7 +305,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     provenance = {"format": FORMAT, "name": "Small Transformer Zoo (Tran et al. 2025)", "url": URL, "code": CODE_URL,
                   "license": LICENSE, "license_link": LICENSE_LINK, "citation": TRAN_BIBTEX,
                   "files": [f"metadata/{dataset}.csv", f"{dataset}/<run>_<epoch>_<acc>.pt"],
-                  "conversions": conversions,
+                  "conversions": conversions, "skipped": skipped,
                   "verified": "the layout, the keys, the shapes and the split rule are checked against the reference "
                               "code and fixture folders, not against the released files (not reachable here); the licence "
                               "is the code repository's (MIT): the zoo's own terms are not stated"}
