@@ -94,8 +94,10 @@ def test_generate_runs_itself_again_pinned_and_its_ray_workers_make_the_recorded
     assert manifest["spec"]["training"]["reproducibility"] == "portable"
 
 
-def test_verify_retrains_a_portable_zoo_in_its_mode(portable_zoo):
+def test_verify_retrains_a_portable_zoo_in_its_mode_and_info_names_it(portable_zoo, capsys):
     out, _ = portable_zoo
+    assert main(["info", str(out)]) == 0
+    assert "reproducibility: portable (the same bytes on any x86-64-v3 processor with mkl " in capsys.readouterr().out
     env = {**os.environ, **HOSTILE, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-m", "zoo.cli", "verify", str(out), "--retrain", "1"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)

@@ -128,6 +128,16 @@ def plot_final(folder: str | Path, out: str | Path, column: str | None = None, c
     return out
 
 
+def reproducibility_line(entry: dict) -> str:
+    """The mode the config was made in (`zoo.training.reproducibility`), and what its bytes depend on."""
+    mode = entry["spec"].get("training", {}).get("reproducibility", "native")
+    if mode == "portable":
+        versions = (entry.get("reproducibility") or {}).get("versions") or {}
+        shown = ", ".join(f"{name} {value}" for name, value in sorted(versions.items()) if value)
+        return f"reproducibility: portable (the same bytes on any x86-64-v3 processor with {shown or 'the same software'})"
+    return "reproducibility: native (the bytes are the training machines' instruction set's own)"
+
+
 def machine_lines(machines: list[dict] | None) -> list[str]:
     """Where the checkpoints were trained (`zoo.distributed.machine`): bytes are reproducible only per instruction set."""
     if machines is None:
@@ -157,7 +167,7 @@ def describe(folder: str | Path, config: str | None = None) -> str:
              f"runs: {frame['run_id'].nunique():,}; status: " + ", ".join(f"{k} {v:,}" for k, v in entry["status"].items()),
              "splits: " + ", ".join(f"{s} {entry['splits'][s]:,} ({entry['runs'][s]:,} runs)"
                                     for s in SPLIT_NAMES if s in entry["splits"]),
-             f"dataset hash: {entry['dataset_hash']}", *machine_lines(entry.get("machines"))]
+             f"dataset hash: {entry['dataset_hash']}", reproducibility_line(entry), *machine_lines(entry.get("machines"))]
     ok = frame[frame["status"] == "ok"]
     lines.append(f"{metric} by epoch (ok rows):".ljust(36) + f"min    q25    median q75    max    histogram {low:g}..{high:g}")
     for epoch, group in ok.groupby("epoch"):
