@@ -32,7 +32,9 @@ the rest for test. It lists the folders in `Path.iterdir` order, which the file 
 shuffle them in sorted name order, so the set is the reference's wherever that listing was sorted
 (the docs say so). Each trial's checkpoints follow it in epoch order; the reference loader then keeps
 its `epoch_lst` epochs and drops checkpoints with a NaN or a weight above `weight_threshold` (5 in
-the notebook): filter by `epoch` and by the weights. The shards' splits are the same assignment.
+the notebook) in the layers of its layer list, which for a small-model trial with dropout finds only
+conv1 and dense1: docs/zoos/model-zoos.md gives the tested recipe that reproduces its samples. We import
+every checkpoint with all five layers. The shards' splits are the same assignment.
 """
 
 from __future__ import annotations
