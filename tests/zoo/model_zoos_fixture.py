@@ -11,6 +11,7 @@ images, as the reference's test epoch does (NLL of log-softmax, accuracy), with 
 from __future__ import annotations
 
 import functools
+import random
 import json
 from pathlib import Path
 
@@ -109,3 +110,19 @@ def make_experiment(parent: Path, trials: int = 10, epochs: tuple[int, ...] = (0
                           "config": config})
         (trial / "result.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return root
+
+
+def reference_cut(root: Path) -> dict[str, list[Path]]:
+    """The reference loader's split of an experiment folder, re-implemented from its rule: the trial
+    folders listed (sorted: the listing our split set matches), the global `random` seeded 42 and
+    shuffled, cut 70/15/15 by int() (load_dataset.ipynb), the global random state restored after."""
+    folders = sorted(p for p in root.iterdir() if p.is_dir())
+    state = random.getstate()
+    try:
+        random.seed(42)
+        random.shuffle(folders)
+    finally:
+        random.setstate(state)
+    first = int(0.7 * len(folders))
+    second = first + int(0.15 * len(folders))
+    return {"train": folders[:first], "validation": folders[first:second], "test": folders[second:]}

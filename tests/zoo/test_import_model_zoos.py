@@ -4,14 +4,14 @@ in the layout the Model Zoos' reference loader reads (model_zoos_fixture)."""
 from __future__ import annotations
 
 import json
-import random
 import shutil
 
 import pytest
 import torch
 from torch import nn
 
-from model_zoos_fixture import EXPERIMENT, KINDS, MEAN, STD, ReferenceShapedCNN, make_experiment, mnist_test
+from model_zoos_fixture import (EXPERIMENT, KINDS, MEAN, STD, ReferenceShapedCNN, make_experiment, mnist_test,
+                                reference_cut)
 from zoo.families import create_family
 from zoo.imports import get_importer, list_importers
 from zoo.loader import load_split
@@ -93,17 +93,7 @@ def test_model_zoos_split_set_equals_the_reference_rule(experiment):
     """An independent re-implementation: list the folders, seed the global random as the reference,
     shuffle, cut 70/15/15 by int(); every checkpoint of a trial follows it in epoch order."""
     root, out = experiment
-    folders = sorted(p for p in root.iterdir() if p.is_dir())
-    state = random.getstate()
-    try:
-        random.seed(42)
-        random.shuffle(folders)
-    finally:
-        random.setstate(state)
-    n = len(folders)
-    idx1 = int(0.7 * n)
-    idx2 = idx1 + int(0.15 * n)
-    expected = {"train": folders[:idx1], "validation": folders[idx1:idx2], "test": folders[idx2:]}
+    expected = reference_cut(root)
     got = load_split_set(out, CONFIG, "model-zoos")
     for split in SPLITS:
         trials = [f.name for f in expected[split] for _ in (0, 1, 5)]

@@ -22,7 +22,7 @@ import pytest
 import torch
 from torch import nn
 
-from model_zoos_fixture import make_experiment
+from model_zoos_fixture import make_experiment, reference_cut
 from zoo.imports import get_importer
 from zoo.split_set_loader import load_split_set
 
@@ -43,16 +43,7 @@ def documented_recipe():
 
 def reference_samples(root: Path, layers: list[int], epochs=EPOCHS, threshold=THRESHOLD) -> dict[str, list]:
     """split -> [(trial folder, epoch, vector)] as the reference loader keeps them, in its order."""
-    folders = [p for p in sorted(root.iterdir()) if p.is_dir()]  # a sorted listing: the case our set matches
-    state = random.getstate()
-    try:
-        random.seed(42)
-        random.shuffle(folders)
-    finally:
-        random.setstate(state)
-    n = len(folders)
-    first, second = int(0.7 * n), int(0.7 * n) + int(0.15 * n)
-    cut = {"train": folders[:first], "val": folders[first:second], "test": folders[second:]}
+    cut = {"val" if name == "validation" else name: folders for name, folders in reference_cut(root).items()}
     samples: dict[str, list] = {}
     for split, paths in cut.items():
         samples[split] = []
