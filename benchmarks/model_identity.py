@@ -23,6 +23,7 @@ as their `model`, apart from how it was loaded (their `model_source`):
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import json
@@ -79,21 +80,33 @@ def model_source(registered: str, loaded_as: str | None = None) -> dict[str, Any
     cls = MODELS.get(registered)
     code = getattr(cls, "SOURCE", cls)
     module = getattr(code, "__module__", "") or ""
-    point = MODELS.entry_points().get(registered) if MODELS.origin(registered) == "entry point" else None
+    origin = MODELS.origin(registered)
+    point = MODELS.entry_points().get(registered) if origin == "entry point" else None
     declared = getattr(getattr(point, "dist", None), "name", None)  # an entry point knows its distribution
-    distribution, version = _distribution(module.partition(".")[0], declared)
+    if origin == "built-in":
+        import zoo
+
+        distribution, version = "nfnzoo", zoo.__version__
+    else:
+        distribution, version = _distribution(module.partition(".")[0], declared)
     commit, dirty = _commit(distribution, sys.modules.get(module))
     return {"kind": MODELS.origin(registered), "loaded_as": (loaded_as if isinstance(loaded_as, str) else registered)[:200],
             "import_path": import_path(code)[:200], "distribution": distribution, "version": version,
             "commit": commit, "dirty": dirty}
 
 
+@functools.lru_cache(maxsize=8)
+def _packages(path: tuple[str, ...]) -> dict[str, list[str]]:
+    """Top-level package -> distributions, read once per `sys.path` (half a second: every installed
+    distribution's file list); a folder put on the path (a package made visible since) reads it again."""
+    return importlib.metadata.packages_distributions()
+
+
 def _distribution(package: str, declared: str | None = None) -> tuple[str | None, str | None]:
     """(the installed distribution providing `package` (`declared` where known), its version), else (None,
     the package's `__version__`)."""
-    names = [declared] if declared else importlib.metadata.packages_distributions().get(package, [])
-    for name in names:  # read now: a package installed
-        # since the last run counts (a few hundred milliseconds, once a run)
+    names = [declared] if declared else _packages(tuple(sys.path)).get(package, [])
+    for name in names:
         try:
             return name, importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
