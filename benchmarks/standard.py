@@ -60,6 +60,26 @@ class Cell:
     task_overrides: Mapping[str, Any]
     seeds: tuple[int, ...]
     label: str  # what the table shows in its protocol column
+    # the model's configuration in this cell: the first of these presets it has (standard-v2 on; a model
+    # with none of them, and every model in standard-v1, runs its defaults)
+    model_presets: tuple[str, ...] = ()
+    group: str | None = None  # the members' monomial group, set on a model whose config takes one (GROUP_FIELD)
+
+
+def cell_model_overrides(cell: Cell, model: str) -> dict[str, Any]:
+    """What model `model` runs with in `cell`: its first preset of `cell.model_presets`, and the cell's
+    group on the model's group field (`group`, or the field its class names in `GROUP_FIELD`)."""
+    from nfn_models import list_presets, model_config
+    from nfn_models.registry import MODELS
+
+    overrides: dict[str, Any] = {}
+    preset = next((name for name in cell.model_presets if name in list_presets(model)), None)
+    if preset is not None:
+        overrides["preset"] = preset
+    field = getattr(MODELS.get(model), "GROUP_FIELD", "group")
+    if cell.group is not None and field in {f.name for f in dataclasses.fields(model_config(model))}:
+        overrides[field] = cell.group
+    return overrides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +126,19 @@ def standard_v1() -> StandardSuite:
     return StandardSuite("standard-v1", "generalization on the ReLU and tanh CNNs of cnn-mnist-bench, INR "
                          "classification and editing on inr-mnist-fast-fifth, and generalization on "
                          "transformer-mnist-bench", cells)
+
+
+# standard-v2's zoos: bundled specs' `suite-v2` profiles, made in the portable reproducibility mode
+# (zoo/training/reproducibility.py), so any x86-64-v3 machine regenerates these bytes and is ranked (made
+# here on 2 CPUs in 13, 14 and 25 min: `nfnzoo generate <spec> --profile suite-v2`). Their cells come with
+# the suite's registration, once pilot runs have fixed budgets under which every model learns.
+CNN_MNIST_SUITE_V2 = ZooRef("cnn-mnist-suite-v2", "cnn-mnist",
+                            "c3ac5a973d3b7f084eb3b7d77de4efa2c7a32cd171752d2b624decd855119aa4", "cnn-mnist", "suite-v2")
+INR_MNIST_SUITE_V2 = ZooRef("inr-mnist-suite-v2", "inr-mnist",
+                            "3753fac8253dbb08000dd63bb0db62b94bf41735200965276c3e17dd66d9a7d4", "inr-mnist", "suite-v2")
+TRANSFORMER_MNIST_SUITE_V2 = ZooRef("transformer-mnist-suite-v2", "transformer-mnist",
+                                    "c3c66c51b1590bdfc82fdc1943d81004094d9c52e514707ef741666343c50877",
+                                    "transformer-mnist", "suite-v2")
 
 
 def is_standard(name: str) -> bool:
@@ -180,8 +213,9 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
                 f"{','.join(map(str, cell.seeds))}")
             try:
                 run_benchmark(cell.task, registered, data[cell.zoo.name], cell.zoo.config, list(cell.seeds),
-                              results_path, None, cell.task_overrides, device=device, workers=workers,
-                              address=address, gpus_per_job=gpus_per_job, name=model_name)
+                              results_path, cell_model_overrides(cell, registered) or None, cell.task_overrides,
+                              device=device, workers=workers, address=address, gpus_per_job=gpus_per_job,
+                              name=model_name)
             except ValueError as error:  # the model or the data cannot serve this cell
                 write_skip(out_dir, cell.name, error)
                 say(f"{cell.name} skipped: {error}")

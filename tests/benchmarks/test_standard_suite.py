@@ -307,3 +307,32 @@ def test_an_interrupted_run_leaves_a_folder_that_submit_takes(tiny_inr_zoo_folde
     assert cells["inr-editing"] == "skipped" and not (out / "inr-editing.skipped").exists()  # not run, not refused
     assert main(["leaderboard", "submit", str(out), "--root", str(tmp_path / "board")]) == 0, capsys.readouterr().err
     assert capsys.readouterr().out.count("accepted ") == 1
+
+
+def test_a_cells_model_presets_and_group_reach_each_model_as_it_can_take_them():
+    """standard-v2's cells name presets in order of preference and the members' group: each model gets its
+    first preset of the list and the group on its own group field; a model with neither runs its defaults."""
+    from benchmarks.standard import CNN_MNIST_BENCH, Cell, cell_model_overrides
+
+    cell = Cell("x", "generalization", CNN_MNIST_BENCH, {}, (0, 1, 2), "label",
+                model_presets=("generalization-budget", "generalization"), group="sign")
+    assert cell_model_overrides(cell, "ng_gnn")["preset"] == "generalization-budget"
+    assert cell_model_overrides(cell, "monomial_nfn") == {"preset": "generalization", "group": "sign"}
+    assert cell_model_overrides(cell, "scalegmn") == {"preset": "generalization-budget", "mode": "sign"}
+    assert cell_model_overrides(cell, "xgboost") == {"preset": "generalization"}  # no group field
+    plain = Cell("y", "generalization", CNN_MNIST_BENCH, {}, (0, 1, 2), "label")
+    assert cell_model_overrides(plain, "monomial_nfn") == {}  # standard-v1's cells: the defaults
+
+
+def test_standard_v2s_zoos_are_made_in_the_portable_mode():
+    """The point of standard-v2's zoos: any x86-64-v3 machine regenerates the pinned bytes, so each recipe
+    is portable (its profile says so) and names the bundled spec and profile it is generated from."""
+    from benchmarks import standard
+    from zoo.planning.spec import load_spec
+
+    refs = [standard.CNN_MNIST_SUITE_V2, standard.INR_MNIST_SUITE_V2, standard.TRANSFORMER_MNIST_SUITE_V2]
+    for ref in refs:
+        spec = load_spec(ref.spec, ref.profile)
+        assert spec.training.reproducibility == "portable" and spec.name == ref.config, ref
+        assert ref.generate_command == f"nfnzoo generate {ref.spec} --profile suite-v2"
+    assert load_spec("cnn-mnist", "bench").training.reproducibility == "native"  # the other profiles as they were
