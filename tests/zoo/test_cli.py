@@ -106,7 +106,7 @@ def test_generate_invalid_spec_or_profile_is_a_clean_error(tmp_path, capsys):
     code, _, err = run(["generate", path, "--dry-run"], capsys)
     assert code == 1 and f"{path}: training.epochz: unknown key" in err
     code, _, err = run(["generate", CONFIG, "--profile", "huge", "--dry-run"], capsys)
-    assert code == 1 and "no profile 'huge'; available: ['bench', 'demo', 'tiny']" in err
+    assert code == 1 and "no profile 'huge'; available: ['bench', 'demo', 'suite-v2', 'tiny']" in err
 
 
 def test_generate_bad_device_or_population_size_is_a_clean_error(tmp_path, capsys):

@@ -84,7 +84,7 @@ def test_the_dry_run_of_the_largest_plan_a_spec_may_declare_is_quick_and_small(c
     assert result.returncode == 0, result.describe()
     assert time.monotonic() - start < 60
     lines = result.stdout.splitlines()
-    assert lines[0] == "cnn-mnist (full): 10,000,000 runs, 90,000,000 checkpoints", result.stdout
+    assert lines[0] == "cnn-mnist (full): 10,000,000 runs, 90,000,000 checkpoints, reproducibility: native", result.stdout
     assert "parameters per checkpoint: 4,970" in lines
     assert any(line.startswith("runs and checkpoints are upper bounds: the first 100,000 of 10,000,000") for line in lines)
 

@@ -247,5 +247,6 @@ def test_drop_last_trains_full_batches_only_as_the_reference():
     data = cnn.to_data()
     assert data["training"].pop("drop_last") is False and data["training"].pop("keep_best") is False
     assert data["training"].pop("rng") == "torch-generator"
+    assert data["training"].pop("reproducibility") == "native"
     del data["search_space"]["grids"]
     assert cnn.hash() == content_hash(data)  # the hash of a spec written before the option existed
