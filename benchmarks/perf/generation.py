@@ -154,8 +154,8 @@ def measure(name: str, device: torch.device = CPU, runs_count: int | None = None
     runs = representative_runs(family, plan_runs(spec), runs_count or count, family.population_size_on(device))
     data = family.load_data(spec)
     checkpoints: list = []
-    if device.type == "cpu" and solo:
-        solo = _timed(lambda: [family.train_run(spec, run, data, checkpoints.append) for run in runs])
+    solo_s = (_timed(lambda: [family.train_run(spec, run, data, checkpoints.append) for run in runs])
+              if device.type == "cpu" and solo else None)
     placed = to_device(data, device)
     seconds, produced = {}, {}
     for scheme in schemes:
@@ -163,15 +163,13 @@ def measure(name: str, device: torch.device = CPU, runs_count: int | None = None
         seconds[scheme] = _timed(lambda: family.train_population(scheme_spec, runs, placed,
                                                                  lambda run, r: results.append(r)), device)
         produced[scheme] = len(results)
-    else:
-        solo = None
-    if solo is not None:
+    if solo_s is not None:
         produced["one at a time"] = len(checkpoints)
     assert len(set(produced.values())) == 1, f"every mode must produce every checkpoint: {produced}"
     for scheme in schemes if top else ():
         print(f"--- {name} population, training.rng: {scheme}: top {top} by own time")
         print(hotspots(lambda: family.train_population(with_rng(spec, scheme), runs, placed, lambda run, r: None), top))
-    return Measurement(name, len(runs), next(iter(produced.values())), solo, seconds.get("torch-generator"),
+    return Measurement(name, len(runs), next(iter(produced.values())), solo_s, seconds.get("torch-generator"),
                        seconds.get("counter-v1"), sum(family.run_flops(spec, run.hparams) for run in runs))
 
 
