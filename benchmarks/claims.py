@@ -32,7 +32,6 @@ from typing import Any, Mapping
 from benchmarks.check_model import SEEDS, SMALL, SPACES, Check, check_model, reads
 from nfn_models.registry import MODELS
 
-VERDICTS = ("holds", "false claim", "unmeasured", "not checked")
 MAX_TEXT = 200  # characters of a check's verdict or of an error kept in the record
 
 

@@ -192,11 +192,10 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
             raise ValueError(problem)
     claims = check_claims(model, model_overrides, str(dataset.get("family", "")))
     label = label or f"bench {task}/{shown_name}"
-    if progress or (claims or {}).get("verdict") == "false claim":  # a false claim is said whatever the progress
-        warning = "WARNING: " if (claims or {}).get("verdict") == "false claim" else ""
-        print(f"{label}: {warning}{describe_claims(claims)}"
-              + ("; the results record it, and `nfnzoo leaderboard submit` refuses them" if warning else ""),
-              file=sys.stderr)
+    false_claim = claims is not None and claims["verdict"] == "false claim"
+    if progress or false_claim:  # a false claim is said whatever the progress
+        print(f"{label}: " + (f"WARNING: {describe_claims(claims)}; the results record it, and `nfnzoo leaderboard "
+                              "submit` refuses them" if false_claim else describe_claims(claims)), file=sys.stderr)
     source = model_source(model, loaded_as if isinstance(loaded_as, str) else None)
     device_type = torch.device(device).type
     described = {key: value for key, value in dataset.items() if key != "path"}  # a moved folder is the same data

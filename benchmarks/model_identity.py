@@ -90,7 +90,7 @@ def model_source(registered: str, loaded_as: str | None = None) -> dict[str, Any
     else:
         distribution, version = _distribution(module.partition(".")[0], declared)
     commit, dirty = _commit(distribution, sys.modules.get(module))
-    return {"kind": MODELS.origin(registered), "loaded_as": (loaded_as if isinstance(loaded_as, str) else registered)[:200],
+    return {"kind": origin, "loaded_as": (loaded_as if isinstance(loaded_as, str) else registered)[:200],
             "import_path": import_path(code)[:200], "distribution": distribution, "version": version,
             "commit": commit, "dirty": dirty}
 

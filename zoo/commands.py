@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from zoo.cli import CommandError
+from zoo.training.reproducibility import MODES as REPRODUCIBILITY_MODES
 
 if TYPE_CHECKING:
     from zoo.hub.resolve import DataSource
@@ -67,12 +68,13 @@ def _generate(args: argparse.Namespace) -> int:
 def _modes(folder: Path) -> set[str]:
     """The reproducibility modes a zoo folder's configs were made in (native for those made before the modes)."""
     from zoo.loader import read_manifest
+    from zoo.training.reproducibility import mode_of
 
     try:
         configs = read_manifest(folder)["configs"]
     except (OSError, ValueError, KeyError):
         return set()  # verify itself reports what is wrong with the manifest
-    return {str(entry.get("spec", {}).get("training", {}).get("reproducibility", "native")) for entry in configs.values()}
+    return {mode_of(entry) for entry in configs.values()}
 
 
 def _portable_child(args: argparse.Namespace) -> int | None:
@@ -313,7 +315,7 @@ def register(subparsers) -> Callable[[], str]:
                    help="per-step draws (the spec's training.rng; default: what the spec says, torch-generator "
                         "if it says nothing): counter-v1 draws a whole population's batch orders, crops and "
                         "dropout masks on its device; it changes the spec's hash and run ids")
-    p.add_argument("--reproducibility", choices=["native", "portable"], default=None,
+    p.add_argument("--reproducibility", choices=REPRODUCIBILITY_MODES, default=None,
                    help="the spec's training.reproducibility (default: what the spec says, native if it says "
                         "nothing): portable pins ATen, MKL, oneDNN and NumPy to x86-64-v3 so that any x86-64 "
                         "server makes the same bytes; it changes the spec's hash and run ids")

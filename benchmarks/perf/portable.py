@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     problem = processor_problem()
     if problem is not None:
         raise SystemExit(problem)
-    native = {key: value for key, value in os.environ.items()}
+    native = dict(os.environ)
     portable = portable_environment(os.environ)
     machine = describe_machine()
     print(f"portable mode against native, one thread, populations (training.rng torch-generator); "

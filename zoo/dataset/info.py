@@ -130,8 +130,9 @@ def plot_final(folder: str | Path, out: str | Path, column: str | None = None, c
 
 def reproducibility_line(entry: dict) -> str:
     """The mode the config was made in (`zoo.training.reproducibility`), and what its bytes depend on."""
-    mode = entry["spec"].get("training", {}).get("reproducibility", "native")
-    if mode == "portable":
+    from zoo.training.reproducibility import mode_of
+
+    if mode_of(entry) == "portable":
         versions = (entry.get("reproducibility") or {}).get("versions") or {}
         shown = ", ".join(f"{name} {value}" for name, value in sorted(versions.items()) if value)
         return f"reproducibility: portable (the same bytes on any x86-64-v3 processor with {shown or 'the same software'})"

@@ -24,6 +24,7 @@ from typing import Any
 from zoo.storage.nofollow import confine
 from zoo.validation.inputs import InputError, name_problem
 from zoo.distributed.machine import check_machines
+from zoo.training.reproducibility import MODES
 from zoo.validation.schema import SchemaError
 
 MAX_MANIFEST_BYTES = 64 * 2**20  # a 100,000-shard manifest is ~30 MiB
@@ -119,8 +120,8 @@ def check_config(entry: Any, where: str, folder: Path | None) -> None:
     _mapping(entry.get("architectures"), f"{where}.architectures")
     if "reproducibility" in entry:  # absent from packs before the modes (`zoo.training.reproducibility`)
         record = _mapping(entry["reproducibility"], f"{where}.reproducibility")
-        if record.get("mode") not in ("native", "portable"):
-            raise InputError(f"{where}.reproducibility.mode: expected native or portable, got "
+        if record.get("mode") not in MODES:
+            raise InputError(f"{where}.reproducibility.mode: expected one of {', '.join(MODES)}, got "
                              f"{ascii(record.get('mode'))[:40]}")
         for key in ("settings", "versions"):
             for name, value in _mapping(record.get(key), f"{where}.reproducibility.{key}").items():

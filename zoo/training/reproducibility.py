@@ -75,6 +75,11 @@ def processor_problem(cpuinfo: str | None = None, machine: str | None = None) ->
     return None
 
 
+def mode_of(entry: Mapping[str, Any]) -> str:
+    """The mode a manifest's config entry was made in (its spec's; native for configs made before the modes)."""
+    return str(entry.get("spec", {}).get("training", {}).get("reproducibility", "native"))
+
+
 def portable_environment(base: Mapping[str, str]) -> dict[str, str]:
     """`base` with the pinned libraries' settings replaced by `PORTABLE_ENV`."""
     return {**{key: value for key, value in base.items() if not REPLACED.fullmatch(key)}, **PORTABLE_ENV}
