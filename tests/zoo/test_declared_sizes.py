@@ -259,22 +259,18 @@ def test_the_page_headers_declare_what_the_footer_totals(tiny_zoo_copy):
     the footer: here they agree, the bodies a little under the footer's totals (which count headers)."""
     import mmap
 
-    import pyarrow.parquet as pq
-
+    from parquet_chunks import declared_chunks
     from zoo.storage.parquet_pages import declared_page_bytes
 
     folder, _ = _bombed_zoo(tiny_zoo_copy, "run_id", 2**20)
     shard = next(p for p in folder.rglob("*.parquet") if p.stat().st_mode & 0o200)  # the one rewritten
-    metadata = pq.read_metadata(shard)
+    chunks = declared_chunks(shard)
+    assert any(chunk.path_in_schema == "run_id" for _, chunk, _, _ in chunks)
+    for group, chunk, paged, values in chunks:
+        assert 0.9 * chunk.total_uncompressed_size - 4096 <= paged <= chunk.total_uncompressed_size
+        assert values == chunk.num_values == group.num_rows
+        if chunk.path_in_schema == "run_id":  # one dictionary value: its page holds it once
+            assert 2**20 <= paged < 2 * 2**20
     with open(shard, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        for g in range(metadata.num_row_groups):
-            for c in range(metadata.num_columns):
-                chunk = metadata.row_group(g).column(c)
-                start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-                paged, values = declared_page_bytes(mapped, start, chunk.total_compressed_size)
-                assert 0.9 * chunk.total_uncompressed_size - 4096 <= paged <= chunk.total_uncompressed_size
-                assert values == chunk.num_values == metadata.row_group(g).num_rows
-                if chunk.path_in_schema == "run_id":  # one dictionary value: its page holds it once
-                    assert 2**20 <= paged < 2 * 2**20
         with pytest.raises(ValueError, match="outside the"):
             declared_page_bytes(mapped, len(mapped) - 4, 100)

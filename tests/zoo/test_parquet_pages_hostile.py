@@ -10,7 +10,6 @@ cgroup with a timeout, so a regression fails its test instead of the machine.
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import sys
 import time
@@ -20,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from memory_limit import GIB, run_limited
+from parquet_chunks import declared_chunks
 
 
 def _varint(number: int) -> bytes:
@@ -147,18 +147,15 @@ def test_the_page_header_parser_fails_fast_on_crafted_bytes(crafted, expected):
 
 
 def test_real_page_headers_parse_as_before(tiny_zoo):  # the negative control
-    from zoo.storage.parquet_pages import declared_page_bytes, fixed_width_pages
+    from zoo.storage.parquet_pages import fixed_width_pages
 
     for shard in sorted(tiny_zoo.glob("data/*/*.parquet")):
         metadata = pq.read_metadata(shard)
-        with open(shard, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            for g in range(metadata.num_row_groups):
-                for c in range(metadata.num_columns):
-                    chunk = metadata.row_group(g).column(c)
-                    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-                    paged, values = declared_page_bytes(mapped, start, chunk.total_compressed_size)
-                    assert 0 < paged <= chunk.total_uncompressed_size
-                    assert values == chunk.num_values
+        chunks = declared_chunks(shard)
+        assert len(chunks) == metadata.num_row_groups * metadata.num_columns > 0
+        for _, chunk, paged, values in chunks:
+            assert 0 < paged <= chunk.total_uncompressed_size
+            assert values == chunk.num_values
         direct = fixed_width_pages(shard, "weights")
         assert direct is not None and sum(len(page) for page in direct[1]) == metadata.num_rows
 

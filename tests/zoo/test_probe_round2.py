@@ -80,6 +80,17 @@ def _edit_manifest(folder: Path, edit) -> None:
 
 # --- 2: verify sizes every declared architecture ---------------------------------------------------
 
+def _verify_refuses(cli, folder: Path, extra: str, where: str) -> None:
+    """`verify FOLDER` and `verify FOLDER --<extra> 1`, under a memory limit, each exit 1 with the line
+    naming the manifest's key `where` and the member bound."""
+    for argv in (["verify", str(folder)], ["verify", str(folder), f"--{extra}", "1"]):
+        code, stdout, stderr = cli(*argv, limited=True)
+        lines = _error_lines(stderr, "verify")
+        wanted = f"{folder / 'manifest.json'}: {where}: architecture: declares a member"
+        assert any(wanted in line and "MAX_MEMBER_PARAMETERS" in line for line in lines), (argv, stderr)
+        assert code == 1, (argv, code, stderr)
+
+
 def test_verify_refuses_an_imported_architecture_too_large_to_build(imported_zoo, cli):
     code, stdout, stderr = cli("verify", str(imported_zoo))
     assert code == 0, stderr  # the negative control: the import as written verifies
@@ -92,24 +103,14 @@ def test_verify_refuses_an_imported_architecture_too_large_to_build(imported_zoo
             keys.append(key)
 
     _edit_manifest(imported_zoo, enlarge)
-    for argv in (["verify", str(imported_zoo)], ["verify", str(imported_zoo), "--recompute", "1"]):
-        code, stdout, stderr = cli(*argv, limited=True)
-        lines = _error_lines(stderr, "verify")
-        wanted = f"{imported_zoo / 'manifest.json'}: configs.zz.architectures.{keys[0]}: architecture: declares a member"
-        assert any(wanted in line and "MAX_MEMBER_PARAMETERS" in line for line in lines), (argv, stderr)
-        assert code == 1, (argv, code, stderr)
+    _verify_refuses(cli, imported_zoo, "recompute", f"configs.zz.architectures.{keys[0]}")
 
 
 def test_verify_refuses_a_generated_spec_architecture_too_large_to_build(tiny_zoo_copy, cli):
     manifest = json.loads((tiny_zoo_copy / "manifest.json").read_text())
     (name,) = manifest["configs"]
     _edit_manifest(tiny_zoo_copy, lambda m: m["configs"][name]["spec"]["architecture"].update(HUGE_CNN))
-    for argv in (["verify", str(tiny_zoo_copy)], ["verify", str(tiny_zoo_copy), "--retrain", "1"]):
-        code, stdout, stderr = cli(*argv, limited=True)
-        lines = _error_lines(stderr, "verify")
-        wanted = f"{tiny_zoo_copy / 'manifest.json'}: configs.{name}.spec: architecture: declares a member"
-        assert any(wanted in line and "MAX_MEMBER_PARAMETERS" in line for line in lines), (argv, stderr)
-        assert code == 1, (argv, code, stderr)
+    _verify_refuses(cli, tiny_zoo_copy, "retrain", f"configs.{name}.spec")
 
 
 def test_verify_names_an_architecture_the_family_cannot_size(imported_zoo, cli):
