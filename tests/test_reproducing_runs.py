@@ -69,7 +69,9 @@ def run_commands(commands: list[list[str]], extra_budget: list[str] = ()) -> Non
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
-    """A fresh working folder, whose own board (`runs/leaderboard`, the default root) starts empty."""
+    """A fresh working folder, whose own board (`runs/leaderboard`, the default root) starts empty. `main` puts
+    the working folder on `sys.path` (for `--model pkg.module:Class`); the path is restored afterwards."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("NFNZOO_LEADERBOARD", raising=False)
     return tmp_path
@@ -143,7 +145,8 @@ def test_the_dwsnets_block_runs(workdir):
     train = sorted(path for path in written if path.startswith("mnist_png_training_"))
     test = sorted(path for path in written if path.startswith("mnist_png_testing_"))
     assert len(train) + len(test) == len(written)
-    dwsnets_inr_fixture.write_splits(workdir / "mnist_splits.json", {"train": train[3:], "val": train[:3], "test": test},
+    splits = {"train": train[3:], "val": train[:3], "test": test}
+    dwsnets_inr_fixture.write_splits(workdir / "mnist_splits.json", splits,
                                      {path: label for path, (label, _) in written.items()}, "dataset/mnist-inrs/")
     run_commands(commands)
     check_imported(workdir / "zoos" / "dwsnets-mnist")
