@@ -1,5 +1,6 @@
-"""docs/reproducing.md runs: each block's `nfnzoo` lines, as the page writes them, through `zoo.cli.main` on a
-small folder written in that release's own layout and spellings, in a fresh working folder with a fresh board.
+"""docs/reproducing.md runs: each block's `nfnzoo` lines (and the two the prose gives in code spans), as the page
+writes them, through `zoo.cli.main` on a small folder written in that release's own layout and spellings, in a
+fresh working folder with a fresh board.
 
 Each folder stands where the page's commands look for it (`cifar10/` beside `cifar10_split.csv`,
 `siren_mnist_wts/`, `mnist-inrs/` beside `mnist_splits.json`, `data/mnist_transformer/`,
@@ -7,9 +8,9 @@ Each folder stands where the page's commands look for it (`cifar10/` beside `cif
 to each `bench run`; a later `--set` of a key wins, so every documented flag (seeds, presets, split sets, model
 presets) stays as written and is what runs:
 
-- `--set task.epochs=1`: one epoch of the preset's training instead of its 10 to 100. The epochs run the same
-  code (train, then score the validation split and keep the best epoch), so one proves the command runs.
-- `--set task.warmup_epochs=0` on the Transformer-NFN preset only: its warm-up is 10 epochs, longer than one.
+- `--set task.epochs=1`: one epoch of training instead of the preset's or the task's 10 to 142. The epochs run
+  the same code (train, then score the validation split and keep the best epoch), so one proves the command runs.
+- `--set task.warmup_epochs=0` on the Transformer-NFN preset only: its warm-up is 10 epochs, more than one.
 
 The three documented seeds are kept: the board refuses an entry with fewer. The models run at their documented
 presets; the folders are small instead (tens of members), which keeps the module at about 25 s of CPU.
@@ -56,6 +57,15 @@ def block_commands(heading: str, text: str | None = None) -> list[list[str]]:
     return [shlex.split(line)[1:] for line in lines if line.startswith("nfnzoo ")]
 
 
+def inline_commands(heading: str) -> list[list[str]]:
+    """The `nfnzoo ...` code spans in the prose under `## <heading>` (a span may wrap a line), as argument lists."""
+    text = PAGE.read_text()
+    start = text.index(f"\n## {heading}")
+    end = text.find("\n## ", start + 4)
+    prose = re.sub(r"```bash\n.*?```", "", text[start:end if end != -1 else len(text)], flags=re.S)
+    return [shlex.split(" ".join(span.split()))[1:] for span in re.findall(r"`(nfnzoo [^`]+)`", prose)]
+
+
 def run_commands(commands: list[list[str]], extra_budget: list[str] = ()) -> None:
     """Runs each command through the real CLI, `BUDGET` (and `extra_budget`) appended to every `bench run`."""
     from zoo.cli import main
@@ -77,11 +87,13 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def check_imported(folder: Path) -> dict:
-    """The import's manifest, naming at least one config."""
-    manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["configs"], folder
-    return manifest
+def check_imported(folder: Path, split_sets: set[str]) -> dict:
+    """The import's manifest: one config, complete, recording (at least) `split_sets`; returns the config."""
+    configs = json.loads((folder / "manifest.json").read_text())["configs"]
+    assert len(configs) == 1, (folder, sorted(configs))
+    config = next(iter(configs.values()))
+    assert config["complete"] and split_sets <= set(config["split_sets"]), (folder, sorted(config["split_sets"]))
+    return config
 
 
 def check_scored(path: Path, metric: str) -> dict:
@@ -109,9 +121,11 @@ def test_the_small_cnn_zoo_blocks_run(workdir):
     _, metrics = small_cnn_fixture.make_zoo(workdir / "cifar10", runs=24, steps=(0, 86), dataset="cifar10",
                                             split_file=False)
     small_cnn_fixture.write_split_file(workdir, len(metrics), name="cifar10_split.csv")
-    run_commands(commands)
-    manifest = check_imported(workdir / "zoos" / "small-cnn-zoo")
-    assert "cifar10_split.csv" in json.dumps(manifest)  # the split file the page names was the one read
+    inline = inline_commands("Predicting generalization on the Small CNN Zoo")
+    assert inline == [["verify", "zoos/small-cnn-zoo", "--recompute", "20"]]
+    run_commands(commands + inline)  # on CIFAR-10-GS the re-scoring is skipped, as the page says, and verify passes
+    config = check_imported(workdir / "zoos" / "small-cnn-zoo", {"nfn", "monomial-nfn-relu", "scalegmn-tanh"})
+    assert "cifar10_split.csv" in config["imported"]["files"]  # the split file the page names was the one read
     for name, splits in [("hnp-nfn", "nfn"), ("statnn-nfn", "nfn"), ("monomial-relu", "monomial-nfn-relu"),
                          ("ng-gnn-tanh", "scalegmn-tanh")]:
         config = check_scored(workdir / "results" / f"{name}.json", "kendall_tau")["task_config"]
@@ -129,9 +143,23 @@ def test_the_nfn_sirens_block_runs(workdir):
     nfn_siren_fixture.make_sirens(workdir / "siren_mnist_wts",
                                   [*range(12), *range(45000, 45004), *range(50000, 50006)])
     run_commands(commands)
-    check_imported(workdir / "zoos" / "nfn-sirens")
+    check_imported(workdir / "zoos" / "nfn-sirens", {"nfn"})
     assert check_scored(workdir / "results" / "np-sirens.json", "accuracy")["task_config"]["splits"] == "nfn"
     check_on_board("inr-classification", "np")
+
+
+def test_the_nfn_sirens_cifar_import_with_its_extra_fits_runs(workdir):
+    """The SIRENs section's CIFAR-10 import with its 20 extra fits (`randinit_smaller_aug<i>_<label>s`, three-channel
+    SIRENs) records the `nfn-aug` split set the page then names. Its `bench run` is the block's above with that
+    split set, so it is not run again here (NP on three-channel SIRENs is the slowest run of the page)."""
+    inline = inline_commands("INR classification on the NFN SIRENs")
+    assert inline == [["import", "nfn-sirens", "siren_cifar_wts", "--out", "zoos/nfn-cifar", "--augmentations", "20"]]
+    source = workdir / "siren_cifar_wts"
+    nfn_siren_fixture.make_sirens(source, [*range(4), 45000, 50000], out=3)
+    for fit in range(20):
+        nfn_siren_fixture.make_sirens(source, [fit % 4], fit=f"aug{fit}", seed=fit + 1, out=3)
+    run_commands(inline)
+    check_imported(workdir / "zoos" / "nfn-cifar", {"nfn", "nfn-aug"})
 
 
 def test_the_dwsnets_block_runs(workdir):
@@ -149,7 +177,7 @@ def test_the_dwsnets_block_runs(workdir):
     dwsnets_inr_fixture.write_splits(workdir / "mnist_splits.json", splits,
                                      {path: label for path, (label, _) in written.items()}, "dataset/mnist-inrs/")
     run_commands(commands)
-    check_imported(workdir / "zoos" / "dwsnets-mnist")
+    check_imported(workdir / "zoos" / "dwsnets-mnist", {"dwsnets"})
     assert check_scored(workdir / "results" / "ng-gnn-dwsnets.json", "accuracy")["task_config"]["splits"] == "dwsnets"
     check_on_board("inr-classification", "ng_gnn")
 
@@ -164,7 +192,7 @@ def test_the_transformer_nfn_block_runs(workdir):
     frame = small_transformer_fixture.make_zoo(workdir / "data" / "mnist_transformer", runs=24, best_paths="release")
     assert frame["ckpt_file"].str.fullmatch(r"mnist/model_\w+/mnist/\w+_best1_\d+\.pt").sum() == 24
     run_commands(commands, NO_WARMUP)
-    check_imported(workdir / "zoos" / "small-transformer-zoo")
+    check_imported(workdir / "zoos" / "small-transformer-zoo", {"transformer-nfn"})
     config = check_scored(workdir / "results" / "transformer-nfn.json", "kendall_tau")["task_config"]
     assert (config["splits"], config["checkpoints"]) == ("transformer-nfn", "all")
     check_on_board("generalization", "transformer_nfn")
@@ -176,7 +204,7 @@ def test_the_model_zoos_block_runs(workdir):
     assert [argv[:2] for argv in commands] == [["import", "model-zoos"], ["bench", "run"]]
     model_zoos_fixture.make_experiment(workdir, trials=10)
     run_commands(commands)
-    check_imported(workdir / "zoos" / "model-zoos-mnist")
+    check_imported(workdir / "zoos" / "model-zoos-mnist", {"model-zoos"})
     assert check_scored(workdir / "results" / "statnn-model-zoos.json", "kendall_tau")["task_config"]["splits"] == (
         "model-zoos")
 
