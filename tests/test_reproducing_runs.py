@@ -13,7 +13,8 @@ presets) stays as written and is what runs:
 - `--set task.warmup_epochs=0` on the Transformer-NFN preset only: its warm-up is 10 epochs, more than one.
 
 The three documented seeds are kept: the board refuses an entry with fewer. The models run at their documented
-presets; the folders are small instead (tens of members), which keeps the module at about 25 s of CPU.
+presets; the folders are small instead (tens of members), which keeps the module at about 25 s of CPU, 15 s of
+it the Small CNN Zoo test (marked slow).
 
 That each command parses and names what exists is tests/test_reproducing_page.py; that the split sets hold the
 papers' rows is in tests/zoo/test_import_*.py. This module checks that the commands run to a result: the
@@ -46,23 +47,24 @@ BUDGET = ["--set", "task.epochs=1"]  # appended to every `bench run`; why it is 
 NO_WARMUP = ["--set", "task.warmup_epochs=0"]  # the transformer-nfn preset's 10 warm-up epochs, in a 1-epoch run
 
 
-def block_commands(heading: str, text: str | None = None) -> list[list[str]]:
-    """The `nfnzoo` lines of the bash blocks under `## <heading>` (up to the next `## `), as argument lists."""
+def section(heading: str, text: str | None = None) -> str:
+    """The page's text under `## <heading>`, up to the next `## `."""
     text = PAGE.read_text() if text is None else text
     start = text.index(f"\n## {heading}")
     end = text.find("\n## ", start + 4)
-    section = text[start:end if end != -1 else len(text)]
-    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    return text[start:end if end != -1 else len(text)]
+
+
+def block_commands(heading: str, text: str | None = None) -> list[list[str]]:
+    """The `nfnzoo` lines of the section's bash blocks, as argument lists."""
+    blocks = re.findall(r"```bash\n(.*?)```", section(heading, text), flags=re.S)
     lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
     return [shlex.split(line)[1:] for line in lines if line.startswith("nfnzoo ")]
 
 
 def inline_commands(heading: str) -> list[list[str]]:
-    """The `nfnzoo ...` code spans in the prose under `## <heading>` (a span may wrap a line), as argument lists."""
-    text = PAGE.read_text()
-    start = text.index(f"\n## {heading}")
-    end = text.find("\n## ", start + 4)
-    prose = re.sub(r"```bash\n.*?```", "", text[start:end if end != -1 else len(text)], flags=re.S)
+    """The `nfnzoo ...` code spans of the section's prose (a span may wrap a line), as argument lists."""
+    prose = re.sub(r"```bash\n.*?```", "", section(heading), flags=re.S)
     return [shlex.split(" ".join(span.split()))[1:] for span in re.findall(r"`(nfnzoo [^`]+)`", prose)]
 
 
@@ -110,6 +112,7 @@ def check_on_board(task: str, model: str) -> None:
     assert list((Path("runs") / "leaderboard" / "entries" / task).glob(f"*/{model}-*.json")), (task, model)
 
 
+@pytest.mark.slow  # six trainings of three seeds and four symmetry checks: about 15 s of CPU, the module's most
 def test_the_small_cnn_zoo_blocks_run(workdir):
     """Both Small CNN Zoo blocks (NFN's HNP and STATNN to the board and the site; Monomial-NFN's and ScaleGMN's
     split sets) on a CIFAR-10-GS folder as the tarball unpacks it, beside the NFN repository's split file."""
