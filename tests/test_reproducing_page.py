@@ -1,6 +1,6 @@
 """docs/reproducing.md stays true: every `nfnzoo` command on it parses with the CLI, and every format, model,
-task, preset and split set it names exists (with a negative control). The path those commands take runs
-end to end in tests/benchmarks/test_split_sets.py on a folder made in the Small CNN Zoo's layout."""
+task, preset and split set it names exists (with a negative control). That each block runs to a result, on a
+folder in its release's own layout, is tests/test_reproducing_runs.py."""
 
 from __future__ import annotations
 
@@ -82,36 +82,3 @@ def test_a_wrong_name_on_the_page_is_caught(edit, expected):
     problems = _problems(_commands(text.replace(edit[0], edit[1], 1)))
     assert any(expected in problem for problem in problems), problems
 
-
-def test_the_transformer_nfn_commands_run_on_a_folder_in_the_releases_layout(tmp_path, monkeypatch, capsys):
-    """The page's Small Transformer Zoo block, run: import a folder written as the release writes it (its
-    best rows' paths included), then the documented `bench run` (shortened to one epoch without warm-up,
-    the only edit) and `leaderboard submit` into a fresh board."""
-    import json
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "zoo"))
-    try:
-        from small_transformer_fixture import make_zoo
-    finally:
-        sys.path.pop(0)
-    from zoo.cli import main
-
-    text = PAGE.read_text()
-    block = text[text.index("## Transformer-NFN on the Small Transformer Zoo"):]
-    commands = _commands(block[:block.index("\n## ", 5)])
-    assert [argv[:2] for argv in commands] == [["import", "small-transformer-zoo"], ["bench", "run"],
-                                               ["leaderboard", "submit"]]
-    make_zoo(tmp_path / "data" / "mnist_transformer", runs=24, best_paths="release")
-    (tmp_path / "board").mkdir()
-    (tmp_path / "board" / "datasets.json").write_text(json.dumps({"datasets": []}))
-    monkeypatch.chdir(tmp_path)
-    for argv in commands:
-        if argv[:2] == ["bench", "run"]:
-            argv = [*argv, "--set", "task.epochs=1", "--set", "task.warmup_epochs=0"]
-        if argv[:2] == ["leaderboard", "submit"]:
-            argv = [*argv, "--root", "board"]
-        assert main(argv) == 0, (argv, capsys.readouterr().err[-2000:])
-    results = json.loads((tmp_path / "results" / "transformer-nfn.json").read_text())
-    assert results["task_config"]["splits"] == "transformer-nfn" and results["task_config"]["checkpoints"] == "all"
-    assert list((tmp_path / "board" / "entries" / "generalization").glob("*/transformer_nfn-*.json"))

@@ -47,9 +47,10 @@ def metrics_frame(runs: int, steps=STEPS, seed: int = 0, dataset: str = "mnist")
     return pd.DataFrame(rows)
 
 
-def write_split_file(folder: Path, rows: int, seed: int = 0) -> Path:
-    """The NFN split file's form: a one-column frame written with its header "0", then a permutation."""
-    path = folder / "nfn_split.csv"
+def write_split_file(folder: Path, rows: int, seed: int = 0, name: str = "nfn_split.csv") -> Path:
+    """The NFN split file's form: a one-column frame written with its header "0", then a permutation. The NFN
+    repository names it `<data set>_split.csv` (`cifar10_split.csv`); the importer also finds `nfn_split.csv`."""
+    path = folder / name
     pd.DataFrame(np.random.default_rng(seed).permutation(rows)).to_csv(path, index=False)
     return path
 
