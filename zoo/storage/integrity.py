@@ -331,23 +331,33 @@ def check_shards(folder: str | Path, entries: list[dict], *, threads: int = 2, f
                                 "re-pack or re-download the zoo")
 
 
-def verified_dataset_hash(folder: str | Path, config: str | None = None, *, skip: Iterable[str] = ()) -> str:
-    """The dataset hash of `config`, after checking every shard of it against the manifest
-    (but those whose manifest paths are in `skip`: a caller that checks them as it reads them).
-
-    Also recomputes the hash from the manifest's shard listing, so an edited `dataset_hash`
-    in the manifest is caught too.
-    """
+def checked_listing_hash(folder: str | Path, config: str | None = None) -> str:
+    """The dataset hash of `config`, recomputed from the manifest's shard listing (path, sha256) and
+    checked against the hash it records; no shard is read. A reader that checks every shard it reads
+    against that listing (`check_shards`, or `zoo.loader.load_split`'s one-pass check) may record this
+    hash: what it read is then part of the data the hash names (`zoo.split_set_loader`)."""
     manifest = read_manifest(folder)
     config = resolve_config(manifest, config, folder)
     entry = manifest["configs"][config]
-    skipped = set(skip)
-    check_shards(folder, [shard for shard in entry["files"] if shard["path"] not in skipped])
     recorded = dataset_hash_of(entry["files"])
     if recorded != entry["dataset_hash"]:
         raise CorruptShardError(f"{Path(folder) / 'manifest.json'}: config {config!r} records dataset hash "
                                 f"{entry['dataset_hash'][:12]}…, but its shards' checksums give {recorded[:12]}…")
     return recorded
+
+
+def verified_dataset_hash(folder: str | Path, config: str | None = None, *, skip: Iterable[str] = ()) -> str:
+    """The dataset hash of `config`, after checking every shard of it against the manifest
+    (but those whose manifest paths are in `skip`: a caller that checks them as it reads them).
+
+    Also recomputes the hash from the manifest's shard listing (`checked_listing_hash`), so an edited
+    `dataset_hash` in the manifest is caught too.
+    """
+    manifest = read_manifest(folder)
+    config = resolve_config(manifest, config, folder)
+    skipped = set(skip)
+    check_shards(folder, [shard for shard in manifest["configs"][config]["files"] if shard["path"] not in skipped])
+    return checked_listing_hash(folder, config)
 
 
 def release_hash(manifest: dict) -> str:
