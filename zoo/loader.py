@@ -8,8 +8,23 @@ header, and copies each tensor's byte range of all rows at once into a prealloca
 not share a header (several architectures) take a per-row path and must be narrowed to one
 architecture first.
 
-`load_split` first checks the sha256 of every shard it reads against `manifest.json`
-(`zoo.storage.integrity`): a flipped byte is an error naming the shard, never a silently wrong weight.
+Reading a split is one chain, every step in this file but the two marked:
+
+    load_split(folder, config, split, keep=...)
+      split_entries        the manifest's shard entries of the split, paths confined to the folder
+      _read_metadata       every column but `weights` (`integrity.read_named`: each shard a regular
+                           file whose declared sizes are bounded before Arrow decodes anything)
+      _kept_rows           the row mask: one architecture, and/or `keep(metadata)` (a task's rows)
+      read_weights         per shard: its PLAIN pages mapped (`parquet_pages.fixed_width_pages`) or
+                           Arrow's column; the mask's rows copied into the outputs while the same pass
+                           hashes each shard whole (`integrity.hash_while_using`, xxh3-128)
+                           -> CorruptShardError when a digest differs from the manifest's
+      on any failure       `integrity.check_shards` says which shard is bad, else the error stands
+
+So each shard is read once, checked in that same read (a manifest without the fast checksum: sha256
+first, `check_shards`), and memory holds the kept rows' weights, never the split's others, nor the
+shard pages once copied (they are released as the hash passes them). `zoo.split_set_loader` reads a
+named split set's rows through the same bounded reads and checks, from the shards holding them.
 """
 
 from __future__ import annotations

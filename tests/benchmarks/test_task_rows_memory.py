@@ -65,3 +65,22 @@ def test_a_narrowed_run_gives_the_same_results_bit_for_bit(tiny_zoo, tmp_path):
     assert narrowed["dataset"]["dataset_hash"] == whole["dataset"]["dataset_hash"]
     predicted = [pd.read_csv(tmp_path / f"{name}.predictions.csv") for name in ("whole", "narrowed")]
     assert predicted[0].equals(predicted[1])
+
+
+def test_a_benchmark_reads_each_shard_of_the_zoos_own_split_once(tiny_zoo, tmp_path, monkeypatch):
+    """The loader's real reads, counted: one `read_weights` per split, each shard in exactly one,
+    and no other pass over the shards (`verified_dataset_hash` skips what the reads checked)."""
+    import zoo.loader
+    import zoo.storage.integrity
+    from zoo.storage.folder import read_manifest
+
+    read, checked = [], []
+    real_read, real_check = zoo.loader.read_weights, zoo.storage.integrity.check_shards
+    monkeypatch.setattr(zoo.loader, "read_weights", lambda files, **kw: read.extend(files) or real_read(files, **kw))
+    monkeypatch.setattr(zoo.storage.integrity, "check_shards",
+                        lambda folder, entries, **kw: checked.extend(entries) or real_check(folder, entries, **kw))
+    run_benchmark("generalization", "mlp", tiny_zoo, None, [0, 1], None, task_overrides=FINAL, device="cpu",
+                  progress=False)
+    shards = sorted(str(tiny_zoo / f["path"]) for entry in read_manifest(tiny_zoo)["configs"].values()
+                    for f in entry["files"])
+    assert sorted(map(str, read)) == shards and checked == []

@@ -4,8 +4,10 @@
 hash of its shards' (path, sha256) listing (`dataset_hash_of`). `check_shards` compares the
 files on disk with those records and raises `CorruptShardError` naming the first bad file;
 `verified_dataset_hash` checks every shard of a config and recomputes its hash from the
-listing, so a hash that a benchmark result records is one the bytes were checked against,
-not just a string copied from the manifest.
+listing (`checked_listing_hash`), so a hash that a benchmark result records is one the bytes were
+checked against, not just a string copied from the manifest. A reader that checks each shard it
+reads against that listing may record `checked_listing_hash` alone: a split set does
+(`zoo.split_set_loader` says why that suffices).
 
 Every shard also has a fast checksum, `xxh3_128` (XXH3's 128-bit hash, ~20 GiB/s a core against
 sha256's ~1.4 here), written in the same read as its sha256 (`file_checksums`). A load checks that
@@ -17,7 +19,7 @@ load runs near the unchecked one's speed (`make bench-loading`). sha256 stays th
 checksum existed is checked by sha256 alone. XXH3 catches any corruption, truncation or
 replacement by accident; it is not a cryptographic hash, so a shard crafted to collide with
 another's xxh3 would pass a load and fail `verify --full`. Every benchmark load checks every
-shard and nothing is cached. `zoo.loader.load_split(..., check=False)` skips it for callers that
+shard it reads and nothing is cached. `zoo.loader.load_split(..., check=False)` skips it for callers that
 have just checked. `read_named` turns Arrow's errors on an unreadable shard ("Parquet magic
 bytes not found"), which do not say which file, into one that does.
 
@@ -117,16 +119,31 @@ def hash_while_using(files: list[tuple[object, list[tuple[int, object]]]], use, 
 
     def digest(item: tuple[object, list[tuple[int, object]]]) -> str:
         mapped, blocks = item
-        hasher, view, cursor = xxhash.xxh3_128(), memoryview(mapped), 0
+        hasher, view, cursor, released = xxhash.xxh3_128(), memoryview(mapped), 0, 0
         for end, job in blocks:
             hasher.update(view[cursor:end])
             cursor = end
             use(job)
+            released = _release(mapped, released, end)
         hasher.update(view[cursor:])
+        _release(mapped, released, len(view))
         return hasher.hexdigest()
 
     with ThreadPoolExecutor(max(1, threads)) as pool:
         return list(pool.map(digest, files))
+
+
+def _release(mapped: object, start: int, end: int) -> int:
+    """Drops the pages of `mapped` in [start, end) (page-aligned down) from this process's resident set
+    once they are used: the page cache keeps them, so a later touch reads them again, but a load's RSS
+    holds the rows it copied, not every shard page it mapped. Returns where the next release starts."""
+    import mmap
+
+    end -= end % mmap.PAGESIZE
+    if end > start and hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
+        return end
+    return start
 
 
 def file_checksums(path: Path) -> dict[str, str]:
