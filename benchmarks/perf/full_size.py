@@ -46,7 +46,7 @@ LAYOUT = [("sequential/conv2d/bias:0", (16,)), ("sequential/conv2d/kernel:0", (3
           ("sequential/dense/bias:0", (10,)), ("sequential/dense/kernel:0", (16, 10))]
 COLUMNS = sum(int(np.prod(shape)) for _, shape in LAYOUT)  # 4970
 CHUNK_ROWS = 8192
-STEP_NAMES = ("imports only", "verify", "load_split train", "load_split_set nfn", "datasets.load_dataset",
+STEP_NAMES = ("imports only", "import", "verify", "load_split train", "load_split_set nfn", "datasets.load_dataset",
               "bench run own split", "bench run nfn set")
 
 
