@@ -33,7 +33,7 @@ import torch
 
 from zoo.loader import ZooSplit, decode_weights, metadata_columns
 from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
-from zoo.storage.integrity import check_shards, checked_listing_hash, entry_paths, read_named
+from zoo.storage.integrity import check_shards, entry_paths, read_named
 from zoo.weightspace import WeightBatch
 
 SPLITS = ("train", "validation", "test")
@@ -173,5 +173,3 @@ def read_split_set_metadata(folder: str | Path, config: str | None, name: str, s
         raise ValueError(f"split set {name!r} has no split {split!r}")
     return _set_metadata(folder, config, holders, name, wanted, (split,))[split]
 
-
-__all__ = ["checked_listing_hash", "load_split_set", "read_split_set_metadata", "split_set_names"]
