@@ -10,7 +10,7 @@ export HF_DATASETS_OFFLINE := 1
 # Ray's token authentication is for shared clusters; the local instances and test clusters here run without it.
 export RAY_AUTH_MODE := disabled
 
-.PHONY: demo test test-fast docs docs-results docs-weight-spaces bench-loading bench-generation bench-nfn venv clean
+.PHONY: demo test test-fast docs docs-results docs-weight-spaces bench-loading bench-generation bench-nfn bench-full-size venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ bench-generation: $(STAMP)
 
 bench-nfn: $(STAMP)
 	$(BIN)/python -m benchmarks.perf.nfn
+
+# the released Small CNN Zoo's size (270,000 rows): ~11 GB of disk and a few GB of memory; ROWS=27000 for a quick run
+bench-full-size: $(STAMP)
+	$(BIN)/python -m benchmarks.perf.full_size $(if $(ROWS),--rows $(ROWS))
 
 clean:
 	rm -rf runs results .pytest_cache

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import io
 import os
 import shutil
@@ -48,6 +49,7 @@ from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summa
 from benchmarks.seeds import check_seeds
 from benchmarks.tasks import SPLITS, create_task
 from benchmarks.tasks.limits import model_size_problem
+from benchmarks.tasks.rows import kept_by
 from benchmarks.tasks.registry import TASKS
 from nfn_models import model_config
 from nfn_models.registry import MODELS
@@ -78,8 +80,9 @@ def seeds_folder(results_path: str | Path) -> Path:
 DEFAULT_SPLITS = "default"  # a task's `splits`: the zoo's own run-disjoint split (its shards' split)
 
 
-def load_splits(data_path: str | Path, config: str | None,
-                split_set: str = DEFAULT_SPLITS) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
+def load_splits(data_path: str | Path, config: str | None, split_set: str = DEFAULT_SPLITS, *,
+                keep: Callable[[str, "pandas.DataFrame"], np.ndarray | None] | None = None
+                ) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
     """Loads the three splits of a dataset config and describes the dataset for the results.
 
     `data_path` is a folder or a Hub dataset repo `ORG/NAME[@REVISION]` (`zoo.hub.resolve.resolve_data`:
@@ -87,11 +90,14 @@ def load_splits(data_path: str | Path, config: str | None,
     records the repo and the commit it resolved to. `split_set` names a split set the config
     records besides its own split (an imported zoo's paper's split, `zoo.split_set_loader.load_split_set`;
     a task records it as its `splits`).
+
+    Each split is read once; `keep(split, metadata)` (`benchmarks.tasks.rows.kept_by`: a task's rows)
+    narrows it before any weight is decoded, so memory holds the rows a run trains on, not the zoo.
     """
     from zoo import loader  # imported here: the loader pulls in pyarrow, which the CLI need not load
     from zoo.split_set_loader import load_split_set
     from zoo.hub.resolve import resolve_data
-    from zoo.storage.integrity import verified_dataset_hash
+    from zoo.storage.integrity import checked_listing_hash, verified_dataset_hash
 
     source = resolve_data(data_path, config=config)
     path = source.folder
@@ -107,16 +113,17 @@ def load_splits(data_path: str | Path, config: str | None,
         config = next(iter(configs))
     elif config not in configs:
         raise ValueError(f"{path} has no config {config!r}; it holds {sorted(configs)}")
-    # every shard of the config against the manifest, so the hash a result records is one its data
-    # was checked against: the splits' shards as they are read (load_split's one-pass check), any
-    # other shard and the listing's hash here; a split set's rows are read after every shard is checked
+    # the hash a result records is one its data was checked against: the listing's hash recomputed, and
+    # every shard whose rows are returned checked against that listing (the zoo's own split: every shard,
+    # in the pass that reads it; a split set: the shards holding its rows, `zoo.split_set_loader`)
     if split_set == DEFAULT_SPLITS:
         read = {shard["path"] for shard in configs[config]["files"] if shard["split"] in SPLITS}
-        loaded = {name: loader.load_split(path, config, name) for name in SPLITS}
+        loaded = {name: loader.load_split(path, config, name, keep=None if keep is None else functools.partial(keep, name))
+                  for name in SPLITS}
         checked_hash = verified_dataset_hash(path, config, skip=read)
     else:
-        checked_hash = verified_dataset_hash(path, config)
-        loaded = load_split_set(path, config, split_set, check=False)
+        loaded = load_split_set(path, config, split_set, keep=keep)
+        checked_hash = checked_listing_hash(path, config)
     # the manifest's architectures ride along in the metadata, for augmentation by each row's group
     architectures = configs[config].get("architectures", {})
     spec = configs[config].get("spec")  # INR editing reads the source images through it
@@ -348,7 +355,8 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
     model_config(model, **dict(model_overrides or {}))
     board_name(model, name)  # before the data is read
     job_device(None if device is None else str(device), workers, address, gpus_per_job)  # GPUs asked for, none here
-    splits, dataset = load_splits(data_path, config, split_set_of(task_overrides, task))
+    splits, dataset = load_splits(data_path, config, split_set_of(task_overrides, task),
+                                  keep=kept_by(create_task(task, **dict(task_overrides or {}))))
     return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
                          device=device, progress=progress, workers=workers, address=address,
                          gpus_per_job=gpus_per_job, name=name)

@@ -8,8 +8,23 @@ header, and copies each tensor's byte range of all rows at once into a prealloca
 not share a header (several architectures) take a per-row path and must be narrowed to one
 architecture first.
 
-`load_split` first checks the sha256 of every shard it reads against `manifest.json`
-(`zoo.storage.integrity`): a flipped byte is an error naming the shard, never a silently wrong weight.
+Reading a split is one chain, every step in this file but the two marked:
+
+    load_split(folder, config, split, keep=...)
+      split_entries        the manifest's shard entries of the split, paths confined to the folder
+      _read_metadata       every column but `weights` (`integrity.read_named`: each shard a regular
+                           file whose declared sizes are bounded before Arrow decodes anything)
+      _kept_rows           the row mask: one architecture, and/or `keep(metadata)` (a task's rows)
+      read_weights         per shard: its PLAIN pages mapped (`parquet_pages.fixed_width_pages`) or
+                           Arrow's column; the mask's rows copied into the outputs while the same pass
+                           hashes each shard whole (`integrity.hash_while_using`, xxh3-128)
+                           -> CorruptShardError when a digest differs from the manifest's
+      on any failure       `integrity.check_shards` says which shard is bad, else the error stands
+
+So each shard is read once, checked in that same read (a manifest without the fast checksum: sha256
+first, `check_shards`), and memory holds the kept rows' weights, never the split's others, nor the
+shard pages once copied (they are released as the hash passes them). `zoo.split_set_loader` reads a
+named split set's rows through the same bounded reads and checks, from the shards holding them.
 """
 
 from __future__ import annotations
@@ -17,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -150,10 +166,15 @@ def _decode_row(layout: _Layout, value: bytes, outputs: list[np.ndarray], row: i
 
 
 def _copier(layout: _Layout, outputs: list[np.ndarray]):
-    """The copy of one job (rows, skip, position) into `outputs` (row by row where its header differs)."""
+    """The copy of one job (rows, skip, position[, chosen]) into `outputs` (row by row where its header
+    differs); with `chosen` (row numbers within `rows`), only those rows, to `position` on."""
 
-    def run(job: tuple[np.ndarray, int, int]) -> None:
-        rows, skip, position = job
+    def run(job: tuple) -> None:
+        rows, skip, position = job[:3]
+        if len(job) > 3 and job[3] is not None:
+            if len(job[3]) == 0:
+                return
+            rows = rows[job[3]]  # a copy of the chosen rows of one block (a page, or ~2 MiB when hashing)
         views = [o[position:position + len(rows)] for o in outputs]
         if not layout.copy(rows, skip, views):
             for i in range(len(rows)):
@@ -194,7 +215,7 @@ def _allocate(layout: _Layout, total: int, held_bytes: int, where: str) -> list[
 
 def _held_bytes(jobs: list, fallback: list) -> int:
     """Bytes of the row values behind `jobs` and `fallback` (what an allocation may not exceed)."""
-    held = sum(rows.shape[0] * (rows.shape[1] - skip) for rows, skip, _ in jobs)
+    held = sum(job[0].shape[0] * (job[0].shape[1] - job[1]) for job in jobs)
     return held + sum(int(pc.sum(pc.binary_length(chunk)).as_py() or 0) for chunk, _ in fallback)
 
 
@@ -221,14 +242,44 @@ def decode_weights(column: pa.ChunkedArray | pa.Array, *, threads: int = 2) -> W
     return _batch(layout, outputs)
 
 
-def read_weights(files: list[Path], *, threads: int = 2, checksums: list[str] | None = None) -> WeightBatch:
+def _row_bytes(jobs: list, fallback: list, at: int) -> bytes:
+    """The value of row `at` (counted over every job's and fallback chunk's rows)."""
+    for block, skip, position in jobs:
+        if position <= at < position + len(block):
+            return block[at - position, skip:].tobytes()
+    chunk, position = next((chunk, position) for chunk, position in fallback
+                           if position <= at < position + len(chunk))
+    return chunk[at - position].as_py()
+
+
+def _chosen(jobs: list, fallback: list, rows: np.ndarray) -> tuple[list, list, int]:
+    """`jobs` and `fallback` narrowed to the rows `rows` (a boolean mask over all their rows, in order):
+    each job gets the row numbers it copies and the output position of the first; each fallback chunk
+    is filtered. Returns them and the number of rows chosen."""
+    before = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)])  # chosen rows before each row
+    chosen_jobs = []
+    for job in jobs:
+        block, skip, position = job[:3]
+        picked = np.flatnonzero(rows[position:position + len(block)])
+        chosen_jobs.append((block, skip, int(before[position]),
+                            None if len(picked) == len(block) else picked))
+    chosen_fallback = [(chunk.filter(pa.array(rows[position:position + len(chunk)])), int(before[position]))
+                       for chunk, position in fallback]
+    return chosen_jobs, [(c, p) for c, p in chosen_fallback if len(c)], int(before[-1])
+
+
+def read_weights(files: list[Path], *, threads: int = 2, checksums: list[str] | None = None,
+                 rows: np.ndarray | None = None) -> WeightBatch:
     """Decodes the `weights` column of Parquet shards, straight from the page cache when the
     pages allow it (`zoo.storage.parquet_pages`), else through Arrow.
 
     With `checksums` (each file's manifest xxh3-128), a directly read file is hashed in the same
     pass that copies it, ~2 MiB at a time (`zoo.storage.integrity.hash_while_using`), any other
     file before; `CorruptShardError` names the first file whose digest differs, and nothing is
-    returned."""
+    returned.
+
+    With `rows` (a boolean mask over the files' rows, in order), only those rows are decoded: memory
+    holds them, never the others (every file is still hashed whole with `checksums`)."""
     jobs, fallback, keep_alive, position, sources, hashed = [], [], [], 0, [], []
     for number, path in enumerate(files):
         sources.append((position, path))
@@ -251,11 +302,17 @@ def read_weights(files: list[Path], *, threads: int = 2, checksums: list[str] | 
             position = _arrow_jobs(column, position, jobs, fallback)
     if position == 0:
         raise ValueError("no rows to decode")
-    first_rows, skip, at = jobs[0] if jobs else (None, 0, fallback[0][1])
-    first = first_rows[0, skip:].tobytes() if first_rows is not None else fallback[0][0][0].as_py()
+    held, total, at = _held_bytes(jobs, fallback), position, 0
+    if rows is not None:
+        rows = np.asarray(rows, dtype=bool)
+        if rows.shape != (position,):
+            raise ValueError(f"rows: a mask of {rows.shape} for the {position:,} rows of {len(files)} shard(s)")
+        at = int(np.argmax(rows)) if rows.any() else 0  # the layout is the first chosen row's
     source, row = next((path, at - begin) for begin, path in reversed(sources) if begin <= at)
-    layout = _Layout.of(first, f"{source}: row {row}")
-    outputs = _allocate(layout, position, _held_bytes(jobs, fallback), ", ".join(map(str, files))[:400])
+    layout = _Layout.of(_row_bytes(jobs, fallback, at), f"{source}: row {row}")
+    if rows is not None:
+        jobs, fallback, total = _chosen(jobs, fallback, rows)
+    outputs = _allocate(layout, total, held, ", ".join(map(str, files))[:400])
     if checksums is None:
         _fill(layout, jobs, fallback, outputs, threads)
         return _batch(layout, outputs)
@@ -273,37 +330,53 @@ def read_weights(files: list[Path], *, threads: int = 2, checksums: list[str] | 
 
 
 def load_split(folder: str | Path, config: str | None = None, split: str = "train", *,
-               architecture: str | None = None, check: bool = True) -> ZooSplit:
-    """Reads one split of a packed zoo: stacked weights and the metadata columns.
+               architecture: str | None = None, keep: Callable[[pd.DataFrame], np.ndarray | None] | None = None,
+               check: bool = True) -> ZooSplit:
+    """Reads one split of a packed zoo: stacked weights and the metadata columns (the module
+    docstring's chain).
 
     With `check` (the default) every shard's size and fast checksum (sha256 where the manifest
     has none) are checked against the manifest, in the same pass as the read where the pages
     allow it; `zoo.storage.integrity.CorruptShardError` names a bad one and nothing is returned.
     Pass False only when the caller has just checked them.
+
+    `architecture` keeps the rows of one architecture; `keep`, given the split's whole metadata,
+    returns a boolean mask of the rows to keep (or None: all). Only kept rows are decoded, so
+    memory holds them and never the split's others; every shard is still checked whole.
     """
     entries = split_entries(folder, config, split)
     files = entry_paths(folder, entries)
-    if check and architecture is None and all(FAST in entry for entry in entries):
-        return ZooSplit(_read_checked(folder, entries, files), _read_metadata(files))
-    if check:
+    fused = check and all(FAST in entry for entry in entries)
+    if check and not fused:  # a manifest without the fast checksum: sha256 before anything is read
         check_shards(folder, entries)
-    if architecture is None:
-        return ZooSplit(read_weights(files), _read_metadata(files))
-    table = read_named(files, lambda: pq.read_table(files, memory_map=True))
-    table = table.filter(pc.equal(table["architecture"], architecture))
-    if table.num_rows == 0:
-        raise ValueError(f"no rows of architecture {architecture!r} in split {split!r}")
-    return ZooSplit(decode_weights(table["weights"]), table.drop_columns(["weights"]).to_pandas())
-
-
-def _read_checked(folder: str | Path, entries: list[dict], files: list[Path]) -> WeightBatch:
-    """`read_weights` hashing every shard in the same pass (the fast checksum); on any failure,
-    `check_shards` says which shard is corrupt (its message), else the error stands."""
-    try:  # a missing, resized or changed shard fails the read or its digest; check_shards then names it
-        return read_weights(files, checksums=[entry[FAST] for entry in entries])
+    try:  # a missing, resized or changed shard fails a read or its digest; check_shards then names it
+        metadata = _read_metadata(files)
+        rows = _kept_rows(metadata, architecture, keep, split)
+        weights = read_weights(files, checksums=[entry[FAST] for entry in entries] if fused else None, rows=rows)
     except Exception:
-        check_shards(folder, entries)
+        if fused:
+            check_shards(folder, entries)
         raise
+    if rows is not None:
+        metadata = metadata[rows].reset_index(drop=True)
+    return ZooSplit(weights, metadata)
+
+
+def _kept_rows(metadata: pd.DataFrame, architecture: str | None,
+               keep: Callable[[pd.DataFrame], np.ndarray | None] | None, split: str) -> np.ndarray | None:
+    """The mask of the rows `load_split` decodes (None: every row)."""
+    rows = None
+    if architecture is not None:
+        rows = (metadata["architecture"] == architecture).to_numpy(dtype=bool)
+        if not rows.any():
+            raise ValueError(f"no rows of architecture {architecture!r} in split {split!r}")
+    chosen = keep(metadata) if keep is not None else None
+    if chosen is not None:
+        chosen = np.asarray(chosen, dtype=bool)
+        if chosen.shape != (len(metadata),):
+            raise ValueError(f"split {split!r}: keep gave a mask of shape {chosen.shape} for {len(metadata):,} rows")
+        rows = chosen if rows is None else rows & chosen
+    return None if rows is not None and rows.all() else rows
 
 
 def read_metadata(folder: str | Path, config: str | None = None, split: str = "train", *,

@@ -1,16 +1,30 @@
 """Named split sets of a packed zoo (an imported zoo's papers' splits, `zoo.imports.writer.SplitSet`):
 the ids of each split in the set's order, read back as `ZooSplit`s or as metadata only.
 
-A config's manifest entry lists its sets (`split_sets`: name -> file and sha256); the file holds
-train, validation and test lists of model ids. With `check`, the set's file (sha256) and every
-shard of the config (`zoo.storage.integrity.check_shards`) are checked first. Rows are gathered a
-shard at a time, so memory holds the set's rows and one shard.
+A config's manifest entry lists its sets (`split_sets`: name -> file, sha256 and `shards`, the shards
+holding the set's rows); the file holds train, validation and test lists of model ids. A load reads
+and checks only those shards: the set's file (sha256), then each holding shard against the manifest
+(`zoo.storage.integrity.check_shards`), then the rows, a shard at a time, straight into one output per
+split, so memory holds the set's rows and one shard's share of them. (A manifest written before
+`shards` existed: the holders are found from each shard's `model_id` column, read within
+`zoo.storage.integrity.read_named`'s bounds; every holder is then checked as above.)
+
+Why the dataset hash a result records is still one its data was checked against, though other
+shards are never read: a config's dataset hash is sha256 of the sorted (path, sha256) listing of
+all its shards (`zoo.storage.integrity.dataset_hash_of`). `checked_listing_hash` recomputes it from
+the manifest's listing and refuses a manifest whose recorded hash differs, and every shard whose
+rows a load returns is checked against its own entry of that same listing before a row is used. So
+every byte a result used is a byte of the dataset the hash names; a shard it did not read cannot
+change the result, corrupted or absent. A `shards` listing that leaves a holder out cannot put other
+rows in: a model id found in no checked shard is an error (and `nfnzoo verify` checks the listing).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,9 +32,12 @@ import pyarrow.parquet as pq
 import torch
 
 from zoo.loader import ZooSplit, decode_weights, metadata_columns
-from zoo.storage.folder import read_manifest, resolve_config
+from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
 from zoo.storage.integrity import check_shards, entry_paths, read_named
 from zoo.weightspace import WeightBatch
+
+SPLITS = ("train", "validation", "test")
+Keep = Callable[[str, pd.DataFrame], "np.ndarray | None"]  # (split, its metadata) -> rows to keep, or None: all
 
 
 def split_set_names(folder: str | Path, config: str | None = None) -> list[str]:
@@ -29,8 +46,10 @@ def split_set_names(folder: str | Path, config: str | None = None) -> list[str]:
     return sorted(manifest["configs"][resolve_config(manifest, config, folder)].get("split_sets", {}))
 
 
-def _split_set_ids(folder: Path, config: str | None, name: str, check: bool) -> tuple[str, dict, dict[str, list]]:
-    """(config, its manifest entry, split -> model ids) of split set `name`, its file checked with `check`."""
+def _split_set_ids(folder: Path, config: str | None, name: str, check: bool
+                   ) -> tuple[str, dict, dict[str, list], list[dict]]:
+    """(config, its manifest entry, split -> model ids, the entries of the shards holding them) of split
+    set `name`; with `check`, its file and those shards are checked against the manifest."""
     from zoo.storage.manifest import shard_path
     from zoo.storage.integrity import sha256_file
     from zoo.validation.inputs import InputError, read_json_file
@@ -47,70 +66,110 @@ def _split_set_ids(folder: Path, config: str | None, name: str, check: bool) -> 
     if check and (not path.is_file() or sha256_file(path) != described["sha256"]):
         raise InputError(f"{path}: split set {name!r} is missing or differs from the manifest's sha256")
     wanted = read_json_file(path, 64 * 2**20, strict=True, what="split set")
-    if not isinstance(wanted, dict) or not all(isinstance(wanted.get(s), list) for s in ("train", "validation", "test")):
+    if not isinstance(wanted, dict) or not all(isinstance(wanted.get(s), list) for s in SPLITS):
         raise InputError(f"{path}: expected train, validation and test lists of model ids")
+    holders = _holders(folder, config, entry, name, {m for s in SPLITS for m in wanted[s]})
     if check:
-        check_shards(folder, entry["files"])
-    return config, entry, wanted
+        check_shards(folder, holders)
+    return config, entry, wanted, holders
 
 
-def _split_set_rows(folder: Path, config: str, entry: dict, name: str, needed: set, columns: list[str] | None
-                    ) -> list[pa.Table]:
-    """The rows of `needed` model ids, shard by shard (only `columns`, or all)."""
-    pieces = []
-    for path_of_shard in entry_paths(folder, entry["files"]):
-        ids = read_named(path_of_shard, lambda: pq.read_table(path_of_shard, columns=["model_id"]))["model_id"]
-        keep = pc.is_in(ids, value_set=pa.array(sorted(needed)))
-        if not pc.any(keep).as_py():
-            continue
-        pieces.append(read_named(path_of_shard, lambda: pq.read_table(path_of_shard, columns=columns,
-                                                                       memory_map=True)).filter(keep))
-    if not pieces:
+def _holders(folder: Path, config: str, entry: dict, name: str, needed: set) -> list[dict]:
+    """The manifest entries of the shards holding split set `name`'s rows, in manifest order."""
+    from zoo.validation.inputs import InputError
+
+    listed = entry["split_sets"][name].get("shards")
+    if listed is not None:
+        known = {shard["path"] for shard in entry["files"]}
+        unknown = next((p for p in listed if p not in known), None)
+        if unknown is not None or not isinstance(listed, list):
+            raise InputError(f"{Path(folder) / MANIFEST}: config {config!r}: split set {name!r} lists shard "
+                             f"{ascii(unknown)[:80]}, which the config's `files` do not; expected paths of its shards")
+        chosen = set(listed)
+        return [shard for shard in entry["files"] if shard["path"] in chosen]
+    wanted, holders = pa.array(sorted(needed)), []
+    for shard, path in zip(entry["files"], entry_paths(folder, entry["files"])):
+        ids = read_named(path, lambda: pq.read_table(path, columns=["model_id"]))["model_id"]
+        if pc.any(pc.is_in(ids, value_set=wanted)).as_py():
+            holders.append(shard)
+    return holders
+
+
+def _rows(folder: Path, holders: list[dict], needed: set, columns: list[str]):
+    """(shard path, its rows of the `needed` model ids, only `columns`) for each holder holding any."""
+    wanted = pa.array(sorted(needed))
+    for path in entry_paths(folder, holders):
+        table = read_named(path, lambda: pq.read_table(path, columns=["model_id", *columns], memory_map=True))
+        keep = pc.is_in(table["model_id"], value_set=wanted)
+        if pc.any(keep).as_py():
+            yield path, table.filter(keep)
+
+
+def _set_metadata(folder: Path, config: str, holders: list[dict], name: str, wanted: dict[str, list],
+                  splits: tuple[str, ...]) -> dict[str, pd.DataFrame]:
+    """Each of `splits`' metadata, its rows in the set's order (a listed row repeated where it repeats)."""
+    needed = {m for s in splits for m in wanted[s]}
+    files = entry_paths(folder, holders)
+    if not files:
         raise ValueError(f"split set {name!r}: none of its models is in config {config!r}")
-    return pieces
-
-
-def _positions(metadata: pd.DataFrame, needed: set, name: str, config: str) -> dict[str, int]:
+    columns = [c for c in metadata_columns(files[0]) if c != "model_id"]
+    tables = [table for _, table in _rows(folder, holders, needed, columns)]
+    if not tables:
+        raise ValueError(f"split set {name!r}: none of its models is in config {config!r}")
+    metadata = pa.concat_tables(tables).select(metadata_columns(files[0])).to_pandas()
     position = {model_id: i for i, model_id in enumerate(metadata["model_id"])}
     missing = next((m for m in needed if m not in position), None)
     if missing is not None:
         raise ValueError(f"split set {name!r} lists model {missing}, which config {config!r} does not hold")
-    return position
+    return {s: metadata.iloc[[position[m] for m in wanted[s]]].reset_index(drop=True) for s in splits}
 
 
-def load_split_set(folder: str | Path, config: str | None, name: str, *, check: bool = True) -> dict[str, ZooSplit]:
+def load_split_set(folder: str | Path, config: str | None, name: str, *, check: bool = True,
+                   keep: Keep | None = None) -> dict[str, ZooSplit]:
     """The train, validation and test splits of the named split set `name` (`zoo.imports.writer.SplitSet`):
     each split's rows in the set's order, a row repeated where the set repeats it.
 
-    The set's file and every shard are checked against the manifest (with `check`); rows are
-    gathered a shard at a time, so memory holds the set's rows and one shard.
+    With `check`, the set's file and the shards holding its rows are checked against the manifest
+    (the module docstring says why that suffices). `keep(split, metadata)` narrows a split to the
+    rows it marks before any weight is decoded. Rows go a shard at a time straight into each split's
+    output: memory holds the rows returned and one shard's share of them.
     """
     folder = Path(folder)
-    config, entry, wanted = _split_set_ids(folder, config, name, check)
-    needed = {m for ids in wanted.values() for m in ids}
-    pieces = [ZooSplit(decode_weights(table["weights"]), table.drop_columns(["weights"]).to_pandas())
-              for table in _split_set_rows(folder, config, entry, name, needed, None)]
-    metadata = pd.concat([p.metadata for p in pieces], ignore_index=True)
-    space = pieces[0].weights.space
-    weights = WeightBatch(space, tuple(torch.cat(parts) for parts in zip(*(p.weights.tensors for p in pieces))))
-    position = _positions(metadata, needed, name, config)
-    splits = {}
-    for split in ("train", "validation", "test"):
-        rows = torch.tensor([position[m] for m in wanted[split]], dtype=torch.long)
-        splits[split] = ZooSplit(weights[rows], metadata.iloc[rows.numpy()].reset_index(drop=True))
-    return splits
+    config, entry, wanted, holders = _split_set_ids(folder, config, name, check)
+    metadata = _set_metadata(folder, config, holders, name, wanted, SPLITS)
+    wanted = dict(wanted)
+    for split in SPLITS:
+        chosen = keep(split, metadata[split]) if keep is not None else None
+        if chosen is not None:
+            chosen = np.asarray(chosen, dtype=bool)
+            wanted[split] = [m for m, kept in zip(wanted[split], chosen) if kept]
+            metadata[split] = metadata[split][chosen].reset_index(drop=True)
+    needed = {m for s in SPLITS for m in wanted[s]}
+    outputs: dict[str, list[torch.Tensor]] = {}
+    space = None
+    for _, table in _rows(folder, holders, needed, ["weights"]):
+        piece = decode_weights(table["weights"])  # this shard's rows of the set: the only transient copy
+        space = space or piece.space
+        local = {m: i for i, m in enumerate(table["model_id"].to_pylist())}
+        for split in SPLITS:
+            if split not in outputs:
+                outputs[split] = [torch.empty((len(wanted[split]), *t.shape), dtype=torch.float32)
+                                  for t in space.tensors]
+            pairs = [(k, local[m]) for k, m in enumerate(wanted[split]) if m in local]
+            if pairs:
+                into, source = (torch.tensor(side, dtype=torch.long) for side in zip(*pairs))
+                for output, tensor in zip(outputs[split], piece.tensors):
+                    output[into] = tensor[source]
+        del piece, table
+    return {split: ZooSplit(WeightBatch(space, tuple(outputs[split])), metadata[split]) for split in SPLITS}
 
 
 def read_split_set_metadata(folder: str | Path, config: str | None, name: str, split: str = "test", *,
                             check: bool = True) -> pd.DataFrame:
     """One split of split set `name` as `load_split_set` gives it, metadata columns only (no weights read)."""
     folder = Path(folder)
-    config, entry, wanted = _split_set_ids(folder, config, name, check)
+    config, entry, wanted, holders = _split_set_ids(folder, config, name, check)
     if split not in wanted:
         raise ValueError(f"split set {name!r} has no split {split!r}")
-    needed = set(wanted[split])
-    files = entry_paths(folder, entry["files"])
-    tables = _split_set_rows(folder, config, entry, name, needed, metadata_columns(files[0]))
-    metadata = pa.concat_tables(tables).to_pandas()
-    position = _positions(metadata, needed, name, config)
-    return metadata.iloc[[position[m] for m in wanted[split]]].reset_index(drop=True)
+    return _set_metadata(folder, config, holders, name, wanted, (split,))[split]
+

@@ -87,6 +87,12 @@ class Task(abc.ABC):
         applies it too (it is idempotent)."""
         return dict(overrides)
 
+    def kept_rows(self, split: str, metadata: pandas.DataFrame) -> np.ndarray | None:
+        """The boolean mask of the rows of `split` that `run` reads, from the split's metadata alone, or
+        None when it reads every row: `benchmarks.harness.load_splits` then decodes only those rows
+        (`benchmarks.tasks.rows.kept_by`). A task's own selection on the kept rows must keep them all."""
+        return None
+
     def driver_inputs(self, splits: Mapping[str, "ZooSplit"]) -> Mapping[str, "ZooSplit"]:
         """The splits with whatever else `run` reads attached (read here, on the driver): a job may
         run on a node that has none of the driver's files (`benchmarks.jobs`). Nothing by default."""

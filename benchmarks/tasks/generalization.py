@@ -188,6 +188,9 @@ class GeneralizationTask(Task):
                                    "lr_schedule": "warmup-cosine", "warmup_epochs": 10, "final_lr": 1e-5,
                                    "min_accuracy": 0.0}}
 
+    def kept_rows(self, split: str, metadata: pandas.DataFrame) -> np.ndarray:
+        return _kept(metadata, split, self.config)
+
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
             seed: int, device: str | torch.device = "cpu",
             report: Callable[[str], None] | None = None) -> TaskResult:

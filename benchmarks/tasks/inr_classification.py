@@ -97,6 +97,10 @@ class INRClassificationTask(Task):
     PRESETS = {"nfn": {"epochs": 142, "batch_size": 32, "lr": 1e-4, "warmup_steps": 10_000},
                "budget": {"epochs": 5, "batch_size": 32, "lr": 1e-3, "warmup_steps": 1_000}}
 
+    def kept_rows(self, split: str, metadata: pandas.DataFrame) -> np.ndarray:
+        config = self.config
+        return select_rows(metadata, split, [config.label], config.checkpoints, config.checkpoint_epochs)
+
     def _rows(self, splits: Mapping[str, "ZooSplit"]) -> dict[str, tuple[np.ndarray, torch.Tensor]]:
         """Per split: the kept rows and their classes; checks the zoo has classes at all."""
         config = self.config

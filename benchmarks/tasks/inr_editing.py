@@ -210,6 +210,10 @@ class INREditingTask(Task):
         metadata.attrs[SOURCE_IMAGES_ATTR] = _Attached(images)
         return {**splits, "train": ZooSplit(splits["train"].weights, metadata)}
 
+    def kept_rows(self, split: str, metadata: pandas.DataFrame) -> np.ndarray:
+        config = self.config
+        return select_rows(metadata, split, ["image_index"], config.checkpoints, config.checkpoint_epochs)
+
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
             seed: int, device: str | torch.device = "cpu",
             report: Callable[[str], None] | None = None) -> TaskResult:

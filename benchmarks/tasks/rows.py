@@ -5,11 +5,15 @@ checkpoint_mask`) and its metadata subset, with errors that name the split and t
 emptied it. `augment_rows` adds K copies of each kept row under random elements of the row's
 weight-space group (`benchmarks.protocol.augment`), seeded per run and split, and returns which
 kept row each output row came from and its model_id (`<id>~k` for the k-th copy).
+
+Memory: where every row is kept and none is augmented, `augment_rows` returns the loaded split's own
+arrays; a task's `kept_rows` lets `benchmarks.harness.load_splits` decode only the rows the task
+keeps, so a run's weights are one copy of the rows it trains on.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas
@@ -20,6 +24,7 @@ from benchmarks.tasks.limits import augmented_bytes_problem
 from zoo.weightspace import WeightBatch
 
 if TYPE_CHECKING:
+    from benchmarks.tasks.base import Task
     from zoo.loader import ZooSplit
 
 SPLITS = ("train", "validation", "test")
@@ -61,7 +66,10 @@ def augment_rows(split: "ZooSplit", keep: np.ndarray, name: str, seed: int, copi
     problem = copies and augmented_bytes_problem(len(rows), copies, keep_original, split.weights.space.num_params)
     if problem:  # before a row is copied
         raise ValueError(f"{name} split: task.augment_copies={copies}: {problem}")
-    weights = split.weights[torch.tensor(keep)].to(dtype=torch.float32)
+    # every row kept: the loaded arrays themselves (a float32 zoo's `.to` is the same tensors), never a copy;
+    # a subset is one copy of the kept rows (`benchmarks.harness.load_splits` decodes only those in a run)
+    weights = split.weights if bool(np.all(keep)) else split.weights[torch.as_tensor(keep)]
+    weights = weights.to(dtype=torch.float32)
     model_ids = rows["model_id"].astype(str).tolist()
     if copies == 0:
         return weights, np.arange(len(rows)), model_ids
@@ -88,3 +96,23 @@ def augmented_order(count: int, copies: int, keep_original: bool = True) -> tupl
 def kept_metadata(split: "ZooSplit", keep: np.ndarray) -> pandas.DataFrame:
     """The metadata of the kept rows, renumbered from 0 (the order of `augment_rows`' sources)."""
     return split.metadata.reset_index(drop=True)[keep].reset_index(drop=True)
+
+
+def kept_by(task: "Task") -> Callable[[str, pandas.DataFrame], np.ndarray | None]:
+    """(split, metadata) -> the mask of the rows `task` reads, for `benchmarks.harness.load_splits` to
+    decode only those; None (every row) where the task says nothing, where its selection fails (the task
+    says why when it runs) or where selecting again on the kept rows would drop some (a `fraction`
+    checkpoint is relative to a run's last epoch): the task then sees exactly the rows it would pick."""
+
+    def mask(split: str, metadata: pandas.DataFrame) -> np.ndarray | None:
+        try:
+            keep = task.kept_rows(split, metadata)
+            if keep is None or bool(np.all(keep)) or not bool(np.any(keep)):
+                return None
+            keep = np.asarray(keep, dtype=bool)
+            again = task.kept_rows(split, metadata.reset_index(drop=True)[keep].reset_index(drop=True))
+        except ValueError:
+            return None
+        return keep if again is None or bool(np.all(again)) else None
+
+    return mask

@@ -113,6 +113,40 @@ def test_read_weights_equals_per_row_decoding_for_any_writer(tiny_zoo, tmp_path,
         assert_matches_rows(read_weights([path], threads=threads), rows)
 
 
+def test_read_weights_decodes_only_the_chosen_rows_of_direct_and_arrow_shards(tiny_zoo, tmp_path):
+    """`rows=`: the chosen rows, in order, equal to per-row decoding, from a direct shard of many small
+    pages, a compressed (Arrow) one and a direct one, with and without the one-pass checksums."""
+    tables = [pq.read_table(split_files(tiny_zoo, CONFIG, split)[0]) for split in SPLITS]
+    paths = []
+    for i, (table, settings) in enumerate(zip(tables, [dict(data_page_size=1, write_batch_size=1),
+                                                      dict(compression="zstd"), {}])):
+        paths.append(tmp_path / f"{i}.parquet")
+        pq.write_table(table, paths[-1], **{**_pack_settings(table), **settings})
+    rows = [w for table in tables for w in table["weights"].to_pylist()]
+    chosen = np.random.default_rng(0).random(len(rows)) < 0.4
+    chosen[len(tables[0])] = False  # a shard's first row left out: the layout comes from a chosen row
+    checksums = [file_checksums(path)["xxh3_128"] for path in paths]
+    for threads in (1, 2):
+        for sums in (None, checksums):
+            batch = read_weights(paths, threads=threads, checksums=sums, rows=chosen)
+            assert_matches_rows(batch, [row for row, kept in zip(rows, chosen) if kept])
+    assert len(read_weights(paths, rows=np.zeros(len(rows), dtype=bool))) == 0
+    with pytest.raises(ValueError, match="a mask of"):
+        read_weights(paths, rows=chosen[:-1])
+
+
+def test_load_split_keep_equals_the_full_split_indexed(tiny_zoo):
+    full = load_split(tiny_zoo, CONFIG, "train")
+    mask = np.array(full.metadata["epoch"] == full.metadata["epoch"].max())
+    kept = load_split(tiny_zoo, CONFIG, "train", keep=lambda metadata: np.array(metadata["epoch"] == metadata["epoch"].max()))
+    assert len(kept) == mask.sum() < len(full)
+    for ours, theirs in zip(kept.weights.tensors, full.weights[torch.as_tensor(mask)].tensors):
+        assert torch.equal(ours, theirs)
+    assert kept.metadata.equals(full.metadata[mask].reset_index(drop=True))
+    everything = load_split(tiny_zoo, CONFIG, "train", keep=lambda metadata: None)
+    assert all(torch.equal(a, b) for a, b in zip(everything.weights.tensors, full.weights.tensors))
+
+
 def test_read_weights_concatenates_direct_and_arrow_shards(tiny_zoo, tmp_path):
     tables = [pq.read_table(split_files(tiny_zoo, CONFIG, split)[0]) for split in SPLITS]
     paths = []

@@ -195,6 +195,12 @@ def _check_split_set(folder: Path, name: str, set_name: str, described: dict, id
         if unknown:
             report.problems.append(f"{where}: {split} names {len(unknown):,} model ids the config does not hold "
                                    f"(first {ascii(str(unknown[0]))[:60]})")
+            continue
+        holders = described.get("shards")  # the shards a load reads and checks (`zoo.split_set_loader`)
+        outside = [m for m in listed if holders is not None and ids[m] not in holders]
+        if outside:
+            report.problems.append(f"{where}: {split} names {len(outside):,} model ids in shards its `shards` "
+                                   f"listing omits (first {ascii(str(outside[0]))[:60]} in {ids[outside[0]]})")
 
 
 def _architecture_problems(folder: Path, name: str, entry: dict) -> list[str]:

@@ -15,8 +15,9 @@ building a state dict per row (a test holds them equal).
 
 A named split set (`SplitSet`) is an ordered list of model ids per split, duplicates allowed
 (a paper's loader may read a checkpoint twice): written as `data/<config>/splitset-<name>.json`
-and listed, with its sha256, in the config's manifest entry (`split_sets`), where
-`zoo.split_set_loader.load_split_set` finds it.
+and listed, with its sha256 and the shards holding its rows (`shards`), in the config's manifest entry
+(`split_sets`), where `zoo.split_set_loader.load_split_set` finds it. Rows of any split set are
+written in shards of their own (`_SplitWriter`), so loading a set reads only the shards it needs.
 
 No link below the output folder is followed (`zoo.storage.nofollow`): one at `data/<config>/`,
 beside its shards, at the scratch folder or at the lock is refused with one line before any row
@@ -119,36 +120,44 @@ class RowEncoder:
 
 
 class _SplitWriter:
-    """One split's rows buffered into shards of about `max_shard_bytes` (temporary names until the end)."""
+    """One split's rows buffered into shards of about `max_shard_bytes` (temporary names until the end).
+
+    Rows of any named split set (`members`) go into shards of their own, apart from the others, so a
+    split set's load reads and checks only its shards (`zoo.split_set_loader`): the Small CNN Zoo's
+    papers' sets hold one checkpoint of nine, and would otherwise have rows in every shard."""
 
     def __init__(self, split: str, out: Path, building: Path, schema: pa.Schema, max_shard_bytes: int,
-                 row_bytes: int):
+                 row_bytes: int, members: frozenset = frozenset()):
         self.split, self.out, self.building, self.schema = split, out, building, schema
         self.per_shard = max(1, max_shard_bytes // row_bytes)
         self.row_bytes = row_bytes
-        self.rows: list[dict] = []
-        self.written: list[dict] = []  # {temporary, rows, sha256, arrow_bytes}
+        self.members = members
+        self.rows: dict[bool, list[dict]] = {False: [], True: []}  # in a split set? -> rows waiting
+        self.written: list[dict] = []  # {temporary, rows, sha256, arrow_bytes, model_ids}
 
     def add(self, rows: Iterable[dict]) -> None:
         for row in rows:
-            self.rows.append(row)
-            if len(self.rows) >= self.per_shard:
-                self.flush()
+            group = row["model_id"] in self.members
+            self.rows[group].append(row)
+            if len(self.rows[group]) >= self.per_shard:
+                self.flush(group)
 
-    def flush(self) -> None:
-        if not self.rows:
+    def flush(self, group: bool = False) -> None:
+        rows = self.rows[group]
+        if not rows:
             return
         path = self.building / f".{self.split}-{len(self.written):05d}.parquet.tmp"
         try:
-            arrow_bytes = write_shard(self.rows, self.schema, path, self.row_bytes)
+            arrow_bytes = write_shard(rows, self.schema, path, self.row_bytes)
         except OSError as error:  # Arrow's names no file: one line naming it
             raise OSError(error.errno, error.strerror or str(error).strip().splitlines()[-1][:200], str(path)) from None
-        self.written.append({"temporary": path, "rows": len(self.rows), **file_checksums(path),
-                             "arrow_bytes": arrow_bytes})
-        self.rows = []
+        self.written.append({"temporary": path, "rows": len(rows), **file_checksums(path),
+                             "arrow_bytes": arrow_bytes, "model_ids": [row["model_id"] for row in rows]})
+        self.rows[group] = []
 
     def finish(self, config: str) -> list[dict]:
-        self.flush()
+        self.flush(False)
+        self.flush(True)
         files = []
         for index, shard in enumerate(self.written):
             name = shard_name(self.split, index, len(self.written), shard["sha256"])
@@ -158,6 +167,11 @@ class _SplitWriter:
                           FAST: shard[FAST]})
         return files
 
+    def holders(self, config: str) -> dict[str, list[str]]:
+        """Shard path (as `finish` names it) -> its model ids."""
+        return {f"data/{config}/{shard_name(self.split, index, len(self.written), shard['sha256'])}": shard["model_ids"]
+                for index, shard in enumerate(self.written)}
+
 
 def _progress(total: int, what: str):
     from tqdm import tqdm
@@ -166,7 +180,7 @@ def _progress(total: int, what: str):
 
 
 def _split_set_entry(out: Path, folder_name: str, building: Path, name: str, split_set: SplitSet,
-                     known: set[str]) -> dict:
+                     known: set[str], holders: dict[str, list[str]]) -> dict:
     for split, ids in split_set.splits.items():
         if split not in SPLIT_NAMES:
             raise ValueError(f"split set {name!r}: unknown split {split!r}; expected {list(SPLIT_NAMES)}")
@@ -177,8 +191,10 @@ def _split_set_entry(out: Path, folder_name: str, building: Path, name: str, spl
     path = building / file_name
     nofollow.write_new(out, path, (json.dumps({s: split_set.splits.get(s, []) for s in SPLIT_NAMES},
                                               separators=(",", ":")) + "\n").encode())
+    listed = {m for ids in split_set.splits.values() for m in ids}
     return {"path": f"data/{folder_name}/{file_name}", "sha256": sha256_file(path), "bytes": path.stat().st_size,
-            "rows": {s: len(split_set.splits.get(s, [])) for s in SPLIT_NAMES}, "description": split_set.description}
+            "rows": {s: len(split_set.splits.get(s, [])) for s in SPLIT_NAMES}, "description": split_set.description,
+            "shards": [shard for shard, ids in holders.items() if not listed.isdisjoint(ids)]}
 
 
 def write_import(out: str | Path, config: ImportedConfig, chunks: Iterator[tuple[str, list[dict], dict[str, np.ndarray]]],
@@ -212,7 +228,9 @@ def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_sha
     nofollow.rmtree(out, building)
     nofollow.makedirs(out, building)
     row_bytes = len(encoder.header) + 4 * space.num_params
-    writers = {split: _SplitWriter(split, out, building, schema, max_shard_bytes, row_bytes) for split in SPLIT_NAMES}
+    members = frozenset(m for split_set in config.split_sets.values() for ids in split_set.splits.values() for m in ids)
+    writers = {split: _SplitWriter(split, out, building, schema, max_shard_bytes, row_bytes, members)
+               for split in SPLIT_NAMES}
     known: set[str] = set()
     statuses: dict[str, int] = {}
     runs: dict[str, set[str]] = {split: set() for split in SPLIT_NAMES}
@@ -235,7 +253,8 @@ def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_sha
         if not files:
             where = config.source.get("path")
             raise ValueError(f"{where}: no checkpoints to import" if where else "no checkpoints to import")
-        split_sets = {name: _split_set_entry(out, config.name, building, name, split_set, known)
+        holders = {shard: ids for split in SPLIT_NAMES for shard, ids in writers[split].holders(config.name).items()}
+        split_sets = {name: _split_set_entry(out, config.name, building, name, split_set, known, holders)
                       for name, split_set in sorted(config.split_sets.items())}
         splits = {s: sum(f["rows"] for f in files if f["split"] == s) for s in SPLIT_NAMES}
         arrow_bytes = {s: sum(w["arrow_bytes"] for w in writers[s].written) for s in SPLIT_NAMES if splits[s]}

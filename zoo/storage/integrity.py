@@ -4,8 +4,10 @@
 hash of its shards' (path, sha256) listing (`dataset_hash_of`). `check_shards` compares the
 files on disk with those records and raises `CorruptShardError` naming the first bad file;
 `verified_dataset_hash` checks every shard of a config and recomputes its hash from the
-listing, so a hash that a benchmark result records is one the bytes were checked against,
-not just a string copied from the manifest.
+listing (`checked_listing_hash`), so a hash that a benchmark result records is one the bytes were
+checked against, not just a string copied from the manifest. A reader that checks each shard it
+reads against that listing may record `checked_listing_hash` alone: a split set does
+(`zoo.split_set_loader` says why that suffices).
 
 Every shard also has a fast checksum, `xxh3_128` (XXH3's 128-bit hash, ~20 GiB/s a core against
 sha256's ~1.4 here), written in the same read as its sha256 (`file_checksums`). A load checks that
@@ -17,7 +19,7 @@ load runs near the unchecked one's speed (`make bench-loading`). sha256 stays th
 checksum existed is checked by sha256 alone. XXH3 catches any corruption, truncation or
 replacement by accident; it is not a cryptographic hash, so a shard crafted to collide with
 another's xxh3 would pass a load and fail `verify --full`. Every benchmark load checks every
-shard and nothing is cached. `zoo.loader.load_split(..., check=False)` skips it for callers that
+shard it reads and nothing is cached. `zoo.loader.load_split(..., check=False)` skips it for callers that
 have just checked. `read_named` turns Arrow's errors on an unreadable shard ("Parquet magic
 bytes not found"), which do not say which file, into one that does.
 
@@ -117,16 +119,31 @@ def hash_while_using(files: list[tuple[object, list[tuple[int, object]]]], use, 
 
     def digest(item: tuple[object, list[tuple[int, object]]]) -> str:
         mapped, blocks = item
-        hasher, view, cursor = xxhash.xxh3_128(), memoryview(mapped), 0
+        hasher, view, cursor, released = xxhash.xxh3_128(), memoryview(mapped), 0, 0
         for end, job in blocks:
             hasher.update(view[cursor:end])
             cursor = end
             use(job)
+            released = _release(mapped, released, end)
         hasher.update(view[cursor:])
+        _release(mapped, released, len(view))
         return hasher.hexdigest()
 
     with ThreadPoolExecutor(max(1, threads)) as pool:
         return list(pool.map(digest, files))
+
+
+def _release(mapped: object, start: int, end: int) -> int:
+    """Drops the pages of `mapped` in [start, end) (page-aligned down) from this process's resident set
+    once they are used: the page cache keeps them, so a later touch reads them again, but a load's RSS
+    holds the rows it copied, not every shard page it mapped. Returns where the next release starts."""
+    import mmap
+
+    end -= end % mmap.PAGESIZE
+    if end > start and hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
+        return end
+    return start
 
 
 def file_checksums(path: Path) -> dict[str, str]:
@@ -331,23 +348,33 @@ def check_shards(folder: str | Path, entries: list[dict], *, threads: int = 2, f
                                 "re-pack or re-download the zoo")
 
 
-def verified_dataset_hash(folder: str | Path, config: str | None = None, *, skip: Iterable[str] = ()) -> str:
-    """The dataset hash of `config`, after checking every shard of it against the manifest
-    (but those whose manifest paths are in `skip`: a caller that checks them as it reads them).
-
-    Also recomputes the hash from the manifest's shard listing, so an edited `dataset_hash`
-    in the manifest is caught too.
-    """
+def checked_listing_hash(folder: str | Path, config: str | None = None) -> str:
+    """The dataset hash of `config`, recomputed from the manifest's shard listing (path, sha256) and
+    checked against the hash it records; no shard is read. A reader that checks every shard it reads
+    against that listing (`check_shards`, or `zoo.loader.load_split`'s one-pass check) may record this
+    hash: what it read is then part of the data the hash names (`zoo.split_set_loader`)."""
     manifest = read_manifest(folder)
     config = resolve_config(manifest, config, folder)
     entry = manifest["configs"][config]
-    skipped = set(skip)
-    check_shards(folder, [shard for shard in entry["files"] if shard["path"] not in skipped])
     recorded = dataset_hash_of(entry["files"])
     if recorded != entry["dataset_hash"]:
         raise CorruptShardError(f"{Path(folder) / 'manifest.json'}: config {config!r} records dataset hash "
                                 f"{entry['dataset_hash'][:12]}…, but its shards' checksums give {recorded[:12]}…")
     return recorded
+
+
+def verified_dataset_hash(folder: str | Path, config: str | None = None, *, skip: Iterable[str] = ()) -> str:
+    """The dataset hash of `config`, after checking every shard of it against the manifest
+    (but those whose manifest paths are in `skip`: a caller that checks them as it reads them).
+
+    Also recomputes the hash from the manifest's shard listing (`checked_listing_hash`), so an edited
+    `dataset_hash` in the manifest is caught too.
+    """
+    manifest = read_manifest(folder)
+    config = resolve_config(manifest, config, folder)
+    skipped = set(skip)
+    check_shards(folder, [shard for shard in manifest["configs"][config]["files"] if shard["path"] not in skipped])
+    return checked_listing_hash(folder, config)
 
 
 def release_hash(manifest: dict) -> str:

@@ -1,0 +1,86 @@
+"""A task's weights are one copy of the rows it trains on: every row kept reuses the loaded arrays, and a
+run decodes only the rows its task keeps (`benchmarks.tasks.rows.kept_by`), with the same results bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from benchmarks.harness import load_splits, run_benchmark, run_on_splits
+from benchmarks.tasks import SPLITS, create_task
+from benchmarks.tasks.rows import augment_rows, kept_by
+
+FINAL = {"checkpoints": "epochs", "checkpoint_epochs": [0, 2], "epochs": 1}  # 2 of each run's 3 rows
+
+
+def _shares(ours, theirs) -> bool:
+    return all(np.shares_memory(a.numpy(), b.numpy()) for a, b in zip(ours.tensors, theirs.tensors))
+
+
+def test_a_task_keeping_every_row_trains_on_the_loaded_arrays(tiny_zoo):
+    splits, _ = load_splits(tiny_zoo, None)
+    for name in SPLITS:
+        keep = np.ones(len(splits[name]), dtype=bool)
+        weights, source, _ = augment_rows(splits[name], keep, name, seed=0, copies=0)
+        assert _shares(weights, splits[name].weights), name  # the same arrays, not a second copy
+        assert list(source) == list(range(len(keep)))
+    some = np.arange(len(splits["train"])) % 2 == 0  # negative control: a subset is its own copy
+    weights, _, _ = augment_rows(splits["train"], some, "train", seed=0, copies=0)
+    assert not any(np.shares_memory(a.numpy(), b.numpy()) for a, b in zip(weights.tensors, splits["train"].weights.tensors))
+
+
+def test_a_run_decodes_only_the_rows_its_task_keeps(tiny_zoo):
+    task = create_task("generalization", **FINAL)
+    full, _ = load_splits(tiny_zoo, None)
+    kept, _ = load_splits(tiny_zoo, None, keep=kept_by(task))
+    for name in SPLITS:
+        mask = task.kept_rows(name, full[name].metadata)
+        assert len(kept[name]) == mask.sum() < len(full[name]), name  # the others never decoded
+        for ours, theirs in zip(kept[name].weights.tensors, full[name].weights[torch.as_tensor(mask)].tensors):
+            assert torch.equal(ours, theirs)
+        again = task.kept_rows(name, kept[name].metadata)
+        assert again.all()  # the task keeps every loaded row, so it trains on the loaded arrays themselves
+        weights, _, _ = augment_rows(kept[name], again, name, seed=0, copies=0)
+        assert _shares(weights, kept[name].weights)
+
+
+def test_a_task_whose_selection_is_not_stable_on_its_rows_is_given_every_row(tiny_zoo):
+    """`fraction` picks each run's epoch at a fraction of its last: on the kept rows alone it would pick
+    again, so the split is not narrowed (the task sees exactly what it would have)."""
+    task = create_task("generalization", checkpoints="fraction", checkpoint_fraction=0.5)
+    full, _ = load_splits(tiny_zoo, None)
+    assert kept_by(task)("train", full["train"].metadata) is None
+    assert kept_by(create_task("generalization", **FINAL))("train", full["train"].metadata) is not None
+
+
+def test_a_narrowed_run_gives_the_same_results_bit_for_bit(tiny_zoo, tmp_path):
+    splits, dataset = load_splits(tiny_zoo, None)  # every row: the task selects from the whole split
+    whole = run_on_splits("generalization", "mlp", splits, dataset, [0], tmp_path / "whole.json",
+                          task_overrides=FINAL, device="cpu", progress=False)
+    narrowed = run_benchmark("generalization", "mlp", tiny_zoo, None, [0], tmp_path / "narrowed.json",
+                             task_overrides=FINAL, device="cpu", progress=False)
+    assert narrowed["per_seed"][0]["metrics"] == whole["per_seed"][0]["metrics"]
+    assert narrowed["per_seed"][0]["selection"] == whole["per_seed"][0]["selection"]
+    assert narrowed["dataset"]["dataset_hash"] == whole["dataset"]["dataset_hash"]
+    predicted = [pd.read_csv(tmp_path / f"{name}.predictions.csv") for name in ("whole", "narrowed")]
+    assert predicted[0].equals(predicted[1])
+
+
+def test_a_benchmark_reads_each_shard_of_the_zoos_own_split_once(tiny_zoo, tmp_path, monkeypatch):
+    """The loader's real reads, counted: one `read_weights` per split, each shard in exactly one,
+    and no other pass over the shards (`verified_dataset_hash` skips what the reads checked)."""
+    import zoo.loader
+    import zoo.storage.integrity
+    from zoo.storage.folder import read_manifest
+
+    read, checked = [], []
+    real_read, real_check = zoo.loader.read_weights, zoo.storage.integrity.check_shards
+    monkeypatch.setattr(zoo.loader, "read_weights", lambda files, **kw: read.extend(files) or real_read(files, **kw))
+    monkeypatch.setattr(zoo.storage.integrity, "check_shards",
+                        lambda folder, entries, **kw: checked.extend(entries) or real_check(folder, entries, **kw))
+    run_benchmark("generalization", "mlp", tiny_zoo, None, [0, 1], None, task_overrides=FINAL, device="cpu",
+                  progress=False)
+    shards = sorted(str(tiny_zoo / f["path"]) for entry in read_manifest(tiny_zoo)["configs"].values()
+                    for f in entry["files"])
+    assert sorted(map(str, read)) == shards and checked == []
