@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from zoo.cli import main
 from zoo.training.reproducibility import (PORTABLE_ENV, environment_problem, portable_environment,
@@ -134,3 +135,31 @@ def test_the_environment_check_names_what_differs():
     assert "ATEN_CPU_CAPABILITY='avx512' is set" in environment_problem({**pinned, "ATEN_CPU_CAPABILITY": "avx512"})
     assert "KMP_AFFINITY='compact' is set; the portable mode leaves it unset" in environment_problem(
         {**pinned, "KMP_AFFINITY": "compact"})
+
+
+def test_the_portable_optimizers_take_ieees_square_root():
+    """Adam's and RMSprop's square roots in the portable mode are IEEE's (correctly rounded: the same bits on
+    every processor), checked against float64's sqrt rounded once to float32 (exact for float32 inputs).
+    torch's CPU sqrt goes through MKL's vector math, whose bits depend on the processor's kernel."""
+    import numpy
+
+    from zoo.training.optim_stacked import StackedOptimizer, correctly_rounded_sqrt
+
+    values = torch.rand(200_000, generator=torch.Generator().manual_seed(0)) * 100 + 1e-3
+    reference = numpy.sqrt(values.numpy().astype(numpy.float64)).astype(numpy.float32)
+    assert numpy.array_equal(correctly_rounded_sqrt(values).numpy(), reference)
+    assert numpy.array_equal(correctly_rounded_sqrt(values.double()).numpy(), numpy.sqrt(values.double().numpy()))
+    off = reference.copy()  # negative control: one result a unit in the last place away is seen
+    off[12345] = numpy.nextafter(off[12345], numpy.float32(numpy.inf))
+    assert not numpy.array_equal(correctly_rounded_sqrt(values).numpy(), off)
+
+    def adam_steps(exact: bool) -> torch.Tensor:
+        param = torch.linspace(-1, 1, 64).reshape(2, 32).clone()
+        opt = StackedOptimizer([param], torch.tensor([1e-3, 1e-2], dtype=torch.float64), "adam", exact_sqrt=exact)
+        for step in range(3):
+            param.grad = torch.sin(param * (step + 1))
+            opt.step(torch.tensor([True, True]))
+        return param
+
+    exact, default = adam_steps(True), adam_steps(False)
+    assert torch.allclose(exact, default, rtol=0, atol=1e-6)  # the same update, to float32 rounding

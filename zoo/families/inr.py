@@ -60,6 +60,7 @@ from zoo.families.inr_model import (  # noqa: F401 (the member's pieces, re-expo
     siren_forward,
 )
 from zoo.families.base import CheckpointResult, Family, MemberSize, register_family
+from zoo.training.reproducibility import exact_sqrt
 from zoo.training.population import populations
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.training.train import seeded_generator
@@ -139,7 +140,8 @@ class INRFamily(Family):
             inits = [init_siren(arch, seeded_generator(run.seed, f"siren_init/{hp.image_index}"))
                      for run, hp in zip(population, hparams)]
             results = fit_population(arch, inits, data.x[index], [hp.learning_rate for hp in hparams],
-                                     spec.training.epochs, spec.training.checkpoint_epochs)
+                                     spec.training.epochs, spec.training.checkpoint_epochs,
+                                     exact_sqrt=exact_sqrt(spec))
             labels = data.y[index].tolist()
             for step in sorted(results):
                 weights, mses, finite = results[step]

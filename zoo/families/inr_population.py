@@ -118,7 +118,8 @@ class SirenPopulation:
 
 
 def fit_population(arch: INRArchitecture, inits: Sequence[dict[str, torch.Tensor]], images: torch.Tensor,
-                   learning_rates: Sequence[float], steps: int, checkpoints: Sequence[int]) -> dict[int, Fitted]:
+                   learning_rates: Sequence[float], steps: int, checkpoints: Sequence[int], *,
+                   exact_sqrt: bool = False) -> dict[int, Fitted]:
     """Fits K SIRENs, one per image, in one tensor program.
 
     inits: K state dicts in weight-space order; images (K, C, H, W) in [0, 1], on the device
@@ -130,7 +131,8 @@ def fit_population(arch: INRArchitecture, inits: Sequence[dict[str, torch.Tensor
     flat = torch.cat([torch.stack([init[name] for init in inits]).flatten(1) for name in space.names], 1).to(device)
     grad = torch.zeros_like(flat)
     params, grads = _views(space, flat), _views(space, grad)
-    optimizer = StackedOptimizer([flat], torch.tensor(learning_rates, dtype=torch.float64, device=device), "adam")
+    optimizer = StackedOptimizer([flat], torch.tensor(learning_rates, dtype=torch.float64, device=device), "adam",
+                                 exact_sqrt=exact_sqrt)
     model = SirenPopulation(arch, device)
     targets = pixel_targets(images, arch.intensity_range)  # (K, P, C)
     alive = torch.ones(K, dtype=torch.bool, device=device)

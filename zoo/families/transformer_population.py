@@ -27,6 +27,7 @@ from zoo.families.base import CheckpointResult
 from zoo.families.transformer_model import TransformerArchitecture, sinusoidal_encoding
 from zoo.families.transformer_recipe import learning_rate_at
 from zoo.training.optim_stacked import StackedOptimizer
+from zoo.training.reproducibility import exact_sqrt
 from zoo.training.population import MetricSums, _Members, host_weights, masked_step
 from zoo.training.train import CLASSIFICATION_METRICS, batch_starts
 
@@ -147,7 +148,8 @@ def train_transformer_population(family, spec, runs: Sequence, data: TaskData,
     params = {name: torch.stack([w[name] for w in initial]).to(members.device).requires_grad_() for name in names}
     optimizer = StackedOptimizer(list(params.values()), members.learning_rate, hparams[0].optimizer,
                                  weight_decay=torch.tensor([hp.l2 for hp in hparams], dtype=torch.float64,
-                                                           device=members.device))
+                                                           device=members.device),
+                                 exact_sqrt=exact_sqrt(spec))
     active = torch.ones(K, dtype=torch.bool)
     regular = sorted(training.checkpoint_epochs)
 

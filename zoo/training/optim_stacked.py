@@ -6,6 +6,14 @@ the gradient as torch.optim adds it), written elementwise over the member dimens
 per-member learning rate and a per-member `active` mask: an inactive member's parameters
 and state do not move. A member trained here follows its solo `torch.optim` trajectory to
 float32 rounding (the scalar factors are applied in a different order).
+
+`exact_sqrt` (the portable reproducibility mode, `zoo.training.reproducibility`): Adam's and RMSprop's
+square roots are IEEE 754's, correctly rounded (NumPy's `sqrt`: the processor's sqrt instruction), so
+their bits are the same on every processor. torch's CPU `sqrt` calls MKL's vector math (`vsSqrt`), which
+is not correctly rounded (about 1 in 6 results of a random float32 input differ from IEEE's in the last
+bit, measured 2026-12-06) and whose kernel MKL picks by processor, whatever `MKL_CBWR` says: the same
+inputs gave other bits on this AMD EPYC than under an emulated Intel Haswell or AMD Rome
+(tests/zoo/portable_emulated.py). On a GPU the device's own sqrt is used either way.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+import numpy
 import torch
 
 
@@ -31,6 +40,7 @@ class StackedOptimizer:
     state: list[dict[str, torch.Tensor]] = dataclasses.field(default_factory=list)
     steps: torch.Tensor | None = None  # (K,) steps taken per member (Adam's bias correction)
     weight_decay: torch.Tensor | None = None  # (K,) coupled L2 as torch.optim's weight_decay (None: none)
+    exact_sqrt: bool = False  # IEEE's correctly rounded sqrt on the CPU (the portable mode), else torch's
 
     def __post_init__(self) -> None:
         if self.kind not in UPDATES:
@@ -54,6 +64,18 @@ class StackedOptimizer:
     def zero_grad(self) -> None:
         for param in self.params:
             param.grad = None
+
+
+def correctly_rounded_sqrt(values: torch.Tensor) -> torch.Tensor:
+    """IEEE 754's square root of `values` (a CPU tensor: NumPy's sqrt, the processor's correctly rounded
+    instruction; elsewhere the device's sqrt)."""
+    if values.device.type != "cpu":
+        return values.sqrt()
+    return torch.from_numpy(numpy.sqrt(values.detach().contiguous().numpy()))
+
+
+def _sqrt(opt: "StackedOptimizer", values: torch.Tensor) -> torch.Tensor:
+    return correctly_rounded_sqrt(values) if opt.exact_sqrt else values.sqrt()
 
 
 def _masked(active: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
@@ -81,7 +103,7 @@ def _rmsprop(param, grad, state, opt: StackedOptimizer, active, alpha: float = 0
     square = state.setdefault("square_avg", torch.zeros_like(param))
     square.copy_(_masked(active, square * alpha + (1 - alpha) * grad * grad, square))
     lr = _per_member(opt.learning_rate.float(), param)
-    param.copy_(_masked(active, param - lr * grad / (square.sqrt() + eps), param))
+    param.copy_(_masked(active, param - lr * grad / (_sqrt(opt, square) + eps), param))
 
 
 def _adam(param, grad, state, opt: StackedOptimizer, active,
@@ -92,9 +114,9 @@ def _adam(param, grad, state, opt: StackedOptimizer, active,
     second.copy_(_masked(active, second * beta2 + (1 - beta2) * grad * grad, second))
     steps = opt.steps.clamp(min=1)
     correction1 = 1 - beta1 ** steps  # float64, as torch computes the scalars
-    correction2_sqrt = (1 - beta2 ** steps).sqrt()
+    correction2_sqrt = _sqrt(opt, 1 - beta2 ** steps)
     step_size = _per_member((opt.learning_rate / correction1).float(), param)
-    denom = second.sqrt() / _per_member(correction2_sqrt.float(), param) + eps
+    denom = _sqrt(opt, second) / _per_member(correction2_sqrt.float(), param) + eps
     param.copy_(_masked(active, param - step_size * first / denom, param))
 
 

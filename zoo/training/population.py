@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from zoo.data.images import TaskData
 from zoo.families.base import CheckpointResult
 from zoo.training.optim_stacked import StackedOptimizer
+from zoo.training.reproducibility import exact_sqrt
 from zoo.training.draws import population_draws
 from zoo.training.train import CLASSIFICATION_METRICS, batch_starts, train_subset_index
 
@@ -159,7 +160,8 @@ def train_classifier_population(family, spec, runs: Sequence, data: TaskData,
     names = list(initial[0])
     params = {name: torch.stack([w[name] for w in initial]).to(members.device).requires_grad_() for name in names}
     weights = [params[name] for name in names if name.endswith("weight")]
-    optimizer = StackedOptimizer(list(params.values()), members.learning_rate, members.hparams[0].optimizer)
+    optimizer = StackedOptimizer(list(params.values()), members.learning_rate, members.hparams[0].optimizer,
+                                 exact_sqrt=exact_sqrt(spec))
     active = torch.ones(K, dtype=torch.bool)
     checkpoints = sorted(training.checkpoint_epochs)
     activations = [h.activation for h in members.hparams]

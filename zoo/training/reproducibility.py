@@ -18,6 +18,10 @@ depend on the spec, the run and the software versions only:
 - oneDNN (torch's CPU convolutions): `ONEDNN_MAX_CPU_ISA=AVX2` (and `DNNL_MAX_CPU_ISA`, its older name);
 - NumPy's SIMD kernels (`zoo.training.simd`'s sin, cos and tanh): `NPY_ENABLE_CPU_FEATURES=X86_V3`,
   NumPy's dispatch limited to the x86-64-v3 targets;
+- the optimizers' square roots (`exact_sqrt`): IEEE's correctly rounded sqrt, not torch's CPU sqrt,
+  which calls MKL's vector math whose kernel (and last bit) MKL picks by processor whatever
+  `MKL_CBWR` says (`zoo.training.optim_stacked`; found by running the recorded generations on
+  emulated processors, tests/zoo/portable_emulated.py);
 - threads: `OMP_NUM_THREADS=MKL_NUM_THREADS=1` (a trial trains on one thread anyway,
   `zoo.training.worker.TRAINING_THREADS`).
 
@@ -78,6 +82,12 @@ def processor_problem(cpuinfo: str | None = None, machine: str | None = None) ->
 def mode_of(entry: Mapping[str, Any]) -> str:
     """The mode a manifest's config entry was made in (its spec's; native for configs made before the modes)."""
     return str(entry.get("spec", {}).get("training", {}).get("reproducibility", "native"))
+
+
+def exact_sqrt(spec: Any) -> bool:
+    """Whether `spec`'s training takes IEEE's correctly rounded square roots (`zoo.training.optim_stacked`):
+    in the portable mode, where torch's CPU sqrt (MKL's vector math) gives processor-dependent bits."""
+    return spec.training.reproducibility == "portable"
 
 
 def portable_environment(base: Mapping[str, str]) -> dict[str, str]:
