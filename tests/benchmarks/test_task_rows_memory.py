@@ -84,3 +84,38 @@ def test_a_benchmark_reads_each_shard_of_the_zoos_own_split_once(tiny_zoo, tmp_p
     shards = sorted(str(tiny_zoo / f["path"]) for entry in read_manifest(tiny_zoo)["configs"].values()
                     for f in entry["files"])
     assert sorted(map(str, read)) == shards and checked == []
+
+
+class _WritesIntoItsInput(torch.nn.Module):
+    """A model that scales the weights it is given in place."""
+
+    def __init__(self, space):
+        super().__init__()
+        self.head = torch.nn.Linear(1, 1)
+
+    def forward(self, weights):
+        with torch.no_grad():
+            weights.tensors[0].mul_(0.5)
+        return self.head(weights.tensors[0].flatten(1).mean(1, keepdim=True))
+
+
+def test_a_model_writing_into_its_input_cannot_reach_the_loaded_rows(tiny_zoo, tmp_path):
+    """No copy of the rows is made at load, so the rows every seed reads must never be the tensors a model
+    is handed: each batch is gathered from them (a new tensor). A model that writes into its input leaves
+    the loaded split as it was, and its next seed reads the same rows."""
+    import zlib
+
+    from benchmarks.api import register
+
+    def crc(splits):
+        return [zlib.crc32(t.contiguous().numpy().view(np.uint8).reshape(-1)) for name in SPLITS
+                for t in splits[name].weights.tensors]
+
+    splits, dataset = load_splits(tiny_zoo, None)
+    before = crc(splits)
+    model = register(lambda space: _WritesIntoItsInput(space), name="writes")
+    run_on_splits("generalization", model, splits, dataset, [0, 1], tmp_path / "w.json", task_overrides=FINAL,
+                  device="cpu", progress=False, name="writes")
+    assert crc(splits) == before
+    splits["test"].weights.tensors[0].mul_(0.5)  # negative control: a write into the rows themselves is seen
+    assert crc(splits) != before
