@@ -1,0 +1,161 @@
+"""The sizes a Parquet shard declares, bounded before anything is decoded.
+
+A few hundred KB of compressed repeated strings can declare gigabytes a column. Every reader
+(`zoo.storage.integrity.read_named`: `nfnzoo info`, the loaders, `bench run`) and every check
+(`zoo.storage.integrity.shard_problem`: `nfnzoo verify`, `check_shards`) first asks
+`declared_size_problem`: each column chunk's uncompressed size, from the footer and from its page
+headers (Arrow allocates by the latter), is bounded per row (`zoo.validation.bounds`: the weights
+column by what one member may be, every other column by what a row's metadata is) and per chunk;
+the footer's length and a row group's rows are bounded too, and a dictionary page's declared values.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from zoo.storage.shard_file import CorruptShardError, open_regular, regular_file_problem
+from zoo.validation.bounds import (MAX_PARQUET_COLUMN_CHUNK_BYTES, MAX_PARQUET_FOOTER_BYTES,
+                                   MAX_PARQUET_METADATA_ROW_BYTES, MAX_PARQUET_ROWS_PER_GROUP,
+                                   MAX_PARQUET_WEIGHTS_ROW_BYTES)
+
+
+def declared_size_problem(path: Path) -> str | None:
+    """What the Parquet file at `path` declares beyond `zoo.validation.bounds` (a column chunk's
+    uncompressed bytes per row of its row group, or in all), or None: from the footer's metadata
+    and the chunks' page headers, before any column is decoded. A file Arrow cannot open is left to
+    the reader's own error (None here), but one that is not a regular file is named as such
+    (`regular_file_problem`): a FIFO is never opened."""
+    problem = regular_file_problem(path)
+    if problem is not None:
+        return None if problem == "missing" else problem
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return _declared_size_problem(str(path), status.st_size, status.st_mtime_ns, status.st_ino)
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_size_problem(path: str, size: int, mtime_ns: int, inode: int) -> str | None:
+    footer = _footer_length(path, size)
+    if footer is None:
+        return None  # not Parquet: the reader says so, naming the file
+    if footer > MAX_PARQUET_FOOTER_BYTES:
+        return (f"declares a {footer:,}-byte footer; at most {MAX_PARQUET_FOOTER_BYTES:,} "
+                "(zoo.validation.bounds.MAX_PARQUET_FOOTER_BYTES)")
+    try:
+        metadata = pq.read_metadata(path)
+    except (pa.ArrowInvalid, OSError):
+        return None
+    problem = _page_problem(path, metadata)
+    return problem if problem is not None else _dictionary_problem(path, metadata)
+
+
+def _page_problem(path: str, metadata: pq.FileMetaData) -> str | None:
+    """A column chunk whose footer or page headers declare more than the bounds allow, or None."""
+    import mmap
+
+    from zoo.storage.parquet_pages import declared_page_bytes
+
+    with open_regular(path) as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for g in range(metadata.num_row_groups):
+            group = metadata.row_group(g)
+            rows = group.num_rows
+            for c in range(group.num_columns):
+                chunk = group.column(c)
+                name = chunk.path_in_schema
+                per_row, bound = _row_bound(name)
+                where = f"column {ascii(name)[1:-1][:80]!r} of row group {g} ({rows:,} rows)"
+                start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+                if rows > MAX_PARQUET_ROWS_PER_GROUP:
+                    return (f"row group {g} declares {rows:,} rows; at most {MAX_PARQUET_ROWS_PER_GROUP:,} "
+                            "(zoo.validation.bounds.MAX_PARQUET_ROWS_PER_GROUP)")
+                try:
+                    paged, values = declared_page_bytes(mapped, start, chunk.total_compressed_size)
+                except ValueError as error:
+                    return f"{where}: {error}"
+                if "." not in name and max(values, chunk.num_values) > rows:  # a flat column: a value a row
+                    return f"{where} declares {max(values, chunk.num_values):,} values in its pages for {rows:,} rows"
+                # values decode to at least 8 bytes each (a fixed-width value or an offset), whatever their pages hold
+                declared = max(chunk.total_uncompressed_size, paged, 8 * max(values, chunk.num_values))
+                problem = _size_problem(where, "declares", declared, rows, per_row, bound)
+                if problem is not None:
+                    return problem
+    return None
+
+
+def _row_bound(column: str) -> tuple[int, str]:
+    """A column's bound per row and the bound's name: a member for `weights`, a row's metadata else."""
+    if column.split(".")[0] == "weights":
+        return MAX_PARQUET_WEIGHTS_ROW_BYTES, "MAX_PARQUET_WEIGHTS_ROW_BYTES"
+    return MAX_PARQUET_METADATA_ROW_BYTES, "MAX_PARQUET_METADATA_ROW_BYTES"
+
+
+def _size_problem(where: str, verb: str, size: int, rows: int, per_row: int, bound: str) -> str | None:
+    if size > per_row * max(rows, 1):
+        return f"{where} {verb} {size:,} bytes uncompressed; at most {per_row:,} a row (zoo.validation.bounds.{bound})"
+    if size > MAX_PARQUET_COLUMN_CHUNK_BYTES:
+        return (f"{where} {verb} {size:,} bytes uncompressed; at most {MAX_PARQUET_COLUMN_CHUNK_BYTES:,} a column "
+                "chunk (zoo.validation.bounds.MAX_PARQUET_COLUMN_CHUNK_BYTES)")
+    return None
+
+
+def _dictionary_problem(path: str, metadata: pq.FileMetaData) -> str | None:
+    """A dictionary-encoded string column is small on disk and in its pages, and as large as its
+    rows times their values once decoded (one 60 KB value repeated 100,000 times is 6 GB): each
+    such chunk is read as a dictionary (its pages, bounded above, and an index a row) and the
+    bytes its rows expand to are bounded as a declared size is."""
+    import pyarrow.compute as pc
+
+    names = sorted({metadata.row_group(g).column(c).path_in_schema
+                    for g in range(metadata.num_row_groups) for c in range(metadata.num_columns)
+                    if metadata.row_group(g).column(c).has_dictionary_page
+                    and metadata.row_group(g).column(c).physical_type == "BYTE_ARRAY"
+                    and "." not in metadata.row_group(g).column(c).path_in_schema})
+    if not names:
+        return None
+    try:
+        parquet = pq.ParquetFile(path, read_dictionary=names)
+        for g in range(metadata.num_row_groups):
+            rows = metadata.row_group(g).num_rows
+            for name in names:
+                expanded = 0
+                for chunk in parquet.read_row_group(g, columns=[name]).column(0).chunks:
+                    if pa.types.is_dictionary(chunk.type):
+                        lengths = pc.binary_length(chunk.dictionary).take(chunk.indices)
+                    else:
+                        lengths = pc.binary_length(chunk)
+                    expanded += pc.sum(lengths).as_py() or 0
+                per_row, bound = _row_bound(name)
+                where = f"column {ascii(name)[1:-1][:80]!r} of row group {g} ({rows:,} rows)"
+                problem = _size_problem(where, "expands through its dictionary to", expanded, rows, per_row, bound)
+                if problem is not None:
+                    return problem
+    except (pa.ArrowInvalid, OSError):
+        return None  # unreadable: the reader's own error names the file
+    return None
+
+
+def _footer_length(path: str, size: int) -> int | None:
+    """The footer length a Parquet file's last 8 bytes declare, or None when it is not Parquet."""
+    if size < 12:
+        return None
+    with open_regular(path) as handle:
+        handle.seek(size - 8)
+        tail = handle.read(8)
+    if tail[4:] != b"PAR1":
+        return None
+    return int.from_bytes(tail[:4], "little")
+
+
+def check_declared_sizes(paths: Path | list[Path]) -> None:
+    """Raises `CorruptShardError` naming the first of `paths` whose declared sizes exceed the
+    bounds (`declared_size_problem`)."""
+    for path in [paths] if isinstance(paths, Path) else paths:
+        problem = declared_size_problem(Path(path))
+        if problem is not None:
+            raise CorruptShardError(f"{path}: {problem}; the shard is refused before it is read")
