@@ -82,6 +82,18 @@ def cell_model_overrides(cell: Cell, model: str) -> dict[str, Any]:
     return overrides
 
 
+def cell_model_fields(cell: Cell, model: str) -> dict[str, Any]:
+    """The model config fields `cell` fixes for `model` (its preset's values and the group field), as data:
+    what a run of the cell must have recorded in its `model_config`."""
+    from nfn_models.registry import MODELS
+    from zoo.validation.schema import to_data
+
+    overrides = cell_model_overrides(cell, model)
+    preset = overrides.pop("preset", None)
+    fields = dict(to_data(getattr(MODELS.get(model), "PRESETS", {})[preset])) if preset is not None else {}
+    return {**fields, **to_data(overrides)}
+
+
 @dataclasses.dataclass(frozen=True)
 class StandardSuite:
     name: str

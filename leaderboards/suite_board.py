@@ -15,7 +15,7 @@ import dataclasses
 import statistics
 from typing import Any, Callable
 
-from benchmarks.standard import STANDARD_SUITES, Cell
+from benchmarks.standard import STANDARD_SUITES, Cell, cell_model_fields
 from benchmarks.tasks import create_task, get_task_class
 from leaderboards.board import ranks as ranks_of
 from leaderboards.entries import Entry, canonical_json
@@ -45,15 +45,29 @@ class SuiteBoard:
 
 
 def run_cell(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
-    """The cell `entry` is a run of, on whatever bytes (the cell's task, zoo config, seeds and the task
-    config its protocol resolves to), or None."""
+    """The cell `entry` is a run of, on whatever bytes (the cell's task, zoo config, seeds, the task
+    config its protocol resolves to and, for a built-in model, the model fields its presets and group
+    fix), or None."""
     results = entry.results
     for cell in cells:
         if (results.task == cell.task and results.dataset.config == cell.zoo.config
                 and sorted(results.seeds) == sorted(cell.seeds)
-                and canonical_json(results.task_config) == canonical_json(_task_config(cell))):
+                and canonical_json(results.task_config) == canonical_json(_task_config(cell))
+                and _model_fields_match(results.model, results.model_config, cell)):
             return cell
     return None
+
+
+def _model_fields_match(model: str, config: Any, cell: Cell) -> bool:
+    """Whether a run's model config has the fields `cell` fixes for `model` (standard-v2's presets and
+    group). An outside model the board cannot import is taken as its run recorded it."""
+    from nfn_models.registry import MODELS
+
+    if not (cell.model_presets or cell.group) or model not in MODELS.builtin_names():
+        return True
+    recorded = to_data(config) if not isinstance(config, dict) else config
+    return all(canonical_json(recorded.get(key)) == canonical_json(value)
+               for key, value in cell_model_fields(cell, model).items())
 
 
 def _task_config(cell: Cell) -> Any:
