@@ -144,7 +144,7 @@ def standard_v1() -> StandardSuite:
 # (zoo/training/reproducibility.py), so any x86-64-v3 machine regenerates these bytes and is ranked (made
 # here on 2 CPUs in 13, 14 and 25 min: `nfnzoo generate <spec> --profile suite-v2`).
 CNN_MNIST_SUITE_V2 = ZooRef("cnn-mnist-suite-v2", "cnn-mnist",
-                            "c3ac5a973d3b7f084eb3b7d77de4efa2c7a32cd171752d2b624decd855119aa4", "cnn-mnist", "suite-v2")
+                            "391f00067b9d483b6c81ea23392583ec6fb026cb2b486738441a3d9e8fd986a9", "cnn-mnist", "suite-v2")
 INR_MNIST_SUITE_V2 = ZooRef("inr-mnist-suite-v2", "inr-mnist",
                             "3753fac8253dbb08000dd63bb0db62b94bf41735200965276c3e17dd66d9a7d4", "inr-mnist", "suite-v2")
 TRANSFORMER_MNIST_SUITE_V2 = ZooRef("transformer-mnist-suite-v2", "transformer-mnist",
