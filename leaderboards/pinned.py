@@ -177,8 +177,15 @@ def same_runs(root: str | Path):
     test splits list the same model_ids), e.g. a zoo regenerated from the same spec on a machine whose
     arithmetic gives other bytes. None when `hash_b` has no pinned test metadata on this board (an author's
     own board, which never registered the official pinned zoo: whether `a` holds its runs cannot be
-    checked here); otherwise a dataset without pinned test metadata holds the same runs as none."""
+    checked here), unless `hash_b` is a standard suite's zoo and `a` was regenerated from another recipe
+    (`benchmarks.standard.ZooRef`'s spec and profile; a standard-v1 zoo is no stand-in for standard-v2's,
+    though their CNN cells' protocols agree): False; otherwise a dataset without pinned test metadata
+    holds the same runs as none."""
+    from benchmarks.standard import STANDARD_SUITES
+
     datasets, seen = load_datasets(root), {}
+    recipes = {cell.zoo.dataset_hash: f"regenerated from spec {cell.zoo.spec.removesuffix('.yaml')} ({cell.zoo.profile})"
+               for name in STANDARD_SUITES.names() for cell in STANDARD_SUITES.get(name)().cells}
 
     def model_ids(dataset_hash: str) -> frozenset | None:
         if dataset_hash not in seen:
@@ -189,6 +196,9 @@ def same_runs(root: str | Path):
 
     def same(a: str, b: str) -> bool | None:
         if model_ids(b) is None:
+            source = datasets[a].source if a in datasets else ""
+            if b in recipes and source.startswith("regenerated from spec ") and source != recipes[b]:
+                return False
             return None
         return model_ids(a) is not None and model_ids(a) == model_ids(b)
 

@@ -65,7 +65,7 @@ def test_no_file_of_the_official_board_holds_an_absolute_path(tmp_path):
 
 def test_every_official_source_is_one_of_the_forms():
     assert {record.source.split(" (")[0].split(":")[0] for record in load_datasets(OFFICIAL_ROOT).values()} == {
-        "regenerated from spec cnn-mnist-v1", "regenerated from spec transformer-mnist",
+        "regenerated from spec cnn-mnist-v1", "regenerated from spec cnn-mnist", "regenerated from spec transformer-mnist",
         "regenerated from spec transformer-agnews", "regenerated from spec inr-mnist", "track"}
 
 
@@ -179,7 +179,8 @@ def test_a_stand_in_suite_run_is_named_and_written_to_suites_md(root, write_resu
     # negative control: where the board holds the pinned zoo and the runs differ, nothing is a stand-in
     entries = [entry for _, entry in load_entries(root)]
     assert suite_boards(entries, lambda run, pinned: False) == []
-    unchecked = suite_boards(entries, same_runs(root))
-    assert [(board.stand_in, board.checked) for board in unchecked] == [(True, False)]
-    checked = suite_boards(entries, lambda run, pinned: True)
-    assert [(board.stand_in, board.checked) for board in checked] == [(True, True)]
+    unchecked = suite_boards(entries, same_runs(root))  # not standard-v2's: its zoo is another recipe
+    assert [(board.suite, board.stand_in, board.checked) for board in unchecked] == [("standard-v1", True, False)]
+    checked = suite_boards(entries, lambda run, pinned: True)  # a verdict for any pinned zoo: v2's CNN cells too
+    assert [(board.suite, board.stand_in, board.checked) for board in checked] == [
+        ("standard-v1", True, True), ("standard-v2", True, True)]
