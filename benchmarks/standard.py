@@ -146,7 +146,7 @@ def standard_v1() -> StandardSuite:
 CNN_MNIST_SUITE_V2 = ZooRef("cnn-mnist-suite-v2", "cnn-mnist",
                             "391f00067b9d483b6c81ea23392583ec6fb026cb2b486738441a3d9e8fd986a9", "cnn-mnist", "suite-v2")
 INR_MNIST_SUITE_V2 = ZooRef("inr-mnist-suite-v2", "inr-mnist",
-                            "3753fac8253dbb08000dd63bb0db62b94bf41735200965276c3e17dd66d9a7d4", "inr-mnist", "suite-v2")
+                            "c788c0c6da81e5f4d9d8a060820e1f76f4a024c04b6d1ff6b26e1e7431be7ce4", "inr-mnist", "suite-v2")
 TRANSFORMER_MNIST_SUITE_V2 = ZooRef("transformer-mnist-suite-v2", "transformer-mnist",
                                     "c3c66c51b1590bdfc82fdc1943d81004094d9c52e514707ef741666343c50877",
                                     "transformer-mnist", "suite-v2")

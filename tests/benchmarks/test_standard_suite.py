@@ -35,7 +35,35 @@ def test_standard_v1_cells_are_pinned_to_the_boards_datasets():
             (cell.zoo.dataset_hash, cell.zoo.config)
 
 
-@pytest.mark.parametrize("zoo", sorted({cell.zoo for cell in STANDARD_SUITES.get("standard-v1")().cells},
+# standard-v2 as released: its zoos made in the portable mode, each model at its budget preset for the cell
+PAPERS = {"checkpoints": "final", "loss": "bce", "batch_size": 8, "epochs": 10, "lr": 1e-3, "weight_decay": 0.0}
+V2_CELLS = [
+    ("cnn-generalization-relu", "generalization", "cnn-mnist-suite-v2", "391f00067b9d", (0, 1, 2),
+     {**PAPERS, "subset": {"activation": "relu"}}, ("generalization-budget",), "scale"),
+    ("cnn-generalization-tanh", "generalization", "cnn-mnist-suite-v2", "391f00067b9d", (0, 1, 2),
+     {**PAPERS, "subset": {"activation": "tanh"}}, ("generalization-budget",), "sign"),
+    ("inr-classification", "inr-classification", "inr-mnist-suite-v2", "c788c0c6da81", (0, 1, 2),
+     {"preset": "budget", "epochs": 10, "warmup_steps": 300}, ("inr-classification-budget",), None),
+    ("transformer-generalization", "generalization", "transformer-mnist-suite-v2", "c3c66c51b159", (0, 1, 2),
+     {"preset": "transformer-nfn", "epochs": 10, "warmup_epochs": 1, "threshold": 0.0, "eval_batch_size": 64},
+     ("transformer-generalization-budget", "generalization-budget"), None),
+]
+
+
+def test_standard_v2_cells_are_pinned_to_the_boards_portable_zoos():
+    suite = STANDARD_SUITES.get("standard-v2")()
+    assert [(c.name, c.task, c.zoo.name, c.zoo.dataset_hash[:12], c.seeds, dict(c.task_overrides), c.model_presets,
+             c.group) for c in suite.cells] == V2_CELLS
+    board = {d["name"]: d for d in json.loads(Path("leaderboards/datasets.json").read_text())["datasets"]}
+    for cell in suite.cells:  # registered on the official board, with the recipe a newcomer regenerates
+        assert (board[cell.zoo.name]["dataset_hash"], board[cell.zoo.name]["config"]) == \
+            (cell.zoo.dataset_hash, cell.zoo.config)
+        assert board[cell.zoo.name]["source"] == f"regenerated from spec {cell.zoo.config} (suite-v2)"
+        assert Path("leaderboards", board[cell.zoo.name]["test_metadata"]).exists()
+
+
+@pytest.mark.parametrize("zoo", sorted({cell.zoo for name in ("standard-v1", "standard-v2")
+                                        for cell in STANDARD_SUITES.get(name)().cells},
                                        key=lambda zoo: zoo.name), ids=lambda zoo: zoo.name)
 def test_each_zoos_recipe_plans_the_pinned_zoos_runs(zoo):
     """The command a cell's error prints to make a stand-in trains the runs of the pinned zoo (its pinned test
@@ -336,3 +364,26 @@ def test_standard_v2s_zoos_are_made_in_the_portable_mode():
         assert spec.training.reproducibility == "portable" and spec.name == ref.config, ref
         assert ref.generate_command == f"nfnzoo generate {ref.spec} --profile suite-v2"
     assert load_spec("cnn-mnist", "bench").training.reproducibility == "native"  # the other profiles as they were
+
+
+def test_a_v2_cells_run_has_the_model_fields_its_presets_and_group_fix():
+    """standard-v2's cells fix a model's preset and group, so a run at another preset or group is not a run
+    of the cell (in the board's suite table); an outside model the board cannot import is taken as recorded."""
+    from dataclasses import asdict
+
+    from benchmarks.standard import cell_model_fields
+    from leaderboards.suite_board import _model_fields_match
+    from nfn_models import model_config
+
+    relu, tanh, inr, _ = STANDARD_SUITES.get("standard-v2")().cells
+    assert cell_model_fields(tanh, "monomial_nfn") == {"group": "sign"}
+    assert cell_model_fields(inr, "np")["io_encoding"] is True  # the preset's own values
+    at_cell = asdict(model_config("monomial_nfn", group="sign"))
+    assert _model_fields_match("monomial_nfn", at_cell, tanh)
+    assert not _model_fields_match("monomial_nfn", at_cell, relu)  # negative control: the other group
+    budget = asdict(model_config("ng_gnn", preset="generalization-budget"))
+    assert _model_fields_match("ng_gnn", budget, relu)
+    assert not _model_fields_match("ng_gnn", asdict(model_config("ng_gnn")), relu)  # the paper's width
+    assert _model_fields_match("outside_model", {}, relu)
+    v1 = STANDARD_SUITES.get("standard-v1")().cells[0]
+    assert _model_fields_match("ng_gnn", asdict(model_config("ng_gnn")), v1)  # v1 fixes no model field
