@@ -116,14 +116,20 @@ def load_splits(data_path: str | Path, config: str | None, split_set: str = DEFA
     # the hash a result records is one its data was checked against: the listing's hash recomputed, and
     # every shard whose rows are returned checked against that listing (the zoo's own split: every shard,
     # in the pass that reads it; a split set: the shards holding its rows, `zoo.split_set_loader`)
-    if split_set == DEFAULT_SPLITS:
-        read = {shard["path"] for shard in configs[config]["files"] if shard["split"] in SPLITS}
-        loaded = {name: loader.load_split(path, config, name, keep=None if keep is None else functools.partial(keep, name))
-                  for name in SPLITS}
-        checked_hash = verified_dataset_hash(path, config, skip=read)
-    else:
-        loaded = load_split_set(path, config, split_set, keep=keep)
-        checked_hash = checked_listing_hash(path, config)
+    try:
+        if split_set == DEFAULT_SPLITS:
+            read = {shard["path"] for shard in configs[config]["files"] if shard["split"] in SPLITS}
+            loaded = {name: loader.load_split(path, config, name, keep=None if keep is None else functools.partial(keep, name))
+                      for name in SPLITS}
+            checked_hash = verified_dataset_hash(path, config, skip=read)
+        else:
+            loaded = load_split_set(path, config, split_set, keep=keep)
+            checked_hash = checked_listing_hash(path, config)
+    except MemoryError as error:  # refused before the copy (`zoo.memory_budget`): say what would fit
+        sets = sorted(configs[config].get("split_sets", {}))
+        raise MemoryError(f"{error}; a split set reads fewer rows (--set task.splits=NAME; "
+                          f"{'this zoo records: ' + ', '.join(sets) if sets else 'this zoo records none'}), or a "
+                          "subset (--set task.subset=...), or a machine with more memory") from None
     # the manifest's architectures ride along in the metadata, for augmentation by each row's group
     architectures = configs[config].get("architectures", {})
     spec = configs[config].get("spec")  # INR editing reads the source images through it

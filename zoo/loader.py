@@ -43,6 +43,7 @@ import torch
 
 from zoo.storage import safetensors_io
 from zoo.storage.folder import read_manifest, resolve_config
+from zoo.memory_budget import allocation_problem
 from zoo.storage.integrity import (FAST, HASH_BLOCK_BYTES, CorruptShardError, check_shards, entry_paths,
                                     hash_while_using, read_named, xxh3_file)
 from zoo.storage.parquet_pages import fixed_width_pages
@@ -210,6 +211,9 @@ def _allocate(layout: _Layout, total: int, held_bytes: int, where: str) -> list[
         raise ValueError(f"{where}: rows of several architectures; filter by the `architecture` column first "
                          f"(load_split(..., architecture=ID)); or a corrupt shard: {total:,} rows of "
                          f"{layout.data_bytes:,} weight bytes each do not fit in the {held_bytes:,} bytes they hold")
+    problem = allocation_problem(total * layout.space.num_params * 4)  # before the copy, not halfway through it
+    if problem is not None:
+        raise MemoryError(f"{where}: {total:,} rows: {problem}")
     return [np.empty((total, t.numel), dtype=np.float32) for t in layout.space.tensors]
 
 
@@ -353,6 +357,8 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
         metadata = _read_metadata(files)
         rows = _kept_rows(metadata, architecture, keep, split)
         weights = read_weights(files, checksums=[entry[FAST] for entry in entries] if fused else None, rows=rows)
+    except MemoryError:  # refused before the copy (`zoo.memory_budget`): the shards are not to blame
+        raise
     except Exception:
         if fused:
             check_shards(folder, entries)

@@ -3,7 +3,8 @@
 A Small CNN Zoo of ~6,300 checkpoints (~125 MB of weights) is imported; a child process loads its
 splits as `bench run` does for a task keeping each run's final checkpoint (one row in nine), under a
 limit of the child's import floor plus half the zoo's weights. It must finish; the same load of every
-row under the same limit must be killed for memory (the negative control: the limit binds).
+row under the same limit must not fit (the negative control: the limit binds), and is refused before
+its copy in one line that says what it needs and what would fit (`zoo.memory_budget`).
 """
 
 from __future__ import annotations
@@ -54,4 +55,8 @@ def test_a_benchmark_load_of_the_kept_rows_fits_where_the_whole_zoo_does_not(zoo
     assert kept.returncode == 0 and not kept.oom_killed, kept.describe()
     assert int(kept.stdout.split()[-1]) == RUNS  # one checkpoint a run
     whole = run_limited([sys.executable, "-c", LOAD, str(zoo), "all"], limit_bytes=limit, env=environment, cwd=root)
-    assert whole.oom_killed or whole.returncode != 0, whole.describe()  # the limit binds: every row does not fit
+    # the limit binds: every row does not fit, and the load says so before it copies (zoo.memory_budget),
+    # naming what would fit, instead of being killed halfway
+    assert whole.returncode not in (0, None) and not whole.oom_killed, whole.describe()
+    assert "GiB of memory and" in whole.stderr and "GiB is available" in whole.stderr, whole.describe()
+    assert "a split set reads fewer rows" in whole.stderr, whole.describe()
