@@ -44,6 +44,11 @@ class ZooRef:
     profile: str
 
     @property
+    def source(self) -> str:
+        """Its source as the board records a zoo made by `generate_command` (`leaderboards.datasets.zoo_source`)."""
+        return f"regenerated from spec {self.spec.removesuffix('.yaml')} ({self.profile})"
+
+    @property
     def generate_command(self) -> str:
         """The command that trains this zoo's runs (the pinned bytes where the arithmetic is the same)."""
         spec = self.spec

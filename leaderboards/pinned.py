@@ -184,8 +184,8 @@ def same_runs(root: str | Path):
     from benchmarks.standard import STANDARD_SUITES
 
     datasets, seen = load_datasets(root), {}
-    recipes = {cell.zoo.dataset_hash: f"regenerated from spec {cell.zoo.spec.removesuffix('.yaml')} ({cell.zoo.profile})"
-               for name in STANDARD_SUITES.names() for cell in STANDARD_SUITES.get(name)().cells}
+    recipes = {cell.zoo.dataset_hash: cell.zoo.source for name in STANDARD_SUITES.names()
+               for cell in STANDARD_SUITES.get(name)().cells}
 
     def model_ids(dataset_hash: str) -> frozenset | None:
         if dataset_hash not in seen:

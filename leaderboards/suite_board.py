@@ -58,15 +58,14 @@ def run_cell(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
     return None
 
 
-def _model_fields_match(model: str, config: Any, cell: Cell) -> bool:
+def _model_fields_match(model: str, config: dict[str, Any], cell: Cell) -> bool:
     """Whether a run's model config has the fields `cell` fixes for `model` (standard-v2's presets and
     group). An outside model the board cannot import is taken as its run recorded it."""
     from nfn_models.registry import MODELS
 
     if not (cell.model_presets or cell.group) or model not in MODELS.builtin_names():
         return True
-    recorded = to_data(config) if not isinstance(config, dict) else config
-    return all(canonical_json(recorded.get(key)) == canonical_json(value)
+    return all(canonical_json(config.get(key)) == canonical_json(value)
                for key, value in cell_model_fields(cell, model).items())
 
 

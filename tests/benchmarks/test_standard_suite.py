@@ -58,7 +58,7 @@ def test_standard_v2_cells_are_pinned_to_the_boards_portable_zoos():
     for cell in suite.cells:  # registered on the official board, with the recipe a newcomer regenerates
         assert (board[cell.zoo.name]["dataset_hash"], board[cell.zoo.name]["config"]) == \
             (cell.zoo.dataset_hash, cell.zoo.config)
-        assert board[cell.zoo.name]["source"] == f"regenerated from spec {cell.zoo.config} (suite-v2)"
+        assert board[cell.zoo.name]["source"] == cell.zoo.source == f"regenerated from spec {cell.zoo.config} (suite-v2)"
         assert Path("leaderboards", board[cell.zoo.name]["test_metadata"]).exists()
 
 
