@@ -14,6 +14,7 @@ run. `--hotspots N` also prints each population mode's top N functions by own ti
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import datetime
 import json
@@ -96,6 +97,7 @@ class Measurement:
     population_s: float | None  # populations, training.rng: torch-generator (None: not timed)
     counter_s: float | None  # populations, training.rng: counter-v1 (None: not timed)
     flops: float
+    reproducibility: str = "native"  # the trained spec's training.reproducibility
 
     HEADER = (f"{'family':<12}{'runs':>6}{'ckpts':>8}{'solo ck/s':>11}{'pop ck/s':>10}{'pop/solo':>9}"
               f"{'ctr ck/s':>10}{'ctr/pop':>9}{'solo x mm':>10}{'pop x mm':>10}{'ctr x mm':>10}")
@@ -143,12 +145,16 @@ SCHEMES = ("torch-generator", "counter-v1")
 
 def measure(name: str, device: torch.device = CPU, runs_count: int | None = None,
             population_size: int | None = None, profile: str | None = None, top: int = 0,
-            schemes: tuple[str, ...] = SCHEMES, solo: bool = True) -> Measurement:
+            schemes: tuple[str, ...] = SCHEMES, solo: bool = True, reproducibility: str | None = None) -> Measurement:
     """Times the workload's runs one at a time (CPU only, unless `solo` is False) and as populations on
     `device`, with each draw scheme; `profile` replaces the workload's ("full": the spec without a
-    profile); `top` > 0 prints each population mode's hotspots."""
+    profile); `reproducibility` sets the spec's `training.reproducibility` (what the spec itself changes
+    in training, the optimizers' square root; the environment is the caller's); `top` > 0 prints each
+    population mode's hotspots."""
     spec_name, default_profile, count, overrides = WORKLOADS[name]
     profile = default_profile if profile is None else (None if profile == "full" else profile)
+    if reproducibility is not None:
+        overrides = _merge(copy.deepcopy(overrides), {"training": {"reproducibility": reproducibility}})
     spec = spec_from_data(_merge(to_data(load_spec(spec_name, profile)), overrides))
     family = create_family(name, population_size=population_size)
     runs = representative_runs(family, plan_runs(spec), runs_count or count, family.population_size_on(device))
@@ -170,7 +176,8 @@ def measure(name: str, device: torch.device = CPU, runs_count: int | None = None
         print(f"--- {name} population, training.rng: {scheme}: top {top} by own time")
         print(hotspots(lambda: family.train_population(with_rng(spec, scheme), runs, placed, lambda run, r: None), top))
     return Measurement(name, len(runs), next(iter(produced.values())), solo_s, seconds.get("torch-generator"),
-                       seconds.get("counter-v1"), sum(family.run_flops(spec, run.hparams) for run in runs))
+                       seconds.get("counter-v1"), sum(family.run_flops(spec, run.hparams) for run in runs),
+                       spec.training.reproducibility)
 
 
 # Hyperparameters every member of a memory measurement shares, so that all K form one population.

@@ -8,6 +8,9 @@ portable, native, ...) so that a noisy neighbour hurts both. It prints each fami
 per second in each mode (the best of the repeats) and the ratio native / portable, measured in this
 one run. Run: `make bench-generation` (after the generation benchmark) or
 `python -m benchmarks.perf.portable --families cnn --repeats 3`.
+
+`--each` adds one row per part of the mode, each alone on the native paths (one environment setting,
+or the spec's IEEE square root in the optimizers), so that what costs what is measured in the same run.
 """
 
 from __future__ import annotations
@@ -21,20 +24,28 @@ import sys
 FAMILIES = ("cnn", "inr", "transformer")
 
 
-def child(family: str, runs: int | None) -> dict:
-    """One family's population training in this process (whatever mode its environment sets)."""
+# The mode's parts, each measurable alone: environment settings (PORTABLE_ENV's keys) and the spec's mode.
+PARTS = {"ATen avx2": ("ATEN_CPU_CAPABILITY",), "MKL COMPATIBLE": ("MKL_CBWR",),
+         "oneDNN AVX2": ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"), "NumPy X86_V3": ("NPY_ENABLE_CPU_FEATURES",),
+         "IEEE sqrt": ()}
+
+
+def child(family: str, runs: int | None, reproducibility: str) -> dict:
+    """One family's population training in this process (its environment's settings, the spec's mode)."""
     import torch
 
     from benchmarks.perf.generation import measure
 
     torch.set_num_threads(1)
-    found = measure(family, runs_count=runs, schemes=("torch-generator",), solo=False)
+    found = measure(family, runs_count=runs, schemes=("torch-generator",), solo=False, reproducibility=reproducibility)
     return {"family": family, "checkpoints": found.checkpoints, "seconds": found.population_s,
+            "reproducibility": found.reproducibility,
             "aten": torch.backends.cpu.get_cpu_capability()}
 
 
-def _run(family: str, runs: int | None, env: dict[str, str]) -> dict:
-    argv = [sys.executable, "-m", "benchmarks.perf.portable", "--child", family, *(["--runs", str(runs)] if runs else [])]
+def _run(family: str, runs: int | None, env: dict[str, str], reproducibility: str) -> dict:
+    argv = [sys.executable, "-m", "benchmarks.perf.portable", "--child", family, "--reproducibility", reproducibility,
+            *(["--runs", str(runs)] if runs else [])]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise RuntimeError(f"{family}: the child failed:\n{done.stderr[-2000:]}")
@@ -46,31 +57,37 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--runs", type=int, default=None, help="runs per family (default: the generation workload's)")
     parser.add_argument("--repeats", type=int, default=2, help="measurements per mode, alternated (default: 2)")
+    parser.add_argument("--each", action="store_true", help="also each part of the mode alone on the native paths")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--reproducibility", default="native", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.runs)))
+        print(json.dumps(child(args.child, args.runs, args.reproducibility)))
         return
     from zoo.distributed.machine import describe_machine
-    from zoo.training.reproducibility import portable_environment, processor_problem
+    from zoo.training.reproducibility import PORTABLE_ENV, portable_environment, processor_problem
 
     problem = processor_problem()
     if problem is not None:
         raise SystemExit(problem)
     native = dict(os.environ)
-    portable = portable_environment(os.environ)
+    modes = {"native": (native, "native"), "portable": (portable_environment(os.environ), "portable")}
+    if args.each:  # each part alone: the native environment with one setting, or the spec's square root
+        modes.update({part: ({**native, **{key: PORTABLE_ENV[key] for key in keys}}, "native" if keys else "portable")
+                      for part, keys in PARTS.items()})
     machine = describe_machine()
     print(f"portable mode against native, one thread, populations (training.rng torch-generator); "
           f"{machine['cpu_model']}, native ATen {machine['aten_isa']}, {args.repeats} alternated repeats, best of each")
-    print(f"{'family':<12}{'ckpts':>7}{'native ck/s':>13}{'portable ck/s':>15}{'native/portable':>17}")
+    print(f"{'family':<12}{'mode':<16}{'ckpts':>7}{'ck/s':>9}{'native/mode':>13}")
     for family in args.families.split(","):
         best: dict[str, float] = {}
         for _ in range(args.repeats):
-            for mode, env in (("native", native), ("portable", portable)):
-                found = _run(family, args.runs, env)
+            for mode, (env, reproducibility) in modes.items():
+                found = _run(family, args.runs, env, reproducibility)
                 best[mode] = max(best.get(mode, 0.0), found["checkpoints"] / found["seconds"])
-        print(f"{family:<12}{found['checkpoints']:>7}{best['native']:>13.2f}{best['portable']:>15.2f}"
-              f"{best['native'] / best['portable']:>16.2f}x", flush=True)
+        for mode in modes:
+            print(f"{family:<12}{mode:<16}{found['checkpoints']:>7}{best[mode]:>9.2f}"
+                  f"{best['native'] / best[mode]:>12.2f}x", flush=True)
 
 
 if __name__ == "__main__":
