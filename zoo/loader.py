@@ -41,9 +41,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
+from zoo.memory_budget import allocation_problem
 from zoo.storage import safetensors_io
 from zoo.storage.folder import read_manifest, resolve_config
-from zoo.memory_budget import allocation_problem
 from zoo.storage.integrity import (FAST, HASH_BLOCK_BYTES, CorruptShardError, check_shards, entry_paths,
                                     hash_while_using, read_named, xxh3_file)
 from zoo.storage.parquet_pages import fixed_width_pages

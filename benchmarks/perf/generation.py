@@ -14,7 +14,6 @@ run. `--hotspots N` also prints each population mode's top N functions by own ti
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import datetime
 import json
@@ -153,9 +152,10 @@ def measure(name: str, device: torch.device = CPU, runs_count: int | None = None
     population mode's hotspots."""
     spec_name, default_profile, count, overrides = WORKLOADS[name]
     profile = default_profile if profile is None else (None if profile == "full" else profile)
+    data = _merge(to_data(load_spec(spec_name, profile)), overrides)
     if reproducibility is not None:
-        overrides = _merge(copy.deepcopy(overrides), {"training": {"reproducibility": reproducibility}})
-    spec = spec_from_data(_merge(to_data(load_spec(spec_name, profile)), overrides))
+        data["training"]["reproducibility"] = reproducibility
+    spec = spec_from_data(data)
     family = create_family(name, population_size=population_size)
     runs = representative_runs(family, plan_runs(spec), runs_count or count, family.population_size_on(device))
     data = family.load_data(spec)
