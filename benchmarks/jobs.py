@@ -310,10 +310,15 @@ def _run_on_ray(pending: Sequence[Job], workers: int, address: str | None, gpus_
     from ray.exceptions import RayError
 
     from zoo.distributed.ray_session import connected, interruptible
+    from zoo.named_import import worker_environment
 
     with interruptible(), connected(address, num_cpus=workers):
         _check_gpus(gpus_per_job, address)
-        remote = ray.remote(num_cpus=1, max_calls=1)(_remote_job).options(num_gpus=gpus_per_job)
+        options: dict[str, Any] = {"num_gpus": gpus_per_job}
+        named = worker_environment()  # a model imported from the working folder: the workers look there too
+        if named:
+            options["runtime_env"] = {"env_vars": named}
+        remote = ray.remote(num_cpus=1, max_calls=1)(_remote_job).options(**options)
         stored: dict[int, Any] = {}  # id(argument) -> ObjectRef: an object shared by jobs is put once
 
         def by_reference(value: Any) -> Any:

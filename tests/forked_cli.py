@@ -3,7 +3,8 @@
 A server process imports the slow, environment-independent libraries once (numpy, pandas, pyarrow,
 torch; nothing of ours, nothing that reads HF_* or NFNZOO_* variables at import) and then, per
 request, forks a child that takes the request's working directory, environment, argv and stdin
-(/dev/null), writes stdout and stderr to files, and runs `zoo.cli` as `python -m` would. The server
+(/dev/null), writes stdout and stderr to files, and runs `zoo.cli` as the console script would (`-P`:
+the working directory is not on its path, so a child in a folder holding `numpy.py` does not import it). The server
 waits for the child within the request's timeout and kills it past that, so a read that blocks
 still fails its case instead of hanging the suite. The child is a separate process like a
 subprocess would be: its own exit code, file descriptors, environment and memory. What it does not
@@ -83,7 +84,7 @@ class ForkedCLI:
     def __init__(self, cwd: Path, warnings: str = "ignore"):
         env = {**os.environ, "PYTHONWARNINGS": warnings}
         self.scratch = Path(tempfile.mkdtemp(prefix="forked_cli_"))
-        self.server = subprocess.Popen([sys.executable, "-c", _SERVER], cwd=cwd, env=env, stdin=subprocess.PIPE,
+        self.server = subprocess.Popen([sys.executable, "-P", "-c", _SERVER], cwd=cwd, env=env, stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, text=True)
 
     def run(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float,

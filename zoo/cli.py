@@ -99,14 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # `--model mypkg.models:MyNFN` from the folder that holds mypkg, as uvicorn, gunicorn and celery
-    # resolve `module:attr` (a console script, unlike `python -m`, does not put it on the path)
-    try:
-        here = os.getcwd()
-    except OSError:  # the working folder was deleted
-        here = None
-    if here is not None and here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # a command that runs itself again (the portable mode)
     try:
@@ -126,8 +118,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m zoo.cli`: run the imported module's main, so that the CommandError the
-    # subcommands raise (zoo.cli's) is the class caught, not a twin defined in __main__
+    # `python -m zoo.cli` put the working folder first on the path: nothing more is imported from it
+    # (`zoo.named_import`; `python -P -m zoo.cli` never puts it there). Then run the imported module's
+    # main, so that the CommandError the subcommands raise (zoo.cli's) is the class caught, not a twin
+    # defined in __main__.
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]
     from zoo.cli import main as package_main
 
     sys.exit(package_main())

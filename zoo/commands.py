@@ -94,7 +94,9 @@ def _portable_child(args: argparse.Namespace) -> int | None:
         return None
     print("portable mode: running again with " + " ".join(f"{k}={v}" for k, v in portable_environment({}).items()),
           file=sys.stderr, flush=True)
-    child = subprocess.Popen([sys.executable, "-m", "zoo.cli", *args.argv], env=portable_environment(os.environ))
+    from zoo.named_import import python_command
+
+    child = subprocess.Popen(python_command("-m", "zoo.cli", *args.argv), env=portable_environment(os.environ))
     forward = lambda signum, frame: child.send_signal(signum)  # noqa: E731 (SIGTERM reaches the child too)
     previous = signal.signal(signal.SIGTERM, forward)
     try:

@@ -10,7 +10,8 @@ before the first lookup).
 
 A registry may also take members from other packages (`entry_points` and `check`, the NFN models'
 and the tasks' registries do): a name is looked up among the registered ones, then as an import
-path `package.module:Class` (imported then, and registered under that path), then among the
+path `package.module:Class` (imported then, by `zoo.named_import.import_named`: from the normal path, else
+that one top-level name from the working folder; and registered under that path), then among the
 Python entry points of the group `entry_points` that installed packages declare (their metadata
 is read, their code imported only when the name is asked for). `check(name, item)` states the
 contract a loaded member must meet (raising `PluginError`). Every failure is one line naming
@@ -24,6 +25,8 @@ import importlib
 import importlib.metadata
 import re
 from typing import Any, Callable, Generic, TypeVar
+
+from zoo.named_import import import_named, shadowed_in_working_folder
 
 T = TypeVar("T")
 
@@ -85,9 +88,16 @@ class Registry(Generic[T]):
 
     def add_plugin(self, name: str, item: T, origin: str = "object") -> str:
         """Registers `item` from outside the built-ins under `name` after checking its contract; a
-        plugin may replace an earlier plugin of that name (a notebook cell run twice), never a built-in."""
-        if name in self._items and name not in self._plugins and self._items[name] is not item:
+        plugin may replace an earlier plugin of that name (a notebook cell run twice), never a built-in,
+        and its name may not look like a built-in's (`zoo.validation.names.builtin_problem`)."""
+        from zoo.validation.names import builtin_problem  # the one rule for names beside a built-in's
+
+        builtins = self.builtin_names()
+        if name in builtins and self._items[name] is not item:
             raise PluginError(f"{self.kind} {name!r} is a built-in; give yours another name")
+        problem = None if name in builtins else builtin_problem(self.kind, name, builtins)
+        if problem is not None:
+            raise PluginError(problem)
         if self._check is not None:
             self._check(name, item)
         if self._items.get(name) is not item:
@@ -99,12 +109,15 @@ class Registry(Generic[T]):
     def _load_path(self, path: str) -> str:
         module_name, _, attribute = path.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            module = import_named(module_name)
         except Exception as error:  # a plugin's own import error, whatever it is, is one line
+            top = module_name.partition(".")[0]
+            why = (f"; the working folder's {top!r} is not used, since {top!r} is an installed or standard module: "
+                   "rename yours" if shadowed_in_working_folder(module_name) else "")
             raise PluginError(f"{self.kind} {path!r}: cannot import module {module_name!r} "
-                              f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                              f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}){why}; "
                               "expected MODULE:CLASS importable from this Python's path (run from the folder that holds "
-                              f"{module_name.partition('.')[0]!r}, or install it: pip install -e FOLDER)") from None
+                              f"{top!r}, or install it: pip install -e FOLDER)") from None
         item: Any = module
         for part in attribute.split("."):
             if not hasattr(item, part):

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from shadows import imported, plant
 from zoo.cli import main
 from zoo.training.reproducibility import (PORTABLE_ENV, environment_problem, portable_environment,
                                           processor_problem)
@@ -95,15 +96,22 @@ def test_generate_runs_itself_again_pinned_and_its_ray_workers_make_the_recorded
     assert manifest["spec"]["training"]["reproducibility"] == "portable"
 
 
-def test_verify_retrains_a_portable_zoo_in_its_mode_and_info_names_it(portable_zoo, capsys):
+def test_verify_retrains_a_portable_zoo_in_its_mode_and_info_names_it(portable_zoo, capsys, tmp_path):
+    """The retraining runs in a child process, started from a folder holding a `zoo/cli.py` and a `numpy.py`:
+    the child imports nfnzoo's own (`python -P`; docs/security.md, "working folder")."""
     out, _ = portable_zoo
     assert main(["info", str(out)]) == 0
     assert "reproducibility: portable (the same bytes on any x86-64-v3 processor with mkl " in capsys.readouterr().out
     env = {**os.environ, **HOSTILE, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "zoo.cli", "verify", str(out), "--retrain", "1"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    folder, markers = tmp_path / "project", tmp_path / "markers"
+    folder.mkdir()
+    plant(folder, markers)
+    done = subprocess.run([str(Path(sys.executable).parent / "nfnzoo"), "verify", str(out), "--retrain", "1"],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "portable mode: running again with" in done.stderr  # the child ran
     assert "(portable mode):" in done.stdout and "identical" in done.stdout and "DIFFERENT" not in done.stdout
+    assert imported(markers) == []
 
 
 def test_the_dry_run_names_the_mode(capsys):
