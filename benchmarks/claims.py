@@ -19,6 +19,12 @@ tolerance:
 - "unmeasured": no claim failed, but some checks measured nothing because the output broke the
   contract there (not finite at a magnitude, e.g. MAGEP-NFN at 100x weights in float32);
 - "not checked": the check itself raised (a plugin that cannot be built small); the error is kept.
+
+Each check's verdict is one of `CHECK_VERDICTS` (what `benchmarks.check_model.Check.verdict` writes).
+A results file's block is taken only as this module writes it (`block_problem`, at submit): every
+verdict from its set and agreeing with its check's numbers, the groups those of the claimed checks,
+"holds" only with a passing check of each claimed group and nothing unmeasured, "unmeasured" only
+with a check that measured nothing, "not checked" with no check.
 """
 
 from __future__ import annotations
@@ -30,9 +36,17 @@ import time
 from typing import Any, Mapping
 
 from benchmarks.check_model import SEEDS, SMALL, SPACES, Check, check_model, reads
+from benchmarks.results import ClaimCheck, Claims
 from nfn_models.registry import MODELS
 
 MAX_TEXT = 200  # characters of a check's verdict or of an error kept in the record
+# a check's verdict (`Check.verdict`): a claimed group's, an unclaimed group's, the output contract met
+# ("ok: <what>"), or what broke it ("NOT FINITE: <where>", ...: nothing measured)
+CLAIMED_VERDICTS = ("holds", "FALSE CLAIM")
+UNCLAIMED_VERDICTS = ("changes (not claimed)", "unchanged: could be claimed")
+BROKEN_VERDICTS = ("NOT FINITE", "WRONG SHAPE", "WRONG DTYPE", "MODIFIES ITS INPUT")
+CHECK_VERDICTS = (*CLAIMED_VERDICTS, *UNCLAIMED_VERDICTS, "ok", *BROKEN_VERDICTS)
+CHECK_TESTS = ("output", "invariance", "denormal", "equivariance")
 
 
 def family_spaces(family: str) -> tuple[str, ...]:
@@ -88,9 +102,74 @@ def _number(value: float) -> float | None:
 
 
 def _record(check: Check) -> dict[str, Any]:
+    assert verdict_kind(check.verdict) is not None, f"a check verdict outside CHECK_VERDICTS: {check.verdict!r}"
     return {"space": check.space, "group": check.group, "test": check.test, "magnitude": check.magnitude,
             "claimed": check.claimed, "deviation": _number(check.deviation), "tolerance": _number(check.tolerance),
             "verdict": check.verdict[:MAX_TEXT]}
+
+
+def verdict_kind(verdict: str) -> str | None:
+    """Which of `CHECK_VERDICTS` a check's verdict is ("ok" and a broken contract carry ": <detail>"), or None."""
+    if verdict in CLAIMED_VERDICTS or verdict in UNCLAIMED_VERDICTS:
+        return verdict
+    head, colon, _ = verdict.partition(": ")
+    return head if colon and (head == "ok" or head in BROKEN_VERDICTS) else None
+
+
+def _check_problem(check: ClaimCheck) -> tuple[str, str] | None:
+    """(field, why) where a recorded check is not one the checker writes: its test and verdict from their
+    sets, and its verdict what its numbers say."""
+    if check.test not in CHECK_TESTS:
+        return "test", f"expected one of {', '.join(CHECK_TESTS)}, got {ascii(check.test[:60])}"
+    kind = verdict_kind(check.verdict)
+    measured = check.deviation is not None and check.tolerance is not None
+    if kind is None:
+        return "verdict", (f"expected one of {', '.join(CHECK_VERDICTS)} (`ok` and the broken contracts followed by "
+                           f"': ' and what was seen), got {ascii(check.verdict[:60])}")
+    if kind not in BROKEN_VERDICTS and (kind == "ok") != (check.test == "output"):  # any check may break
+        return "verdict", f"{kind!r} is not a verdict of a {check.test!r} check"
+    if kind in BROKEN_VERDICTS or kind == "ok":
+        if check.deviation is not None or (kind == "ok" and check.claimed):
+            return "deviation", f"a {kind!r} check measures no group: expected null and nothing claimed"
+    elif (kind in CLAIMED_VERDICTS) != check.claimed or not measured:
+        which = "claimed" if kind in CLAIMED_VERDICTS else "unclaimed"
+        return "verdict", (f"{kind!r} needs a {which} group measured (deviation and tolerance), got claimed "
+                           f"{check.claimed}, deviation {check.deviation}")
+    elif kind in CLAIMED_VERDICTS and (kind == "holds") != (check.deviation <= check.tolerance):
+        return "verdict", f"{kind!r} disagrees with deviation {check.deviation!r} and tolerance {check.tolerance!r}"
+    return None
+
+
+def block_problem(claims: Claims) -> tuple[str, str] | None:
+    """(key within the block, why) where a results file's claims block is not one `check_claims` writes (see
+    the module docstring), or None. Keys like `checks[3].verdict`."""
+    for index, check in enumerate(claims.checks):
+        problem = _check_problem(check)
+        if problem is None and check.space not in claims.spaces:
+            problem = "space", f"expected one of the checked spaces {list(claims.spaces)}, got {check.space!r}"
+        if problem is not None:
+            return f"checks[{index}].{problem[0]}", problem[1]
+    kinds = [verdict_kind(check.verdict) for check in claims.checks]
+    unmeasured = sum(kind in BROKEN_VERDICTS for kind in kinds)
+    if claims.verdict == "not checked":
+        if claims.checks or claims.groups:
+            return "checks", "a block that was not checked holds no check and no group"
+        return None
+    if claims.verdict == "holds":
+        passing = {check.group for check, kind in zip(claims.checks, kinds) if check.claimed and kind == "holds"}
+        missing = [group for group in claims.groups if group not in passing]
+        if missing or not claims.checks:
+            return "checks", (f"'holds' needs a passing check of each claimed group; none for {missing}" if missing
+                              else "'holds' needs the checks it was reached by; none is recorded")
+        if unmeasured:
+            return "verdict", (f"'holds', but {unmeasured} check(s) measured nothing (the output broke the "
+                               "contract): expected 'unmeasured'")
+    if claims.verdict == "unmeasured" and not unmeasured:
+        return "verdict", "'unmeasured', but every check measured its output"
+    claimed = sorted({check.group for check in claims.checks if check.claimed})
+    if sorted(claims.groups) != claimed:
+        return "groups", f"expected the groups of the claimed checks, {claimed}, got {list(claims.groups)}"
+    return None
 
 
 def describe(claims: Mapping[str, Any] | None) -> str:
@@ -108,7 +187,7 @@ def describe(claims: Mapping[str, Any] | None) -> str:
                         and c["deviation"] > c["tolerance"]})
         return f"FALSE CLAIM: claims {groups}; {'; '.join(false[:3])} ({counted})"
     if claims["verdict"] == "unmeasured":
-        broken = sum(1 for c in claims["checks"] if c["verdict"].startswith(("NOT FINITE", "WRONG", "MODIFIES")))
+        broken = sum(1 for c in claims["checks"] if verdict_kind(c["verdict"]) in BROKEN_VERDICTS)
         return f"claims {groups}: hold where measured, {broken} check(s) unmeasured (output broke the contract) " \
                f"({counted})"
     return f"claims {groups}: hold ({counted})"

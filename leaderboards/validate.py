@@ -3,14 +3,18 @@
 A submission is a results JSON written by `benchmarks.harness` (schema:
 `benchmarks.results.Results`, documented in SCHEMA.md). Beyond the schema we require: a
 registered task whose metrics are all reported (its `required_metrics` where it names them),
-at least `MIN_SEEDS` unique seeds that match the per-seed entries, the same metrics for every seed, a summary whose mean and std agree with
-the per-seed metrics to `TOLERANCE`, a parameter count from 1 to `MAX_PARAMS`, a sha256 dataset
-hash, a model name of the board's names' characters (`leaderboards.names`), and a `task_config` that is the task's own: its
-`Config` dataclass (`zoo.validation.schema.from_data`: no unknown key, every value of its declared type), or
-for a track's task the fields `benchmarks.tracks.reporting` writes (`TrackResultsConfig`). The
-schema's value checks (finite numbers, 64-bit integers, plain bounded text) hold for every field. Every problem found is reported, not just the first; a
-file that does not match the schema reports that alone, since the other checks need its
-structure.
+at least `MIN_SEEDS` unique seeds that match the per-seed entries, the same metrics for every
+seed, a summary whose mean and std agree with the per-seed metrics to `TOLERANCE`, a parameter
+count from 1 to `MAX_PARAMS`, a sha256 dataset hash, a model name of the board's names'
+characters (`leaderboards.names`), a `claims`
+block as `benchmarks.claims` writes it (`block_problem`: every verdict from its set and agreeing
+with its check's numbers, "holds" only with a passing check of each claimed group), and a
+`task_config` that is the task's own: its `Config` dataclass (`zoo.validation.schema.from_data`:
+no unknown key, every value of its declared type), or for a track's task the fields
+`benchmarks.tracks.reporting` writes (`TrackResultsConfig`). The schema's value checks (finite
+numbers, 64-bit integers, plain bounded text) hold for every field. Every problem found is
+reported, not just the first; a file that does not match the schema reports that alone, since
+the other checks need its structure.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import dataclasses
 import re
 from typing import Any, Literal
 
+from benchmarks.claims import block_problem
 from benchmarks.results import Results, summarize
 from benchmarks.tasks import get_task_class
 from benchmarks.tasks.track_task import TrackTask
@@ -80,6 +85,9 @@ def check_results(data: Any, where: str) -> tuple[Results | None, list[str]]:
     for problem in (model_name_problem(results.model), config_key_problem(results.model_config)):
         if problem is not None:
             problems.append(problem)
+    claims = block_problem(results.claims) if results.claims is not None else None
+    if claims is not None:  # as a schema error: one line naming the file and the key
+        problems.append(str(SchemaError(where, f"claims.{claims[0]}", claims[1])))
     for field in ("predictions", "examples"):
         name = getattr(results, field)
         if name is not None and (not FILE_NAME.fullmatch(name) or ".." in name):
