@@ -21,6 +21,11 @@ folders `<task>/<12 hex digits>/` holding regular entry files (`*.json`) and the
 verified entry beside it (`<id>.predictions.parquet`) belong there. An HTML page, a stray Parquet
 file, an extra folder, a FIFO or a symbolic link (never followed: a link to a system file is
 named, not read) fails the audit, as a hand-edited entry does.
+
+Nothing is read through a link: an entry's stored predictions and the board's pinned files
+(`leaderboards.pinned.load_pinned`) are opened as regular files only (`open_regular(follow=False)`),
+a link among them is a problem naming it; `entries/` itself a link is a stray and no entry is
+read through it; `datasets.json` a link (or not a regular file) stops the audit with one line naming it.
 """
 
 from __future__ import annotations
@@ -33,13 +38,13 @@ import re
 from pathlib import Path
 
 from benchmarks.tasks import get_task_class
-from leaderboards.datasets import load_datasets
+from leaderboards.datasets import DATASETS_FILE, load_datasets
 from leaderboards.entries import (ENTRIES_DIR, PREDICTIONS_SUFFIX, Entry, content_hash, entry_files, entry_path,
                                   read_entry, stored_predictions_path)
 from leaderboards.pinned import load_pinned, split_set_of
 from leaderboards.rescore import MAX_PREDICTIONS_BYTES, read_stored_predictions, rescore
 from leaderboards.seal import seal_problem
-from zoo.validation.inputs import InputError, read_capped
+from zoo.validation.inputs import InputError, open_regular, read_capped
 from zoo.registry import UnknownNameError
 from zoo.validation.schema import SchemaError
 
@@ -104,7 +109,8 @@ def audit_entry(root: Path, path: Path, datasets: dict, require_verified: bool =
             problems.append(f"unverified ({entry.submission.rescoring or 'accepted before re-scoring'})")
         return EntryAudit(path, False, tuple(problems))
     try:
-        digest = hashlib.sha256(read_capped(stored, MAX_PREDICTIONS_BYTES, "stored predictions file")).hexdigest()
+        digest = hashlib.sha256(read_capped(stored, MAX_PREDICTIONS_BYTES, "stored predictions file",
+                                            follow=False)).hexdigest()
     except InputError as error:
         return EntryAudit(path, True, (*problems, str(error)))
     if digest != entry.submission.predictions_sha256:
@@ -174,6 +180,9 @@ def audit(root: str | Path, *, require_verified: bool = False) -> list[EntryAudi
     """Every entry of the board, audited, and every stray path under its `entries/` as a problem of its own
     (see the module docstring), sorted by path."""
     root = Path(root)
+    if os.path.lexists(root / DATASETS_FILE):  # a board's file: never read through a link
+        open_regular(root / DATASETS_FILE, "datasets file", follow=False).close()
     datasets = load_datasets(root)
-    audits = [audit_entry(root, path, datasets, require_verified) for path in entry_files(root)]
+    listed = [] if os.path.islink(root / ENTRIES_DIR) else entry_files(root)  # the link is a stray, never listed
+    audits = [audit_entry(root, path, datasets, require_verified) for path in listed]
     return sorted(audits + stray_audits(root), key=lambda audited: str(audited.path))

@@ -13,7 +13,8 @@ A zoo with named split sets (an imported zoo's papers' splits, `zoo.split_set_lo
 each set's test split pinned too, as `<root>/pinned/<hash12>.<set>.test.parquet` with its sha256
 in the record's `split_sets`; a result on a split set (its `task_config.splits`) is re-scored
 from that file (`split_set_of`). A pinned file is read within
-`MAX_PINNED_BYTES` (a regular file only), and pinning holds the board's lock.
+`MAX_PINNED_BYTES`, a regular file only: a symbolic link (the file, or `pinned/` itself) is refused
+in one line naming it, never read through; pinning holds the board's lock.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset
 from leaderboards.lock import board_lock
+from zoo.storage import nofollow
 from zoo.storage.atomic import write_bytes_atomic
 from zoo.storage.integrity import check_declared_sizes
 from zoo.validation.inputs import InputError, read_capped
@@ -160,8 +162,13 @@ def load_pinned(root: str | Path, record: KnownDataset, split_set: str = DEFAULT
                              f"split set {split_set!r} on this board (it has {sorted(record.split_sets) or 'none'}); "
                              "pin it with `nfnzoo leaderboard pin DATASET_DIR`")
     path = Path(root) / pinned_name(record.dataset_hash, split_set)
+    try:  # a file of the board: never read through a link, neither the file nor pinned/
+        nofollow.check(root, path.parent)
+    except nofollow.LinkRefused:
+        raise ValueError(f"the pinned test metadata of {record.name!r}: {path.parent}: a symbolic link; a board's "
+                         "pinned files are never read through links") from None
     try:
-        data = read_capped(path, MAX_PINNED_BYTES, "pinned test metadata file")
+        data = read_capped(path, MAX_PINNED_BYTES, "pinned test metadata file", follow=False)
     except InputError as error:
         raise ValueError(f"the pinned test metadata of {record.name!r}: {error}") from None
     actual = hashlib.sha256(data).hexdigest()
