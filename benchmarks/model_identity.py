@@ -9,9 +9,12 @@ as their `model`, apart from how it was loaded (their `model_source`):
   entry point's registered name; else, for an import path or an object, the class's `BOARD_NAME`
   where it sets one, else the class's own name (`LayerSets`), or a factory's function name. It must
   be a `MODEL_NAME` (1-64 ASCII letters, digits and `._+-`, starting with a letter or digit: it is
-  shown on the board and is part of an entry's file name) and must not be a different built-in
-  model's name (letter case, `-` and `_` aside); both are checked before anything trains, so a run
-  never ends in results the board refuses by their name.
+  shown on the board and is part of an entry's file name) and must neither be a different built-in
+  model's name nor look like a built-in's (`zoo.validation.names.builtin_problem`: letter case, `-`
+  and `_` aside, and look-alike letters: `StatNN`, `stat_nn`, `rnlp` beside `statnn` and `mlp`; the
+  same rule and line as plugin registration and `leaderboard submit`). Both are checked before
+  anything trains (and before any data is read), so a run never ends in results the board refuses
+  by their name.
 - the source (`model_source`): how it was loaded (`kind`: built-in, import path, entry point or
   object; `loaded_as`: what the user gave), the import path of the class (or of the factory), the
   installed distribution that provides its top-level package and that distribution's version (else
@@ -35,6 +38,7 @@ from typing import Any
 
 from nfn_models.registry import MODELS
 from zoo.registry import import_path
+from zoo.validation.names import builtin_problem
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -43,10 +47,6 @@ GIT_TIMEOUT_S = 10
 
 class ModelNameError(ValueError):
     """A model's board name the board would refuse, found before anything trains."""
-
-
-def _fold(name: str) -> str:
-    return name.lower().replace("-", "_")
 
 
 def board_name(registered: str, given: str | None = None) -> str:
@@ -66,11 +66,9 @@ def board_name(registered: str, given: str | None = None) -> str:
         raise ModelNameError(f"model {registered!r}: its board name {ascii(str(name)[:80])} ({why}) must be 1-64 ASCII "
                              "letters, digits or ._+-, starting with a letter or digit; choose one with --name NAME "
                              "(benchmarks.evaluate(..., name=NAME))")
-    if origin != "built-in":
-        clash = [builtin for builtin in MODELS.builtin_names() if _fold(builtin) == _fold(name)]
-        if clash:
-            raise ModelNameError(f"model {registered!r}: its board name {name!r} ({why}) is the built-in model "
-                                 f"{clash[0]!r}'s; choose another with --name NAME")
+    problem = builtin_problem(MODELS.kind, name, MODELS.builtin_names(), registered if origin == "built-in" else None)
+    if problem is not None:
+        raise ModelNameError(problem)
     return name
 
 

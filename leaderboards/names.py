@@ -13,11 +13,14 @@ whose names look the same are a forgery waiting to happen. So:
   100, warmup_epochs 10") is `CONFIG_KEY`: 1-128 ASCII letters, digits and `._+-`, starting with a
   letter, digit or `_` (`config_key_problem`, every level of the config). The values are free text
   (a task's alphabet may hold any letter), without control or invisible characters (the schema);
-- within those characters some still look alike (`rn` and `m`, `l`, `1` and `I`, `0` and `O`):
-  `skeleton` maps a name through the small table `CONFUSABLE` (longest sequence first, after which
-  `vv` and `w` are one too), and a new name whose skeleton equals that of a different name already
-  on the board is refused (`confusable_problem`): `rnlp` beside `mlp`, `resnet-l8` beside
-  `resnet-18`. The same name again is not a confusion.
+- within those characters some still look alike. The one rule for that is
+  `zoo.validation.names.look_alike` (letter case, `-` and `_` aside, and the small table
+  `CONFUSABLE`: `rn` as `m`, `vv` as `w`, `cl` as `d`, `1`, `I` and `|` as `l`, `0` and `o` as
+  `O`): a new name that looks like a different name already on the board is refused
+  (`confusable_problem`): `rnlp` beside `mlp`, `resnet-l8` beside `resnet-18`, `LayerSets` beside
+  `layersets`; and a model name that looks like a built-in model's without being it
+  (`builtin_model_problem`): `StatNN`, `stat_nn` beside `statnn`, the line plugin registration and
+  `bench run --name` give. The same name again is not a confusion.
 """
 
 from __future__ import annotations
@@ -26,17 +29,11 @@ import re
 from typing import Iterable
 
 from benchmarks.model_identity import MODEL_NAME  # one definition: a run checks it before training
+from nfn_models.registry import MODELS
+from zoo.validation.names import CONFUSABLE, builtin_problem, look_alike_problem, skeleton  # noqa: F401 (the table)
 
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:/@-]{0,199}")
 CONFIG_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}")
-# sequence -> what it is read as; the documented table of look-alikes within the names' characters
-CONFUSABLE = {"rn": "m", "vv": "w", "cl": "d", "1": "l", "I": "l", "|": "l", "0": "O", "o": "O", "_": "-"}
-_CONFUSABLE = re.compile("|".join(re.escape(k) for k in sorted(CONFUSABLE, key=len, reverse=True)))
-
-
-def skeleton(name: str) -> str:
-    """What `name` looks like: every `CONFUSABLE` sequence replaced by what it is read as."""
-    return _CONFUSABLE.sub(lambda match: CONFUSABLE[match.group(0)], name)
 
 
 def model_name_problem(name: str) -> str | None:
@@ -72,11 +69,11 @@ def config_key_problem(config: object, where: str = "model_config") -> str | Non
 
 
 def confusable_problem(what: str, name: str, existing: Iterable[str]) -> str | None:
-    """Why `name` would be confused with a different name of `existing` (equal skeletons), or None."""
-    own = skeleton(name)
-    for other in sorted(set(existing)):
-        if other != name and skeleton(other) == own:
-            return (f"{what} {name!r} looks like the board's {what} {other!r} (both read as {own!r}: "
-                    f"{', '.join(f'{k} as {v}' for k, v in CONFUSABLE.items())}); choose a name that cannot be "
-                    "mistaken for it")
-    return None
+    """Why `name` would be confused with a different name of `existing` (they look alike), or None."""
+    return look_alike_problem(what, name, existing, f"the board's {what}")
+
+
+def builtin_model_problem(name: str) -> str | None:
+    """Why a results file's model `name` may not be on the board beside the built-in models: it looks like
+    one without being it (the line `zoo.registry` and `benchmarks.model_identity.board_name` give), or None."""
+    return builtin_problem(MODELS.kind, name, MODELS.builtin_names(), own=name)

@@ -27,8 +27,11 @@ under its lock (`leaderboards.lock`): the duplicate check, the dataset's registr
 writes of concurrent submissions never interleave. The entry is written last, sealed
 (`leaderboards.seal`), and created exclusively (`leaderboards.entries.write_new_entry_file`): an
 existing file, even at a colliding id, is never overwritten. A model name must not be mistakable
-for a different model's name already on the board, nor a new dataset's display name for another
-dataset's (`leaderboards.names`: `rnlp` beside `mlp` is refused).
+for a built-in model's (unless it is that built-in's own) nor for a different model's name already
+on the board, nor a new dataset's display name for another dataset's (`leaderboards.names`, the rule
+of `zoo.validation.names`: letter case, `-` and `_` aside, and look-alike letters; `StatNN` and
+`rnlp` beside `statnn` and `mlp` are refused). A claims block must be one `benchmarks.claims`
+writes (`leaderboards.validate`), and not a false claim.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from leaderboards.datasets import KnownDataset, load_datasets, register_dataset,
 from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, SubmissionInfo, content_hash, duplicate_key,
                                   entry_bytes, entry_path, load_entries, stored_predictions_path, write_new_entry_file)
 from leaderboards.lock import board_lock
-from leaderboards.names import confusable_problem, dataset_name_problem
+from leaderboards.names import builtin_model_problem, confusable_problem, dataset_name_problem
 from leaderboards.pinned import DEFAULT, load_pinned, missing_pins, pinned_sets, split_set_of, with_pins, write_pinned
 from leaderboards.render_check import render_problems
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
@@ -186,6 +189,8 @@ def _check_duplicates(results: Results, hash_of_content: str, root: Path) -> lis
             problems.append(f"duplicates the accepted entry {path}: same task, model, model config, "
                             "task config, dataset and seeds (configs compared in canonical form: Unicode-normalised "
                             "text, 256.0 as 256); use new seeds or change the model or protocol")
+    if builtin_model_problem(results.model) is not None:  # refused already (`validate`): one line for one name
+        return problems
     confused = confusable_problem("model name", results.model, (entry.results.model for _, entry in entries))
     return problems + ([confused] if confused else [])
 

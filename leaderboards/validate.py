@@ -6,7 +6,7 @@ registered task whose metrics are all reported (its `required_metrics` where it 
 at least `MIN_SEEDS` unique seeds that match the per-seed entries, the same metrics for every
 seed, a summary whose mean and std agree with the per-seed metrics to `TOLERANCE`, a parameter
 count from 1 to `MAX_PARAMS`, a sha256 dataset hash, a model name of the board's names'
-characters (`leaderboards.names`), a `claims`
+characters that is a built-in model's own or looks like none (`leaderboards.names`), a `claims`
 block as `benchmarks.claims` writes it (`block_problem`: every verdict from its set and agreeing
 with its check's numbers, "holds" only with a passing check of each claimed group), and a
 `task_config` that is the task's own: its `Config` dataclass (`zoo.validation.schema.from_data`:
@@ -27,7 +27,7 @@ from benchmarks.claims import block_problem
 from benchmarks.results import Results, summarize
 from benchmarks.tasks import get_task_class
 from benchmarks.tasks.track_task import TrackTask
-from leaderboards.names import MODEL_NAME, config_key_problem, model_name_problem
+from leaderboards.names import MODEL_NAME, builtin_model_problem, config_key_problem, model_name_problem
 from zoo.registry import UnknownNameError
 from zoo.validation.schema import SchemaError, from_data
 
@@ -82,7 +82,8 @@ def check_results(data: Any, where: str) -> tuple[Results | None, list[str]]:
     except UnknownNameError as error:
         problems.append(str(error))
         task_metrics = set()
-    for problem in (model_name_problem(results.model), config_key_problem(results.model_config)):
+    for problem in (model_name_problem(results.model) or builtin_model_problem(results.model),
+                    config_key_problem(results.model_config)):
         if problem is not None:
             problems.append(problem)
     claims = block_problem(results.claims) if results.claims is not None else None

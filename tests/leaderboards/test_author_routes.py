@@ -230,7 +230,7 @@ def test_a_false_claim_is_warned_about_and_refused(package, tiny_zoo, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--model", "mlp", "--name", "my nfn"], "its board name 'my nfn' (--name) must be 1-64 ASCII letters"),
-    (["--model", "layersets.model:LayerSets", "--name", "MLP"], "its board name 'MLP' (--name) is the built-in model 'mlp'"),
+    (["--model", "layersets.model:LayerSets", "--name", "MLP"], "NFN model name 'MLP' looks like the built-in NFN model 'mlp'"),
 ])
 def test_a_name_the_board_would_refuse_stops_the_run_before_any_data_is_read(package, tmp_path, capsys, argv, message):
     with on_path([package[0]], MODELS, TASKS):

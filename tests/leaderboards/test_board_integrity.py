@@ -21,8 +21,9 @@ from leaderboards import SubmissionRejected, submit
 from leaderboards.audit import audit
 from leaderboards.entries import canonical_json, content_hash, entry_id, load_entries
 from leaderboards.migrate_ids import migrate
-from leaderboards.names import skeleton
+from leaderboards.names import builtin_model_problem, skeleton
 from leaderboards.seal import sealed
+from zoo.validation.names import look_alike
 from zoo.validation.text import visible
 
 
@@ -153,10 +154,11 @@ def test_the_canonical_form():
 
 
 @pytest.mark.parametrize("name, reason", [
-    ("rnlp", "looks like the board's model name 'mlp'"),
-    ("MLP", None),  # upper case reads differently: accepted
-    ("m1p", "looks like the board's model name 'mlp'"),
-    ("mIp", "looks like the board's model name 'mlp'"),
+    ("rnlp", "looks like the built-in NFN model 'mlp'"),  # mlp is a built-in too: that line comes first
+    ("MLP", "looks like the built-in NFN model 'mlp'"),  # letter case aside (`zoo.validation.names`)
+    ("mlp-small", None),  # the negative control: another name
+    ("m1p", "looks like the built-in NFN model 'mlp'"),
+    ("mIp", "looks like the built-in NFN model 'mlp'"),
     ("mlp\u3164", "U+3164"),
     ("mlp\u2800", "U+2800"),
     ("mlp\ufe0f", "U+FE0F"),
@@ -178,7 +180,16 @@ def test_a_name_that_looks_like_another_on_the_board_is_refused(root, write_resu
 def test_the_skeleton_table():
     assert skeleton("rnlp") == skeleton("mlp") and skeleton("resnet-l8") == skeleton("resnet-18")
     assert skeleton("gnn_small") == skeleton("gnn-small") and skeleton("vvide") == skeleton("wide")
-    assert skeleton("mlp") != skeleton("mip") and skeleton("statnn") != skeleton("stat-nn")
+    assert skeleton("mlp") != skeleton("mip") and skeleton("statnn") != skeleton("stat-nn")  # case and - kept
+
+
+def test_a_name_that_looks_like_a_non_builtin_one_on_the_board_is_refused(root, write_results, make_data):
+    submit(write_results(make_data(model="ResNet-18")), root)
+    for name in ("resnet18", "ResNet_l8", "RESNET-I8", "resnet-18"):  # case, separators, look-alikes
+        with pytest.raises(SubmissionRejected, match="looks like the board's model name 'ResNet-18'"):
+            submit(write_results(make_data(model=name)), root)
+    assert submit(write_results(make_data(model="ResNet-18", seeds=(3, 4, 5))), root)  # the same name again
+    assert submit(write_results(make_data(model="ResNet-19")), root)  # the negative control: another name
 
 
 def test_a_dataset_name_outside_the_names_characters_is_refused(root, write_results, make_data, local_dataset,
@@ -239,7 +250,8 @@ def test_the_official_board_has_long_ids_no_canonical_duplicates_and_nothing_str
     assert len(set(keys)) == len(keys)
     assert stray_audits(OFFICIAL_ROOT) == []
     models = {entry.results.model for _, entry in entries}
-    assert len({skeleton(model) for model in models}) == len(models)  # no two names look alike
+    assert not [(a, b) for a in models for b in models if a < b and look_alike(a, b)]  # no two names look alike
+    assert [builtin_model_problem(model) for model in models] == [None] * len(models)
 
 
 def _dictionary_bomb(path: Path, rows: int = 12, value_bytes: int = 500_000) -> Path:
