@@ -136,6 +136,8 @@ def load_splits(data_path: str | Path, config: str | None, split_set: str = DEFA
     splits = {name: with_architectures(loaded[name], architectures, spec) for name in SPLITS}
     dataset = {"path": str(data_path), "config": config, "dataset_hash": checked_hash,
                "family": configs[config]["family"], "repo": source.repo, "revision": source.revision}
+    if split_set != DEFAULT_SPLITS:  # the set's file, checked by the load: the dataset hash does not cover it
+        dataset["split_set_sha256"] = configs[config]["split_sets"][split_set]["sha256"]
     return splits, dataset
 
 

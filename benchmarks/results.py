@@ -51,6 +51,9 @@ class DatasetInfo:
     family: str  # the zoo family of the checkpoints (e.g. "cnn")
     repo: str | None = None  # the Hub dataset repo the data came from; null for a local folder
     revision: str | None = None  # the commit sha the repo's revision resolved to; set exactly when `repo` is
+    # sha256 of the split set's file the run read (its task_config.splits, checked against the manifest);
+    # null on the zoo's own split, which the dataset hash covers
+    split_set_sha256: str | None = None
 
     def validate(self, where: str, key: str) -> None:
         prefix = f"{key}." if key else ""
@@ -66,6 +69,8 @@ class DatasetInfo:
                               "expected `repo` and `revision` together (a Hub dataset) or neither (a local folder)")
         if self.repo is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", self.repo):
             raise SchemaError(where, f"{prefix}repo", f"expected a Hub repo id ORG/NAME, got {self.repo!r}")
+        if self.split_set_sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}", self.split_set_sha256):
+            raise SchemaError(where, f"{prefix}split_set_sha256", "expected a sha256 hex digest")
         if self.revision is not None and not re.fullmatch(r"[0-9a-f]{40}", self.revision):
             raise SchemaError(where, f"{prefix}revision",
                               f"expected the 40-hex commit sha the revision resolved to, got {self.revision!r}")

@@ -104,6 +104,9 @@ class KnownDataset:
     # split set -> sha256 of its pinned test metadata, pinned/<hash12>.<set>.test.parquet (an imported
     # zoo's papers' splits, `leaderboards.pinned`)
     split_sets: dict[str, str] = dataclasses.field(default_factory=dict)
+    # split set -> sha256 of the set's own file in the zoo pinned from (which train, validation and test rows
+    # it lists); a result on the set must record the same (`leaderboards.submission`)
+    split_set_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def validate(self, where: str, key: str) -> None:
         problem = dataset_name_problem(self.name)
@@ -133,6 +136,11 @@ class KnownDataset:
                                   f"{problem or 'the zoo own split is test_metadata'}")
             if not isinstance(digest, str) or not SHA256.fullmatch(digest):
                 raise SchemaError(where, f"{key}.split_sets.{split_set}", f"expected a sha256 hex digest, got {ascii(str(digest)[:80])}")
+        for split_set, digest in self.split_set_files.items():
+            if split_set not in self.split_sets:
+                raise SchemaError(where, f"{key}.split_set_files", f"{ascii(split_set[:80])}: not a pinned split set")
+            if not isinstance(digest, str) or not SHA256.fullmatch(digest):
+                raise SchemaError(where, f"{key}.split_set_files.{split_set}", "expected a sha256 hex digest")
         if self.test_metadata is not None and not re.fullmatch(r"pinned/[0-9a-f]{12}\.test\.parquet",
                                                                self.test_metadata):
             raise SchemaError(where, f"{key}.test_metadata",

@@ -33,7 +33,7 @@ from leaderboards.lock import board_lock
 from zoo.storage import nofollow
 from zoo.storage.atomic import write_bytes_atomic
 from zoo.storage.integrity import check_declared_sizes
-from zoo.validation.inputs import InputError, read_capped
+from zoo.validation.inputs import InputError, check_name, read_capped
 from zoo.storage.lock import FolderLock
 
 PINNED_DIR = "pinned"
@@ -50,7 +50,7 @@ def split_set_of(task_config) -> str:
 
 def pinned_name(dataset_hash: str, split_set: str = DEFAULT) -> str:
     """The pinned file of a dataset's test split (or a split set's), relative to the board."""
-    middle = "" if split_set == DEFAULT else f".{split_set}"
+    middle = "" if split_set == DEFAULT else f".{check_name(split_set, 'split set')}"
     return f"{PINNED_DIR}/{dataset_hash[:12]}{middle}.test.parquet"
 
 
@@ -85,19 +85,53 @@ def missing_pins(record: KnownDataset, folder: str | Path) -> dict[str, bytes]:
     return {name: test_metadata_bytes(folder, record.config, name) for name in wanted}
 
 
-def with_pins(record: KnownDataset, pins: dict[str, bytes]) -> KnownDataset:
-    """The record naming `pins` (split set -> bytes) as pinned, beside what it pinned already."""
+def set_files(folder: str | Path, config: str) -> dict[str, str]:
+    """Each split set's file sha256 as the zoo's manifest (validated where it is read) lists it."""
+    from zoo.storage.folder import read_manifest
+
+    return {name: described["sha256"]
+            for name, described in read_manifest(folder)["configs"][config].get("split_sets", {}).items()}
+
+
+def with_pins(record: KnownDataset, pins: dict[str, bytes], folder: str | Path | None = None) -> KnownDataset:
+    """The record naming `pins` (split set -> bytes) as pinned, beside what it pinned already; with the
+    zoo's `folder`, each pinned split set's file hash too (where the record lacks it)."""
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in pins.items()}
     if DEFAULT in digests:
         record = dataclasses.replace(record, test_metadata=pinned_name(record.dataset_hash),
                                      test_metadata_sha256=digests.pop(DEFAULT))
-    return dataclasses.replace(record, split_sets={**record.split_sets, **digests})
+    split_sets = {**record.split_sets, **digests}
+    files = set_files(folder, record.config) if folder is not None and split_sets else {}
+    files = {name: digest for name, digest in files.items() if name in split_sets}
+    return dataclasses.replace(record, split_sets=split_sets, split_set_files={**files, **record.split_set_files})
+
+
+def split_set_file_problem(record: KnownDataset, split_set: str, recorded: str | None,
+                           folder: str | Path | None = None) -> str | None:
+    """Why a result on `split_set` whose set file had sha256 `recorded` is not on the board's pinned set (or,
+    where the board has not pinned it yet, the set of the zoo at `folder`, which will be pinned), or None.
+    The dataset hash covers the shards, not a set's file: an edited set (a test row moved into train) keeps it."""
+    if split_set == DEFAULT:
+        return None
+    expected = record.split_set_files.get(split_set)
+    if expected is None and folder is not None:
+        expected = set_files(folder, record.config).get(split_set)
+    if expected is None:
+        return (f"dataset {record.name!r} has no file hash of split set {split_set!r} on this board; pin it again "
+                "from the zoo (`nfnzoo leaderboard pin DATASET_DIR`)")
+    if recorded is None:
+        return (f"the results do not record the sha256 of split set {split_set!r} (dataset.split_set_sha256); run "
+                "the benchmark again with this nfnzoo")
+    if recorded != expected:
+        return (f"split set {split_set!r}: the results read a set file with sha256 {recorded[:12]}…, the board pinned "
+                f"{expected[:12]}… (the set lists other train, validation or test rows)")
+    return None
 
 
 def pinned_record(root: str | Path, record: KnownDataset, folder: str | Path) -> tuple[KnownDataset, dict[str, bytes]]:
     """The record with its test metadata pinned from `folder`, and the bytes to write (nothing is written)."""
     pins = missing_pins(record, folder)
-    return with_pins(record, pins), pins
+    return with_pins(record, pins, folder), pins
 
 
 def write_pinned(root: str | Path, record: KnownDataset, pins: dict[str, bytes]) -> None:
@@ -111,20 +145,18 @@ def pin_dataset(root: str | Path, folder: str | Path, config: str | None = None)
     The folder's checked hash must be a registered dataset's. A record already pinned is
     compared with the folder's test split instead (an error if they differ).
     """
+    from zoo.storage.folder import read_manifest, resolve_config
+
     root, folder = Path(root), Path(folder)
+    manifest = read_manifest(folder)  # the received zoo parsed (its names checked) before the board is touched
+    config = resolve_config(manifest, config, folder)
     with board_lock(root) as lock:
         return _pin_dataset(root, folder, config, lock)
 
 
-def _pin_dataset(root: Path, folder: Path, config: str | None, lock: FolderLock) -> str:
-    from zoo.storage.folder import read_manifest
+def _pin_dataset(root: Path, folder: Path, config: str, lock: FolderLock) -> str:
     from zoo.storage.integrity import verified_dataset_hash
 
-    configs = read_manifest(folder)["configs"]
-    if config is None:
-        if len(configs) != 1:
-            raise ValueError(f"{folder} holds the configs {sorted(configs)}; choose one with --config")
-        config = next(iter(configs))
     actual = verified_dataset_hash(folder, config)
     record = load_datasets(root).get(actual)
     if record is None:
@@ -139,6 +171,8 @@ def _pin_dataset(root: Path, folder: Path, config: str | None, lock: FolderLock)
                              f"{'' if name == DEFAULT else f'split set {name} '}test split of {folder}")
         checked.append(pinned_name(record.dataset_hash, name))
     pinned, pins = pinned_record(root, record, folder)
+    if not pins and pinned != record:  # a record pinned before it kept the split sets' file hashes
+        register_dataset(root, pinned, replace=True, lock=lock)
     if not pins:
         said = "equals the test split" if len(checked) == 1 else "equal the test splits (the zoo's, its split sets')"
         return f"{record.name}: the pinned {', '.join(checked)} {said} of {folder}"

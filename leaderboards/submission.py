@@ -53,7 +53,8 @@ from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, Submi
                                   entry_bytes, entry_path, load_entries, stored_predictions_path, write_new_entry_file)
 from leaderboards.lock import board_lock
 from leaderboards.names import builtin_model_problem, confusable_problem, dataset_name_problem
-from leaderboards.pinned import DEFAULT, load_pinned, missing_pins, pinned_sets, split_set_of, with_pins, write_pinned
+from leaderboards.pinned import (DEFAULT, load_pinned, missing_pins, pinned_sets, split_set_file_problem, split_set_of,
+                                 with_pins, write_pinned)
 from leaderboards.render_check import render_problems
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
 from leaderboards.seal import sealed
@@ -230,11 +231,14 @@ def _verification(results: Results, predictions: pandas.DataFrame | None, check:
     what was checked or why not, test metadata to pin with the entry, split set -> bytes, where the
     dataset lacks it: with a checked folder, every split set it records)."""
     task_class = get_task_class(results.task)
+    record, split_set = check.record, split_set_of(results.task_config)
+    problem = split_set_file_problem(record, split_set, results.dataset.split_set_sha256, check.folder)
+    if problem is not None:
+        return [problem], "", {}
     if predictions is None:
         return [], "unverified: the results name no predictions file", {}
     if not task_class.RESCORING:
         return [], f"unverified: the {results.task} task cannot be re-scored", {}
-    record, split_set = check.record, split_set_of(results.task_config)
     pins = {DEFAULT: check.pin} if check.pin is not None else {}
     if check.folder is not None:
         pins = missing_pins(record, check.folder)
@@ -339,7 +343,7 @@ def _accept(results_path: Path, data: dict, results: Results, predictions: panda
 
     record = check.record
     if pins:
-        record = with_pins(record, pins)
+        record = with_pins(record, pins, check.folder)
     path = entry_path(root, results, hash_of_content)
     entry_id = path.stem
     submission = {"id": entry_id, "content_hash": hash_of_content,

@@ -21,6 +21,7 @@ rows in: a model id found in no checked shard is an error (and `nfnzoo verify` c
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Callable
 
@@ -32,7 +33,7 @@ import pyarrow.parquet as pq
 import torch
 
 from zoo.loader import ZooSplit, decode_weights, metadata_columns
-from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
+from zoo.storage.folder import read_manifest, resolve_config
 from zoo.storage.integrity import check_shards, entry_paths, read_named
 from zoo.weightspace import WeightBatch
 
@@ -51,8 +52,7 @@ def _split_set_ids(folder: Path, config: str | None, name: str, check: bool
     """(config, its manifest entry, split -> model ids, the entries of the shards holding them) of split
     set `name`; with `check`, its file and those shards are checked against the manifest."""
     from zoo.storage.manifest import shard_path
-    from zoo.storage.integrity import sha256_file
-    from zoo.validation.inputs import InputError, read_json_file
+    from zoo.validation.inputs import InputError, load_json_bytes, read_capped
 
     manifest = read_manifest(folder)
     config = resolve_config(manifest, config, folder)
@@ -63,11 +63,13 @@ def _split_set_ids(folder: Path, config: str | None, name: str, check: bool
                          f"{sorted(sets) or 'none'} besides its own split (the default)")
     described = sets[name]
     path = shard_path(folder, described["path"], f"{folder}/manifest.json: split set {name}")
-    if check and (not path.is_file() or sha256_file(path) != described["sha256"]):
-        raise InputError(f"{path}: split set {name!r} is missing or differs from the manifest's sha256")
-    wanted = read_json_file(path, 64 * 2**20, strict=True, what="split set")
-    if not isinstance(wanted, dict) or not all(isinstance(wanted.get(s), list) for s in SPLITS):
-        raise InputError(f"{path}: expected train, validation and test lists of model ids")
+    data = read_capped(path, 64 * 2**20, "split set", follow=False)  # read once: the bytes hashed are those parsed
+    if check and hashlib.sha256(data).hexdigest() != described["sha256"]:
+        raise InputError(f"{path}: split set {name!r} differs from the manifest's sha256")
+    wanted = load_json_bytes(data, str(path), strict=True)
+    if not isinstance(wanted, dict) or not all(
+            isinstance(wanted.get(s), list) and all(isinstance(m, str) for m in wanted[s]) for s in SPLITS):
+        raise InputError(f"{path}: expected train, validation and test lists of model ids (strings)")
     holders = _holders(folder, config, entry, name, {m for s in SPLITS for m in wanted[s]})
     if check:
         check_shards(folder, holders)
@@ -76,15 +78,8 @@ def _split_set_ids(folder: Path, config: str | None, name: str, check: bool
 
 def _holders(folder: Path, config: str, entry: dict, name: str, needed: set) -> list[dict]:
     """The manifest entries of the shards holding split set `name`'s rows, in manifest order."""
-    from zoo.validation.inputs import InputError
-
-    listed = entry["split_sets"][name].get("shards")
+    listed = entry["split_sets"][name].get("shards")  # each one of `files` (`zoo.storage.manifest`)
     if listed is not None:
-        known = {shard["path"] for shard in entry["files"]}
-        unknown = next((p for p in listed if p not in known), None)
-        if unknown is not None or not isinstance(listed, list):
-            raise InputError(f"{Path(folder) / MANIFEST}: config {config!r}: split set {name!r} lists shard "
-                             f"{ascii(unknown)[:80]}, which the config's `files` do not; expected paths of its shards")
         chosen = set(listed)
         return [shard for shard in entry["files"] if shard["path"] in chosen]
     wanted, holders = pa.array(sorted(needed)), []

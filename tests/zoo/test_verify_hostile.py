@@ -234,7 +234,6 @@ def _not_complete(entry): entry["complete"] = False
 @pytest.mark.parametrize("change, expected", [
     (_packed_more, "packed_checkpoints 19, its shards hold 18"),
     (_planned_fewer, "exceeds planned_checkpoints 17"),
-    (_split_count, "splits.train says 14 rows, its shards hold 12"),
     (_not_complete, "complete is false, but 18 of 18"),
 ])
 def test_inconsistent_counts_are_problems(tiny_zoo_copy, change, expected):
@@ -243,6 +242,33 @@ def test_inconsistent_counts_are_problems(tiny_zoo_copy, change, expected):
     write_manifest(tiny_zoo_copy, manifest)
     problems = verify(tiny_zoo_copy, allow_incomplete=True).problems
     assert any(expected in p for p in problems), problems
+
+
+def test_a_split_count_that_is_not_its_shards_sum_is_refused_where_the_manifest_is_read(tiny_zoo_copy):
+    manifest = read_manifest(tiny_zoo_copy)
+    _split_count(manifest["configs"][CONFIG])
+    write_manifest(tiny_zoo_copy, manifest)
+    with pytest.raises(InputError, match=r"splits\.train: 14 rows, but its shards' `rows` add up to 12"):
+        load_split(tiny_zoo_copy, CONFIG, "train")
+    problems = verify(tiny_zoo_copy, allow_incomplete=True).problems
+    assert len(problems) == 1 and "splits.train: 14 rows, but its shards' `rows` add up to 12" in problems[0]
+
+
+def test_a_manifest_that_understates_every_shards_rows_is_refused_by_the_load_and_by_verify(tiny_zoo_copy):
+    """Consistent with itself (each split's count its shards' sum), but not with the files' own footers."""
+    from zoo.storage.integrity import CorruptShardError
+
+    manifest = read_manifest(tiny_zoo_copy)
+    entry = manifest["configs"][CONFIG]
+    for shard in entry["files"]:
+        shard["rows"] -= 1
+        entry["splits"][shard["split"]] -= 1
+    entry["packed_checkpoints"] -= len(entry["files"])
+    write_manifest(tiny_zoo_copy, manifest)
+    with pytest.raises(CorruptShardError, match=r"train-00000-of-00001-[0-9a-f]+\.parquet: 12 rows, manifest says 11"):
+        load_split(tiny_zoo_copy, CONFIG, "train")
+    problems = verify(tiny_zoo_copy, allow_incomplete=True).problems
+    assert all(any(shard["path"] in p and "rows, manifest says" in p for p in problems) for shard in entry["files"])
 
 
 def test_the_cards_completeness_must_agree_with_the_manifest(tiny_zoo_copy, tiny_zoo_spec):

@@ -39,6 +39,23 @@ def declared_size_problem(path: Path) -> str | None:
     return _declared_size_problem(str(path), status.st_size, status.st_mtime_ns, status.st_ino)
 
 
+def declared_rows(path: Path) -> int | None:
+    """The rows the Parquet file at `path` declares in its footer (None: not readable as Parquet)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return _declared_rows(str(path), status.st_size, status.st_mtime_ns, status.st_ino)
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_rows(path: str, size: int, mtime_ns: int, inode: int) -> int | None:
+    try:
+        return pq.read_metadata(path).num_rows
+    except (pa.ArrowInvalid, OSError):
+        return None
+
+
 @functools.lru_cache(maxsize=256)
 def _declared_size_problem(path: str, size: int, mtime_ns: int, inode: int) -> str | None:
     footer = _footer_length(path, size)

@@ -42,7 +42,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
-from zoo.storage.declared_sizes import check_declared_sizes, declared_size_problem  # noqa: F401 (re-exported)
+from zoo.storage.declared_sizes import (check_declared_sizes, declared_rows,  # noqa: F401 (re-exported)
+                                        declared_size_problem)
 from zoo.storage.shard_file import (CorruptShardError, open_regular,  # noqa: F401 (re-exported)
                                     regular_file_problem)
 from zoo.storage.manifest import shard_path
@@ -135,7 +136,7 @@ def dataset_hash_of(files: Iterable[dict]) -> str:
 def shard_problem(path: Path, entry: dict, *, full: bool = False) -> str | None:
     """What is wrong with the shard at `path` against its manifest entry, or None when it matches:
     by its fast checksum where the entry has one, by sha256 with `full` or where it has none; then
-    the sizes it declares (`declared_size_problem`)."""
+    the sizes it declares (`declared_size_problem`) and its row count against the entry's."""
     problem = regular_file_problem(path)
     if problem is not None:
         return problem
@@ -147,7 +148,11 @@ def shard_problem(path: Path, entry: dict, *, full: bool = False) -> str | None:
             return "sha256 differs from the manifest (corrupted)"
     elif xxh3_file(path) != entry[FAST]:
         return "xxh3_128 differs from the manifest (corrupted)"
-    return declared_size_problem(path)
+    problem = declared_size_problem(path)
+    rows = declared_rows(path) if problem is None else None
+    if rows is not None and rows != entry["rows"]:
+        return f"{rows:,} rows, manifest says {entry['rows']:,} (a manifest that misstates its shards)"
+    return problem
 
 
 def entry_paths(folder: str | Path, entries: list[dict]) -> list[Path]:

@@ -3,7 +3,9 @@
 A manifest comes from a local folder or from a Hub snapshot, so it is input like any other:
 `check_manifest` holds it to a small schema (every config a safe name mapping to an entry
 whose `files` are {path, split, rows, bytes, sha256}, non-negative counts, a `complete`
-flag, per-split row counts and, where present, `machines` as `zoo.distributed.machine` checks them) so
+flag, per-split row counts that are its shards' sums, `split_sets` of safe names whose files and
+holding shards are confined like the shards and, where present, `machines` as
+`zoo.distributed.machine` checks them) so
 that every reader gets a one-line `InputError` naming the key instead of a `KeyError` or
 `TypeError` deep inside. `shard_path` is the only way a manifest's `files[].path` becomes a
 file to open: a relative path of safe names that stays inside the folder
@@ -23,6 +25,7 @@ from typing import Any
 
 from zoo.storage.nofollow import confine
 from zoo.validation.inputs import InputError, name_problem
+from zoo.validation.text import stored_text_problem
 from zoo.distributed.machine import check_machines
 from zoo.training.reproducibility import MODES
 from zoo.validation.schema import SchemaError
@@ -90,6 +93,54 @@ def _lexical(relative: Any, where: str) -> None:
             raise InputError(f"{where}.path: path {ascii(relative)[:80]}: {problem}")
 
 
+def _check_split_set(name: Any, described: Any, where: str, folder: Path | None, shards: set[str]) -> None:
+    """A `split_sets` entry: a safe name; its file (path, sha256, bytes); rows per split; the shards holding its
+    rows, each one of the config's own (`zoo.imports.writer` writes them; `zoo.split_set_loader` reads them)."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise InputError(f"{where}: {problem}")
+    where = f"{where}.{name}"
+    _mapping(described, where)
+    for key in ("path", "sha256"):
+        if key not in described:
+            raise InputError(f"{where}: missing `{key}` (expected path, sha256, bytes, rows, shards)")
+    if folder is not None:
+        shard_path(folder, described["path"], f"{where}.path")
+    else:
+        _lexical(described["path"], where)
+    if not isinstance(described["sha256"], str) or not _SHA256.fullmatch(described["sha256"]):
+        raise InputError(f"{where}.sha256: expected 64 lowercase hex digits")
+    if "bytes" in described:
+        _count(described["bytes"], f"{where}.bytes")
+    if "rows" in described:
+        for split, count in _mapping(described["rows"], f"{where}.rows").items():
+            if split not in SPLITS:
+                raise InputError(f"{where}.rows: unknown split {ascii(split)[:40]}; expected {list(SPLITS)}")
+            _count(count, f"{where}.rows.{split}")
+    description = described.get("description", "")
+    if not isinstance(description, str) or stored_text_problem(description, 2_000) is not None:
+        raise InputError(f"{where}.description: expected plain text of at most 2,000 characters")
+    listed = described.get("shards")  # absent in a zoo imported before the holders were listed
+    if listed is not None:
+        if not isinstance(listed, list) or not all(isinstance(path, str) for path in listed):
+            raise InputError(f"{where}.shards: expected a list of the config's shard paths")
+        unknown = next((path for path in listed if path not in shards), None)
+        if unknown is not None:
+            raise InputError(f"{where}.shards: {ascii(unknown)[:80]} is not a shard of the config's `files`")
+
+
+def _check_counts(entry: dict, where: str) -> None:
+    """Each split's row count is the sum of its shards' (a shard's own count is checked against its file
+    when it is read: `zoo.storage.integrity.shard_problem`)."""
+    counted: dict[str, int] = {}
+    for file_entry in entry["files"]:
+        counted[file_entry["split"]] = counted.get(file_entry["split"], 0) + file_entry["rows"]
+    for split in SPLITS:
+        if counted.get(split, 0) != entry["splits"].get(split, 0):
+            raise InputError(f"{where}.splits.{split}: {entry['splits'].get(split, 0):,} rows, but its shards' "
+                             f"`rows` add up to {counted.get(split, 0):,}; expected the same count")
+
+
 def check_config(entry: Any, where: str, folder: Path | None) -> None:
     _mapping(entry, where)
     files = entry.get("files")
@@ -98,6 +149,9 @@ def check_config(entry: Any, where: str, folder: Path | None) -> None:
                          f"{'nothing' if files is None else type(files).__name__}")
     for index, file_entry in enumerate(files):
         _check_file(file_entry, f"{where}.files[{index}]", folder)
+    shards = {file_entry["path"] for file_entry in files}
+    for name, described in _mapping(entry.get("split_sets", {}), f"{where}.split_sets").items():
+        _check_split_set(name, described, f"{where}.split_sets", folder, shards)
     for key in ("planned_checkpoints", "packed_checkpoints"):
         _count(entry.get(key), f"{where}.{key}")
     if not isinstance(entry.get("complete"), bool):
@@ -109,6 +163,7 @@ def check_config(entry: Any, where: str, folder: Path | None) -> None:
     for split in entry["splits"]:
         if split not in SPLITS:
             raise InputError(f"{where}.splits: unknown split {ascii(split)[:40]}; expected {list(SPLITS)}")
+    _check_counts(entry, where)
     columns = entry.get("columns")
     if not isinstance(columns, list) or not all(
             isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("type"), str) for c in columns):

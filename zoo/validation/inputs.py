@@ -18,7 +18,7 @@ submission, a pinned table) goes through here, so one set of rules holds everywh
   quotes the file's bytes.
 - `NAME` / `check_name`: the one pattern for a user-supplied string that becomes a path
   component (config, spec, entry and dataset names): letters, digits and `._+-`, starting with
-  a letter or digit, at most 128 characters. (`zoo.storage.nofollow.confine` is the one rule for
+  a letter or digit, not ending with a dot, at most 128 characters. (`zoo.storage.nofollow.confine` is the one rule for
   a relative path of such components inside a folder, for readers and writers alike.)
 - `text_problem`: free text stored in a data file: no Unicode control, format or invisible
   characters (bidi overrides, zero-width marks, escapes, blank fillers, variation selectors;
@@ -47,7 +47,8 @@ MAX_TEXT = 20_000  # characters of one stored string (a spec's description is un
 MAX_YAML_BYTES = 1 * 2**20  # a spec file is a few kilobytes
 MAX_YAML_NODES = 1_000_000  # expanded (aliases counted as copies); a spec has a few hundred
 MAX_INT = 2**63 - 1  # stored integers are 64-bit (Arrow, numpy, torch)
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+# a trailing dot is refused: some file systems drop it, so `x.` and `x` would name one file
+NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._+-]{0,126}[A-Za-z0-9_+-])?")
 
 
 class InputError(ValueError):
@@ -251,8 +252,8 @@ def name_problem(value: Any) -> str | None:
         return f"expected a name, got {type(value).__name__}"
     if not NAME.fullmatch(value):
         shown = ascii(value[:60]) + ("…" if len(value) > 60 else "")
-        return (f"{shown} is not a valid name: 1-128 letters, digits or ._+-, starting with a letter or digit "
-                "(it becomes part of a file name)")
+        return (f"{shown} is not a valid name: 1-128 letters, digits or ._+-, starting with a letter or digit and "
+                "not ending with a dot (it becomes part of a file name)")
     return None
 
 
