@@ -418,7 +418,7 @@ ROWS: list[tuple[str, Callable[[Case], list[str]], list[str], str | None]] = [
     ("fifo-pth", fifo_pth, ["net1.pth", "not a regular file"], None),
     ("fifo-transformer-pt", fifo_transformer_checkpoint, [".pt", "not a regular file"], None),
     ("fifo-result-json", fifo_params, ["result.json", "not a regular file"], None),
-    ("link-pth", link_pth, ["net1.pth", "not a regular file"], None),
+    ("link-pth", link_pth, ["net1.pth", "is a symbolic link inside the import source"], None),
     ("cnn-duplicate-modeldir-step", cnn_duplicate_rows, ["metrics.csv.gz", "rows 0 and 4", "appears once"], None),
     ("transformer-duplicate-rows", transformer_duplicate_rows, ["mnist.csv", "rows 0 and 5", "appears once"], None),
     ("layout-5000-digit-shape", lambda case: _edit_layout(case, 1, f'sequential/conv2d/bias:0,0,16,"({"9" * 5000},)"'),

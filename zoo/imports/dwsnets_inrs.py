@@ -50,7 +50,7 @@ from zoo.dataset.provenance import NAVON_BIBTEX, SITZMANN_BIBTEX
 from zoo.imports import register_importer
 from zoo.imports.checkpoints import load_state_dict, tensor_shape
 from zoo.imports.nfn_sirens import siren_parameters
-from zoo.imports.reading import check_layers, first_repeat, is_regular
+from zoo.imports.reading import check_layers, files_below, first_repeat, is_regular, listing, within
 from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, renamed_tensors, write_import
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
@@ -91,11 +91,11 @@ class Member(NamedTuple):
 
 def _mnist_members(source: Path) -> list[Member]:
     members = []
-    for folder in sorted(p for p in source.iterdir() if p.is_dir() and p.name.startswith("mnist_png_")):
+    for folder in (p for p in listing(source, source) if p.is_dir() and p.name.startswith("mnist_png_")):
         match = _MNIST_FOLDER.fullmatch(folder.name)
         if match is None:
             raise InputError(f"{folder}: expected mnist_png_<train|test|training|testing>_<label>_<id>")
-        files = sorted(folder.glob("**/*.pth"))  # the reference globs mnist_png_*/**/*.pth
+        files = [f for f in files_below(source, folder) if f.suffix == ".pth"]  # as the reference's mnist_png_*/**/*.pth
         if files and not is_regular(files[0]):
             raise InputError(f"{files[0]}: not a regular file (a link, folder, pipe or device); expected a state dict")
         if [f.relative_to(folder).as_posix() for f in files] != ["checkpoints/model_final.pth"]:
@@ -112,7 +112,7 @@ def _mnist_members(source: Path) -> list[Member]:
 def _fmnist_members(source: Path) -> list[Member]:
     members = []
     for split in ("train", "test"):
-        for path in sorted((source / split).glob("*.pth")) if (source / split).is_dir() else []:
+        for path in (p for p in listing(source, source / split) if p.suffix == ".pth"):
             match = _FMNIST_FILE.fullmatch(path.name)
             if match is None:
                 raise InputError(f"{path}: expected model_<id>.pth")
@@ -127,9 +127,9 @@ def _dataset_name(source: Path, given: str | None) -> str:
         if given not in SPLITS_FILES:
             raise InputError(f"--dataset {given!r}: expected one of {sorted(SPLITS_FILES)}")
         return given
-    if any(p.is_dir() and p.name.startswith("mnist_png_") for p in source.iterdir()):
+    if any(p.is_dir() and p.name.startswith("mnist_png_") for p in listing(source, source)):
         return "mnist"
-    if (source / "train").is_dir() or (source / "test").is_dir():
+    if within(source, source / "train").is_dir() or within(source, source / "test").is_dir():
         return "fashion_mnist"
     raise InputError(f"{source}: neither mnist_png_<split>_<label>_<id>/ folders (MNIST) nor train/ and test/ "
                      "(Fashion-MNIST); name the data set with --dataset")
@@ -269,7 +269,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     space = create_family("inr").weight_space(architecture)
     shapes = {t.name: tuple(t.shape) for t in space.tensors}
     keys = _reference_keys(architecture["num_sine_layers"])
-    splits_path = Path(splits) if splits is not None else source / SPLITS_FILES[dataset]
+    splits_path = Path(splits) if splits is not None else within(source, source / SPLITS_FILES[dataset])
     if splits is not None and not splits_path.is_file():
         raise InputError(f"{splits_path}: no such splits file")
     tail = 3 if dataset == "mnist" else 2

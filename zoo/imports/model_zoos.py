@@ -51,7 +51,7 @@ import pyarrow as pa
 
 from zoo.imports import register_importer
 from zoo.imports.checkpoints import load_state_dict
-from zoo.imports.reading import as_float, as_int64, reading
+from zoo.imports.reading import as_float, as_int64, listing, reading, within
 from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, renamed_tensors, write_import
 from zoo.planning.plan import checkpoint_id
 from zoo.planning.spec import content_hash
@@ -111,7 +111,7 @@ def module_indices(model_type: str, dropout: float) -> list[int]:
 
 def reference_order(root: Path) -> list[str]:
     """Every folder of the experiment, shuffled as `ModelDatasetBase` does (module docstring)."""
-    names = sorted(p.name for p in root.iterdir() if p.is_dir())
+    names = [p.name for p in listing(root, root) if p.is_dir()]  # sorted; a link among them is refused
     random.Random(SPLIT_SEED).shuffle(names)  # random.seed(42); random.shuffle(path_list)
     return names
 
@@ -183,9 +183,9 @@ def _results(path: Path) -> dict[int, dict]:
     return lines
 
 
-def _checkpoints(trial: Path) -> dict[int, Path]:
+def _checkpoints(root: Path, trial: Path) -> dict[int, Path]:
     epochs: dict[int, Path] = {}
-    for folder in sorted(p for p in trial.iterdir() if p.name.startswith("checkpoint")):
+    for folder in (p for p in listing(root, trial) if p.name.startswith("checkpoint")):
         match = CHECKPOINT.fullmatch(folder.name)
         if match is None or not folder.is_dir():
             raise InputError(f"{folder}: not a checkpoint_<epoch> folder of this trial")
@@ -206,14 +206,14 @@ def read_state_dict(path: Path, model_type: str, dropout: float, shapes: dict[st
     return renamed_tensors(path, state, mapping, shapes, f"a {model_type} with dropout {dropout:g} has {list(mapping)}")
 
 
-def _trial_rows(trial: Path, run_id: str, hparams: dict, seed: int, model_type: str, shapes
+def _trial_rows(root: Path, trial: Path, run_id: str, hparams: dict, seed: int, model_type: str, shapes
                 ) -> Iterator[tuple[dict, dict[str, np.ndarray]]]:
-    results = _results(trial / "result.json")
-    for epoch, folder in sorted(_checkpoints(trial).items()):
+    results = _results(within(root, trial / "result.json"))
+    for epoch, folder in sorted(_checkpoints(root, trial).items()):
         record = results.get(epoch)
         if record is None:
             raise InputError(f"{folder}: result.json has no line with training_iteration {epoch}")
-        path = folder / "checkpoints"
+        path = within(root, folder / "checkpoints")
         tensors = read_state_dict(path, model_type, hparams["dropout"], shapes)
         metrics = {ours: as_float(record[theirs], f"{trial / 'result.json'}: training_iteration {epoch}: {theirs}")
                    if isinstance(record.get(theirs), (int, float)) else math.nan for ours, theirs in METRICS.items()}
@@ -231,7 +231,7 @@ def _chunks(root: Path, trials: list[tuple[str, dict]], run_ids, split_of, model
         by_split = BySplit(shapes)
         for name, config in trials[start:start + CHUNK_TRIALS]:
             hparams, seed = _hparams(config, root / name / "params.json")
-            for row, tensors in _trial_rows(root / name, run_ids[name], hparams, seed, model_type, shapes):
+            for row, tensors in _trial_rows(root, root / name, run_ids[name], hparams, seed, model_type, shapes):
                 by_split.add(split_of[name], row, tensors)
         yield from by_split.stacked()
 
@@ -293,7 +293,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     key = _dataset_key(root, dataset)
     order = reference_order(root)
     trials = [(name, _config(root / name / "params.json")) for name in sorted(order)
-              if (root / name / "params.json").exists()]
+              if within(root, root / name / "params.json").exists()]
     if not trials:
         raise InputError(f"{root}: no trial folder (<trial>/params.json) in it")
     model_type, architecture = _architecture(trials, root, key)
@@ -303,7 +303,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     run_ids = {name: content_hash({"format": FORMAT, "dataset": key, "trial": name}) for name in trial_names}
     cut = reference_splits(order)
     split_of = {name: split for split, names in cut.items() for name in names if name in trial_names}
-    epochs = {name: sorted(_checkpoints(root / name)) for name in trial_names}
+    epochs = {name: sorted(_checkpoints(root, root / name)) for name in trial_names}
     split_set = SplitSet(
         f"ModelDatasetBase's split (checkpoints_to_datasets/dataset_base.py, ds_split [0.7, 0.15, 0.15] as "
         f"load_dataset.ipynb): the experiment's folders in sorted name order (the reference lists them in "

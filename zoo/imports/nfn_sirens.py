@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
 from zoo.imports.checkpoints import load_state_dict, tensor_shape
-from zoo.imports.reading import as_float, as_int64, check_layers, is_regular
+from zoo.imports.reading import as_float, as_int64, check_layers, is_regular, listing, within
 from zoo.imports.tables import read_rows
 from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, renamed_tensors, write_import
 from zoo.dataset.provenance import SITZMANN_BIBTEX, ZHOU_BIBTEX
@@ -84,14 +84,14 @@ def fit_folders(source: Path, prefix: str, fit: str) -> dict[int, Path]:
     """label -> folder of one fit ("base" or "aug<i>"): `<prefix>[_aug<i>]_<digit>s`, as ScaleGMN globs."""
     stem = prefix if fit == "base" else f"{prefix}_{fit}"
     pattern = re.compile(re.escape(stem) + r"_(\d)s")
-    return {int(m.group(1)): p for p in sorted(source.iterdir()) if p.is_dir() and (m := pattern.fullmatch(p.name))}
+    return {int(m.group(1)): p for p in listing(source, source) if p.is_dir() and (m := pattern.fullmatch(p.name))}
 
 
 def list_fit(source: Path, prefix: str, fit: str) -> list[tuple[int, int, Path]]:
     """(index, label, path) of one fit's files, by index; an index in two label folders is an error."""
     found: dict[int, tuple[int, Path]] = {}
     for label, folder in sorted(fit_folders(source, prefix, fit).items()):
-        for path in sorted(folder.glob("*.pth")):
+        for path in (p for p in listing(source, folder) if p.suffix == ".pth"):
             if not is_regular(path):
                 raise InputError(f"{path}: not a regular file (a link, folder, pipe or device); expected a state dict")
             match = _FILE.fullmatch(path.name)
@@ -151,7 +151,7 @@ def read_sidecar(source: Path, files: int) -> dict[str, dict]:
     """Our exporter's per-file metadata, by relative path (absent in the release): each row's values
     parsed (epoch and seed 64-bit integers, the rest floats, status a plain word); at most a row per
     listed file, so a sidecar of millions of rows is refused before it is held."""
-    path = source / METADATA
+    path = within(source, source / METADATA)
     if not os.path.lexists(path):
         return {}
     parsed = {}

@@ -12,6 +12,17 @@ on a malformed file (and int/float conversions' `ValueError`/`OverflowError`) be
 `InputError` naming the file, the member (an archive member, a key, a row) and what was expected.
 A full disk stays an `OSError` naming the file (the CLI says so); an `InputError` passes unchanged.
 `as_int64`/`as_float` convert a value read from a file, refusing what Arrow could not store.
+
+One link rule for every importer: nothing below an import source's root is read through a symbolic link.
+Every file or folder an importer opens, lists or walks below the source is reached through `within`,
+`listing`, `files_below` or `source_path` (a path read from a file: `zoo.storage.nofollow.confine`'s safe
+names, then `within`): an `lstat` of every component below the root, and a link among them, or among the
+entries of a folder listed, is refused in one line naming it, wherever it leads. Refused rather than
+skipped, so that a source is never imported with members silently missing; refused inside the source
+too, since telling inside from outside means resolving it, and a release holds no links (an archive's
+are refused when it is unpacked: `zoo.imports.archive`). The root itself may be a link: the user named
+it, and so is a file named by an option (`--splits`, `--nfn-split`). The walk stops what arrives planted
+in a source, not a process racing the import with the user's own rights (as `zoo.storage.nofollow`).
 """
 
 from __future__ import annotations
@@ -29,8 +40,9 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator
 
+from zoo.storage.nofollow import confine
 from zoo.validation.bounds import MAX_MEMBER_LAYERS
-from zoo.validation.inputs import MAX_INT, InputError
+from zoo.validation.inputs import MAX_INT, InputError, name_problem
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
@@ -78,6 +90,75 @@ def is_regular(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+# --- the source's files and folders: the one link rule (module docstring) --------------------------
+
+def link_refused(path: str | Path, what: str | None = None) -> InputError:
+    return InputError(f"{what + ': ' if what else ''}{path} is a symbolic link inside the import source; nfnzoo "
+                      "reads nothing there through a link (it could lead outside the source): put the file or "
+                      "folder itself there")
+
+
+def within(root: str | Path, path: str | Path, what: str | None = None) -> Path:
+    """`path` once no existing component of it below the source `root` is a symbolic link (`lstat`; the
+    root itself may be one); a missing component ends the walk (the reader then says it is missing)."""
+    root, path = Path(root), Path(path)
+    relative = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    if relative == ".":
+        return path
+    if relative == ".." or relative.startswith(".." + os.sep):
+        raise ValueError(f"{path} is not inside {root}")  # a programming error: importers build paths from root
+    current = root
+    for part in relative.split(os.sep):
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except (OSError, ValueError):  # missing, a file on the way, a NUL in a name
+            break
+        if stat.S_ISLNK(mode):
+            raise link_refused(current, what)
+    return path
+
+
+def listing(root: str | Path, folder: str | Path) -> list[Path]:
+    """The entries of `folder` (below the source `root`, or the root) sorted by name, once neither the
+    folder nor any entry in it is a link; a missing folder lists nothing."""
+    folder = within(root, folder)
+    try:
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for entry in entries:
+        if entry.is_symlink():
+            raise link_refused(folder / entry.name)
+    return [folder / entry.name for entry in entries]
+
+
+def files_below(root: str | Path, folder: str | Path) -> list[Path]:
+    """Every entry below `folder` that is not a folder (at any depth, `listing` at each), sorted."""
+    found, folders = [], [Path(folder)]
+    while folders:
+        for entry in listing(root, folders.pop()):
+            (folders if entry.is_dir() else found).append(entry)  # not a link: is_dir follows none
+    return sorted(found)
+
+
+def source_path(root: str | Path, relative: object, what: str) -> Path:
+    """`root / relative` for a relative path read from a source's file (a metadata row's `ckpt_file`): safe
+    names inside `root` (`zoo.storage.nofollow.confine`), reached through no link (`within`)."""
+    if isinstance(relative, str) and not any(name_problem(part) for part in relative.split("/")):
+        within(root, Path(root) / relative, what)  # first, so that a link is named as one wherever it leads
+    return confine(root, relative, what, follow=True)
+
+
+def is_source_file(root: str | Path, relative: str) -> bool:
+    """Whether `relative` (safe names, `zoo.validation.inputs.NAME`) is a regular file below `root`; a link
+    on the way is refused (`within`)."""
+    if any(name_problem(part) for part in relative.split("/")):
+        return False
+    return is_regular(within(root, Path(root) / relative))
 
 
 # --- values read from a file ----------------------------------------------------------------------

@@ -53,7 +53,7 @@ import pyarrow as pa
 from zoo.dataset.evaluation import EVALUATION_SIDECAR, read_evaluation_sidecar
 from zoo.imports import register_importer
 from zoo.imports.npy import NpyMatrix, open_npy  # noqa: F401  (open_npy: this module's name, kept)
-from zoo.imports.reading import as_float, as_int64, first_repeat, reading
+from zoo.imports.reading import as_float, as_int64, first_repeat, reading, within
 from zoo.imports.small_cnn_zoo_splits import NFN_FINAL_STEP, SPLIT_RULES, read_nfn_split_file, split_positions
 from zoo.imports.small_cnn_zoo_splits import nfn_split_positions  # noqa: F401  (its old home's name, kept)
 from zoo.imports.tables import read_table
@@ -304,8 +304,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     source = Path(source)
     if not source.is_dir():
         raise InputError(f"{source}: no such folder (the Small CNN Zoo folder holds {WEIGHTS}, {METRICS}, {LAYOUT})")
-    matrix = open_npy(source / WEIGHTS)
-    frame = read_metrics(source / METRICS)
+    matrix = open_npy(within(source, source / WEIGHTS))
+    frame = read_metrics(within(source, source / METRICS))
     if len(frame) != matrix.rows:
         first = min(len(frame), matrix.rows)
         detail = (f"row {first} ({frame['modeldir'].iloc[first]}, step {frame['step'].iloc[first]}) has no weights"
@@ -316,7 +316,7 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     family = create_family("cnn")
     architecture = released_architecture()
     space = family.weight_space(architecture)
-    layout = read_layout(source / LAYOUT)
+    layout = read_layout(within(source, source / LAYOUT))
     if sum(e.end - e.start for e in layout) != matrix.columns or space.num_params != matrix.columns:
         raise InputError(f"{source / LAYOUT}: covers {sum(e.end - e.start for e in layout):,} values; a row of "
                          f"{source / WEIGHTS} has {matrix.columns:,} and the released architecture {space.num_params:,}")
@@ -328,8 +328,9 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     name = config or f"{FORMAT}-{dataset.replace('_', '-')}"
 
     split_sets = {}
+    # a FIFO there is refused, not skipped; a link in the source is refused (a --nfn-split the user names may be one)
     split_file = (Path(nfn_split) if nfn_split is not None
-                  else source / NFN_SPLIT if os.path.lexists(source / NFN_SPLIT) else None)  # a FIFO is refused, not skipped
+                  else source / NFN_SPLIT if os.path.lexists(within(source, source / NFN_SPLIT)) else None)
     if split_file is not None:
         order = read_nfn_split_file(split_file, matrix.rows)
         activations = frame[HPARAM_COLUMNS["activation"]].astype(str).tolist()
@@ -357,7 +358,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
         "dataset": {"name": dataset}, "architecture": architecture, "training": RECIPE,
         "seeds": sorted(set(seeds)),
         "splits": {"seed": OUR_SPLIT.seed, "fractions": dict(OUR_SPLIT.fractions)}}
-    evaluation = read_evaluation_sidecar(source / EVALUATION_SIDECAR, dataset) or RELEASE_EVALUATION.get(dataset)
+    evaluation = (read_evaluation_sidecar(within(source, source / EVALUATION_SIDECAR), dataset)
+                  or RELEASE_EVALUATION.get(dataset))
     conversions.append("re-scoring (`nfnzoo verify --recompute`): " + (
         f"on {evaluation['dataset']}" if evaluation else "none: our grayscale images (luma) are not the release's "
         "(channel average), so a recomputed accuracy would differ"))

@@ -45,13 +45,13 @@ import pyarrow as pa
 
 from zoo.imports import register_exporter, register_importer
 from zoo.imports.checkpoints import load_state_dict
-from zoo.imports.reading import as_float, as_int64, check_layers, first_repeat, reading
+from zoo.imports.reading import (as_float, as_int64, check_layers, first_repeat, is_source_file, listing, reading,
+                                 source_path, within)
 from zoo.imports.tables import read_table
 from zoo.imports.writer import BySplit, ImportedConfig, SplitSet, built_folder, write_import
 from zoo.planning.plan import assign_splits, checkpoint_id
 from zoo.planning.spec import SplitSpec, content_hash
 from zoo.validation.bounds import MAX_STATE_DICT_BYTES, check_member
-from zoo.storage.nofollow import confine
 from zoo.validation.inputs import InputError
 
 FORMAT = "small-transformer-zoo"
@@ -174,10 +174,10 @@ def _best_rows(frame, root: Path, dataset: str, csv_path: Path):
     frame = frame.copy()
     for position in range(len(frame)):
         epoch, relative = str(frame.iloc[position]["ckpt_epoch"]), str(frame.iloc[position]["ckpt_file"])
-        if not epoch.startswith("best") or (root / relative).is_file():
+        if not epoch.startswith("best") or is_source_file(root, relative):
             continue
         beside = f"{dataset}/{Path(relative).name}"
-        if Path(relative).name and (root / beside).is_file():
+        if Path(relative).name and is_source_file(root, beside):
             frame.iloc[position, frame.columns.get_loc("ckpt_file")] = beside
             moved += 1
         else:
@@ -199,7 +199,7 @@ def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of,
         for position in range(start, min(start + CHUNK_ROWS, len(frame))):
             record = frame.iloc[position]
             where = f"{root / 'metadata' / (name + '.csv')}: row {position} ({ascii(str(record['ckpt_file']))[1:-1][:120]})"
-            path = confine(root, str(record["ckpt_file"]), where, follow=True)
+            path = source_path(root, str(record["ckpt_file"]), where)
             key, epoch = _epoch(str(record["ckpt_epoch"]), where)
             if EPOCH_COLUMN in frame.columns:
                 epoch = as_int64(record[EPOCH_COLUMN], f"{where}: {EPOCH_COLUMN}")
@@ -234,9 +234,9 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     from zoo.families.transformer_model import sinusoidal_encoding
 
     root = Path(source)
-    if not (root / "metadata").is_dir():
+    if not within(root, root / "metadata").is_dir():
         raise InputError(f"{root}: no metadata/ folder (the Small Transformer Zoo holds metadata/<name>.csv and <name>/)")
-    names = sorted(p.stem for p in (root / "metadata").glob("*.csv"))
+    names = sorted(p.stem for p in listing(root, root / "metadata") if p.suffix == ".csv")
     if dataset is None:
         if len(names) != 1:
             raise InputError(f"{root / 'metadata'}: holds {names}; name the data set with --dataset")
