@@ -105,3 +105,43 @@ def test_probegen_reads_its_members_activation_from_the_rows_and_refuses_a_mixed
     with pytest.raises(ValueError, match="member_activation='relu', but the rows it reads have activation='tanh'"):
         run_benchmark("generalization", "probegen", imported, None, [0], None, {**small, "member_activation": "relu"},
                       {"splits": "nfn", "epochs": 1, "subset": {"activation": "tanh"}}, device="cpu", progress=False)
+
+
+def test_a_result_on_an_edited_split_set_is_refused_though_the_dataset_hash_is_the_same(imported, tmp_path):
+    """The dataset hash covers the shards, not a set's file: a set edited to move test rows into train (its
+    manifest sha256 updated to match) keeps the hash. The result records the set file's sha256 and the board
+    the pinned one, so submit refuses it, naming both (docs/security.md, "received zoo")."""
+    import hashlib
+    import json
+    import shutil
+
+    from benchmarks.harness import run_benchmark
+    from leaderboards import SubmissionRejected, submit
+    from leaderboards.datasets import load_datasets
+
+    board = tmp_path / "board"
+    honest = tmp_path / "honest.json"
+    run_benchmark("generalization", "statnn", imported, None, [0, 1, 2], honest,
+                  task_overrides={"splits": "nfn", "epochs": 1}, device="cpu", progress=False)
+    accepted = submit(honest, board, imported)  # registers the zoo and pins its set, with the set file's hash
+    record = load_datasets(board)[accepted.registered_dataset.dataset_hash]
+    recorded = json.loads(honest.read_text())["dataset"]["split_set_sha256"]
+    assert record.split_set_files == {"nfn": recorded}
+
+    edited = tmp_path / "edited"
+    shutil.copytree(imported, edited)
+    manifest = json.loads((edited / "manifest.json").read_text())
+    described = next(iter(manifest["configs"].values()))["split_sets"]["nfn"]
+    ids = json.loads((edited / described["path"]).read_text())
+    ids["train"], ids["test"] = ids["train"] + ids["test"][:5], ids["test"][5:]  # five test rows trained on
+    data = json.dumps(ids).encode()
+    (edited / described["path"]).write_bytes(data)
+    described.update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    (edited / "manifest.json").write_text(json.dumps(manifest))
+    leaked = tmp_path / "leaked.json"
+    results = run_benchmark("generalization", "mlp", edited, None, [0, 1, 2], leaked,
+                            task_overrides={"splits": "nfn", "epochs": 1}, device="cpu", progress=False)
+    assert results["dataset"]["dataset_hash"] == record.dataset_hash  # the hash alone cannot tell
+    with pytest.raises(SubmissionRejected, match=r"split set 'nfn': the results read a set file with sha256 "
+                                                  rf"{described['sha256'][:12]}…, the board pinned {recorded[:12]}…"):
+        submit(leaked, board)
