@@ -5,7 +5,7 @@ One table: each row writes a real zoo in the release's layout with the fixtures 
 and corrupts one file (a declared architecture too large to build, a gzip or zip bomb, a sidecar of
 millions of rows, a FIFO or a link where a file belongs, a duplicate checkpoint, a 5,000-digit shape, an
 integer past 64 bits, an encrypted or method-1 zip member, a damaged `.tar.xz`, an int where a tensor
-belongs). Every row runs the real CLI in a process forked from a warm server (`tests/forked_cli.py`)
+belongs, or a sparse, quantized, nested, meta or complex tensor written by torch.save: issue 57). Every row runs the real CLI in a process forked from a warm server (`tests/forked_cli.py`)
 under a timeout, so a FIFO that blocks fails its row; rows marked `MEMORY` run it in a memory cgroup of
 its own (`tests/memory_limit.py`) and assert that it was not killed for memory.
 Every row expects exit 1 and one stderr line `nfnzoo import: error: ...` holding the row's substrings.
@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Callable
@@ -382,6 +383,47 @@ def siren_huge_index(case: Case) -> list[str]:
     return _import(case, "nfn-sirens", source)
 
 
+# --- tensors torch.save writes that no float32 array holds as they are (sparse, quantized, nested, meta, complex)
+
+NOT_DENSE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "sparse_coo": lambda t: t.to_sparse(), "sparse_csr": lambda t: t.to_sparse_csr(),
+    "sparse_csc": lambda t: t.to_sparse_csc(), "sparse_bsr": lambda t: t.to_sparse_bsr((2, 2)),
+    "sparse_bsc": lambda t: t.to_sparse_bsc((2, 2)),
+    "quantized": lambda t: torch.quantize_per_tensor(t, 0.1, 0, torch.qint8),
+    "nested": lambda t: torch.nested.nested_tensor(list(t)),  # a list of rows, as nested_tensor takes them
+    "meta": lambda t: torch.empty(t.shape, device="meta"),
+    "complex": lambda t: t.to(torch.complex64)}
+
+
+def _rewrite(path: Path, key: str, kind: str) -> None:
+    """Replaces `key` of the state dict at `path` by its `kind` form (`NOT_DENSE`), saved with the real torch.save."""
+    state = torch.load(path, weights_only=True)
+    with warnings.catch_warnings():  # torch's notes on making them (prototype, deprecated)
+        warnings.simplefilter("ignore", UserWarning)
+        state[key] = NOT_DENSE[kind](state[key].detach().clone())
+    torch.save(state, path)
+
+
+def not_dense(format: str, kind: str) -> Callable[[Case], list[str]]:
+    """A release whose one checkpoint holds a `kind` tensor: in nfn-sirens the second file (after the first has set
+    the architecture), in each other importer the checkpoint it reads first or next."""
+    def build(case: Case) -> list[str]:
+        if format == "nfn-sirens":
+            source = sirens(case)
+            _rewrite(source / "randinit_smaller_1s" / "net1.pth", "net.1.linear.weight", kind)
+        elif format == "dwsnets-inrs":
+            source = inrs(case)
+            _rewrite(sorted(source.glob("mnist_png_*/checkpoints/model_final.pth"))[0], "seq.0.weight", kind)
+        elif format == "small-transformer-zoo":
+            source = transformers(case)
+            _rewrite(sorted((source / "mnist").glob("*.pt"))[0], "encoder.0.fc1.weight", kind)
+        else:
+            source = model_zoo(case)
+            _rewrite(sorted(source.glob("*/checkpoint_000001/checkpoints"))[0], "module_list.0.weight", kind)
+        return _import(case, format, source)
+    return build
+
+
 def transformer_epoch(case: Case) -> list[str]:
     root = transformers(case)
     _edit_csv(root / "metadata" / "mnist.csv", _set("ckpt_epoch", "seventy-five", 2))
@@ -437,6 +479,18 @@ ROWS: list[tuple[str, Callable[[Case], list[str]], list[str], str | None]] = [
     ("siren-240-digit-index", siren_huge_index, [".pth", "expected net<index>.pth"], None),
     ("transformer-bad-epoch", transformer_epoch, ["mnist.csv", "row 2", "seventy-five"], None),
     ("transformer-seed-2^64+5", transformer_seed, ["mnist.csv", "row 1", "seed", "beyond 64 bits"], None),
+    *[(f"{format}-{kind}-tensor", not_dense(format, kind), [key, f"is a {kind} tensor", "expected a dense tensor"],
+       None)
+      for format, kind, key in [
+          ("nfn-sirens", "sparse_coo", "net.1.linear.weight"), ("nfn-sirens", "sparse_csr", "net.1.linear.weight"),
+          ("nfn-sirens", "sparse_csc", "net.1.linear.weight"), ("nfn-sirens", "sparse_bsr", "net.1.linear.weight"),
+          ("nfn-sirens", "sparse_bsc", "net.1.linear.weight"), ("nfn-sirens", "quantized", "net.1.linear.weight"),
+          ("nfn-sirens", "nested", "net.1.linear.weight"), ("nfn-sirens", "meta", "net.1.linear.weight"),
+          ("nfn-sirens", "complex", "net.1.linear.weight"),
+          ("dwsnets-inrs", "sparse_coo", "seq.0.weight"), ("dwsnets-inrs", "quantized", "seq.0.weight"),
+          ("small-transformer-zoo", "sparse_csr", "encoder.0.fc1.weight"),
+          ("small-transformer-zoo", "meta", "encoder.0.fc1.weight"),
+          ("model-zoos", "nested", "module_list.0.weight"), ("model-zoos", "sparse_coo", "module_list.0.weight")]],
 ]
 
 
@@ -478,6 +532,38 @@ def test_a_hostile_release_is_one_line_naming_the_file(builder, expected, kind, 
     out = Path(case.out())
     assert not (out / "manifest.json").exists() and not list(out.rglob("*.parquet"))  # nothing was imported
     assert not [p for p in case.tmp.iterdir() if ".unpack-" in p.name]  # the scratch folder went
+
+
+def test_a_dense_copy_of_a_refused_tensor_imports(tmp_path, cli):
+    """The negative control of the not-dense rows: the same file rewritten by the same torch.save with the tensor
+    made dense again imports, so what is refused is the layout, not a rewritten checkpoint."""
+    case = Case(tmp_path / "case")
+    case.tmp.mkdir()
+    argv = not_dense("nfn-sirens", "sparse_coo")(case)
+    path = case.tmp / "siren_mnist_wts" / "randinit_smaller_1s" / "net1.pth"
+    with warnings.catch_warnings():  # torch's note that it validates the sparse tensor
+        warnings.simplefilter("ignore", UserWarning)
+        state = torch.load(path, weights_only=True)
+    assert state["net.1.linear.weight"].layout == torch.sparse_coo
+    state["net.1.linear.weight"] = state["net.1.linear.weight"].to_dense()
+    torch.save(state, path)
+    code, stderr = _run(argv, tmp_path, False, cli)
+    assert code == 0, stderr[-3000:]
+    assert (Path(case.out()) / "manifest.json").exists()
+
+
+def test_a_sparse_tensor_is_one_line_with_warnings_shown(tmp_path):
+    """The rows above run with Python's warnings off; a user's are on, and torch warns as it loads a sparse tensor
+    (it validates its invariants): the refusal is still the only line (a fresh `python -m zoo.cli`)."""
+    case = Case(tmp_path / "case")
+    case.tmp.mkdir()
+    argv = not_dense("nfn-sirens", "sparse_coo")(case)
+    env = {key: value for key, value in _environment(tmp_path).items() if key != "PYTHONWARNINGS"}
+    done = subprocess.run([sys.executable, "-P", "-m", "zoo.cli", *argv], capture_output=True, text=True, env=env,
+                          cwd=case.tmp, timeout=TIMEOUT_S)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr[-3000:]
+    assert lines[0].startswith("nfnzoo import: error: ") and "is a sparse_coo tensor" in lines[0], lines[0]
 
 
 def test_the_arithmetic_parameter_counts_are_the_families_own():

@@ -4,7 +4,10 @@
 checks that it is `torch.save`'s zip format with every member stored uncompressed and unencrypted,
 so that what torch allocates is bounded by the file's own size (a deflated member could inflate to
 gigabytes; the legacy pickle format declares storage sizes it then allocates), and loads it
-tensors-only (`weights_only`: no code unpickled). Every failure is one `InputError` naming the file.
+tensors-only (`weights_only`: no code unpickled). Every tensor in it must be dense: a sparse (COO, CSR,
+CSC, BSR, BSC), quantized, nested, meta-device or complex tensor loads, but no float32 array can be made
+of it without densifying or dropping part of it, so it is refused naming the file and the key before
+anything converts it. Every failure is one `InputError` naming the file.
 
 `tensor_shape(state, key, path)` is the shape of one entry that must be a tensor: an int, a list
 or a missing key where the architecture is read from is one line naming the file and the key.
@@ -13,6 +16,7 @@ or a missing key where the architecture is read from is one line naming the file
 from __future__ import annotations
 
 import io
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,25 @@ def _check_container(path: Path, data: bytes, limit: int) -> None:
                          "MAX_STATE_DICT_BYTES)")
 
 
+def _not_dense(value) -> str | None:
+    """What kind of tensor `value` is, if it is not a dense real tensor on the CPU (module docstring), or None."""
+    import torch
+
+    if value.is_nested:  # first: a nested tensor's layout may read strided
+        return "a nested tensor"
+    if value.layout != torch.strided:
+        return f"a {str(value.layout).removeprefix('torch.')} tensor (not dense)"
+    if value.is_quantized:
+        return f"a quantized tensor ({str(value.dtype).removeprefix('torch.')})"
+    if value.is_meta:
+        return "a meta tensor (a shape without values)"
+    if value.device.type != "cpu":  # map_location moves every other device's tensors to the CPU
+        return f"a tensor on the {value.device.type} device"
+    if value.is_complex():
+        return f"a complex tensor ({str(value.dtype).removeprefix('torch.')})"
+    return None
+
+
 def load_state_dict(path: str | Path, max_bytes: int = MAX_STATE_DICT_BYTES) -> dict:
     """The state dict in the released checkpoint `path`: string keys -> values (module docstring)."""
     import torch
@@ -49,13 +72,21 @@ def load_state_dict(path: str | Path, max_bytes: int = MAX_STATE_DICT_BYTES) -> 
     path = Path(path)
     data = read_capped(path, max_bytes, "state dict", follow=False)
     _check_container(path, data, max_bytes)
-    with reading(path, expected="a readable state dict"):
+    # torch's notes on what it loads (sparse invariants validated, a quantized tensor's TypedStorage) would print
+    # beside the one line that refuses such a tensor below
+    with reading(path, expected="a readable state dict"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     if not isinstance(state, dict):
         raise InputError(f"{path}: holds a {type(state).__name__}, not a state dict")
     bad = next((key for key in state if not isinstance(key, str)), None)
     if bad is not None:
         raise InputError(f"{path}: key {ascii(bad)[:60]} is not a string; a state dict's keys are names")
+    for key, value in state.items():
+        kind = _not_dense(value) if isinstance(value, torch.Tensor) else None
+        if kind is not None:
+            raise InputError(f"{path}: {ascii(key)[1:-1][:120]} is {kind}; expected a dense tensor of real numbers, "
+                             "as torch.save writes a module's state dict")
     return state
 
 
