@@ -104,14 +104,7 @@ def test_the_valid_manifest_passes(manifest_with_set):
     assert check_manifest(copy.deepcopy(manifest_with_set), "manifest.json") is not None
 
 
-@pytest.mark.parametrize("key,value", [
-    ("split_sets", "paper"), ("split_sets.<set>", "paper"), ("split_sets.<set>.path", None),
-    ("split_sets.<set>.shards", 3), ("split_sets.<set>.shards", [["data/x"]]), ("files[]", "rows"),
-    ("files[].rows", "3"),
-])
-def test_a_malformed_split_set_or_shard_entry_is_one_error(manifest_with_set, key, value):
-    manifest = copy.deepcopy(manifest_with_set)
-    entry = manifest["configs"][CONFIG]
+def _malform(entry: dict, key: str, value) -> None:
     if key == "split_sets":
         entry["split_sets"] = value
     elif key == "split_sets.<set>":
@@ -120,12 +113,44 @@ def test_a_malformed_split_set_or_shard_entry_is_one_error(manifest_with_set, ke
         del entry["split_sets"][SET]["path"]
     elif key == "split_sets.<set>.shards":
         entry["split_sets"][SET]["shards"] = value
+    elif key == "split_sets.<set>.rows":
+        entry["split_sets"][SET]["rows"] = value
     elif key == "files[]":
         entry["files"][0] = value
     else:
         entry["files"][0]["rows"] = value
+
+
+MALFORMED = [("split_sets", "paper"), ("split_sets.<set>", "paper"), ("split_sets.<set>.path", None),
+             ("split_sets.<set>.shards", 3), ("split_sets.<set>.shards", [["data/x"]]),
+             ("split_sets.<set>.rows", [1, 2, 3]), ("files[]", "rows"), ("files[].rows", "3")]
+
+
+@pytest.mark.parametrize("key,value", MALFORMED)
+def test_a_malformed_split_set_or_shard_entry_is_one_error(manifest_with_set, key, value):
+    manifest = copy.deepcopy(manifest_with_set)
+    _malform(manifest["configs"][CONFIG], key, value)
     with pytest.raises(InputError, match=r"manifest\.json: configs\.cnn-mnist\.(split_sets|files)"):
         check_manifest(manifest, "manifest.json")
+
+
+@pytest.mark.parametrize("key,value", MALFORMED[:6])
+def test_bench_run_and_verify_say_a_malformed_split_set_in_one_line(cli, tiny_zoo_copy, tmp_path, key, value):
+    """The round-4 cases that ended in KeyError, TypeError or AttributeError tracebacks (one after the
+    benchmark had written its results): now refused where the manifest is read, before anything runs."""
+    with_split_set(tiny_zoo_copy)
+    manifest = json.loads((tiny_zoo_copy / "manifest.json").read_text())
+    _malform(manifest["configs"][CONFIG], key, value)
+    (tiny_zoo_copy / "manifest.json").write_text(json.dumps(manifest))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    out = tmp_path / "results.json"
+    for argv in (["verify", str(tiny_zoo_copy)],
+                 ["bench", "run", "--task", "generalization", "--model", "mlp", "--data", str(tiny_zoo_copy),
+                  "--seeds", "0", "--out", str(out), "--set", f"task.splits={SET}", "--set", "task.epochs=1"]):
+        done = cli.run(argv, cwd=tmp_path, env=env, timeout=300)
+        assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
+        assert done.stderr.count("\n") <= 1 and "split_sets" in done.stdout + done.stderr, (argv, done.stdout, done.stderr)
+    assert not out.exists()
 
 
 def test_row_counts_that_disagree_with_the_shards_are_refused(manifest_with_set):
