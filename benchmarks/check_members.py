@@ -1,4 +1,5 @@
-"""The random members `benchmarks.check_model` acts on: their magnitudes, and the tolerance of a claim at each.
+"""The random members `benchmarks.check_model` acts on: their magnitudes, the tolerance of a claim at each,
+and how a model's output on them is measured (a copy handed to the model, the output against the contract).
 
 A claim must hold on members of every magnitude, not only on standard normal ones: a model that
 clamps or branches on large weights (|w| > 20), or that overflows on them, is only caught there.
@@ -18,8 +19,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from typing import Any
+
 import torch
 
+from benchmarks.outputs import count_nonfinite, shape_problem, weights_output_problem
 from zoo.weightspace import WeightBatch, WeightSpace
 
 RTOL = 1e-5
@@ -76,3 +80,44 @@ def random_weights(weight_space: WeightSpace, size: int, seed: int, denormal: bo
             x = torch.where(torch.rand(x.shape, generator=generator) < 0.1, tiny * x.sign(), x)
         tensors.append(x)
     return WeightBatch(weight_space, tuple(tensors))
+
+
+def deviation(moved: torch.Tensor, output: torch.Tensor, magnitude: str = "unit") -> float:
+    if MAGNITUDES.get(magnitude) is not None and MAGNITUDES[magnitude].own_scale:  # relative to the output's size
+        return ((moved - output).abs().max() / output.abs().max().clamp(min=1e-30, max=1.0)).item()
+    return ((moved - output).abs() / (1 + output.abs())).max().item()
+
+
+def called(model: torch.nn.Module, weights: WeightBatch, role: str, seed: int) -> tuple[Any, tuple[str, str] | None]:
+    """The model's output on a copy of `weights`, and ("modifies its input", which tensor) when the call
+    changed that copy in place (a model that mutates its input corrupts the batch it is given: its own
+    verdict, never one on a claim)."""
+    given = WeightBatch(weights.space, tuple(t.clone() for t in weights.tensors))
+    versions = [t._version for t in given.tensors]
+    with torch.no_grad():
+        output = model(given)
+    for spec, before, after, version in zip(weights.space.tensors, weights.tensors, given.tensors, versions):
+        if after._version != version or after.shape != before.shape or not torch.equal(after, before):
+            return output, ("modifies its input", f"{role}, seed {seed}: tensor {spec.name}")
+    return output, None
+
+
+def relative_gap(a: WeightBatch, b: WeightBatch) -> float:
+    return max(((x - y).abs().max() / y.abs().max().clamp_min(1e-12)).item() for x, y in zip(a.tensors, b.tensors))
+
+
+def contract(output: Any, size: int, width: int, role: str, seed: int) -> tuple[str, str] | None:
+    """("wrong shape" or "not finite", what was seen) for an invariant output that breaks the contract."""
+    problem = shape_problem(output, size, width)
+    if problem is not None:
+        wrong = "wrong dtype" if isinstance(output, torch.Tensor) and not output.is_floating_point() else "wrong shape"
+        return wrong, f"{role}, seed {seed}: {problem}"
+    counted = count_nonfinite(output)
+    return None if counted is None else ("not finite", f"{role}, seed {seed}: {counted}")
+
+
+def weights_contract(output: Any, weights: WeightBatch, role: str, seed: int) -> tuple[str, str] | None:
+    problem = weights_output_problem(output, weights)
+    if problem is None:
+        return None
+    return ("not finite" if "not finite" in problem else "wrong shape"), f"{role}, seed {seed}: {problem}"

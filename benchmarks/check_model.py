@@ -5,6 +5,8 @@ is built small (its Config's size fields shrunk; `group` set to the space's grou
 has one; a transformer's `num_heads` and `residual` from the space's architecture; a fitted model
 fitted on random rows) for each weight space it reads: CNN-ReLU, CNN-tanh and SIREN members
 (feedforward), a 2-block 2-head transformer without residuals and a 3-block 4-head one with them.
+Its parameters there are counted on the meta device first (`benchmarks.tasks.limits.model_size_problem`,
+as `bench run` counts them): one too large is refused in that line, never allocated (`sized`, `Size`).
 For each group of the space the families' own random elements (`zoo.symmetry`) act on random
 weights, and the deviation max |f(g . w) - f(w)| / (1 + |f(w)|) (elementwise, so `RTOL` is
 `torch.testing.assert_close` with rtol = atol) is measured over seeds:
@@ -52,14 +54,14 @@ import dataclasses
 import functools
 import json
 import math
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
 # re-exported: the tests and `benchmarks.check_report` read the tolerances and magnitudes here too
 from benchmarks.check_members import (EQUIVARIANT_GAP, EQUIVARIANT_MOVES, LARGE_RTOL, MAGNITUDES, RTOL,  # noqa: F401
-                                      random_weights)
-from benchmarks.outputs import count_nonfinite, shape_problem, weights_output_problem
+                                      called, contract, deviation, random_weights, relative_gap, weights_contract)
+from benchmarks.tasks.limits import model_size_problem
 from nfn_models import claimed_symmetries, create_model, model_config, model_outputs, trained_by
 from nfn_models.registry import MODELS, SPACE_GROUPS, weight_space_kind
 from zoo.families import create_family
@@ -123,6 +125,16 @@ class Check:
         return "changes (not claimed)" if self.deviation > self.moves else "unchanged: could be claimed"
 
 
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """The size a model was checked at on a weight space: its parameters as built, and what was shrunk."""
+
+    space: str
+    output: str  # "invariant" or "weights"
+    parameters: int
+    shrunk: dict[str, Any]  # the `SMALL` size fields set (not those given); empty: the model's own size
+
+
 def groups(space_name: str) -> tuple[str, ...]:
     """The groups checked on a weight space: its own, then the negative controls."""
     family, architecture, _, _ = SPACES[space_name]
@@ -159,9 +171,9 @@ def build_model(name: str, space_name: str, seed: int, output: str = "invariant"
     return _built(MODELS.get(name), name, space_name, seed, output, json.dumps(dict(overrides or {}), sort_keys=True))
 
 
-@functools.lru_cache(maxsize=None)  # a model is not changed by its forward pass; fitting costs seconds
-def _built(cls: type, name: str, space_name: str, seed: int, output: str, overrides: str) -> torch.nn.Module:
-    _, architecture, _, group = SPACES[space_name]  # `cls` keys the cache: a name may be re-registered
+def _settings(cls: type, name: str, space_name: str, output: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The hyperparameters model `name` is built with on the space (see the module docstring)."""
+    _, architecture, _, group = SPACES[space_name]
     fields = {f.name for f in dataclasses.fields(model_config(name))}
     chosen = {k: v for k, v in SMALL.items() if k in fields}
     group_field = getattr(cls, "GROUP_FIELD", "group")
@@ -170,7 +182,12 @@ def _built(cls: type, name: str, space_name: str, seed: int, output: str, overri
     chosen.update({k: architecture[k] for k in getattr(cls, "ARCHITECTURE_FIELDS", ()) if k in architecture})
     if output != "invariant":
         chosen["output"] = output
-    chosen.update(json.loads(overrides))
+    return {**chosen, **overrides}
+
+
+@functools.lru_cache(maxsize=None)  # a model is not changed by its forward pass; fitting costs seconds
+def _built(cls: type, name: str, space_name: str, seed: int, output: str, overrides: str) -> torch.nn.Module:
+    chosen = _settings(cls, name, space_name, output, json.loads(overrides))  # `cls` keys the cache (re-registered)
     weight_space = space(space_name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -189,30 +206,6 @@ def _built(cls: type, name: str, space_name: str, seed: int, output: str, overri
     return model
 
 
-def _deviation(moved: torch.Tensor, output: torch.Tensor, magnitude: str = "unit") -> float:
-    if MAGNITUDES.get(magnitude) is not None and MAGNITUDES[magnitude].own_scale:  # relative to the output's size
-        return ((moved - output).abs().max() / output.abs().max().clamp(min=1e-30, max=1.0)).item()
-    return ((moved - output).abs() / (1 + output.abs())).max().item()
-
-
-def _called(model: torch.nn.Module, weights: WeightBatch, role: str, seed: int) -> tuple[Any, tuple[str, str] | None]:
-    """The model's output on a copy of `weights`, and ("modifies its input", which tensor) when the call
-    changed that copy in place (a model that mutates its input corrupts the batch it is given: its own
-    verdict, never one on a claim)."""
-    given = WeightBatch(weights.space, tuple(t.clone() for t in weights.tensors))
-    versions = [t._version for t in given.tensors]
-    with torch.no_grad():
-        output = model(given)
-    for spec, before, after, version in zip(weights.space.tensors, weights.tensors, given.tensors, versions):
-        if after._version != version or after.shape != before.shape or not torch.equal(after, before):
-            return output, ("modifies its input", f"{role}, seed {seed}: tensor {spec.name}")
-    return output, None
-
-
-def _relative_gap(a: WeightBatch, b: WeightBatch) -> float:
-    return max(((x - y).abs().max() / y.abs().max().clamp_min(1e-12)).item() for x, y in zip(a.tensors, b.tensors))
-
-
 def _in_dtype(name: str, model: torch.nn.Module, weights: WeightBatch) -> tuple[torch.nn.Module, WeightBatch]:
     """The model and members in the model class's `EXACTNESS_DTYPE` (a copy: the built model is cached)."""
     dtype = getattr(MODELS.get(name), "EXACTNESS_DTYPE", torch.float32)
@@ -224,23 +217,6 @@ def _in_dtype(name: str, model: torch.nn.Module, weights: WeightBatch) -> tuple[
 def out_features(name: str, overrides: Mapping[str, Any] | None = None) -> int:
     """The width of the model's invariant output as its Config gives it (the contract: (B, out_features))."""
     return getattr(model_config(name, **dict(overrides or {})), "out_features", 1)
-
-
-def _contract(output: Any, size: int, width: int, role: str, seed: int) -> tuple[str, str] | None:
-    """("wrong shape" or "not finite", what was seen) for an invariant output that breaks the contract."""
-    problem = shape_problem(output, size, width)
-    if problem is not None:
-        wrong = "wrong dtype" if isinstance(output, torch.Tensor) and not output.is_floating_point() else "wrong shape"
-        return wrong, f"{role}, seed {seed}: {problem}"
-    counted = count_nonfinite(output)
-    return None if counted is None else ("not finite", f"{role}, seed {seed}: {counted}")
-
-
-def _weights_contract(output: Any, weights: WeightBatch, role: str, seed: int) -> tuple[str, str] | None:
-    problem = weights_output_problem(output, weights)
-    if problem is None:
-        return None
-    return ("not finite" if "not finite" in problem else "wrong shape"), f"{role}, seed {seed}: {problem}"
 
 
 def _seeds_of(name: str, seeds: Sequence[int]) -> Sequence[int]:
@@ -255,8 +231,8 @@ def check_output(name: str, space_name: str, magnitude: str = "unit", seeds: Seq
     for seed in _seeds_of(name, seeds):
         model, weights = _in_dtype(name, build_model(name, space_name, seed, overrides=overrides),
                                    random_weights(space(space_name), 4, seed, magnitude=magnitude))
-        output, mutated = _called(model, weights, "f(w)", seed)
-        found = mutated or _contract(output, len(weights), width, "f(w)", seed)
+        output, mutated = called(model, weights, "f(w)", seed)
+        found = mutated or contract(output, len(weights), width, "f(w)", seed)
         if found is not None:
             return Check(name, space_name, "-", "output", False, math.nan, math.nan, math.nan, magnitude, *found)
     return Check(name, space_name, "-", "output", False, math.nan, math.nan, math.nan, magnitude,
@@ -273,14 +249,14 @@ def check_invariance(name: str, space_name: str, group: str, seeds: Sequence[int
         model, weights = _in_dtype(name, build_model(name, space_name, seed, overrides=overrides),
                                    random_weights(acting.space, 4, seed, magnitude=magnitude))
         g = acting.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
-        output, mutated = _called(model, weights, "f(w)", seed)
-        moved, mutated_moved = _called(model, acting.act(g, weights), "f(g . w)", seed)
-        found = mutated or mutated_moved or _contract(output, len(weights), width, "f(w)", seed) or \
-            _contract(moved, len(weights), width, "f(g . w)", seed)
+        output, mutated = called(model, weights, "f(w)", seed)
+        moved, mutated_moved = called(model, acting.act(g, weights), "f(g . w)", seed)
+        found = mutated or mutated_moved or contract(output, len(weights), width, "f(w)", seed) or \
+            contract(moved, len(weights), width, "f(g . w)", seed)
         if found is not None:  # no verdict on the claim: the output itself is wrong
             return Check(name, space_name, group, "invariance", claimed, math.nan, MAGNITUDES[magnitude].tolerance,
                          MOVES, magnitude, *found)
-        worst = max(worst, _deviation(moved, output, magnitude), key=_nan_first)
+        worst = max(worst, deviation(moved, output, magnitude), key=_nan_first)
     return Check(name, space_name, group, "invariance", claimed, worst, MAGNITUDES[magnitude].tolerance, MOVES,
                  magnitude)
 
@@ -294,14 +270,14 @@ def check_denormal(name: str, space_name: str, group: str, overrides: Mapping[st
     if hasattr(g, "scales"):  # power-of-two scalings act exactly
         g = dataclasses.replace(g, scales=tuple(s.sign() * torch.exp2(torch.round(torch.log2(s.abs())))
                                                 for s in g.scales))
-    output, mutated = _called(model, weights, "f(w)", 1)
-    moved, mutated_moved = _called(model, acting.act(g, weights), "f(g . w)", 1)
+    output, mutated = called(model, weights, "f(w)", 1)
+    moved, mutated_moved = called(model, acting.act(g, weights), "f(g . w)", 1)
     claimed, width = group in claimed_symmetries(model), out_features(name, overrides)
-    found = mutated or mutated_moved or _contract(output, len(weights), width, "f(w)", 1) or _contract(moved, len(weights), width, "f(g . w)", 1)
+    found = mutated or mutated_moved or contract(output, len(weights), width, "f(w)", 1) or contract(moved, len(weights), width, "f(g . w)", 1)
     if found is not None:
         return Check(name, space_name, group, "denormal", claimed, math.nan, DENORMAL_RTOL, DENORMAL_RTOL,
                      "denormal", *found)
-    return Check(name, space_name, group, "denormal", claimed, _deviation(moved, output), DENORMAL_RTOL,
+    return Check(name, space_name, group, "denormal", claimed, deviation(moved, output), DENORMAL_RTOL,
                  DENORMAL_RTOL, "denormal")
 
 
@@ -316,14 +292,14 @@ def check_equivariance(name: str, space_name: str, group: str, seeds: Sequence[i
         model, weights = _in_dtype(name, build_model(name, space_name, seed, "weights", overrides),
                                    random_weights(acting.space, 4, seed, magnitude=magnitude))
         g = acting.sample(torch.Generator().manual_seed(seed + 20), batch_size=4)
-        output, mutated = _called(model, weights, "f(w)", seed)
-        output_of_moved, mutated_moved = _called(model, acting.act(g, weights), "f(g . w)", seed)
-        found = mutated or mutated_moved or _weights_contract(output, weights, "f(w)", seed) or \
-            _weights_contract(output_of_moved, weights, "f(g . w)", seed)
+        output, mutated = called(model, weights, "f(w)", seed)
+        output_of_moved, mutated_moved = called(model, acting.act(g, weights), "f(g . w)", seed)
+        found = mutated or mutated_moved or weights_contract(output, weights, "f(w)", seed) or \
+            weights_contract(output_of_moved, weights, "f(g . w)", seed)
         if found is not None:
             return Check(name, space_name, group, "equivariance", claimed, math.nan,
                          MAGNITUDES[magnitude].equivariant_tolerance, EQUIVARIANT_MOVES, magnitude, *found)
-        worst = max(worst, _relative_gap(output_of_moved, acting.act(g, output)), key=_nan_first)
+        worst = max(worst, relative_gap(output_of_moved, acting.act(g, output)), key=_nan_first)
     return Check(name, space_name, group, "equivariance", claimed, worst, MAGNITUDES[magnitude].equivariant_tolerance,
                  EQUIVARIANT_MOVES, magnitude)
 
@@ -345,30 +321,70 @@ def check_model(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str,
                 spaces: Sequence[str] | None = None) -> list[Check]:
     """Every check of model `name` (a registered name, an import path or an entry point), on the
     weight spaces it reads, or on those of `spaces` (e.g. a setting that reads SIRENs only)."""
-    name = MODELS.resolve(name)
+    return [value for kind, value in check_steps(name, seeds, overrides, spaces) if kind == "check"]
+
+
+def check_steps(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str, Any] | None = None,
+                spaces: Sequence[str] | None = None) -> Iterator[tuple[str, Any]]:
+    """`check_model`'s steps as they run: ("start", a label) before each step that runs the model's code,
+    then that step's one record: ("loaded", the resolved name), ("size", `Size`) or ("check", `Check`)
+    (`benchmarks.check_process` holds a step without its record as not finished)."""
     unknown = sorted(set(spaces or ()) - set(SPACES))
     if unknown or spaces == []:
         raise ValueError(f"--spaces: expected some of {', '.join(sorted(SPACES))}, got {list(spaces or [])}")
+    name = yield from _step("import of the model", "loaded", MODELS.resolve, name)
     read = [s for s in sorted(SPACES) if reads(name, s) and (spaces is None or s in spaces)]
     if not read:
         raise ValueError(f"model {name!r} reads none of the spaces {list(spaces or [])}")
-    checks = []
     for space_name in read:
+        yield from _step(f"build on {space_name}", "size", sized, name, space_name, "invariant", overrides)
+        broken = False
         with _on_space(name, space_name):
             claims = claimed_symmetries(build_model(name, space_name, 0, overrides=overrides))
             for magnitude in MAGNITUDES:  # the output first: where it breaks the contract no claim is measured
-                checks.append(output := check_output(name, space_name, magnitude, seeds, overrides))
-                if output.broken is None:
-                    checks += [check_invariance(name, space_name, group, seeds, overrides, magnitude)
-                               for group in groups(space_name) if magnitude == "unit" or group in claims]
-            if not any(c.broken for c in checks if c.space == space_name):
-                checks += [check_denormal(name, space_name, group, overrides) for group in claims]
+                output = yield from _step(f"output on {space_name} at {magnitude}", "check", check_output,
+                                          name, space_name, magnitude, seeds, overrides)
+                broken |= output.broken is not None
+                for group in groups(space_name) if output.broken is None else ():
+                    if magnitude == "unit" or group in claims:
+                        check = yield from _step(f"invariance under {group} on {space_name} at {magnitude}", "check",
+                                                 check_invariance, name, space_name, group, seeds, overrides, magnitude)
+                        broken |= check.broken is not None
+            for group in claims if not broken else ():
+                yield from _step(f"denormal invariance under {group} on {space_name}", "check", check_denormal,
+                                 name, space_name, group, overrides)
     for space_name in [s for s in weight_output_spaces(name) if s in read]:
+        yield from _step(f"build with a weight output on {space_name}", "size", sized, name, space_name, "weights",
+                         overrides)
         with _on_space(name, space_name):
             claims = claimed_symmetries(build_model(name, space_name, 0, "weights", overrides))
-            checks += [check_equivariance(name, space_name, group, seeds, overrides, magnitude) for magnitude in
-                       MAGNITUDES for group in groups(space_name) if magnitude == "unit" or group in claims]
-    return checks
+            for magnitude in MAGNITUDES:
+                for group in groups(space_name):
+                    if magnitude == "unit" or group in claims:
+                        yield from _step(f"equivariance under {group} on {space_name} at {magnitude}", "check",
+                                         check_equivariance, name, space_name, group, seeds, overrides, magnitude)
+
+
+def _step(label: str, kind: str, run: Callable[..., Any], *arguments: Any) -> Iterator[tuple[str, Any]]:
+    yield "start", label
+    record = run(*arguments)
+    yield kind, record
+    return record
+
+
+def sized(name: str, space_name: str, output: str, overrides: Mapping[str, Any] | None = None) -> Size:
+    """The size model `name` is checked at on the space, counted on the meta device before it is built
+    (`model_size_problem`, `bench run`'s count): a model too large is refused in that one line, unallocated."""
+    given = dict(overrides or {})
+    with _on_space(name, space_name):
+        chosen = _settings(MODELS.get(name), name, space_name, output, given)
+    problem = model_size_problem(name, space(space_name), chosen)
+    if problem is not None:
+        raise ValueError(problem)
+    with _on_space(name, space_name):
+        model = build_model(name, space_name, 0, output, given)
+    return Size(space_name, output, sum(parameter.numel() for parameter in model.parameters()),
+                {key: chosen[key] for key in SMALL if key in chosen and key not in given})
 
 
 @contextlib.contextmanager
