@@ -1,16 +1,18 @@
 """What `nfnzoo bench check-model` prints of `benchmarks.check_model`'s checks: the Markdown table (one
 row per measurement: the weight space, the members' magnitude, the group, the test, the deviation, the
-tolerance and the verdict), the notes under it (each magnitude's members and tolerances, claims the
-model could make) and the one-line error: an output that broke the contract (not finite, or of the
-wrong shape: a verdict of its own, never one on a claim) and the false claims.
+tolerance and the verdict), the notes under it (the size the model was checked at on each space, each
+magnitude's members and tolerances, claims the model could make) and the one-line error: an output
+that broke the contract (not finite, or of the wrong shape: a verdict of its own, never one on a
+claim) and the false claims.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Sequence
 
-from benchmarks.check_model import MAGNITUDES, Check
+from benchmarks.check_model import MAGNITUDES, Check, Size
 
 
 def _number(value: float, form: str) -> str:
@@ -25,6 +27,15 @@ def format_table(checks: Sequence[Check]) -> str:
               f"{'-' if c.test == 'output' else 'yes' if c.claimed else 'no'} | {_number(c.deviation, '.2e')} | "
               f"{_number(c.tolerance if c.claimed else c.moves, '.0e')} | {c.verdict} |" for c in checks]
     return "\n".join(lines) + "\n"
+
+
+def sizes_note(sizes: Sequence[Size]) -> str:
+    """One line: the parameters the model was checked with on each space, and the size fields shrunk
+    (as `--set` takes them), or that it was checked at its own size."""
+    return "checked at: " + "; ".join(
+        f"{s.space}{' (weight output)' if s.output == 'weights' else ''}: {s.parameters:,} parameters, "
+        + (f"shrunk to {', '.join(f'model.{k}={json.dumps(v)}' for k, v in s.shrunk.items())}" if s.shrunk
+           else "its own size (no size field shrunk)") for s in sizes)
 
 
 def _magnitudes(names: Sequence[str]) -> str:

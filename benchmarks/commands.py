@@ -285,17 +285,18 @@ def _standard_suite(args: argparse.Namespace) -> int:
 
 
 def check_model_command(args: argparse.Namespace) -> int:
-    from benchmarks.check_model import check_model
-    from benchmarks.check_report import format_table, summary
+    from benchmarks.check_process import run_checks
+    from benchmarks.check_report import format_table, sizes_note, summary
 
     overrides = _scoped_overrides(args.set, "model", "model.KEY=VALUE")
-    try:
+    try:  # in a child process: a verdict only on checks that finished (`benchmarks.check_process`)
         spaces = [name.strip() for name in args.spaces.split(",")] if args.spaces is not None else None
-        checks = check_model(args.model, parse_seeds(args.seeds), overrides, spaces)
+        checks, sizes = run_checks(args.model, parse_seeds(args.seeds), overrides, spaces)
     except (UnknownNameError, SchemaError, ValueError, TypeError) as error:
         raise CommandError(str(error)) from None
     print(format_table(checks), end="")
     notes, error = summary(args.model, checks)
+    notes.insert(0, sizes_note(sizes))
     for note in notes:
         print(note)
     if error is not None:  # a broken output or a false claim
