@@ -25,6 +25,7 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from benchmarks.check_model import Check, Size
+from zoo.named_import import python_command, worker_environment
 
 # the child's first lines: this process's path (before any import from it), then the steps
 _CHILD = ("import json, sys; request = json.loads(sys.argv[1]); sys.path[:] = request['path']; "
@@ -44,7 +45,8 @@ def run_checks(model: str, seeds: Sequence[int], overrides: Mapping[str, Any] | 
     request = {"model": model, "seeds": list(seeds), "overrides": dict(overrides or {}),
                "spaces": None if spaces is None else list(spaces), "path": list(sys.path), "fd": write}
     try:
-        process = subprocess.Popen([sys.executable, "-P", "-c", _CHILD, json.dumps(request)], pass_fds=(write,))
+        process = subprocess.Popen(python_command("-c", _CHILD, json.dumps(request)), pass_fds=(write,),
+                                   env={**os.environ, **worker_environment()})  # a module found in the working folder
     finally:
         os.close(write)
     try:
