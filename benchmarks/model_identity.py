@@ -40,7 +40,7 @@ from nfn_models.registry import MODELS
 from zoo.registry import import_path
 from zoo.validation.names import builtin_problem
 
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+MODEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._+-]{0,62}[A-Za-z0-9_+-])?")  # no trailing dot, as a NAME
 COMMIT = re.compile(r"[0-9a-f]{40}")
 GIT_TIMEOUT_S = 10
 
@@ -64,7 +64,7 @@ def board_name(registered: str, given: str | None = None) -> str:
         why = f"the name of {import_path(wrapped)}"
     if not isinstance(name, str) or not MODEL_NAME.fullmatch(name):
         raise ModelNameError(f"model {registered!r}: its board name {ascii(str(name)[:80])} ({why}) must be 1-64 ASCII "
-                             "letters, digits or ._+-, starting with a letter or digit; choose one with --name NAME "
+                             "letters, digits or ._+-, starting with a letter or digit, not ending with a dot; choose one with --name NAME "
                              "(benchmarks.evaluate(..., name=NAME))")
     problem = builtin_problem(MODELS.kind, name, MODELS.builtin_names(), registered if origin == "built-in" else None)
     if problem is not None:

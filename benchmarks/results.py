@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from benchmarks.files import read_json, write_text_atomic
-from zoo.validation.inputs import name_problem, read_capped
+from zoo.validation.inputs import name_problem, read_capped, text_problem
 from zoo.validation.schema import SchemaError, from_data
 
 SCHEMA_VERSION = 1
@@ -264,9 +264,10 @@ class Results:
             raise SchemaError(where, "created", f"expected an ISO 8601 time, got {ascii(self.created[:60])}") from None
         for field in ("predictions", "examples"):  # a sidecar is a file beside the results, never a path
             value = getattr(self, field)
-            if value is not None and (value in ("", ".", "..") or any(c in value for c in "/\\\0")):
-                raise SchemaError(where, field,
-                                  f"expected a file name beside the results file, got {ascii(value)[:80]}")
+            if value is not None and (value in ("", ".", "..") or any(c in value for c in "/\\\0")
+                                      or len(value.encode()) > 255 or text_problem(value, 255) is not None):
+                raise SchemaError(where, field, f"expected a file name beside the results file, got "
+                                  f"{ascii(value)[:80]} (at most 255 bytes, no control characters)")
 
 
 def summarize(per_seed: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:

@@ -163,7 +163,7 @@ def load_datasets(root: str | Path) -> dict[str, KnownDataset]:
     path = Path(root) / DATASETS_FILE
     if not path.exists():
         return {}
-    data = read_json_file(path, MAX_DATASETS_BYTES, strict=True, what="datasets file")
+    data = read_json_file(path, MAX_DATASETS_BYTES, strict=True, what="datasets file", follow=False)  # a board's file
     records = from_data(DatasetsFile, data, where=str(path))
     return {record.dataset_hash: record for record in records.datasets}
 

@@ -261,7 +261,7 @@ def entry_bytes(data: dict[str, Any]) -> bytes:
 
 def read_entry(path: str | Path) -> tuple[dict[str, Any], Entry]:
     """An entry file's data and its parsed entry; a malformed or oversized file is an error naming it."""
-    data = read_json_file(path, MAX_ENTRY_BYTES, strict=True, what="leaderboard entry")
+    data = read_json_file(path, MAX_ENTRY_BYTES, strict=True, what="leaderboard entry", follow=False)  # a board's file
     return data, from_data(Entry, data, where=str(path))
 
 

@@ -33,7 +33,7 @@ from nfn_models.registry import MODELS
 from zoo.validation.names import CONFUSABLE, builtin_problem, look_alike_problem, skeleton  # noqa: F401 (the table)
 
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:/@-]{0,199}")
-CONFIG_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}")
+CONFIG_KEY = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._+-]{0,126}[A-Za-z0-9_+-])?")  # no trailing dot, as a NAME
 
 
 def model_name_problem(name: str) -> str | None:
@@ -41,7 +41,7 @@ def model_name_problem(name: str) -> str | None:
     if MODEL_NAME.fullmatch(name):
         return None
     return (f"model name {ascii(name[:80])} must be 1-64 ASCII letters, digits or ._+-, starting with a letter or "
-            "digit (it is shown on the board and becomes part of a file name)")
+            "digit, not ending with a dot (it is shown on the board and becomes part of a file name)")
 
 
 def dataset_name_problem(name: str) -> str | None:

@@ -5,9 +5,10 @@ The package (`layersets`, a DeepSets-style model over each tensor's rows) is wri
 folder and committed to a git repository of its own; nothing installs it. The routes
 (docs/bring-your-own-nfn.md, docs/submitting.md):
 
-1. the console script from the package's folder, `--model layersets.model:LayerSets` (the working
-   folder is on the path as for uvicorn's `module:attr`): board name `LayerSets`, the class's;
-2. an entry point (`layer_sets`, declared in the package's metadata): board name `layer_sets`;
+1. the console script from the package's folder, `--model layersets.model:LayerSets` (the named module
+   is found in the working folder, as uvicorn finds `module:attr`): board name `LayerSets`, the class's;
+2. an entry point (`sets_of_layers`, declared in the package's metadata): board name `sets_of_layers` (a name
+   that does not look like the class's `LayerSets`, which the board would refuse beside it);
 3. the Python API, `benchmarks.evaluate(LayerSets, ...)`;
 4. the standard suite by import path with `--name`, submitted as a folder;
 
@@ -163,14 +164,14 @@ def test_every_documented_route_reaches_the_rendered_board(package, tiny_zoo, ti
     _submit(first, board, tiny_zoo)  # no --commit: the recorded one
 
     # 2. an entry point, as an installed package declares it: the entry point's name, the package's version
-    add_metadata(tmp_path / "site-packages", "layersets", {"nfnzoo.models": {"layer_sets": "layersets.model:LayerSets"}},
+    add_metadata(tmp_path / "site-packages", "layersets", {"nfnzoo.models": {"sets_of_layers": "layersets.model:LayerSets"}},
                  version="0.3.1")
     with on_path([tmp_path / "site-packages", root], MODELS, TASKS):
         second = tmp_path / "route2.json"
-        assert main(["bench", "run", "--task", "generalization", "--model", "layer_sets", "--data", str(tiny_zoo),
+        assert main(["bench", "run", "--task", "generalization", "--model", "sets_of_layers", "--data", str(tiny_zoo),
                      "--seeds", "0,1,2", "--out", str(second), *EPOCHS]) == 0
         source = json.loads(second.read_text())["model_source"]
-        assert json.loads(second.read_text())["model"] == "layer_sets"
+        assert json.loads(second.read_text())["model"] == "sets_of_layers"
         assert (source["kind"], source["distribution"], source["version"]) == ("entry point", "layersets", "0.3.1")
         _submit(second, board, tiny_zoo, "--commit", commit[:12])  # a prefix of the recorded commit agrees
 
@@ -196,8 +197,8 @@ def test_every_documented_route_reaches_the_rendered_board(package, tiny_zoo, ti
     page.feed((tmp_path / "site" / "generalization.html").read_text())
     rows = {row["Model"]: row for row in page.rows}
     # route 3 shares route 1's name, with other seeds: the board tells the two rows apart by them
-    assert set(rows) == {"LayerSets (seeds [0, 1, 2])", "LayerSets (seeds [3, 4, 5])", "layer_sets"}
-    for model in ("LayerSets (seeds [0, 1, 2])", "layer_sets", "LayerSets (seeds [3, 4, 5])"):
+    assert set(rows) == {"LayerSets (seeds [0, 1, 2])", "LayerSets (seeds [3, 4, 5])", "sets_of_layers"}
+    for model in ("LayerSets (seeds [0, 1, 2])", "sets_of_layers", "LayerSets (seeds [3, 4, 5])"):
         row = rows[model]
         assert (row["Claims"], row["Re-scored"], row["Version"]) == ("permutation", "yes", "0.3.1"), row
         assert page.links[row["entry"]] == f"{CODE}/tree/{commit}"  # the recorded commit, whole

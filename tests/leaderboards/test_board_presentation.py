@@ -93,7 +93,7 @@ def test_a_path_is_refused_as_a_source(source, tmp_path):
 def _zoo(folder: Path, entry: dict) -> Path:
     """A folder with a manifest.json of `nfnzoo pack`'s structure (no shards) and `entry`'s keys."""
     folder.mkdir(parents=True)
-    config = {"dataset_hash": "3" * 64, "family": "cnn", "splits": {"train": 1}, "spec_hash": "3" * 20,
+    config = {"dataset_hash": "3" * 64, "family": "cnn", "splits": {}, "spec_hash": "3" * 20,
               "architectures": {}, "planned_checkpoints": 1, "packed_checkpoints": 1, "complete": True,
               "columns": [], "files": [], **entry}
     (folder / "manifest.json").write_text(json.dumps({"package_version": "0.1.0", "configs": {"cnn-mnist": config}}))

@@ -17,26 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from hostile_names import HOSTILE
 from zoo.storage.manifest import check_manifest
 from zoo.validation.inputs import InputError
 
 CONFIG = "cnn-mnist"
 SET = "paper"
-HOSTILE = {
-    "dot-dot": "..",
-    "parent": "../x",
-    "escape": "x/../../../victims/pwned",
-    "absolute": "/tmp/victims/pwned",
-    "empty": "",
-    "nul": "a\x00b",
-    "escape-sequence": "a\x1b[2Jb",
-    "newline": "a\nb",
-    "long": "a" * 10_000,
-    "look-alike": "сnn-mnist",  # a Cyrillic es
-    "bidi": "a\u202eb",
-    "trailing-dot": "x.",
-    "trailing-space": "x ",
-}
 
 
 def with_split_set(zoo: Path) -> None:

@@ -162,9 +162,10 @@ def load_json_bytes(data: bytes | str, where: str, *, strict: bool = False, max_
     return value
 
 
-def read_json_file(path: str | Path, limit: int, *, strict: bool = False, what: str = "JSON file") -> Any:
-    """A JSON file read with `read_capped` and parsed with `load_json_bytes`."""
-    return load_json_bytes(read_capped(path, limit, what), str(path), strict=strict)
+def read_json_file(path: str | Path, limit: int, *, strict: bool = False, what: str = "JSON file",
+                   follow: bool = True) -> Any:
+    """A JSON file read with `read_capped` (a link refused unless `follow`) and parsed with `load_json_bytes`."""
+    return load_json_bytes(read_capped(path, limit, what, follow=follow), str(path), strict=strict)
 
 
 # --- YAML ---------------------------------------------------------------------------------------
