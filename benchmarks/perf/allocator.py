@@ -23,6 +23,7 @@ import sys
 import time
 
 import torch
+from zoo.named_import import python_command
 
 ROWS = ("transformer:ng_gnn@generalization-budget", "transformer:scalegmn@transformer-generalization-budget",
         "cnn:ng_gnn@generalization-budget")
@@ -64,7 +65,7 @@ def measure(row: str, setting: str, batch: int, steps: int) -> dict:
 
 
 def run_fresh(row: str, setting: str, args) -> dict:
-    command = [sys.executable, "-m", "benchmarks.perf.allocator", "--measure", f"{row}|{setting}",
+    command = [*python_command("-m", "benchmarks.perf.allocator"), "--measure", f"{row}|{setting}",
                "--batch", str(args.batch), "--steps", str(args.steps), "--threads", str(args.threads)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])

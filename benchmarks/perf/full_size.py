@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from zoo.named_import import python_command
 
 STEPS_OF_A_RUN = (0, 1, 2, 3, 20, 40, 60, 80, 86)  # the release's checkpoint steps
 # the release's layout.csv: per layer bias then kernel, kernels in TensorFlow layout (HWIO, (in, out))
@@ -196,7 +197,7 @@ def _cgroup(name: str) -> tuple[Path, str] | None:
 def measure(step: str, source: Path, zoo_folder: Path, scratch: Path, model: str) -> dict:
     """Runs `step` in a child process (inside a cgroup of its own where one can be made)."""
     made = _cgroup(f"nfnzoo-full-size-{os.getpid()}-{time.monotonic_ns()}")
-    command = [sys.executable, "-m", "benchmarks.perf.full_size", "--child", step, "--source", str(source),
+    command = [*python_command("-m", "benchmarks.perf.full_size"), "--child", step, "--source", str(source),
                "--zoo", str(zoo_folder), "--scratch", str(scratch), "--model", model]
 
     def join() -> None:  # between fork and exec: the child's whole life is charged to the group

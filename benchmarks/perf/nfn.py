@@ -48,7 +48,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from typing import Callable
 
@@ -60,6 +59,7 @@ from benchmarks.suite import GRAPH_TRANSFORMER_MODELS
 from nfn_models.features import NetworkDescription
 from nfn_models.layers import ACTIVATIONS, mlp
 from zoo.families import create_family
+from zoo.named_import import python_command
 from zoo.weightspace import WeightBatch, WeightSpace
 
 # Weight-space name -> (zoo family, architecture overrides); {} is the family's default.
@@ -223,7 +223,7 @@ def peak_memory(row_name: str, space_name: str, batch: int, device: torch.device
         return step_peak_bytes(row_name, space_name, batch, device)
     # One thread: with two, the OpenMP workers' own malloc arenas made the same step read
     # 100-125 MB from run to run (the CNN's HNP); on one, 100-105 MB.
-    command = [sys.executable, "-m", "benchmarks.perf.nfn", "--memory-of", f"{space_name}:{row_name}",
+    command = [*python_command("-m", "benchmarks.perf.nfn"), "--memory-of", f"{space_name}:{row_name}",
                "--batch", str(batch), "--threads", "1"]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["peak_bytes"]

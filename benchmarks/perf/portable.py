@@ -19,7 +19,7 @@ import argparse
 import json
 import os
 import subprocess
-import sys
+from zoo.named_import import python_command
 
 FAMILIES = ("cnn", "inr", "transformer")
 
@@ -44,7 +44,7 @@ def child(family: str, runs: int | None, reproducibility: str) -> dict:
 
 
 def _run(family: str, runs: int | None, env: dict[str, str], reproducibility: str) -> dict:
-    argv = [sys.executable, "-m", "benchmarks.perf.portable", "--child", family, "--reproducibility", reproducibility,
+    argv = [*python_command("-m", "benchmarks.perf.portable"), "--child", family, "--reproducibility", reproducibility,
             *(["--runs", str(runs)] if runs else [])]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
