@@ -5,8 +5,11 @@ with a class attribute `Config`: the frozen dataclass of its hyperparameters. Ov
 validated against that dataclass (via `zoo.validation.schema`), so an unknown or mistyped
 hyperparameter is an error naming the model, the key and what was expected.
 
-A model may carry named `PRESETS` (preset name -> hyperparameter overrides, as data, each
-citing its paper's setting); `model_config(name, preset=...)` starts from one.
+A model may carry named `PRESETS`: preset name (a safe name: letters, digits, `._+-`) -> config
+overrides (fields of its `Config` -> values the `Config` accepts), as data, each citing its paper's
+setting: `PRESETS = {"generalization": {}, "inr-classification-budget": {"channels": (32, 32, 32),
+"out_features": 10}}`. `model_config(name, preset=...)` (`--set model.preset=NAME`) starts from one;
+a standard suite's cell runs a model at the first of the cell's presets it has, else at its defaults.
 
 A model says what its output is exactly invariant to in `symmetries` (a class attribute or
 a property of the built model): on feedforward weight spaces a tuple among "permutation"
@@ -49,11 +52,12 @@ name is asked for. `check_model_contract` states what such a class must have: th
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from torch import nn
 
 from zoo.registry import PluginError, Registry
+from zoo.validation.inputs import name_problem
 from zoo.validation.schema import SchemaError, from_data, to_data
 from zoo.weightspace import WeightBatch, WeightSpace
 
@@ -62,8 +66,8 @@ ModelClass = TypeVar("ModelClass", bound=type)
 def check_model_contract(name: str, cls: Any) -> None:
     """Raises `PluginError` (one line) unless `cls` is a model class this registry can build: an
     `nn.Module` subclass built as `cls(weight_space, **hparams)`, with a dataclass `Config` whose
-    fields all have defaults, and known `weight_spaces`, `outputs`, `trained_by` and (when a class
-    attribute) `symmetries`."""
+    fields all have defaults, `PRESETS` (if any) its `Config` accepts, and known `weight_spaces`,
+    `outputs`, `trained_by` and (when a class attribute) `symmetries`."""
     where = f"NFN model {name!r} ({getattr(cls, '__qualname__', type(cls).__name__)})"
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise PluginError(f"{where}: expected a torch.nn.Module subclass built as Model(weight_space, **hparams), "
@@ -76,6 +80,7 @@ def check_model_contract(name: str, cls: Any) -> None:
         config()
     except TypeError as error:
         raise PluginError(f"{where}: every field of its Config needs a default ({error})") from None
+    check_presets(where, config, getattr(cls, "PRESETS", {}))
     checks = (("weight_spaces", tuple(SPACE_GROUPS), tuple(SPACE_GROUPS)), ("outputs", OUTPUTS, ("invariant",)))
     for attribute, allowed, default in checks:
         value = getattr(cls, attribute, default)
@@ -88,6 +93,33 @@ def check_model_contract(name: str, cls: Any) -> None:
         if isinstance(claims, str) or not isinstance(claims, (tuple, list)) or set(claims) - set(SYMMETRY_GROUPS):
             raise PluginError(f"{where}: `symmetries` must be a tuple of some of {SYMMETRY_GROUPS}, "
                               f"got {claims!r:.80}")
+
+
+def check_presets(where: str, config: type, presets: Any) -> None:
+    """Raises `PluginError` (one line naming `where`, the preset and the key) unless `presets` maps safe
+    names to mappings of `config`'s fields to values it accepts (as `model_config` applies them)."""
+    shape = "a mapping of preset names to config overrides, e.g. {'budget': {'hidden': 16}}"
+    if not isinstance(presets, Mapping):
+        raise PluginError(f"{where}: `PRESETS` must be {shape}, got {type(presets).__name__} {presets!r:.80}")
+    fields = {field.name for field in dataclasses.fields(config) if field.init}
+    defaults = to_data(config())
+    for preset, overrides in presets.items():
+        problem = name_problem(preset)
+        if problem is not None:
+            raise PluginError(f"{where}: `PRESETS`: a preset's name: {problem}")
+        if not isinstance(overrides, Mapping):
+            raise PluginError(f"{where}: preset {preset!r}: expected a mapping of {config.__name__} fields to values, "
+                              f"got {type(overrides).__name__} {overrides!r:.80}")
+        unknown = [key for key in overrides if key not in fields]
+        if unknown:
+            raise PluginError(f"{where}: preset {preset!r}: key {ascii(str(unknown[0])[:60])} is no field of "
+                              f"{config.__name__}; expected some of {sorted(fields)}")
+        try:
+            from_data(config, {**defaults, **to_data(dict(overrides))}, where=f"preset {preset!r}")
+        except SchemaError as error:
+            raise PluginError(f"{where}: preset {preset!r}: key {error.key!r}: {error.reason}") from None
+        except (TypeError, ValueError) as error:  # the Config's own checks (__post_init__), which name no key
+            raise PluginError(f"{where}: preset {preset!r}: {config.__name__} refuses it: {error}") from None
 
 
 MODELS: Registry[type[nn.Module]] = Registry("NFN model", entry_points="nfnzoo.models", check=check_model_contract)

@@ -8,7 +8,8 @@ import pytest
 from torch import nn
 
 from nfn_models import create_model, list_models, model_config, register_model
-from zoo.registry import UnknownNameError
+from nfn_models.registry import MODELS, check_model_contract
+from zoo.registry import PluginError, UnknownNameError
 from zoo.validation.schema import SchemaError
 
 
@@ -64,3 +65,40 @@ def test_bad_overrides_name_the_model_and_key(overrides, message):
     with pytest.raises(SchemaError, match=message) as error:
         model_config("statnn", **overrides)
     assert "model 'statnn'" in str(error.value)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS.builtin_names()))
+def test_every_builtin_model_meets_the_plugin_contract_presets_included(name):
+    check_model_contract(name, MODELS.get(name))
+
+
+@dataclasses.dataclass(frozen=True)
+class PresetsConfig:
+    hidden: int = 16
+    sizes: tuple[int, ...] = (4,)
+    out_features: int = 1
+
+
+def _with_presets(presets) -> type:
+    return type("WithPresets", (nn.Module,), {"Config": PresetsConfig, "PRESETS": presets})
+
+
+def test_presets_the_config_accepts_meet_the_contract():
+    check_model_contract("mine", _with_presets({"generalization": {}, "budget": {"hidden": 8, "sizes": [2, 3]}}))
+    check_model_contract("mine", type("NoPresets", (nn.Module,), {"Config": PresetsConfig}))  # optional
+
+
+@pytest.mark.parametrize("presets, expected", [
+    ([("budget", {})], "`PRESETS` must be a mapping of preset names to config overrides"),
+    ({"bad name!": {}}, "`PRESETS`: a preset's name: 'bad name!' is not a valid name"),
+    ({"budget": 16}, "preset 'budget': expected a mapping of PresetsConfig fields to values, got int 16"),
+    ({"budget": {"hiden": 8}}, "preset 'budget': key 'hiden' is no field of PresetsConfig"),
+    ({"budget": {"hidden": "wide"}}, "preset 'budget': key 'hidden': expected an integer"),
+    ({"ok": {}, "budget": {"sizes": "x"}}, "preset 'budget': key 'sizes': expected a list"),
+])
+def test_a_malformed_presets_is_one_line_naming_the_model_the_preset_and_the_key(presets, expected):
+    with pytest.raises(PluginError) as error:
+        check_model_contract("mine", _with_presets(presets))
+    message = str(error.value)
+    assert message.startswith("NFN model 'mine' (WithPresets): ") and expected in message, message
+    assert "\n" not in message
