@@ -310,8 +310,11 @@ def _suite_listing() -> str:
     from benchmarks.standard import STANDARD_SUITES
     from benchmarks.suite import SUITES
 
-    return (f"benchmark suites: {', '.join(SUITES.names())}\n"
-            f"standard suites (--model MODEL): {', '.join(STANDARD_SUITES.names())}")
+    standard = [STANDARD_SUITES.get(name)() for name in STANDARD_SUITES.names()]
+    return "\n".join([f"benchmark suites (models fixed; one --data): {', '.join(SUITES.names())}",
+                      "standard suites (--model MODEL; --data ZOO=FOLDER for each zoo):",
+                      *(f"  {suite.name}: zoos {', '.join(sorted({cell.zoo.name for cell in suite.cells}))}"
+                        for suite in standard)])
 
 
 def _data_help() -> str:
@@ -334,7 +337,8 @@ def _add_common_arguments(parser: argparse.ArgumentParser, set_metavar: str, set
     (a `suite`'s --data repeats: a standard suite takes ZOO=FOLDER per zoo, and fixes its seeds)."""
     if suite:
         parser.add_argument("--data", action="append", metavar="DATA", help=_data_help() + "; for a standard "
-                            "suite, ZOO=FOLDER for each of its zoos (repeatable; marks the run as a stand-in run)")
+                            "suite, ZOO=FOLDER for each of its zoos (repeatable; the zoos are listed below; a cell "
+                            "on the pinned bytes is ranked)")
         parser.add_argument("--seeds", default=None, help="comma-separated seeds or ranges (default: 0,1,2; a "
                             "standard suite fixes its own)")
     else:
@@ -380,16 +384,18 @@ def register(subparsers: argparse._SubParsersAction) -> Callable[[], str]:
     edits.add_argument("--images", type=image_rows, default=6, help="test SIRENs to show (rows, 1-100; default 6)")
     edits.set_defaults(handler=plot_edits_command)
 
-    suite = commands.add_parser("suite", help="run a named matrix of benchmark entries (resumable), "
-                                "print its Kendall tau table", listing=_suite_listing)
-    suite.add_argument("name", help="a registered suite, e.g. cnn-generalization")
+    suite = commands.add_parser("suite", help="run a registered suite (resumable) and print its table: a benchmark "
+                                "suite's fixed models, or one model on a standard suite's cells",
+                                listing=_suite_listing)
+    suite.add_argument("name", help="a registered suite: a benchmark suite or a standard suite (every one is listed "
+                       "below)")
     suite.add_argument("--out", required=True, help="folder for the entries' results files (existing ones are kept)")
     suite.add_argument("--only", default=None, help="comma-separated entry names, or models (every entry of a model "
                        "whose name is no entry's), to run; for a standard suite, its cells to run now (the others "
                        "are kept as an earlier run left them, or recorded as not run; --data is needed only for "
                        "these cells' zoos)")
-    suite.add_argument("--model", default=None, help="the model a standard suite (standard-v1) runs: a registered "
-                       "name, an import path MODULE:CLASS or an nfnzoo.models entry point")
+    suite.add_argument("--model", default=None, help="the model a standard suite runs (any listed below): a "
+                       "registered name, an import path MODULE:CLASS or an nfnzoo.models entry point")
     suite.add_argument("--name", dest="model_name", default=None, help=NAME_HELP)
     _add_common_arguments(suite, "task.KEY=VALUE",
                           "override a task hyperparameter of every entry, e.g. task.epochs=50 (repeatable)", suite=True)
