@@ -4,10 +4,10 @@
 
 A cell names its zoo as the official board pins it (`leaderboards/datasets.json`: the dataset's
 name and its sha256 `dataset_hash`), so a run anywhere states whether it read the same bytes. Our
-zoos' bytes differ between CPU instruction sets: a zoo regenerated elsewhere has another hash, and
-such a cell is recorded as unranked (`hash_matches: false`) and left out of the suite's ranking.
-`--data ZOO=FOLDER` maps a cell's zoo to a local folder (or a Hub repo `ORG/NAME[@REVISION]`): that
-is a stand-in run, recorded as one in `DIR/suite.json` and shown in its table, whatever the hash.
+zoos' bytes can differ between machines: `--data ZOO=FOLDER` maps a cell's zoo to a local folder (or
+a Hub repo `ORG/NAME[@REVISION]`), and a cell whose run read the pinned hash is ranked in the suite's
+table; a cell on other bytes is a *stand-in* (`stand_in: true`, `ranked: false` in `DIR/suite.json`),
+left out of the suite's ranking. "Stand-in" names only such an unranked run, never a ranked one.
 
 The folder holds one results file per cell (`DIR/<cell>.json`, predictions beside it; a cell the
 model cannot serve, e.g. a weight space it does not read, is `DIR/<cell>.skipped` with the reason),
@@ -235,9 +235,9 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
                  model_name: str | None = None) -> dict:
     """Runs every missing cell of the standard suite `name` with `model`; returns (and writes) `suite.json`.
 
-    `data` maps a zoo's name to the folder or Hub repo to read it from, which makes the run a
-    stand-in run; a zoo not in `data` has no published location yet, so the cell cannot run and
-    the error says which `--data` to give. Every cell's zoo is checked before any cell runs.
+    `data` maps a zoo's name to the folder or Hub repo to read it from: a cell whose run reads the
+    pinned hash is ranked, one on other bytes is a stand-in; a zoo not in `data` has no published
+    location yet, so the cell cannot run and the error says which `--data` to give. Every cell's zoo is checked before any cell runs.
     `only` names the cells to run now (e.g. those whose zoos are ready); the others keep what an
     earlier run left (a finished cell stays in `suite.json`) or are recorded as not run, and a later
     run of the same folder fills them in.
@@ -256,8 +256,8 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
     if missing:
         recipes = "; ".join(f"{zoo}: {ref.generate_command}" for zoo, ref in sorted(missing.items()))
         raise ValueError(f"{name}: no published copy of {', '.join(sorted(missing))} can be fetched yet; give a local "
-                         f"stand-in with --data ZOO=FOLDER for each (the run is recorded as a stand-in run). To make "
-                         f"one: {recipes}")
+                         f"copy with --data ZOO=FOLDER for each (a cell on the pinned hash is ranked; on other bytes "
+                         f"it is a stand-in, not ranked). To make one: {recipes}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     say = stderr_printer(f"suite {name}")
@@ -292,7 +292,9 @@ def _write_manifest(suite: StandardSuite, model: str, out_dir: Path, data: Mappi
         records.append(_cell_record(cell, data.get(cell.zoo.name, earlier.get(cell.name, "")),
                                     read_results(results_path) if os.path.lexists(results_path) else None,
                                     skipped))
-    manifest = {"suite": suite.name, "model": model, "stand_in": True, "cells": records}
+    # the run is a stand-in where a cell is: one that ran on other bytes than the pinned ones (never a ranked one)
+    manifest = {"suite": suite.name, "model": model, "stand_in": any(record["stand_in"] for record in records),
+                "cells": records}
     write_json_atomic(out_dir / "suite.json", manifest)
     write_text_atomic(out_dir / "table.md", standard_table(manifest))
     return manifest
@@ -310,30 +312,34 @@ def _cell_record(cell: Cell, data: str, results: dict | None, skipped: Path) -> 
     from benchmarks.tasks import get_task_class
 
     record = {"cell": cell.name, "task": cell.task, "zoo": cell.zoo.name, "config": cell.zoo.config,
-              "dataset_hash": cell.zoo.dataset_hash, "data": data, "stand_in": True,
-              "seeds": list(cell.seeds), "protocol": cell.label}
-    if results is None:
-        return {**record, "status": "skipped", "reason": skip_reason(skipped) if skipped.exists() else "not run",
-                "ranked": False}
+              "dataset_hash": cell.zoo.dataset_hash, "data": data, "seeds": list(cell.seeds), "protocol": cell.label}
+    if results is None:  # no run: neither ranked nor a stand-in
+        return {**record, "stand_in": False, "status": "skipped",
+                "reason": skip_reason(skipped) if skipped.exists() else "not run", "ranked": False}
     metric = get_task_class(cell.task).main_metric
     run_hash = results["dataset"]["dataset_hash"]
-    return {**record, "status": "ran", "results": f"{cell.name}.json", "run_dataset_hash": run_hash,
-            "hash_matches": run_hash == cell.zoo.dataset_hash, "ranked": run_hash == cell.zoo.dataset_hash,
-            "metric": metric, "mean": results["summary"][metric]["mean"], "std": results["summary"][metric]["std"]}
+    pinned = run_hash == cell.zoo.dataset_hash  # exactly the suite table's rule (`leaderboards.suite_board`)
+    return {**record, "stand_in": not pinned, "status": "ran", "results": f"{cell.name}.json",
+            "run_dataset_hash": run_hash, "hash_matches": pinned, "ranked": pinned, "metric": metric,
+            "mean": results["summary"][metric]["mean"], "std": results["summary"][metric]["std"]}
 
 
 def standard_table(manifest: dict) -> str:
     """Markdown: one row per cell, its zoo, whether the bytes are the pinned ones, and the metric."""
-    lines = [f"{manifest['suite']} with {manifest['model']}"
-             + (" (stand-in zoos: local folders in place of the published ones)" if manifest["stand_in"] else ""),
-             "", "| cell | task | zoo | data | hash | protocol | metric | value |", "|---|---|---|---|---|---|---|---|"]
+    ran = [c for c in manifest["cells"] if c["status"] == "ran"]
+    stand_ins = [c["cell"] for c in ran if not c["hash_matches"]]
+    said = f"{sum(c['hash_matches'] for c in ran)} of {len(ran)} run cells on the pinned zoos, ranked"
+    if stand_ins:
+        said += f"; stand-ins (other bytes than the pinned ones, not ranked): {', '.join(stand_ins)}"
+    lines = [f"{manifest['suite']} with {manifest['model']} ({said})", "",
+             "| cell | task | zoo | data | hash | protocol | metric | value |", "|---|---|---|---|---|---|---|---|"]
     for c in manifest["cells"]:
         if c["status"] != "ran":
             lines.append(f"| {c['cell']} | {c['task']} | {c['zoo']} | {c['data']} | | {c['protocol']} | | "
                          f"skipped: {c['reason'][:120]} |")
             continue
-        hash_text = (f"{c['run_dataset_hash'][:12]} (pinned)" if c["hash_matches"]
-                     else f"{c['run_dataset_hash'][:12]} ≠ pinned {c['dataset_hash'][:12]}: not ranked")
+        hash_text = (f"{c['run_dataset_hash'][:12]} (pinned): ranked" if c["hash_matches"]
+                     else f"{c['run_dataset_hash'][:12]} ≠ pinned {c['dataset_hash'][:12]}: a stand-in, not ranked")
         lines.append(f"| {c['cell']} | {c['task']} | {c['zoo']} | {c['data']} | {hash_text} | {c['protocol']} | "
                      f"{c['metric']} | {c['mean']:.4f} ± {c['std']:.4f} |")
     return "\n".join(lines) + "\n"

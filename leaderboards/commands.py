@@ -63,23 +63,50 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
         on_board = {entry.submission.content_hash for _, entry in load_entries(root)} if Path(root).exists() else set()
     except (OSError, ValueError) as error:
         raise CommandError(str(error)) from None
-    rejected = []
+    rejected, read = [], {}
     for cell in cells:
         try:
-            if content_hash(read_json(folder / cell["results"])) in on_board:  # a retry after a rejected cell
+            data = read_json(folder / cell["results"])
+            if content_hash(data) in on_board:  # a retry after a rejected cell
                 print(visible(f"{cell['cell']}: already on the board"))
-                continue
-            accepted = submit(folder / cell["results"], args.root, None, code_url=args.code, code_commit=args.commit)
-        except (SubmissionRejected, OSError, ValueError) as error:  # a missing or unreadable file: that cell's line
+            else:
+                accepted = submit(folder / cell["results"], args.root, None, code_url=args.code,
+                                  code_commit=args.commit)
+                print(visible(f"{cell['cell']}: {accepted.describe()}", lines=True))
+            read[cell["cell"]] = (data["model"], data["dataset"]["dataset_hash"])  # checked by submit
+        except (SubmissionRejected, OSError, ValueError, KeyError, TypeError) as error:  # that cell's line
             rejected.append(f"{cell['cell']}: {error}")
-            continue
-        unranked = "" if cell.get("ranked") else " (its zoo's hash is not the pinned one: not ranked in the suite)"
-        print(visible(f"{cell['cell']}: {accepted.describe()}{unranked}", lines=True))
+    if read:
+        print(visible(_placements(root, str(manifest.get("suite")), read), lines=True))
     if rejected:
         raise CommandError(f"{len(rejected)} of {len(cells)} cells rejected:\n" + "\n".join(rejected))
-    if manifest.get("stand_in"):
-        print(visible(f"{manifest.get('suite')}: a stand-in run (local zoos in place of the published ones)"))
     return 0
+
+
+def _placements(root, suite: str, read: dict[str, tuple[str, str]]) -> str:
+    """Where the rendered board's suite tables (`suites.md`) show each submitted cell: ranked, in a
+    stand-in table (not ranked), or in none; {cell: (model, dataset hash it read)}."""
+    from benchmarks.standard import STANDARD_SUITES
+    from leaderboards.suite_board import board_heading, board_suite_boards, showing
+
+    if suite not in STANDARD_SUITES.names():
+        return f"{suite}: no standard suite of this nfnzoo; its cells are in no suite table"
+    boards = board_suite_boards(root)
+    pinned = {cell.name: cell.zoo.dataset_hash for cell in STANDARD_SUITES.get(suite)().cells}
+    lines = [f"{suite} as the rendered board shows it (suites.md):"]
+    for name, (model, digest) in read.items():
+        bytes_read = (f"dataset {digest[:12]}, the pinned one" if digest == pinned.get(name)
+                      else f"dataset {digest[:12]} ≠ pinned {str(pinned.get(name))[:12]}")
+        board = showing(boards, suite, name, model, digest)
+        if board is None:
+            where = "in none of its tables"
+        elif not board.stand_in:
+            where = f"ranked in {suite}'s table"
+        else:
+            where = f"a stand-in, not ranked (table \"{board_heading(board)[0]}\")"
+            where += "" if board.checked else "; this board could not check it holds the pinned zoo's runs"
+        lines.append(f"  {name} ({bytes_read}): {where}")
+    return "\n".join(lines)
 
 
 def render_command(args: argparse.Namespace) -> int:

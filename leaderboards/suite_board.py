@@ -155,6 +155,21 @@ def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool, names: dict[st
                       checked, tuple((names or {}).get(digest) if digest else None for digest in hashes))
 
 
+def showing(boards: list[SuiteBoard], suite: str, cell: str, model: str, digest: str) -> SuiteBoard | None:
+    """The table of `boards` that shows `model`'s run of `suite`'s `cell` on the bytes `digest`: the ranked one
+    (`stand_in` false) or a stand-in's; None where no table shows it. What `leaderboard submit` says of a suite
+    folder's cells is read from here, so it never contradicts the rendered board."""
+    for board in boards:
+        names = [c.name for c in board.cells]
+        if board.suite != suite or cell not in names:
+            continue
+        column = names.index(cell)
+        if board.hashes[column] == digest and any(row.model == model and row.values[column] is not None
+                                                  for row in board.rows):
+            return board
+    return None
+
+
 def board_heading(board: SuiteBoard) -> tuple[str, str]:
     """A table's title and what it says about its bytes (the Markdown page's and the site's)."""
     if not board.stand_in:
