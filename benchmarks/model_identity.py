@@ -18,7 +18,8 @@ as their `model`, apart from how it was loaded (their `model_source`):
 - the source (`model_source`): how it was loaded (`kind`: built-in, import path, entry point or
   object; `loaded_as`: what the user gave), the import path of the class (or of the factory), the
   installed distribution that provides its top-level package and that distribution's version (else
-  the package's `__version__`), and the code's commit: the VCS commit pip recorded when it installed
+  null and the package's `__version__`: the board then names the model's package by its import path's
+  top-level package, `leaderboards.board.model_version`), and the code's commit: the VCS commit pip recorded when it installed
   the distribution from a repository (PEP 610's `direct_url.json`), else the commit of the git
   checkout that tracks the module's file, `dirty` when that checkout has uncommitted changes to
   tracked files. No path of this machine is recorded.

@@ -140,13 +140,15 @@ def _code(entry: Entry) -> tuple[str, str]:
 
 
 def model_version(results) -> str:
-    """The version of the model an entry ran: the model package's own where the results record it
-    (`model_source.version` of a model from outside nfnzoo), else the nfnzoo that ran it, labelled so
-    (the version of every built-in model)."""
+    """The model an entry ran, by package and version: `nfnzoo <package_version>` for a built-in (and for
+    results older than `model_source`, whose models nfnzoo shipped); for an outside model its package, the
+    distribution that provides it or else the top-level package of its import path (`nqpool 0.1.0`), with
+    the version the run recorded, or "version not recorded"."""
     source = results.model_source
-    if source is not None and source.kind != "built-in" and source.version:
-        return source.version
-    return f"nfnzoo {results.package_version}"
+    if source is None or source.kind == "built-in":
+        return f"nfnzoo {results.package_version}"
+    package = source.distribution or source.import_path.partition(":")[0].partition(".")[0] or "unknown package"
+    return f"{package} {source.version}" if source.version else f"{package} (version not recorded)"
 
 
 def claims_text(results) -> str:

@@ -200,13 +200,13 @@ def test_every_documented_route_reaches_the_rendered_board(package, tiny_zoo, ti
     assert set(rows) == {"LayerSets (seeds [0, 1, 2])", "LayerSets (seeds [3, 4, 5])", "sets_of_layers"}
     for model in ("LayerSets (seeds [0, 1, 2])", "sets_of_layers", "LayerSets (seeds [3, 4, 5])"):
         row = rows[model]
-        assert (row["Claims"], row["Re-scored"], row["Version"]) == ("permutation", "yes", "0.3.1"), row
+        assert (row["Claims"], row["Re-scored"], row["Version"]) == ("permutation", "yes", "layersets 0.3.1"), row
         assert page.links[row["entry"]] == f"{CODE}/tree/{commit}"  # the recorded commit, whole
     assert " ".join(CLAIMS_NOTE.split()) in " ".join("".join(page.text).split())  # what Claims means, and is not
     inr = _Rows()
     inr.feed((tmp_path / "site" / "inr-classification.html").read_text())
     assert [(row["Model"], row["Claims"], row["Version"]) for row in inr.rows] == [("LayerSets-v1", "permutation",
-                                                                                   "0.3.1")]
+                                                                                   "layersets 0.3.1")]
 
 
 def test_a_false_claim_is_warned_about_and_refused(package, tiny_zoo, tmp_path):
