@@ -130,13 +130,28 @@ def code_link(url: str | None, commit: str | None) -> str:
     return url
 
 
+UNCOMMITTED = "+ uncommitted changes (not reproducible)"  # after a commit ran with changes it does not hold
+
+
+def uncommitted(results, commit: str | None) -> bool:
+    """Whether the run's model code had uncommitted changes on top of `commit` (the commit an entry links):
+    `model_source.dirty` of the checkout whose commit that is. Such an entry is not reproducible from it."""
+    source = results.model_source
+    return bool(commit and source is not None and source.dirty is True and source.commit
+                and source.commit.startswith(commit))
+
+
 def _code(entry: Entry) -> tuple[str, str]:
-    """(shown, link) of the code an entry names; ("—", "") when none was given."""
+    """(shown, link) of the code an entry names; ("—", "") when none was given. A commit the run changed
+    (`uncommitted`) is linked and shown with `UNCOMMITTED`, on every board."""
     info = entry.submission
     if not info.code_url:
         return "—", ""
     commit = info.code_commit or ""
-    return (f"{commit[:8]}" if commit else "link"), code_link(info.code_url, commit)
+    shown = f"{commit[:8]}" if commit else "link"
+    if uncommitted(entry.results, commit):
+        shown = f"{shown} {UNCOMMITTED}"
+    return shown, code_link(info.code_url, commit)
 
 
 def model_version(results) -> str:

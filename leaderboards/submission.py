@@ -48,6 +48,7 @@ import pyarrow.parquet
 from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
 from leaderboards import default_root
+from leaderboards.board import uncommitted
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset, zoo_source
 from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, SubmissionInfo, content_hash, duplicate_key,
                                   entry_bytes, entry_path, load_entries, stored_predictions_path, write_new_entry_file)
@@ -86,9 +87,16 @@ class Accepted:
     registered_dataset: KnownDataset | None  # set when the submission introduced a dataset (local or Hub)
     verified: bool = False  # re-scored from its predictions on the pinned test metadata
     rescoring: str = ""  # what was re-scored, or why the entry is unverified
+    uncommitted: str | None = None  # the commit the model's code had uncommitted changes on, when it ran
+    linked: bool = False  # the entry links that commit (its Code cell says it is not reproducible from it)
 
     def describe(self) -> str:
         lines = [f"accepted {self.entry_id} ({self.rescoring or 'unverified'}): wrote {self.path}"]
+        if self.uncommitted is not None:
+            lines.append(f"note: the model's code ran with uncommitted changes on commit {self.uncommitted[:12]}: "
+                         + ("the board links that commit and shows the entry as not reproducible from it"
+                            if self.linked else "no commit holds it, and the board links none")
+                         + "; commit them and run again for an entry reproducible from its commit")
         if self.registered_dataset is not None:
             record = self.registered_dataset
             lines.insert(0, f"registered dataset {record.name!r} (config {record.config}, "
@@ -370,4 +378,7 @@ def _accept(results_path: Path, data: dict, results: Results, predictions: panda
         write_new_entry_file(root, path, entry_bytes(entry_data), entry_id)  # last: an entry has its predictions
     except EntryCollision as error:
         raise SubmissionRejected(results_path, [str(error)]) from None
-    return Accepted(path, entry_id, record if check.new else None, submission["verified"], verified)
+    source = results.model_source
+    dirty = source.commit if source is not None and source.dirty is True and source.commit else None
+    return Accepted(path, entry_id, record if check.new else None, submission["verified"], verified, dirty,
+                    bool(code_url) and uncommitted(results, code_commit))

@@ -44,3 +44,40 @@ def test_an_outside_models_row_shows_its_package_beside_a_built_in(root, write_r
     submit(write_results(model="statnn"), root)
     rows = {row.entry.results.model: row for row in build_board(root)[0].sections[0].tables[0].rows}
     assert (rows["NQPool"].cells["Version"], rows["statnn"].cells["Version"]) == ("nqpool 0.1.0", "nfnzoo 0.1.0")
+
+
+CODE = "https://github.com/org/nqpool"
+
+
+@pytest.mark.parametrize("dirty, code_url, commit, shown, link, note", [
+    (False, CODE, None, "0123abcd", f"{CODE}/tree/{COMMIT}", None),  # a clean run: the commit's code
+    (True, CODE, None, "0123abcd + uncommitted changes (not reproducible)", f"{CODE}/tree/{COMMIT}",
+     "the board links that commit and shows the entry as not reproducible from it"),
+    (True, CODE, COMMIT[:12], "0123abcd + uncommitted changes (not reproducible)", f"{CODE}/tree/{COMMIT}",
+     "the board links that commit and shows the entry as not reproducible from it"),
+    (True, None, None, "—", "", "no commit holds it, and the board links none"),
+    (None, CODE, None, "0123abcd", f"{CODE}/tree/{COMMIT}", None),  # unknown (no git): nothing claimed
+])
+def test_a_dirty_run_is_shown_as_not_reproducible_from_its_commit(root, write_results, make_data, dirty, code_url,
+                                                                  commit, shown, link, note):
+    data = make_data(model="NQPool")
+    data["model_source"] = _source("import path", "nqpool.models:NQPool", None, "0.1.0", dirty=dirty)
+    accepted = submit(write_results(data), root, code_url=code_url, code_commit=commit)
+    row = build_board(root)[0].sections[0].tables[0].rows[0]
+    assert (row.cells["Code"], row.values["Code"]) == (shown, link)
+    said = accepted.describe()
+    assert ("uncommitted changes" in said) == (note is not None)
+    if note is not None:
+        assert f"uncommitted changes on commit {COMMIT[:12]}: {note}" in said
+
+
+def test_the_rendered_pages_show_a_dirty_runs_code_as_not_reproducible(root, write_results, make_data, tmp_path):
+    from leaderboards import render
+
+    data = make_data(model="NQPool")
+    data["model_source"] = _source("import path", "nqpool.models:NQPool", None, "0.1.0", dirty=True)
+    submit(write_results(data), root, code_url=CODE)
+    pages = render(root, tmp_path / "site")
+    assert f"[0123abcd + uncommitted changes (not reproducible)]({CODE}/tree/{COMMIT})" in pages
+    html = (tmp_path / "site" / "generalization.html").read_text()
+    assert f'<a href="{CODE}/tree/{COMMIT}">0123abcd + uncommitted changes (not reproducible)</a>' in html
