@@ -74,17 +74,32 @@ class Cell:
 def cell_model_overrides(cell: Cell, model: str) -> dict[str, Any]:
     """What model `model` runs with in `cell`: its first preset of `cell.model_presets`, and the cell's
     group on the model's group field (`group`, or the field its class names in `GROUP_FIELD`)."""
-    from nfn_models import list_presets, model_config
+    from nfn_models import model_config
     from nfn_models.registry import MODELS
 
     overrides: dict[str, Any] = {}
-    preset = next((name for name in cell.model_presets if name in list_presets(model)), None)
+    preset = cell_preset(cell, model)
     if preset is not None:
         overrides["preset"] = preset
     field = getattr(MODELS.get(model), "GROUP_FIELD", "group")
     if cell.group is not None and field in {f.name for f in dataclasses.fields(model_config(model))}:
         overrides[field] = cell.group
     return overrides
+
+
+def cell_preset(cell: Cell, model: str) -> str | None:
+    """The preset `model` runs `cell` at: the first of `cell.model_presets` it has, else None (its defaults)."""
+    from nfn_models import list_presets
+
+    return next((name for name in cell.model_presets if name in list_presets(model)), None)
+
+
+def cell_protocol(cell: Cell, model: str) -> str:
+    """`cell`'s protocol line as `model` ran it: the task's protocol (the label, less its closing "; ...
+    presets", which speaks for every model), then the model's preset, or "its defaults"."""
+    preset = cell_preset(cell, model)
+    task_protocol = cell.label.rsplit("; ", 1)[0] if cell.model_presets else cell.label
+    return f"{task_protocol}; model at {f'preset {preset}' if preset is not None else 'its defaults'}"
 
 
 def cell_model_fields(cell: Cell, model: str) -> dict[str, Any]:
@@ -262,7 +277,7 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
     out_dir.mkdir(parents=True, exist_ok=True)
     say = stderr_printer(f"suite {name}")
     earlier = _earlier_sources(out_dir)
-    manifest = _write_manifest(suite, shown, out_dir, data, earlier)  # a folder to submit from the start
+    manifest = _write_manifest(suite, registered, shown, out_dir, data, earlier)  # a folder to submit from the start
     for cell in chosen:
         results_path, skipped = out_dir / f"{cell.name}.json", skip_path(out_dir, cell.name)
         if not os.path.lexists(results_path) and not skipped.exists():
@@ -277,19 +292,20 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
                 write_skip(out_dir, cell.name, error)
                 say(f"{cell.name} skipped: {error}")
             # after every cell: an interrupted run leaves a folder that `leaderboard submit` takes
-            manifest = _write_manifest(suite, shown, out_dir, data, earlier)
+            manifest = _write_manifest(suite, registered, shown, out_dir, data, earlier)
         elif skipped.exists():
             say(f"{cell.name} was skipped before; delete {skipped} to retry it (e.g. with another --data)")
     return manifest
 
 
-def _write_manifest(suite: StandardSuite, model: str, out_dir: Path, data: Mapping[str, str],
+def _write_manifest(suite: StandardSuite, registered: str, model: str, out_dir: Path, data: Mapping[str, str],
                     earlier: Mapping[str, str]) -> dict:
     """Writes (and returns) `suite.json` and `table.md` from what the folder holds now."""
     records = []
     for cell in suite.cells:
         results_path, skipped = out_dir / f"{cell.name}.json", skip_path(out_dir, cell.name)
-        records.append(_cell_record(cell, data.get(cell.zoo.name, earlier.get(cell.name, "")),
+        records.append(_cell_record(cell, cell_protocol(cell, registered),
+                                    data.get(cell.zoo.name, earlier.get(cell.name, "")),
                                     read_results(results_path) if os.path.lexists(results_path) else None,
                                     skipped))
     # the run is a stand-in where a cell is: one that ran on other bytes than the pinned ones (never a ranked one)
@@ -308,11 +324,11 @@ def _earlier_sources(out_dir: Path) -> dict[str, str]:
             if isinstance(cell.get("data"), str)}
 
 
-def _cell_record(cell: Cell, data: str, results: dict | None, skipped: Path) -> dict:
+def _cell_record(cell: Cell, protocol: str, data: str, results: dict | None, skipped: Path) -> dict:
     from benchmarks.tasks import get_task_class
 
     record = {"cell": cell.name, "task": cell.task, "zoo": cell.zoo.name, "config": cell.zoo.config,
-              "dataset_hash": cell.zoo.dataset_hash, "data": data, "seeds": list(cell.seeds), "protocol": cell.label}
+              "dataset_hash": cell.zoo.dataset_hash, "data": data, "seeds": list(cell.seeds), "protocol": protocol}
     if results is None:  # no run: neither ranked nor a stand-in
         return {**record, "stand_in": False, "status": "skipped",
                 "reason": skip_reason(skipped) if skipped.exists() else "not run", "ranked": False}
