@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from benchmarks.check_members import MAGNITUDES
 from benchmarks.check_model import DENORMAL_RTOL, EQUIVARIANT_MOVES, MOVES, SPACES
 from nfn_models.registry import MODELS, check_model_contract, models_with_output
@@ -125,3 +127,51 @@ def test_the_submission_page_names_exactly_the_paths_the_audit_accepts(tmp_path)
                            ("leaderboards/skipped.json", "`leaderboards/skipped.json`")):
         assert _audit(tmp_path, [*accepted, refused]).returncode == 1, refused
         assert named in page.split("## What the pull request's check does")[0], named
+
+
+def test_the_presets_example_and_its_error_line_are_the_contract_s(tmp_path):
+    """The author's page's `PRESETS` example passes `check_model_contract` on the example package's model,
+    and the malformed one it quotes gives exactly the line it shows."""
+    import ast
+
+    from plugin_site import example_site, on_path
+    from zoo.registry import PluginError
+
+    byo = (DOCS / "bring-your-own-nfn.md").read_text(encoding="utf-8")
+    example = re.search(r"PRESETS = (\{.*?\}\})", byo, re.S).group(1)
+    presets = ast.literal_eval(re.sub(r"#[^\n]*", "", example))
+    quoted = re.search(r"`(NFN model 'tensor_moments' \(TensorMoments\): preset [^`]*)`", byo).group(1)
+    with on_path(example_site(tmp_path / "site"), MODELS):
+        from my_nfn.model import TensorMoments
+
+        check_model_contract("tensor_moments", type("TensorMoments", (TensorMoments,), {"PRESETS": presets}))
+        malformed = type("TensorMoments", (TensorMoments,), {"PRESETS": {"budget": {"hiden": 16}}})
+        with pytest.raises(PluginError) as error:
+            check_model_contract("tensor_moments", malformed)
+    assert str(error.value) == quoted
+
+
+def test_the_submission_procedure_goes_zoo_run_submit_pull_request():
+    """One story with the suite's: zoos regenerated (none can be fetched), `bench suite` with every zoo's
+    `--data ZOO=FOLDER` or `bench run`, `leaderboard submit`, the pull request; the line the page quotes is
+    the one `bench suite` prints."""
+    from benchmarks.commands import _standard_suite
+    from benchmarks.standard import STANDARD_SUITES
+    from test_docs_commands import page_commands
+
+    page = (DOCS / "submitting.md").read_text(encoding="utf-8").split("## What the pull request's check does")[0]
+    commands = page_commands(page)
+    first = {step: next(i for i, c in enumerate(commands) if c.startswith(step))
+             for step in ("nfnzoo generate", "nfnzoo bench suite", "nfnzoo bench run", "nfnzoo leaderboard submit")}
+    assert first["nfnzoo generate"] < first["nfnzoo bench suite"] < first["nfnzoo leaderboard submit"], commands
+    assert first["nfnzoo bench run"] < first["nfnzoo leaderboard submit"]
+    assert page.index("nfnzoo leaderboard submit") < page.index("**Open the pull request**")
+    assert not [c for c in commands if "@REVISION" in c]  # nothing of ours can be fetched from the Hub yet
+    assert "No zoo of this project is published on the Hub yet" in page
+    assert "No published copy of the zoos can be fetched" in (DOCS / "bring-your-own-nfn.md").read_text()
+    suite = next(c for c in commands if c.startswith("nfnzoo bench suite standard-v2"))
+    zoos = {cell.zoo.name for cell in STANDARD_SUITES.get("standard-v2")().cells}
+    assert set(re.findall(r"--data ([\w-]+)=", suite)) == zoos
+    out = re.search(r"--out (\S+)", suite).group(1)
+    printed = re.search(r'print\(f"(wrote \{args\.out\}/suite\.json[^"]*)"\)', inspect.getsource(_standard_suite))
+    assert printed.group(1).replace("{args.out}", out) in re.sub(r"\s+", " ", page)
