@@ -45,7 +45,7 @@ from benchmarks.memory import peak_mb, reset_peak
 from benchmarks.model_identity import board_name, model_source
 from benchmarks.outputs import ModelOutputError
 from benchmarks.protocol import architecture_overrides, hparam_overrides, with_architectures
-from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summarize
+from benchmarks.results import SCHEMA_VERSION, Results, dataset_source, describe_hardware, summarize
 from benchmarks.seeds import check_seeds
 from benchmarks.tasks import SPLITS, create_task
 from benchmarks.tasks.limits import model_size_problem
@@ -134,8 +134,10 @@ def load_splits(data_path: str | Path, config: str | None, split_set: str = DEFA
     architectures = configs[config].get("architectures", {})
     spec = configs[config].get("spec")  # INR editing reads the source images through it
     splits = {name: with_architectures(loaded[name], architectures, spec) for name in SPLITS}
-    dataset = {"path": str(data_path), "config": config, "dataset_hash": checked_hash,
-               "family": configs[config]["family"], "repo": source.repo, "revision": source.revision}
+    # the bytes' hash and where anyone gets them: never the folder this machine read them from
+    dataset = {"config": config, "dataset_hash": checked_hash, "family": configs[config]["family"],
+               "repo": source.repo, "revision": source.revision,
+               "source": dataset_source(configs[config], source.repo, source.revision)}
     if split_set != DEFAULT_SPLITS:  # the set's file, checked by the load: the dataset hash does not cover it
         dataset["split_set_sha256"] = configs[config]["split_sets"][split_set]["sha256"]
     return splits, dataset
@@ -194,11 +196,11 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
     model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
     if "train" in splits:  # hyperparameters that describe the members (a transformer's head count) come from the zoo
         model_overrides = architecture_overrides(MODELS.get(model), model_overrides, splits["train"].metadata,
-                                                 f"model {model!r} on {dataset.get('path', 'the dataset')}")
+                                                 f"model {model!r} on config {dataset.get('config')}")
     runner = create_task(task, **task_overrides)
     model_overrides = hparam_overrides(MODELS.get(model), model_overrides, splits,  # e.g. the members' activation
                                        getattr(runner.config, "subset", {}),
-                                       f"model {model!r} on {dataset.get('path', 'the dataset')}")
+                                       f"model {model!r} on config {dataset.get('config')}")
     model_overrides = runner.model_overrides(model, model_overrides, splits)  # what the task fixes, recorded
     model_hparams = model_config(model, **model_overrides)  # validates before any training
     if "train" in splits:  # its widths: the parameters counted before anything is built (no memory)
@@ -213,7 +215,8 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
                               "submit` refuses them" if false_claim else describe_claims(claims)), file=sys.stderr)
     source = model_source(model, loaded_as if isinstance(loaded_as, str) else None)
     device_type = torch.device(device).type
-    described = {key: value for key, value in dataset.items() if key != "path"}  # a moved folder is the same data
+    # a moved folder, or the same bytes from another source, is the same data
+    described = {key: value for key, value in dataset.items() if key not in ("path", "source")}
     common = fingerprint(task, model, model_hparams, runner.config, described, device_type, zoo.__version__)
     inputs = runner.driver_inputs(splits)  # what the task reads besides the splits, read here (the data is here)
     jobs = [Job(f"seed{seed}", _run_seed, (task, model, model_overrides, task_overrides, inputs, seed, str(device),
@@ -231,7 +234,7 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
             "model": shown_name,
             "model_config": to_data(model_hparams),
             "task_config": to_data(runner.config),
-            "dataset": dict(dataset),
+            "dataset": {key: value for key, value in dataset.items() if key != "path"},  # no local path
             "seeds": seeds,
             "per_seed": per_seed,
             "summary": summarize([entry["metrics"] for entry in per_seed]),
@@ -286,8 +289,8 @@ def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], datas
                   address: str | None = None, gpus_per_job: float = 0.0, name: str | None = None) -> dict:
     """Runs `task` with `model` on already loaded splits for each seed; see `run_benchmark`.
 
-    `dataset` describes the splits' source ({path, config, dataset_hash, family}, and optionally
-    {repo, revision} for a Hub dataset: `benchmarks.results.DatasetInfo`).
+    `dataset` describes the splits' data ({config, dataset_hash, family}, and optionally {repo, revision}
+    for a Hub dataset and the bytes' `source`: `benchmarks.results.DatasetInfo`; no local path).
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")

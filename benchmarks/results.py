@@ -28,7 +28,7 @@ from zoo.validation.schema import SchemaError, from_data
 
 SCHEMA_VERSION = 1
 MAX_LINE = 200  # characters of a one-line string a board shows (a device, a platform, a version)
-MAX_PATH = 4_096  # characters of the dataset path the run read
+MAX_PATH = 4_096  # characters of a dataset's source (or of the path older results recorded)
 # what `benchmarks.ranking.ranking_ceiling` writes into a seed's `ranking`, and each value's range
 RANKING_RANGES = {"kendall_tau_ceiling": (0.0, 1.0), "distinct_targets": (1.0, 2.0**53),
                   "tied_pair_fraction": (0.0, 1.0), "num_targets": (2.0, 2.0**53)}
@@ -45,7 +45,7 @@ def line_problem(value: str, limit: int = MAX_LINE) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-    path: str  # the dataset folder (or Hub repo ORG/NAME[@REVISION]) the run read, as given on the command line
+    """The data a run read: its hash and where anyone gets those bytes, never where this machine keeps them."""
     config: str  # the dataset config (e.g. "cnn-mnist")
     dataset_hash: str  # sha256 of the config's data, from its manifest.json
     family: str  # the zoo family of the checkpoints (e.g. "cnn")
@@ -54,6 +54,12 @@ class DatasetInfo:
     # sha256 of the split set's file the run read (its task_config.splits, checked against the manifest);
     # null on the zoo's own split, which the dataset hash covers
     split_set_sha256: str | None = None
+    # how anyone gets the bytes (`dataset_source`: ORG/NAME@<commit>, "regenerated from spec SPEC (PROFILE)",
+    # "imported from URL"); null where the zoo's manifest records none
+    source: str | None = None
+    # read only: the folder older results recorded (nothing writes one now; a board never stores it), or a
+    # track's benchmark id `track:<track>/<benchmark>` (`benchmarks.tracks.reporting`)
+    path: str | None = None
 
     def validate(self, where: str, key: str) -> None:
         prefix = f"{key}." if key else ""
@@ -61,9 +67,11 @@ class DatasetInfo:
             problem = name_problem(getattr(self, field))
             if problem is not None:
                 raise SchemaError(where, f"{prefix}{field}", problem)
-        problem = line_problem(self.path, MAX_PATH)
-        if problem is not None:
-            raise SchemaError(where, f"{prefix}path", problem)
+        for field in ("source", "path"):
+            value = getattr(self, field)
+            problem = line_problem(value, MAX_PATH) if value is not None else None
+            if problem is not None:
+                raise SchemaError(where, f"{prefix}{field}", problem)
         if (self.repo is None) != (self.revision is None):
             raise SchemaError(where, f"{prefix}{'revision' if self.repo else 'repo'}",
                               "expected `repo` and `revision` together (a Hub dataset) or neither (a local folder)")
@@ -74,6 +82,20 @@ class DatasetInfo:
         if self.revision is not None and not re.fullmatch(r"[0-9a-f]{40}", self.revision):
             raise SchemaError(where, f"{prefix}revision",
                               f"expected the 40-hex commit sha the revision resolved to, got {self.revision!r}")
+
+
+def dataset_source(entry: Mapping[str, Any], repo: str | None, revision: str | None) -> str | None:
+    """How anyone gets a zoo config's bytes (`entry`: its manifest's config record): the Hub repo at the
+    commit the run resolved, else the paper's release it was imported from, else the spec and profile it
+    was generated from (`leaderboards.datasets.SOURCE_FORMS`); None where the manifest records none."""
+    if repo is not None and revision is not None:
+        return f"{repo}@{revision}"
+    imported, spec = entry.get("imported"), entry.get("spec")
+    if isinstance(imported, dict) and isinstance(imported.get("url"), str):
+        return f"imported from {imported['url']}"[:MAX_PATH]
+    if isinstance(spec, dict) and isinstance(spec.get("name"), str):
+        return f"regenerated from spec {spec['name']} ({spec.get('profile') or 'full'})"[:MAX_PATH]
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,9 +11,10 @@ left out of the suite's ranking. "Stand-in" names only such an unranked run, nev
 
 The folder holds one results file per cell (`DIR/<cell>.json`, predictions beside it; a cell the
 model cannot serve, e.g. a weight space it does not read, is `DIR/<cell>.skipped` with the reason),
-`DIR/suite.json` (the suite, its version, the model, every cell's zoo, hash and status) and
-`DIR/table.md`. `nfnzoo leaderboard submit DIR` takes the folder whole. A finished cell is kept, so
-an interrupted run resumes (inside a cell, from its finished seeds).
+`DIR/suite.json` (the suite, its version, the model, every cell's zoo, hash and status, and the `--data`
+it read: this machine's record, from which `leaderboard submit DIR` verifies a zoo new to the board; no
+results file or entry holds it) and `DIR/table.md`. `nfnzoo leaderboard submit DIR` takes the folder
+whole. A finished cell is kept, so an interrupted run resumes (inside a cell, from its finished seeds).
 
 A suite's cells never change: changing one makes the next version (`standard-v2`), and every
 earlier version stays runnable as it was (`tests/benchmarks/test_standard_suite.py` pins v1).

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from leaderboards import USER_ROOT_VARIABLE, default_root
 from zoo.cli import CommandError
@@ -21,8 +22,6 @@ from zoo.validation.text import visible
 
 
 def submit_command(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from leaderboards import SubmissionRejected, submit
 
     if Path(args.results).is_dir():
@@ -40,16 +39,15 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
     `suite.json` lists, each from its own zoo (so --dataset, which names one zoo, does not apply).
     Each cell is its own entry: a rejected cell does not stop the others, and a cell already on
     the board is passed over, so the folder can be submitted again once the rejected ones are fixed."""
-    from pathlib import Path
-
     from benchmarks.files import read_json
     from benchmarks.standard import read_manifest
     from leaderboards import SubmissionRejected, submit
     from leaderboards.entries import content_hash, load_entries
+    from leaderboards.submission import stored_results
 
     if args.dataset is not None:
-        raise CommandError("--dataset names one zoo; a suite folder's cells read several: leave it out (each "
-                           "cell's results name their zoo folder)")
+        raise CommandError("--dataset names one zoo; a suite folder's cells read several: leave it out (the "
+                           "folder's suite.json names each cell's zoo folder)")
     folder = Path(args.results)
     try:
         manifest = read_manifest(folder)
@@ -67,10 +65,10 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
     for cell in cells:
         try:
             data = read_json(folder / cell["results"])
-            if content_hash(data) in on_board:  # a retry after a rejected cell
+            if content_hash(stored_results(data)) in on_board:  # a retry after a rejected cell
                 print(visible(f"{cell['cell']}: already on the board"))
             else:
-                accepted = submit(folder / cell["results"], args.root, None, code_url=args.code,
+                accepted = submit(folder / cell["results"], args.root, _zoo_folder(cell), code_url=args.code,
                                   code_commit=args.commit)
                 print(visible(f"{cell['cell']}: {accepted.describe()}", lines=True))
             read[cell["cell"]] = (data["model"], data["dataset"]["dataset_hash"])  # checked by submit
@@ -81,6 +79,13 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
     if rejected:
         raise CommandError(f"{len(rejected)} of {len(cells)} cells rejected:\n" + "\n".join(rejected))
     return 0
+
+
+def _zoo_folder(cell: dict) -> str | None:
+    """The local zoo folder a suite cell read (its `--data`, kept in the folder's suite.json, never in the
+    results): what verifies a zoo the board does not know yet. None for a Hub repo (the results name it)."""
+    data = cell.get("data")
+    return data if isinstance(data, str) and data and Path(data).is_dir() else None
 
 
 def _placements(root, suite: str, read: dict[str, tuple[str, str]]) -> str:

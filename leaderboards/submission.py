@@ -49,7 +49,7 @@ from benchmarks.results import Results
 from benchmarks.tasks import get_task_class
 from leaderboards import default_root
 from leaderboards.board import uncommitted
-from leaderboards.datasets import KnownDataset, load_datasets, register_dataset, zoo_source
+from leaderboards.datasets import KnownDataset, load_datasets, register_dataset, source_problem, zoo_source
 from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, SubmissionInfo, content_hash, duplicate_key,
                                   entry_bytes, entry_path, load_entries, stored_predictions_path, write_new_entry_file)
 from leaderboards.lock import board_lock
@@ -119,6 +119,9 @@ def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None,
     claimed = results.dataset
     known = load_datasets(root).get(claimed.dataset_hash)
     if is_track_dataset(results):  # checked from its definition, whether known or not
+        if not (claimed.path or "").startswith("track:"):  # the name it is registered by
+            return _DatasetCheck(["a track's results name their benchmark as dataset.path, "
+                                  f"track:<track>/<benchmark>; got {ascii(claimed.path)[:80]}"])
         problems, record, pin = check_track_dataset(results, predicted_rows)
         if known is not None and record is not None:
             record, pin = known, (pin if known.test_metadata is None else None)
@@ -135,11 +138,14 @@ def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None,
     if dataset_dir is None and claimed.repo is not None:
         problems, record, folder = _check_hub_dataset(results)
         return _DatasetCheck(problems, record, True, folder)
-    local = Path(dataset_dir if dataset_dir is not None else claimed.path)
-    if not local.is_dir():
+    given = dataset_dir if dataset_dir is not None else claimed.path  # the folder older results recorded
+    if given is None or not Path(given).is_dir():
+        where = f"no local dataset folder was found at {given}" if given is not None else "the results name no folder"
+        read = f" (the run read {claimed.source})" if claimed.source else ""
         return _DatasetCheck([f"dataset_hash {claimed.dataset_hash[:12]}… is not a known dataset (see "
-                              f"{root / 'datasets.json'}) and no local dataset folder was found at {local}; pass "
-                              "--dataset DIR to verify it"])
+                              f"{root / 'datasets.json'}) and {where}; pass --dataset DIR, the zoo's folder{read}, "
+                              "to verify it"])
+    local = Path(given)
     problems, record, folder = _check_local(results, local)
     return _DatasetCheck(problems, record, True, folder)
 
@@ -261,6 +267,21 @@ def _verification(results: Results, predictions: pandas.DataFrame | None, check:
     return rescore(results, predictions, metadata), f"re-scored: {task_class.RESCORING}", pins
 
 
+def stored_results(data: dict) -> dict:
+    """The results as a board stores (and hashes) them: without the folder older results recorded as
+    `dataset.path` (a track's benchmark id, `track:<track>/<benchmark>`, is no folder and stays)."""
+    dataset = data.get("dataset")
+    if not isinstance(dataset, dict) or "path" not in dataset or str(dataset["path"]).startswith("track:"):
+        return data
+    return {**data, "dataset": {key: value for key, value in dataset.items() if key != "path"}}
+
+
+def _source_problems(results: Results) -> list[str]:
+    """A dataset source the results name says how anyone gets the bytes (`SOURCE_FORMS`), never a path."""
+    problem = source_problem(results.dataset.source) if results.dataset.source is not None else None
+    return [f"dataset.source: {problem}"] if problem else []
+
+
 def _claims_problems(results: Results) -> list[str]:
     """A results file whose model's claims failed their check (`benchmarks.claims`) is refused."""
     from benchmarks.claims import describe
@@ -301,10 +322,10 @@ def submit(results_path: str | Path, root: str | Path | None = None,
     """Validates a results file and stores it as an accepted entry under `root`.
 
     `root` defaults to the user's own board (`leaderboards.default_root()`). Raises
-    `SubmissionRejected` listing every problem. `dataset_dir` is a local dataset folder to
-    verify an unknown dataset hash against (default: the results' `dataset.path`), or to pin a
-    known one's test metadata from. With its predictions the entry is re-scored and marked
-    verified; without them it is accepted as unverified. `code_url` and `code_commit` name the
+    `SubmissionRejected` listing every problem. `dataset_dir` is a local dataset folder to verify an
+    unknown dataset hash against (default: an older results file's `dataset.path`, which the entry never
+    stores: `stored_results`), or to pin a known one's test metadata from. With its predictions the
+    entry is re-scored and marked verified; without them it is accepted as unverified. `code_url` and `code_commit` name the
     code that produced the results (shown as the entry's link; the commit defaults to the one the
     results recorded for the model's code). Results whose model made a false symmetry claim (their
     `claims`, checked before training) are refused.
@@ -323,7 +344,8 @@ def submit(results_path: str | Path, root: str | Path | None = None,
     if code_url is None and given_commit is None:
         code_commit = None  # a recorded commit and no URL to link it to: the results keep it
     problems += (prediction_problems + commit_problems + _check_code(code_url, code_commit)
-                 + _claims_problems(results))
+                 + _claims_problems(results) + _source_problems(results))
+    data = stored_results(data)  # never a local path on the board
     if problems:  # rejected whatever the board holds: its checks only add to the list, and nothing is written
         _accept(results_path, data, results, predictions, problems, root, dataset_dir, code_url, code_commit, None)
     with board_lock(root) as lock:  # from the first read of the board's state to the last write

@@ -12,7 +12,7 @@ from benchmarks.synthetic import small_cnn_space, synthetic_splits
 from zoo.storage.integrity import dataset_hash_of
 
 FAST_TASK = {"epochs": 3, "batch_size": 32}  # enough to learn the synthetic zoo a little, quickly
-DATASET = {"path": "runs/synthetic", "config": "synthetic", "dataset_hash": "ab" * 32, "family": "cnn"}
+DATASET = {"config": "synthetic", "dataset_hash": "ab" * 32, "family": "cnn", "source": None}  # as load_splits
 
 
 @pytest.fixture

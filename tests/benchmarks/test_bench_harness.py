@@ -36,6 +36,15 @@ def test_results_file_matches_the_documented_schema(results_path, dataset_info, 
         assert 1 <= entry.selection["epoch"] <= fast_task["epochs"]
 
 
+def test_a_callers_folder_is_never_written_into_the_results(splits, dataset_info, tmp_path):
+    """A dataset description that names the folder (an older caller's `path`): the results drop it."""
+    out = tmp_path / "r.json"
+    results = run_on_splits("generalization", "mlp", splits, {**dataset_info, "path": "/home/me/zoo"}, [0], out,
+                            {"hidden_sizes": [4]}, {"epochs": 1}, progress=False)
+    assert results["dataset"] == dataset_info and "/home/me" not in out.read_text()
+    assert load_results(out).dataset.path is None
+
+
 def test_summary_is_the_mean_and_sample_std_of_the_seeds(results_path):
     data = json.loads(results_path.read_text())
     expected = summarize([entry["metrics"] for entry in data["per_seed"]])
@@ -93,8 +102,8 @@ def test_bad_overrides_fail_before_loading_data(tmp_path):
 def test_load_splits_reads_the_manifest(dataset_folder, splits):
     loaded, dataset = load_splits(dataset_folder, None)
     assert loaded == {"train": splits["train"], "validation": splits["validation"], "test": splits["test"]}
-    assert dataset == {"path": str(dataset_folder), "config": "synthetic", "dataset_hash": dataset_hash_of([]),
-                       "family": "cnn", "repo": None, "revision": None}  # a folder, not a Hub repo
+    assert dataset == {"config": "synthetic", "dataset_hash": dataset_hash_of([]), "family": "cnn", "repo": None,
+                       "revision": None, "source": None}  # a folder, not a Hub repo; never its path
 
 
 def test_load_splits_config_errors(tmp_path, write_manifest):

@@ -29,8 +29,8 @@ def test_a_benchmark_on_a_cached_repo_records_the_repo_and_the_commit(cached, ti
     results = run_benchmark("generalization", "statnn", f"{REPO}@v1", None, [0, 1, 2], out,
                             {"hidden_sizes": [8]}, FAST, progress=False)
     expected_hash = read_manifest(tiny_zoo)["configs"]["cnn-mnist"]["dataset_hash"]
-    assert results["dataset"] == {"path": f"{REPO}@v1", "config": "cnn-mnist", "dataset_hash": expected_hash,
-                                  "family": "cnn", "repo": REPO, "revision": cached}
+    assert results["dataset"] == {"config": "cnn-mnist", "dataset_hash": expected_hash, "family": "cnn",
+                                  "repo": REPO, "revision": cached, "source": f"{REPO}@{cached}"}
     loaded = load_results(out)
     assert loaded.dataset.repo == REPO and loaded.dataset.revision == cached
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks.harness import run_benchmark
 from benchmarks.plots import scatter
-from leaderboards import render, submit
+from leaderboards import SubmissionRejected, render, submit
 from zoo.loader import dataset_hash, load_split
 
 
@@ -23,6 +25,13 @@ def test_benchmark_and_submit_a_real_zoo(tiny_zoo, tmp_path):
     assert json.loads(out.read_text())["num_params"] == results["num_params"] > 0
 
     assert scatter([out], tmp_path / "scatter.png").stat().st_size > 0
-    accepted = submit(out, tmp_path / "board")  # dataset.path is the zoo: verified and registered
+    # the results name the bytes (hash and source), never the folder: submit verifies the zoo given to it
+    assert "path" not in results["dataset"] and str(tiny_zoo) not in out.read_text()
+    assert results["dataset"]["source"] == "regenerated from spec cnn-mnist (tiny)"
+    with pytest.raises(SubmissionRejected, match=r"the results name no folder; pass --dataset DIR, the zoo's "
+                                                  r"folder \(the run read regenerated from spec cnn-mnist \(tiny\)\)"):
+        submit(out, tmp_path / "board")
+    accepted = submit(out, tmp_path / "board", tiny_zoo)  # verified and registered
     assert accepted.registered_dataset.dataset_hash == results["dataset"]["dataset_hash"]
+    assert str(tiny_zoo) not in accepted.path.read_text()
     assert "| 1 | statnn |" in render(tmp_path / "board", tmp_path / "site")

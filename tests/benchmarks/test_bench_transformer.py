@@ -111,7 +111,7 @@ def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path
         out = tmp_path / f"statnn-t{threshold}.json"
         run_benchmark("generalization", "statnn", tiny_transformer_zoo, None, [0, 1, 2], out, {"hidden_sizes": [4]},
                       {**PAPER, "epochs": 1, "threshold": threshold, "checkpoints": "all"}, progress=False)
-        submit(out, board)
+        submit(out, board, tiny_transformer_zoo)
     page = render(board, tmp_path / "site")
     assert "kendall_tau by threshold" in page
     assert "| Model | threshold 0 | threshold 0.11 |" in page

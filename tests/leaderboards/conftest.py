@@ -52,9 +52,10 @@ def local_dataset(tmp_path: Path) -> Path:
 
 def results_data(model: str = "statnn", seeds: tuple[int, ...] = (0, 1, 2),
                  taus: tuple[float, ...] = (0.80, 0.82, 0.84), rmse: float = 0.05,
-                 dataset_hash: str = KNOWN_HASH, dataset_path: str = "runs/cnn-mnist",
+                 dataset_hash: str = KNOWN_HASH, dataset_path: str | None = None,
                  model_config: dict | None = None) -> dict[str, Any]:
-    """A valid results file's data, as `benchmarks.harness` writes it."""
+    """A valid results file's data, as `benchmarks.harness` writes it (no folder); `dataset_path`: the
+    `dataset.path` of an older version's file (a folder submit verifies an unknown hash against)."""
     per_seed = [{"seed": seed, "metrics": {"kendall_tau": tau, "r2": 0.9 * tau, "rmse": rmse + 0.001 * i},
                  "train_time_s": 2.0 + i, "peak_memory_mb": 512.0, "selection": {"epoch": 10 + i}}
                 for i, (seed, tau) in enumerate(zip(seeds, taus))]
@@ -63,7 +64,8 @@ def results_data(model: str = "statnn", seeds: tuple[int, ...] = (0, 1, 2),
         "model_config": model_config or {"hidden_sizes": [128, 128], "activation": "relu", "dropout": 0.0,
                                          "out_features": 1},
         "task_config": {"epochs": 30, "batch_size": 64, "lr": 0.001, "weight_decay": 0.0001, "eval_batch_size": 1024},
-        "dataset": {"path": dataset_path, "config": "cnn-mnist", "dataset_hash": dataset_hash, "family": "cnn"},
+        "dataset": {"config": "cnn-mnist", "dataset_hash": dataset_hash, "family": "cnn",
+                    **({"path": dataset_path} if dataset_path is not None else {})},
         "seeds": list(seeds), "per_seed": per_seed,
         "summary": summarize([entry["metrics"] for entry in per_seed]),
         "num_params": 23937, "package_version": "0.1.0", "created": "2026-01-01T00:00:00+00:00",

@@ -197,7 +197,7 @@ def _track_data(make_data, tasks: int, definition_extra: dict | None = None) -> 
                 task_config={"track": "norga", "profile": "default", "benchmark": definition["benchmark"],
                              "definition": definition},
                 summary=summarize([seed["metrics"] for seed in data["per_seed"]]))
-    data["dataset"].update(family="track", config="norga-default")
+    data["dataset"].update(family="track", config="norga-default", path="track:norga/default")
     return data
 
 

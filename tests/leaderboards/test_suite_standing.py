@@ -33,7 +33,7 @@ def _folder(tmp_path: Path, make_data, hashes: dict[str, str]) -> Path:
             data = make_data(model="nqpool", dataset_hash=hashes[cell.name], seeds=cell.seeds)
             data["task_config"] = to_data(create_task(cell.task, **cell.task_overrides).config)
             (folder / f"{cell.name}.json").write_text(json.dumps(data))
-    _write_manifest(SUITE, "nqpool", folder, {RELU.zoo.name: "zoos/cnn"}, {})
+    _write_manifest(SUITE, "mlp", "nqpool", folder, {RELU.zoo.name: "zoos/cnn"}, {})  # shown as nqpool
     return folder
 
 

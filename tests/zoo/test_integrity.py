@@ -132,7 +132,7 @@ def test_written_files_get_the_users_normal_mode(tiny_zoo, tmp_path, umask):
         out = tmp_path / "results" / "mlp.json"
         run_benchmark("generalization", "mlp", tiny_zoo, None, [0, 1, 2], out, {"hidden_sizes": [4]},
                       {"epochs": 1}, progress=False)
-        accepted = submit(out, tmp_path / "board")
+        accepted = submit(out, tmp_path / "board", tiny_zoo)
         render(tmp_path / "board", tmp_path / "site")
         some_id = next(iter(Staging(tiny_zoo / "staging").model_ids()))
         staged = Staging(tmp_path / "staging").write(read_staged(Staging(tiny_zoo / "staging").path(some_id)))
