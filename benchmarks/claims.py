@@ -21,10 +21,16 @@ tolerance:
 - "not checked": the check itself raised (a plugin that cannot be built small); the error is kept.
 
 Each check's verdict is one of `CHECK_VERDICTS` (what `benchmarks.check_model.Check.verdict` writes).
+`groups` are the groups the model claims (`declared_groups`: its `symmetries` on the checked spaces),
+not only those a check measured: where every output breaks the contract, no group is checked, and the
+line says what is claimed and that none of it was measured. A false claim's line counts every failing
+check and names the worst (`listed`).
+
 A results file's block is taken only as this module writes it (`block_problem`, at submit): every
-verdict from its set and agreeing with its check's numbers, the groups those of the claimed checks,
-"holds" only with a passing check of each claimed group and nothing unmeasured, "unmeasured" only
-with a check that measured nothing, "not checked" with no check.
+verdict from its set and agreeing with its check's numbers, the groups those of the claimed checks
+and, only beside a check that measured nothing, others the model claims, "holds" only with a passing
+check of each claimed group and nothing unmeasured, "unmeasured" only with a check that measured
+nothing, "not checked" with no check.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import functools
 import json
 import math
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from benchmarks.check_model import SEEDS, SMALL, SPACES, Check, check_model, reads
 from benchmarks.results import ClaimCheck, Claims
@@ -81,14 +87,29 @@ def _checked(cls: type, model: str, overrides: str, family: str) -> dict[str, An
     start = time.perf_counter()
     try:
         checks = check_model(model, SEEDS, kept, spaces)
+        declared = declared_groups(model, spaces, kept)
     except Exception as error:  # noqa: BLE001 (a plugin that cannot be built small: recorded, never fatal)
         return _not_checked(kept, spaces, error, time.perf_counter() - start)
-    claimed = sorted({check.group for check in checks if check.claimed})
+    # what the model claims, not only what a check measured: where its output broke, no group was checked
+    claimed = sorted({check.group for check in checks if check.claimed} | declared)
     verdict = ("false claim" if any(check.false_claim for check in checks)
                else "unmeasured" if any(check.broken for check in checks) else "holds")
     return {"groups": claimed, "verdict": verdict, "spaces": list(spaces), "seeds": list(SEEDS),
             "model_config": kept, "check_time_s": round(time.perf_counter() - start, 3), "error": None,
             "checks": [_record(check) for check in checks]}
+
+
+def declared_groups(model: str, spaces: Sequence[str], overrides: Mapping[str, Any]) -> set[str]:
+    """The groups model `model` claims (`claimed_symmetries` of the model as checked) on the checked spaces,
+    each among its space's groups: of its invariant output, and of its weight output where that is checked."""
+    from benchmarks.check_model import build_model, groups, weight_output_spaces
+    from nfn_models import claimed_symmetries
+
+    outputs = [(space, "invariant") for space in spaces]
+    outputs += [(space, "weights") for space in weight_output_spaces(model) if space in spaces]
+    return {group for space, output in outputs
+            for group in claimed_symmetries(build_model(model, space, 0, output, overrides))
+            if group in groups(space)}
 
 
 def _not_checked(kept: dict, spaces: Any, error: Exception, elapsed: float) -> dict[str, Any]:
@@ -167,13 +188,29 @@ def block_problem(claims: Claims) -> tuple[str, str] | None:
     if claims.verdict == "unmeasured" and not unmeasured:
         return "verdict", "'unmeasured', but every check measured its output"
     claimed = sorted({check.group for check in claims.checks if check.claimed})
-    if sorted(claims.groups) != claimed:
+    if not set(claimed) <= set(claims.groups):
         return "groups", f"expected the groups of the claimed checks, {claimed}, got {list(claims.groups)}"
+    unchecked = sorted(set(claims.groups) - set(claimed))  # claimed where the output broke before any check
+    if unchecked and not unmeasured:
+        return "groups", (f"{unchecked} claimed without a check, which only an output that broke the contract "
+                          f"explains; expected the groups of the claimed checks, {claimed}")
     return None
 
 
+MAX_LISTED = 3  # failing checks a one-line summary names; the rest are counted
+
+
+def listed(items: Sequence[str], what: str) -> str:
+    """`items` (worst first) in one line: all of them up to `MAX_LISTED`, else the worst and a count of the rest."""
+    counted = f"{len(items)} {what}{'' if len(items) == 1 else 's'}"
+    if len(items) <= MAX_LISTED:
+        return f"{counted}: {'; '.join(items)}"
+    return f"{counted}, the worst {MAX_LISTED}: {'; '.join(items[:MAX_LISTED])}; and {len(items) - MAX_LISTED} more"
+
+
 def describe(claims: Mapping[str, Any] | None) -> str:
-    """One line: what a run's claims are and how their check ended (progress lines, tables)."""
+    """One line: what a run's claims are and how their check ended (progress lines, the false-claim warning,
+    the submit refusal), every failing check counted."""
     if claims is None:
         return "claims not checked (no checked weight space of this family)"
     groups = ", ".join(claims["groups"]) or "no group"
@@ -181,13 +218,18 @@ def describe(claims: Mapping[str, Any] | None) -> str:
         return f"claims not checked: {claims['error']}"
     counted = f"{len(claims['checks'])} checks on {', '.join(claims['spaces'])}, {claims['check_time_s']:.1f} s"
     if claims["verdict"] == "false claim":
-        false = sorted({f"{c['group']} on {c['space']} at {c['magnitude']} (deviation {c['deviation']:.3g} > "
-                        f"{c['tolerance']:.3g})" for c in claims["checks"]
-                        if c["claimed"] and c["deviation"] is not None and c["tolerance"] is not None
-                        and c["deviation"] > c["tolerance"]})
-        return f"FALSE CLAIM: claims {groups}; {'; '.join(false[:3])} ({counted})"
+        failing = sorted((c for c in claims["checks"] if c["claimed"] and c["deviation"] is not None
+                          and c["tolerance"] is not None and c["deviation"] > c["tolerance"]),
+                         key=lambda c: -c["deviation"] / c["tolerance"] if c["tolerance"] else -math.inf)
+        shown = [f"{c['group']} {c['test']} on {c['space']} at {c['magnitude']} (deviation {c['deviation']:.3g} > "
+                 f"{c['tolerance']:.3g})" for c in failing]
+        return f"FALSE CLAIM: claims {groups}; {listed(shown, 'failing check')} ({counted})"
     if claims["verdict"] == "unmeasured":
-        broken = sum(1 for c in claims["checks"] if verdict_kind(c["verdict"]) in BROKEN_VERDICTS)
-        return f"claims {groups}: hold where measured, {broken} check(s) unmeasured (output broke the contract) " \
+        broken = [c["verdict"] for c in claims["checks"] if verdict_kind(c["verdict"]) in BROKEN_VERDICTS]
+        measured = any(c["claimed"] and c["deviation"] is not None for c in claims["checks"])
+        if claims["groups"] and not measured:
+            return (f"claims {groups}: none measured, the output broke the contract in {len(broken)} check(s) "
+                    f"(first: {broken[0][:120]}) ({counted})")
+        return f"claims {groups}: hold where measured, {len(broken)} check(s) unmeasured (output broke the contract) " \
                f"({counted})"
     return f"claims {groups}: hold ({counted})"

@@ -168,15 +168,18 @@ def model_version(results) -> str:
 
 def claims_text(results) -> str:
     """What an entry's Claims column shows: the groups its model claims, checked before training by the run
-    (`benchmarks.claims`); "none claimed", "not checked" (the check raised), "not recorded" (older results), or
-    "—" for a track's learner."""
+    (`benchmarks.claims`), "(partly unmeasured)" or "(unmeasured)" where outputs broke the contract; "none
+    claimed", "not checked" (the check raised), "not recorded" (older results), or "—" for a track's learner."""
     claims = results.claims
     if claims is None:  # a track's learner reads no weight space: no group acts on its input
         return "—" if results.dataset.family == "track" else "not recorded"
     if claims.verdict == "not checked":
         return "not checked"
     groups = ", ".join(claims.groups) or "none claimed"
-    return f"{groups} (partly unmeasured)" if claims.verdict == "unmeasured" else groups
+    if claims.verdict != "unmeasured":
+        return groups
+    measured = any(check.claimed and check.deviation is not None for check in claims.checks)
+    return f"{groups} ({'partly unmeasured' if measured or not claims.groups else 'unmeasured'})"
 
 
 def _row(entry: Entry, rank: int, metrics: tuple[str, ...], label: str, tied: bool = False) -> Row:

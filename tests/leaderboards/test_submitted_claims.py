@@ -75,6 +75,9 @@ def test_a_claims_block_the_checker_would_not_write_is_refused_in_one_line(root,
     _set(groups=[], checks=[CLAIMS["checks"][0], CLAIMS["checks"][2]]),  # a model that claims nothing
     _set(verdict="unmeasured", checks=[*CLAIMS["checks"], BROKEN]),
     _set(verdict="not checked", groups=[], checks=[], error="RuntimeError: cannot be built small"),
+    # a claimed group no check reached: the output broke the contract first (the model's claims, recorded)
+    _set(verdict="unmeasured", groups=["permutation", "sign"], checks=[*CLAIMS["checks"], BROKEN]),
+    _set(verdict="unmeasured", groups=["permutation"], checks=[BROKEN]),  # every output broke
 ])
 def test_a_block_as_the_checker_writes_it_is_accepted(root, write_results, make_data, change):
     from leaderboards import submit
@@ -86,6 +89,22 @@ def test_a_block_as_the_checker_writes_it_is_accepted(root, write_results, make_
     assert submit(write_results(data), root).path.exists()  # the negative control
 
 
+def test_a_group_claimed_without_a_check_needs_an_output_that_broke():
+    """The model's own claims may exceed the claimed checks' groups only where an output broke the contract."""
+    from benchmarks.claims import block_problem
+    from benchmarks.results import Claims
+    from zoo.validation.schema import from_data
+
+    claims = copy.deepcopy(CLAIMS)
+    claims.update(verdict="false claim", groups=["permutation", "scale", "sign"],  # 'sign': never checked
+                  checks=[*CLAIMS["checks"][:2], _check("scale", "invariance", True, 0.3, "FALSE CLAIM")])
+    assert block_problem(from_data(Claims, claims, where="r")) == (
+        "groups", "['sign'] claimed without a check, which only an output that broke the contract explains; "
+                  "expected the groups of the claimed checks, ['permutation', 'scale']")
+    claims["checks"].append(BROKEN)  # the output broke somewhere: the claim stands, unmeasured
+    assert block_problem(from_data(Claims, claims, where="r")) is None
+
+
 def test_every_claims_block_on_the_official_board_is_one_the_checker_writes():
     from benchmarks.claims import block_problem
     from leaderboards import OFFICIAL_ROOT
@@ -93,3 +112,19 @@ def test_every_claims_block_on_the_official_board_is_one_the_checker_writes():
 
     blocks = [entry.results.claims for _, entry in load_entries(OFFICIAL_ROOT) if entry.results.claims is not None]
     assert blocks and [block_problem(claims) for claims in blocks] == [None] * len(blocks)
+
+
+@pytest.mark.parametrize("failing, said", [(1, "1 failing check: "), (2, "2 failing checks: "), (5, "5 failing checks, the worst 3: ")])
+def test_a_false_claims_refusal_counts_every_failing_check(root, write_results, make_data, failing, said):
+    from leaderboards import SubmissionRejected, submit
+
+    data = make_data()
+    data["claims"] = copy.deepcopy(CLAIMS)
+    data["claims"].update(verdict="false claim", groups=["permutation", "scale"])
+    data["claims"]["checks"] += [dict(_check("scale", "invariance", True, 0.1 * (i + 1), "FALSE CLAIM"),
+                                      magnitude=f"m{i}") for i in range(failing)]
+    with pytest.raises(SubmissionRejected) as refused:
+        submit(write_results(data), root)
+    (problem,) = refused.value.problems
+    assert "makes a false symmetry claim" in problem and said in problem, problem
+    assert ("and 2 more" in problem) == (failing == 5) and f"at m{failing - 1} (deviation" in problem
