@@ -128,3 +128,21 @@ def test_a_false_claims_refusal_counts_every_failing_check(root, write_results, 
     (problem,) = refused.value.problems
     assert "makes a false symmetry claim" in problem and said in problem, problem
     assert ("and 2 more" in problem) == (failing == 5) and f"at m{failing - 1} (deviation" in problem
+
+
+@pytest.mark.parametrize("change, shown", [
+    (None, "permutation"),
+    (_set(verdict="unmeasured", checks=[*CLAIMS["checks"], BROKEN]), "permutation (partly unmeasured)"),
+    (_set(verdict="unmeasured", checks=[BROKEN]), "permutation (unmeasured)"),  # every output broke: none measured
+    (_set(verdict="unmeasured", groups=[], checks=[BROKEN]), "none claimed (partly unmeasured)"),
+])
+def test_the_claims_cell_says_what_was_measured(make_data, change, shown):
+    from benchmarks.results import Results
+    from leaderboards.board import claims_text
+    from zoo.validation.schema import from_data
+
+    data = make_data()
+    data["claims"] = copy.deepcopy(CLAIMS)
+    if change is not None:
+        change(data["claims"])
+    assert claims_text(from_data(Results, data, where="r")) == shown
