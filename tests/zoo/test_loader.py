@@ -201,6 +201,7 @@ def add_rows(folder: Path, split: str, records) -> None:
     path = folder / entry["path"]
     rows = pq.read_table(path).to_pylist() + [to_row(r) for r in records]
     write_shard(rows, arrow_schema(CNNHParams, CNNFamily.METRICS), path, len(rows[0]["weights"]))  # pack's own writer
+    manifest["configs"][CONFIG]["splits"][split] += len(rows) - entry["rows"]  # the split's count is its shards' sum
     entry.update(rows=len(rows), bytes=path.stat().st_size, **file_checksums(path))
     write_json_atomic(folder / MANIFEST, manifest)
 

@@ -126,7 +126,8 @@ def test_unparsable_manifest_is_reported(tiny_zoo_copy):
 def test_manifest_row_count_and_schema_are_checked(tiny_zoo_copy):
     manifest = read_manifest(tiny_zoo_copy)
     entry = manifest["configs"][CONFIG]
-    entry["files"][0]["rows"] += 1
+    entry["files"][0]["rows"] += 1  # and its split's count: a manifest consistent with itself, not with the shard
+    entry["splits"][entry["files"][0]["split"]] += 1
     entry["columns"][0]["type"] = "int64"
     write_json_atomic(tiny_zoo_copy / MANIFEST, manifest)
     path = entry["files"][0]["path"]
