@@ -35,11 +35,13 @@ __all__ = ["check_targets", "npz_bytes", "read_json",
            "write_text_atomic", "write_with_sidecars"]
 
 
-def save_figure(figure, path: str | Path, dpi: int = 110) -> Path:
-    """Writes a matplotlib figure as a PNG atomically (after `tight_layout`) and closes it."""
+def save_figure(figure, path: str | Path, dpi: int = 110, *, tight: bool = True) -> Path:
+    """Writes a matplotlib figure as a PNG atomically (after `tight_layout`, unless the figure lays itself
+    out: `tight=False` keeps a constrained layout) and closes it."""
     import matplotlib.pyplot as plt
 
-    figure.tight_layout()
+    if tight:
+        figure.tight_layout()
     try:
         with replacing(path) as temporary:
             figure.savefig(temporary, format="png", dpi=dpi)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from benchmarks.files import replacing
+from benchmarks.files import save_figure
 from leaderboards.board import Row, TaskBoard
 from leaderboards.escape import plot_text
 
@@ -190,13 +190,6 @@ def _overlap(first, second) -> float:
 
 
 def save(figure, path: Path) -> Path:
-    """Writes `figure` as a PNG atomically at `DPI` and closes it. Not `benchmarks.files.save_figure`: its
-    tight layout would replace the constrained layout that keeps these figures' texts apart."""
-    import matplotlib.pyplot as plt
-
-    try:
-        with replacing(path) as temporary:
-            figure.savefig(temporary, format="png", dpi=DPI)
-    finally:
-        plt.close(figure)
-    return Path(path)
+    """Writes `figure` as a PNG atomically at `DPI` and closes it, keeping the constrained layout that keeps
+    these figures' texts apart (a tight layout would replace it)."""
+    return save_figure(figure, path, DPI, tight=False)

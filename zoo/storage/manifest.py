@@ -63,21 +63,27 @@ def _mapping(value: Any, where: str) -> dict:
     return value
 
 
-def _check_file(entry: Any, where: str, folder: Path | None) -> None:
+def _check_listed_file(entry: Any, where: str, folder: Path | None, keys: tuple[str, ...]) -> None:
+    """A file the manifest lists (a shard, a split set's file): `keys` present, its path confined (to
+    `folder`, or by its form alone), its sha256 64 hex digits."""
     _mapping(entry, where)
-    for key in ("path", "split", "rows", "bytes", "sha256"):
+    for key in keys:
         if key not in entry:
-            raise InputError(f"{where}: missing `{key}` (expected path, split, rows, bytes, sha256)")
+            raise InputError(f"{where}: missing `{key}` (expected {', '.join(keys)})")
     if folder is not None:
         shard_path(folder, entry["path"], f"{where}.path")
     else:
         _lexical(entry["path"], where)
+    if not isinstance(entry["sha256"], str) or not _SHA256.fullmatch(entry["sha256"]):
+        raise InputError(f"{where}.sha256: expected 64 lowercase hex digits")
+
+
+def _check_file(entry: Any, where: str, folder: Path | None) -> None:
+    _check_listed_file(entry, where, folder, ("path", "split", "rows", "bytes", "sha256"))
     if entry["split"] not in SPLITS:
         raise InputError(f"{where}.split: expected one of {list(SPLITS)}, got {ascii(entry['split'])[:40]}")
     _count(entry["rows"], f"{where}.rows")
     _count(entry["bytes"], f"{where}.bytes")
-    if not isinstance(entry["sha256"], str) or not _SHA256.fullmatch(entry["sha256"]):
-        raise InputError(f"{where}.sha256: expected 64 lowercase hex digits")
     fast = entry.get("xxh3_128")  # the fast checksum a load checks (zoo.storage.integrity); older manifests lack it
     if fast is not None and (not isinstance(fast, str) or not re.fullmatch(r"[0-9a-f]{32}", fast)):
         raise InputError(f"{where}.xxh3_128: expected 32 lowercase hex digits")
@@ -100,16 +106,7 @@ def _check_split_set(name: Any, described: Any, where: str, folder: Path | None,
     if problem is not None:
         raise InputError(f"{where}: {problem}")
     where = f"{where}.{name}"
-    _mapping(described, where)
-    for key in ("path", "sha256"):
-        if key not in described:
-            raise InputError(f"{where}: missing `{key}` (expected path, sha256, bytes, rows, shards)")
-    if folder is not None:
-        shard_path(folder, described["path"], f"{where}.path")
-    else:
-        _lexical(described["path"], where)
-    if not isinstance(described["sha256"], str) or not _SHA256.fullmatch(described["sha256"]):
-        raise InputError(f"{where}.sha256: expected 64 lowercase hex digits")
+    _check_listed_file(described, where, folder, ("path", "sha256"))
     if "bytes" in described:
         _count(described["bytes"], f"{where}.bytes")
     if "rows" in described:
