@@ -11,7 +11,8 @@ checks count only when every started step has its record and `done` came: a chil
 without them (whatever its exit status) or that reports a `BaseException` from the model's code is
 `CheckNotFinished`, one line naming the model, the step that did not finish and how it ended. An
 error check-model itself raises (a `ValueError`: an unknown model or space, a model too large, a
-model that raises) is raised here with its own message, as when it ran in process.
+model that raises) is raised here with its own message, as when it ran in process. The child runs on
+this process's torch thread count (`benchmarks.threads`: the command chose it), not one per CPU.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import signal
 import subprocess
 import sys
 from typing import Any, Mapping, Sequence
+
+import torch
 
 from benchmarks.check_model import Check, Size
 from zoo.named_import import python_command, worker_environment
@@ -43,7 +46,8 @@ def run_checks(model: str, seeds: Sequence[int], overrides: Mapping[str, Any] | 
     (module docstring); a `CheckNotFinished` unless every step finished."""
     read, write = os.pipe()
     request = {"model": model, "seeds": list(seeds), "overrides": dict(overrides or {}),
-               "spaces": None if spaces is None else list(spaces), "path": list(sys.path), "fd": write}
+               "spaces": None if spaces is None else list(spaces), "path": list(sys.path), "fd": write,
+               "threads": torch.get_num_threads()}
     try:
         process = subprocess.Popen(python_command("-c", _CHILD, json.dumps(request)), pass_fds=(write,),
                                    env={**os.environ, **worker_environment()})  # a module found in the working folder
@@ -106,6 +110,7 @@ def child(request: dict[str, Any]) -> None:
     """The child's side (`_CHILD` calls it): runs the steps, writing each record as it comes."""
     from benchmarks.check_model import check_steps
 
+    torch.set_num_threads(request["threads"])
     os.set_inheritable(request["fd"], False)  # the model's own subprocesses do not hold the pipe open
     with os.fdopen(request["fd"], "w", encoding="utf-8") as records:
         def send(kind: str, value: Any = None, **more: Any) -> None:

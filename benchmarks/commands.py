@@ -187,13 +187,15 @@ def run_command(args: argparse.Namespace) -> int:
     from benchmarks.harness import run_benchmark
     from benchmarks.jobs import JobsFailed
     from benchmarks.outputs import ModelOutputError
+    from benchmarks.threads import benchmark_threads
 
     try:
         model_overrides, task_overrides = split_overrides(args.set, args.model, args.task)
-        results = run_benchmark(args.task, args.model, args.data, args.config, parse_seeds(args.seeds), args.out,
-                                model_overrides, task_overrides, device=args.device,
-                                workers=check_workers(args.workers), address=args.address,
-                                gpus_per_job=args.gpus_per_job, name=args.name)
+        with benchmark_threads():  # chosen, not inherited; the run's first progress line says how many
+            results = run_benchmark(args.task, args.model, args.data, args.config, parse_seeds(args.seeds), args.out,
+                                    model_overrides, task_overrides, device=args.device,
+                                    workers=check_workers(args.workers), address=args.address,
+                                    gpus_per_job=args.gpus_per_job, name=args.name)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
             ModelOutputError) as error:
         raise CommandError(str(error)) from None
@@ -230,6 +232,7 @@ def suite_command(args: argparse.Namespace) -> int:
     from benchmarks.outputs import ModelOutputError
     from benchmarks.standard import STANDARD_SUITES, is_standard
     from benchmarks.suite import SUITES, run_suite, suite_table
+    from benchmarks.threads import benchmark_threads
 
     if is_standard(args.name):
         return _standard_suite(args)
@@ -246,9 +249,10 @@ def suite_command(args: argparse.Namespace) -> int:
     task_overrides = _scoped_overrides(args.set, "task", "task.KEY=VALUE (a suite's models are fixed)")
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     try:
-        rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
-                         device=args.device, workers=check_workers(args.workers), address=args.address,
-                         gpus_per_job=args.gpus_per_job)
+        with benchmark_threads():  # chosen, not inherited; each entry's first progress line says how many
+            rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
+                             device=args.device, workers=check_workers(args.workers), address=args.address,
+                             gpus_per_job=args.gpus_per_job)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
             ModelOutputError) as error:
         raise CommandError(str(error)) from None
@@ -264,6 +268,7 @@ def _standard_suite(args: argparse.Namespace) -> int:
     from benchmarks.jobs import JobsFailed
     from benchmarks.outputs import ModelOutputError
     from benchmarks.standard import STANDARD_SUITES, parse_data_map, run_standard, standard_table
+    from benchmarks.threads import benchmark_threads
 
     fixed = [flag for flag, value in (("--seeds", args.seeds), ("--set", args.set)) if value]
     if fixed:
@@ -273,9 +278,10 @@ def _standard_suite(args: argparse.Namespace) -> int:
     try:
         data = parse_data_map(args.data or [], STANDARD_SUITES.get(args.name)())
         only = [name.strip() for name in args.only.split(",")] if args.only is not None else None
-        manifest = run_standard(args.name, args.model, args.out, data, device=args.device,
-                                workers=check_workers(args.workers), address=args.address,
-                                gpus_per_job=args.gpus_per_job, only=only, model_name=args.model_name)
+        with benchmark_threads():  # chosen, not inherited; each cell's first progress line says how many
+            manifest = run_standard(args.name, args.model, args.out, data, device=args.device,
+                                    workers=check_workers(args.workers), address=args.address,
+                                    gpus_per_job=args.gpus_per_job, only=only, model_name=args.model_name)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
             ModelOutputError) as error:
         raise CommandError(str(error)) from None
@@ -287,16 +293,18 @@ def _standard_suite(args: argparse.Namespace) -> int:
 def check_model_command(args: argparse.Namespace) -> int:
     from benchmarks.check_process import run_checks
     from benchmarks.check_report import format_table, sizes_note, summary
+    from benchmarks.threads import benchmark_threads
 
     overrides = _scoped_overrides(args.set, "model", "model.KEY=VALUE")
     try:  # in a child process: a verdict only on checks that finished (`benchmarks.check_process`)
         spaces = [name.strip() for name in args.spaces.split(",")] if args.spaces is not None else None
-        checks, sizes = run_checks(args.model, parse_seeds(args.seeds), overrides, spaces)
+        with benchmark_threads() as threads:  # chosen, not inherited; the child runs on this process's count
+            checks, sizes = run_checks(args.model, parse_seeds(args.seeds), overrides, spaces)
     except (UnknownNameError, SchemaError, ValueError, TypeError) as error:
         raise CommandError(str(error)) from None
     print(format_table(checks), end="")
     notes, error = summary(args.model, checks)
-    notes.insert(0, sizes_note(sizes))
+    notes[:0] = [sizes_note(sizes), f"threads: {threads.describe()}"]
     for note in notes:
         print(note)
     if error is not None:  # a broken output or a false claim

@@ -51,6 +51,7 @@ from benchmarks.tasks import SPLITS, create_task
 from benchmarks.tasks.limits import model_size_problem
 from benchmarks.tasks.rows import kept_by
 from benchmarks.tasks.registry import TASKS
+from benchmarks.threads import threads_line
 from nfn_models import model_config
 from nfn_models.registry import MODELS
 from zoo.validation.schema import from_data, to_data
@@ -154,9 +155,10 @@ def split_set_of(task_overrides: Mapping[str, Any] | None, task: str | None = No
     return value
 
 
-def _hardware(device: torch.device) -> dict[str, str | None]:
+def _hardware(device: torch.device) -> dict[str, str | int | None]:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    return describe_hardware(f"cuda ({gpu})" if gpu else "cpu", gpu)
+    # the threads change the time and the float summation order (`benchmarks.threads` chose them)
+    return {**describe_hardware(f"cuda ({gpu})" if gpu else "cpu", gpu), "threads": torch.get_num_threads()}
 
 
 @dataclasses.dataclass
@@ -207,8 +209,10 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
         problem = model_size_problem(model, splits["train"].weights.space, model_overrides)
         if problem is not None:
             raise ValueError(problem)
-    claims = check_claims(model, model_overrides, str(dataset.get("family", "")))
     label = label or f"bench {task}/{shown_name}"
+    if progress:  # what the claims check runs on, and the seeds in this process (`benchmarks.threads`)
+        print(f"{label}: {threads_line()}", file=sys.stderr, flush=True)
+    claims = check_claims(model, model_overrides, str(dataset.get("family", "")))
     false_claim = claims is not None and claims["verdict"] == "false claim"
     if progress or false_claim:  # a false claim is said whatever the progress
         print(f"{label}: " + (f"WARNING: {describe_claims(claims)}; the results record it, and `nfnzoo leaderboard "

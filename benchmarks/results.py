@@ -28,6 +28,7 @@ from zoo.validation.schema import SchemaError, from_data
 
 SCHEMA_VERSION = 1
 MAX_LINE = 200  # characters of a one-line string a board shows (a device, a platform, a version)
+MAX_THREADS = 8_192  # Linux's most CPUs (NR_CPUS)
 MAX_PATH = 4_096  # characters of a dataset's source (or of the path older results recorded)
 # what `benchmarks.ranking.ranking_ceiling` writes into a seed's `ranking`, and each value's range
 RANKING_RANGES = {"kendall_tau_ceiling": (0.0, 1.0), "distinct_targets": (1.0, 2.0**53),
@@ -145,6 +146,8 @@ class Hardware:
     aten_isa: str | None = None  # torch.backends.cpu.get_cpu_capability(): AVX2, AVX512, ...
     onednn_isa: str | None = None  # the ISA of oneDNN's kernels: avx2, avx512_core, ...
     gpu_model: str | None = None  # the CUDA device the run used; null on the CPU
+    # torch's intra-op threads the first seed ran on (`benchmarks.threads`); absent from older results
+    threads: int | None = None
 
     def validate(self, where: str, key: str) -> None:
         for field in ("platform", "python", "torch", "device", "cpu_model", "aten_isa", "onednn_isa", "gpu_model"):
@@ -152,6 +155,8 @@ class Hardware:
             problem = line_problem(value) if value is not None else None
             if problem is not None:
                 raise SchemaError(where, f"{key}.{field}", problem)
+        if self.threads is not None and not 1 <= self.threads <= MAX_THREADS:
+            raise SchemaError(where, f"{key}.threads", f"expected 1 to {MAX_THREADS:,} threads, got {self.threads:,}")
 
 
 def describe_hardware(device: str, gpu_model: str | None = None) -> dict[str, str | None]:
