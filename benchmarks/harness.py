@@ -42,7 +42,7 @@ from benchmarks.claims import check_claims, describe as describe_claims
 from benchmarks.files import check_targets, npz_bytes, write_with_sidecars
 from benchmarks.jobs import Job, JobsFailed, fingerprint, job_device, run_jobs, stderr_printer
 from benchmarks.memory import peak_mb, reset_peak
-from benchmarks.model_identity import board_name, model_source
+from benchmarks.model_identity import ResolvedModel, resolve_model
 from benchmarks.outputs import ModelOutputError
 from benchmarks.protocol import architecture_overrides, hparam_overrides, with_architectures
 from benchmarks.results import SCHEMA_VERSION, Results, dataset_source, describe_hardware, summarize
@@ -53,7 +53,6 @@ from benchmarks.tasks.rows import kept_by
 from benchmarks.tasks.registry import TASKS
 from benchmarks.threads import threads_line
 from nfn_models import model_config
-from nfn_models.registry import MODELS
 from zoo.validation.schema import from_data, to_data
 
 if TYPE_CHECKING:
@@ -176,7 +175,8 @@ def describe_seed(outcome: dict) -> str:
     return f"{shown} [{outcome['entry']['train_time_s']:.1f} s]"
 
 
-def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset: Mapping[str, str],
+def prepare_run(task: str, model: str | ResolvedModel, splits: Mapping[str, "ZooSplit"],
+                dataset: Mapping[str, str],
                 seeds: Sequence[int], out_path: str | Path | None = None,
                 model_overrides: Mapping[str, Any] | None = None,
                 task_overrides: Mapping[str, Any] | None = None, *, device: str = "cpu",
@@ -184,23 +184,23 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
     """Checks the run and makes its seed jobs (`run_on_splits` runs them; `benchmarks.suite` runs
     every entry's together). `device` is the device type the jobs run on (`benchmarks.jobs.job_device`).
     With `progress` a seed that trains for long prints its epochs to stderr, as `<label> seed <k>: ...`
-    (`label` defaults to `bench <task>/<model>`). `name` is the model's board name, which the results
-    record as their `model` (default: `benchmarks.model_identity.board_name`'s); how the model was
-    loaded goes in their `model_source`. The model's symmetry claims are checked here, before any
+    (`label` defaults to `bench <task>/<model>`). `model` is a name the registry resolves, or a model
+    resolved already (`benchmarks.model_identity.resolve_model`: once a run); `name` is its board name,
+    which the results record as their `model` (default: `benchmarks.model_identity.board_name`'s); how
+    the model was loaded goes in their `model_source`. The model's symmetry claims are checked here, before any
     training (`benchmarks.claims`), and recorded in the results' `claims`."""
     seeds = check_seeds(seeds)
     if out_path is not None:  # a link at the results file or a sidecar's name: refused before any training
         check_targets(out_path, [predictions_path(out_path).name, examples_path(out_path).name])
-    loaded_as = model
-    model = MODELS.resolve(model)  # results record the registered spellings
-    shown_name = board_name(model, name)  # a name the board would refuse: an error now, not after training
+    resolved = resolve_model(model, name)  # once: a name the board would refuse is an error now, not after training
+    model, shown_name = resolved.registered, resolved.name  # results record the registered spellings
     task = TASKS.resolve(task)
     model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
     if "train" in splits:  # hyperparameters that describe the members (a transformer's head count) come from the zoo
-        model_overrides = architecture_overrides(MODELS.get(model), model_overrides, splits["train"].metadata,
+        model_overrides = architecture_overrides(resolved.cls, model_overrides, splits["train"].metadata,
                                                  f"model {model!r} on config {dataset.get('config')}")
     runner = create_task(task, **task_overrides)
-    model_overrides = hparam_overrides(MODELS.get(model), model_overrides, splits,  # e.g. the members' activation
+    model_overrides = hparam_overrides(resolved.cls, model_overrides, splits,  # e.g. the members' activation
                                        getattr(runner.config, "subset", {}),
                                        f"model {model!r} on config {dataset.get('config')}")
     model_overrides = runner.model_overrides(model, model_overrides, splits)  # what the task fixes, recorded
@@ -217,7 +217,6 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
     if progress or false_claim:  # a false claim is said whatever the progress
         print(f"{label}: " + (f"WARNING: {describe_claims(claims)}; the results record it, and `nfnzoo leaderboard "
                               "submit` refuses them" if false_claim else describe_claims(claims)), file=sys.stderr)
-    source = model_source(model, loaded_as if isinstance(loaded_as, str) else None)
     device_type = torch.device(device).type
     # a moved folder, or the same bytes from another source, is the same data
     described = {key: value for key, value in dataset.items() if key not in ("path", "source")}
@@ -248,7 +247,7 @@ def prepare_run(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset
             "hardware": ordered[0].get("hardware") or _hardware(torch.device(device)),  # where the first seed ran
             "predictions": predictions_path(out_path).name if out_path is not None else None,
             "examples": examples_path(out_path).name if out_path is not None and examples else None,
-            "model_source": source,
+            "model_source": resolved.source,
             "claims": claims,
         }
         from_data(Results, results, where="benchmark results")  # the harness writes what it documents
@@ -285,7 +284,8 @@ def raise_unservable(failed: JobsFailed, folder: str | Path | None = None) -> No
         raise ModelOutputError(f"{first}{others}; {kept}") from failed
 
 
-def run_on_splits(task: str, model: str, splits: Mapping[str, "ZooSplit"], dataset: Mapping[str, str],
+def run_on_splits(task: str, model: str | ResolvedModel, splits: Mapping[str, "ZooSplit"],
+                  dataset: Mapping[str, str],
                   seeds: Sequence[int], out_path: str | Path | None = None,
                   model_overrides: Mapping[str, Any] | None = None,
                   task_overrides: Mapping[str, Any] | None = None, *,
@@ -353,7 +353,8 @@ def _arrays(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, np.ndarray]:
             for name, value in stored.items()}
 
 
-def run_benchmark(task: str, model: str, data_path: str | Path, config: str | None, seeds: Sequence[int],
+def run_benchmark(task: str, model: str | ResolvedModel, data_path: str | Path, config: str | None,
+                  seeds: Sequence[int],
                   out_path: str | Path | None, model_overrides: Mapping[str, Any] | None = None,
                   task_overrides: Mapping[str, Any] | None = None, *,
                   device: str | torch.device | None = None, progress: bool = True, workers: int = 1,
@@ -367,11 +368,11 @@ def run_benchmark(task: str, model: str, data_path: str | Path, config: str | No
     """
     check_seeds(seeds)
     create_task(task, **dict(task_overrides or {}))  # fail on a bad name or override before loading data
-    model_config(model, **dict(model_overrides or {}))
-    board_name(model, name)  # before the data is read
+    model = resolve_model(model, name)  # the registry, the name's rules and the source, once, before the data is read
+    model_config(model.registered, **dict(model_overrides or {}))
     job_device(None if device is None else str(device), workers, address, gpus_per_job)  # GPUs asked for, none here
     splits, dataset = load_splits(data_path, config, split_set_of(task_overrides, task),
                                   keep=kept_by(create_task(task, **dict(task_overrides or {}))))
     return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
                          device=device, progress=progress, workers=workers, address=address,
-                         gpus_per_job=gpus_per_job, name=name)
+                         gpus_per_job=gpus_per_job)

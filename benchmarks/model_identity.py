@@ -27,6 +27,7 @@ as their `model`, apart from how it was loaded (their `model_source`):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import importlib.metadata
@@ -48,6 +49,29 @@ GIT_TIMEOUT_S = 10
 
 class ModelNameError(ValueError):
     """A model's board name the board would refuse, found before anything trains."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedModel:
+    """A model as one run uses it, resolved once where the run starts (`resolve_model`): the harness,
+    the results, the suites and the board read these fields instead of asking the registry again."""
+
+    registered: str  # the registry's spelling: a built-in's or an entry point's name, or the import path
+    name: str  # the board name the results record as their `model` (`board_name`)
+    source: dict[str, Any]  # the results' `model_source`: how it was loaded, its package, version, commit, dirty
+    cls: Any = dataclasses.field(repr=False, compare=False, default=None)  # what the registry holds under it
+
+
+def resolve_model(model: "str | ResolvedModel", name: str | None = None) -> ResolvedModel:
+    """`model` (a registered name, an import path or an entry point's name) resolved once: the registry's
+    lookup, the board name's rules (an error before any data is read) and its source. A `ResolvedModel`
+    is returned as it is, or renamed where `name` differs."""
+    if isinstance(model, ResolvedModel):
+        return model if name is None or name == model.name else dataclasses.replace(
+            model, name=board_name(model.registered, name))
+    registered = MODELS.resolve(model)
+    return ResolvedModel(registered, board_name(registered, name), model_source(registered, model),
+                         MODELS.get(registered))
 
 
 def board_name(registered: str, given: str | None = None) -> str:

@@ -262,12 +262,12 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
     """
     from benchmarks.api import register
     from benchmarks.harness import run_benchmark
-    from benchmarks.model_identity import board_name
+    from benchmarks.model_identity import resolve_model
 
     suite = STANDARD_SUITES.get(name)()
     chosen = select_cells(suite, only)
-    registered = register(model)
-    shown = board_name(registered, model_name)  # before any cell runs: a name the board would refuse is an error
+    resolved = resolve_model(register(model), model_name)  # once, before any cell: a refused name is an error now
+    registered, shown = resolved.registered, resolved.name
     missing = {cell.zoo.name: cell.zoo for cell in chosen if cell.zoo.name not in data}
     if missing:
         recipes = "; ".join(f"{zoo}: {ref.generate_command}" for zoo, ref in sorted(missing.items()))
@@ -285,10 +285,9 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
             say(f"{cell.name}: {cell.task} on {cell.zoo.name} ({data[cell.zoo.name]}), seeds "
                 f"{','.join(map(str, cell.seeds))}")
             try:
-                run_benchmark(cell.task, registered, data[cell.zoo.name], cell.zoo.config, list(cell.seeds),
+                run_benchmark(cell.task, resolved, data[cell.zoo.name], cell.zoo.config, list(cell.seeds),
                               results_path, cell_model_overrides(cell, registered) or None, cell.task_overrides,
-                              device=device, workers=workers, address=address, gpus_per_job=gpus_per_job,
-                              name=model_name)
+                              device=device, workers=workers, address=address, gpus_per_job=gpus_per_job)
             except ValueError as error:  # the model or the data cannot serve this cell
                 write_skip(out_dir, cell.name, error)
                 say(f"{cell.name} skipped: {error}")
