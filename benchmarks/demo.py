@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
               "--seeds", args.seeds, "--out", str(results / f"{model}.json")])
     for model in ("mlp", "statnn"):
         step(f"6. submit {model} to the leaderboard",
-             ["leaderboard", "submit", str(results / f"{model}.json"), "--root", str(board)])
+             ["leaderboard", "submit", str(results / f"{model}.json"), "--root", str(board), "--dataset", str(zoo_dir)])
     step("7. plot predicted against true test accuracy",
          ["bench", "scatter", str(results / "mlp.json"), str(results / "statnn.json"),
           "--out", str(out / "scatter.png")])
