@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import io
 from pathlib import Path
+from typing import Mapping
 
 import pandas
 import pyarrow as pa
@@ -93,29 +94,27 @@ def set_files(folder: str | Path, config: str) -> dict[str, str]:
             for name, described in read_manifest(folder)["configs"][config].get("split_sets", {}).items()}
 
 
-def with_pins(record: KnownDataset, pins: dict[str, bytes], folder: str | Path | None = None) -> KnownDataset:
+def with_pins(record: KnownDataset, pins: dict[str, bytes], files: Mapping[str, str] | None = None) -> KnownDataset:
     """The record naming `pins` (split set -> bytes) as pinned, beside what it pinned already; with the
-    zoo's `folder`, each pinned split set's file hash too (where the record lacks it)."""
+    zoo's split sets' `files` (`set_files`), each pinned set's file hash too (where the record lacks it)."""
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in pins.items()}
     if DEFAULT in digests:
         record = dataclasses.replace(record, test_metadata=pinned_name(record.dataset_hash),
                                      test_metadata_sha256=digests.pop(DEFAULT))
     split_sets = {**record.split_sets, **digests}
-    files = set_files(folder, record.config) if folder is not None and split_sets else {}
-    files = {name: digest for name, digest in files.items() if name in split_sets}
+    files = {name: digest for name, digest in (files or {}).items() if name in split_sets}
     return dataclasses.replace(record, split_sets=split_sets, split_set_files={**files, **record.split_set_files})
 
 
 def split_set_file_problem(record: KnownDataset, split_set: str, recorded: str | None,
-                           folder: str | Path | None = None) -> str | None:
+                           files: Mapping[str, str] | None = None) -> str | None:
     """Why a result on `split_set` whose set file had sha256 `recorded` is not on the board's pinned set (or,
-    where the board has not pinned it yet, the set of the zoo at `folder`, which will be pinned), or None.
-    The dataset hash covers the shards, not a set's file: an edited set (a test row moved into train) keeps it."""
+    where the board has not pinned it yet, the set of the zoo being pinned, whose `files` are `set_files`'),
+    or None. The dataset hash covers the shards, not a set's file: an edited set (a test row moved into
+    train) keeps it."""
     if split_set == DEFAULT:
         return None
-    expected = record.split_set_files.get(split_set)
-    if expected is None and folder is not None:
-        expected = set_files(folder, record.config).get(split_set)
+    expected = record.split_set_files.get(split_set) or (files or {}).get(split_set)
     if expected is None:
         return (f"dataset {record.name!r} has no file hash of split set {split_set!r} on this board; pin it again "
                 "from the zoo (`nfnzoo leaderboard pin DATASET_DIR`)")
@@ -131,7 +130,7 @@ def split_set_file_problem(record: KnownDataset, split_set: str, recorded: str |
 def pinned_record(root: str | Path, record: KnownDataset, folder: str | Path) -> tuple[KnownDataset, dict[str, bytes]]:
     """The record with its test metadata pinned from `folder`, and the bytes to write (nothing is written)."""
     pins = missing_pins(record, folder)
-    return with_pins(record, pins, folder), pins
+    return with_pins(record, pins, set_files(folder, record.config)), pins
 
 
 def write_pinned(root: str | Path, record: KnownDataset, pins: dict[str, bytes]) -> None:

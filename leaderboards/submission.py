@@ -37,6 +37,7 @@ writes (`leaderboards.validate`), and not a false claim.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import datetime
 import hashlib
 import io
@@ -54,8 +55,8 @@ from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, Submi
                                   entry_bytes, entry_path, load_entries, stored_predictions_path, write_new_entry_file)
 from leaderboards.lock import board_lock
 from leaderboards.names import builtin_model_problem, confusable_problem, dataset_name_problem
-from leaderboards.pinned import (DEFAULT, load_pinned, missing_pins, pinned_sets, split_set_file_problem, split_set_of,
-                                 with_pins, write_pinned)
+from leaderboards.pinned import (DEFAULT, load_pinned, missing_pins, pinned_sets, set_files, split_set_file_problem,
+                                 split_set_of, with_pins, write_pinned)
 from leaderboards.render_check import render_problems
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
 from leaderboards.seal import sealed
@@ -111,6 +112,11 @@ class _DatasetCheck:
     new: bool = False  # the record is to be registered
     folder: Path | None = None  # checked data to pin the test metadata from, when the record lacks some
     pin: bytes | None = None  # or the test metadata itself (a track's matrix cells)
+
+    @functools.cached_property
+    def set_files(self) -> dict[str, str]:
+        """The checked folder's split sets' file hashes (`leaderboards.pinned.set_files`), read once."""
+        return set_files(self.folder, self.record.config) if self.folder is not None else {}
 
 
 def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None,
@@ -246,7 +252,7 @@ def _verification(results: Results, predictions: pandas.DataFrame | None, check:
     dataset lacks it: with a checked folder, every split set it records)."""
     task_class = get_task_class(results.task)
     record, split_set = check.record, split_set_of(results.task_config)
-    problem = split_set_file_problem(record, split_set, results.dataset.split_set_sha256, check.folder)
+    problem = split_set_file_problem(record, split_set, results.dataset.split_set_sha256, check.set_files)
     if problem is not None:
         return [problem], "", {}
     if predictions is None:
@@ -373,7 +379,7 @@ def _accept(results_path: Path, data: dict, results: Results, predictions: panda
 
     record = check.record
     if pins:
-        record = with_pins(record, pins, check.folder)
+        record = with_pins(record, pins, check.set_files)
     path = entry_path(root, results, hash_of_content)
     entry_id = path.stem
     submission = {"id": entry_id, "content_hash": hash_of_content,

@@ -27,6 +27,7 @@ import re
 from typing import Any, Callable, Generic, TypeVar
 
 from zoo.named_import import import_named, shadowed_in_working_folder
+from zoo.validation.names import builtin_problem  # the one rule for names beside a built-in's
 
 T = TypeVar("T")
 
@@ -90,8 +91,6 @@ class Registry(Generic[T]):
         """Registers `item` from outside the built-ins under `name` after checking its contract; a
         plugin may replace an earlier plugin of that name (a notebook cell run twice), never a built-in,
         and its name may not look like a built-in's (`zoo.validation.names.builtin_problem`)."""
-        from zoo.validation.names import builtin_problem  # the one rule for names beside a built-in's
-
         builtins = self.builtin_names()
         if name in builtins and self._items[name] is not item:
             raise PluginError(f"{self.kind} {name!r} is a built-in; give yours another name")

@@ -40,34 +40,37 @@ def declared_size_problem(path: Path) -> str | None:
 
 
 def declared_rows(path: Path) -> int | None:
-    """The rows the Parquet file at `path` declares in its footer (None: not readable as Parquet)."""
+    """The rows the Parquet file at `path` declares in its footer (None: not readable as Parquet, or a footer
+    beyond the bound, which `declared_size_problem` names)."""
     try:
         status = path.stat()
     except OSError:
         return None
-    return _declared_rows(str(path), status.st_size, status.st_mtime_ns, status.st_ino)
+    metadata = _footer(str(path), status.st_size, status.st_mtime_ns, status.st_ino)[1]
+    return None if metadata is None else metadata.num_rows
 
 
 @functools.lru_cache(maxsize=256)
-def _declared_rows(path: str, size: int, mtime_ns: int, inode: int) -> int | None:
+def _footer(path: str, size: int, mtime_ns: int, inode: int) -> tuple[str | None, pq.FileMetaData | None]:
+    """(why the footer is not read, or None; its metadata where it was read): once per version of a file,
+    for the sizes and the row count it declares."""
+    footer = _footer_length(path, size)
+    if footer is None:
+        return None, None  # not Parquet: the reader says so, naming the file
+    if footer > MAX_PARQUET_FOOTER_BYTES:
+        return (f"declares a {footer:,}-byte footer; at most {MAX_PARQUET_FOOTER_BYTES:,} "
+                "(zoo.validation.bounds.MAX_PARQUET_FOOTER_BYTES)"), None
     try:
-        return pq.read_metadata(path).num_rows
+        return None, pq.read_metadata(path)
     except (pa.ArrowInvalid, OSError):
-        return None
+        return None, None
 
 
 @functools.lru_cache(maxsize=256)
 def _declared_size_problem(path: str, size: int, mtime_ns: int, inode: int) -> str | None:
-    footer = _footer_length(path, size)
-    if footer is None:
-        return None  # not Parquet: the reader says so, naming the file
-    if footer > MAX_PARQUET_FOOTER_BYTES:
-        return (f"declares a {footer:,}-byte footer; at most {MAX_PARQUET_FOOTER_BYTES:,} "
-                "(zoo.validation.bounds.MAX_PARQUET_FOOTER_BYTES)")
-    try:
-        metadata = pq.read_metadata(path)
-    except (pa.ArrowInvalid, OSError):
-        return None
+    problem, metadata = _footer(path, size, mtime_ns, inode)
+    if metadata is None:
+        return problem
     problem = _page_problem(path, metadata)
     return problem if problem is not None else _dictionary_problem(path, metadata)
 
