@@ -4,7 +4,7 @@ torch starts one OpenMP thread per CPU it may run on, whatever else runs there a
 cgroup's CPU quota allows. On a busy machine that oversubscribes the cores: a training step is
 thousands of small parallel regions, and each one waits (spinning, under OpenMP's default policy)
 for its slowest thread, which waits for a core another process holds; the step then takes many
-times what one thread alone takes (issue 58; docs/performance.md, "Threads on a busy machine", has
+times what one thread alone takes (docs/performance.md, "Threads on a busy machine", has
 the figures). So every benchmark process
 (`nfnzoo bench run`, `bench suite`, `bench check-model` and the child that runs its checks) takes
 its count from `choose_threads`:

@@ -36,7 +36,7 @@ from typing import Iterator
 from benchmarks.threads import VARIABLE, affinity_cpus, available_cpus, measure_idle, quota_cpus
 from zoo.named_import import python_command
 
-TARGETS = {"alone": 1.1, "loaded": 1.3}  # default / best, from issue 58
+TARGETS = {"alone": 1.1, "loaded": 1.3}  # the most default / best may be: alone, and beside a load on every core
 
 
 def make_zoo(folder: Path, runs: int) -> Path:
