@@ -28,7 +28,9 @@ from typing import Any, Callable, Mapping, Sequence
 from torch import nn
 
 from benchmarks.harness import run_benchmark
+from benchmarks.model_identity import resolve_model
 from benchmarks.results import Results
+from benchmarks.run_options import Placement, RunOptions
 from nfn_models.registry import MODELS, SPACE_GROUPS
 from zoo.registry import PluginError, import_path
 from zoo.validation.schema import from_data
@@ -142,7 +144,7 @@ def evaluate(model: ModelLike, task: str = "generalization", data: str | Path | 
     if data is None:
         raise ValueError("data: expected a zoo folder or a Hub dataset repo ORG/NAME[@REVISION], got None")
     registered = register(model, name, symmetries)
-    results = run_benchmark(task, registered, data, config, list(seeds), out, model_overrides, task_overrides,
-                            device=device, progress=progress, workers=workers, address=address,
-                            gpus_per_job=gpus_per_job, name=name)
+    options = RunOptions(seeds, model_overrides, task_overrides, Placement(device, workers, address, gpus_per_job),
+                         progress)
+    results = run_benchmark(task, resolve_model(registered, name), data, config, options, out)
     return from_data(Results, results, where=f"the results of {registered}")

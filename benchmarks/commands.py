@@ -20,12 +20,15 @@ import argparse
 import dataclasses
 import os
 import re
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from benchmarks.seeds import MAX_SEED, MAX_SEEDS
 from zoo.cli import CommandError
 from zoo.registry import UnknownNameError
 from zoo.validation.schema import SchemaError
+
+if TYPE_CHECKING:
+    from benchmarks.run_options import Placement
 
 
 # bounds on what the command line declares, checked before anything is allocated: seeds
@@ -72,6 +75,13 @@ def check_workers(workers: int) -> int:
         raise CommandError(f"--workers must be at most {MAX_WORKERS} (processes, each with torch loaded), "
                            f"got {workers:,}")
     return workers
+
+
+def _placement(args: argparse.Namespace) -> Placement:
+    """Where the command's jobs run, from `--device`, `--workers`, `--address` and `--gpus-per-job`."""
+    from benchmarks.run_options import Placement
+
+    return Placement(args.device, check_workers(args.workers), args.address, args.gpus_per_job)
 
 
 _ADDRESS = re.compile(r"(?:ray://)?[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?:\d{1,5}")
@@ -186,16 +196,17 @@ def split_overrides(assignments: list[str], model: str, task: str) -> tuple[dict
 def run_command(args: argparse.Namespace) -> int:
     from benchmarks.harness import run_benchmark
     from benchmarks.jobs import JobsFailed
+    from benchmarks.model_identity import resolve_model
     from benchmarks.outputs import ModelOutputError
+    from benchmarks.run_options import RunOptions
     from benchmarks.threads import benchmark_threads
 
     try:
         model_overrides, task_overrides = split_overrides(args.set, args.model, args.task)
         with benchmark_threads():  # chosen, not inherited; the run's first progress line says how many
-            results = run_benchmark(args.task, args.model, args.data, args.config, parse_seeds(args.seeds), args.out,
-                                    model_overrides, task_overrides, device=args.device,
-                                    workers=check_workers(args.workers), address=args.address,
-                                    gpus_per_job=args.gpus_per_job, name=args.name)
+            options = RunOptions(parse_seeds(args.seeds), model_overrides, task_overrides, _placement(args))
+            results = run_benchmark(args.task, resolve_model(args.model, args.name), args.data, args.config, options,
+                                    args.out)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
             ModelOutputError) as error:
         raise CommandError(str(error)) from None
@@ -231,6 +242,7 @@ def suite_command(args: argparse.Namespace) -> int:
     from benchmarks.jobs import JobsFailed
     from benchmarks.outputs import ModelOutputError
     from benchmarks.standard import STANDARD_SUITES, is_standard
+    from benchmarks.run_options import RunOptions
     from benchmarks.suite import SUITES, run_suite, suite_table
     from benchmarks.threads import benchmark_threads
 
@@ -250,9 +262,8 @@ def suite_command(args: argparse.Namespace) -> int:
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     try:
         with benchmark_threads():  # chosen, not inherited; each entry's first progress line says how many
-            rows = run_suite(args.name, args.data, args.out, parse_seeds(args.seeds), task_overrides, only,
-                             device=args.device, workers=check_workers(args.workers), address=args.address,
-                             gpus_per_job=args.gpus_per_job)
+            options = RunOptions(parse_seeds(args.seeds), task_overrides=task_overrides, placement=_placement(args))
+            rows = run_suite(args.name, args.data, args.out, options, only)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
             ModelOutputError) as error:
         raise CommandError(str(error)) from None
@@ -279,9 +290,8 @@ def _standard_suite(args: argparse.Namespace) -> int:
         data = parse_data_map(args.data or [], STANDARD_SUITES.get(args.name)())
         only = [name.strip() for name in args.only.split(",")] if args.only is not None else None
         with benchmark_threads():  # chosen, not inherited; each cell's first progress line says how many
-            manifest = run_standard(args.name, args.model, args.out, data, device=args.device,
-                                    workers=check_workers(args.workers), address=args.address,
-                                    gpus_per_job=args.gpus_per_job, only=only, model_name=args.model_name)
+            manifest = run_standard(args.name, args.model, args.out, data, _placement(args), only=only,
+                                    model_name=args.model_name)
     except (UnknownNameError, SchemaError, FileNotFoundError, ValueError, MemoryError, JobsFailed,
             ModelOutputError) as error:
         raise CommandError(str(error)) from None

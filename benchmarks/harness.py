@@ -31,7 +31,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 import pandas
@@ -40,13 +40,13 @@ import torch
 import zoo
 from benchmarks.claims import check_claims, describe as describe_claims
 from benchmarks.files import check_targets, npz_bytes, write_with_sidecars
-from benchmarks.jobs import Job, JobsFailed, fingerprint, job_device, run_jobs, stderr_printer
+from benchmarks.jobs import Job, JobsFailed, fingerprint, run_jobs, stderr_printer
 from benchmarks.memory import peak_mb, reset_peak
 from benchmarks.model_identity import ResolvedModel, resolve_model
 from benchmarks.outputs import ModelOutputError
 from benchmarks.protocol import architecture_overrides, hparam_overrides, with_architectures
+from benchmarks.run_options import RunOptions
 from benchmarks.results import SCHEMA_VERSION, Results, dataset_source, describe_hardware, summarize
-from benchmarks.seeds import check_seeds
 from benchmarks.tasks import SPLITS, create_task
 from benchmarks.tasks.limits import model_size_problem
 from benchmarks.tasks.rows import kept_by
@@ -176,26 +176,23 @@ def describe_seed(outcome: dict) -> str:
 
 
 def prepare_run(task: str, model: str | ResolvedModel, splits: Mapping[str, "ZooSplit"],
-                dataset: Mapping[str, str],
-                seeds: Sequence[int], out_path: str | Path | None = None,
-                model_overrides: Mapping[str, Any] | None = None,
-                task_overrides: Mapping[str, Any] | None = None, *, device: str = "cpu",
-                progress: bool = True, label: str | None = None, name: str | None = None) -> PreparedRun:
+                dataset: Mapping[str, str], options: RunOptions, out_path: str | Path | None = None, *,
+                device: str = "cpu", label: str | None = None) -> PreparedRun:
     """Checks the run and makes its seed jobs (`run_on_splits` runs them; `benchmarks.suite` runs
-    every entry's together). `device` is the device type the jobs run on (`benchmarks.jobs.job_device`).
-    With `progress` a seed that trains for long prints its epochs to stderr, as `<label> seed <k>: ...`
-    (`label` defaults to `bench <task>/<model>`). `model` is a name the registry resolves, or a model
-    resolved already (`benchmarks.model_identity.resolve_model`: once a run); `name` is its board name,
-    which the results record as their `model` (default: `benchmarks.model_identity.board_name`'s); how
-    the model was loaded goes in their `model_source`. The model's symmetry claims are checked here, before any
+    every entry's together). `device` is the device type the jobs run on (`Placement.job_device`).
+    With `options.progress` a seed that trains for long prints its epochs to stderr, as
+    `<label> seed <k>: ...` (`label` defaults to `bench <task>/<model>`). `model` is a name the
+    registry resolves, or a model resolved already (`benchmarks.model_identity.resolve_model`: once
+    a run, with its board name, which the results record as their `model`); how the model was
+    loaded goes in their `model_source`. The model's symmetry claims are checked here, before any
     training (`benchmarks.claims`), and recorded in the results' `claims`."""
-    seeds = check_seeds(seeds)
+    seeds, progress = list(options.seeds), options.progress
     if out_path is not None:  # a link at the results file or a sidecar's name: refused before any training
         check_targets(out_path, [predictions_path(out_path).name, examples_path(out_path).name])
-    resolved = resolve_model(model, name)  # once: a name the board would refuse is an error now, not after training
+    resolved = resolve_model(model)  # once: a name the board would refuse is an error now, not after training
     model, shown_name = resolved.registered, resolved.name  # results record the registered spellings
     task = TASKS.resolve(task)
-    model_overrides, task_overrides = dict(model_overrides or {}), dict(task_overrides or {})
+    model_overrides, task_overrides = dict(options.model_overrides), dict(options.task_overrides)
     if "train" in splits:  # hyperparameters that describe the members (a transformer's head count) come from the zoo
         model_overrides = architecture_overrides(resolved.cls, model_overrides, splits["train"].metadata,
                                                  f"model {model!r} on config {dataset.get('config')}")
@@ -285,27 +282,20 @@ def raise_unservable(failed: JobsFailed, folder: str | Path | None = None) -> No
 
 
 def run_on_splits(task: str, model: str | ResolvedModel, splits: Mapping[str, "ZooSplit"],
-                  dataset: Mapping[str, str],
-                  seeds: Sequence[int], out_path: str | Path | None = None,
-                  model_overrides: Mapping[str, Any] | None = None,
-                  task_overrides: Mapping[str, Any] | None = None, *,
-                  device: str | torch.device | None = None, progress: bool = True, workers: int = 1,
-                  address: str | None = None, gpus_per_job: float = 0.0, name: str | None = None) -> dict:
-    """Runs `task` with `model` on already loaded splits for each seed; see `run_benchmark`.
+                  dataset: Mapping[str, str], options: RunOptions = RunOptions(),
+                  out_path: str | Path | None = None) -> dict:
+    """Runs `task` with `model` on already loaded splits for each of `options.seeds`; see `run_benchmark`.
 
     `dataset` describes the splits' data ({config, dataset_hash, family}, and optionally {repo, revision}
     for a Hub dataset and the bytes' `source`: `benchmarks.results.DatasetInfo`; no local path).
     """
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    device = job_device(None if device is None else str(device), workers, address, gpus_per_job)
-    prepared = prepare_run(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
-                           device=device, progress=progress, name=name)
-    say = stderr_printer(prepared.label) if progress else None
+    placement = options.placement
+    prepared = prepare_run(task, model, splits, dataset, options, out_path, device=placement.job_device())
+    say = stderr_printer(prepared.label) if options.progress else None
     folder = seeds_folder(out_path) if out_path is not None else None
     try:
-        outcomes = run_jobs(prepared.jobs, folder, workers, progress=say, describe=describe_seed, address=address,
-                            gpus_per_job=gpus_per_job)
+        outcomes = run_jobs(prepared.jobs, folder, placement.workers, progress=say, describe=describe_seed,
+                            address=placement.address, gpus_per_job=placement.gpus_per_job)
     except JobsFailed as failed:
         raise_unservable(failed, folder)
         raise
@@ -354,25 +344,19 @@ def _arrays(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, np.ndarray]:
 
 
 def run_benchmark(task: str, model: str | ResolvedModel, data_path: str | Path, config: str | None,
-                  seeds: Sequence[int],
-                  out_path: str | Path | None, model_overrides: Mapping[str, Any] | None = None,
-                  task_overrides: Mapping[str, Any] | None = None, *,
-                  device: str | torch.device | None = None, progress: bool = True, workers: int = 1,
-                  address: str | None = None, gpus_per_job: float = 0.0, name: str | None = None) -> dict:
-    """Runs `model` on `task` over `seeds` on the dataset at `data_path` and returns the results.
+                  options: RunOptions = RunOptions(), out_path: str | Path | None = None) -> dict:
+    """Runs `model` on `task` over `options.seeds` on the dataset at `data_path`; returns the results.
 
     `data_path` is a zoo folder or a Hub dataset repo `ORG/NAME[@REVISION]` (see `load_splits`).
     The splits are loaded once. With `out_path`, the results JSON and its predictions
-    sidecar are written there atomically. `device` defaults to CUDA when available;
-    `progress` prints a line per seed to stderr. `name` is the model's board name (`prepare_run`).
+    sidecar are written there atomically. `model` is a registered name or a model resolved with
+    its board name (`benchmarks.model_identity.resolve_model`).
     """
-    check_seeds(seeds)
-    create_task(task, **dict(task_overrides or {}))  # fail on a bad name or override before loading data
-    model = resolve_model(model, name)  # the registry, the name's rules and the source, once, before the data is read
-    model_config(model.registered, **dict(model_overrides or {}))
-    job_device(None if device is None else str(device), workers, address, gpus_per_job)  # GPUs asked for, none here
+    task_overrides = dict(options.task_overrides)
+    create_task(task, **task_overrides)  # fail on a bad name or override before loading data
+    model = resolve_model(model)  # the registry, the name's rules and the source, once, before the data is read
+    model_config(model.registered, **dict(options.model_overrides))
+    options.placement.job_device()  # GPUs asked for, none here: an error before the data is read
     splits, dataset = load_splits(data_path, config, split_set_of(task_overrides, task),
-                                  keep=kept_by(create_task(task, **dict(task_overrides or {}))))
-    return run_on_splits(task, model, splits, dataset, seeds, out_path, model_overrides, task_overrides,
-                         device=device, progress=progress, workers=workers, address=address,
-                         gpus_per_job=gpus_per_job)
+                                  keep=kept_by(create_task(task, **task_overrides)))
+    return run_on_splits(task, model, splits, dataset, options, out_path)

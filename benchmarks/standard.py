@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 from benchmarks.files import write_json_atomic, write_text_atomic
 from benchmarks.jobs import stderr_printer
 from benchmarks.results import read_results, skip_path, skip_reason, write_skip
+from benchmarks.run_options import Placement, RunOptions
 from benchmarks.suite import PAPERS_PROTOCOL, TRANSFORMER_PROTOCOL
 from zoo.registry import Registry
 
@@ -246,8 +247,7 @@ def select_cells(suite: StandardSuite, only: Sequence[str] | None) -> tuple[Cell
 
 
 def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, str],
-                 device: str | None = None, workers: int = 1, address: str | None = None,
-                 gpus_per_job: float = 0.0, only: Sequence[str] | None = None,
+                 placement: Placement = Placement(), only: Sequence[str] | None = None,
                  model_name: str | None = None) -> dict:
     """Runs every missing cell of the standard suite `name` with `model`; returns (and writes) `suite.json`.
 
@@ -257,8 +257,8 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
     `only` names the cells to run now (e.g. those whose zoos are ready); the others keep what an
     earlier run left (a finished cell stays in `suite.json`) or are recorded as not run, and a later
     run of the same folder fills them in.
-    `device`, `workers`, `address` and `gpus_per_job` are `benchmarks.harness.run_benchmark`'s (a
-    cell's seeds are its jobs); `model_name` is the model's board name (its `name`).
+    `placement` is where the cells' jobs run (a cell's seeds are its jobs; the cells fix seeds and
+    overrides); `model_name` is the model's board name (its `name`).
     """
     from benchmarks.api import register
     from benchmarks.harness import run_benchmark
@@ -285,9 +285,9 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
             say(f"{cell.name}: {cell.task} on {cell.zoo.name} ({data[cell.zoo.name]}), seeds "
                 f"{','.join(map(str, cell.seeds))}")
             try:
-                run_benchmark(cell.task, resolved, data[cell.zoo.name], cell.zoo.config, list(cell.seeds),
-                              results_path, cell_model_overrides(cell, registered) or None, cell.task_overrides,
-                              device=device, workers=workers, address=address, gpus_per_job=gpus_per_job)
+                options = RunOptions(cell.seeds, cell_model_overrides(cell, registered), cell.task_overrides,
+                                     placement)
+                run_benchmark(cell.task, resolved, data[cell.zoo.name], cell.zoo.config, options, results_path)
             except ValueError as error:  # the model or the data cannot serve this cell
                 write_skip(out_dir, cell.name, error)
                 say(f"{cell.name} skipped: {error}")

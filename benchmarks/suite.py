@@ -48,6 +48,7 @@ from typing import Any, Callable, Mapping
 
 from benchmarks.jobs import stderr_printer
 from benchmarks.results import read_results, skip_path, skip_reason, write_skip
+from benchmarks.run_options import RunOptions
 from zoo.registry import Registry
 
 
@@ -248,26 +249,27 @@ def select_entries(suite: Suite, only: list[str] | None) -> list[SuiteEntry]:
     return entries
 
 
-def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list[int],
-              task_overrides: Mapping[str, Any] | None = None, only: list[str] | None = None,
-              device: str | None = None, workers: int = 1, address: str | None = None,
-              gpus_per_job: float = 0.0) -> list[tuple[SuiteEntry, dict]]:
+def run_suite(name: str, data_path: str | Path, out_dir: str | Path, options: RunOptions,
+              only: list[str] | None = None) -> list[tuple[SuiteEntry, dict]]:
     """Runs the suite's missing entries (the data loaded once); returns every chosen entry's results.
 
-    `task_overrides` apply to every entry (e.g. {"epochs": 50}); `only` keeps the entries with
-    those names, and every entry of a model named that is not itself an entry's name. Every
-    missing entry's seeds are jobs of one pool (`benchmarks.jobs`: Ray tasks unless `workers` is 1
-    and there is no `address`), their records under `<out_dir>/<entry>.seeds/` until the entry's
-    results file is written.
+    `options.task_overrides` apply to every entry (e.g. {"epochs": 50}); the entries fix their
+    models' overrides. `only` keeps the entries with those names, and every entry of a model named
+    that is not itself an entry's name. Every missing entry's seeds are jobs of one pool
+    (`benchmarks.jobs`: Ray tasks unless `options.placement` has one worker and no `address`), their
+    records under `<out_dir>/<entry>.seeds/` until the entry's results file is written.
     """
     from benchmarks.harness import describe_seed, load_splits, prepare_run, raise_unservable, split_set_of
-    from benchmarks.jobs import JobsFailed, job_device, run_jobs
+    from benchmarks.jobs import JobsFailed, run_jobs
     from benchmarks.tasks import create_task
     from nfn_models import model_config
 
     suite = SUITES.get(name)()
     entries = select_entries(suite, only)
-    extra = dict(task_overrides or {})
+    if options.model_overrides:
+        raise ValueError(f"suite {name} fixes its entries' models; model overrides "
+                         f"{sorted(options.model_overrides)} have no entry to go to")
+    extra, placement = dict(options.task_overrides), options.placement
     resolved = {}
     for entry in entries:  # --set wins over an entry's value, unless it makes two entries one
         key = json.dumps([entry.model, entry.model_overrides,
@@ -280,9 +282,7 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
     for entry in entries:  # every override checked before any data is loaded or model trained
         create_task(suite.task, **{**entry.task_overrides, **extra})
         model_config(entry.model, **entry.model_overrides)
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    device = job_device(device, workers, address, gpus_per_job)
+    device = placement.job_device()
     out_dir = Path(out_dir)
     # the results already in --out are read (bounded, schema-checked) first: a damaged one is an
     # error naming it before hours go into the others
@@ -296,9 +296,10 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
         prepared, jobs = {}, []
         for entry in todo:
             try:
-                run = prepare_run(suite.task, entry.model, splits, dataset, seeds, out_dir / f"{entry.name}.json",
-                                  entry.model_overrides, {**entry.task_overrides, **extra}, device=device,
-                                  label=f"suite {name}: {entry.name}")
+                entry_options = options.replace(model_overrides=entry.model_overrides,
+                                                task_overrides={**entry.task_overrides, **extra})
+                run = prepare_run(suite.task, entry.model, splits, dataset, entry_options,
+                                  out_dir / f"{entry.name}.json", device=device, label=f"suite {name}: {entry.name}")
             except ValueError as error:  # the data cannot serve this protocol (e.g. a threshold leaves < 2 rows)
                 _skip(say, out_dir, entry, error)
                 continue
@@ -308,7 +309,8 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, seeds: list
         start = time.perf_counter()
         failures: list[tuple[str, BaseException]] = []
         try:
-            outcomes = run_jobs(jobs, out_dir, workers, say, describe_seed, address=address, gpus_per_job=gpus_per_job)
+            outcomes = run_jobs(jobs, out_dir, placement.workers, say, describe_seed, address=placement.address,
+                                gpus_per_job=placement.gpus_per_job)
         except JobsFailed as failed:
             outcomes, failures = failed.outcomes, failed.errors
         unfinished = []

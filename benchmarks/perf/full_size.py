@@ -143,11 +143,12 @@ def _run_step(step: str, source: Path, zoo_folder: Path, scratch: Path, model: s
         return {"disk": folder_bytes(cache), "note": f"{rows:,} rows"}
     if step.startswith("bench run"):
         from benchmarks.harness import run_benchmark
+        from benchmarks.run_options import Placement, RunOptions
 
         overrides = {"epochs": 1, **({"splits": "nfn"} if step.endswith("nfn set") else {})}
         out = scratch / "results.json"
-        results = run_benchmark("generalization", model, zoo_folder, None, [0], out, task_overrides=overrides,
-                                device="cpu", progress=False)
+        options = RunOptions([0], task_overrides=overrides, placement=Placement("cpu"), progress=False)
+        results = run_benchmark("generalization", model, zoo_folder, None, options, out)
         return {"disk": folder_bytes(scratch) - folder_bytes(scratch / "hf-cache"),
                 "note": f"kendall_tau {results['per_seed'][0]['metrics']['kendall_tau']:.3f}"}
     raise ValueError(f"unknown step {step!r}; expected one of {STEP_NAMES}")

@@ -10,6 +10,7 @@ import pytest
 from benchmarks.harness import run_on_splits
 from benchmarks.synthetic import small_cnn_space, synthetic_splits
 from zoo.storage.integrity import dataset_hash_of
+from benchmarks.run_options import RunOptions
 
 FAST_TASK = {"epochs": 3, "batch_size": 32}  # enough to learn the synthetic zoo a little, quickly
 DATASET = {"config": "synthetic", "dataset_hash": "ab" * 32, "family": "cnn", "source": None}  # as load_splits
@@ -47,8 +48,8 @@ def splits() -> dict:
 def results_path(splits, tmp_path_factory) -> Path:
     """A STATNN results file (3 seeds) with its predictions sidecar."""
     path = tmp_path_factory.mktemp("results") / "statnn.json"
-    run_on_splits("generalization", "statnn", splits, DATASET, [0, 1, 2], path,
-                  task_overrides=FAST_TASK, progress=False)
+    run_on_splits("generalization", "statnn", splits, DATASET,
+                  RunOptions([0, 1, 2], task_overrides=FAST_TASK, progress=False), path)
     return path
 
 

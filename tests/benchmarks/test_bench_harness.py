@@ -13,6 +13,7 @@ from benchmarks.harness import load_splits, predictions_path, run_benchmark, run
 from benchmarks.results import load_results, summarize
 from nfn_models import model_config
 from zoo.validation.schema import SchemaError, to_data
+from benchmarks.run_options import RunOptions
 
 
 def test_results_file_matches_the_documented_schema(results_path, dataset_info, fast_task):
@@ -39,8 +40,9 @@ def test_results_file_matches_the_documented_schema(results_path, dataset_info, 
 def test_a_callers_folder_is_never_written_into_the_results(splits, dataset_info, tmp_path):
     """A dataset description that names the folder (an older caller's `path`): the results drop it."""
     out = tmp_path / "r.json"
-    results = run_on_splits("generalization", "mlp", splits, {**dataset_info, "path": "/home/me/zoo"}, [0], out,
-                            {"hidden_sizes": [4]}, {"epochs": 1}, progress=False)
+    results = run_on_splits("generalization", "mlp", splits, {**dataset_info, "path": "/home/me/zoo"},
+                            RunOptions([0], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1}, progress=False),
+                            out)
     assert results["dataset"] == dataset_info and "/home/me" not in out.read_text()
     assert load_results(out).dataset.path is None
 
@@ -67,8 +69,8 @@ def test_predictions_sidecar(results_path, splits):
 
 def test_files_are_written_atomically_and_progress_goes_to_stderr(splits, dataset_info, tmp_path, capsys):
     out = tmp_path / "deep" / "mlp.json"
-    run_on_splits("generalization", "mlp", splits, dataset_info, [3, 4], out, {"hidden_sizes": [8]},
-                  {"epochs": 1})
+    run_on_splits("generalization", "mlp", splits, dataset_info,
+                  RunOptions([3, 4], model_overrides={"hidden_sizes": [8]}, task_overrides={"epochs": 1}), out)
     assert sorted(p.name for p in out.parent.iterdir()) == ["mlp.json", "mlp.predictions.csv"]  # no temporaries
     stderr = capsys.readouterr().err
     assert "[1/2] seed3: kendall_tau=" in stderr and "[2/2] seed4: " in stderr
@@ -77,8 +79,8 @@ def test_files_are_written_atomically_and_progress_goes_to_stderr(splits, datase
 
 def test_without_an_output_path_nothing_is_written(splits, dataset_info, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    results = run_on_splits("generalization", "mlp", splits, dataset_info, [0], None, {"hidden_sizes": [8]},
-                            {"epochs": 1}, progress=False)
+    results = run_on_splits("generalization", "mlp", splits, dataset_info,
+                            RunOptions([0], model_overrides={"hidden_sizes": [8]}, task_overrides={"epochs": 1}, progress=False))
     assert results["predictions"] is None and results["summary"]["kendall_tau"]["std"] == 0.0
     assert list(tmp_path.iterdir()) == []
 
@@ -86,17 +88,17 @@ def test_without_an_output_path_nothing_is_written(splits, dataset_info, tmp_pat
 @pytest.mark.parametrize("seeds, message", [([], "at least one seed"), ([1, 1, 2], "unique"), ([0.5], "integers")])
 def test_bad_seeds_are_refused(splits, dataset_info, seeds, message):
     with pytest.raises(ValueError, match=message):
-        run_on_splits("generalization", "statnn", splits, dataset_info, seeds, None)
+        run_on_splits("generalization", "statnn", splits, dataset_info, RunOptions(seeds))
 
 
 def test_bad_overrides_fail_before_loading_data(tmp_path):
     missing = tmp_path / "no-such-dataset"
     with pytest.raises(SchemaError, match="epochz"):
-        run_benchmark("generalization", "statnn", missing, None, [0], None, task_overrides={"epochz": 1})
+        run_benchmark("generalization", "statnn", missing, None, RunOptions([0], task_overrides={"epochz": 1}))
     with pytest.raises(SchemaError, match="widths"):
-        run_benchmark("generalization", "statnn", missing, None, [0], None, model_overrides={"widths": 1})
+        run_benchmark("generalization", "statnn", missing, None, RunOptions([0], model_overrides={"widths": 1}))
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        run_benchmark("generalization", "statnn", missing, None, [0], None)
+        run_benchmark("generalization", "statnn", missing, None, RunOptions([0]))
 
 
 def test_load_splits_reads_the_manifest(dataset_folder, splits):
@@ -116,8 +118,8 @@ def test_load_splits_config_errors(tmp_path, write_manifest):
 
 def test_run_benchmark_end_to_end(dataset_folder, tmp_path):
     out = tmp_path / "results" / "statnn.json"
-    results = run_benchmark("generalization", "statnn", dataset_folder, "synthetic", [0, 1, 2], out,
-                            task_overrides={"epochs": 1}, progress=False)
+    results = run_benchmark("generalization", "statnn", dataset_folder, "synthetic",
+                            RunOptions([0, 1, 2], task_overrides={"epochs": 1}, progress=False), out)
     assert load_results(out).dataset.dataset_hash == dataset_hash_of([])
     assert json.loads(out.read_text()) == results
     assert predictions_path(out).exists()

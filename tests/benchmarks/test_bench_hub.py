@@ -14,6 +14,7 @@ from leaderboards import submit
 from zoo.cli import main
 from zoo.storage.folder import read_manifest
 from zoo.validation.schema import SchemaError
+from benchmarks.run_options import RunOptions
 
 REPO = "org/zoo"
 FAST = {"epochs": 1, "batch_size": 4}
@@ -26,8 +27,9 @@ def cached(hub_cache, tiny_zoo, cache_dataset_repo) -> str:
 
 def test_a_benchmark_on_a_cached_repo_records_the_repo_and_the_commit(cached, tiny_zoo, tmp_path):
     out = tmp_path / "statnn.json"
-    results = run_benchmark("generalization", "statnn", f"{REPO}@v1", None, [0, 1, 2], out,
-                            {"hidden_sizes": [8]}, FAST, progress=False)
+    results = run_benchmark("generalization", "statnn", f"{REPO}@v1", None,
+                            RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [8]}, task_overrides=FAST, progress=False),
+                            out)
     expected_hash = read_manifest(tiny_zoo)["configs"]["cnn-mnist"]["dataset_hash"]
     assert results["dataset"] == {"config": "cnn-mnist", "dataset_hash": expected_hash, "family": "cnn",
                                   "repo": REPO, "revision": cached, "source": f"{REPO}@{cached}"}
@@ -40,8 +42,8 @@ def test_a_benchmark_on_a_cached_repo_records_the_repo_and_the_commit(cached, ti
 
 
 def test_a_local_folder_records_no_repo(tiny_zoo, tmp_path):
-    results = run_benchmark("generalization", "statnn", tiny_zoo, None, [0], None, {"hidden_sizes": [8]}, FAST,
-                            progress=False)
+    results = run_benchmark("generalization", "statnn", tiny_zoo, None,
+                            RunOptions([0], model_overrides={"hidden_sizes": [8]}, task_overrides=FAST, progress=False))
     assert results["dataset"]["repo"] is None and results["dataset"]["revision"] is None
 
 
@@ -51,8 +53,8 @@ def test_a_corrupted_cached_shard_fails_the_run_naming_it(cached, hub_cache, tin
     blob = link.resolve()
     blob.write_bytes(blob.read_bytes()[:-1] + b"\0")
     with pytest.raises(ValueError, match=rf"{link.name}: (sha256|xxh3_128) differs from the manifest"):
-        run_benchmark("generalization", "statnn", f"{REPO}@v1", None, [0], None, {"hidden_sizes": [8]}, FAST,
-                      progress=False)
+        run_benchmark("generalization", "statnn", f"{REPO}@v1", None,
+                      RunOptions([0], model_overrides={"hidden_sizes": [8]}, task_overrides=FAST, progress=False))
 
 
 def test_bench_run_with_an_unknown_revision_offline_is_one_line(cached, tmp_path, capsys):

@@ -11,6 +11,7 @@ from benchmarks import protocol
 from benchmarks.harness import load_splits, run_on_splits
 from benchmarks.results import load_results
 from zoo.families import create_family
+from benchmarks.run_options import RunOptions
 
 
 def test_groups_follow_each_rows_activation_and_preserve_function(tiny_zoo):
@@ -47,8 +48,9 @@ def test_a_protocol_run_on_the_real_zoo_is_recorded(tiny_zoo, tmp_path):
     task = {"epochs": 1, "batch_size": 4, "subset": {"epoch": [0, 2]}, "augment_copies": 1,
             "augment_splits": ["train", "test"], "loss": "bce"}
     out = tmp_path / "statnn.json"
-    results = run_on_splits("generalization", "statnn", splits, dataset, [0], out, {"hidden_sizes": [8]}, task,
-                            progress=False)
+    results = run_on_splits("generalization", "statnn", splits, dataset,
+                            RunOptions([0], model_overrides={"hidden_sizes": [8]}, task_overrides=task, progress=False),
+                            out)
     assert results["task_config"]["subset"] == {"epoch": [0, 2]} and results["task_config"]["loss"] == "bce"
     test = splits["test"].metadata
     kept = test[(test["status"] == "ok") & test["epoch"].isin([0, 2])]["model_id"].tolist()

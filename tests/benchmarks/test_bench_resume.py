@@ -10,6 +10,7 @@ import pytest
 
 import benchmarks.harness as harness
 from benchmarks.harness import predictions_path, run_on_splits, seeds_folder
+from benchmarks.run_options import Placement, RunOptions
 
 MODEL = {"hidden_sizes": [8]}
 TASK = {"epochs": 2}
@@ -40,18 +41,21 @@ def _metrics(path) -> list[dict]:
 
 def test_a_cut_off_run_resumes_from_its_finished_seeds(splits, dataset_info, tmp_path, monkeypatch):
     whole = tmp_path / "whole.json"
-    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1, 2], whole, MODEL, TASK, progress=False)
+    run_on_splits("generalization", "mlp", splits, dataset_info,
+                  RunOptions([0, 1, 2], model_overrides=MODEL, task_overrides=TASK, progress=False), whole)
 
     out = tmp_path / "mlp.json"
     ran = _counting(monkeypatch, stop_at=2)
     with pytest.raises(Cut):
-        run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1, 2], out, MODEL, TASK, progress=False)
+        run_on_splits("generalization", "mlp", splits, dataset_info,
+                      RunOptions([0, 1, 2], model_overrides=MODEL, task_overrides=TASK, progress=False), out)
     assert ran == [0, 1]
     assert not out.exists()
     assert sorted(p.name for p in seeds_folder(out).iterdir()) == ["seed0.json", "seed1.json"]
 
     ran = _counting(monkeypatch)
-    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1, 2], out, MODEL, TASK, progress=False)
+    run_on_splits("generalization", "mlp", splits, dataset_info,
+                  RunOptions([0, 1, 2], model_overrides=MODEL, task_overrides=TASK, progress=False), out)
     assert ran == [2]  # the two finished seeds came from their records
     assert _metrics(out) == _metrics(whole)
     pandas.testing.assert_frame_equal(pandas.read_csv(predictions_path(out)), pandas.read_csv(predictions_path(whole)))
@@ -65,11 +69,13 @@ def test_a_changed_setting_runs_the_recorded_seeds_again(splits, dataset_info, t
     out = tmp_path / "mlp.json"
     _counting(monkeypatch, stop_at=1)
     with pytest.raises(Cut):
-        run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], out, MODEL, TASK, progress=False)
+        run_on_splits("generalization", "mlp", splits, dataset_info,
+                      RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, progress=False), out)
     assert (seeds_folder(out) / "seed0.json").exists()
 
     ran = _counting(monkeypatch)
-    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], out, MODEL, {"epochs": 1}, progress=False)
+    run_on_splits("generalization", "mlp", splits, dataset_info,
+                  RunOptions([0, 1], model_overrides=MODEL, task_overrides={"epochs": 1}, progress=False), out)
     assert ran == [0, 1]  # seed 0's record was made with 2 epochs
     assert json.loads(out.read_text())["task_config"]["epochs"] == 1
 
@@ -78,10 +84,12 @@ def test_a_record_from_another_dataset_is_not_taken(splits, dataset_info, tmp_pa
     out = tmp_path / "mlp.json"
     _counting(monkeypatch, stop_at=1)
     with pytest.raises(Cut):
-        run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], out, MODEL, TASK, progress=False)
+        run_on_splits("generalization", "mlp", splits, dataset_info,
+                      RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, progress=False), out)
     other = {**dataset_info, "dataset_hash": "0" * 64}
     ran = _counting(monkeypatch)
-    run_on_splits("generalization", "mlp", splits, other, [0, 1], out, MODEL, TASK, progress=False)
+    run_on_splits("generalization", "mlp", splits, other,
+                  RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, progress=False), out)
     assert ran == [0, 1]
 
 
@@ -89,18 +97,22 @@ def test_a_moved_dataset_folder_is_the_same_data(splits, dataset_info, tmp_path,
     out = tmp_path / "mlp.json"
     _counting(monkeypatch, stop_at=1)
     with pytest.raises(Cut):
-        run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], out, MODEL, TASK, progress=False)
+        run_on_splits("generalization", "mlp", splits, dataset_info,
+                      RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, progress=False), out)
     ran = _counting(monkeypatch)
     moved = {**dataset_info, "path": str(tmp_path / "elsewhere")}
-    run_on_splits("generalization", "mlp", splits, moved, [0, 1], out, MODEL, TASK, progress=False)
+    run_on_splits("generalization", "mlp", splits, moved,
+                  RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, progress=False), out)
     assert ran == [1]
 
 
 def test_seeds_in_worker_processes_give_the_same_results(splits, dataset_info, tmp_path):
     alone, pooled = tmp_path / "alone.json", tmp_path / "pooled.json"
-    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], alone, MODEL, TASK, progress=False)
-    run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], pooled, MODEL, TASK, progress=False,
-                  workers=2)
+    run_on_splits("generalization", "mlp", splits, dataset_info,
+                  RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, progress=False), alone)
+    run_on_splits("generalization", "mlp", splits, dataset_info,
+                  RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, placement=Placement(workers=2), progress=False),
+                  pooled)
     for first, second in zip(_metrics(alone), _metrics(pooled)):
         assert first == pytest.approx(second, rel=1e-4, abs=1e-6)  # one thread each: summation order only
     assert not seeds_folder(pooled).exists()
@@ -110,24 +122,29 @@ def test_a_seed_the_data_cannot_serve_fails_in_the_pool_as_in_the_process(splits
     task = {**TASK, "min_accuracy": 2.0}  # no member is above an accuracy of 2
     for workers in (1, 2):
         with pytest.raises(ValueError, match="min_accuracy"):
-            run_on_splits("generalization", "mlp", splits, dataset_info, [0, 1], tmp_path / "x.json", MODEL, task,
-                          progress=False, workers=workers)
+            run_on_splits("generalization", "mlp", splits, dataset_info,
+                          RunOptions([0, 1], model_overrides=MODEL, task_overrides=task, placement=Placement(workers=workers), progress=False),
+                          tmp_path / "x.json")
 
 
 def test_bad_worker_counts_are_refused(splits, dataset_info, tmp_path):
     with pytest.raises(ValueError, match="workers must be at least 1"):
-        run_on_splits("generalization", "mlp", splits, dataset_info, [0], None, MODEL, TASK, workers=0)
+        run_on_splits("generalization", "mlp", splits, dataset_info,
+                      RunOptions([0], model_overrides=MODEL, task_overrides=TASK, placement=Placement(workers=0)))
     with pytest.raises(ValueError, match="device cuda on Ray needs GPUs per job"):
-        run_on_splits("generalization", "mlp", splits, dataset_info, [0], None, MODEL, TASK, workers=2,
-                      device="cuda")
+        run_on_splits("generalization", "mlp", splits, dataset_info,
+                      RunOptions([0], model_overrides=MODEL, task_overrides=TASK, placement=Placement(device="cuda", workers=2)))
 
 
 def test_each_seed_job_carries_its_progress_label_or_none(splits, dataset_info):
-    loud = harness.prepare_run("generalization", "mlp", splits, dataset_info, [0, 2], None, MODEL, TASK)
+    loud = harness.prepare_run("generalization", "mlp", splits, dataset_info,
+                               RunOptions([0, 2], model_overrides=MODEL, task_overrides=TASK))
     assert [job.arguments[-1] for job in loud.jobs] == ["bench generalization/mlp seed 0",
                                                        "bench generalization/mlp seed 2"]
     assert loud.label == "bench generalization/mlp"  # the per-seed lines of `run_on_splits` start with it
-    named = harness.prepare_run("generalization", "mlp", splits, dataset_info, [1], None, MODEL, TASK, label="suite x: e")
-    quiet = harness.prepare_run("generalization", "mlp", splits, dataset_info, [1], None, MODEL, TASK, progress=False)
+    named = harness.prepare_run("generalization", "mlp", splits, dataset_info,
+                                RunOptions([1], model_overrides=MODEL, task_overrides=TASK), label="suite x: e")
+    quiet = harness.prepare_run("generalization", "mlp", splits, dataset_info,
+                                RunOptions([1], model_overrides=MODEL, task_overrides=TASK, progress=False))
     assert named.jobs[0].arguments[-1] == "suite x: e seed 1" and quiet.jobs[0].arguments[-1] is None
     assert named.jobs[0].fingerprint == quiet.jobs[0].fingerprint  # the label decides nothing

@@ -16,6 +16,7 @@ from benchmarks.tasks.learners import learning_rate_at
 from leaderboards import render, submit
 from zoo.loader import load_split
 from zoo.validation.schema import SchemaError
+from benchmarks.run_options import RunOptions
 
 PAPER = {"preset": "transformer-nfn", "epochs": 2, "warmup_epochs": 1}
 SMALL_NFN = {"channels": [2], "invariant_channels": 3, "encoder_hidden": 4}
@@ -31,8 +32,9 @@ def loaded(tiny_transformer_zoo):
 
 def test_transformer_nfn_runs_with_the_papers_protocol_on_epoch_three_of_four(loaded, tmp_path):
     splits, dataset = loaded
-    results = run_on_splits("generalization", "transformer_nfn", splits, dataset, [0, 1, 2], tmp_path / "t.json",
-                            SMALL_NFN, {**PAPER, "threshold": 0.0}, progress=False)
+    results = run_on_splits("generalization", "transformer_nfn", splits, dataset,
+                            RunOptions([0, 1, 2], model_overrides=SMALL_NFN, task_overrides={**PAPER, "threshold": 0.0}, progress=False),
+                            tmp_path / "t.json")
     assert results["model_config"]["num_heads"] == 2 and results["model_config"]["residual"] is False  # from the zoo
     assert results["task_config"]["checkpoints"] == "fraction" and results["task_config"]["min_accuracy"] == 0.0
     assert results["task_config"]["loss"] == "bce" and results["task_config"]["lr_schedule"] == "warmup-cosine"
@@ -51,16 +53,17 @@ def test_a_threshold_drops_members_below_it(loaded, tmp_path):
     threshold = float(accuracies.median())
     kept = int((accuracies >= threshold).sum())
     assert 2 <= kept < len(accuracies)
-    results = run_on_splits("generalization", "statnn", splits, dataset, [0], None, {"hidden_sizes": [4]},
-                            {**PAPER, "threshold": threshold, "epochs": 1, "checkpoints": "all"}, progress=False)
+    results = run_on_splits("generalization", "statnn", splits, dataset,
+                            RunOptions([0], model_overrides={"hidden_sizes": [4]}, task_overrides={**PAPER, "threshold": threshold, "epochs": 1, "checkpoints": "all"}, progress=False))
     assert results["per_seed"][0]["ranking"]["num_targets"] == kept
 
 
 @pytest.mark.parametrize("model", sorted(SMALL_TREES))
 def test_the_tree_baselines_are_fitted_through_the_same_harness(tiny_transformer_zoo, model, tmp_path):
     out = tmp_path / f"{model}.json"
-    results = run_benchmark("generalization", model, tiny_transformer_zoo, None, [0, 1, 2], out,
-                            SMALL_TREES[model], {"checkpoints": "all"}, progress=False)
+    results = run_benchmark("generalization", model, tiny_transformer_zoo, None,
+                            RunOptions([0, 1, 2], model_overrides=SMALL_TREES[model], task_overrides={"checkpoints": "all"}, progress=False),
+                            out)
     selection = results["per_seed"][0]["selection"]
     assert ("rounds" in selection or "trees" in selection) and "validation_kendall_tau" in selection
     assert results["num_params"] > 0  # tree nodes
@@ -73,8 +76,8 @@ def test_the_tree_baselines_are_fitted_through_the_same_harness(tiny_transformer
 def test_a_conflicting_architecture_field_is_refused(loaded):
     splits, dataset = loaded
     with pytest.raises(ValueError, match="num_heads=4, but the zoo's members have num_heads=2"):
-        run_on_splits("generalization", "transformer_nfn", splits, dataset, [0], None, {"num_heads": 4}, PAPER,
-                      progress=False)
+        run_on_splits("generalization", "transformer_nfn", splits, dataset,
+                      RunOptions([0], model_overrides={"num_heads": 4}, task_overrides=PAPER, progress=False))
 
 
 def test_the_protocol_preset_alias_and_schedule():
@@ -109,8 +112,9 @@ def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path
     board = tmp_path / "board"
     for threshold in (0.0, 0.11):  # the tiny zoo's members are near chance
         out = tmp_path / f"statnn-t{threshold}.json"
-        run_benchmark("generalization", "statnn", tiny_transformer_zoo, None, [0, 1, 2], out, {"hidden_sizes": [4]},
-                      {**PAPER, "epochs": 1, "threshold": threshold, "checkpoints": "all"}, progress=False)
+        run_benchmark("generalization", "statnn", tiny_transformer_zoo, None,
+                      RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={**PAPER, "epochs": 1, "threshold": threshold, "checkpoints": "all"}, progress=False),
+                      out)
         submit(out, board, tiny_transformer_zoo)
     page = render(board, tmp_path / "site")
     assert "kendall_tau by threshold" in page
@@ -119,8 +123,9 @@ def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path
     assert row.count("±") == 2
     # a second training schedule of the same model is a row of its own, named by what differs
     out = tmp_path / "statnn-2-epochs-t0.json"
-    run_benchmark("generalization", "statnn", tiny_transformer_zoo, None, [0, 1, 2], out, {"hidden_sizes": [4]},
-                  {**PAPER, "epochs": 2, "threshold": 0.0, "checkpoints": "all"}, progress=False)
+    run_benchmark("generalization", "statnn", tiny_transformer_zoo, None,
+                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={**PAPER, "epochs": 2, "threshold": 0.0, "checkpoints": "all"}, progress=False),
+                  out)
     submit(out, board)
     page = render(board, tmp_path / "site").splitlines()
     sweep_rows = [line for line in page if line.startswith("| statnn")]
@@ -135,15 +140,16 @@ def test_a_suite_override_that_merges_two_entries_is_refused(tiny_transformer_zo
     from benchmarks.suite import run_suite
 
     with pytest.raises(ValueError, match="mlp-t0 and mlp-t0.2 would be the same run under two names"):
-        run_suite("transformer-generalization", tiny_transformer_zoo, tmp_path, [0], {"threshold": 0.5},
-                  only=["mlp"])
+        run_suite("transformer-generalization", tiny_transformer_zoo, tmp_path,
+                  RunOptions([0], task_overrides={"threshold": 0.5}), only=["mlp"])
 
 
 def test_an_entry_the_data_cannot_serve_is_recorded_as_skipped(tiny_transformer_zoo, tmp_path):
     from benchmarks.suite import run_suite
 
-    rows = run_suite("transformer-generalization", tiny_transformer_zoo, tmp_path, [0],
-                     {"epochs": 1, "checkpoints": "all"}, only=["statnn-t0", "statnn-t0.8"])
+    rows = run_suite("transformer-generalization", tiny_transformer_zoo, tmp_path,
+                     RunOptions([0], task_overrides={"epochs": 1, "checkpoints": "all"}),
+                     only=["statnn-t0", "statnn-t0.8"])
     assert [entry.name for entry, _ in rows] == ["statnn-t0"]  # no member of the tiny zoo reaches 0.8
     assert "no checkpoints left after dropping test_accuracy below min_accuracy 0.8" in \
         (tmp_path / "statnn-t0.8.skipped").read_text()
@@ -157,11 +163,13 @@ def test_a_graph_metanetwork_reads_the_zoos_transformers_with_their_head_count_f
 
     out = tmp_path / "gmn.json"
     model = {"preset": "transformer-generalization-budget", "hidden_dim": 8}
-    run_benchmark("generalization", "scalegmn", tiny_transformer_zoo, None, [0], out, model,
-                  {**PAPER, "epochs": 1, "checkpoints": "all"}, progress=False)
+    run_benchmark("generalization", "scalegmn", tiny_transformer_zoo, None,
+                  RunOptions([0], model_overrides=model, task_overrides={**PAPER, "epochs": 1, "checkpoints": "all"}, progress=False),
+                  out)
     result = json.loads(out.read_text())
     assert result["model_config"]["num_heads"] == 2 and result["model_config"]["residual"] is False
     assert result["model_config"]["mode"] == "permutation" and math.isfinite(result["summary"]["kendall_tau"]["mean"])
     with pytest.raises(ValueError, match="num_heads"):
-        run_benchmark("generalization", "scalegmn", tiny_transformer_zoo, None, [0], tmp_path / "four.json",
-                      {**model, "num_heads": 4}, {**PAPER, "epochs": 1, "checkpoints": "all"}, progress=False)
+        run_benchmark("generalization", "scalegmn", tiny_transformer_zoo, None,
+                      RunOptions([0], model_overrides={**model, "num_heads": 4}, task_overrides={**PAPER, "epochs": 1, "checkpoints": "all"}, progress=False),
+                      tmp_path / "four.json")

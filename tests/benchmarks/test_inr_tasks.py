@@ -31,6 +31,7 @@ from zoo.data.images import SOURCES
 from zoo.families import create_family
 from zoo.families.inr import INRArchitecture, coordinate_grid, siren_forward
 from zoo.weightspace import WeightBatch
+from benchmarks.run_options import RunOptions
 
 SMALL = {"np": {"channels": (4,), "hidden_sizes": (16,)}, "hnp": {"channels": (4,), "hidden_sizes": (16,)},
          "monomial_nfn": {"group": "sign", "channels": (4,), "hidden_sizes": (16,)},
@@ -142,8 +143,9 @@ def test_selection_keeps_the_lowest_mse_or_the_highest_score_and_skips_non_finit
 def test_classification_runs_for_every_listed_model(inr_splits, model, tmp_path):
     splits, dataset = inr_splits
     out = tmp_path / f"{model}.json"
-    results = run_on_splits("inr-classification", model, splits, dataset, [0], out, SMALL[model], FAST,
-                            progress=False)
+    results = run_on_splits("inr-classification", model, splits, dataset,
+                            RunOptions([0], model_overrides=SMALL[model], task_overrides=FAST, progress=False),
+                            out)
     metrics = results["per_seed"][0]["metrics"]
     assert 0 <= metrics["accuracy"] <= 1 and set(metrics) == {"accuracy"}
     table = __import__("pandas").read_csv(predictions_path(out))
@@ -158,9 +160,10 @@ def test_classification_runs_for_every_listed_model(inr_splits, model, tmp_path)
 
 def test_classification_with_augmentation_records_it_and_differs(inr_splits):
     splits, dataset = inr_splits
-    plain = run_on_splits("inr-classification", "mlp", splits, dataset, [0], None, SMALL["mlp"], FAST, progress=False)
-    augmented = run_on_splits("inr-classification", "mlp", splits, dataset, [0], None, SMALL["mlp"],
-                              {**FAST, "augment_copies": 2}, progress=False)
+    plain = run_on_splits("inr-classification", "mlp", splits, dataset,
+                          RunOptions([0], model_overrides=SMALL["mlp"], task_overrides=FAST, progress=False))
+    augmented = run_on_splits("inr-classification", "mlp", splits, dataset,
+                              RunOptions([0], model_overrides=SMALL["mlp"], task_overrides={**FAST, "augment_copies": 2}, progress=False))
     assert augmented["task_config"]["augment_copies"] == 2
     assert plain["per_seed"][0]["selection"]["train_rows"] == 18
     assert augmented["per_seed"][0]["selection"]["train_rows"] == 54  # the originals and 2 views of each
@@ -168,18 +171,19 @@ def test_classification_with_augmentation_records_it_and_differs(inr_splits):
 
 def test_classification_refuses_a_cnn_zoo_a_fitted_model_and_a_wrong_class_count(inr_splits, tiny_zoo):
     with pytest.raises(ValueError, match="reads each checkpoint's class from the 'label' metadata column"):
-        run_benchmark("inr-classification", "mlp", tiny_zoo, None, [0], None, SMALL["mlp"], FAST, progress=False)
+        run_benchmark("inr-classification", "mlp", tiny_zoo, None,
+                      RunOptions([0], model_overrides=SMALL["mlp"], task_overrides=FAST, progress=False))
     splits, dataset = inr_splits
     with pytest.raises(ValueError, match="fitted"):
-        run_on_splits("inr-classification", "xgboost", splits, dataset, [0], None, {"max_rounds": 2}, FAST,
-                      progress=False)
+        run_on_splits("inr-classification", "xgboost", splits, dataset,
+                      RunOptions([0], model_overrides={"max_rounds": 2}, task_overrides=FAST, progress=False))
     with pytest.raises(ValueError, match="the splits hold 10 classes; the model's out_features is 3"):
-        run_on_splits("inr-classification", "mlp", splits, dataset, [0], None, {"out_features": 3}, FAST,
-                      progress=False)
+        run_on_splits("inr-classification", "mlp", splits, dataset,
+                      RunOptions([0], model_overrides={"out_features": 3}, task_overrides=FAST, progress=False))
     with pytest.raises(ValueError, match="reads a model's invariant output; model 'np' is configured with "
                                          "output='weights'"):
-        run_on_splits("inr-classification", "np", splits, dataset, [0], None, {"preset": "inr-editing-budget"},
-                      FAST, progress=False)
+        run_on_splits("inr-classification", "np", splits, dataset,
+                      RunOptions([0], model_overrides={"preset": "inr-editing-budget"}, task_overrides=FAST, progress=False))
 
 
 # --- INR editing ---------------------------------------------------------------------------------
@@ -190,8 +194,9 @@ def test_editing_runs_for_every_listed_model_and_scores_renders_against_the_dila
     splits, dataset = inr_splits
     out = tmp_path / f"{model}.json"
     overrides = {k: v for k, v in SMALL[model].items() if k != "hidden_sizes" or model == "mlp"}
-    results = run_on_splits("inr-editing", model, splits, dataset, [0, 1], out, overrides,
-                            {**FAST, "examples": 3}, progress=False)
+    results = run_on_splits("inr-editing", model, splits, dataset,
+                            RunOptions([0, 1], model_overrides=overrides, task_overrides={**FAST, "examples": 3}, progress=False),
+                            out)
     seed = results["per_seed"][0]
     # the unedited baseline, recomputed independently: each test SIREN's final fit, rendered, against
     # a 3x3 maximum filter of its MNIST image, on [-1, 1]
@@ -240,14 +245,17 @@ def test_editing_refuses_a_model_without_a_weight_output_a_cnn_zoo_and_unreachab
         inr_splits, tiny_zoo, monkeypatch):
     splits, dataset = inr_splits
     with pytest.raises(ValueError, match="needs a model with a weight-space output.*'statnn' has none"):
-        run_on_splits("inr-editing", "statnn", splits, dataset, [0], None, {}, FAST, progress=False)
+        run_on_splits("inr-editing", "statnn", splits, dataset,
+                      RunOptions([0], model_overrides={}, task_overrides=FAST, progress=False))
     with pytest.raises(ValueError, match="edits SIRENs"):
-        run_benchmark("inr-editing", "mlp", tiny_zoo, None, [0], None, {}, FAST, progress=False)
+        run_benchmark("inr-editing", "mlp", tiny_zoo, None,
+                      RunOptions([0], model_overrides={}, task_overrides=FAST, progress=False))
     bare = {name: dataclasses.replace(split, metadata=split.metadata.copy()) for name, split in splits.items()}
     for split in bare.values():
         split.metadata.attrs.pop("spec")
     with pytest.raises(ValueError, match="needs the zoo's spec to find the source images"):
-        run_on_splits("inr-editing", "mlp", bare, dataset, [0], None, {}, FAST, progress=False)
+        run_on_splits("inr-editing", "mlp", bare, dataset,
+                      RunOptions([0], model_overrides={}, task_overrides=FAST, progress=False))
 
     def unreachable():
         raise OSError("no local mnist.npz and no network")
@@ -255,7 +263,8 @@ def test_editing_refuses_a_model_without_a_weight_output_a_cnn_zoo_and_unreachab
     monkeypatch.setitem(SOURCES._items, "mnist", unreachable)
     with pytest.raises(ValueError, match=r"images the SIRENs were fitted to \(data source 'mnist', by the "
                                          r"image_index column\), and they are not reachable here: no local"):
-        run_on_splits("inr-editing", "mlp", splits, dataset, [0], None, {}, FAST, progress=False)
+        run_on_splits("inr-editing", "mlp", splits, dataset,
+                      RunOptions([0], model_overrides={}, task_overrides=FAST, progress=False))
 
 
 def test_the_edit_figure_puts_each_models_render_beside_the_target(inr_splits, tmp_path):
@@ -264,22 +273,25 @@ def test_the_edit_figure_puts_each_models_render_beside_the_target(inr_splits, t
     for model in ("np", "mlp"):
         path = tmp_path / f"{model}.json"
         overrides = {"channels": (4,)} if model == "np" else {"hidden_sizes": (16,)}
-        run_on_splits("inr-editing", model, splits, dataset, [0], path, overrides, {**FAST, "examples": 4},
-                      progress=False)
+        run_on_splits("inr-editing", model, splits, dataset,
+                      RunOptions([0], model_overrides=overrides, task_overrides={**FAST, "examples": 4}, progress=False),
+                      path)
         paths.append(path)
     figure = edit_grid(paths, tmp_path / "edits.png", images=3)
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     other = tmp_path / "other.json"
-    run_on_splits("inr-editing", "mlp", splits, dataset, [0], other, {"hidden_sizes": (16,)},
-                  {**FAST, "examples": 2, "checkpoints": "all"}, progress=False)
+    run_on_splits("inr-editing", "mlp", splits, dataset,
+                  RunOptions([0], model_overrides={"hidden_sizes": (16,)}, task_overrides={**FAST, "examples": 2, "checkpoints": "all"}, progress=False),
+                  other)
     data = json.loads(other.read_text())
     assert data["examples"] == "other.examples.npz"
     with pytest.raises(ValueError, match="example SIRENs differ"):
         edit_grid([paths[0], other], tmp_path / "bad.png")
     with pytest.raises(ValueError, match="kept no example renders"):
         classification = tmp_path / "cls.json"
-        run_on_splits("inr-classification", "mlp", splits, dataset, [0], classification, SMALL["mlp"], FAST,
-                      progress=False)
+        run_on_splits("inr-classification", "mlp", splits, dataset,
+                      RunOptions([0], model_overrides=SMALL["mlp"], task_overrides=FAST, progress=False),
+                      classification)
         edit_grid([classification], tmp_path / "none.png")
 
 
@@ -291,12 +303,12 @@ def test_the_inr_suites_run_their_budget_entries_and_tabulate_the_main_metric(ti
         {"mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn", "probegen", *graph_models}
     assert {e.model for e in SUITES.get("inr-editing")().entries} == \
         {"np", "hnp", "monomial_nfn", "magep_nfn", "mlp", *graph_models}
-    rows = run_suite("inr-editing", tiny_inr_zoo_folder, tmp_path / "edit", [0, 1], {"epochs": 1},
-                     only=["mlp", "monomial_nfn"])
+    rows = run_suite("inr-editing", tiny_inr_zoo_folder, tmp_path / "edit",
+                     RunOptions([0, 1], task_overrides={"epochs": 1}), only=["mlp", "monomial_nfn"])
     table = suite_table(rows)
     assert "| mse | mse_unedited |" in table and "| monomial_nfn | monomial_nfn | budget, dilate |" in table
-    rows = run_suite("inr-classification", tiny_inr_zoo_folder, tmp_path / "cls", [0], {"epochs": 1},
-                     only=["mlp-aug4"])
+    rows = run_suite("inr-classification", tiny_inr_zoo_folder, tmp_path / "cls",
+                     RunOptions([0], task_overrides={"epochs": 1}), only=["mlp-aug4"])
     assert rows[0][1]["task_config"]["augment_copies"] == 4
     assert "| accuracy | majority_class_accuracy |" in suite_table(rows)
 
@@ -310,12 +322,14 @@ def test_inr_results_go_on_a_leaderboard_ranked_lower_mse_first(inr_splits, tiny
     means = {}
     for model, overrides in (("mlp", {"hidden_sizes": (16,)}), ("monomial_nfn", {"group": "sign", "channels": (4,)})):
         path = tmp_path / f"{model}.json"
-        results = run_on_splits("inr-editing", model, splits, dataset, [0, 1, 2], path, overrides,
-                                {"epochs": 1, "batch_size": 8}, progress=False)
+        results = run_on_splits("inr-editing", model, splits, dataset,
+                                RunOptions([0, 1, 2], model_overrides=overrides, task_overrides={"epochs": 1, "batch_size": 8}, progress=False),
+                                path)
         means[model] = results["summary"]["mse"]["mean"]
         submit(path, board, dataset_dir=tiny_inr_zoo_folder)
     path = tmp_path / "classifier.json"
-    run_on_splits("inr-classification", "mlp", splits, dataset, [0, 1, 2], path, SMALL["mlp"], FAST, progress=False)
+    run_on_splits("inr-classification", "mlp", splits, dataset,
+                  RunOptions([0, 1, 2], model_overrides=SMALL["mlp"], task_overrides=FAST, progress=False), path)
     submit(path, board, dataset_dir=tiny_inr_zoo_folder)
     text = render(board, tmp_path / "site")
     assert "Ranked by `mse` (lower is better)" in text and "Ranked by `accuracy` (higher is better)" in text

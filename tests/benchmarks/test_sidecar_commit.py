@@ -29,6 +29,7 @@ import torch
 
 torch.set_num_threads(1)  # no thread pool: the forked children train safely
 from benchmarks.harness import run_on_splits
+from benchmarks.run_options import RunOptions
 from benchmarks.synthetic import small_cnn_space, synthetic_splits
 
 base = Path(sys.argv[1])
@@ -38,7 +39,8 @@ task = {"epochs": 1, "batch_size": 32}
 
 
 def run(seeds, out):
-    run_on_splits("generalization", "mlp", splits, dataset, seeds, out, {"hidden_sizes": [4]}, task, progress=False)
+    options = RunOptions(seeds, model_overrides={"hidden_sizes": [4]}, task_overrides=task, progress=False)
+    run_on_splits("generalization", "mlp", splits, dataset, options, out)
 
 
 run([0], base / "old" / "r.json")

@@ -10,6 +10,8 @@ import torch
 from benchmarks.harness import load_splits, run_benchmark, run_on_splits
 from benchmarks.tasks import SPLITS, create_task
 from benchmarks.tasks.rows import augment_rows, kept_by
+from benchmarks.run_options import Placement, RunOptions
+from benchmarks.model_identity import resolve_model
 
 FINAL = {"checkpoints": "epochs", "checkpoint_epochs": [0, 2], "epochs": 1}  # 2 of each run's 3 rows
 
@@ -56,10 +58,12 @@ def test_a_task_whose_selection_is_not_stable_on_its_rows_is_given_every_row(tin
 
 def test_a_narrowed_run_gives_the_same_results_bit_for_bit(tiny_zoo, tmp_path):
     splits, dataset = load_splits(tiny_zoo, None)  # every row: the task selects from the whole split
-    whole = run_on_splits("generalization", "mlp", splits, dataset, [0], tmp_path / "whole.json",
-                          task_overrides=FINAL, device="cpu", progress=False)
-    narrowed = run_benchmark("generalization", "mlp", tiny_zoo, None, [0], tmp_path / "narrowed.json",
-                             task_overrides=FINAL, device="cpu", progress=False)
+    whole = run_on_splits("generalization", "mlp", splits, dataset,
+                          RunOptions([0], task_overrides=FINAL, placement=Placement(device="cpu"), progress=False),
+                          tmp_path / "whole.json")
+    narrowed = run_benchmark("generalization", "mlp", tiny_zoo, None,
+                             RunOptions([0], task_overrides=FINAL, placement=Placement(device="cpu"), progress=False),
+                             tmp_path / "narrowed.json")
     assert narrowed["per_seed"][0]["metrics"] == whole["per_seed"][0]["metrics"]
     assert narrowed["per_seed"][0]["selection"] == whole["per_seed"][0]["selection"]
     assert narrowed["dataset"]["dataset_hash"] == whole["dataset"]["dataset_hash"]
@@ -79,8 +83,8 @@ def test_a_benchmark_reads_each_shard_of_the_zoos_own_split_once(tiny_zoo, tmp_p
     monkeypatch.setattr(zoo.loader, "read_weights", lambda files, **kw: read.extend(files) or real_read(files, **kw))
     monkeypatch.setattr(zoo.storage.integrity, "check_shards",
                         lambda folder, entries, **kw: checked.extend(entries) or real_check(folder, entries, **kw))
-    run_benchmark("generalization", "mlp", tiny_zoo, None, [0, 1], None, task_overrides=FINAL, device="cpu",
-                  progress=False)
+    run_benchmark("generalization", "mlp", tiny_zoo, None,
+                  RunOptions([0, 1], task_overrides=FINAL, placement=Placement(device="cpu"), progress=False))
     shards = sorted(str(tiny_zoo / f["path"]) for entry in read_manifest(tiny_zoo)["configs"].values()
                     for f in entry["files"])
     assert sorted(map(str, read)) == shards and checked == []
@@ -114,8 +118,9 @@ def test_a_model_writing_into_its_input_cannot_reach_the_loaded_rows(tiny_zoo, t
     splits, dataset = load_splits(tiny_zoo, None)
     before = crc(splits)
     model = register(lambda space: _WritesIntoItsInput(space), name="writes")
-    run_on_splits("generalization", model, splits, dataset, [0, 1], tmp_path / "w.json", task_overrides=FINAL,
-                  device="cpu", progress=False, name="writes")
+    run_on_splits("generalization", resolve_model(model, "writes"), splits, dataset,
+                  RunOptions([0, 1], task_overrides=FINAL, placement=Placement(device="cpu"), progress=False),
+                  tmp_path / "w.json")
     assert crc(splits) == before
     splits["test"].weights.tensors[0].mul_(0.5)  # negative control: a write into the rows themselves is seen
     assert crc(splits) != before

@@ -22,14 +22,16 @@ from leaderboards.audit import audit
 from leaderboards.datasets import load_datasets
 from leaderboards.entries import stored_predictions_path
 from zoo.validation.inputs import InputError
+from benchmarks.run_options import RunOptions
 
 
 @pytest.fixture(scope="module")
 def verified_run(tiny_zoo, tmp_path_factory) -> tuple[Path, Path]:
     """(results file with its predictions sidecar, dataset folder) of a real 3-seed run of a small MLP."""
     path = tmp_path_factory.mktemp("audit_run") / "mlp.json"
-    run_benchmark("generalization", "mlp", tiny_zoo, None, [0, 1, 2], path, {"hidden_sizes": [4]}, {"epochs": 1},
-                  progress=False)
+    run_benchmark("generalization", "mlp", tiny_zoo, None,
+                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1}, progress=False),
+                  path)
     return path, tiny_zoo
 
 

@@ -19,6 +19,7 @@ from leaderboards.datasets import load_datasets
 from leaderboards.entries import load_entries, stored_predictions_path
 from leaderboards.pinned import load_pinned, pin_dataset
 from zoo.loader import read_metadata
+from benchmarks.run_options import RunOptions
 
 SEEDS = [0, 1, 2]
 MLP = {"hidden_sizes": [4]}
@@ -42,7 +43,8 @@ def runs(request, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     for name, (task, fixture, overrides) in RUNS.items():
         folder = request.getfixturevalue(fixture)
         path = out / name / "mlp.json"
-        run_benchmark(task, "mlp", folder, None, SEEDS, path, MLP, overrides, progress=False)
+        run_benchmark(task, "mlp", folder, None,
+                      RunOptions(SEEDS, model_overrides=MLP, task_overrides=overrides, progress=False), path)
         made[name] = (path, folder)
     return made
 

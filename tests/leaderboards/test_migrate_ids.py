@@ -25,6 +25,7 @@ from leaderboards.entries import EntryCollision, PREDICTIONS_SUFFIX, entry_files
 from leaderboards.migrate_ids import migrate
 from leaderboards.seal import sealed
 from zoo.validation.inputs import InputError
+from benchmarks.run_options import RunOptions
 
 LOCK = ".nfnzoo.lock"  # the board's lock file: rewritten by every locked command, not board content
 TEMPORARY = ".{name}.999999.new"  # what a crashed `entries.write_new_entry_file` leaves beside `name`
@@ -34,8 +35,9 @@ TEMPORARY = ".{name}.999999.new"  # what a crashed `entries.write_new_entry_file
 def verified_run(tiny_zoo, tmp_path_factory) -> tuple[Path, Path]:
     """(results file with its predictions sidecar, dataset folder) of a real 3-seed run of a small MLP."""
     path = tmp_path_factory.mktemp("migrate_run") / "mlp.json"
-    run_benchmark("generalization", "mlp", tiny_zoo, None, [0, 1, 2], path, {"hidden_sizes": [4]}, {"epochs": 1},
-                  progress=False)
+    run_benchmark("generalization", "mlp", tiny_zoo, None,
+                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1}, progress=False),
+                  path)
     return path, tiny_zoo
 
 

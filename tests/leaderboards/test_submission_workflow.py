@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks.harness import run_benchmark
 from leaderboards import submit
+from benchmarks.run_options import RunOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy" / "ci" / "audit-submission.sh"
@@ -25,8 +26,9 @@ def pull_request(tiny_zoo, tmp_path_factory) -> Path:
     """A checkout whose leaderboards/ holds one verified entry submitted from a real run."""
     folder = tmp_path_factory.mktemp("pr")
     results = folder / "runs" / "mlp.json"
-    run_benchmark("generalization", "mlp", tiny_zoo, None, [0, 1, 2], results, {"hidden_sizes": [4]}, {"epochs": 1},
-                  progress=False)
+    run_benchmark("generalization", "mlp", tiny_zoo, None,
+                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1}, progress=False),
+                  results)
     submit(results, folder / "leaderboards", tiny_zoo)
     return folder
 

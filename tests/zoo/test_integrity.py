@@ -18,6 +18,7 @@ from zoo.cli import main
 from zoo.storage.folder import MANIFEST, read_manifest
 from zoo.storage.integrity import CorruptShardError, verified_dataset_hash
 from zoo.loader import dataset_hash, load_split
+from benchmarks.run_options import RunOptions
 
 CONFIG = "cnn-mnist"
 
@@ -130,8 +131,9 @@ def test_written_files_get_the_users_normal_mode(tiny_zoo, tmp_path, umask):
     previous = os.umask(umask)
     try:
         out = tmp_path / "results" / "mlp.json"
-        run_benchmark("generalization", "mlp", tiny_zoo, None, [0, 1, 2], out, {"hidden_sizes": [4]},
-                      {"epochs": 1}, progress=False)
+        run_benchmark("generalization", "mlp", tiny_zoo, None,
+                      RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1}, progress=False),
+                      out)
         accepted = submit(out, tmp_path / "board", tiny_zoo)
         render(tmp_path / "board", tmp_path / "site")
         some_id = next(iter(Staging(tiny_zoo / "staging").model_ids()))
