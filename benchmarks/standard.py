@@ -215,6 +215,29 @@ def standard_v2() -> StandardSuite:
                          "zoos made in the portable mode, models at their budget presets", cells)
 
 
+def scaled(suite: StandardSuite, factor: int) -> StandardSuite:
+    """`suite` with every cell trained for `factor` times its steps (its epochs; warm-up and all else kept):
+    a protocol of its own, whose ranking `leaderboards.agreement` sets beside the suite's."""
+    cells = tuple(dataclasses.replace(
+        cell, task_overrides={**cell.task_overrides, "epochs": cell.task_overrides["epochs"] * factor},
+        label=cell.label.replace(f"{cell.task_overrides['epochs']} epochs",
+                                 f"{cell.task_overrides['epochs'] * factor} epochs ({factor}x {suite.name})", 1))
+        for cell in suite.cells)
+    return StandardSuite(f"{suite.name}-{factor}x", f"{suite.description}; each cell at {factor}x its epochs", cells)
+
+
+@STANDARD_SUITES.register("standard-v2-4x")
+def standard_v2_4x() -> StandardSuite:
+    """standard-v2 at four times each cell's epochs: does a cell's ranking hold at a larger budget?"""
+    return scaled(standard_v2(), 4)
+
+
+@STANDARD_SUITES.register("standard-v2-2x")
+def standard_v2_2x() -> StandardSuite:
+    """standard-v2 at twice each cell's epochs, for a model whose 4x would exceed the 30-minute-a-seed line."""
+    return scaled(standard_v2(), 2)
+
+
 def is_standard(name: str) -> bool:
     return name in STANDARD_SUITES.names()
 

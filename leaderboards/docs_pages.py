@@ -16,6 +16,10 @@ rewrites from the board, leaving everything outside the markers as its author wr
     (generated: the standard suite's ranked table, then one per set of stand-in zoos)
     <!-- /nfnzoo:suite -->
 
+    <!-- nfnzoo:agreement base=standard-v2 larger=standard-v2-4x -->
+    (generated: each cell's rank agreement between the two suites, and every model's two scores)
+    <!-- /nfnzoo:agreement -->
+
 `board` regions name a task and a dataset (its hash, or the first 12 hex digits of it); under
 each table they print the protocol, the seeds, the full dataset hash and, where the task ranks,
 the tau-b ceiling the test targets' ties allow, and below the dataset the suite entries recorded
@@ -51,7 +55,7 @@ from zoo.validation.schema import SchemaError, from_data
 REGION = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)(?P<params>[^>\n]*?) -->\n(?P<body>.*?)^<!-- /nfnzoo:(?P=kind) -->$",
                     re.DOTALL | re.MULTILINE)
 OPENING = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)", re.MULTILINE)
-PARAMS = {"board": {"task", "dataset"}, "teaser": set(), "suite": {"name"}}
+PARAMS = {"board": {"task", "dataset"}, "teaser": set(), "suite": {"name"}, "agreement": {"base", "larger"}}
 COMMAND = "nfnzoo leaderboard render --docs docs --readme README.md"
 NOTICE = f"*Generated from the official board by `{COMMAND}`; edits between the markers are overwritten.*"
 BOARD_COLUMNS = ("Params", "Train time / seed (s)", "Re-scored", "Claims", "Entry")  # after Rank, Model, metrics
@@ -193,6 +197,20 @@ class Rendered:
     boards: list[TaskBoard]
     skipped: tuple[SkippedEntries, ...]
     suites: list = dataclasses.field(default_factory=list)  # leaderboards.suite_board.SuiteBoard
+    root: Path | None = None  # the board, for regions that read entries' stored predictions
+
+
+def agreement_region(rendered: Rendered, base: str, larger: str, where: str) -> str:
+    """A standard suite's rank agreement with a larger-budget run of it (`leaderboards.agreement`)."""
+    from leaderboards.agreement import agreement_markdown, agreements
+
+    try:
+        cells = agreements(rendered.root, base, larger)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    if not any(cell.models for cell in cells):
+        return f"{NOTICE}\n\nNo model has entries of both {base} and {larger} on the board yet."
+    return f"{NOTICE}\n\n{agreement_markdown(cells, base, larger)}"
 
 
 def suite_region(suites: list, name: str, where: str) -> str:
@@ -256,6 +274,8 @@ def rewrite(text: str, where: str, rendered: Rendered) -> tuple[str, set[tuple[s
             shown.add(("*", "*"))
         elif kind == "suite":
             body = suite_region(rendered.suites, params["name"], here)
+        elif kind == "agreement":
+            body = agreement_region(rendered, params["base"], params["larger"], here)
         else:
             board, section = _section(rendered, params, here)
             body = board_region(board, section, rendered.skipped)
@@ -274,7 +294,7 @@ def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], 
     (task, dataset) sections that no region shows, as `task dataset_hash[:12]`."""
     from leaderboards.suite_board import board_suite_boards
 
-    rendered = Rendered(build_board(root), load_skipped(root), board_suite_boards(root))
+    rendered = Rendered(build_board(root), load_skipped(root), board_suite_boards(root), Path(root))
     out, shown = {}, set()
     for page in pages:
         text, sections = rewrite(page.read_text(encoding="utf-8"), str(page), rendered)

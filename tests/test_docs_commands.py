@@ -266,12 +266,12 @@ def help_problems(path: str, text: str, parser: argparse.ArgumentParser) -> list
                                               else None)
         for example in re.findall(r"e\.g\. ([\w.:-]+(?:(?:, | or )[\w.:-]+)*)", action.help or ""):
             problems += [problem for name in re.split(r", | or ", example) if check and (problem := check(name))]
-        named = set(re.findall(r"\bstandard-v\d+\b", action.help or ""))
+        named = set(re.findall(r"\bstandard-v\d+(?:-\d+x)?\b", action.help or ""))
         if named and named != set(STANDARD_SUITES.names()):
             problems.append(f"{path}: {action.dest}'s help names {sorted(named)} of the standard suites")
     problems += [problem for value in re.findall(r"\b[a-z_][\w.]*:[A-Z]\w*[a-z]\w*", text)
                  if (problem := import_path_problem(value))]
-    problems += [f"suite {name!r} is unknown" for name in set(re.findall(r"\bstandard-v\d+\b", text))
+    problems += [f"suite {name!r} is unknown" for name in set(re.findall(r"\bstandard-v\d+(?:-\d+x)?\b", text))
                  if name not in STANDARD_SUITES.names()]
     listings = {r"NFN models \(--model\): (.*)": MODELS.names(), r"benchmark tasks \(--task\): (.*)": TASKS.names(),
                 r"benchmark suites \([^)]*\): (.*)": SUITES.names()}
@@ -279,7 +279,7 @@ def help_problems(path: str, text: str, parser: argparse.ArgumentParser) -> list
         problems += [f"{path}: listed {listed!r}, registered {names}" for listed in re.findall(pattern, text)
                      if listed.split(", ") != names]
     if path == "nfnzoo bench suite":
-        listed = dict(re.findall(r"^  (standard-v\d+): zoos (.*)$", text, re.M))
+        listed = dict(re.findall(r"^  (standard-v\d+(?:-\d+x)?): zoos (.*)$", text, re.M))
         registered = {name: ", ".join(sorted({c.zoo.name for c in STANDARD_SUITES.get(name)().cells}))
                       for name in STANDARD_SUITES.names()}
         if listed != registered:
