@@ -10,7 +10,8 @@
 - the plots of `leaderboards.plots` (`<task>.png`, `<task>-params.png`, `<task>-time.png`,
   `<task>-predictions.png`);
 - `<out_dir>/suites.md` when a standard suite has entries (`leaderboards.suite_board`: one row per
-  model, each cell's metric and the suite's mean rank), linked from the index;
+  model, each cell's metric, its coverage and mean rank, in the order of `leaderboards.table_order`),
+  linked from the index;
 - `<out_dir>/index.md`, and the HTML site (`leaderboards.site`: `index.html`, `<task>.html`).
 It returns the Markdown of the task pages. matplotlib is imported only to draw the plots.
 

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 from benchmarks.files import write_text_atomic
 from leaderboards.board import CLAIMS_NOTE, RESCORED_NOTE, Row, Sweep, Table, TaskBoard
-from leaderboards.suite_board import SuiteBoard, board_heading, dataset_label
+from leaderboards.suite_board import SuiteBoard, board_heading, cycle_lines, dataset_label, kind_label
 from zoo.validation.text import html_text
 
 NUMERIC = {"Rank", "Params", "Train time / seed (s)", "Peak memory (MB)", "Seeds"}
@@ -196,23 +196,27 @@ def suites_page(suites: Sequence[SuiteBoard]) -> str:
     for number, board in enumerate(suites):
         title, note = board_heading(board)
         hashes = board.hashes or (None,) * len(board.cells)
-        cells = "".join(f"<li><code>{_e(c.name)}</code>: {_e(c.task)} on {_e(c.zoo.name)} "
+        cells = "".join(f"<li><code>{_e(c.name)}</code>{_e(kind_label(board, i))}: {_e(c.task)} on {_e(c.zoo.name)} "
                         f"({_e(dataset_label(board, c, h))}), {_e(c.label)}, seeds "
-                        f"{_e(', '.join(map(str, c.seeds)))}</li>" for c, h in zip(board.cells, hashes))
+                        f"{_e(', '.join(map(str, c.seeds)))}</li>" for i, (c, h) in enumerate(zip(board.cells, hashes)))
         headers = ['<th data-type="text" scope="col">Model</th>'] + [
             f'<th data-type="number" scope="col">{_e(c.name)} ({_e(m)})</th>' for c, m in zip(board.cells, board.metrics)
-        ] + ['<th data-type="number" scope="col">Mean rank</th>']
+        ] + ['<th data-type="text" scope="col">Coverage</th>', '<th data-type="number" scope="col">Win share</th>',
+             '<th data-type="number" scope="col">Mean rank</th>']
         rows = []
         for row in board.rows:
-            shown = "".join(f'<td data-value="{repr(float(v))}">{v:.4f} (#{r})</td>' if v is not None
-                            else '<td data-value="">—</td>' for v, r in zip(row.values, row.ranks))
-            rows.append(f"<tr><td>{_e(row.model)}</td>{shown}"
+            shown = "".join(f'<td data-value="{repr(float(v)) if v is not None else ""}">{_e(row.shown(i))}</td>'
+                            for i, v in enumerate(row.values))
+            rows.append(f"<tr><td>{_e(row.model)}</td>{shown}<td>{_e(row.coverage)}</td>"
+                        f'<td data-value="{repr(float(row.win_share))}">{row.win_share:.2f}</td>'
                         f'<td data-value="{repr(float(row.mean_rank))}">{row.mean_rank:.2f}</td></tr>')
+        cycles = [f"<p>{_e(line)}</p>" for line in cycle_lines(board)]
         anchor = board.suite + (f"-stand-in-{number}" if board.stand_in else "")
         body += [f'<section class="suite" id="suite-{_e(anchor)}">', f"<h2>{_e(title)}</h2>",
                  f"<p>{_e(board.description)}</p>", f"<p>{_e(note)}</p>", f"<ul>{cells}</ul>",
                  f'<table class="entries" id="table-suite-{_e(anchor)}">',
-                 f"<thead><tr>{''.join(headers)}</tr></thead>", "<tbody>", *rows, "</tbody>", "</table>", "</section>"]
+                 f"<thead><tr>{''.join(headers)}</tr></thead>", "<tbody>", *rows, "</tbody>", "</table>", *cycles,
+                 "</section>"]
     return _page("nfnzoo leaderboards: standard suites", body)
 
 

@@ -3,10 +3,12 @@
 An entry is a cell's when it is exactly that cell's run: the cell's task, the pinned dataset hash
 (a stand-in zoo with other bytes never matches, so it is never ranked here), the cell's seeds, and
 the task config the cell's protocol resolves to. Within a cell the models are ranked by the task's
-main metric (means equal at the shown precision tie and share the better rank, `leaderboards.board.ranks`); a model's mean rank is over the cells it has, and the
-rows with every cell come first. A row is a model's name (its config differs from cell to cell:
-the task sets its outputs, the zoo its input sizes); of several entries for one model and cell,
-the latest accepted is shown.
+main metric (means equal at the shown precision tie and share the better rank, `leaderboards.board.ranks`).
+The rows are ordered by `leaderboards.table_order`: no model above one that beats it in every cell both
+have, then by win share. Each row shows its coverage (cells entered over the cells it can run,
+`leaderboards.cell_reads`) and its mean rank over the cells it has. A row is a model's name (its config
+differs from cell to cell: the task sets its outputs, the zoo its input sizes); of several entries for
+one model and cell, the latest accepted is shown.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Any, Callable
 from benchmarks.standard import STANDARD_SUITES, Cell, cell_model_fields
 from benchmarks.tasks import create_task, get_task_class
 from leaderboards.board import ranks as ranks_of
+from leaderboards.cell_reads import cell_kinds, cell_reads
 from leaderboards.entries import Entry, canonical_json
 from leaderboards.escape import markdown_cell
+from leaderboards.table_order import table_order
 from zoo.validation.schema import to_data
 
 
@@ -29,6 +33,23 @@ class SuiteRow:
     values: tuple[float | None, ...]  # each cell's main metric (mean over seeds), None where not run
     ranks: tuple[int | None, ...]
     mean_rank: float
+    reads: tuple[bool | None, ...] = ()  # per cell, whether the model can run it (None: the board cannot tell)
+    win_share: float = 0.5  # the order's tie-break (`leaderboards.table_order.win_shares`)
+
+    @property
+    def coverage(self) -> str:
+        """Cells entered over cells it can run, e.g. "3/3"; "2/?" where the board cannot tell."""
+        entered = sum(value is not None for value in self.values)
+        if any(read is None for read in self.reads):
+            return f"{entered}/?"
+        return f"{entered}/{sum(bool(read) or value is not None for read, value in zip(self.reads, self.values))}"
+
+    def shown(self, column: int) -> str:
+        """A cell as the tables show it: metric and rank, "n/a" where the model cannot run it, else "—"."""
+        value, rank = self.values[column], self.ranks[column]
+        if value is not None:
+            return f"{value:.4f} (#{rank})"
+        return "n/a" if self.reads and self.reads[column] is False else "—"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +63,8 @@ class SuiteBoard:
     stand_in: bool = False  # True: the rows read zoos other than the pinned ones (ranked among themselves only)
     checked: bool = True  # a stand-in's runs were checked to be the pinned zoos' (False: the board lacks them)
     names: tuple[str | None, ...] = ()  # each column's dataset's name on the board (None: unregistered or no run)
+    kinds: tuple[str, ...] = ()  # each cell's members' weight-space kind ("feedforward", "transformer")
+    cycles: tuple[tuple[str, ...], ...] = ()  # models whose dominance is cyclic (`leaderboards.table_order`)
 
 
 def run_cell(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
@@ -131,7 +154,8 @@ def _same_bytes_groups(runs: list[tuple[Entry, Cell]]) -> list[list[tuple[Entry,
 
 def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool, names: dict[str, str] | None = None,
            checked: bool = True) -> SuiteBoard:
-    """One table: a row per model with each cell's metric, rank and the mean rank (runs newest first)."""
+    """One table: a row per model with each cell's metric, rank, coverage and mean rank, in the order of
+    `leaderboards.table_order` (runs newest first)."""
     chosen: dict[str, dict[str, Entry]] = {}  # model -> cell -> its newest entry
     for entry, cell in runs:
         chosen.setdefault(entry.results.model, {}).setdefault(cell.name, entry)
@@ -146,13 +170,17 @@ def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool, names: dict[st
         for identity in chosen:
             value = values[identity][column]
             ranks[identity].append(None if value is None else ranks_of(present + [value], higher)[-1])
-    rows = [SuiteRow(model, values[model], tuple(ranks[model]),
-                     statistics.fmean(r for r in ranks[model] if r is not None)) for model in chosen]
-    rows.sort(key=lambda row: (sum(v is None for v in row.values), row.mean_rank, row.model))
+    models = list(chosen)
+    order = table_order(models, [ranks[model] for model in models])
+    kinds = cell_kinds(suite.cells)
+    rows = [SuiteRow(model, values[model], tuple(ranks[model]), statistics.fmean(r for r in ranks[model] if r is not None),
+                     cell_reads(model, suite.cells, kinds), order.win_shares[index])
+            for index, model in ((index, models[index]) for index in order.order)]
     read = {cell.name: entry.results.dataset.dataset_hash for entry, cell in runs}
     hashes = tuple(read.get(cell.name) for cell in suite.cells)
     return SuiteBoard(suite.name, suite.description, suite.cells, metrics, tuple(rows), hashes, stand_in,
-                      checked, tuple((names or {}).get(digest) if digest else None for digest in hashes))
+                      checked, tuple((names or {}).get(digest) if digest else None for digest in hashes), kinds,
+                      tuple(tuple(models[index] for index in cycle) for cycle in order.cycles))
 
 
 def showing(boards: list[SuiteBoard], suite: str, cell: str, model: str, digest: str) -> SuiteBoard | None:
@@ -170,11 +198,22 @@ def showing(boards: list[SuiteBoard], suite: str, cell: str, model: str, digest:
     return None
 
 
+ORDER_NOTE = (
+    "The rows are ordered so that no model is listed above one that beats it in every cell both have. Between "
+    "models where neither does, the higher win share comes first: the mean, over a model's cells, of the share of "
+    "the cell's other models it ranks above (a tie counts half), so a cell with few entries weighs as much as a "
+    "full one. Only the cells a model has count, so reading more cells earns no place: a cell it cannot run (n/a: "
+    "its members are of a weight space the model does not read, as the transformer cell is for a model of CNN and "
+    "SIREN weights, or its task does not take the model) counts neither for nor against it. Coverage is the cells "
+    "entered over the cells the model can run (? where the board cannot tell, as it never imports a submission's "
+    "code); the mean rank is shown for reference. Where dominance is cyclic (A beats B wherever they meet, B beats "
+    "C, C beats A), no order satisfies every pair: such models stay together and are named under the table.")
+
+
 def board_heading(board: SuiteBoard) -> tuple[str, str]:
-    """A table's title and what it says about its bytes (the Markdown page's and the site's)."""
+    """A table's title and what it says about its bytes and its order (the Markdown page's and the site's)."""
     if not board.stand_in:
-        return board.suite, ("Only runs on the pinned zoos (the hashes below) are ranked here; a model's mean rank is "
-                             "over the cells it has, and the rows with every cell come first.")
+        return board.suite, f"Only runs on the pinned zoos (the hashes below) are ranked here. {ORDER_NOTE}"
     names = board.names or (None,) * len(board.cells)
     read = ", ".join(sorted({f"{name or cell.zoo.name} {digest[:12]}"
                              for cell, digest, name in zip(board.cells, board.hashes, names) if digest is not None}))
@@ -182,7 +221,19 @@ def board_heading(board: SuiteBoard) -> tuple[str, str]:
                  "check that these zoos hold the same runs (a regenerated zoo does); the official board checks.")
     return (f"{board.suite} on stand-in zoos ({read})",
             "Runs on zoos regenerated elsewhere (other bytes than the pinned hashes): not ranked against the suite's "
-            "table; ranked among themselves, as every column here read the same bytes." + unchecked)
+            "table; ranked among themselves, as every column here read the same bytes, in the order of the "
+            "suite's table." + unchecked)
+
+
+def cycle_lines(board: SuiteBoard) -> list[str]:
+    """One line per group of models whose dominance is cyclic (none in most tables)."""
+    return [f"Cyclic dominance (each beaten in every shared cell by another of them; ordered by win share): "
+            f"{', '.join(cycle)}." for cycle in board.cycles]
+
+
+def kind_label(board: SuiteBoard, column: int) -> str:
+    """Which models can read a column's members, e.g. "transformer weights"; "" where unknown."""
+    return f" ({board.kinds[column]} weights)" if board.kinds else ""
 
 
 def dataset_label(board: SuiteBoard, cell: Cell, digest: str | None) -> str:
@@ -209,12 +260,14 @@ def suite_section(board: SuiteBoard, heading: str) -> list[str]:
     cells and one row per model."""
     title, note = board_heading(board)
     lines = [f"{heading} {markdown_cell(title)}", "", markdown_cell(board.description), "", note, ""]
-    lines += [f"- {cell.name}: {cell.task} on {cell.zoo.name} ({dataset_label(board, cell, digest)}), "
-              f"{markdown_cell(cell.label)}, seeds {', '.join(map(str, cell.seeds))}"
-              for cell, digest in zip(board.cells, board.hashes or (None,) * len(board.cells))]
-    header = ["Model", *(f"{cell.name} ({metric})" for cell, metric in zip(board.cells, board.metrics)), "Mean rank"]
+    lines += [f"- {cell.name}{kind_label(board, column)}: {cell.task} on {cell.zoo.name} "
+              f"({dataset_label(board, cell, digest)}), {markdown_cell(cell.label)}, seeds {', '.join(map(str, cell.seeds))}"
+              for column, (cell, digest) in enumerate(zip(board.cells, board.hashes or (None,) * len(board.cells)))]
+    header = ["Model", *(f"{cell.name} ({metric})" for cell, metric in zip(board.cells, board.metrics)),
+              "Coverage", "Win share", "Mean rank"]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in board.rows:
-        shown = [f"{value:.4f} (#{rank})" if value is not None else "—" for value, rank in zip(row.values, row.ranks)]
-        lines.append(f"| {markdown_cell(row.model)} | " + " | ".join(shown) + f" | {row.mean_rank:.2f} |")
-    return lines + [""]
+        shown = [row.shown(column) for column in range(len(board.cells))]
+        lines.append(f"| {markdown_cell(row.model)} | " + " | ".join(shown)
+                     + f" | {row.coverage} | {row.win_share:.2f} | {row.mean_rank:.2f} |")
+    return lines + [""] + [markdown_cell(line) for line in cycle_lines(board)] + ([""] if board.cycles else [])

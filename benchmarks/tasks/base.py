@@ -79,6 +79,13 @@ class Task(abc.ABC):
         its target, e.g. continual learning's (task, stage) cells, overrides this)."""
         return cls.score(expected["target"].to_numpy(dtype=np.float64), predictions)
 
+    @classmethod
+    def model_problem(cls, model: str) -> str | None:
+        """Why this task cannot take registered model `model` at all (how it learns, what it outputs), or
+        None. `model_overrides` raises it; the suite tables read it to tell a cell a model cannot run
+        from one it did not enter (`leaderboards.cell_reads`)."""
+        return None
+
     def model_overrides(self, model: str, overrides: Mapping[str, Any],
                         splits: Mapping[str, "ZooSplit"]) -> dict[str, Any]:
         """The hyperparameters this task runs `model` with: `overrides` and what the task fixes

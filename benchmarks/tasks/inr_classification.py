@@ -123,11 +123,18 @@ class INRClassificationTask(Task):
                                  f"(classes 0..{classes - 1}) never shows")
         return rows
 
+    @classmethod
+    def model_problem(cls, model: str) -> str | None:
+        if trained_by(MODELS.get(model)) != "gradient":
+            return (f"the inr-classification task trains its model by gradient steps; {model!r} is "
+                    "fitted (a regressor), which this task does not take")
+        return None
+
     def model_overrides(self, model: str, overrides: Mapping[str, Any],
                         splits: Mapping[str, "ZooSplit"]) -> dict[str, Any]:
-        if trained_by(MODELS.get(model)) != "gradient":
-            raise ValueError(f"the inr-classification task trains its model by gradient steps; {model!r} is "
-                             "fitted (a regressor), which this task does not take")
+        problem = self.model_problem(model)
+        if problem is not None:
+            raise ValueError(problem)
         classes = int(self._rows(splits)["train"][1].max()) + 1
         if overrides.get("out_features", classes) != classes:
             raise ValueError(f"the splits hold {classes} classes; the model's out_features is "

@@ -192,11 +192,18 @@ class INREditingTask(Task):
     PRESETS = {"nfn": {"epochs": 36, "batch_size": 32, "lr": 1e-3, "warmup_steps": 1_000, "delta_scale": 0.01},
                "budget": {"epochs": 5, "batch_size": 32, "lr": 1e-3, "warmup_steps": 1_000, "delta_scale": 0.01}}
 
+    @classmethod
+    def model_problem(cls, model: str) -> str | None:
+        if "weights" not in model_outputs(model):
+            return (f"the inr-editing task needs a model with a weight-space output (a delta); {model!r} "
+                    f"has none. The models with one: {models_with_output('weights')}")
+        return None
+
     def model_overrides(self, model: str, overrides: Mapping[str, Any],
                         splits: Mapping[str, "ZooSplit"]) -> dict[str, Any]:
-        if "weights" not in model_outputs(model):
-            raise ValueError(f"the inr-editing task needs a model with a weight-space output (a delta); {model!r} "
-                             f"has none. The models with one: {models_with_output('weights')}")
+        problem = self.model_problem(model)
+        if problem is not None:
+            raise ValueError(problem)
         return {**overrides, "output": "weights"}
 
     def driver_inputs(self, splits: Mapping[str, "ZooSplit"]) -> dict[str, "ZooSplit"]:
