@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import io
-import os
 import shutil
 import sys
 import time
@@ -46,13 +44,14 @@ from benchmarks.model_identity import ResolvedModel, resolve_model
 from benchmarks.outputs import ModelOutputError
 from benchmarks.protocol import architecture_overrides, hparam_overrides, with_architectures
 from benchmarks.run_options import RunOptions
-from benchmarks.results import SCHEMA_VERSION, Results, dataset_source, describe_hardware, summarize
+from benchmarks.results import SCHEMA_VERSION, Results, describe_hardware, summarize
 from benchmarks.tasks import SPLITS, create_task
 from benchmarks.tasks.limits import model_size_problem
 from benchmarks.tasks.rows import kept_by
 from benchmarks.tasks.registry import TASKS
 from benchmarks.threads import threads_line
 from nfn_models import model_config
+from zoo.reader import DEFAULT_SPLITS  # a task's `splits` default: the zoo's own run-disjoint split
 from zoo.validation.schema import from_data, to_data
 
 if TYPE_CHECKING:
@@ -77,69 +76,23 @@ def seeds_folder(results_path: str | Path) -> Path:
     return results_path.with_name(f"{results_path.stem}.seeds")
 
 
-DEFAULT_SPLITS = "default"  # a task's `splits`: the zoo's own run-disjoint split (its shards' split)
-
 
 def load_splits(data_path: str | Path, config: str | None, split_set: str = DEFAULT_SPLITS, *,
                 keep: Callable[[str, "pandas.DataFrame"], np.ndarray | None] | None = None
                 ) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
-    """Loads the three splits of a dataset config and describes the dataset for the results.
+    """The three splits of a dataset config (`zoo.reader.read_zoo`: a folder or a Hub repo
+    `ORG/NAME[@REVISION]`, the config's own split or the split set `split_set`, each split narrowed by
+    `keep(split, metadata)` before its weights are decoded) and the dataset as results record it: its
+    checked hash and where anyone gets the bytes, never the folder this machine read them from."""
+    from zoo.reader import read_zoo
 
-    `data_path` is a folder or a Hub dataset repo `ORG/NAME[@REVISION]` (`zoo.hub.resolve.resolve_data`:
-    an existing path wins); a repo's snapshot is checked like a folder, and the description
-    records the repo and the commit it resolved to. `split_set` names a split set the config
-    records besides its own split (an imported zoo's paper's split, `zoo.split_set_loader.load_split_set`;
-    a task records it as its `splits`).
-
-    Each split is read once; `keep(split, metadata)` (`benchmarks.tasks.rows.kept_by`: a task's rows)
-    narrows it before any weight is decoded, so memory holds the rows a run trains on, not the zoo.
-    """
-    from zoo import loader  # imported here: the loader pulls in pyarrow, which the CLI need not load
-    from zoo.split_set_loader import load_split_set
-    from zoo.hub.resolve import resolve_data
-    from zoo.storage.integrity import checked_listing_hash, verified_dataset_hash
-
-    source = resolve_data(data_path, config=config)
-    path = source.folder
-    if not os.path.isdir(path):  # os.path: a name too long for the file system is no folder, not an OSError
-        shown = ascii(str(path)[:200])[1:-1] + (f"… ({len(str(path)):,} characters)" if len(str(path)) > 200 else "")
-        raise FileNotFoundError(f"dataset folder {shown} does not exist; generate or download a zoo first "
-                                "(or give a Hub dataset repo ORG/NAME[@REVISION])")
-    manifest = loader.read_manifest(path)
-    configs = manifest["configs"]
-    if config is None:
-        if len(configs) != 1:
-            raise ValueError(f"{path} holds the configs {sorted(configs)}; choose one with --config")
-        config = next(iter(configs))
-    elif config not in configs:
-        raise ValueError(f"{path} has no config {config!r}; it holds {sorted(configs)}")
-    # the hash a result records is one its data was checked against: the listing's hash recomputed, and
-    # every shard whose rows are returned checked against that listing (the zoo's own split: every shard,
-    # in the pass that reads it; a split set: the shards holding its rows, `zoo.split_set_loader`)
-    try:
-        if split_set == DEFAULT_SPLITS:
-            read = {shard["path"] for shard in configs[config]["files"] if shard["split"] in SPLITS}
-            loaded = {name: loader.load_split(path, config, name, keep=None if keep is None else functools.partial(keep, name))
-                      for name in SPLITS}
-            checked_hash = verified_dataset_hash(path, config, skip=read)
-        else:
-            loaded = load_split_set(path, config, split_set, keep=keep)
-            checked_hash = checked_listing_hash(path, config)
-    except MemoryError as error:  # refused before the copy (`zoo.memory_budget`): say what would fit
-        sets = sorted(configs[config].get("split_sets", {}))
-        raise MemoryError(f"{error}; a split set reads fewer rows (--set task.splits=NAME; "
-                          f"{'this zoo records: ' + ', '.join(sets) if sets else 'this zoo records none'}), or a "
-                          "subset (--set task.subset=...), or a machine with more memory") from None
+    read = read_zoo(data_path, config, split_set, keep=keep)
     # the manifest's architectures ride along in the metadata, for augmentation by each row's group
-    architectures = configs[config].get("architectures", {})
-    spec = configs[config].get("spec")  # INR editing reads the source images through it
-    splits = {name: with_architectures(loaded[name], architectures, spec) for name in SPLITS}
-    # the bytes' hash and where anyone gets them: never the folder this machine read them from
-    dataset = {"config": config, "dataset_hash": checked_hash, "family": configs[config]["family"],
-               "repo": source.repo, "revision": source.revision,
-               "source": dataset_source(configs[config], source.repo, source.revision)}
-    if split_set != DEFAULT_SPLITS:  # the set's file, checked by the load: the dataset hash does not cover it
-        dataset["split_set_sha256"] = configs[config]["split_sets"][split_set]["sha256"]
+    splits = {name: with_architectures(read.splits[name], read.architectures, read.spec) for name in SPLITS}
+    dataset = {"config": read.config, "dataset_hash": read.dataset_hash, "family": read.family,
+               "repo": read.repo, "revision": read.revision, "source": read.source}
+    if read.split_set_sha256 is not None:
+        dataset["split_set_sha256"] = read.split_set_sha256
     return splits, dataset
 
 

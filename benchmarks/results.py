@@ -55,7 +55,7 @@ class DatasetInfo:
     # sha256 of the split set's file the run read (its task_config.splits, checked against the manifest);
     # null on the zoo's own split, which the dataset hash covers
     split_set_sha256: str | None = None
-    # how anyone gets the bytes (`dataset_source`: ORG/NAME@<commit>, "regenerated from spec SPEC (PROFILE)",
+    # how anyone gets the bytes (`zoo.reader.config_source`: ORG/NAME@<commit>, "regenerated from spec SPEC (PROFILE)",
     # "imported from URL"); null where the zoo's manifest records none
     source: str | None = None
     # read only: the folder older results recorded (nothing writes one now; a board never stores it), or a
@@ -83,20 +83,6 @@ class DatasetInfo:
         if self.revision is not None and not re.fullmatch(r"[0-9a-f]{40}", self.revision):
             raise SchemaError(where, f"{prefix}revision",
                               f"expected the 40-hex commit sha the revision resolved to, got {self.revision!r}")
-
-
-def dataset_source(entry: Mapping[str, Any], repo: str | None, revision: str | None) -> str | None:
-    """How anyone gets a zoo config's bytes (`entry`: its manifest's config record): the Hub repo at the
-    commit the run resolved, else the paper's release it was imported from, else the spec and profile it
-    was generated from (`leaderboards.datasets.SOURCE_FORMS`); None where the manifest records none."""
-    if repo is not None and revision is not None:
-        return f"{repo}@{revision}"
-    imported, spec = entry.get("imported"), entry.get("spec")
-    if isinstance(imported, dict) and isinstance(imported.get("url"), str):
-        return f"imported from {imported['url']}"[:MAX_PATH]
-    if isinstance(spec, dict) and isinstance(spec.get("name"), str):
-        return f"regenerated from spec {spec['name']} ({spec.get('profile') or 'full'})"[:MAX_PATH]
-    return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,20 +63,13 @@ def zoo_source(folder: str | Path, config: str) -> str:
     """The source of the zoo `folder` holds (`config` of its manifest): the Hub repo and commit of a Hub
     cache snapshot, else the paper's release it was imported from, else the spec and profile it was
     generated from (`SOURCE_FORMS`). An error when the manifest records none of them."""
-    from zoo.storage.folder import read_manifest
+    from zoo.reader import config_record, config_sources
 
     folder = Path(folder).resolve()
     hub = HUB_SNAPSHOT.search(folder.as_posix())
     if hub is not None and hub.end() == len(folder.as_posix()):
         return f"{hub['org']}/{hub['name']}@{hub['commit']}"
-    entry = read_manifest(folder)["configs"][config]
-    imported, spec = entry.get("imported"), entry.get("spec") or {}
-    candidates = []
-    if isinstance(imported, dict) and isinstance(imported.get("url"), str):
-        candidates.append(f"imported from {imported['url']}")
-    if isinstance(spec.get("name"), str):
-        candidates.append(f"regenerated from spec {spec['name']} ({spec.get('profile') or 'full'})")
-    for source in candidates:
+    for source in config_sources(config_record(folder, config)):
         if source_problem(source) is None:
             return source
     raise ValueError(f"{folder}/manifest.json: config {config!r} records neither the spec it was generated from "

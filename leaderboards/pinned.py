@@ -62,9 +62,9 @@ def pinned_sets(record: KnownDataset) -> list[str]:
 
 def split_set_names(folder: str | Path, config: str) -> list[str]:
     """The split sets a zoo's config records besides its own split."""
-    from zoo.storage.folder import read_manifest
+    from zoo.split_set_loader import split_set_names as names
 
-    return sorted(read_manifest(folder)["configs"][config].get("split_sets", {}))
+    return names(folder, config)
 
 
 def test_metadata_bytes(folder: str | Path, config: str, split_set: str = DEFAULT) -> bytes:
@@ -88,10 +88,9 @@ def missing_pins(record: KnownDataset, folder: str | Path) -> dict[str, bytes]:
 
 def set_files(folder: str | Path, config: str) -> dict[str, str]:
     """Each split set's file sha256 as the zoo's manifest (validated where it is read) lists it."""
-    from zoo.storage.folder import read_manifest
+    from zoo.reader import split_set_files
 
-    return {name: described["sha256"]
-            for name, described in read_manifest(folder)["configs"][config].get("split_sets", {}).items()}
+    return split_set_files(folder, config)
 
 
 def with_pins(record: KnownDataset, pins: dict[str, bytes], files: Mapping[str, str] | None = None) -> KnownDataset:
@@ -144,11 +143,10 @@ def pin_dataset(root: str | Path, folder: str | Path, config: str | None = None)
     The folder's checked hash must be a registered dataset's. A record already pinned is
     compared with the folder's test split instead (an error if they differ).
     """
-    from zoo.storage.folder import read_manifest, resolve_config
+    from zoo.reader import config_name
 
     root, folder = Path(root), Path(folder)
-    manifest = read_manifest(folder)  # the received zoo parsed (its names checked) before the board is touched
-    config = resolve_config(manifest, config, folder)
+    config = config_name(folder, config)  # the received zoo parsed (its names checked) before the board is touched
     with board_lock(root) as lock:
         return _pin_dataset(root, folder, config, lock)
 

@@ -113,11 +113,13 @@ def _run_step(step: str, source: Path, zoo_folder: Path, scratch: Path, model: s
     if step == "import":
         from zoo.imports.small_cnn_zoo import import_zoo
 
-        manifest = import_zoo(source, zoo_folder)
-        (entry,) = manifest["configs"].values()
-        holders = entry["split_sets"]["nfn"].get("shards")  # absent in a zoo imported before they were listed
-        return {"disk": folder_bytes(zoo_folder), "note": f"{len(entry['files'])} shards, "
-                f"nfn set in {'all' if holders is None else len(holders)}"}
+        from zoo.loader import split_entries
+        from zoo.reader import SPLITS
+        from zoo.split_set_loader import split_set_names
+
+        import_zoo(source, zoo_folder)
+        shards = sum(len(split_entries(zoo_folder, None, split)) for split in SPLITS)
+        return {"disk": folder_bytes(zoo_folder), "note": f"{shards} shards, split sets {split_set_names(zoo_folder)}"}
     if step == "verify":
         from zoo.dataset.verify import verify
 
