@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 
 from benchmarks.files import write_json_atomic
+from benchmarks.results import line_problem
 from leaderboards.names import dataset_name_problem
 from zoo.validation.inputs import name_problem, read_json_file
 from zoo.storage.lock import FolderLock
@@ -74,15 +75,6 @@ def zoo_source(folder: str | Path, config: str) -> str:
             return source
     raise ValueError(f"{folder}/manifest.json: config {config!r} records neither the spec it was generated from "
                      "(spec.name, a name) nor an import's https url; the board cannot say where its bytes come from")
-
-
-def line_problem(value: str, limit: int) -> str | None:
-    """Why `value` is not one line of at most `limit` characters, or None."""
-    if len(value) > limit:
-        return f"{len(value):,} characters; at most {limit:,}"
-    if "\n" in value or "\t" in value:
-        return "expected one line (no newline or tab)"
-    return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,7 +47,8 @@ from zoo.storage import nofollow
 from zoo.validation.inputs import InputError
 from leaderboards.board import CLAIMS_NOTE, RESCORED_NOTE, DatasetSection, Table, TaskBoard, build_board
 from leaderboards.escape import markdown_cell, markdown_text
-from leaderboards.datasets import SHA256, line_problem
+from benchmarks.results import line_problem
+from leaderboards.datasets import SHA256
 from zoo.validation.inputs import name_problem, read_json_file
 from zoo.validation.schema import SchemaError, from_data
 

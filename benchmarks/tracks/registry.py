@@ -3,10 +3,38 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
+from benchmarks.run_options import Placement
 from zoo.registry import Registry
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackRun:
+    """What a track's run starts from, made once by `Track.run`: the profile's settings, the seeds,
+    the output folder, the progress printer and where the jobs run."""
+    profile: str
+    settings: Any
+    seeds: tuple[int, ...]
+    out_dir: Path
+    say: Callable[[str], None]
+    placement: Placement
+    device: str  # the device type the jobs run on (`Placement.job_device`)
+
+    @property
+    def on_device(self) -> list[str]:
+        """What a job's fingerprint adds for its device: nothing on the CPU, so CPU records keep theirs."""
+        return [] if self.device == "cpu" else [self.device]
+
+    def run_jobs(self, jobs: Sequence[Any], describe: Callable[[dict], str] | None = None) -> dict[str, dict]:
+        """`benchmarks.jobs.run_jobs` on this run's folder and placement."""
+        from benchmarks.jobs import run_jobs
+
+        placement = self.placement
+        return run_jobs(jobs, self.out_dir, placement.workers, self.say, describe, address=placement.address,
+                        gpus_per_job=placement.gpus_per_job)
 
 
 class Track(abc.ABC):
@@ -22,7 +50,6 @@ class Track(abc.ABC):
             raise ValueError(f"track {self.name!r} has no profile {name!r}; its profiles: {sorted(self.PROFILES)}")
         return self.PROFILES[name]
 
-    @abc.abstractmethod
     def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
             progress: Callable[[str], None] | None = None, workers: int = 1, *,
             address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
@@ -31,6 +58,13 @@ class Track(abc.ABC):
         device they give), resuming what `out_dir` holds; returns the results files written (the
         harness's format). A job's data is read here and passed to it: a worker node may have
         none of this machine's folders."""
+        placement = Placement(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
+        return self.execute(TrackRun(profile, self.profile(profile), tuple(seeds), Path(out_dir),
+                                     progress or (lambda message: None), placement, placement.job_device()))
+
+    @abc.abstractmethod
+    def execute(self, run: TrackRun) -> list[Path]:
+        """The track's own work on a prepared run (see `run`)."""
 
 
 # the tracks, imported by name on the registry's first read (`zoo.registry`): they import this

@@ -230,17 +230,16 @@ def _register() -> None:
                     "default": TheoryConfig()}
         DEFAULT_SEEDS = (0,)
 
-        def run(self, profile, seeds, out_dir, progress=None, workers=1, *, address=None, gpus_per_job=0.0):
-            from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
+        def execute(self, run):
+            from benchmarks.jobs import Job, fingerprint
 
-            device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
-            on_device = [] if device == "cpu" else [device]  # a CPU run's records keep their fingerprints
-            out_dir, written = Path(out_dir), []
-            configs = {seed: dataclasses.replace(self.profile(profile), seed=seed) for seed in seeds}
+            profile, seeds, out_dir, device, on_device = run.profile, run.seeds, run.out_dir, run.device, run.on_device
+            written = []
+            configs = {seed: dataclasses.replace(run.settings, seed=seed) for seed in seeds}
             jobs = [Job(f"jobs/seed{seed}/n{n}-r{r}", simulate_point, (config, n, r, device),
                         fingerprint(config, n, r, *on_device))
                     for seed, config in configs.items() for n in config.sizes for r in range(config.replicates)]
-            outcomes = run_jobs(jobs, out_dir, workers, progress, address=address, gpus_per_job=gpus_per_job)
+            outcomes = run.run_jobs(jobs)
             for seed, config in configs.items():
                 points = {(n, r): outcomes[f"jobs/seed{seed}/n{n}-r{r}"] for n in config.sizes
                           for r in range(config.replicates)}
@@ -248,10 +247,9 @@ def _register() -> None:
                 suffix = "" if len(seeds) == 1 else f"-seed{seed}"
                 written.append(write_json_atomic(out_dir / f"theory{suffix}.json", results))
                 written.append(plot(results, out_dir / f"theory-estimation{suffix}.png"))
-                if progress is not None:
-                    progress("slopes of log D against log n: " + ", ".join(
-                        f"L'={r['fitted_atoms']} {r['gate']} {r['slope']:.2f}" for r in results["runs"]
-                        if r["slope"] is not None))
+                run.say("slopes of log D against log n: " + ", ".join(
+                    f"L'={r['fitted_atoms']} {r['gate']} {r['slope']:.2f}" for r in results["runs"]
+                    if r["slope"] is not None))
             return written
 
 

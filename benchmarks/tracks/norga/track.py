@@ -34,7 +34,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import torch
@@ -42,14 +42,14 @@ import torch
 from benchmarks.tracks.common.backbone import BackboneConfig, TimmBackbone, load_backbone, state_sha256
 from benchmarks.tracks.common.glyphs import letters
 from benchmarks.tracks.common.incremental import TaskSequence, folder_sequence, glyph_sequence, source_sequence
-from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
+from benchmarks.jobs import Job, fingerprint
 from benchmarks.tracks.norga.bounds import JointTraining, LinearProbe, SequentialFineTuning
 from benchmarks.tracks.norga.evaluate import run_sequence
 from benchmarks.tracks.norga.hide import HiDeConfig, HiDePrompt
 from benchmarks.tracks.common.learners import Training
 from benchmarks.tracks.norga.prompt_baselines import (CodaConfig, CodaPrompt, DualPrompt, DualPromptConfig, L2P,
                                                       L2PConfig)
-from benchmarks.tracks.registry import Track, register_track
+from benchmarks.tracks.registry import Track, TrackRun, register_track
 from benchmarks.tracks.reporting import (job_hardware, per_seed_entries, plot_stage_curves, runs_hardware,
                                          seed_matrices, summary_table, write_track_results)
 from zoo.storage.atomic import write_text_atomic
@@ -228,13 +228,9 @@ class NorgaTrack(Track):
     PROFILES = PROFILES
     DEFAULT_SEEDS = (42, 40, 44)
 
-    def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
-            progress: Callable[[str], None] | None = None, workers: int = 1, *,
-            address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
-        settings = self.profile(profile)
-        device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
-        say = progress or (lambda message: None)
-        out_dir = Path(out_dir)
+    def execute(self, run: TrackRun) -> list[Path]:
+        profile, settings, seeds, out_dir, say, device = (run.profile, run.settings, run.seeds, run.out_dir,
+                                                           run.say, run.device)
         spec = _backbone_spec(settings)
         say(f"backbone: {type(spec).__name__} (pretrained here on glyphs, or loaded from the cache)"
             if settings.pretrain and isinstance(spec, BackboneConfig) else f"backbone: {spec}")
@@ -252,13 +248,13 @@ class NorgaTrack(Track):
         backbone_sha256 = state_sha256(backbone)
         # each (benchmark, seed)'s images are read here once and shared by its methods' jobs
         sequences = {(b, s): _sequence(b, held, s) for b in settings.benchmarks for s in seeds}
-        on_device = [] if device == "cpu" else [device]  # a CPU run's records keep their fingerprints
+        on_device = run.on_device
         jobs = [Job(f"jobs/{b.name}/{m}/seed{s}", run_job, (settings, b, m, s, sequences[b, s], backbone,
                                                             backbone_sha256, device),
                     fingerprint(spec, record.get("sha256"), b, held if b.source == "glyphs" else None,
                                 _method_config(m, settings), s, *on_device))
                 for b in settings.benchmarks for m in settings.methods for s in seeds]
-        outcomes = run_jobs(jobs, out_dir, workers, say, _describe, address=address, gpus_per_job=gpus_per_job)
+        outcomes = run.run_jobs(jobs, _describe)
         written = []
         for benchmark in settings.benchmarks:
             definition = {"benchmark": dataclasses.asdict(benchmark), "backbone": to_data(spec),

@@ -34,8 +34,8 @@ import numpy as np
 import pandas
 
 from benchmarks.tasks.token_dynamics import example_predictions
-from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
-from benchmarks.tracks.registry import Track, register_track
+from benchmarks.jobs import Job, fingerprint, run_jobs
+from benchmarks.tracks.registry import Track, TrackRun, register_track
 from benchmarks.tracks.reporting import runs_hardware, write_results_files
 from benchmarks.tracks.tokens.constrained import ENCODINGS, REGIME_NEGATIVE_SHARE, ModelConfig
 from benchmarks.tracks.tokens.report import (minilm_table, plot_trajectories, plot_zoo, training_table, zoo_table,
@@ -105,14 +105,10 @@ class TokenDynamicsTrack(Track):
     PROFILES = PROFILES
     DEFAULT_SEEDS = (0, 1, 2)
 
-    def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
-            progress: Callable[[str], None] | None = None, workers: int = 1, *,
-            address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
-        settings = self.profile(profile)
-        device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
-        say = progress or (lambda message: None)
-        out_dir = Path(out_dir)
-        on_device = [] if device == "cpu" else [device]  # a CPU run's records keep their fingerprints
+    def execute(self, run: TrackRun) -> list[Path]:
+        profile, settings, seeds, out_dir, say, device = (run.profile, run.settings, run.seeds, run.out_dir,
+                                                           run.say, run.device)
+        on_device = run.on_device
         jobs = [Job("jobs/minilm", minilm_study, (settings.minilm, settings.ode, device),
                     fingerprint(settings.minilm, settings.ode, *on_device))]
         for bench in settings.benchmarks:
@@ -126,7 +122,7 @@ class TokenDynamicsTrack(Track):
         if settings.zoo is not None:  # Ray inside: run it in this process, after the pool
             zoo_job = Job("jobs/zoo", zoo_study, (settings.zoo, str(out_dir / "zoos"), settings.ode),
                           fingerprint(settings.zoo, settings.ode))
-        outcomes = run_jobs(jobs, out_dir, workers, say, _describe, address=address, gpus_per_job=gpus_per_job)
+        outcomes = run.run_jobs(jobs, _describe)
         if settings.zoo is not None:
             outcomes.update(run_jobs([zoo_job], out_dir, 1, say, _describe))
         written = self._report(settings, profile, seeds, outcomes, out_dir, say)

@@ -31,13 +31,13 @@ import dataclasses
 import functools
 import hashlib
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import torch
 
-from benchmarks.jobs import Job, fingerprint, job_device, run_jobs
-from benchmarks.tracks.registry import Track, register_track
+from benchmarks.jobs import Job, fingerprint
+from benchmarks.tracks.registry import Track, TrackRun, register_track
 from benchmarks.tracks.reporting import (job_hardware, per_seed_entries, runs_hardware, seed_matrices,
                                          write_track_results)
 from benchmarks.tracks.wave.encoder import EncoderConfig, RelationEncoder, load_encoder, tokenize
@@ -222,13 +222,9 @@ class WaveTrack(Track):
     PROFILES = PROFILES
     DEFAULT_SEEDS = (2021, 2121, 2221, 2321, 2421)
 
-    def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
-            progress: Callable[[str], None] | None = None, workers: int = 1, *,
-            address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
-        settings = self.profile(profile)
-        device = job_device(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
-        say = progress or (lambda message: None)
-        out_dir = Path(out_dir)
+    def execute(self, run: TrackRun) -> list[Path]:
+        profile, settings, seeds, out_dir, say, device = (run.profile, run.settings, run.seeds, run.out_dir,
+                                                           run.say, run.device)
         say(f"encoder {settings.encoder.name}: computing (or loading) the frozen queries")
         queries_path, record = _queries(settings, out_dir / "cache")
         stored = torch.load(queries_path)  # read here, where the cache is: the jobs get the tensor through Ray
@@ -236,11 +232,11 @@ class WaveTrack(Track):
             raise ValueError(f"{queries_path}: the cached queries are of another encoder or other sentences; "
                              "delete it to compute them again")
         relations = _relations(fewrel_folder(), settings.sources)
-        on_device = [] if device == "cpu" else [device]  # a CPU run's records keep their fingerprints
+        on_device = run.on_device
         jobs = [Job(f"jobs/{settings.name}/{m}/seed{s}", run_job, (settings, m, s, relations, stored["queries"],
                                                                    record, device),
                     fingerprint(settings, record, m, s, *on_device)) for m in settings.methods for s in seeds]
-        outcomes = run_jobs(jobs, out_dir, workers, say, _describe, address=address, gpus_per_job=gpus_per_job)
+        outcomes = run.run_jobs(jobs, _describe)
         sequence = sequence_of(settings, seeds[0], relations)
         definition = {"benchmark": {"source": settings.name, "tasks": settings.tasks,
                                     "relations": list(sequence.relation_names),
