@@ -144,10 +144,29 @@ class DataUnavailable(RuntimeError):
     """No local copy and no reachable online source."""
 
 
+# ITU-R BT.601 luma weights in thousandths: Y = (299 R + 587 G + 114 B) / 1000
+LUMA_WEIGHTS = (299, 587, 114)
+LUMA_SCALE = 1000
+
+
 def _grayscale(images: np.ndarray) -> np.ndarray:
-    """(N, H, W, 3) uint8 -> (N, H, W) uint8 with ITU-R 601 luma weights (as PIL's "L" mode)."""
-    luma = images.astype(np.float32) @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
-    return np.clip(np.rint(luma), 0, 255).astype(np.uint8)
+    """(..., 3) uint8 -> (...) uint8: ITU-R BT.601 luma, computed exactly in integers.
+
+    The grey level is (299 R + 587 G + 114 B) / 1000 rounded to the nearest integer, a tie
+    (a remainder of exactly 500) to the even one, as `np.rint` rounds. Integer sums are exact
+    whatever the kernel, so every processor gives the same grey images; a float product would
+    run in OpenBLAS, whose kernels differ by processor and round some colours apart (the
+    portable mode, `zoo.training.reproducibility`)."""
+    if images.dtype != np.uint8 or images.shape[-1:] != (3,):
+        raise ValueError(f"grayscale conversion expects uint8 colour images (..., 3); got {images.dtype} "
+                         f"{tuple(images.shape)}")
+    weights = [weight * np.arange(256, dtype=np.int32) for weight in LUMA_WEIGHTS]  # a table per channel
+    total = weights[0][images[..., 0]]
+    total += weights[1][images[..., 1]]
+    total += weights[2][images[..., 2]]  # at most 255,000: exact in int32
+    grey, remainder = np.divmod(total, LUMA_SCALE)
+    grey += (remainder > LUMA_SCALE // 2) | ((remainder == LUMA_SCALE // 2) & (grey % 2 == 1))
+    return grey.astype(np.uint8)
 
 
 @SOURCES.register("mnist")
