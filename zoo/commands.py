@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from zoo.cli import CommandError
+from zoo.portable_command import portable_child, refuse_a_gpu, refuse_an_unpinnable_processor
 from zoo.training.reproducibility import MODES as REPRODUCIBILITY_MODES
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    refuse_an_unpinnable_processor(args)  # before anything imports torch and NumPy
     from zoo.storage.folder import check_writable
     from zoo.storage.lock import FolderLock
     from zoo.planning.plan import plan_runs
@@ -36,7 +38,8 @@ def _generate(args: argparse.Namespace) -> int:
     draws = "" if spec.training.rng == "torch-generator" else f", training.rng: {spec.training.rng}"
     draws += f", reproducibility: {spec.training.reproducibility}"
     if spec.training.reproducibility == "portable" and not args.dry_run:
-        child = _portable_child(args)  # None: this process is the portable one already
+        refuse_a_gpu(spec.name, args)
+        child = portable_child(args)  # None: this process is the portable one already
         if child is not None:
             return child
     if args.dry_run:  # counted from the spec, never listed (`zoo.planning.plan_size`)
@@ -75,38 +78,6 @@ def _modes(folder: Path) -> set[str]:
     except (OSError, ValueError, KeyError):
         return set()  # verify itself reports what is wrong with the manifest
     return {mode_of(entry) for entry in configs.values()}
-
-
-def _portable_child(args: argparse.Namespace) -> int | None:
-    """Under the portable mode (`zoo.training.reproducibility`): refuses a processor without x86-64-v3, and
-    runs this same command again in a child process with the pinned environment, returning its exit
-    status; None when this process has that environment already (the child itself)."""
-    import os
-    import signal
-    import subprocess
-
-    from zoo.training.reproducibility import environment_problem, portable_environment, processor_problem
-
-    problem = processor_problem()
-    if problem is not None:
-        raise CommandError(problem)
-    if environment_problem(os.environ) is None:
-        return None
-    print("portable mode: running again with " + " ".join(f"{k}={v}" for k, v in portable_environment({}).items()),
-          file=sys.stderr, flush=True)
-    from zoo.named_import import python_command
-
-    child = subprocess.Popen(python_command("-m", "zoo.cli", *args.argv), env=portable_environment(os.environ))
-    forward = lambda signum, frame: child.send_signal(signum)  # noqa: E731 (SIGTERM reaches the child too)
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
-        while True:
-            try:
-                return child.wait()
-            except KeyboardInterrupt:  # the child got the SIGINT too (one process group): it stops cleanly
-                continue
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _generate_locked(args: argparse.Namespace, spec, lock) -> int:
@@ -206,7 +177,7 @@ def _verify(args: argparse.Namespace) -> int:
         raise CommandError(f"--json {args.json}: no folder {Path(args.json).parent} to write the report into")
     source = _resolve_data(args)
     if args.retrain and _modes(source.folder) & {"portable"}:  # retrained in the mode it was made in
-        child = _portable_child(args)
+        child = portable_child(args)
         if child is not None:
             return child
     report = verify(source.folder, recompute=args.recompute, seed=args.seed, allow_incomplete=args.allow_incomplete,

@@ -38,7 +38,9 @@ import sys
 import time
 from pathlib import Path
 
-from zoo.training.device import training_device
+import torch
+
+from zoo.training.device import portable_device_problem, training_device
 from zoo.families import create_family
 from zoo.planning.plan import Run, plan_runs
 from zoo.training.population import populations
@@ -151,13 +153,20 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     `device` (default: $NFNZOO_DEVICE, else CUDA when the Ray cluster has GPUs) is where each
     trial trains its populations, `gpus_per_trial` what a CUDA trial asks Ray for
     (`trial_resources`). `population_size` overrides the family's members per population. The
-    output folders are checked writable before Ray starts (`ValueError` naming the path). A
+    output folders are checked writable before Ray starts (`ValueError` naming the path). A portable
+    spec trains on the CPU only: a GPU device, or ``auto`` beside a GPU, is a `ValueError` before Ray
+    starts (before any trial, for a cluster's GPUs). A
     SIGINT or SIGTERM raises `GenerationInterrupted` once the Ray instance is down; checkpoints
     still missing after every retry are counted in `GenerateReport.missing`.
     """
     start = time.perf_counter()
     family = create_family(spec.family, population_size=population_size)  # checks the size
-    if device and not address and not os.environ.get("RAY_ADDRESS"):
+    local = not address and not os.environ.get("RAY_ADDRESS")
+    if spec.training.reproducibility == "portable":  # CPU only: a local instance's GPU is this machine's
+        problem = portable_device_problem(spec.name, device, local and torch.cuda.is_available())
+        if problem is not None:
+            raise ValueError(problem)
+    if device and local:
         training_device(device)  # a local instance trains here: the device must exist, checked before Ray starts
     out_dir = Path(out_dir).resolve()
     check_writable(out_dir)
@@ -232,6 +241,10 @@ class _Generation:
         from zoo.distributed.trial import data_sha256, trial
 
         cluster = ray.cluster_resources()
+        if self.spec.training.reproducibility == "portable":  # a cluster's GPUs are known once connected
+            problem = portable_device_problem(self.spec.name, device, bool(cluster.get("GPU")))
+            if problem is not None:
+                raise ValueError(problem)
         workers = max(1, int(cluster.get("CPU", 1)))
         device, gpus = trial_resources(device, gpus_per_trial, cluster, workers)
         size = runs_per_trial or default_runs_per_trial(len(self.todo), workers)

@@ -38,7 +38,6 @@ from typing import Any, Literal
 
 from zoo.validation.bounds import MAX_MEMBER_LAYERS, check_member
 from zoo.validation.domains import Count, Fraction, Seed, Size, base_type
-from zoo.families.base import get_family  # families validate their own parts (the registry imports them when read)
 from zoo.validation.inputs import NAME, InputError, load_yaml, name_problem
 from zoo.validation.schema import SchemaError, from_data, to_data, type_hints
 # the search space lives in its own module; its names are part of this module's interface
@@ -187,6 +186,9 @@ class ZooSpec:
             raise SchemaError(where, "seeds", "empty; expected at least one seed")
         check_plan_size(self.search_space, len(self.seeds), len(self.training.checkpoint_epochs)
                         + self.training.keep_best, where)
+        # families validate their own parts; imported here, so that reading a spec file imports no torch
+        from zoo.families.base import get_family
+
         try:
             family = get_family(self.family)
         except KeyError as error:

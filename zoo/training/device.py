@@ -32,6 +32,20 @@ def training_device(requested: str | None = None) -> torch.device:
     return device
 
 
+def portable_device_problem(spec_name: str, requested: str | None, gpus_visible: bool) -> str | None:
+    """Why a portable spec may not train on `requested` (None: $NFNZOO_DEVICE, else ``auto``), or None.
+
+    The portable mode pins the CPU's instruction sets (`zoo.training.reproducibility`); a GPU's bits
+    are its own, so every trial on one would fail its own check. ``auto`` takes a GPU when
+    `gpus_visible`, so there the mode needs ``--device cpu``: said before Ray starts."""
+    name = requested or os.environ.get(DEVICE_VARIABLE) or "auto"
+    if name.split(":")[0] != "cuda" and (name != "auto" or not gpus_visible):
+        return None  # the CPU, or a name the device checks refuse as unknown
+    what = "takes the GPU here" if name == "auto" else "is a GPU"
+    return (f"{spec_name}: the portable mode trains on the CPU only, and device {name!r} (from --device or "
+            f"{DEVICE_VARIABLE}) {what}: add --device cpu, or generate in the native mode on the GPU")
+
+
 def to_device(data, device: torch.device | str):
     """A copy of a data dataclass (TaskData, ImageData, TextData) with every tensor on `device`."""
     if isinstance(data, torch.Tensor):
