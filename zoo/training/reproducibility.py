@@ -23,7 +23,10 @@ depend on the spec, the run and the software versions only:
   `MKL_CBWR` says (`zoo.training.optim_stacked`; found by running the recorded generations on
   emulated processors, tests/zoo/portable_emulated.py);
 - threads: `OMP_NUM_THREADS=MKL_NUM_THREADS=1` (a trial trains on one thread anyway,
-  `zoo.training.worker.TRAINING_THREADS`).
+  `zoo.training.worker.TRAINING_THREADS`);
+- NumPy's matrix products run in OpenBLAS, whose kernel follows the processor and which nothing here
+  pins: no path a trial takes reaches them (the grayscale sources convert colour in integers,
+  `zoo.data.images._grayscale`).
 
 Each library reads its setting when it initialises, so the settings go on a process before it
 starts: `nfnzoo generate` (and `verify --retrain`) runs itself again as a child process with
@@ -32,7 +35,8 @@ the trials carry them as Ray `runtime_env` environment variables. What the user'
 for these libraries (`ATEN_*`, `MKL_*`, `ONEDNN_*`, `DNNL_*`, `NPY_*CPU_FEATURES`, `OMP_*`, `KMP_*`,
 `GOMP_*`) is replaced, not merged, and every trial checks its own process (`process_problem`)
 before it trains: a setting that did not take is an error, never a silent other zoo. A processor
-without x86-64-v3, or not x86-64, is refused in one line before anything runs.
+without x86-64-v3, or not x86-64, is refused in one line before NumPy is imported, and a GPU device
+(or `auto` beside a GPU) before Ray starts (`zoo.portable_command`).
 
 Measured on this project's AMD EPYC (AVX-512) with torch 2.14.1 and NumPy 2.4: see
 docs/reproducibility.md for each setting's effect on the tiny zoos' hashes.
