@@ -2,7 +2,9 @@
 
 A processor without x86-64-v3: refused before NumPy is imported, simulated in a child process whose
 `/proc/cpuinfo` flags are replaced (`processor_problem` given another processor's flags) and whose
-NumPy and torch imports fail, as NumPy's does on a processor below its baseline. A GPU device, or
+NumPy and torch imports fail, as NumPy's does on a processor below its baseline; and, where QEMU's
+user mode is installed, on an emulated Nehalem, whose CPUID (`zoo.training.cpuid`) lacks AVX while
+`/proc/cpuinfo` is the host's. A GPU device, or
 `auto` beside a GPU: refused before the pinned child and Ray start, simulated by `torch.cuda.is_available`
 patched in this process.
 """
@@ -10,6 +12,8 @@ patched in this process.
 from __future__ import annotations
 
 import json
+import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +24,7 @@ import torch
 import zoo.training.reproducibility as reproducibility
 from zoo.cli import main
 from zoo.planning.declared import declared_mode
+from zoo.training.cpuid import FLAGS, cpuid_flags
 from zoo.training.device import DEVICE_VARIABLE, portable_device_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +79,41 @@ def test_the_simulation_sees_numpy_imported_by_a_native_spec(tmp_path):
     """Negative control: a native spec is not refused, and its validation reaches for NumPy and torch."""
     outcome, _ = _without_v3("cnn-mnist", "--profile", "tiny", "--out", str(tmp_path / "zoo"))
     assert outcome["attempts"] and outcome["code"] != 0
+
+
+LINUX_X86_64 = sys.platform == "linux" and platform.machine().lower() in ("x86_64", "amd64")
+
+
+@pytest.mark.skipif(not LINUX_X86_64, reason="CPUID is asked on Linux x86-64 only")
+def test_cpuid_reports_at_least_the_flags_the_kernel_lists():
+    """The kernel only drops CPUID's flags (AVX turned off), never adds: what it lists, CPUID reports."""
+    listed = set(next(line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("flags")))
+    assert listed & set(FLAGS) <= cpuid_flags() <= set(FLAGS)
+
+
+def test_an_emulated_processor_is_judged_by_its_cpuid(monkeypatch):
+    """Under QEMU's user mode /proc/cpuinfo is the host's; the flags CPUID reports are the emulated processor's."""
+    import zoo.training.cpuid as cpuid
+
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(cpuid, "cpuid_flags", lambda: {"fma", "movbe", "abm"})  # no AVX, AVX2, BMI, F16C
+    assert "x86-64-v3 (AVX2 + FMA); this processor lacks avx, avx2, " in reproducibility.processor_problem()
+    assert reproducibility.processor_problem("flags\t: avx avx2 fma bmi1 bmi2 f16c movbe abm\n") is None  # text alone
+
+
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None or not LINUX_X86_64,
+                    reason="needs QEMU's user mode (apt install qemu-user)")
+def test_on_an_emulated_nehalem_generate_refuses_in_one_line(tmp_path):
+    done = subprocess.run(["qemu-x86_64", "-cpu", "Nehalem", sys.executable, "-m", "zoo.cli", "generate", "cnn-mnist",
+                           "--profile", "suite-v2", "--out", str(tmp_path / "zoo")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("qemu-x86_64: warning:")]
+    assert done.returncode == 1 and lines == ["nfnzoo generate: error: the portable mode needs x86-64-v3 (AVX2 + FMA); "
+                                              "this processor lacks avx, avx2, fma, bmi1, bmi2, f16c, movbe, lzcnt: "
+                                              "generate in the native mode (training.reproducibility: native), "
+                                              "whose bytes are this machine's own"], done.stderr[-2000:]
+    assert not (tmp_path / "zoo").exists()
 
 
 def test_the_declared_mode_is_read_as_load_spec_merges_it(tmp_path):

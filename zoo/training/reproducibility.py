@@ -62,18 +62,28 @@ CPU_ARCHITECTURES = ("x86_64", "amd64")
 
 
 def processor_problem(cpuinfo: str | None = None, machine: str | None = None) -> str | None:
-    """Why this processor cannot generate in the portable mode (not x86-64, or without x86-64-v3), or None."""
+    """Why this processor cannot generate in the portable mode (not x86-64, or without x86-64-v3), or None.
+
+    The flags are those both `/proc/cpuinfo` lists and CPUID reports to this process
+    (`zoo.training.cpuid`): an emulator shows the host's file and its own CPUID; a kernel that turned
+    AVX off leaves CPUID's bits and drops the file's. `cpuinfo` (a file's text) replaces both."""
     machine = (machine or platform.machine()).lower()
     if machine not in CPU_ARCHITECTURES:
         return (f"the portable mode pins x86-64 instruction sets; this machine is {machine}: generate in the native "
                 "mode (training.reproducibility: native), whose bytes are this machine's own")
-    if cpuinfo is None:
+    if cpuinfo is not None:
+        flags = _listed_flags(cpuinfo)
+    else:
+        from zoo.training.cpuid import cpuid_flags
+
         try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")[:1_000_000]
+            listed = _listed_flags(Path("/proc/cpuinfo").read_text(errors="replace")[:1_000_000])
         except OSError:
-            return None  # not Linux: no flags to read; every trial checks its own process
-    flags = set(next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
-                      if line.startswith("flags")), []))
+            listed = None  # not Linux
+        known = [found for found in (listed, cpuid_flags()) if found is not None]
+        if not known:
+            return None  # no flags to read; every trial checks its own process
+        flags = set.intersection(*known)
     missing = [flag for flag in X86_64_V3 if flag not in flags]
     if "lzcnt" not in flags and "abm" not in flags:
         missing.append("lzcnt")
@@ -81,6 +91,11 @@ def processor_problem(cpuinfo: str | None = None, machine: str | None = None) ->
         return (f"the portable mode needs x86-64-v3 (AVX2 + FMA); this processor lacks {', '.join(missing)}: generate "
                 "in the native mode (training.reproducibility: native), whose bytes are this machine's own")
     return None
+
+
+def _listed_flags(cpuinfo: str) -> set[str]:
+    """The first `flags` line of a /proc/cpuinfo text, as a set."""
+    return set(next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), []))
 
 
 def mode_of(entry: Mapping[str, Any]) -> str:
