@@ -42,7 +42,8 @@ class Refused:  # NumPy's import fails on a processor below its baseline; torch 
 sys.meta_path.insert(0, Refused())
 import zoo.training.reproducibility as reproducibility
 flags = reproducibility.processor_problem
-reproducibility.processor_problem = lambda cpuinfo=None, machine=None: flags("flags\\t: fpu sse sse2 ssse3\\n", "x86_64")
+below_v3 = "flags\\t: fpu sse sse2 ssse3\\n"
+reproducibility.processor_problem = lambda cpuinfo=None, machine=None: flags(below_v3, "x86_64")
 from zoo.cli import main
 try:
     code = main(sys.argv[1:])
@@ -201,7 +202,7 @@ def test_a_clusters_gpus_refuse_auto_once_connected_before_any_trial(monkeypatch
     spec = load_spec("cnn-mnist", "suite-v2")
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0, "GPU": 1.0})
     monkeypatch.setattr(driver, "trial_resources", _reach_ray)  # the trials' resources come next
-    generation = driver._Generation(spec, create_family(spec.family), [], None, 0, False, None)
+    generation = driver._Generation(spec, create_family(spec.family), [], None, 0, False, None, None)
     with pytest.raises(ValueError, match="device 'auto' .* takes the GPU here: add --device cpu"):
         generation.run(None, None, None)
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0})

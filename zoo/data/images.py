@@ -47,16 +47,21 @@ class TaskData:
     num_classes: int
 
 
-def data_roots() -> list[Path]:
-    """Local data folders, in lookup order."""
-    roots = []
-    if os.environ.get("NFNZOO_DATA"):
-        roots.append(Path(os.environ["NFNZOO_DATA"]))
+def _data_candidates() -> list[tuple[str, Path | None]]:
+    """Every place a local data file is looked for, in order: (how a user names it, its folder or None)."""
+    variable = os.environ.get("NFNZOO_DATA")
+    candidates: list[tuple[str, Path | None]] = [(f"$NFNZOO_DATA ({variable})" if variable else "$NFNZOO_DATA (unset)",
+                                                  Path(variable) if variable else None)]
     for base in (PROJECT_ROOT, Path.cwd()):
-        candidate = base.parent / "shared" / "data"
-        if candidate.is_dir() and candidate not in roots:
-            roots.append(candidate)
-    return roots
+        folder = base.parent / "shared" / "data"
+        if all(folder != known for _, known in candidates):
+            candidates.append((str(folder) if folder.is_dir() else f"{folder} (absent)", folder))
+    return candidates
+
+
+def data_roots() -> list[Path]:
+    """Local data folders that exist, in lookup order."""
+    return [folder for _, folder in _data_candidates() if folder is not None and folder.is_dir()]
 
 
 def find_local(relative: str) -> Path | None:
@@ -66,14 +71,20 @@ def find_local(relative: str) -> Path | None:
     return None
 
 
+def missing_data(what: str, relative: str, online: str) -> str:
+    """One line: `what` is in none of the places looked in (each named) and `online` failed; how to provide it."""
+    places = ", ".join(label for label, _ in _data_candidates())
+    return (f"{what} is not here: no {relative} in {places}, and {online}; put the file at "
+            f"$NFNZOO_DATA/{relative} (or at shared/data/{relative} beside the checkout)")
+
+
 def local_folder(variable: str, relative: str, what: str) -> Path:
     """The folder `$variable` names, else `relative` in a data root; a clear error naming both otherwise."""
     if os.environ.get(variable):
         return Path(os.environ[variable])
     local = find_local(relative)
     if local is None:
-        raise ValueError(f"{what} is not here: set ${variable} to its folder or put it at {relative}/ in one of "
-                         f"{[str(r) for r in data_roots()]}")
+        raise ValueError(missing_data(what, f"{relative}/", f"${variable} is unset (set it to the folder)"))
     return local
 
 
@@ -124,7 +135,7 @@ def _to_image_data(images: np.ndarray, labels: np.ndarray) -> ImageData:
     return ImageData(x.contiguous(), torch.from_numpy(labels.astype(np.int64)))
 
 
-def _torchvision(name: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
+def _torchvision(name: str, train: bool, relative: str) -> tuple[np.ndarray, np.ndarray]:
     """Images (N, H, W) or (N, H, W, C) uint8 and labels, through torchvision's downloader."""
     import torchvision
 
@@ -135,13 +146,14 @@ def _torchvision(name: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
             return np.asarray(dataset.data).transpose(0, 2, 3, 1), np.asarray(dataset.labels)
         dataset = getattr(torchvision.datasets, name)(root=root, train=train, download=True)
     except (OSError, RuntimeError) as error:  # offline, or the mirror is down
-        raise DataUnavailable(f"{name} is not available locally (looked in {[str(r) for r in data_roots()]}) "
-                              f"and could not be downloaded: {error}") from error
+        reason = " ".join(str(error).split())[:200] or type(error).__name__
+        raise DataUnavailable(missing_data(name, relative, f"torchvision could not download it into {root} "
+                                                           f"({reason})")) from None
     return np.asarray(dataset.data), np.asarray(dataset.targets)
 
 
-class DataUnavailable(RuntimeError):
-    """No local copy and no reachable online source."""
+class DataUnavailable(FileNotFoundError):
+    """No local copy and no reachable online source: a user's error, one line from the CLI."""
 
 
 # ITU-R BT.601 luma weights in thousandths: Y = (299 R + 587 G + 114 B) / 1000
@@ -172,7 +184,7 @@ def _grayscale(images: np.ndarray) -> np.ndarray:
 @SOURCES.register("mnist")
 def mnist() -> tuple[ImageData, ImageData, int]:
     """MNIST: 60,000 train / 10,000 test, the original order (LeCun, Cortes, Burges)."""
-    return _local_npz("mnist/mnist.npz") or _online("MNIST")
+    return _local_npz("mnist/mnist.npz") or _online("MNIST", "mnist/mnist.npz")
 
 
 def load_task_data(spec: DatasetSpec) -> TaskData:
@@ -204,9 +216,10 @@ def load_classifier_data(spec, in_channels: int, num_classes: int) -> TaskData:
     return data
 
 
-def _online(name: str, transform=lambda images: images, classes: int = 10) -> tuple[ImageData, ImageData, int]:
-    train_images, train_labels = _torchvision(name, True)
-    test_images, test_labels = _torchvision(name, False)
+def _online(name: str, relative: str, transform=lambda images: images,
+            classes: int = 10) -> tuple[ImageData, ImageData, int]:
+    train_images, train_labels = _torchvision(name, True, relative)
+    test_images, test_labels = _torchvision(name, False, relative)
     return (_to_image_data(transform(train_images), train_labels),
             _to_image_data(transform(test_images), test_labels), classes)
 
@@ -214,31 +227,31 @@ def _online(name: str, transform=lambda images: images, classes: int = 10) -> tu
 @SOURCES.register("fashion_mnist")
 def fashion_mnist() -> tuple[ImageData, ImageData, int]:
     """Fashion-MNIST: 60,000 / 10,000 grayscale 28x28 (Xiao, Rasul, Vollgraf 2017)."""
-    return _local_npz("fashion_mnist/fashion_mnist.npz") or _online("FashionMNIST")
+    return _local_npz("fashion_mnist/fashion_mnist.npz") or _online("FashionMNIST", "fashion_mnist/fashion_mnist.npz")
 
 
 @SOURCES.register("cifar10")
 def cifar10() -> tuple[ImageData, ImageData, int]:
     """CIFAR-10 in color: 50,000 / 10,000 32x32x3 (Krizhevsky 2009)."""
-    return _local_npz("cifar10/cifar10.npz") or _online("CIFAR10")
+    return _local_npz("cifar10/cifar10.npz") or _online("CIFAR10", "cifar10/cifar10.npz")
 
 
 @SOURCES.register("cifar100")
 def cifar100() -> tuple[ImageData, ImageData, int]:
     """CIFAR-100 in color, the 100 fine labels: 50,000 / 10,000 32x32x3 (Krizhevsky 2009)."""
-    return _local_npz("cifar100/cifar100.npz", classes=100) or _online("CIFAR100", classes=100)
+    return _local_npz("cifar100/cifar100.npz", classes=100) or _online("CIFAR100", "cifar100/cifar100.npz", classes=100)
 
 
 @SOURCES.register("cifar10_gs")
 def cifar10_grayscale() -> tuple[ImageData, ImageData, int]:
     """CIFAR-10 in grayscale, as in the Small CNN Zoo's CIFAR10-GS."""
-    return _local_npz("cifar10/cifar10.npz", _grayscale) or _online("CIFAR10", _grayscale)
+    return _local_npz("cifar10/cifar10.npz", _grayscale) or _online("CIFAR10", "cifar10/cifar10.npz", _grayscale)
 
 
 @SOURCES.register("svhn_gs")
 def svhn_grayscale() -> tuple[ImageData, ImageData, int]:
     """SVHN (cropped digits) in grayscale: 73,257 / 26,032 32x32, as in the Small CNN Zoo's SVHN-GS."""
-    return _local_npz("svhn/svhn.npz", _grayscale) or _online("SVHN", _grayscale)
+    return _local_npz("svhn/svhn.npz", _grayscale) or _online("SVHN", "svhn/svhn.npz", _grayscale)
 
 
 def _local_npz(relative: str, transform=lambda images: images,

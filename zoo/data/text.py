@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from zoo.data.images import TaskData, find_local
+from zoo.data.images import TaskData, find_local, missing_data
 from zoo.registry import Registry
 from zoo.planning.spec import DatasetSpec
 
@@ -200,10 +200,12 @@ def _official_split(split: str) -> tuple[list[str], np.ndarray]:
         return _read_csv(local)
     try:
         return _hub_split(split)
-    except Exception as error:  # offline, or the Hub refuses: say where a copy would be found
-        raise FileNotFoundError(f"AG News {split} split: no local ag_news/{split}.csv under $NFNZOO_DATA or "
-                                f"../shared/data, and the Hub dataset {HUB_DATASET} failed to load ({error}). "
-                                "Offline, use the data set `ag_news_7600` (the 7,600 test articles re-split)") from None
+    except Exception as error:  # noqa: BLE001 (offline, or the Hub refuses: say where a copy would be found)
+        reason = " ".join(str(error).split())[:200] or type(error).__name__
+        raise FileNotFoundError(missing_data(
+            f"AG News {split} split", f"ag_news/{split}.csv",
+            f"the Hub dataset {HUB_DATASET} failed to load ({reason}); offline, the data set `ag_news_7600` (the "
+            "7,600 test articles re-split) needs only ag_news/test.csv")) from None
 
 
 @TEXT_SOURCES.register("ag_news")

@@ -136,8 +136,8 @@ def trial_resources(device: str | None, gpus_per_trial: float | None, cluster: d
             raise ValueError(f"--gpus-per-trial {gpus_per_trial:g} asks for GPUs, but the device is {name!r}")
         return name, 0.0
     if not gpus:
-        raise ValueError(f"device {name} requested, but the Ray cluster has no GPU (its resources: "
-                         f"{', '.join(f'{k} {v:g}' for k, v in sorted(cluster.items()) if '.' not in k and ':' not in k)})")
+        listed = ", ".join(f"{k} {v:g}" for k, v in sorted(cluster.items()) if "." not in k and ":" not in k)
+        raise ValueError(f"device {name} requested, but the Ray cluster has no GPU (its resources: {listed})")
     share = gpus_per_trial or min(1.0, gpus / max(1, workers))
     if share > gpus:
         raise ValueError(f"--gpus-per-trial {share:g} is more than the Ray cluster's {gpus:g} GPUs")
@@ -186,12 +186,14 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
     def still_missing() -> int:
         return sum(len(staging.missing(r.model_ids)) for r in todo)
 
+    # the data, read before Ray starts: a data set found nowhere is one line (`zoo.data.images.missing_data`)
+    generation = _Generation(spec, family, todo, staging, max_failures, progress, population_size,
+                             family.load_data(spec))
     address = address or os.environ.get("RAY_ADDRESS")
     received: list[int] = []
     try:
         with interruptible() as received, connected(address, num_cpus):
-            outcome = _Generation(spec, family, todo, staging, max_failures, progress, population_size).run(
-                runs_per_trial, device, gpus_per_trial)
+            outcome = generation.run(runs_per_trial, device, gpus_per_trial)
     except KeyboardInterrupt as interrupt:  # ours (`Signalled`), or Ray's rewrapping of it
         signum = interrupt.signum if isinstance(interrupt, Signalled) else (received or [signal.SIGINT])[0]
         raise GenerationInterrupted(signal.Signals(signum).name, total - still_missing(), total) from None
@@ -227,8 +229,9 @@ class _Generation:
     arrive (`zoo.distributed.trial`), each checkpoint staged here, failed trials started again."""
 
     def __init__(self, spec: ZooSpec, family, todo: list[Run], staging: Staging, max_failures: int,
-                 progress: bool, population_size: int | None) -> None:
+                 progress: bool, population_size: int | None, data) -> None:
         self.spec, self.family, self.todo, self.staging = spec, family, todo, staging
+        self.data = data  # read on the driver, once: no node reads a path only the driver has
         self.max_failures, self.progress, self.population_size = max_failures, progress, population_size
         self.outcome = _Outcome()
         self.runs_done: set[str] = set()
@@ -251,7 +254,7 @@ class _Generation:
         batches = pack_trials(self.todo, self.family, self.spec, math.ceil(len(self.todo) / size),
                               self.family.population_size_on(device.split(":")[0]))
         self.outcome.workers, self.outcome.trials = workers, len(batches)
-        data = self.family.load_data(self.spec)  # here, once: no node reads a path only the driver has
+        data, self.data = self.data, None  # into Ray's object store; the driver keeps no copy
         digest = data_sha256(data)
         data_ref = ray.put(data)
         del data
@@ -350,7 +353,8 @@ class _Generation:
                                            f"{error.strerror or error}; checkpoint {model_id} not staged")
             elif isinstance(error, InputError):  # a refused payload, or a file or link in the staging folder's way
                 message = str(error)
-                self.outcome.failed.append(message if model_id in message else f"{message}; checkpoint {model_id} not staged")
+                self.outcome.failed.append(message if model_id in message
+                                           else f"{message}; checkpoint {model_id} not staged")
             else:
                 raise error
 
