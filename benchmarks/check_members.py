@@ -73,7 +73,8 @@ def random_weights(weight_space: WeightSpace, size: int, seed: int, denormal: bo
             x = x * (math.sqrt(2 / math.prod(t.shape[1:])) if t.role == "weight" and len(t.shape) > 1 else 0.1)
         if drawn.outliers:
             chosen = torch.rand(x.shape, generator=generator) < drawn.outliers
-            far = torch.empty(x.shape).uniform_(20, 100, generator=generator) * torch.randn(x.shape, generator=generator).sign()
+            far = (torch.empty(x.shape).uniform_(20, 100, generator=generator)
+                   * torch.randn(x.shape, generator=generator).sign())
             x = torch.where(chosen, far, x)
         if denormal:  # as Adam-trained members hold
             tiny = torch.exp(torch.empty(x.shape).uniform_(math.log(1e-45), math.log(1e-39), generator=generator))

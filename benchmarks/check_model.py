@@ -36,9 +36,10 @@ model-dimension permutations that are no symmetry of a residual member ("attenti
 
 A model with a weight-space output (INR editing's weight delta) is checked for equivariance the
 same way: f(g . w) = g . f(w) relative to the output's size (< 1e-4 claimed on standard normal
-members, < 1e-3 at the other magnitudes, > 1e-3 unclaimed), in float32 unless the model class sets `EXACTNESS_DTYPE` (NG-GNN: float64, because PNA's standard
-deviation aggregator amplifies float32 rounding at the first hidden layer's in-degree-2 neurons);
-the invariance checks (not the denormal one, whose point is float32's denormals) use it too.
+members, < 1e-3 at the other magnitudes, > 1e-3 unclaimed), in float32 unless the model class sets
+`EXACTNESS_DTYPE` (NG-GNN: float64, because PNA's standard deviation aggregator amplifies float32
+rounding at the first hidden layer's in-degree-2 neurons); the invariance checks (not the denormal
+one, whose point is float32's denormals) use it too.
 A model class may also set `EXACTNESS_PARAMETER_NOISE` = s: every parameter of the checked model
 is moved by N(0, s^2) off its initial value first (seeded), as training moves it. NG-GNN sets 0.5:
 at initialisation its output hardly depends on its input (it varies by ~1e-4 across random
@@ -59,8 +60,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 # re-exported: the tests and `benchmarks.check_report` read the tolerances and magnitudes here too
-from benchmarks.check_members import (EQUIVARIANT_GAP, EQUIVARIANT_MOVES, LARGE_RTOL, MAGNITUDES, RTOL,  # noqa: F401
-                                      called, contract, deviation, random_weights, relative_gap, weights_contract)
+from benchmarks.check_members import (  # noqa: F401 (re-exported)
+    EQUIVARIANT_GAP, EQUIVARIANT_MOVES, LARGE_RTOL, MAGNITUDES, RTOL,
+    called, contract, deviation, random_weights, relative_gap, weights_contract)
 from benchmarks.tasks.limits import model_size_problem
 from nfn_models import claimed_symmetries, create_model, model_config, model_outputs, trained_by
 from nfn_models.registry import MODELS, SPACE_GROUPS, weight_space_kind
@@ -273,7 +275,8 @@ def check_denormal(name: str, space_name: str, group: str, overrides: Mapping[st
     output, mutated = called(model, weights, "f(w)", 1)
     moved, mutated_moved = called(model, acting.act(g, weights), "f(g . w)", 1)
     claimed, width = group in claimed_symmetries(model), out_features(name, overrides)
-    found = mutated or mutated_moved or contract(output, len(weights), width, "f(w)", 1) or contract(moved, len(weights), width, "f(g . w)", 1)
+    found = mutated or mutated_moved or contract(output, len(weights), width, "f(w)", 1) or \
+        contract(moved, len(weights), width, "f(g . w)", 1)
     if found is not None:
         return Check(name, space_name, group, "denormal", claimed, math.nan, DENORMAL_RTOL, DENORMAL_RTOL,
                      "denormal", *found)
@@ -395,6 +398,6 @@ def _on_space(name: str, space_name: str) -> Iterator[None]:
         yield
     except SchemaError:
         raise  # names the model's config key already
-    except Exception as error:  # noqa: BLE001 (any error of the model's own code)
+    except Exception as error:  # any error of the model's own code (re-raised as one line)
         text = (str(error).strip().splitlines() or [""])[0][:500]
         raise ValueError(f"model {name!r} on {space_name}: {type(error).__name__}: {text}") from error

@@ -228,7 +228,8 @@ def raise_unservable(failed: JobsFailed, folder: str | Path | None = None) -> No
     if isinstance(first, ModelOutputError):
         others = f" ({len(failed.errors) - 1} other job(s) failed too)" if len(failed.errors) > 1 else ""
         done = sorted(failed.outcomes, key=lambda key: (len(key), key))
-        kept = (f"{', '.join(done[:10])}{' ...' if len(done) > 10 else ''} finished and {'is' if len(done) == 1 else 'are'} "
+        kept = (f"{', '.join(done[:10])}{' ...' if len(done) > 10 else ''} finished and "
+                f"{'is' if len(done) == 1 else 'are'} "
                 f"kept in {folder}: the same command resumes from {'it' if len(done) == 1 else 'them'}"
                 if done and folder is not None else "no seed finished")
         raise ModelOutputError(f"{first}{others}; {kept}") from failed

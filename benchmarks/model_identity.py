@@ -18,11 +18,11 @@ as their `model`, apart from how it was loaded (their `model_source`):
 - the source (`model_source`): how it was loaded (`kind`: built-in, import path, entry point or
   object; `loaded_as`: what the user gave), the import path of the class (or of the factory), the
   installed distribution that provides its top-level package and that distribution's version (else
-  null and the package's `__version__`: the board then names the model's package by its import path's
-  top-level package, `leaderboards.board.model_version`), and the code's commit: the VCS commit pip recorded when it installed
-  the distribution from a repository (PEP 610's `direct_url.json`), else the commit of the git
-  checkout that tracks the module's file, `dirty` when that checkout has uncommitted changes to
-  tracked files. No path of this machine is recorded.
+  null and the package's `__version__`: the board then names the model's package by its import
+  path's top-level package, `leaderboards.board.model_version`), and the code's commit: the VCS
+  commit pip recorded when it installed the distribution from a repository (PEP 610's
+  `direct_url.json`), else the commit of the git checkout that tracks the module's file, `dirty`
+  when that checkout has uncommitted changes to tracked files. No path of this machine is recorded.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def board_name(registered: str, given: str | None = None) -> str:
         why = f"the name of {import_path(wrapped)}"
     if not isinstance(name, str) or not MODEL_NAME.fullmatch(name):
         raise ModelNameError(f"model {registered!r}: its board name {ascii(str(name)[:80])} ({why}) must be 1-64 ASCII "
-                             "letters, digits or ._+-, starting with a letter or digit, not ending with a dot; choose one with --name NAME "
-                             "(benchmarks.evaluate(..., name=NAME))")
+                             "letters, digits or ._+-, starting with a letter or digit, not ending with a dot; choose "
+                             "one with --name NAME (benchmarks.evaluate(..., name=NAME))")
     problem = builtin_problem(MODELS.kind, name, MODELS.builtin_names(), registered if origin == "built-in" else None)
     if problem is not None:
         raise ModelNameError(problem)

@@ -102,13 +102,15 @@ class FiniteWatch:
     def add(self, output: torch.Tensor, loss: torch.Tensor) -> None:
         """One training step's output and loss (read at `check`)."""
         output, loss = output.detach(), loss.detach()
-        counts = torch.stack([torch.isnan(output).sum(), (~torch.isfinite(output)).sum(), (~torch.isfinite(loss)).sum()])
+        counts = torch.stack([torch.isnan(output).sum(), (~torch.isfinite(output)).sum(),
+                              (~torch.isfinite(loss)).sum()])
         self.pending.append((counts, output.numel(), loss))
         if self.every_step:
             self.check()
 
     def check(self) -> None:
-        """Raises `ModelOutputError` for the first step added since the last check whose output or loss was not finite."""
+        """Raises `ModelOutputError` for the first step added since the last check whose output or
+        loss was not finite."""
         if not self.pending:
             return
         counts = torch.stack([c for c, _, _ in self.pending]).cpu()  # (steps, 3): the one read of the device

@@ -102,7 +102,7 @@ def edit_grid(results_paths: Sequence[str | Path], out_path: str | Path, *, imag
     if len(edits) != 1:
         raise ValueError(f"the results files edit differently ({sorted(map(str, edits))}); plot one edit at a time")
     first = panels[0][1]
-    for (results, arrays), path in zip(panels[1:], results_paths[1:]):
+    for (_, arrays), path in zip(panels[1:], results_paths[1:]):
         if list(arrays["model_id"]) != list(first["model_id"]):
             raise ValueError(f"{path}: its example SIRENs differ from {results_paths[0]}'s (another zoo or protocol)")
     rows = min(images, len(first["model_id"]))

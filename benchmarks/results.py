@@ -103,7 +103,8 @@ class SeedResult:
         if self.train_time_s < 0:
             raise SchemaError(where, f"{key}.train_time_s", f"expected a non-negative time, got {self.train_time_s}")
         if self.peak_memory_mb is not None and self.peak_memory_mb < 0:
-            raise SchemaError(where, f"{key}.peak_memory_mb", f"expected a non-negative size, got {self.peak_memory_mb}")
+            raise SchemaError(where, f"{key}.peak_memory_mb",
+                              f"expected a non-negative size, got {self.peak_memory_mb}")
         ceiling = set(self.ranking) & set(RANKING_RANGES)  # beside them, a task's own (majority_class_accuracy)
         if ceiling and ceiling != set(RANKING_RANGES):
             raise SchemaError(where, f"{key}.ranking", f"expected all of {sorted(RANKING_RANGES)} (as "

@@ -49,7 +49,8 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", tuple(check_seeds(self.seeds)))
-        object.__setattr__(self, "model_overrides", dict(self.model_overrides or {}))  # a copy: the caller's stays theirs
+        object.__setattr__(self, "model_overrides",
+                           dict(self.model_overrides or {}))  # a copy: the caller's stays theirs
         object.__setattr__(self, "task_overrides", dict(self.task_overrides or {}))
         if not isinstance(self.placement, Placement):
             raise TypeError(f"placement: expected a Placement, got {type(self.placement).__name__}")

@@ -129,12 +129,14 @@ STANDARD_SUITES: Registry[Callable[[], StandardSuite]] = Registry("standard suit
 # cnn-mnist-bench predates the bundled cnn-mnist spec's released-architecture fields: its spec is kept
 # as it was (standard_zoos/cnn-mnist-v1.yaml), since today's bundled spec plans another zoo.
 CNN_MNIST_BENCH = ZooRef("cnn-mnist-bench", "cnn-mnist",
-                         "6e211693486aa28044af8deaca9b97040b2edaefd12a55dc7f80e94edcd01662", "cnn-mnist-v1.yaml", "bench")
+                         "6e211693486aa28044af8deaca9b97040b2edaefd12a55dc7f80e94edcd01662", "cnn-mnist-v1.yaml",
+                         "bench")
 INR_MNIST_FAST_FIFTH = ZooRef("inr-mnist-fast-fifth", "inr-mnist",
                               "027bb41fb1d54c519beefc4cb2f537fd2f550e9b51f493bf8ee314c4b781e1d1", "inr-mnist",
                               "fast-fifth")
 TRANSFORMER_MNIST_BENCH = ZooRef("transformer-mnist-bench", "transformer-mnist",
-                                 "e6f11d37eb4007588ad3afbdb68813d2ed0e372d7ad2510cce35b88f84ee87e8", "transformer-mnist",
+                                 "e6f11d37eb4007588ad3afbdb68813d2ed0e372d7ad2510cce35b88f84ee87e8",
+                                 "transformer-mnist",
                                  "bench")
 
 
@@ -276,7 +278,8 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
 
     `data` maps a zoo's name to the folder or Hub repo to read it from: a cell whose run reads the
     pinned hash is ranked, one on other bytes is a stand-in; a zoo not in `data` has no published
-    location yet, so the cell cannot run and the error says which `--data` to give. Every cell's zoo is checked before any cell runs.
+    location yet, so the cell cannot run and the error says which `--data` to give. Every cell's zoo
+    is checked before any cell runs.
     `only` names the cells to run now (e.g. those whose zoos are ready); the others keep what an
     earlier run left (a finished cell stays in `suite.json`) or are recorded as not run, and a later
     run of the same folder fills them in.

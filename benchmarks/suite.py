@@ -1,12 +1,13 @@
 """Benchmark suites: a named matrix of (model, model config, task protocol) entries, as data.
 
-`nfnzoo bench suite NAME --data ZOO --out DIR` runs every entry of a suite over the seeds and
-writes one results file per entry (`DIR/<entry>.json`, with its predictions beside it),
-skipping entries whose results file is already there, so an interrupted suite resumes where
-it stopped (within an entry, from its finished seeds: `benchmarks.harness`). An entry its data cannot serve (a threshold that leaves fewer than two test rows)
-is recorded as `DIR/<entry>.skipped` with the reason, and the others go on. It then prints (and writes to `DIR/table.md`) the Kendall tau-b table: mean +- std
-over the seeds, with the tie ceiling of the test targets. Submitting the files to a
-leaderboard is `nfnzoo leaderboard submit DIR/*.json`.
+`nfnzoo bench suite NAME --data ZOO --out DIR` runs every entry of a suite over the seeds and writes
+one results file per entry (`DIR/<entry>.json`, with its predictions beside it), skipping entries
+whose results file is already there, so an interrupted suite resumes where it stopped (within an
+entry, from its finished seeds: `benchmarks.harness`). An entry its data cannot serve (a threshold
+that leaves fewer than two test rows) is recorded as `DIR/<entry>.skipped` with the reason, and the
+others go on. It then prints (and writes to `DIR/table.md`) the Kendall tau-b table: mean +- std
+over the seeds, with the tie ceiling of the test targets. Submitting the files to a leaderboard is
+`nfnzoo leaderboard submit DIR/*.json`.
 
 These suites run many models on one zoo; a standard suite (`standard-v1`, `benchmarks.standard`)
 runs one model, any model, over fixed cells each on its own pinned zoo.
@@ -318,7 +319,8 @@ def run_suite(name: str, data_path: str | Path, out_dir: str | Path, options: Ru
             prefix = f"{entry_name}.seeds/"
             errors = [(key, error) for key, error in failures if key.startswith(prefix)]
             if errors and all(isinstance(error, ValueError) for _, error in errors):
-                _skip(say, out_dir, next(e for e in todo if e.name == entry_name), errors[0][1])  # the data cannot serve it
+                _skip(say, out_dir, next(e for e in todo if e.name == entry_name),
+                      errors[0][1])  # the data cannot serve it
             elif errors:
                 unfinished += errors
             else:

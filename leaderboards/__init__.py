@@ -38,7 +38,7 @@ _EXPORTS = {
     "render": "leaderboards.renderer",
 }
 
-__all__ = ["OFFICIAL_ROOT", "default_root", *_EXPORTS]
+__all__ = ["OFFICIAL_ROOT", "default_root", *_EXPORTS]  # noqa: PLE0604 (the keys are strings; ruff cannot tell)
 
 
 def __getattr__(name: str) -> Any:

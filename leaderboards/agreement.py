@@ -136,7 +136,8 @@ def cell_agreement(cell: str, task, runs: dict[tuple[str, str], Run], targets: n
         rows = rng.integers(0, len(targets), len(targets))
         means = {}
         for key, run in runs.items():
-            per_seed = [task.score(targets[rows], seed_predictions[rows])[metric] for seed_predictions in run.predictions]
+            per_seed = [task.score(targets[rows], seed_predictions[rows])[metric]
+                        for seed_predictions in run.predictions]
             means[key] = float(np.mean(np.take(per_seed, rng.integers(0, len(per_seed), len(per_seed)))))
         taus.append(_tau([means[m, "base"] for m in models], [means[m, "larger"] for m in models]))
     finite = [t for t in taus if np.isfinite(t)]

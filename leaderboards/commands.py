@@ -240,7 +240,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     render = commands.add_parser("render", help="write the leaderboard's Markdown, plots and static HTML site, "
                                                 "and print the tables")
     render.add_argument("--root", default=None, help=root_help)
-    render.add_argument("--out", default=None, metavar="DIR", help="the folder to write the Markdown, PNG plots and HTML site to")
+    render.add_argument("--out", default=None, metavar="DIR",
+                        help="the folder to write the Markdown, PNG plots and HTML site to")
     render.add_argument("--docs", default=None, metavar="DIR",
                         help="rewrite the `<!-- nfnzoo:... -->` results regions of the Markdown pages under DIR "
                              "(default board: the official one)")

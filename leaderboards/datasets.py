@@ -120,7 +120,8 @@ class KnownDataset:
                 raise SchemaError(where, f"{key}.split_sets", f"{ascii(split_set[:80])}: "
                                   f"{problem or 'the zoo own split is test_metadata'}")
             if not isinstance(digest, str) or not SHA256.fullmatch(digest):
-                raise SchemaError(where, f"{key}.split_sets.{split_set}", f"expected a sha256 hex digest, got {ascii(str(digest)[:80])}")
+                raise SchemaError(where, f"{key}.split_sets.{split_set}",
+                                  f"expected a sha256 hex digest, got {ascii(str(digest)[:80])}")
         for split_set, digest in self.split_set_files.items():
             if split_set not in self.split_sets:
                 raise SchemaError(where, f"{key}.split_set_files", f"{ascii(split_set[:80])}: not a pinned split set")

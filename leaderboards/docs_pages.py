@@ -24,10 +24,11 @@ rewrites from the board, leaving everything outside the markers as its author wr
 each table they print the protocol, the seeds, the full dataset hash and, where the task ranks,
 the tau-b ceiling the test targets' ties allow, and below the dataset the suite entries recorded
 as skipped on it (`leaderboards/skipped.json`: an entry whose protocol leaves its data no test
-rows, so no result can exist). `render_docs(root, docs_dir, readme)` rewrites the regions of
-the pages (a page that is a symbolic link, or lies below one, or is not a regular file is refused in one
-line before anything is read or written); `stale_pages` says which pages differ from what the board renders now (the docs test runs
-it on the official board); both also list the board's datasets that no region shows.
+rows, so no result can exist). `render_docs(root, docs_dir, readme)` rewrites the regions of the
+pages (a page that is a symbolic link, or lies below one, or is not a regular file is refused in one
+line before anything is read or written); `stale_pages` says which pages differ from what the board
+renders now (the docs test runs it on the official board); both also list the board's datasets that
+no region shows.
 
 Every free text from the board (model labels, dataset names, protocol lines, skip reasons) goes
 through `leaderboards.escape.markdown_cell` / `markdown_text`.
@@ -81,7 +82,8 @@ class SkippedEntries:
             if problem is not None:
                 raise SchemaError(where, f"{key}.{field}", problem)
         if not SHA256.fullmatch(self.dataset_hash):
-            raise SchemaError(where, f"{key}.dataset_hash", f"expected a sha256 hex digest, got {ascii(self.dataset_hash[:80])}")
+            raise SchemaError(where, f"{key}.dataset_hash",
+                              f"expected a sha256 hex digest, got {ascii(self.dataset_hash[:80])}")
         problem = line_problem(self.reason, 500)
         if problem is not None:
             raise SchemaError(where, f"{key}.reason", problem)
@@ -169,7 +171,8 @@ def teaser_region(boards: list[TaskBoard]) -> str:
         arrow = "↑" if board.higher_is_better else "↓"
         for section in board.sections:
             for table in section.tables:
-                top = [f"{markdown_cell(row.cells['Model'])} {_short(row, board.main_metric)}" for row in table.rows[:2]]
+                top = [f"{markdown_cell(row.cells['Model'])} {_short(row, board.main_metric)}"
+                       for row in table.rows[:2]]
                 seeds = sorted({len(row.entry.results.seeds) for row in table.rows})
                 ceiling = _ceiling(table)
                 lines.append(_row([
@@ -247,7 +250,8 @@ def _section(rendered: Rendered, params: dict[str, str], where: str) -> tuple[Ta
     boards = {board.task: board for board in rendered.boards}
     board = boards.get(params["task"])
     if board is None:
-        raise ValueError(f"{where}: task={params['task']!r} has no entries on the board; expected one of {sorted(boards)}")
+        raise ValueError(f"{where}: task={params['task']!r} has no entries on the board; expected one of "
+                         f"{sorted(boards)}")
     found = [s for s in board.sections if s.dataset_hash.startswith(params["dataset"]) and len(params["dataset"]) >= 12]
     if len(found) != 1:
         raise ValueError(f"{where}: dataset={params['dataset']!r} is not a dataset of task {board.task} (expected 12 "
@@ -343,7 +347,8 @@ def stale_pages(root: str | Path, docs_dir: str | Path,
     return [page for page, text in texts.items() if page.read_text(encoding="utf-8") != text], unshown
 
 
-def render_docs(root: str | Path, docs_dir: str | Path, readme: str | Path | None = None) -> tuple[list[Path], list[str]]:
+def render_docs(root: str | Path, docs_dir: str | Path,
+                readme: str | Path | None = None) -> tuple[list[Path], list[str]]:
     """Rewrites the regions of the pages under `docs_dir` (and `readme`) from the board at `root`.
     Returns the pages changed and the board's sections that no region shows."""
     texts, unshown = render_pages(root, docs_pages(docs_dir, readme))

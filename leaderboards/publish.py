@@ -129,7 +129,8 @@ def upload_set(root: str | Path) -> dict[str, bytes]:
         by_task.setdefault(entry.results.task, []).append(entry)
     for task, task_entries in sorted(by_task.items()):
         files[f"data/{task}/entries.parquet"] = _parquet(entry_rows(task_entries, datasets))
-    for path in [root / DATASETS_FILE, *sorted((root / PINNED_DIR).glob("*")), *sorted((root / ENTRIES_DIR).rglob("*"))]:
+    for path in [root / DATASETS_FILE, *sorted((root / PINNED_DIR).glob("*")),
+                 *sorted((root / ENTRIES_DIR).rglob("*"))]:
         if path.is_file():  # a board file, within the largest bound the board reads any file with
             files[f"board/{path.relative_to(root).as_posix()}"] = read_capped(path, MAX_PINNED_BYTES, "board file")
     with tempfile.TemporaryDirectory() as rendered:
@@ -154,7 +155,8 @@ def _card(by_task: dict[str, list[Entry]], manifest: dict, datasets: dict) -> st
     configs = "\n".join(f"- config_name: {yaml_string(task)}\n  data_files:\n  - split: entries\n"
                         f"    path: {yaml_string(f'data/{task}/*.parquet')}" for task in sorted(by_task))
     rows = "\n".join(f"| `{task}` | {len(entries)} | {sum(e.submission.verified for e in entries)} | "
-                     f"{len({e.results.dataset.dataset_hash for e in entries})} |" for task, entries in sorted(by_task.items()))
+                     f"{len({e.results.dataset.dataset_hash for e in entries})} |"
+                     for task, entries in sorted(by_task.items()))
     used = sorted({e.results.dataset.dataset_hash for entries in by_task.values() for e in entries})
     sources = "\n".join(f"- `{h[:12]}`: {markdown_text(datasets[h].name)} (config `{datasets[h].config}`, source "
                         f"{markdown_text(datasets[h].source)})" if h in datasets else f"- `{h[:12]}`: unregistered"
@@ -221,7 +223,7 @@ def publish_board(root: str | Path, repo_id: str, *, token: str | None = None, p
         tag_existed = tag_commit(api, repo_id, tag, commit.oid)
     except PublishError:
         raise
-    except Exception as error:  # noqa: BLE001: the Hub's failures become one line; anything else propagates
+    except Exception as error:  # the Hub's failures become one line; anything else propagates
         failure = hub_failure(error, str(getattr(api, "endpoint", None) or "the Hub"))
         if failure is None:
             raise

@@ -32,7 +32,7 @@ def render_problems(root: Path, entry: Entry, record: KnownDataset | None) -> li
         for board in board_of([*same_task, entry], known):
             task_markdown(board, [])
             task_page(board, [])
-    except Exception as error:  # noqa: BLE001: whatever breaks the views refuses the entry, in one line
+    except Exception as error:  # noqa: BLE001 (whatever breaks the views refuses the entry, in one line)
         reason = " ".join(str(error).split())[:300]
         return [f"the board cannot show this entry ({type(error).__name__}: {reason}); it would break "
                 "`nfnzoo leaderboard render` for every entry"]

@@ -54,7 +54,8 @@ def read_predictions(path: str | Path) -> tuple[pandas.DataFrame | None, list[st
     seeds = pandas.to_numeric(frame["seed"], errors="coerce")
     bad = frame.index[seeds.isna() | (seeds % 1 != 0)].tolist()
     if bad:
-        problems.append(f"{path}: seed must be an integer; row(s) {bad[:SHOWN]} hold {frame['seed'][bad[:SHOWN]].tolist()}")
+        problems.append(f"{path}: seed must be an integer; row(s) {bad[:SHOWN]} hold "
+                        f"{frame['seed'][bad[:SHOWN]].tolist()}")
     predictions = pandas.to_numeric(frame["prediction"], errors="coerce")
     bad = frame.index[~np.isfinite(predictions.to_numpy(dtype=np.float64))].tolist()
     if bad:

@@ -28,7 +28,8 @@ padding:0 1rem;color:#1f2328}
 h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #d0d7de}h3{font-size:1.05rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.86rem}
 th,td{border:1px solid #d0d7de;padding:.25rem .4rem;text-align:left;vertical-align:top}
-td.number,td.metric span{white-space:nowrap}span.std{color:#57606a}td.text{overflow-wrap:anywhere;min-width:4rem}th{overflow-wrap:normal}
+td.number,td.metric span{white-space:nowrap}span.std{color:#57606a}
+td.text{overflow-wrap:anywhere;min-width:4rem}th{overflow-wrap:normal}
 td.entry code{overflow-wrap:anywhere}
 th{background:#f6f8fa}table.entries th{cursor:pointer;user-select:none}
 table.entries th[aria-sort=ascending]::after{content:" ▲"}table.entries th[aria-sort=descending]::after{content:" ▼"}
@@ -123,7 +124,8 @@ def _cell(row: Row, column: str, metrics: Sequence[str]) -> str:
                     f'<span class="std">± {_e(std)}</span></td>')
         return f'<td class="number" data-value="{sort}">{_e(shown)}</td>'
     if column == "Entry":
-        return f'<td class="entry" data-value="{_e(shown)}" title="{_e(shown)}"><code>{_e(short_entry(shown))}</code></td>'
+        return (f'<td class="entry" data-value="{_e(shown)}" title="{_e(shown)}">'
+                f'<code>{_e(short_entry(shown))}</code></td>')
     return f'<td class="text">{_e(shown)}</td>'
 
 
@@ -200,7 +202,8 @@ def suites_page(suites: Sequence[SuiteBoard]) -> str:
                         f"({_e(dataset_label(board, c, h))}), {_e(c.label)}, seeds "
                         f"{_e(', '.join(map(str, c.seeds)))}</li>" for i, (c, h) in enumerate(zip(board.cells, hashes)))
         headers = ['<th data-type="text" scope="col">Model</th>'] + [
-            f'<th data-type="number" scope="col">{_e(c.name)} ({_e(m)})</th>' for c, m in zip(board.cells, board.metrics)
+            f'<th data-type="number" scope="col">{_e(c.name)} ({_e(m)})</th>'
+            for c, m in zip(board.cells, board.metrics)
         ] + ['<th data-type="text" scope="col">Coverage</th>', '<th data-type="number" scope="col">Win share</th>',
              '<th data-type="number" scope="col">Mean rank</th>']
         rows = []

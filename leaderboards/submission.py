@@ -51,7 +51,7 @@ from benchmarks.tasks import get_task_class
 from leaderboards import default_root
 from leaderboards.board import uncommitted
 from leaderboards.datasets import KnownDataset, load_datasets, register_dataset, source_problem, zoo_source
-from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, SubmissionInfo, content_hash, duplicate_key,
+from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, content_hash, duplicate_key,
                                   entry_bytes, entry_path, load_entries, stored_predictions_path, write_new_entry_file)
 from leaderboards.lock import board_lock
 from leaderboards.names import builtin_model_problem, confusable_problem, dataset_name_problem
@@ -329,12 +329,12 @@ def submit(results_path: str | Path, root: str | Path | None = None,
 
     `root` defaults to the user's own board (`leaderboards.default_root()`). Raises
     `SubmissionRejected` listing every problem. `dataset_dir` is a local dataset folder to verify an
-    unknown dataset hash against (default: an older results file's `dataset.path`, which the entry never
-    stores: `stored_results`), or to pin a known one's test metadata from. With its predictions the
-    entry is re-scored and marked verified; without them it is accepted as unverified. `code_url` and `code_commit` name the
-    code that produced the results (shown as the entry's link; the commit defaults to the one the
-    results recorded for the model's code). Results whose model made a false symmetry claim (their
-    `claims`, checked before training) are refused.
+    unknown dataset hash against (default: an older results file's `dataset.path`, which the entry
+    never stores: `stored_results`), or to pin a known one's test metadata from. With its
+    predictions the entry is re-scored and marked verified; without them it is accepted as
+    unverified. `code_url` and `code_commit` name the code that produced the results (shown as the
+    entry's link; the commit defaults to the one the results recorded for the model's code). Results
+    whose model made a false symmetry claim (their `claims`, checked before training) are refused.
     """
     root = Path(root) if root is not None else default_root()
     results_path = Path(results_path)

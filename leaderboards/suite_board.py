@@ -103,9 +103,10 @@ def suite_boards(entries: list[Entry], same_runs: Callable[[str, str], bool | No
     holds the same runs as the cell's pinned zoo (`same_runs(hash, pinned hash)`, e.g.
     `leaderboards.pinned.same_runs`: the zoo regenerated elsewhere; where it answers None, the board
     cannot check, the run is shown in a stand-in table that says so); without `same_runs` there are no
-    stand-in tables. `names`: dataset hash -> its name on the board, shown with each column's hash. Within a table every column's runs read the same bytes, so its ranks compare like
-    with like; a stand-in run is never ranked against the pinned ones. A newer entry of a model for a
-    cell on the same bytes replaces the older."""
+    stand-in tables. `names`: dataset hash -> its name on the board, shown with each column's hash.
+    Within a table every column's runs read the same bytes, so its ranks compare like with like; a
+    stand-in run is never ranked against the pinned ones. A newer entry of a model for a cell on the
+    same bytes replaces the older."""
     boards = []
     for name in STANDARD_SUITES.names():
         suite = STANDARD_SUITES.get(name)()
@@ -173,7 +174,8 @@ def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool, names: dict[st
     models = list(chosen)
     order = table_order(models, [ranks[model] for model in models])
     kinds = cell_kinds(suite.cells)
-    rows = [SuiteRow(model, values[model], tuple(ranks[model]), statistics.fmean(r for r in ranks[model] if r is not None),
+    rows = [SuiteRow(model, values[model], tuple(ranks[model]),
+                     statistics.fmean(r for r in ranks[model] if r is not None),
                      cell_reads(model, suite.cells, kinds), order.win_shares[index])
             for index, model in ((index, models[index]) for index in order.order)]
     read = {cell.name: entry.results.dataset.dataset_hash for entry, cell in runs}
@@ -261,7 +263,8 @@ def suite_section(board: SuiteBoard, heading: str) -> list[str]:
     title, note = board_heading(board)
     lines = [f"{heading} {markdown_cell(title)}", "", markdown_cell(board.description), "", note, ""]
     lines += [f"- {cell.name}{kind_label(board, column)}: {cell.task} on {cell.zoo.name} "
-              f"({dataset_label(board, cell, digest)}), {markdown_cell(cell.label)}, seeds {', '.join(map(str, cell.seeds))}"
+              f"({dataset_label(board, cell, digest)}), {markdown_cell(cell.label)}, seeds "
+              f"{', '.join(map(str, cell.seeds))}"
               for column, (cell, digest) in enumerate(zip(board.cells, board.hashes or (None,) * len(board.cells)))]
     header = ["Model", *(f"{cell.name} ({metric})" for cell, metric in zip(board.cells, board.metrics)),
               "Coverage", "Win share", "Mean rank"]

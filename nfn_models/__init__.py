@@ -7,7 +7,8 @@ Importing the package registers every built-in model. Use `create_model(name, we
 from nfn_models.registry import (claimed_symmetries, count_parameters, create_model, list_models, list_presets,
                                  model_config, model_outputs, models_with_output, register_model, trained_by,
                                  weight_space_kind)
-from nfn_models import dwsnet, magep_nfn, mlp, monomial_nfn, ng_gnn, ng_t, np_hnp, probegen, scalegmn, statnn, transformer_nfn, trees  # noqa: F401  (registers the built-in models)
+from nfn_models import (  # noqa: F401 (registers the built-in models)
+    dwsnet, magep_nfn, mlp, monomial_nfn, ng_gnn, ng_t, np_hnp, probegen, scalegmn, statnn, transformer_nfn, trees)
 
 __all__ = ["claimed_symmetries", "count_parameters", "create_model", "list_models", "list_presets", "model_config",
            "model_outputs", "models_with_output", "register_model", "trained_by", "weight_space_kind"]

@@ -15,11 +15,11 @@ a middle bias b_l[j] reaches the pool only through its sign (everything on its p
 positively homogeneous and the pool normalizes), so a final ReLU that leaves one of the 5
 channels alive makes that path constant and freezes its parameters' gradients at exactly
 zero, which happened for about 1 in 6 random initializations; without it the gradients are
-generic. The other defaults are that preset's: equivariant channels 16, 16, 5 and a head of two hidden
-layers of width 200. With `output="weights"` (INR editing) the group's nonlinearity follows every
-layer of `channels` and a last `MonomialLinear` to one channel, with nothing after it, gives a
-weight delta equivariant to the group (`nfn_models.stack`). The generalization task runs `group="scale"` on CNN-ReLU zoos and
-`group="sign"` on CNN-tanh zoos.
+generic. The other defaults are that preset's: equivariant channels 16, 16, 5 and a head of two
+hidden layers of width 200. With `output="weights"` (INR editing) the group's nonlinearity
+follows every layer of `channels` and a last `MonomialLinear` to one channel, with nothing after
+it, gives a weight delta equivariant to the group (`nfn_models.stack`). The generalization task
+runs `group="scale"` on CNN-ReLU zoos and `group="sign"` on CNN-tanh zoos.
 """
 
 from __future__ import annotations

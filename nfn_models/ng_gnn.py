@@ -120,7 +120,8 @@ class NGGNN(nn.Module):
                "generalization-budget": {"hidden_dim": 32},
                "inr-classification": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "out_features": 10},
                # their *_probe_64.sh: the same with 64 learned probe coordinates
-               "inr-classification-probes": {**{"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "out_features": 10}, "probe_features": 64},
+               "inr-classification-probes": {**{"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2,
+                                                "out_features": 10}, "probe_features": 64},
                "inr-classification-budget": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2,
                                              "out_features": 10},  # already small: the same
                # INR editing (mnist_dilation_gnn.sh with style_editing's pna.yaml): d_hid 128, reverse
@@ -221,7 +222,7 @@ class NGGNN(nn.Module):
 
 
 def _graph_layer_norm(channels: int) -> nn.Module:
-    import nfn_models.layers.quiet_geometric  # noqa: F401
+    import nfn_models.layers.quiet_geometric  # noqa: F401 (before any torch_geometric import)
     from torch_geometric.nn.norm import LayerNorm
 
     return LayerNorm(channels, mode="graph")

@@ -157,7 +157,8 @@ class NGT(nn.Module):
                "generalization-budget": {"hidden_dim": 32},
                "inr-classification": {"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10},
                # their *_probe_64.sh: the same with 64 learned probe coordinates
-               "inr-classification-probes": {**{"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10}, "probe_features": 64},
+               "inr-classification-probes": {**{"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1,
+                                                "out_features": 10}, "probe_features": 64},
                # d_node 32 (d_edge 16), half the INR widths: at 64 a step of 32 SIRENs takes 5.3 s on 2
                # CPU cores (about 2 h a seed of the budget task), at 32 about a third of that
                "inr-classification-budget": {"hidden_dim": 32, "dropout": 0.2, "readout_layers": 1,

@@ -96,7 +96,8 @@ class EquivariantNFN(InvariantStack):
             blocks.append(encoding)
             width += encoding.channels
         for channels in self.config.channels:
-            blocks += [self.LAYER(self.description, width, channels), FeatureActivation(ACTIVATIONS[self.config.activation]())]
+            blocks += [self.LAYER(self.description, width, channels),
+                       FeatureActivation(ACTIVATIONS[self.config.activation]())]
             width = channels
         if self.config.output == "weights":
             blocks.append(self.LAYER(self.description, width, 1))

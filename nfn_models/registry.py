@@ -17,10 +17,10 @@ a property of the built model): on feedforward weight spaces a tuple among "perm
 sign flips), in the sense of `zoo.symmetry.feedforward`; on transformer weight spaces
 "attention", Transformer-NFN's group (`zoo.symmetry.attention` without the MLP scalings and
 the block-output permutations) or "attention-permutation", its subgroup of neuron relabellings
-(heads, a head's query/key rows jointly, its value rows, the attention's output features, the MLP
-units: `permutations_only`), which a claim of "attention" implies. `benchmarks.check_model` (`nfnzoo bench check-model`) checks a
-model's claims, and that every group it does not claim changes its output;
-`tests/nfn_models/test_exactness.py` runs it on every registered model.
+(heads, a head's query/key rows jointly, its value rows, the attention's output features, the
+MLP units: `permutations_only`), which a claim of "attention" implies. `benchmarks.check_model`
+(`nfnzoo bench check-model`) checks a model's claims, and that every group it does not claim
+changes its output; `tests/nfn_models/test_exactness.py` runs it on every registered model.
 
 A model reads the weight-space kinds in `weight_spaces` ("feedforward": CNNs and SIRENs,
 "transformer": `zoo.families.transformer` members; default both); `create_model` refuses the
@@ -235,7 +235,8 @@ def create_model(name: str, weight_space: WeightSpace, **overrides: Any) -> nn.M
     kinds, kind = getattr(cls, "weight_spaces", tuple(SPACE_GROUPS)), weight_space_kind(weight_space)
     if kind not in kinds:
         raise ValueError(f"model {name!r} reads {' and '.join(kinds)} weight spaces; these weights are a "
-                         f"{kind} member's ({weight_space.num_params} parameters in {len(weight_space.tensors)} tensors)")
+                         f"{kind} member's ({weight_space.num_params} parameters in "
+                         f"{len(weight_space.tensors)} tensors)")
     return cls(weight_space, **dataclasses.asdict(config))
 
 

@@ -37,13 +37,13 @@ that matches the zoo (the presets follow the authors: `generalization` is "scale
 zoos; set `mode: sign` on a tanh zoo; `inr-classification` is "sign", for SIRENs).
 
 No input normalisation: dividing the weights by dataset statistics (their datasets' `normalize`
-option) breaks scale equivariance (their issue #4). In mode "scale" the members are first brought to a canonical scale instead
-(`canonical_scale`: each hidden neuron's incoming weights and bias divided by their norm, layer by
-layer, the norm moved onto its outgoing weights; entries below 1e-30 of their neuron's scale set
-to 0). ScaleGMN is scale invariant, so in exact arithmetic this changes nothing; in float32 it
-keeps the claim exact on members holding denormal weights, where the scaling itself rounds a
-denormal bias to 0 and the edge update's x / ||x|| of that neuron's only feature (a step
-function of the bias) would move the output by 1e-3 (tested, as a negative control).
+option) breaks scale equivariance (their issue #4). In mode "scale" the members are first brought to
+a canonical scale instead (`canonical_scale`: each hidden neuron's incoming weights and bias divided
+by their norm, layer by layer, the norm moved onto its outgoing weights; entries below 1e-30 of
+their neuron's scale set to 0). ScaleGMN is scale invariant, so in exact arithmetic this changes
+nothing; in float32 it keeps the claim exact on members holding denormal weights, where the scaling
+itself rounds a denormal bias to 0 and the edge update's x / ||x|| of that neuron's only feature (a
+step function of the bias) would move the output by 1e-3 (tested, as a negative control).
 
 Checked once against the authors' code (jkalogero/scalegmn at its newest snapshot,
 `src/scalegmn/`, MIT; a scratch run in /tmp, not committed): their `ScaleGMN` (forward variant,
@@ -272,7 +272,8 @@ class ScaleGMN(nn.Module):
         values = torch.where(inputs, torch.ones_like(graphs.x), graphs.x)  # input neurons: 1
         nodes, positions = self.node_projection(values), self.positions(graphs.node_position)
         additive = self.config.mode == "permutation"
-        nodes = nodes + positions if additive else torch.where(hidden.unsqueeze(-1), nodes * positions, nodes + positions)
+        nodes = nodes + positions if additive else torch.where(hidden.unsqueeze(-1), nodes * positions,
+                                                               nodes + positions)
         edges = self.edge_projection(graphs.edge_attr)
         if self.config.edge_positions:
             embedded = self.edge_embedding(self.edge_position.repeat(members))

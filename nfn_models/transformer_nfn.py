@@ -82,7 +82,8 @@ def _features_mlp(in_features: int, hidden: tuple[int, ...], out_features: int) 
 
 @register_model("transformer_nfn")
 class TransformerNFN(nn.Module):
-    """WeightBatch -> [encoder blocks: AttentionLinear* -> AttentionInvariant -> MLP | head: MLP | stem: Linear] -> Linear."""
+    """WeightBatch -> [encoder blocks: AttentionLinear* -> AttentionInvariant -> MLP | head: MLP
+    | stem: Linear] -> Linear."""
 
     Config = TransformerNFNConfig
     # Tran et al. 2025's generalization-prediction model (the defaults)

@@ -110,7 +110,8 @@ class XGBoostConfig:
         _positive(where, key, {"learning_rate": self.learning_rate, "max_depth": self.max_depth,
                                "subsample": self.subsample, "colsample_bytree": self.colsample_bytree,
                                "max_rounds": self.max_rounds},
-                  {"min_child_weight": self.min_child_weight, "reg_lambda": self.reg_lambda, "reg_alpha": self.reg_alpha})
+                  {"min_child_weight": self.min_child_weight, "reg_lambda": self.reg_lambda,
+                   "reg_alpha": self.reg_alpha})
         if self.out_features != 1:
             raise SchemaError(where, "out_features", f"the tree baselines predict one scalar, got {self.out_features}")
 
@@ -170,7 +171,8 @@ class LightGBMConfig:
                                "max_bin": self.max_bin, "max_rounds": self.max_rounds,
                                "early_stopping_rounds": self.early_stopping_rounds},
                   {"min_data_in_leaf": self.min_data_in_leaf, "bagging_freq": self.bagging_freq,
-                   "lambda_l1": self.lambda_l1, "lambda_l2": self.lambda_l2, "min_gain_to_split": self.min_gain_to_split})
+                   "lambda_l1": self.lambda_l1, "lambda_l2": self.lambda_l2,
+                   "min_gain_to_split": self.min_gain_to_split})
         if self.out_features != 1:
             raise SchemaError(where, "out_features", f"the tree baselines predict one scalar, got {self.out_features}")
 
@@ -226,7 +228,8 @@ class RandomForestConfig:
     def validate(self, where: str, key: str) -> None:
         _positive(where, key, {"max_leaf_nodes": self.max_leaf_nodes, "max_depth": self.max_depth,
                                "min_samples_leaf": self.min_samples_leaf, "max_trees": self.max_trees,
-                               "trees_per_step": self.trees_per_step, "early_stopping_trees": self.early_stopping_trees})
+                               "trees_per_step": self.trees_per_step,
+                               "early_stopping_trees": self.early_stopping_trees})
         for name in ("max_features", "max_samples"):
             if not 0 < getattr(self, name) <= 1:
                 raise SchemaError(where, name, f"expected a fraction in (0, 1], got {getattr(self, name)}")

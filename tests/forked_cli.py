@@ -99,7 +99,10 @@ class ForkedCLI:
         reply = json.loads(self.server.stdout.readline())
         if reply["status"] == "timeout":
             raise subprocess.TimeoutExpired(argv, timeout)
-        read = lambda path: path.read_bytes().decode(errors="replace")  # noqa: E731
+
+        def read(path: Path) -> str:
+            return path.read_bytes().decode(errors="replace")
+
         return subprocess.CompletedProcess(argv, reply["status"], read(out), read(err))
 
     def run_limited(self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, limit_bytes: int):

@@ -1,9 +1,10 @@
 """Hostile and broken inputs, across every subcommand: one line naming the culprit, never a hang.
 
-One table, one test (issue 30, item 6). Each row builds its input files in `tmp_path` with a
-small builder, then runs the real CLI in a process of its own (`python -m zoo.cli ...` as a child
-forked from a warm server, `tests/forked_cli.py`; Hub offline, a throwaway HF_HOME) under a timeout, so a read that blocks (a FIFO, /dev/zero) or an allocation
-that never ends fails the row instead of hanging the suite. Every row expects:
+One table, one test (issue 30, item 6). Each row builds its input files in `tmp_path` with a small
+builder, then runs the real CLI in a process of its own (`python -m zoo.cli ...` as a child forked
+from a warm server, `tests/forked_cli.py`; Hub offline, a throwaway HF_HOME) under a timeout, so a
+read that blocks (a FIFO, /dev/zero) or an allocation that never ends fails the row instead of
+hanging the suite. Every row expects:
 
 - its exit code (1 for a user error through the CLI's one error path, 2 for an argument error);
 - stderr of exactly one line `nfnzoo CMD: error: ...` (for an argument error: argparse's usage
@@ -153,7 +154,8 @@ def hostile_weights(kind: str) -> Callable[[Case], Path]:
             text = json.dumps(header).encode()
             weights[0] = len(text).to_bytes(8, "little") + text + b"\0" * 64
         index = table.schema.get_field_index("weights")
-        table = table.set_column(index, table.schema.field(index), pa.array(weights, type=table.schema.field(index).type))
+        table = table.set_column(index, table.schema.field(index),
+                                 pa.array(weights, type=table.schema.field(index).type))
         shard.chmod(0o644)
         pq.write_table(table, shard)
         data = shard.read_bytes()
@@ -371,7 +373,8 @@ def test_a_hostile_input_gets_one_line_naming_it(builder, exit_code, expected, t
     try:
         done = cli.run(argv, cwd=working, env=_environment(tmp_path), timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"nfnzoo {' '.join(a[:80] for a in argv)} did not answer within {TIMEOUT_S} s (blocked or unbounded)")
+        pytest.fail(f"nfnzoo {' '.join(a[:80] for a in argv)} did not answer within {TIMEOUT_S} s "
+                    "(blocked or unbounded)")
     stderr = done.stderr
     assert "Traceback" not in stderr, stderr[-3000:]
     lines = stderr.splitlines()
@@ -396,8 +399,10 @@ def test_the_forked_cli_reports_the_childs_exit_output_and_a_timeout(cli, tmp_pa
     working = tmp_path / "cwd"
     working.mkdir()
     done = cli.run(["verify", str(tmp_path / "nope")], cwd=working, env=_environment(tmp_path), timeout=TIMEOUT_S)
-    assert done.returncode == 1 and done.stderr.startswith("nfnzoo verify: error: ") and str(tmp_path / "nope") in done.stderr
+    assert done.returncode == 1 and done.stderr.startswith("nfnzoo verify: error: ")
+    assert str(tmp_path / "nope") in done.stderr
     assert cli.run(["--version"], cwd=working, env=_environment(tmp_path), timeout=TIMEOUT_S).returncode == 0
     with pytest.raises(subprocess.TimeoutExpired):  # the CLI refuses every blocking input, so: a timeout no run meets
         cli.run(["--help"], cwd=working, env=_environment(tmp_path), timeout=0.0001)
-    assert cli.run(["--version"], cwd=working, env=_environment(tmp_path), timeout=TIMEOUT_S).returncode == 0  # served on
+    assert cli.run(["--version"], cwd=working, env=_environment(tmp_path),
+                   timeout=TIMEOUT_S).returncode == 0  # served on

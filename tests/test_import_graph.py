@@ -120,7 +120,8 @@ def test_the_checks_can_fail(tmp_path):
     """Negative controls: a two-module circle and an upward import, as the checks see them."""
     assert circles({"zoo.a": {"zoo.b"}, "zoo.b": {"zoo.c"}, "zoo.c": {"zoo.a"}, "zoo.d": {"zoo.a"}}) == [
         ["zoo.a", "zoo.b", "zoo.c"]]
-    assert upward_imports({"zoo.planning.spec": {"benchmarks.harness"}, "benchmarks.harness": {"zoo.planning.spec"}}) == [
+    assert upward_imports({"zoo.planning.spec": {"benchmarks.harness"},
+                           "benchmarks.harness": {"zoo.planning.spec"}}) == [
         "zoo.planning.spec -> benchmarks.harness"]
     # the parser: a lazy import inside a function and a package's __init__ run by an import are edges
     modules = {"zoo": ROOT / "zoo" / "__init__.py", "zoo.a": tmp_path / "a.py", "zoo.pkg": tmp_path / "__init__.py",

@@ -357,7 +357,8 @@ def load_split(folder: str | Path, config: str | None = None, split: str = "trai
         metadata = _read_metadata(files)
         declared = sum(entry["rows"] for entry in entries)
         if len(metadata) != declared:  # check_shards (below) names the shard whose count is wrong
-            raise CorruptShardError(f"{folder}: split {split!r} has {len(metadata):,} rows; the manifest says {declared:,}")
+            raise CorruptShardError(f"{folder}: split {split!r} has {len(metadata):,} rows; the manifest "
+                                    f"says {declared:,}")
         rows = _kept_rows(metadata, architecture, keep, split)
         weights = read_weights(files, checksums=[entry[FAST] for entry in entries] if fused else None, rows=rows)
     except MemoryError:  # refused before the copy (`zoo.memory_budget`): the shards are not to blame

@@ -85,7 +85,8 @@ def config_record(folder: str | Path, config: str | None = None) -> dict[str, An
 
 def split_set_files(folder: str | Path, config: str | None = None) -> dict[str, str]:
     """Each split set's file sha256, as the config's manifest entry lists it."""
-    return {name: described["sha256"] for name, described in config_record(folder, config).get("split_sets", {}).items()}
+    return {name: described["sha256"]
+            for name, described in config_record(folder, config).get("split_sets", {}).items()}
 
 
 def read_zoo(data: str | Path, config: str | None = None, split_set: str = DEFAULT_SPLITS, *,

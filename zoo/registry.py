@@ -109,13 +109,14 @@ class Registry(Generic[T]):
         module_name, _, attribute = path.partition(":")
         try:
             module = import_named(module_name)
-        except Exception as error:  # a plugin's own import error, whatever it is, is one line
+        except Exception as error:  # noqa: BLE001 (a plugin's own import error, whatever it is, is one line)
             top = module_name.partition(".")[0]
             why = (f"; the working folder's {top!r} is not used, since {top!r} is an installed or standard module: "
                    "rename yours" if shadowed_in_working_folder(module_name) else "")
             raise PluginError(f"{self.kind} {path!r}: cannot import module {module_name!r} "
                               f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}){why}; "
-                              "expected MODULE:CLASS importable from this Python's path (run from the folder that holds "
+                              "expected MODULE:CLASS importable from this Python's path (run from the "
+                              "folder that holds "
                               f"{top!r}, or install it: pip install -e FOLDER)") from None
         item: Any = module
         for part in attribute.split("."):
@@ -138,7 +139,7 @@ class Registry(Generic[T]):
                               "expected a name no built-in has: rename the entry point")
         try:
             item = point.load()
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 (a plugin's own load error, whatever it is, is one line)
             raise PluginError(f"{self.kind} {point.name!r} (entry point {point.value} of {dist}): cannot load it "
                               f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
         if self._items.get(point.name) is item and point.name not in self._plugins:  # registered by its module

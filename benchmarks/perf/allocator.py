@@ -97,10 +97,12 @@ def main(argv: list[str] | None = None) -> None:
                       file=sys.stderr, flush=True)
     print(f"torch threads {args.threads}, B={args.batch}, median step of {args.steps} per process, "
           f"medians over {args.rounds} process(es) per setting")
-    print("| row | default step (s) | kept step (s) | kept / default | default peak MB | kept peak MB | kept / default |")
+    print("| row | default step (s) | kept step (s) | kept / default | default peak MB | kept peak MB | "
+          "kept / default |")
     print("|---|---|---|---|---|---|---|")
     for row in rows:
-        default, kept = ({key: statistics.median(r[key] for r in results[row, setting]) for key in ("step_s", "peak_mb")}
+        default, kept = ({key: statistics.median(r[key] for r in results[row, setting])
+                          for key in ("step_s", "peak_mb")}
                          for setting in SETTINGS)
         print(f"| {row} | {default['step_s']:.3g} | {kept['step_s']:.3g} | {kept['step_s'] / default['step_s']:.2f}x "
               f"| {default['peak_mb']:,.0f} | {kept['peak_mb']:,.0f} | {kept['peak_mb'] / default['peak_mb']:.2f}x |")

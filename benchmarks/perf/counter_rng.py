@@ -63,7 +63,8 @@ def measure(members: int, indices: int, repeat: int, device: torch.device) -> li
     draws = members * indices
     rows = []
     for name, present, counter, fused in (("uniform float32", per_member_uniform, counter_uniform, fused_uniform),
-                                          ("permutation", per_member_permutation, counter_permutation, fused_permutation)):
+                                          ("permutation", per_member_permutation, counter_permutation,
+                                           fused_permutation)):
         rows.append((name, *(draws / best_seconds(f, repeat, device) for f in (present, counter, fused))))
     return rows
 

@@ -18,7 +18,8 @@ runs each step in a child process of its own and measures it there:
 Per step: wall seconds, peak RSS (`VmHWM`: anonymous and mapped file pages), peak anonymous memory
 (`RssAnon` sampled every 10 ms; the rows a step holds, without the page cache), the peak of a memory
 cgroup made for the step where one can be made (v1 `memory.max_usage_in_bytes` or v2 `memory.peak`:
-the page cache the step reads or writes is charged there too), and the disk the step writes. Each size of `--fractions` (default 10%, 25%, 100% of --rows) is its own zoo.
+the page cache the step reads or writes is charged there too), and the disk the step writes. Each
+size of `--fractions` (default 10%, 25%, 100% of --rows) is its own zoo.
 Run: `python -m benchmarks.perf.full_size --rows 27000` (a quick run), or without `--rows` for the
 full size (~5.4 GB of weights; the source and the zoo take twice that on disk, the Arrow cache as much again).
 """
@@ -69,9 +70,11 @@ def write_source(folder: Path, rows: int, seed: int = 0) -> int:
     frame = pd.DataFrame({
         "config.activation": np.array(["relu", "tanh"])[run % 2], "config.b_init": "zeros",
         "config.dataset": "mnist", "config.dnn_architecture": "cnn", "config.dropout": rng.uniform(0, .7, runs)[run],
-        "config.epochs": 86, "config.epochs_between_checkpoints": 20, "config.init_std": rng.uniform(1e-3, .5, runs)[run],
+        "config.epochs": 86, "config.epochs_between_checkpoints": 20,
+        "config.init_std": rng.uniform(1e-3, .5, runs)[run],
         "config.l2reg": rng.uniform(1e-8, 1e-2, runs)[run], "config.learning_rate": rng.uniform(5e-4, 5e-2, runs)[run],
-        "config.num_layers": 3, "config.num_units": 16, "config.optimizer": np.array(["adam", "rmsprop", "sgd"])[run % 3],
+        "config.num_layers": 3, "config.num_units": 16,
+        "config.optimizer": np.array(["adam", "rmsprop", "sgd"])[run % 3],
         "config.random_seed": 42, "config.train_fraction": np.array([0.1, 0.25, 0.5, 1.0])[run % 4],
         "config.w_init": np.array(["he_normal", "glorot_normal", "RandomNormal"])[run % 3],
         "modeldir": [f"/cns/zoo/mnist/{r:06d}" for r in run], "step": np.tile(STEPS_OF_A_RUN, runs),
@@ -106,8 +109,8 @@ def _status(key: str) -> int:
 def _run_step(step: str, source: Path, zoo_folder: Path, scratch: Path, model: str) -> dict:
     """Runs one step (in this process) and returns what it wrote on disk and a short check of its output."""
     if step == "imports only":  # the floor under every other step: Python, torch, Arrow and this package
-        import benchmarks.harness  # noqa: F401
-        import zoo.loader  # noqa: F401
+        import benchmarks.harness  # noqa: F401 (timed: the import is the step)
+        import zoo.loader  # noqa: F401 (timed: the import is the step)
 
         return {"disk": 0, "note": "the other steps' floor"}
     if step == "import":
@@ -259,10 +262,12 @@ def main(argv: list[str] | None = None) -> None:
             for step in STEP_NAMES:
                 m = measure(step, source, zoo_folder, scratch, args.model)
                 print(f"  {step}: {m['seconds']:.1f} s, peak RSS {_gib(m['peak_rss'])} GiB", file=sys.stderr)
-                lines.append(f"| {rows:,} | {step} | {m['seconds']:.1f} | {_gib(m['peak_rss'])} | {_gib(m['peak_anon'])} "
+                lines.append(f"| {rows:,} | {step} | {m['seconds']:.1f} | {_gib(m['peak_rss'])} | "
+                             f"{_gib(m['peak_anon'])} "
                              f"| {_gib(m['cgroup_peak'])} | {_gib(m['disk'])} | {m['note']} |")
             lines.append(f"| {rows:,} | (source, published layout) | {written:.1f} | | | | "
-                         f"{_gib(folder_bytes(source))} | weights.npy {(source / 'weights.npy').stat().st_size / 2**30:.2f} GiB |")
+                         f"{_gib(folder_bytes(source))} | weights.npy "
+                         f"{(source / 'weights.npy').stat().st_size / 2**30:.2f} GiB |")
             shutil.rmtree(base)
     print(f"Small CNN Zoo, random weights, one {args.model} epoch a bench run; torch threads: "
           f"{os.environ.get('OMP_NUM_THREADS', 'default')}; {os.cpu_count()} CPUs")

@@ -38,7 +38,8 @@ CPU = torch.device("cpu")
 # spec samples them (all optimizers, activations, dropout rates), on the demo's data.
 WORKLOADS = {
     "cnn": ("cnn-mnist", "demo", 32, {"training": {"epochs": 3, "checkpoint_epochs": [3]},
-                                      "search_space": {"sampled": {"count": 3000, "axes": {"dropout": {"uniform": [0.0, 0.7]}}}}}),
+                                      "search_space": {"sampled": {"count": 3000,
+                                                                   "axes": {"dropout": {"uniform": [0.0, 0.7]}}}}}),
     "inr": ("inr-mnist", "demo", 128, {"training": {"epochs": 200, "checkpoint_epochs": [100, 200]}}),
     "transformer": ("transformer-mnist", None, 32, {
         "dataset": {"train_size": 2000, "validation_size": 500, "test_size": 1000, "eval_train_size": 500},
@@ -227,7 +228,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=None, help="runs per family (default: the workload's)")
     parser.add_argument("--profile", default=None,
                         help="spec profile to draw the runs from (default: the workload's; 'full': the whole spec)")
-    parser.add_argument("--population-size", type=int, default=None, help="members per population (default: the family's)")
+    parser.add_argument("--population-size", type=int, default=None,
+                        help="members per population (default: the family's)")
     parser.add_argument("--hotspots", type=int, default=0, metavar="N",
                         help="also print each population mode's top N functions by own time (cProfile)")
     parser.add_argument("--rng", default=",".join(SCHEMES),

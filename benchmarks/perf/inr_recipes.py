@@ -41,7 +41,8 @@ def fit_psnr(spec, images: torch.Tensor, index: list[int], seed: int) -> tuple[n
     for first in range(0, len(index), POPULATION):
         chunk = index[first:first + POPULATION]
         inits = [init_siren(arch, seeded_generator(seed, f"siren_init/{i}")) for i in chunk]
-        _, mses, finite = fit_population(arch, inits, images[chunk], [learning_rate] * len(chunk), steps, [steps])[steps]
+        _, mses, finite = fit_population(arch, inits, images[chunk],
+                                         [learning_rate] * len(chunk), steps, [steps])[steps]
         psnr += [fit_metrics(m if ok else math.nan, 0)["psnr"] for m, ok in zip(mses, finite)]
     return np.array(psnr), time.perf_counter() - start
 
@@ -81,8 +82,10 @@ def main(argv: list[str] | None = None) -> None:
     if "base" in rows:
         for name, row in rows.items():
             if name != "base":
-                better = all(row[q] >= rows["base"][q] for q in QUANTILES) and row["diverged"] <= rows["base"]["diverged"]
-                print(f"{name} vs base: {'at least as good at every quantile' if better else 'WORSE at some quantile'}; "
+                better = all(row[q] >= rows["base"][q]
+                             for q in QUANTILES) and row["diverged"] <= rows["base"]["diverged"]
+                print(f"{name} vs base: "
+                      f"{'at least as good at every quantile' if better else 'WORSE at some quantile'}; "
                       f"{rows['base']['seconds'] / row['seconds']:.2f}x faster")
     if args.json:
         with open(args.json, "w") as handle:  # -inf quantiles (diverged fits) as null: strict JSON

@@ -37,7 +37,8 @@ from zoo.loader import read_weights
 from zoo.dataset.pack import write_shard
 from zoo.storage.record import CheckpointRecord, arrow_schema, to_row
 
-ARCHITECTURE = {"in_channels": 1, "channels": 16, "num_conv_layers": 3, "kernel_size": 3, "stride": 2, "num_classes": 10}
+ARCHITECTURE = {"in_channels": 1, "channels": 16, "num_conv_layers": 3, "kernel_size": 3, "stride": 2,
+                "num_classes": 10}
 HPARAMS = {"optimizer": "adam", "learning_rate": 1e-3, "l2": 0.0, "init": "normal", "init_std": 0.1,
            "activation": "relu", "dropout": 0.0, "train_fraction": 1.0}
 
@@ -120,9 +121,11 @@ def main(argv: list[str] | None = None) -> None:
             loaded = [torch.load(f, weights_only=True) for f in files]
             return [torch.stack([sd[n] for sd in loaded]) for n in names]
 
-        per_file(); per_file_rate = len(files) * row_bytes / best_of(args.repeat, per_file)
+        per_file()  # a first, untimed read
+        per_file_rate = len(files) * row_bytes / best_of(args.repeat, per_file)
 
-    print(f"split: {args.rows:,} Small-CNN checkpoints, {total / 2**20:,.0f} MiB of weights; torch threads {torch.get_num_threads()}")
+    print(f"split: {args.rows:,} Small-CNN checkpoints, {total / 2**20:,.0f} MiB of weights; torch threads "
+          f"{torch.get_num_threads()}")
     print(f"{'method':<40}{'GB/s':>8}{'x memcpy':>10}")
     for name, rate in [("memcpy (numpy.copyto)", memcpy), ("nfnzoo fast loader (read+decode)", fast),
                        ("nfnzoo checked, one pass (xxh3 in read)", one_pass),

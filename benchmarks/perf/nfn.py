@@ -111,7 +111,8 @@ class NFNReference(nn.Module):
             width = channels
         pooled = pool_cls.get_num_outs(spec) * width
         self.stack = nn.Sequential(*blocks, pool_cls(spec), nn.Flatten(1),
-                                   mlp(pooled, config.hidden_sizes, config.out_features, config.activation, config.dropout))
+                                   mlp(pooled, config.hidden_sizes, config.out_features, config.activation,
+                                       config.dropout))
 
     def _features(self, weights: WeightBatch):
         tensors = dict(zip(weights.space.names, weights.tensors))
@@ -125,7 +126,7 @@ class NFNReference(nn.Module):
 
 def reference_available() -> bool:
     try:
-        import nfn.layers  # noqa: F401
+        import nfn.layers  # noqa: F401 (only whether it imports)
     except ImportError:
         return False
     return True

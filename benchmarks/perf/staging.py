@@ -47,7 +47,8 @@ def trial_records(spec: ZooSpec, runs: int, seed: int = 0) -> list[CheckpointRec
     generator = torch.Generator().manual_seed(seed)
     records = []
     for run in plan_runs(spec)[:runs]:
-        shapes = {name: tensor.shape for name, tensor in family.build(spec.architecture, run.hparams).state_dict().items()}
+        shapes = {name: tensor.shape
+                  for name, tensor in family.build(spec.architecture, run.hparams).state_dict().items()}
         for checkpoint in run.checkpoints:
             weights = {name: torch.randn(shape, generator=generator) for name, shape in shapes.items()}
             records.append(CheckpointRecord(
@@ -79,7 +80,8 @@ def send_through_ray(spec: ZooSpec, runs: int, folder: Path) -> tuple[float, str
     import ray
 
     writer = PayloadWriter(Staging(folder))  # as the driver stages them
-    stream = ray.remote(_sender).options(num_cpus=1, num_returns="streaming", max_retries=0).remote(spec.to_data(), runs)
+    sender = ray.remote(_sender).options(num_cpus=1, num_returns="streaming", max_retries=0)
+    stream = sender.remote(spec.to_data(), runs)
     start = None
     for reference in stream:
         event = ray.get(reference)
@@ -108,7 +110,8 @@ def checkpoints_per_second_made(spec: ZooSpec, runs: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--spec", default="transformer-mnist", help="a bundled spec; its full profile (default: %(default)s)")
+    parser.add_argument("--spec", default="transformer-mnist",
+                        help="a bundled spec; its full profile (default: %(default)s)")
     parser.add_argument("--runs", type=int, default=256, help="runs in the trial (default: 256, the most a trial gets)")
     parser.add_argument("--address", default=None, help="a Ray cluster to join (default: a local instance)")
     args = parser.parse_args(argv)
@@ -126,8 +129,10 @@ def main(argv: list[str] | None = None) -> None:
     local_rate, ray_rate = n / local_s, n / ray_s
     print(f"{spec.name}: one trial of {args.runs} runs = {n:,} checkpoints of {size / 1024:.1f} KiB "
           f"({n * size / 2**20:.0f} MiB; first bytes sha256 {digest})")
-    print(f"  local write (encode + fsync, trial process) {local_rate:8.0f} checkpoints/s {local_rate * size / 2**20:7.1f} MiB/s")
-    print(f"  through Ray to the driver ({where})     {ray_rate:8.0f} checkpoints/s {ray_rate * size / 2**20:7.1f} MiB/s")
+    print(f"  local write (encode + fsync, trial process) {local_rate:8.0f} checkpoints/s "
+          f"{local_rate * size / 2**20:7.1f} MiB/s")
+    print(f"  through Ray to the driver ({where})     {ray_rate:8.0f} checkpoints/s "
+          f"{ray_rate * size / 2**20:7.1f} MiB/s")
     print(f"  ratio through Ray / local: {ray_rate / local_rate:.2f}")
     for device, made in checkpoints_per_second_made(spec, args.runs).items():
         what = "one CPU core" if device == "cpu" else "one H200"

@@ -84,7 +84,8 @@ class GeneralizationConfig:
     def validate(self, where: str, key: str) -> None:
         check_training(self, where)  # epochs, batches, rates, schedule, checkpoints (shared with the INR tasks)
         if not 0 < self.checkpoint_fraction <= 1:
-            raise SchemaError(where, "checkpoint_fraction", f"expected a fraction in (0, 1], got {self.checkpoint_fraction}")
+            raise SchemaError(where, "checkpoint_fraction",
+                              f"expected a fraction in (0, 1], got {self.checkpoint_fraction}")
         for column, value in self.subset.items():
             values = protocol.allowed_values(value)
             if not values or not all(isinstance(v, SCALAR) for v in values):
@@ -265,7 +266,8 @@ class GeneralizationTask(Task):
                        "epochs": f"epochs {list(config['checkpoint_epochs'])}",
                        "fraction": f"each run's epoch at {config['checkpoint_fraction']:g} of its last"
                        }[config["checkpoints"]]
-        parts = [f"checkpoints: {checkpoints}"] + ([f"split set: {config['splits']}"] if config["splits"] != "default" else [])
+        parts = [f"checkpoints: {checkpoints}"]
+        parts += [f"split set: {config['splits']}"] if config["splits"] != "default" else []
         subset = config["subset"]
         parts.append("subset: " + (", ".join(f"{k} ∈ {protocol.allowed_values(v)}" for k, v in sorted(subset.items()))
                                    if subset else "all rows"))

@@ -214,8 +214,10 @@ def by_fit(model: nn.Module, problem: Problem, config) -> Learned:
     selection = dict(model.fit(problem.train, problem.raw_targets, problem.validation, problem.validation_targets,
                                problem.seed))
     predicted = predict(model, problem.validation, config.eval_batch_size, problem.out_features, "validation, fitted")
-    selection[f"validation_{problem.score_name}"] = problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
-    return Learned(lambda weights: predict(model, weights, config.eval_batch_size, problem.out_features, "test, fitted"),
+    selection[f"validation_{problem.score_name}"] = problem.score(problem.validation_targets.cpu().numpy(),
+                                                                  predicted.cpu().numpy())
+    return Learned(lambda weights: predict(model, weights, config.eval_batch_size, problem.out_features,
+                                           "test, fitted"),
                    selection, output_is_target=True)
 
 

@@ -30,7 +30,8 @@ def check_task_contract(name: str, cls: Any) -> None:
     (every field with a default) and a main metric among its `metrics`."""
     where = f"benchmark task {name!r} ({getattr(cls, '__qualname__', type(cls).__name__)})"
     if not (isinstance(cls, type) and issubclass(cls, Task)):
-        raise PluginError(f"{where}: expected a subclass of benchmarks.tasks.Task, got {type(cls).__name__} {cls!r:.80}")
+        raise PluginError(f"{where}: expected a subclass of benchmarks.tasks.Task, got "
+                          f"{type(cls).__name__} {cls!r:.80}")
     config = getattr(cls, "Config", None)
     if config is None or not dataclasses.is_dataclass(config):
         raise PluginError(f"{where}: expected a dataclass attribute `Config`, got {type(config).__name__}")

@@ -78,6 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--profile", default="default", help="the track's profile (default: default)")
     run.add_argument("--seeds", default=None, help="comma-separated seeds (default: the track's, e.g. 42,40,44)")
     run.add_argument("--out", default=None,
-                     help="folder for the results files and plots (a re-run resumes it; default: runs/track-NAME-PROFILE)")
+                     help="folder for the results files and plots (a re-run resumes it; default: "
+                          "runs/track-NAME-PROFILE)")
     add_ray_arguments(run, "jobs", workers=min(2, os.cpu_count() or 1))  # a track is tens of jobs
     run.set_defaults(handler=run_command)

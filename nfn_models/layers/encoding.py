@@ -49,8 +49,11 @@ class IOPositionEncoding(nn.Module):
         first = features.weights[0]
         dtype, device, batch = first.dtype, first.device, features.batch_size
         L, n = self.description.num_layers, self.description.unit_sizes
-        encode = lambda count: sinusoidal(torch.linspace(-1.0, 1.0, count, dtype=dtype, device=device),  # noqa: E731
-                                          self.max_freq, self.num_bands).T  # (d, count)
+
+        def encode(count: int) -> torch.Tensor:  # (d, count)
+            positions = torch.linspace(-1.0, 1.0, count, dtype=dtype, device=device)
+            return sinusoidal(positions, self.max_freq, self.num_bands).T
+
         layer = encode(L) if self.encode_layers else torch.zeros(self.channels, L, dtype=dtype, device=device)
         inputs, outputs = encode(n[0]), encode(n[L])
         weights, biases = [], []

@@ -103,28 +103,28 @@ class MonomialLinear(nn.Module):
         self.description, self.out_description, self.group = description, out_description, group
         self.in_channels, self.out_channels = in_channels, out_channels
         f, n, g = description.filter_sizes, description.unit_sizes, out_description.filter_sizes
-        C, O = in_channels, out_channels
+        C, C_out = in_channels, out_channels  # C and O in the shape comments
         self.terms = nn.ModuleList()
         for i in range(L):
             if i == 0:
                 terms = nn.ModuleDict({
-                    "weight_from_weight": _map(C * f[0] * n[0], O * g[0] * n[0]),
-                    "weight_from_bias": _map(C, O * g[0] * n[0]),
-                    "bias_from_weight": _map(C * f[0] * n[0], O),
-                    "bias_from_bias": _map(C, O)})
+                    "weight_from_weight": _map(C * f[0] * n[0], C_out * g[0] * n[0]),
+                    "weight_from_bias": _map(C, C_out * g[0] * n[0]),
+                    "bias_from_weight": _map(C * f[0] * n[0], C_out),
+                    "bias_from_bias": _map(C, C_out)})
             elif i == L - 1:
                 terms = nn.ModuleDict({
-                    "weight_from_weight": _map(C * f[i] * n[L], O * g[i] * n[L]),
-                    "bias_from_bias": _map(C * n[L], O * n[L], bias=True)})  # the bias is tau
+                    "weight_from_weight": _map(C * f[i] * n[L], C_out * g[i] * n[L]),
+                    "bias_from_bias": _map(C * n[L], C_out * n[L], bias=True)})  # the bias is tau
                 if group == "sign":
-                    terms["weight_from_previous_bias"] = _map(C, O * g[i] * n[L])
+                    terms["weight_from_previous_bias"] = _map(C, C_out * g[i] * n[L])
             else:
                 terms = nn.ModuleDict({
-                    "weight_from_weight": _map(C * f[i], O * g[i]),
-                    "bias_from_bias": _map(C, O)})
+                    "weight_from_weight": _map(C * f[i], C_out * g[i]),
+                    "bias_from_bias": _map(C, C_out)})
             self.terms.append(terms)
         if group == "sign":  # b_{L-1} reads W_L's columns (on layer 1's bias when L = 2)
-            self.terms[L - 2]["bias_from_next_weight"] = _map(C * f[L - 1] * n[L], O)
+            self.terms[L - 2]["bias_from_next_weight"] = _map(C * f[L - 1] * n[L], C_out)
         for terms in self.terms:
             init_jointly(*(terms[k] for k in terms if k.startswith("weight")))
             init_jointly(*(terms[k] for k in terms if k.startswith("bias")))

@@ -149,19 +149,19 @@ class PolynomialLinear(nn.Module):
         super().__init__()
         _check_dense(description, "PolynomialLinear")
         self.description, self.in_channels, self.out_channels = description, in_channels, out_channels
-        L, n, C, O = description.num_layers, description.unit_sizes, in_channels, out_channels
+        L, n, C, C_out = description.num_layers, description.unit_sizes, in_channels, out_channels
         self.weight_maps, self.bias_maps = nn.ModuleList(), nn.ModuleList()
         for s in range(1, L + 1):
             if s == 1:
-                weight = ChannelLinear(C * (3 * n[0] + 1), O * n[0], bias=False)  # rows of 3 terms, b_1
-                bias = ChannelLinear(C * (3 * n[0] + 1), O, bias=False)
+                weight = ChannelLinear(C * (3 * n[0] + 1), C_out * n[0], bias=False)  # rows of 3 terms, b_1
+                bias = ChannelLinear(C * (3 * n[0] + 1), C_out, bias=False)
             elif s == L:
-                weight = ChannelLinear(3 * C * n[L], O * n[L], bias=False)  # columns of 3 terms
+                weight = ChannelLinear(3 * C * n[L], C_out * n[L], bias=False)  # columns of 3 terms
                 invariant = C * (3 * n[L] * n[0] + 2 * n[L] + 2 * (L - 1))
-                bias = ChannelLinear(invariant, O * n[L], bias=True)  # the bias is the constant
+                bias = ChannelLinear(invariant, C_out * n[L], bias=True)  # the bias is the constant
             else:
-                weight = ChannelLinear(3 * C, O, bias=False)
-                bias = ChannelLinear(C * (3 * n[0] + 2), O, bias=False)  # rows of 3 terms, sum Wb, b_s
+                weight = ChannelLinear(3 * C, C_out, bias=False)
+                bias = ChannelLinear(C * (3 * n[0] + 2), C_out, bias=False)  # rows of 3 terms, sum Wb, b_s
             _xavier(weight)
             _xavier(bias)
             self.weight_maps.append(weight)

@@ -13,4 +13,4 @@ import warnings
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
-    import torch_geometric  # noqa: F401
+    import torch_geometric  # noqa: F401 (imported once, its warning silenced; later imports reuse it)

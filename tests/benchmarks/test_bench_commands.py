@@ -16,7 +16,8 @@ def test_the_bench_command_is_an_entry_point():
     assert entries["bench"] == "benchmarks.commands:register"
 
 
-@pytest.mark.parametrize("text, seeds", [("0,1,2", [0, 1, 2]), ("3", [3]), ("0-3", [0, 1, 2, 3]), ("1, 5-6", [1, 5, 6])])
+@pytest.mark.parametrize("text, seeds",
+                         [("0,1,2", [0, 1, 2]), ("3", [3]), ("0-3", [0, 1, 2, 3]), ("1, 5-6", [1, 5, 6])])
 def test_parse_seeds(text, seeds):
     assert parse_seeds(text) == seeds
 
@@ -41,7 +42,8 @@ def test_set_routes_overrides_to_the_model_or_the_task():
     assert task == {"epochs": 2, "lr": 0.01}
 
 
-@pytest.mark.parametrize("assignment, message", [("epochs", "KEY=VALUE"), ("widths=3", "use model.widths or task.widths")])
+@pytest.mark.parametrize("assignment, message",
+                         [("epochs", "KEY=VALUE"), ("widths=3", "use model.widths or task.widths")])
 def test_set_errors(assignment, message):
     with pytest.raises(CommandError, match=message):
         split_overrides([assignment], "statnn", "generalization")

@@ -41,7 +41,8 @@ def test_a_callers_folder_is_never_written_into_the_results(splits, dataset_info
     """A dataset description that names the folder (an older caller's `path`): the results drop it."""
     out = tmp_path / "r.json"
     results = run_on_splits("generalization", "mlp", splits, {**dataset_info, "path": "/home/me/zoo"},
-                            RunOptions([0], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1}, progress=False),
+                            RunOptions([0], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1},
+                                       progress=False),
                             out)
     assert results["dataset"] == dataset_info and "/home/me" not in out.read_text()
     assert load_results(out).dataset.path is None
@@ -80,7 +81,8 @@ def test_files_are_written_atomically_and_progress_goes_to_stderr(splits, datase
 def test_without_an_output_path_nothing_is_written(splits, dataset_info, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     results = run_on_splits("generalization", "mlp", splits, dataset_info,
-                            RunOptions([0], model_overrides={"hidden_sizes": [8]}, task_overrides={"epochs": 1}, progress=False))
+                            RunOptions([0], model_overrides={"hidden_sizes": [8]}, task_overrides={"epochs": 1},
+                                       progress=False))
     assert results["predictions"] is None and results["summary"]["kendall_tau"]["std"] == 0.0
     assert list(tmp_path.iterdir()) == []
 

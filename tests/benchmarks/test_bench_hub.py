@@ -28,7 +28,8 @@ def cached(hub_cache, tiny_zoo, cache_dataset_repo) -> str:
 def test_a_benchmark_on_a_cached_repo_records_the_repo_and_the_commit(cached, tiny_zoo, tmp_path):
     out = tmp_path / "statnn.json"
     results = run_benchmark("generalization", "statnn", f"{REPO}@v1", None,
-                            RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [8]}, task_overrides=FAST, progress=False),
+                            RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [8]}, task_overrides=FAST,
+                                       progress=False),
                             out)
     expected_hash = read_manifest(tiny_zoo)["configs"]["cnn-mnist"]["dataset_hash"]
     assert results["dataset"] == {"config": "cnn-mnist", "dataset_hash": expected_hash, "family": "cnn",

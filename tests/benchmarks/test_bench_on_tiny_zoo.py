@@ -17,7 +17,8 @@ from benchmarks.run_options import RunOptions
 def test_benchmark_and_submit_a_real_zoo(tiny_zoo, tmp_path):
     out = tmp_path / "results" / "statnn.json"
     results = run_benchmark("generalization", "statnn", tiny_zoo, None,
-                            RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [16]}, task_overrides={"epochs": 2, "batch_size": 4}, progress=False),
+                            RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [16]},
+                                       task_overrides={"epochs": 2, "batch_size": 4}, progress=False),
                             out)
     assert results["dataset"]["config"] == "cnn-mnist" and results["dataset"]["family"] == "cnn"
     assert results["dataset"]["dataset_hash"] == dataset_hash(tiny_zoo, None)

@@ -111,7 +111,8 @@ def test_seeds_in_worker_processes_give_the_same_results(splits, dataset_info, t
     run_on_splits("generalization", "mlp", splits, dataset_info,
                   RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, progress=False), alone)
     run_on_splits("generalization", "mlp", splits, dataset_info,
-                  RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, placement=Placement(workers=2), progress=False),
+                  RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, placement=Placement(workers=2),
+                             progress=False),
                   pooled)
     for first, second in zip(_metrics(alone), _metrics(pooled)):
         assert first == pytest.approx(second, rel=1e-4, abs=1e-6)  # one thread each: summation order only
@@ -123,7 +124,8 @@ def test_a_seed_the_data_cannot_serve_fails_in_the_pool_as_in_the_process(splits
     for workers in (1, 2):
         with pytest.raises(ValueError, match="min_accuracy"):
             run_on_splits("generalization", "mlp", splits, dataset_info,
-                          RunOptions([0, 1], model_overrides=MODEL, task_overrides=task, placement=Placement(workers=workers), progress=False),
+                          RunOptions([0, 1], model_overrides=MODEL, task_overrides=task,
+                                     placement=Placement(workers=workers), progress=False),
                           tmp_path / "x.json")
 
 
@@ -133,7 +135,8 @@ def test_bad_worker_counts_are_refused(splits, dataset_info, tmp_path):
                       RunOptions([0], model_overrides=MODEL, task_overrides=TASK, placement=Placement(workers=0)))
     with pytest.raises(ValueError, match="device cuda on Ray needs GPUs per job"):
         run_on_splits("generalization", "mlp", splits, dataset_info,
-                      RunOptions([0], model_overrides=MODEL, task_overrides=TASK, placement=Placement(device="cuda", workers=2)))
+                      RunOptions([0], model_overrides=MODEL, task_overrides=TASK,
+                                 placement=Placement(device="cuda", workers=2)))
 
 
 def test_each_seed_job_carries_its_progress_label_or_none(splits, dataset_info):

@@ -102,7 +102,8 @@ def test_model_selection_never_looks_at_the_test_split(splits):
     test = splits["test"]
     shuffled = test.metadata.copy()
     ok = shuffled["status"] == "ok"
-    shuffled.loc[ok, "test_accuracy"] = np.random.default_rng(0).permutation(shuffled.loc[ok, "test_accuracy"].to_numpy())
+    accuracies = shuffled.loc[ok, "test_accuracy"].to_numpy()
+    shuffled.loc[ok, "test_accuracy"] = np.random.default_rng(0).permutation(accuracies)
     altered = {**splits, "test": ZooSplit(test.weights, shuffled)}
     small = {"hidden_sizes": [16]}
     original, changed = task.run(splits, "mlp", small, seed=0), task.run(altered, "mlp", small, seed=0)

@@ -33,7 +33,8 @@ def loaded(tiny_transformer_zoo):
 def test_transformer_nfn_runs_with_the_papers_protocol_on_epoch_three_of_four(loaded, tmp_path):
     splits, dataset = loaded
     results = run_on_splits("generalization", "transformer_nfn", splits, dataset,
-                            RunOptions([0, 1, 2], model_overrides=SMALL_NFN, task_overrides={**PAPER, "threshold": 0.0}, progress=False),
+                            RunOptions([0, 1, 2], model_overrides=SMALL_NFN, task_overrides={**PAPER, "threshold": 0.0},
+                                       progress=False),
                             tmp_path / "t.json")
     assert results["model_config"]["num_heads"] == 2 and results["model_config"]["residual"] is False  # from the zoo
     assert results["task_config"]["checkpoints"] == "fraction" and results["task_config"]["min_accuracy"] == 0.0
@@ -54,7 +55,9 @@ def test_a_threshold_drops_members_below_it(loaded, tmp_path):
     kept = int((accuracies >= threshold).sum())
     assert 2 <= kept < len(accuracies)
     results = run_on_splits("generalization", "statnn", splits, dataset,
-                            RunOptions([0], model_overrides={"hidden_sizes": [4]}, task_overrides={**PAPER, "threshold": threshold, "epochs": 1, "checkpoints": "all"}, progress=False))
+                            RunOptions([0], model_overrides={"hidden_sizes": [4]},
+                                       task_overrides={**PAPER, "threshold": threshold, "epochs": 1,
+                                                       "checkpoints": "all"}, progress=False))
     assert results["per_seed"][0]["ranking"]["num_targets"] == kept
 
 
@@ -62,7 +65,8 @@ def test_a_threshold_drops_members_below_it(loaded, tmp_path):
 def test_the_tree_baselines_are_fitted_through_the_same_harness(tiny_transformer_zoo, model, tmp_path):
     out = tmp_path / f"{model}.json"
     results = run_benchmark("generalization", model, tiny_transformer_zoo, None,
-                            RunOptions([0, 1, 2], model_overrides=SMALL_TREES[model], task_overrides={"checkpoints": "all"}, progress=False),
+                            RunOptions([0, 1, 2], model_overrides=SMALL_TREES[model],
+                                       task_overrides={"checkpoints": "all"}, progress=False),
                             out)
     selection = results["per_seed"][0]["selection"]
     assert ("rounds" in selection or "trees" in selection) and "validation_kendall_tau" in selection
@@ -113,7 +117,9 @@ def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path
     for threshold in (0.0, 0.11):  # the tiny zoo's members are near chance
         out = tmp_path / f"statnn-t{threshold}.json"
         run_benchmark("generalization", "statnn", tiny_transformer_zoo, None,
-                      RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={**PAPER, "epochs": 1, "threshold": threshold, "checkpoints": "all"}, progress=False),
+                      RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]},
+                                 task_overrides={**PAPER, "epochs": 1, "threshold": threshold, "checkpoints": "all"},
+                                 progress=False),
                       out)
         submit(out, board, tiny_transformer_zoo)
     page = render(board, tmp_path / "site")
@@ -124,7 +130,9 @@ def test_the_threshold_suite_renders_as_one_table(tiny_transformer_zoo, tmp_path
     # a second training schedule of the same model is a row of its own, named by what differs
     out = tmp_path / "statnn-2-epochs-t0.json"
     run_benchmark("generalization", "statnn", tiny_transformer_zoo, None,
-                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={**PAPER, "epochs": 2, "threshold": 0.0, "checkpoints": "all"}, progress=False),
+                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]},
+                             task_overrides={**PAPER, "epochs": 2, "threshold": 0.0, "checkpoints": "all"},
+                             progress=False),
                   out)
     submit(out, board)
     page = render(board, tmp_path / "site").splitlines()
@@ -164,12 +172,14 @@ def test_a_graph_metanetwork_reads_the_zoos_transformers_with_their_head_count_f
     out = tmp_path / "gmn.json"
     model = {"preset": "transformer-generalization-budget", "hidden_dim": 8}
     run_benchmark("generalization", "scalegmn", tiny_transformer_zoo, None,
-                  RunOptions([0], model_overrides=model, task_overrides={**PAPER, "epochs": 1, "checkpoints": "all"}, progress=False),
+                  RunOptions([0], model_overrides=model, task_overrides={**PAPER, "epochs": 1, "checkpoints": "all"},
+                             progress=False),
                   out)
     result = json.loads(out.read_text())
     assert result["model_config"]["num_heads"] == 2 and result["model_config"]["residual"] is False
     assert result["model_config"]["mode"] == "permutation" and math.isfinite(result["summary"]["kendall_tau"]["mean"])
     with pytest.raises(ValueError, match="num_heads"):
         run_benchmark("generalization", "scalegmn", tiny_transformer_zoo, None,
-                      RunOptions([0], model_overrides={**model, "num_heads": 4}, task_overrides={**PAPER, "epochs": 1, "checkpoints": "all"}, progress=False),
+                      RunOptions([0], model_overrides={**model, "num_heads": 4},
+                                 task_overrides={**PAPER, "epochs": 1, "checkpoints": "all"}, progress=False),
                       tmp_path / "four.json")

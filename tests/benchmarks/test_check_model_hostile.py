@@ -117,8 +117,8 @@ def test_a_huge_layer_is_refused_in_one_line_before_it_is_built(plugin):
     parameters = 200_000 * 20_000 + 20_000 + 2 * len(space("cnn-relu").tensors) + 1  # the layer and the head
     assert error.endswith(  # `bench run`'s line (`model_size_problem`)
         f"error: model 'hostile_models:Huge' with its defaults has {parameters:,} parameters and does not fit in "
-        f"memory: expected at most {MAX_MODEL_PARAMETERS:,} (MAX_MODEL_PARAMETERS); a width or hidden size too large?"), \
-        error
+        f"memory: expected at most {MAX_MODEL_PARAMETERS:,} (MAX_MODEL_PARAMETERS); a width or hidden size "
+        "too large?"), error
     assert result.stdout == ""  # no table: nothing was checked
 
 

@@ -79,7 +79,8 @@ def _failing(count: int) -> dict:
             "check_time_s": 1.0, "error": None}
 
 
-@pytest.mark.parametrize("count, listed, rest", [(1, 1, 0), (MAX_LISTED, MAX_LISTED, 0), (MAX_LISTED + 1, MAX_LISTED, 1),
+@pytest.mark.parametrize("count, listed, rest",
+                         [(1, 1, 0), (MAX_LISTED, MAX_LISTED, 0), (MAX_LISTED + 1, MAX_LISTED, 1),
                                                  (12, MAX_LISTED, 12 - MAX_LISTED)])
 def test_every_failing_check_is_listed_or_counted(count, listed, rest):
     said = describe(_failing(count))

@@ -163,7 +163,8 @@ def test_classification_with_augmentation_records_it_and_differs(inr_splits):
     plain = run_on_splits("inr-classification", "mlp", splits, dataset,
                           RunOptions([0], model_overrides=SMALL["mlp"], task_overrides=FAST, progress=False))
     augmented = run_on_splits("inr-classification", "mlp", splits, dataset,
-                              RunOptions([0], model_overrides=SMALL["mlp"], task_overrides={**FAST, "augment_copies": 2}, progress=False))
+                              RunOptions([0], model_overrides=SMALL["mlp"],
+                                         task_overrides={**FAST, "augment_copies": 2}, progress=False))
     assert augmented["task_config"]["augment_copies"] == 2
     assert plain["per_seed"][0]["selection"]["train_rows"] == 18
     assert augmented["per_seed"][0]["selection"]["train_rows"] == 54  # the originals and 2 views of each
@@ -183,7 +184,8 @@ def test_classification_refuses_a_cnn_zoo_a_fitted_model_and_a_wrong_class_count
     with pytest.raises(ValueError, match="reads a model's invariant output; model 'np' is configured with "
                                          "output='weights'"):
         run_on_splits("inr-classification", "np", splits, dataset,
-                      RunOptions([0], model_overrides={"preset": "inr-editing-budget"}, task_overrides=FAST, progress=False))
+                      RunOptions([0], model_overrides={"preset": "inr-editing-budget"}, task_overrides=FAST,
+                                 progress=False))
 
 
 # --- INR editing ---------------------------------------------------------------------------------
@@ -195,7 +197,8 @@ def test_editing_runs_for_every_listed_model_and_scores_renders_against_the_dila
     out = tmp_path / f"{model}.json"
     overrides = {k: v for k, v in SMALL[model].items() if k != "hidden_sizes" or model == "mlp"}
     results = run_on_splits("inr-editing", model, splits, dataset,
-                            RunOptions([0, 1], model_overrides=overrides, task_overrides={**FAST, "examples": 3}, progress=False),
+                            RunOptions([0, 1], model_overrides=overrides, task_overrides={**FAST, "examples": 3},
+                                       progress=False),
                             out)
     seed = results["per_seed"][0]
     # the unedited baseline, recomputed independently: each test SIREN's final fit, rendered, against
@@ -211,7 +214,8 @@ def test_editing_runs_for_every_listed_model_and_scores_renders_against_the_dila
     assert seed["metrics"]["mse"] != seed["ranking"]["mse_unedited"]  # the delta changed the renders
     assert results["model_config"]["output"] == "weights"  # recorded as run
     table = __import__("pandas").read_csv(predictions_path(out))
-    assert len(table) == 16 and table.loc[table["seed"] == 0, "prediction"].mean() == pytest.approx(seed["metrics"]["mse"])
+    assert len(table) == 16
+    assert table.loc[table["seed"] == 0, "prediction"].mean() == pytest.approx(seed["metrics"]["mse"])
     arrays = dict(np.load(examples_path(out), allow_pickle=False))
     assert arrays["edited"].shape == arrays["target"].shape == arrays["original"].shape == (3, 1, 28, 28)
     assert load_results(out).examples == examples_path(out).name
@@ -274,14 +278,16 @@ def test_the_edit_figure_puts_each_models_render_beside_the_target(inr_splits, t
         path = tmp_path / f"{model}.json"
         overrides = {"channels": (4,)} if model == "np" else {"hidden_sizes": (16,)}
         run_on_splits("inr-editing", model, splits, dataset,
-                      RunOptions([0], model_overrides=overrides, task_overrides={**FAST, "examples": 4}, progress=False),
+                      RunOptions([0], model_overrides=overrides, task_overrides={**FAST, "examples": 4},
+                                 progress=False),
                       path)
         paths.append(path)
     figure = edit_grid(paths, tmp_path / "edits.png", images=3)
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     other = tmp_path / "other.json"
     run_on_splits("inr-editing", "mlp", splits, dataset,
-                  RunOptions([0], model_overrides={"hidden_sizes": (16,)}, task_overrides={**FAST, "examples": 2, "checkpoints": "all"}, progress=False),
+                  RunOptions([0], model_overrides={"hidden_sizes": (16,)},
+                             task_overrides={**FAST, "examples": 2, "checkpoints": "all"}, progress=False),
                   other)
     data = json.loads(other.read_text())
     assert data["examples"] == "other.examples.npz"
@@ -323,7 +329,8 @@ def test_inr_results_go_on_a_leaderboard_ranked_lower_mse_first(inr_splits, tiny
     for model, overrides in (("mlp", {"hidden_sizes": (16,)}), ("monomial_nfn", {"group": "sign", "channels": (4,)})):
         path = tmp_path / f"{model}.json"
         results = run_on_splits("inr-editing", model, splits, dataset,
-                                RunOptions([0, 1, 2], model_overrides=overrides, task_overrides={"epochs": 1, "batch_size": 8}, progress=False),
+                                RunOptions([0, 1, 2], model_overrides=overrides,
+                                           task_overrides={"epochs": 1, "batch_size": 8}, progress=False),
                                 path)
         means[model] = results["summary"]["mse"]["mean"]
         submit(path, board, dataset_dir=tiny_inr_zoo_folder)

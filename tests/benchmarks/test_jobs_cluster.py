@@ -93,7 +93,6 @@ def _hold(megabytes: int) -> dict:
 
 @pytest.mark.parametrize("where", ["in this process", "on the cluster"])
 def test_a_small_job_after_a_large_one_reports_its_own_peak(ray_cluster, tmp_path, where):
-    import sys
 
     from ray import cloudpickle
 

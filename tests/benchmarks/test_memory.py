@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from benchmarks.memory import _glibc, _high_water_kib, keep_freed_memory, peak_mb, reset_peak, trim_freed_memory
+from benchmarks.memory import _glibc, _high_water_kib, keep_freed_memory, peak_mb, reset_peak
 
 pytestmark = pytest.mark.skipif(_glibc() is None or _high_water_kib() is None,
                                 reason="needs glibc and Linux's /proc/self/status")

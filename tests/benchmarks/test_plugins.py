@@ -69,7 +69,8 @@ def test_a_class_without_the_contract_is_refused(site):
     class NoSpaces(nfn_models.registry.MODELS.get("mlp")):
         weight_spaces = ("graph",)
 
-    with pytest.raises(PluginError, match=r"`weight_spaces` must be a tuple of some of \('feedforward', 'transformer'\)"):
+    with pytest.raises(PluginError,
+                       match=r"`weight_spaces` must be a tuple of some of \('feedforward', 'transformer'\)"):
         MODELS.add_plugin("odd", NoSpaces)
     with pytest.raises(PluginError, match="NFN model 'mlp' is a built-in; give yours another name"):
         MODELS.add_plugin("mlp", NoSpaces)

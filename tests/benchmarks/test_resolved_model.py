@@ -32,5 +32,6 @@ def test_the_name_rules_run_before_any_data_is_read(tmp_path):
 def test_a_run_records_the_resolved_models_name_and_source(tiny_zoo):
     resolved = resolve_model("mlp", "mlp-small")
     results = run_benchmark("generalization", resolved, tiny_zoo, None,
-                            RunOptions([0], model_overrides={"hidden_sizes": [8]}, task_overrides={"epochs": 1}, placement=Placement(device="cpu"), progress=False))
+                            RunOptions([0], model_overrides={"hidden_sizes": [8]}, task_overrides={"epochs": 1},
+                                       placement=Placement(device="cpu"), progress=False))
     assert results["model"] == "mlp-small" and results["model_source"] == resolved.source

@@ -16,8 +16,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))  # the hand-made Small CNN Zoo fixture
 
-from memory_limit import GIB, run_limited  # noqa: E402
-from small_cnn_fixture import make_zoo  # noqa: E402
+from memory_limit import GIB, run_limited
+from small_cnn_fixture import make_zoo
 
 RUNS = 700  # x 9 steps = 6,300 rows of 4,970 float32 weights: ~125 MB
 FLOOR = "import benchmarks.harness, benchmarks.tasks.rows, zoo.loader, zoo.split_set_loader"

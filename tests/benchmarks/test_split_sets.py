@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))  # the hand-made Small CNN Zoo fixture
 
-from small_cnn_fixture import make_zoo  # noqa: E402
+from small_cnn_fixture import make_zoo
 from benchmarks.run_options import Placement, RunOptions
 
 
@@ -29,7 +29,8 @@ def test_generalization_runs_on_the_nfn_split_and_records_it(imported, tmp_path)
     from zoo.split_set_loader import load_split_set
 
     results = run_benchmark("generalization", "statnn", imported, None,
-                            RunOptions([0], task_overrides={"splits": "nfn", "epochs": 1}, placement=Placement(device="cpu"), progress=False),
+                            RunOptions([0], task_overrides={"splits": "nfn", "epochs": 1},
+                                       placement=Placement(device="cpu"), progress=False),
                             tmp_path / "r.json")
     assert results["task_config"]["splits"] == "nfn"
     assert GeneralizationTask.evaluation_protocol(results["task_config"])["splits"] == "nfn"
@@ -46,14 +47,16 @@ def test_an_unknown_split_set_names_the_ones_there(imported, tmp_path):
 
     with pytest.raises(ValueError, match=r"no split set 'paper'; it has \['nfn'\]"):
         run_benchmark("generalization", "statnn", imported, None,
-                      RunOptions([0], task_overrides={"splits": "paper", "epochs": 1}, placement=Placement(device="cpu"), progress=False))
+                      RunOptions([0], task_overrides={"splits": "paper", "epochs": 1},
+                                 placement=Placement(device="cpu"), progress=False))
 
 
 def test_the_nfn_preset_takes_the_split_set_and_the_papers_training(imported, tmp_path):
     from benchmarks.harness import run_benchmark
 
     results = run_benchmark("generalization", "statnn", imported, None,
-                            RunOptions([0], task_overrides={"preset": "nfn", "epochs": 1}, placement=Placement(device="cpu"), progress=False))
+                            RunOptions([0], task_overrides={"preset": "nfn", "epochs": 1},
+                                       placement=Placement(device="cpu"), progress=False))
     config = results["task_config"]
     assert (config["splits"], config["loss"], config["batch_size"], config["lr"], config["weight_decay"]) == (
         "nfn", "bce", 8, 1e-3, 0.0)
@@ -72,7 +75,8 @@ def test_a_board_pins_the_split_sets_test_rows_and_re_scores_a_result_on_them(im
 
     out = tmp_path / "statnn.json"
     run_benchmark("generalization", "statnn", imported, None,
-                  RunOptions([0, 1, 2], task_overrides={"splits": "nfn", "epochs": 1}, placement=Placement(device="cpu"), progress=False),
+                  RunOptions([0, 1, 2], task_overrides={"splits": "nfn", "epochs": 1},
+                             placement=Placement(device="cpu"), progress=False),
                   out)
     board = tmp_path / "board"
     accepted = submit(out, board, imported)
@@ -100,13 +104,18 @@ def test_probegen_reads_its_members_activation_from_the_rows_and_refuses_a_mixed
     small = {"num_probes": 4, "hidden_sizes": [8], "normalize_outputs": False}
     with pytest.raises(ValueError, match=r"the rows hold activation \['relu', 'tanh'\].*task.subset"):
         run_benchmark("generalization", "probegen", imported, None,
-                      RunOptions([0], model_overrides=small, task_overrides={"splits": "nfn", "epochs": 1}, placement=Placement(device="cpu"), progress=False))
+                      RunOptions([0], model_overrides=small, task_overrides={"splits": "nfn", "epochs": 1},
+                                 placement=Placement(device="cpu"), progress=False))
     results = run_benchmark("generalization", "probegen", imported, None,
-                            RunOptions([0], model_overrides=small, task_overrides={"splits": "nfn", "epochs": 1, "subset": {"activation": "tanh"}}, placement=Placement(device="cpu"), progress=False))
+                            RunOptions([0], model_overrides=small,
+                                       task_overrides={"splits": "nfn", "epochs": 1, "subset": {"activation": "tanh"}},
+                                       placement=Placement(device="cpu"), progress=False))
     assert results["model_config"]["member_activation"] == "tanh"
     with pytest.raises(ValueError, match="member_activation='relu', but the rows it reads have activation='tanh'"):
         run_benchmark("generalization", "probegen", imported, None,
-                      RunOptions([0], model_overrides={**small, "member_activation": "relu"}, task_overrides={"splits": "nfn", "epochs": 1, "subset": {"activation": "tanh"}}, placement=Placement(device="cpu"), progress=False))
+                      RunOptions([0], model_overrides={**small, "member_activation": "relu"},
+                                 task_overrides={"splits": "nfn", "epochs": 1, "subset": {"activation": "tanh"}},
+                                 placement=Placement(device="cpu"), progress=False))
 
 
 def test_a_result_on_an_edited_split_set_is_refused_though_the_dataset_hash_is_the_same(imported, tmp_path):
@@ -124,7 +133,8 @@ def test_a_result_on_an_edited_split_set_is_refused_though_the_dataset_hash_is_t
     board = tmp_path / "board"
     honest = tmp_path / "honest.json"
     run_benchmark("generalization", "statnn", imported, None,
-                  RunOptions([0, 1, 2], task_overrides={"splits": "nfn", "epochs": 1}, placement=Placement(device="cpu"), progress=False),
+                  RunOptions([0, 1, 2], task_overrides={"splits": "nfn", "epochs": 1},
+                             placement=Placement(device="cpu"), progress=False),
                   honest)
     accepted = submit(honest, board, imported)  # registers the zoo and pins its set, with the set file's hash
     record = load_datasets(board)[accepted.registered_dataset.dataset_hash]
@@ -143,7 +153,8 @@ def test_a_result_on_an_edited_split_set_is_refused_though_the_dataset_hash_is_t
     (edited / "manifest.json").write_text(json.dumps(manifest))
     leaked = tmp_path / "leaked.json"
     results = run_benchmark("generalization", "mlp", edited, None,
-                            RunOptions([0, 1, 2], task_overrides={"splits": "nfn", "epochs": 1}, placement=Placement(device="cpu"), progress=False),
+                            RunOptions([0, 1, 2], task_overrides={"splits": "nfn", "epochs": 1},
+                                       placement=Placement(device="cpu"), progress=False),
                             leaked)
     assert results["dataset"]["dataset_hash"] == record.dataset_hash  # the hash alone cannot tell
     with pytest.raises(SubmissionRejected, match=r"split set 'nfn': the results read a set file with sha256 "

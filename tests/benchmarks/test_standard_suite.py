@@ -18,7 +18,8 @@ V1_CELLS = [
     ("cnn-generalization-tanh", "generalization", "cnn-mnist-bench", "6e211693486a", (0, 1, 2),
      {"checkpoints": "final", "loss": "bce", "batch_size": 8, "epochs": 10, "lr": 1e-3, "weight_decay": 0.0,
       "subset": {"activation": "tanh"}}),
-    ("inr-classification", "inr-classification", "inr-mnist-fast-fifth", "027bb41fb1d5", (0, 1, 2), {"preset": "budget"}),
+    ("inr-classification", "inr-classification", "inr-mnist-fast-fifth", "027bb41fb1d5", (0, 1, 2),
+     {"preset": "budget"}),
     ("inr-editing", "inr-editing", "inr-mnist-fast-fifth", "027bb41fb1d5", (0, 1, 2), {"preset": "budget"}),
     ("transformer-generalization", "generalization", "transformer-mnist-bench", "e6f11d37eb40", (0, 1, 2),
      {"preset": "transformer-nfn", "epochs": 10, "warmup_epochs": 1, "threshold": 0.0}),
@@ -58,7 +59,8 @@ def test_standard_v2_cells_are_pinned_to_the_boards_portable_zoos():
     for cell in suite.cells:  # registered on the official board, with the recipe a newcomer regenerates
         assert (board[cell.zoo.name]["dataset_hash"], board[cell.zoo.name]["config"]) == \
             (cell.zoo.dataset_hash, cell.zoo.config)
-        assert board[cell.zoo.name]["source"] == cell.zoo.source == f"regenerated from spec {cell.zoo.config} (suite-v2)"
+        expected = f"regenerated from spec {cell.zoo.config} (suite-v2)"
+        assert board[cell.zoo.name]["source"] == cell.zoo.source == expected
         assert Path("leaderboards", board[cell.zoo.name]["test_metadata"]).exists()
 
 

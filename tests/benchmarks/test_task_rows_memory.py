@@ -29,7 +29,8 @@ def test_a_task_keeping_every_row_trains_on_the_loaded_arrays(tiny_zoo):
         assert list(source) == list(range(len(keep)))
     some = np.arange(len(splits["train"])) % 2 == 0  # negative control: a subset is its own copy
     weights, _, _ = augment_rows(splits["train"], some, "train", seed=0, copies=0)
-    assert not any(np.shares_memory(a.numpy(), b.numpy()) for a, b in zip(weights.tensors, splits["train"].weights.tensors))
+    assert not any(np.shares_memory(a.numpy(), b.numpy())
+                   for a, b in zip(weights.tensors, splits["train"].weights.tensors))
 
 
 def test_a_run_decodes_only_the_rows_its_task_keeps(tiny_zoo):

@@ -44,7 +44,8 @@ def local_dataset(tmp_path: Path) -> Path:
     (folder / LOCAL_SHARD["path"]).write_bytes(b"shard bytes")
     manifest = {"package_version": "0.1.0", "format_version": 1, "configs": {"cnn-mnist": {
         "dataset_hash": LOCAL_HASH, "family": "cnn", "splits": {"train": 700, "validation": 0, "test": 0},
-        "spec_hash": "3" * 20, "spec": {"name": "cnn-mnist", "profile": "tiny"}, "architectures": {}, "planned_checkpoints": 1000,
+        "spec_hash": "3" * 20, "spec": {"name": "cnn-mnist", "profile": "tiny"}, "architectures": {},
+        "planned_checkpoints": 1000,
         "packed_checkpoints": 1000, "complete": True, "columns": [], "files": [LOCAL_SHARD]}}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder

@@ -165,7 +165,8 @@ def test_every_documented_route_reaches_the_rendered_board(package, tiny_zoo, ti
     _submit(first, board, tiny_zoo)  # no --commit: the recorded one
 
     # 2. an entry point, as an installed package declares it: the entry point's name, the package's version
-    add_metadata(tmp_path / "site-packages", "layersets", {"nfnzoo.models": {"sets_of_layers": "layersets.model:LayerSets"}},
+    add_metadata(tmp_path / "site-packages", "layersets",
+                 {"nfnzoo.models": {"sets_of_layers": "layersets.model:LayerSets"}},
                  version="0.3.1")
     with on_path([tmp_path / "site-packages", root], MODELS, TASKS):
         second = tmp_path / "route2.json"
@@ -234,7 +235,8 @@ def test_a_false_claim_is_warned_about_and_refused(package, tiny_zoo, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--model", "mlp", "--name", "my nfn"], "its board name 'my nfn' (--name) must be 1-64 ASCII letters"),
-    (["--model", "layersets.model:LayerSets", "--name", "MLP"], "NFN model name 'MLP' looks like the built-in NFN model 'mlp'"),
+    (["--model", "layersets.model:LayerSets", "--name", "MLP"],
+     "NFN model name 'MLP' looks like the built-in NFN model 'mlp'"),
 ])
 def test_a_name_the_board_would_refuse_stops_the_run_before_any_data_is_read(package, tmp_path, capsys, argv, message):
     with on_path([package[0]], MODELS, TASKS):

@@ -16,7 +16,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -164,7 +164,8 @@ def test_the_canonical_form():
     ("mlp\ufe0f", "U+FE0F"),
     ("m\u0406p", "must be 1-64 ASCII letters"),  # a Cyrillic I
 ])
-def test_a_name_that_looks_like_another_on_the_board_is_refused(root, write_results, make_data, board_cli, name, reason):
+def test_a_name_that_looks_like_another_on_the_board_is_refused(root, write_results, make_data, board_cli,
+                                                                name, reason):
     submit(write_results(make_data(model="mlp")), root)
     again = submit(write_results(make_data(model="mlp", seeds=(3, 4, 5))), root)  # the same name again is fine
     assert again.path.exists()

@@ -65,7 +65,8 @@ def test_no_file_of_the_official_board_holds_an_absolute_path(tmp_path):
 
 def test_every_official_source_is_one_of_the_forms():
     assert {record.source.split(" (")[0].split(":")[0] for record in load_datasets(OFFICIAL_ROOT).values()} == {
-        "regenerated from spec cnn-mnist-v1", "regenerated from spec cnn-mnist", "regenerated from spec transformer-mnist",
+        "regenerated from spec cnn-mnist-v1", "regenerated from spec cnn-mnist",
+        "regenerated from spec transformer-mnist",
         "regenerated from spec transformer-agnews", "regenerated from spec inr-mnist", "track"}
 
 

@@ -39,7 +39,8 @@ def test_a_sidecar_name_with_a_path_is_rejected(root, write_results, make_data, 
     problems = _rejected(write_results(data), root)
     # a path is refused by the results schema itself (benchmarks.results), anything else not bare by the board
     assert any(f"predictions {name!r} must be a bare file name" in p
-               or f"predictions: expected a file name beside the results file, got {name!r}" in p for p in problems), problems
+               or f"predictions: expected a file name beside the results file, got {name!r}" in p
+               for p in problems), problems
 
 
 def test_an_oversized_results_file_is_rejected_before_it_is_read(root, tmp_path):

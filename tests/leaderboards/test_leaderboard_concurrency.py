@@ -41,7 +41,7 @@ def test_four_concurrent_submissions_into_one_fresh_board(tmp_path, write_result
                                   text=True, env=environment)
                  for path in (same, same, other, third)]
     outcomes = [(process.wait(timeout=240), *process.communicate()) for process in processes]
-    for code, out, err in outcomes:
+    for _, _, err in outcomes:
         assert "Traceback" not in err and "already registered" not in err, err
     assert sorted(code for code, _, _ in outcomes) == [0, 0, 0, 1], outcomes
     refused = next(err for code, _, err in outcomes if code == 1)
@@ -49,5 +49,6 @@ def test_four_concurrent_submissions_into_one_fresh_board(tmp_path, write_result
     models = sorted((entry.results.model, entry.results.dataset.dataset_hash) for _, entry in load_entries(board))
     assert models == [("mlp", hashes["local"]), ("statnn", hashes["local"]), ("statnn", hashes["local"])]
     assert set(load_datasets(board)) == {hashes["local"]}  # registered once, by whichever came first
-    assert json.loads((board / "datasets.json").read_text())["datasets"][0]["source"] == "regenerated from spec cnn-mnist (tiny)"
+    registered = json.loads((board / "datasets.json").read_text())["datasets"][0]
+    assert registered["source"] == "regenerated from spec cnn-mnist (tiny)"
     assert all(not report.problems for report in audit(board))

@@ -84,7 +84,8 @@ def test_each_protocol_is_ranked_apart_and_described(root, write_results, make_d
     assert [row[:2] for row in table_rows(subset)] == [["1", "hnp"]]
     assert ("Protocol: checkpoints: all stored epochs; subset: all rows; augmentation: none; "
             "loss: MSE (standardized).") in whole
-    assert "Protocol: checkpoints: each run's final epoch; subset: activation ∈ \\['relu'\\]" in subset  # [ ] escaped: no link
+    # [ ] escaped: no link
+    assert "Protocol: checkpoints: each run's final epoch; subset: activation ∈ \\['relu'\\]" in subset
     assert ("Test targets: 40 distinct values, 9.8% of pairs tied; the best tau-b of tie-free predictions "
             "is 0.9500.") in subset
     assert "Test targets" not in whole  # an old file records no ceiling; none is made up

@@ -48,7 +48,8 @@ def driver():
     chromium, chromedriver = found
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,1000",
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1600,1000",
                  "--allow-file-access-from-files"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -110,7 +111,8 @@ def test_the_tables_hold_exactly_the_boards_entries(driver, site):
     board, out = site
     for task_board in build_board(board):
         driver.get((out / f"{task_board.task}.html").as_uri())
-        shown = [row.get_attribute("data-entry") for row in driver.find_elements("css selector", "table.entries tbody tr")]
+        shown = [row.get_attribute("data-entry")
+                 for row in driver.find_elements("css selector", "table.entries tbody tr")]
         expected = [row.entry.submission.id for s in task_board.sections for t in s.tables for row in t.rows]
         assert sorted(shown) == sorted(expected) and len(shown) == task_board.entries
 

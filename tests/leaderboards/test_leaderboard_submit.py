@@ -108,7 +108,8 @@ def test_a_corrupted_local_dataset_is_not_registered(root, write_results, local_
     shard = next((local_dataset / "data").rglob("*.parquet"))
     shard.write_bytes(b"shard bytez")  # same size, one byte changed: the manifest still claims the hash
     path = write_results(dataset_hash=hashes["local"], dataset_path=str(local_dataset))
-    with pytest.raises(SubmissionRejected, match=r"could not verify the dataset .*(sha256|xxh3_128) differs from the manifest"):
+    with pytest.raises(SubmissionRejected,
+                       match=r"could not verify the dataset .*(sha256|xxh3_128) differs from the manifest"):
         submit(path, root)
     assert hashes["local"] not in load_datasets(root)
 

@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("timm")
 
-from benchmarks.results import summarize  # noqa: E402
-from benchmarks.tasks.continual_learning import definition_cells, definition_hash  # noqa: E402
-from benchmarks.tracks.norga import track as norga  # noqa: E402
-from benchmarks.tracks.registry import create_track  # noqa: E402
-from leaderboards.audit import audit  # noqa: E402
-from leaderboards.renderer import render  # noqa: E402
-from leaderboards.datasets import load_datasets  # noqa: E402
-from leaderboards.submission import SubmissionRejected, submit  # noqa: E402
+from benchmarks.results import summarize
+from benchmarks.tasks.continual_learning import definition_cells, definition_hash
+from benchmarks.tracks.norga import track as norga
+from benchmarks.tracks.registry import create_track
+from leaderboards.audit import audit
+from leaderboards.renderer import render
+from leaderboards.datasets import load_datasets
+from leaderboards.submission import SubmissionRejected, submit
 
 
 @pytest.fixture(scope="module")

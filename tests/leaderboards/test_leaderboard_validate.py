@@ -55,7 +55,8 @@ def test_each_rule_rejects(rule, make_data):
 
 
 def test_a_mean_within_tolerance_is_accepted(make_data):
-    data = mutated(make_data(), lambda d: d["summary"]["kendall_tau"].update(mean=d["summary"]["kendall_tau"]["mean"] + 5e-7))
+    data = mutated(make_data(),
+                   lambda d: d["summary"]["kendall_tau"].update(mean=d["summary"]["kendall_tau"]["mean"] + 5e-7))
     assert check_results(data, "r.json")[1] == []
 
 

@@ -36,7 +36,8 @@ def verified_run(tiny_zoo, tmp_path_factory) -> tuple[Path, Path]:
     """(results file with its predictions sidecar, dataset folder) of a real 3-seed run of a small MLP."""
     path = tmp_path_factory.mktemp("migrate_run") / "mlp.json"
     run_benchmark("generalization", "mlp", tiny_zoo, None,
-                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1}, progress=False),
+                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1},
+                             progress=False),
                   path)
     return path, tiny_zoo
 

@@ -15,8 +15,8 @@ from leaderboards.board import build_board
 from leaderboards.plots import against_figure, bars_figure, predictions_figure
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
-from matplotlib.text import Text  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.text import Text
 
 def unwrapped(text: str) -> str:
     """A label without its line breaks and spaces (a wrap breaks at a space, after a hyphen or inside a word)."""

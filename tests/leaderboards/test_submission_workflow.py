@@ -27,7 +27,8 @@ def pull_request(tiny_zoo, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("pr")
     results = folder / "runs" / "mlp.json"
     run_benchmark("generalization", "mlp", tiny_zoo, None,
-                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1}, progress=False),
+                  RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1},
+                             progress=False),
                   results)
     submit(results, folder / "leaderboards", tiny_zoo)
     return folder

@@ -114,7 +114,8 @@ def test_every_claims_block_on_the_official_board_is_one_the_checker_writes():
     assert blocks and [block_problem(claims) for claims in blocks] == [None] * len(blocks)
 
 
-@pytest.mark.parametrize("failing, said", [(1, "1 failing check: "), (2, "2 failing checks: "), (5, "5 failing checks, the worst 3: ")])
+@pytest.mark.parametrize("failing, said",
+                         [(1, "1 failing check: "), (2, "2 failing checks: "), (5, "5 failing checks, the worst 3: ")])
 def test_a_false_claims_refusal_counts_every_failing_check(root, write_results, make_data, failing, said):
     from leaderboards import SubmissionRejected, submit
 

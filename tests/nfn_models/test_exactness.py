@@ -49,7 +49,8 @@ def test_weight_outputs_are_equivariant_to_the_claimed_groups_only(name, space_n
     if check.claimed:
         assert not check.false_claim, f"{name}'s weight output is not equivariant to {group}: {check.deviation:.2e}"
     else:
-        assert check.deviation > check.moves, f"{name}'s weight output is equivariant to {group}, which it does not claim"
+        assert check.deviation > check.moves, (f"{name}'s weight output is equivariant to {group}, "
+                                               "which it does not claim")
 
 
 def test_a_weight_output_is_refused_where_a_model_has_none():

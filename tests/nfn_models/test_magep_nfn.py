@@ -90,7 +90,8 @@ def test_polynomial_layer_commutes_with_any_scaling(space_name, mode, seed):
     layer = PolynomialLinear(x.description, 2, 3)
     g = symmetry.sample(torch.Generator().manual_seed(seed + 10), batch_size=2)
     with torch.no_grad():
-        assert _relative_diff(layer(act_on_features(symmetry, g, x)), act_on_features(symmetry, g, layer(x))) < LAYER_RTOL
+        assert _relative_diff(layer(act_on_features(symmetry, g, x)),
+                              act_on_features(symmetry, g, layer(x))) < LAYER_RTOL
 
 
 @pytest.mark.parametrize("space_name", sorted(SPACES))

@@ -16,7 +16,7 @@ from benchmarks.check_model import check_invariance
 from benchmarks.protocol import ARCHITECTURES_ATTR, architecture_overrides
 from nfn_models import create_model, model_config
 from nfn_models.layers.neural_graph import INRProbeFeatures
-from zoo.families.inr_model import INRArchitecture, Siren, coordinate_grid, layer_names
+from zoo.families.inr_model import INRArchitecture, Siren, layer_names
 from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch
 

@@ -5,7 +5,7 @@ import torch
 
 pytest.importorskip("torch_geometric")
 
-from nfn_models.layers.pna import DegreeBuckets, EdgeModulatedPNAConv  # noqa: E402
+from nfn_models.layers.pna import DegreeBuckets, EdgeModulatedPNAConv
 
 
 def _graph(generator: torch.Generator, num_nodes: int = 40):
@@ -36,7 +36,8 @@ def test_bucketed_aggregation_matches_torch_geometric_values_and_gradients(seed)
     tied = (edge_index[1] == int(torch.nonzero(degrees > 1)[0])).unsqueeze(-1)
     ours_grad, = torch.autograd.grad((ours * weights).sum(), messages)
     reference_grad, = torch.autograd.grad((reference * weights).sum(), messages)
-    torch.testing.assert_close(ours_grad.masked_fill(tied, 0), reference_grad.masked_fill(tied, 0), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(ours_grad.masked_fill(tied, 0), reference_grad.masked_fill(tied, 0), rtol=1e-12,
+                               atol=1e-12)
 
 
 def test_a_wrong_node_order_is_caught():

@@ -156,5 +156,6 @@ def test_gmn_reads_transformer_members_and_scalegmns_feedforward_modes_are_refus
     gmn = create_model("scalegmn", weights.space, preset="transformer-generalization-budget", num_heads=2)
     assert gmn.symmetries == ("attention-permutation",) and gmn.pool_nodes and gmn(weights).shape == (2, 1)
     for mode in ("scale", "sign"):
-        with pytest.raises(ValueError, match=f"in mode 'permutation' \\(GMN\\) without edge positions; got mode '{mode}'"):
+        with pytest.raises(ValueError,
+                           match=f"in mode 'permutation' \\(GMN\\) without edge positions; got mode '{mode}'"):
             create_model("scalegmn", weights.space, mode=mode, hidden_dim=8)

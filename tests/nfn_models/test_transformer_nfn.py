@@ -74,7 +74,8 @@ def test_the_sampled_gl_elements_have_the_stated_condition_number():
     symmetry = _paper_group(SPACES["3x4"], 1e4)
     g = symmetry.sample(torch.Generator().manual_seed(0), batch_size=5)
     for matrices in (*g.query_key, *g.value_output):
-        torch.testing.assert_close(torch.linalg.cond(matrices), torch.full(matrices.shape[:2], 1e4, dtype=torch.float64),
+        torch.testing.assert_close(torch.linalg.cond(matrices),
+                                   torch.full(matrices.shape[:2], 1e4, dtype=torch.float64),
                                    rtol=1e-8, atol=0)
 
 
@@ -123,12 +124,13 @@ def test_the_invariant_layer_is_invariant_and_reads_every_input():
             tensors = list(weights.tensors)
             tensors[index] = tensors[index] + 0.5
             changed = pool(block_features(WeightBatch(weights.space, tuple(tensors)), layout)) - out
-            assert changed[:, 5:10].abs().max() > 1e-6 and changed[:, :5].abs().max() == 0 == changed[:, 10:].abs().max()
+            assert changed[:, 5:10].abs().max() > 1e-6
+            assert changed[:, :5].abs().max() == 0 == changed[:, 10:].abs().max()
 
 
 def test_the_layers_have_the_papers_terms():
     """Term for term the paper's layers (Tran et al. 2025, the authors' TransformersLinear/Inv)."""
-    kinds, sizes = axis_kinds(residual=False), axis_sizes(2, 32, 16, 16, 64)
+    sizes = axis_sizes(2, 32, 16, 16, 64)
     layer = AttentionLinear(1, sizes, 1, 10).blocks[0]
     counts = {name: len(module.terms) + (module.bias is not None) for name, module in layer.items()}
     assert counts == {"wq": 1, "wk": 1, "wv": 1, "wo": 2, "wa": 13, "ba": 10, "wb": 10, "bb": 7}

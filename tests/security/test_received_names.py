@@ -135,7 +135,8 @@ def test_bench_run_and_verify_say_a_malformed_split_set_in_one_line(cli, tiny_zo
                   "--seeds", "0", "--out", str(out), "--set", f"task.splits={SET}", "--set", "task.epochs=1"]):
         done = cli.run(argv, cwd=tmp_path, env=env, timeout=300)
         assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
-        assert done.stderr.count("\n") <= 1 and "split_sets" in done.stdout + done.stderr, (argv, done.stdout, done.stderr)
+        assert done.stderr.count("\n") <= 1, (argv, done.stdout, done.stderr)
+        assert "split_sets" in done.stdout + done.stderr, (argv, done.stdout, done.stderr)
     assert not out.exists()
 
 
@@ -185,7 +186,8 @@ def test_a_refused_submission_with_a_hostile_zoo_writes_nothing(cli, tiny_zoo, t
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     results = tmp_path / "run" / "results.json"
     done = cli.run(["bench", "run", "--task", "generalization", "--model", "mlp", "--data", str(tiny_zoo),
-                    "--seeds", "0", "--out", str(results), "--set", "task.epochs=1"], cwd=tmp_path, env=env, timeout=300)
+                    "--seeds", "0", "--out", str(results), "--set", "task.epochs=1"], cwd=tmp_path, env=env,
+                   timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     _hostile_zoo(tiny_zoo_copy, "split_sets.<name>", HOSTILE["escape"])
     board = tmp_path / "board"

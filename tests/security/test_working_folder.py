@@ -88,7 +88,8 @@ def test_ray_workers_import_the_named_module_from_the_folder_and_nothing_else(au
     folder, markers = author_folder
     out = tmp_path / "results.json"
     done = nfnzoo(["bench", "run", "--task", "generalization", "--model", MODEL, "--data", str(tiny_zoo),
-                   "--seeds", "0,1", "--workers", "2", "--out", str(out), "--set", "task.epochs=1"], folder, timeout=600)
+                   "--seeds", "0,1", "--workers", "2", "--out", str(out), "--set", "task.epochs=1"], folder,
+                  timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"model": "TensorMoments"' in out.read_text()
     assert imported(markers) == []

@@ -9,7 +9,7 @@ import torch
 
 pytest.importorskip("timm")
 
-from benchmarks.tracks.common.backbone import BackboneConfig, pretrained_backbone  # noqa: E402
+from benchmarks.tracks.common.backbone import BackboneConfig, pretrained_backbone
 
 TINY = BackboneConfig(embed_dim=16, depth=1, num_heads=2, letters=("A", "B", "\u0416"), steps=3, batch_size=6,
                       warmup_steps=1)

@@ -9,11 +9,11 @@ import torch
 
 pytest.importorskip("timm")
 
-from benchmarks.tracks.common.backbone import BackboneConfig, create_vit  # noqa: E402
-from benchmarks.tracks.common.incremental import glyph_sequence  # noqa: E402
-from benchmarks.tracks.norga.evaluate import run_sequence  # noqa: E402
-from benchmarks.tracks.norga.gaussians import ClassGaussians  # noqa: E402
-from benchmarks.tracks.norga.hide import HiDeConfig, HiDePrompt  # noqa: E402
+from benchmarks.tracks.common.backbone import BackboneConfig, create_vit
+from benchmarks.tracks.common.incremental import glyph_sequence
+from benchmarks.tracks.norga.evaluate import run_sequence
+from benchmarks.tracks.norga.gaussians import ClassGaussians
+from benchmarks.tracks.norga.hide import HiDeConfig, HiDePrompt
 
 LETTERS = ("A", "B", "D", "\u0416", "\u03a8", "\u044f")
 FAST = HiDeConfig(layers=(0, 1), length=2, batch_size=8, tii_epochs=2, align_epochs=1, prompt_epochs=1,
@@ -67,7 +67,8 @@ def test_prediction_is_limited_to_seen_classes(sequence):
 
 def test_gaussian_pseudo_features_have_the_class_statistics():
     generator = torch.Generator().manual_seed(0)
-    features = torch.randn(4000, 3, generator=generator) * torch.tensor([1.0, 2.0, 0.5]) + torch.tensor([1.0, -1.0, 3.0])
+    features = (torch.randn(4000, 3, generator=generator) * torch.tensor([1.0, 2.0, 0.5])
+                + torch.tensor([1.0, -1.0, 3.0]))
     stats = ClassGaussians()
     stats.add(features, torch.zeros(4000, dtype=torch.long))
     sampled, labels = stats.sample(20000, generator)

@@ -9,12 +9,12 @@ import torch
 
 pytest.importorskip("timm")
 
-from benchmarks.tracks.common.backbone import BackboneConfig, create_vit  # noqa: E402
-from benchmarks.tracks.common.incremental import glyph_sequence  # noqa: E402
-from benchmarks.tracks.norga.bounds import JointTraining, LinearProbe, SequentialFineTuning  # noqa: E402
-from benchmarks.tracks.norga.evaluate import run_sequence  # noqa: E402
-from benchmarks.tracks.common.learners import Training  # noqa: E402
-from benchmarks.tracks.norga.prompt_baselines import (  # noqa: E402
+from benchmarks.tracks.common.backbone import BackboneConfig, create_vit
+from benchmarks.tracks.common.incremental import glyph_sequence
+from benchmarks.tracks.norga.bounds import JointTraining, LinearProbe, SequentialFineTuning
+from benchmarks.tracks.norga.evaluate import run_sequence
+from benchmarks.tracks.common.learners import Training
+from benchmarks.tracks.norga.prompt_baselines import (
     CodaConfig, CodaPrompt, DualPrompt, DualPromptConfig, L2P, L2PConfig)
 
 LETTERS = ("A", "B", "D", "\u0416", "\u03a8", "\u044f")

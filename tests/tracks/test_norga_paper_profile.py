@@ -13,15 +13,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-timm = pytest.importorskip("timm")
+pytest.importorskip("timm")
 
-from benchmarks.results import load_results  # noqa: E402
-from benchmarks.tracks.common.backbone import TimmBackbone, load_backbone  # noqa: E402
-from benchmarks.tracks.common.incremental import folder_sequence  # noqa: E402
-from benchmarks.tracks.common.prompted_vit import INPUT_TRANSFORM, PromptedViT  # noqa: E402
-from benchmarks.tracks.norga import track as norga  # noqa: E402
-from benchmarks.tracks.common.learners import Training  # noqa: E402
-from benchmarks.tracks.registry import create_track  # noqa: E402
+import timm
+
+from benchmarks.results import load_results
+from benchmarks.tracks.common.backbone import TimmBackbone, load_backbone
+from benchmarks.tracks.common.incremental import folder_sequence
+from benchmarks.tracks.common.prompted_vit import INPUT_TRANSFORM, PromptedViT
+from benchmarks.tracks.norga import track as norga
+from benchmarks.tracks.common.learners import Training
+from benchmarks.tracks.registry import create_track
 
 TINY_TIMM = TimmBackbone(model="vit_tiny_patch16_224", pretrained=False, image_size=32,
                          overrides=(("patch_size", 8), ("embed_dim", 128), ("depth", 5), ("num_heads", 2)))

@@ -7,11 +7,11 @@ import pytest
 
 pytest.importorskip("timm")
 
-from benchmarks.files import read_npz  # noqa: E402
-from benchmarks.results import load_results  # noqa: E402
-from benchmarks.tracks.norga.track import METHODS, letter_split  # noqa: E402
-from benchmarks.tracks.registry import create_track, list_tracks  # noqa: E402
-from zoo.cli import main  # noqa: E402
+from benchmarks.files import read_npz
+from benchmarks.results import load_results
+from benchmarks.tracks.norga.track import METHODS, letter_split
+from benchmarks.tracks.registry import create_track, list_tracks
+from zoo.cli import main
 
 
 def test_the_registry_lists_the_track_and_refuses_unknown_names(capsys):
@@ -30,7 +30,8 @@ def test_the_letter_split_is_fixed_and_disjoint():
 
 
 def test_the_tiny_profile_writes_every_methods_results_and_the_plot(tmp_path, capsys):
-    # in this process (--workers 1): 20 tiny jobs, each a fresh Ray worker otherwise (tests/benchmarks/test_jobs_cluster.py)
+    # in this process (--workers 1): 20 tiny jobs, each a fresh Ray worker otherwise
+    # (tests/benchmarks/test_jobs_cluster.py)
     assert main(["track", "run", "norga", "--profile", "tiny", "--seeds", "0,1", "--out", str(tmp_path),
                  "--workers", "1"]) == 0
     folder = tmp_path / "glyphs-3tasks"

@@ -8,9 +8,11 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-timm = pytest.importorskip("timm")
+pytest.importorskip("timm")
 
-from benchmarks.tracks.common.prompted_vit import ACTIVATIONS, PromptedViT, ScoreGate, prefix_attention  # noqa: E402
+import timm
+
+from benchmarks.tracks.common.prompted_vit import ACTIVATIONS, PromptedViT, ScoreGate, prefix_attention
 
 LENGTH = 3
 

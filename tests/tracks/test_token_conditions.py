@@ -22,11 +22,13 @@ from benchmarks.tracks.tokens.heads import member_heads, split_heads
 
 
 def constructed(n: int, negatives: int, rng: np.random.Generator, skew: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
-    lower = lambda: np.tril(rng.normal(size=(n, n)) * 0.4, -1) + np.eye(n)  # noqa: E731
-    sym_w = (l := lower()) @ np.diag(rng.uniform(0.5, 2, n)) @ l.T
+    def lower():
+        return np.tril(rng.normal(size=(n, n)) * 0.4, -1) + np.eye(n)
+
+    sym_w = (tri := lower()) @ np.diag(rng.uniform(0.5, 2, n)) @ tri.T
     signs = np.ones(n)
     signs[:negatives] = -1
-    a = (l := lower()) @ np.diag(signs * rng.uniform(0.5, 2, n)) @ l.T
+    a = (tri := lower()) @ np.diag(signs * rng.uniform(0.5, 2, n)) @ tri.T
     s, t = rng.normal(size=(n, n)) * skew, rng.normal(size=(n, n)) * skew
     return sym_w + (t - t.T) / 2, np.linalg.solve(sym_w, a + (s - s.T) / 2)
 
@@ -71,7 +73,8 @@ def test_a_single_token_follows_exp_vt_and_its_norm_obeys_the_bounds_of_sym_v():
         exact = scipy.linalg.expm(v * t_end) @ x0
         np.testing.assert_allclose(end[0, 0].numpy(), exact, rtol=1e-7, atol=1e-9)
         low, high = np.linalg.eigvalsh(C.sym(v))[[0, -1]]
-        assert np.exp(low * t_end) * np.linalg.norm(x0) <= np.linalg.norm(exact) <= np.exp(high * t_end) * np.linalg.norm(x0)
+        start = np.linalg.norm(x0)
+        assert np.exp(low * t_end) * start <= np.linalg.norm(exact) <= np.exp(high * t_end) * start
 
 
 def test_coinciding_tokens_stay_together_for_any_score_matrix():
@@ -90,7 +93,10 @@ def test_rk4_matches_solve_ivp_with_a_mask_rotary_encoding_and_the_diagonal_term
     mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
     field = D.attention_field(torch.tensor(w), torch.tensor(v), mask, D.rotations(5, 4), torch.full((4,), 0.05))
     end, taken = D.rk4(field, x0 * mask[..., None], 1.5, 300)
-    flat = lambda t, y: field(torch.tensor(y).view(2, 5, 4)).flatten().numpy()  # noqa: E731
+
+    def flat(t, y):
+        return field(torch.tensor(y).view(2, 5, 4)).flatten().numpy()
+
     reference = scipy.integrate.solve_ivp(flat, (0, 1.5), (x0 * mask[..., None]).flatten().numpy(), rtol=1e-10,
                                           atol=1e-12).y[:, -1]
     assert taken == 300

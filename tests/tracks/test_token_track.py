@@ -41,7 +41,8 @@ def test_bert_heads_reproduce_the_attention_layer_without_biases():
     heads = [h for h in bert_heads(model) if h.layer == 1]
     assert len(bert_heads(model)) == 8 and len(heads) == 4
     xd = x.double()
-    total = sum(torch.softmax(xd @ torch.tensor(h.w) @ xd.transpose(1, 2), -1) @ xd @ torch.tensor(h.v).T for h in heads)
+    total = sum(torch.softmax(xd @ torch.tensor(h.w) @ xd.transpose(1, 2), -1) @ xd @ torch.tensor(h.v).T
+                for h in heads)
     torch.testing.assert_close(total, expected, rtol=1e-5, atol=1e-6)
 
 

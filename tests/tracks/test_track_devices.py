@@ -18,13 +18,13 @@ from torch import nn
 
 pytest.importorskip("timm")
 
-from benchmarks.tracks.common.backbone import BackboneConfig, create_vit  # noqa: E402
-from benchmarks.tracks.common.incremental import glyph_sequence  # noqa: E402
-from benchmarks.tracks.common.learners import Base  # noqa: E402
-from benchmarks.tracks.norga import track as norga_track  # noqa: E402
-from benchmarks.tracks.norga.evaluate import run_sequence  # noqa: E402
-from benchmarks.tracks.registry import create_track  # noqa: E402
-from benchmarks.tracks.reporting import job_hardware, runs_hardware  # noqa: E402
+from benchmarks.tracks.common.backbone import BackboneConfig, create_vit
+from benchmarks.tracks.common.incremental import glyph_sequence
+from benchmarks.tracks.common.learners import Base
+from benchmarks.tracks.norga import track as norga_track
+from benchmarks.tracks.norga.evaluate import run_sequence
+from benchmarks.tracks.registry import create_track
+from benchmarks.tracks.reporting import job_hardware, runs_hardware
 
 LETTERS = ("A", "B", "D", "\u0416", "\u03a8", "\u044f")
 

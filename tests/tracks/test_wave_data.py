@@ -33,7 +33,8 @@ def test_the_offline_files_hold_33_relations_with_checked_spans():
 
 @pytest.mark.parametrize("data, message", [
     ([1, 2], "not FewRel-formatted: expected a JSON object mapping each relation id"),
-    ({"P1": [{"tokens": ["a"], "h": ["a", "Q", [[0]]]}]}, "relation 'P1', record 0: not FewRel-formatted: expected keys"),
+    ({"P1": [{"tokens": ["a"], "h": ["a", "Q", [[0]]]}]},
+     "relation 'P1', record 0: not FewRel-formatted: expected keys"),
     ({"P1": [_record(["a", "b"], [0], [1]), _record(["a", "b"], [0], [5])]},
      "relation 'P1', record 1: the tail entity span [5] is out of range for a sentence of 2 tokens"),
     ({"P1": [{"tokens": ["a"], "h": ["a"], "t": ["a", "Q", [[0]]]}]}, "record 0: the head entity must be"),

@@ -93,7 +93,8 @@ def test_wave_freezes_each_pool_after_its_task_and_caches_exact_features(run_dat
     assert torch.allclose(cached, fresh, atol=1e-5)
     relations, tasks = learner.predict(test)
     assert set(relations.tolist()) <= set(learner.seen) and set(tasks.tolist()) <= {0, 1, 2}
-    assert learner.kept()["gaussian_statistics"] == learner.query_stats.stored_bytes() + learner.feature_stats.stored_bytes()
+    stored = learner.query_stats.stored_bytes() + learner.feature_stats.stored_bytes()
+    assert learner.kept()["gaussian_statistics"] == stored
     dim, train = data.feature_dim, settings.train_per_relation  # low-rank: 6 sentences in 2d = 64 dimensions
     assert learner.query_stats.stored_bytes() == len(learner.seen) * 4 * (dim + 1 + dim * (train - 1))
     mixture = Wave(data, dataclasses.replace(settings.pool, selection="mixture"), 0)

@@ -7,12 +7,13 @@ Each `--cpu` is a QEMU processor model (`qemu-x86_64 -cpu help`); the probe (`po
 under QEMU's user-mode emulation of it (`apt install qemu-user`), which presents that model's CPUID (its
 vendor and instruction sets) to ATen, oneDNN, MKL and NumPy, so each library takes the kernels it
 would take on that processor; the instructions themselves are computed by QEMU's exact IEEE
-emulation. It starts from a hostile environment (ATen capability `default`, two OpenMP threads,
-oneDNN at SSE4.1, MKL's `AUTO` branch, OpenBLAS choosing its kernel by the presented processor) passed
-through `portable_environment`, as `nfnzoo generate` does, and prints one Markdown row per processor model: what ATen and NumPy dispatch to there, how many
-recorded checkpoint files it made bit for bit in all, and how many of each generation's (the colour
-generation, `cnn-cifar10-gs`, among them). `--specs` runs some generations only. `--mode native` is the
-negative control: the native mode on an AVX2-only processor makes other bytes.
+emulation. It starts from a hostile environment (ATen capability `default`, two OpenMP threads, oneDNN
+at SSE4.1, MKL's `AUTO` branch, OpenBLAS choosing its kernel by the presented processor) passed through
+`portable_environment`, as `nfnzoo generate` does, and prints one Markdown row per processor model: what
+ATen and NumPy dispatch to there, how many recorded checkpoint files it made bit for bit in all, and how
+many of each generation's (the colour generation, `cnn-cifar10-gs`, among them). `--specs` runs some
+generations only. `--mode native` is the negative control: the native mode on an AVX2-only processor
+makes other bytes.
 
 It is a script, not a test: emulation makes the probe's seconds into minutes (QEMU 7.2 emulates
 AVX2 and FMA, not AVX-512, so the models it can present are AVX2 processors, which are exactly the

@@ -33,7 +33,8 @@ def metrics_frame(runs: int, steps=STEPS, seed: int = 0, dataset: str = "mnist")
     rows = []
     for run in range(runs):
         flags = {"config.activation": ["relu", "tanh"][run % 2], "config.b_init": "zeros",
-                 "config.dataset": dataset, "config.dnn_architecture": "cnn", "config.dropout": float(rng.uniform(0, .7)),
+                 "config.dataset": dataset, "config.dnn_architecture": "cnn",
+                 "config.dropout": float(rng.uniform(0, .7)),
                  "config.epochs": 86, "config.epochs_between_checkpoints": 20,
                  "config.init_std": float(rng.uniform(1e-3, .5)), "config.l2reg": float(rng.uniform(1e-8, 1e-2)),
                  "config.learning_rate": float(rng.uniform(5e-4, 5e-2)), "config.num_layers": 3, "config.num_units": 16,

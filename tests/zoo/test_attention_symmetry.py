@@ -98,7 +98,8 @@ def test_the_permutation_subgroup_relabels_neurons_and_keeps_the_function(inputs
                                 permutations_only=True)
     element = relabel.sample(torch.Generator().manual_seed(7), MEMBERS)
     for matrices in element.query_key + element.value_output:  # one 1 in every row and column
-        assert torch.equal(matrices.sum(-1), torch.ones_like(matrices[..., 0])) and set(matrices.unique().tolist()) == {0, 1}
+        assert torch.equal(matrices.sum(-1), torch.ones_like(matrices[..., 0]))
+        assert set(matrices.unique().tolist()) == {0, 1}
         assert not torch.equal(matrices, torch.eye(16, dtype=torch.float64).expand_as(matrices))
     weights = members(architecture, seed=8)
     moved = relabel.act(element, weights)

@@ -114,7 +114,8 @@ def test_generate_bad_device_or_population_size_is_a_clean_error(tmp_path, capsy
     assert code == 1 and "unknown device 'tpu-ish'" in err and "Traceback" not in err
     with pytest.raises(SystemExit) as exit_info:  # argparse refuses it (tests/zoo/test_generate_checks.py)
         run(["generate", CONFIG, "--profile", "tiny", "--out", tmp_path, "--population-size", "0"], capsys)
-    assert exit_info.value.code == 2 and "argument --population-size: must be at least 1, got 0" in capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert "argument --population-size: must be at least 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "staging").exists()  # refused before anything was written
 
 

@@ -169,7 +169,9 @@ def test_train_subset_is_seeded_and_sized():
 
 
 def test_generator_streams_are_independent_and_reproducible():
-    draw = lambda seed, stream: torch.rand(4, generator=seeded_generator(seed, stream))  # noqa: E731
+    def draw(seed, stream):
+        return torch.rand(4, generator=seeded_generator(seed, stream))
+
     assert torch.equal(draw(0, "init"), draw(0, "init"))
     assert not torch.equal(draw(0, "init"), draw(0, "shuffle"))
     assert not torch.equal(draw(0, "init"), draw(1, "init"))

@@ -65,7 +65,8 @@ def test_a_spec_declaring_a_huge_member_is_one_line_naming_the_spec_and_field(cl
     base, overrides, expected = SPEC_BOMBS[case]
     spec = tmp_path / f"{case}.yaml"
     spec.write_text(yaml.safe_dump({"extends": base, **overrides}))
-    result = _nfnzoo(cli, tmp_path, "generate", str(spec), *(["--dry-run"] if dry_run else []), "--out", str(tmp_path / "out"))
+    result = _nfnzoo(cli, tmp_path, "generate", str(spec), *(["--dry-run"] if dry_run else []), "--out",
+                     str(tmp_path / "out"))
     assert not result.oom_killed, result.describe()
     assert result.returncode == 1, result.describe()
     line = _one_error_line(result, "generate")
@@ -79,14 +80,17 @@ def test_the_dry_run_of_the_largest_plan_a_spec_may_declare_is_quick_and_small(c
     spec = tmp_path / "large.yaml"
     spec.write_text("extends: cnn-mnist\nsearch_space:\n  sampled: {count: 10000000}\n")
     start = time.monotonic()
-    result = _nfnzoo(cli, tmp_path, "generate", str(spec), "--dry-run", "--out", str(tmp_path / "out"), limit=GIB + GIB // 2)
+    result = _nfnzoo(cli, tmp_path, "generate", str(spec), "--dry-run", "--out", str(tmp_path / "out"),
+                     limit=GIB + GIB // 2)
     assert not result.oom_killed, result.describe()
     assert result.returncode == 0, result.describe()
     assert time.monotonic() - start < 60
     lines = result.stdout.splitlines()
-    assert lines[0] == "cnn-mnist (full): 10,000,000 runs, 90,000,000 checkpoints, reproducibility: native", result.stdout
+    expected = "cnn-mnist (full): 10,000,000 runs, 90,000,000 checkpoints, reproducibility: native"
+    assert lines[0] == expected, result.stdout
     assert "parameters per checkpoint: 4,970" in lines
-    assert any(line.startswith("runs and checkpoints are upper bounds: the first 100,000 of 10,000,000") for line in lines)
+    assert any(line.startswith("runs and checkpoints are upper bounds: the first 100,000 of 10,000,000")
+               for line in lines)
 
 
 def test_every_bundled_spec_at_every_profile_validates_and_sizes_its_member_as_built():
@@ -236,7 +240,8 @@ def test_a_header_declaring_more_than_a_member_is_refused(tmp_path):
     from zoo.storage.safetensors_io import read_safetensors_file
     from zoo.validation.inputs import InputError
 
-    header = json.dumps({"w": {"dtype": "F32", "shape": [30000, 30000], "data_offsets": [0, 30000 * 30000 * 4]}}).encode()
+    header = json.dumps({"w": {"dtype": "F32", "shape": [30000, 30000],
+                               "data_offsets": [0, 30000 * 30000 * 4]}}).encode()
     path = tmp_path / "huge.safetensors"
     path.write_bytes(struct.pack("<Q", len(header)) + header)
     os.truncate(path, 8 + len(header) + 30000 * 30000 * 4)  # sparse: exactly the size the header implies

@@ -95,13 +95,15 @@ def test_torch_generator_crops_are_the_released_random_crop():
     assert torch.equal(crop_at(x[None], 0, torch.zeros(1, 7, 2, dtype=torch.long))[0], x)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here: the cross-device check runs where one is")
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="no CUDA device here: the cross-device check runs where one is")
 def test_counter_draws_are_the_same_bits_on_cuda():
     cuda = torch.device("cuda")
     everyone = torch.ones(4, dtype=torch.bool)
     on_cpu, on_cuda = _population([0, 1, 2, 3]), _population([0, 1, 2, 3], cuda)
     assert torch.equal(on_cuda.orders(2, 1000).cpu(), on_cpu.orders(2, 1000))
-    assert torch.equal(on_cuda.masks(9, everyone)(1, (32, 16, 9, 9)).cpu(), on_cpu.masks(9, everyone)(1, (32, 16, 9, 9)))
+    assert torch.equal(on_cuda.masks(9, everyone)(1, (32, 16, 9, 9)).cpu(),
+                       on_cpu.masks(9, everyone)(1, (32, 16, 9, 9)))
     x = torch.randn(4, 8, 1, 28, 28)
     assert torch.equal(on_cuda.crops(9, x.to(cuda)).cpu(), on_cpu.crops(9, x))
 

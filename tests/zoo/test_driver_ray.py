@@ -75,7 +75,8 @@ def test_interrupted_generation_resumes_without_duplicates(tmp_path, ray_cluster
         assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert not list((out / "staging").glob("*/*.tmp")), "temporary files left behind"
 
-    ids = pq.read_table(sorted((out / "data" / spec.name).glob("*.parquet")), columns=["model_id"])["model_id"].to_pylist()
+    ids = pq.read_table(sorted((out / "data" / spec.name).glob("*.parquet")),
+                        columns=["model_id"])["model_id"].to_pylist()
     assert sorted(ids) == sorted(planned)  # every checkpoint once: no duplicates, none missing
 
     third = _generate(spec_path, out, *on_the_cluster)

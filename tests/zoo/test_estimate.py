@@ -50,7 +50,8 @@ def test_extends_merges_onto_the_base_and_reports_bad_bases(tmp_path):
     base = load_spec("cnn-mnist")
     assert (spec.name, spec.training.epochs, spec.training.batch_size) == ("child", 5, base.training.batch_size)
     assert spec.search_space == base.search_space
-    assert load_spec(child, "tiny").training.epochs == load_spec("cnn-mnist", "tiny").training.epochs  # profiles inherited
+    # profiles inherited
+    assert load_spec(child, "tiny").training.epochs == load_spec("cnn-mnist", "tiny").training.epochs
     missing = tmp_path / "missing.yaml"
     missing.write_text("extends: no-such-spec\nname: x\n")
     with pytest.raises(SchemaError, match="extends"):
@@ -66,7 +67,8 @@ def test_extends_merges_onto_the_base_and_reports_bad_bases(tmp_path):
                                             ("svhn_gs", "svhn/svhn.npz")])
 def test_online_sources_load_when_a_copy_is_reachable(name, relative):
     if find_local(relative) is None:
-        pytest.skip(f"no local copy of {name} ({relative} under $NFNZOO_DATA or ../shared/data) ; online downloads are not attempted in tests")
+        pytest.skip(f"no local copy of {name} ({relative} under $NFNZOO_DATA or ../shared/data) ; online downloads are "
+                    "not attempted in tests")
     train, test, classes = SOURCES.get(name)()
     info = SOURCE_INFO[name]
     assert (len(train), len(test), classes) == (info.train_size, info.test_size, info.num_classes)

@@ -105,7 +105,7 @@ def _run_unprivileged(args: list[str]) -> tuple[int, str]:
         try:
             os.close(read_end)
             signal.alarm(120)  # should the check ever let it through to Ray: end, do not hang
-            sys.stderr = open(write_end, "w")  # noqa: SIM115 (the child exits below)
+            sys.stderr = open(write_end, "w")  # no `with`: the child exits below
             os.setgroups([])
             os.setgid(nobody.pw_gid)
             os.setuid(nobody.pw_uid)
@@ -127,7 +127,8 @@ def test_unwritable_output_folders_are_named_before_ray_starts(shared_folder, re
     for path in (out, *out.iterdir()):
         path.chmod(0o777)  # world-writable: writable by the unprivileged user too...
     blocked = (out / read_only).resolve()
-    blocked.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)  # ...but this
+    # ...but this
+    blocked.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
     code, err = _run_unprivileged(["generate", "cnn-mnist", "--profile", "tiny", "--out", str(out), "--num-cpus", "1"])
     assert code == 1, err
     assert err.strip() == f"nfnzoo generate: error: cannot write to {blocked}: Permission denied"

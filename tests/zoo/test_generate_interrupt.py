@@ -36,7 +36,8 @@ def _spec_file(folder: Path, runs: int, epochs: int = 1) -> Path:
     raw = yaml.safe_load((SPECS_DIR / "cnn-mnist.yaml").read_text())
     raw["name"] = "cnn-mnist-stop"
     raw["profiles"]["tiny"]["search_space"]["sampled"]["count"] = runs
-    raw["profiles"]["tiny"]["training"] = {"epochs": epochs, "batch_size": 64, "checkpoint_epochs": list(range(1, epochs + 1))}
+    raw["profiles"]["tiny"]["training"] = {"epochs": epochs, "batch_size": 64,
+                                           "checkpoint_epochs": list(range(1, epochs + 1))}
     path = folder / "cnn-mnist-stop.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

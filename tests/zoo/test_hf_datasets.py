@@ -106,7 +106,7 @@ def test_decoding_refuses_truncated_or_preformatted_weights(tiny_zoo):
 
     stored = pq.read_table(tiny_zoo / read_manifest(tiny_zoo)["configs"][CONFIG]["files"][0]["path"],
                            columns=["weights"])["weights"][0].as_py()
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="not a safetensors buffer"):
         decode_checkpoint(stored[:-4])
     with pytest.raises(TypeError, match="zoo.hf_datasets"):
         decode_checkpoint(stored.decode("latin-1"))
@@ -145,7 +145,8 @@ def _train_shards(folder):
 def test_an_intact_sharded_zoo_loads(sharded_zoo, tmp_path, offline_hf):
     assert len(_train_shards(sharded_zoo)) == 3
     zoo = _load_in_process(sharded_zoo, tmp_path)
-    assert {split: rows.num_rows for split, rows in zoo.items()} == read_manifest(sharded_zoo)["configs"][CONFIG]["splits"]
+    assert {split: rows.num_rows
+            for split, rows in zoo.items()} == read_manifest(sharded_zoo)["configs"][CONFIG]["splits"]
 
 
 def test_a_stray_extra_shard_is_not_read(sharded_zoo, tmp_path, offline_hf):
@@ -154,7 +155,8 @@ def test_a_stray_extra_shard_is_not_read(sharded_zoo, tmp_path, offline_hf):
     shutil.copyfile(first, first.with_name("train-00003-of-00003.parquet"))  # e.g. left by an interrupted pack
     assert (sharded_zoo / "README.md").read_bytes() == card
     zoo = _load_in_process(sharded_zoo, tmp_path)  # the card names each split's files: a leftover is never read
-    assert {split: rows.num_rows for split, rows in zoo.items()} == read_manifest(sharded_zoo)["configs"][CONFIG]["splits"]
+    assert {split: rows.num_rows
+            for split, rows in zoo.items()} == read_manifest(sharded_zoo)["configs"][CONFIG]["splits"]
 
 
 def test_a_missing_shard_makes_load_dataset_raise(sharded_zoo, tmp_path, offline_hf):

@@ -179,7 +179,8 @@ def test_cli_import_then_verify_and_load_dataset(fmnist_source, tmp_path, capsys
     out = tmp_path / "out"
     assert main(["import", "dwsnets-inrs", str(source), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert f"imported {FMNIST_CONFIG}: train 6, test 3" in printed and "dwsnets (train 4, validation 2, test 3)" in printed
+    assert f"imported {FMNIST_CONFIG}: train 6, test 3" in printed
+    assert "dwsnets (train 4, validation 2, test 3)" in printed
     assert main(["verify", str(out)]) == 0
     card = (out / "README.md").read_text()
     assert "Navon" in card and "seq.0.weight -> sine1.weight" in card

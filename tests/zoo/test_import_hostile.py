@@ -1,11 +1,12 @@
 """Hostile published zoos: `nfnzoo import` refuses each in one line naming the file, never a traceback,
 a hang or an exhausted machine (issue 48, mechanisms 2 and 5).
 
-One table: each row writes a real zoo in the release's layout with the fixtures of `tests/zoo/*_fixture.py`
-and corrupts one file (a declared architecture too large to build, a gzip or zip bomb, a sidecar of
-millions of rows, a FIFO or a link where a file belongs, a duplicate checkpoint, a 5,000-digit shape, an
-integer past 64 bits, an encrypted or method-1 zip member, a damaged `.tar.xz`, an int where a tensor
-belongs, or a sparse, quantized, nested, meta or complex tensor written by torch.save: issue 57). Every row runs the real CLI in a process forked from a warm server (`tests/forked_cli.py`)
+One table: each row writes a real zoo in the release's layout with the fixtures of
+`tests/zoo/*_fixture.py` and corrupts one file (a declared architecture too large to build, a gzip or zip
+bomb, a sidecar of millions of rows, a FIFO or a link where a file belongs, a duplicate checkpoint, a
+5,000-digit shape, an integer past 64 bits, an encrypted or method-1 zip member, a damaged `.tar.xz`, an
+int where a tensor belongs, or a sparse, quantized, nested, meta or complex tensor written by torch.save:
+issue 57). Every row runs the real CLI in a process forked from a warm server (`tests/forked_cli.py`)
 under a timeout, so a FIFO that blocks fails its row; rows marked `MEMORY` run it in a memory cgroup of
 its own (`tests/memory_limit.py`) and assert that it was not killed for memory.
 Every row expects exit 1 and one stderr line `nfnzoo import: error: ...` holding the row's substrings.
@@ -137,7 +138,8 @@ def transformer_embed(case: Case) -> list[str]:
 
 def transformer_tokens(case: Case) -> list[str]:
     root = transformers(case)
-    _edit_csv(root / "metadata" / "mnist.csv", lambda f: _set_all("patch_size", "1")(_set_all("image_size", "16000")(f)))
+    _edit_csv(root / "metadata" / "mnist.csv",
+              lambda f: _set_all("patch_size", "1")(_set_all("image_size", "16000")(f)))
     return _import(case, "small-transformer-zoo", root)
 
 
@@ -446,7 +448,8 @@ ROWS: list[tuple[str, Callable[[Case], list[str]], list[str], str | None]] = [
     ("metrics-gzip-4GiB", metrics_bytes_bomb, ["metrics.csv.gz", "bytes of text (decompressed)"], MEMORY),
     ("metrics-gzip-20M-rows", metrics_rows_bomb, ["metrics.csv.gz", "rows"], MEMORY),
     ("siren-1e9-augmentations", lambda case: [*_import(case, "nfn-sirens", sirens(case)), "--augmentations",
-                                              "1000000000"], ["--augmentations 1000000000", "expected 0..1,000"], MEMORY),
+                                              "1000000000"], ["--augmentations 1000000000", "expected 0..1,000"],
+     MEMORY),
     ("siren-sidecar-4M-rows", sidecar_rows, ["nfnzoo_metadata.csv", "more than 2 rows"], MEMORY),
     ("csv-200000-columns", wide_header, ["mnist.csv", "header line longer"], None),
     ("zip-bomb-ratio", zip_ratio_bomb, ["bomb.zip", "mnist/weights.npy", "compression bomb"], MEMORY),
@@ -465,12 +468,14 @@ ROWS: list[tuple[str, Callable[[Case], list[str]], list[str], str | None]] = [
     ("transformer-duplicate-rows", transformer_duplicate_rows, ["mnist.csv", "rows 0 and 5", "appears once"], None),
     ("layout-5000-digit-shape", lambda case: _edit_layout(case, 1, f'sequential/conv2d/bias:0,0,16,"({"9" * 5000},)"'),
      ["layout.csv", "line 2", "shape", "beyond 64 bits"], None),
-    ("layout-short-row", lambda case: _edit_layout(case, 1, "sequential/conv2d/bias:0"), ["layout.csv", "line 2"], None),
+    ("layout-short-row", lambda case: _edit_layout(case, 1, "sequential/conv2d/bias:0"), ["layout.csv", "line 2"],
+     None),
     ("layout-huge-index", lambda case: _edit_layout(case, 1, f'sequential/conv2d/bias:0,0,{10**19},"(16,)"'),
      ["layout.csv", "line 2", "beyond 64 bits"], None),
     ("cnn-step-1e19", cnn_metric("step", str(10**19)), ["metrics.csv.gz", "step", "beyond 64 bits"], None),
     ("cnn-seed-2^64+5", cnn_metric("config.random_seed", str(2**64 + 5)), ["metrics.csv.gz", "beyond 64 bits"], None),
-    ("cnn-400-digit-metric", cnn_metric("test_loss", "9" * 400, "1"), ["weights.npy", "test_loss", "not a number"], None),
+    ("cnn-400-digit-metric", cnn_metric("test_loss", "9" * 400, "1"), ["weights.npy", "test_loss", "not a number"],
+     None),
     ("model-zoos-seed-2^64+5", model_zoo_seed, ["params.json", "seed", "beyond 64 bits"], None),
     ("model-zoos-400-digit-metric", model_zoo_metric, ["result.json", "test_loss", "not a number"], None),
     ("model-zoos-no-checkpoints", model_zoo_no_checkpoints, ["tune_zoo_mnist", "no checkpoints"], None),

@@ -3,11 +3,12 @@
 
 One table: each row writes a release with the importer's fixture (`tests/zoo/*_fixture.py`), moves one thing the
 importer reads (a file, a folder it lists, a folder on the way to a file) into a folder outside the source and
-leaves a link to it in its place, then runs the real CLI (`cli`, forked from a warm server). Expected: exit 1, one
-stderr line naming the link as a symbolic link, nothing written to --out, and the outside folder neither changed
-nor read: its files' access times are set in the past first and must stay there (asserted where the file system
-records reads, which a probe file checks; every row's outside folder holds a file the importer would read). The negative controls: every release imports when the source folder itself is a
-link (the user named it), so what each link led to was importable and the refusal is the link's.
+leaves a link to it in its place, then runs the real CLI (`cli`, forked from a warm server). Expected: exit 1,
+one stderr line naming the link as a symbolic link, nothing written to --out, and the outside folder neither
+changed nor read: its files' access times are set in the past first and must stay there (asserted where the file
+system records reads, which a probe file checks; every row's outside folder holds a file the importer would
+read). The negative controls: every release imports when the source folder itself is a link (the user named it),
+so what each link led to was importable and the refusal is the link's.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ ROWS = [
     ("cnn", "nfnzoo_evaluation.json"),
     ("sirens", "randinit_smaller_1s"), ("sirens", "randinit_smaller_1s/net1.pth"), ("sirens", "nfnzoo_metadata.csv"),
     ("mnist-inrs", "mnist_png_train_7_1"),  # the folder DWSNets' importer followed (issue 57)
-    ("mnist-inrs", "mnist_png_train_7_1/checkpoints"), ("mnist-inrs", "mnist_png_train_7_1/checkpoints/model_final.pth"),
+    ("mnist-inrs", "mnist_png_train_7_1/checkpoints"),
+    ("mnist-inrs", "mnist_png_train_7_1/checkpoints/model_final.pth"),
     ("mnist-inrs", "mnist_splits.json"),
     ("fmnist-inrs", "train"), ("fmnist-inrs", "train/model_1.pth"),
     ("transformers", "metadata"), ("transformers", "metadata/mnist.csv"), ("transformers", "mnist"),

@@ -35,7 +35,8 @@ def test_row_encoder_matches_the_record_encoding():
 
     arch = released_architecture()
     space = create_family("cnn").weight_space(arch)
-    weights = {t.name: torch.randn(t.shape, generator=torch.Generator().manual_seed(i)) for i, t in enumerate(space.tensors)}
+    weights = {t.name: torch.randn(t.shape, generator=torch.Generator().manual_seed(i))
+               for i, t in enumerate(space.tensors)}
     record = CheckpointRecord("m", "r", "cnn", "c", 0, 0, {}, {}, "ok", arch, weights)
     encoded = RowEncoder("cnn", arch, space).encode({k: v.numpy()[None] for k, v in weights.items()})
     assert encoded == [encode_weights(record)]
@@ -91,7 +92,10 @@ def reference_nfn_split(folder, split_file, final_step=86):
     val_point = int(0.8 * len(trainval))
     rng = random.Random(0)
     rng.shuffle(trainval)
-    pick = lambda idcs: [(metrics.iloc[i]["modeldir"], int(metrics.iloc[i]["step"])) for i in idcs]
+
+    def pick(idcs):
+        return [(metrics.iloc[i]["modeldir"], int(metrics.iloc[i]["step"])) for i in idcs]
+
     return {"train": pick(trainval[:val_point]), "validation": pick(trainval[val_point:]),
             "test": pick(range(test_point, len(metrics)))}
 
@@ -342,7 +346,8 @@ def test_verify_checks_the_split_set_files(tmp_path):
     make_zoo(tmp_path / "src", runs=8, steps=(0, 86))
     import_zoo(tmp_path / "src", tmp_path / "out")
     assert verify(tmp_path / "out").problems == []
-    path = tmp_path / "out" / read_manifest(tmp_path / "out")["configs"]["small-cnn-zoo-mnist"]["split_sets"]["nfn"]["path"]
+    entry = read_manifest(tmp_path / "out")["configs"]["small-cnn-zoo-mnist"]
+    path = tmp_path / "out" / entry["split_sets"]["nfn"]["path"]
     lists = json.loads(path.read_text())
     lists["test"] = lists["test"][:-1]
     path.chmod(0o644)

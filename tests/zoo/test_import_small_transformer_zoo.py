@@ -79,7 +79,8 @@ def test_the_releases_best_row_paths_are_read_beside_or_skipped_and_said(tmp_pat
     assert "warning: small-transformer-zoo-mnist: skipped 4 best-checkpoint row(s) of mnist.csv whose file" in err
     assert "the reference loader never opens best rows" in err
     entry = json.loads((tmp_path / "out2" / "manifest.json").read_text())["configs"]["small-transformer-zoo-mnist"]
-    assert entry["packed_checkpoints"] == 16 and "skipped 4 best-checkpoint" in (tmp_path / "out2" / "README.md").read_text()
+    assert entry["packed_checkpoints"] == 16
+    assert "skipped 4 best-checkpoint" in (tmp_path / "out2" / "README.md").read_text()
     assert load_split_set(tmp_path / "out2", None, "transformer-nfn")  # the paper's split is whole: no best row in it
 
 

@@ -132,7 +132,8 @@ def test_written_files_get_the_users_normal_mode(tiny_zoo, tmp_path, umask):
     try:
         out = tmp_path / "results" / "mlp.json"
         run_benchmark("generalization", "mlp", tiny_zoo, None,
-                      RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1}, progress=False),
+                      RunOptions([0, 1, 2], model_overrides={"hidden_sizes": [4]}, task_overrides={"epochs": 1},
+                                 progress=False),
                       out)
         accepted = submit(out, tmp_path / "board", tiny_zoo)
         render(tmp_path / "board", tmp_path / "site")
@@ -218,7 +219,8 @@ def test_verify_full_checks_the_sha256_a_forged_fast_checksum_cannot_hide(tiny_z
     assert main(["verify", str(tiny_zoo_copy)]) == 0
     assert main(["verify", str(tiny_zoo_copy), "--full"]) == 1
     said = capsys.readouterr()
-    assert f"{train.relative_to(tiny_zoo_copy).as_posix()}: sha256 differs from the manifest (corrupted)" in said.err, said
+    relative = train.relative_to(tiny_zoo_copy).as_posix()
+    assert f"{relative}: sha256 differs from the manifest (corrupted)" in said.err, said
 
 
 def test_a_malformed_fast_checksum_is_one_line_naming_the_key(tiny_zoo_copy, capsys):

@@ -138,7 +138,8 @@ def test_read_weights_decodes_only_the_chosen_rows_of_direct_and_arrow_shards(ti
 def test_load_split_keep_equals_the_full_split_indexed(tiny_zoo):
     full = load_split(tiny_zoo, CONFIG, "train")
     mask = np.array(full.metadata["epoch"] == full.metadata["epoch"].max())
-    kept = load_split(tiny_zoo, CONFIG, "train", keep=lambda metadata: np.array(metadata["epoch"] == metadata["epoch"].max()))
+    kept = load_split(tiny_zoo, CONFIG, "train",
+                      keep=lambda metadata: np.array(metadata["epoch"] == metadata["epoch"].max()))
     assert len(kept) == mask.sum() < len(full)
     for ours, theirs in zip(kept.weights.tensors, full.weights[torch.as_tensor(mask)].tensors):
         assert torch.equal(ours, theirs)

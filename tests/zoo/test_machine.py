@@ -14,7 +14,8 @@ from zoo.cli import main
 from zoo.storage.folder import read_manifest
 from zoo.dataset.info import describe
 from zoo.validation.inputs import InputError
-from zoo.distributed.machine import (MACHINES_FILE, check_machines, describe_machine, isa_note, merge_machines, read_machines,
+from zoo.distributed.machine import (MACHINES_FILE, check_machines, describe_machine, isa_note, merge_machines,
+                                     read_machines,
                          record_machines)
 from zoo.dataset.pack import pack
 from zoo.validation.schema import SchemaError

@@ -299,7 +299,8 @@ def test_out_that_cannot_be_a_folder_is_one_line(case, cli, source, tmp_path):
     out = {"file": tmp_path / "file", "below-a-file": tmp_path / "file" / "zoo",
            "cannot-be-created": tmp_path / ("n" * 300) / "zoo"}[case]
     expected = {"file": f"cannot write to {out}: it is a file, not a folder",
-                "below-a-file": f"cannot write to {out}: it is below {tmp_path / 'file'}, which is a file, not a folder",
+                "below-a-file": f"cannot write to {out}: it is below {tmp_path / 'file'}, which is a "
+                                "file, not a folder",
                 "cannot-be-created": "File name too long"}[case]  # the CLI shortens a line naming a 300-letter path
     for argv in (["import", "small-cnn-zoo", source, "--out", out],
                  ["generate", "cnn-mnist", "--profile", "tiny", "--out", out]):

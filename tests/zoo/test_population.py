@@ -48,7 +48,8 @@ def _train(family, spec, data, runs, population: bool, device: torch.device = to
     results = {}
     if population:
         data = to_device(data, device)
-        train_classifier_population(family, spec, runs, data, lambda run, r: results.setdefault((run.run_id, r.epoch), r))
+        train_classifier_population(family, spec, runs, data,
+                                    lambda run, r: results.setdefault((run.run_id, r.epoch), r))
     else:
         for run in runs:
             family.train_run(spec, run, data, lambda r, run=run: results.setdefault((run.run_id, r.epoch), r))
@@ -75,7 +76,8 @@ def test_population_members_follow_their_solo_trajectories(setting, optimizer, d
 def test_a_diverging_member_is_recorded_and_does_not_poison_the_others(setting, device):
     spec, family, data = setting
     runs = _runs(spec, "sgd")
-    runs[1] = dataclasses.replace(runs[1], hparams={**runs[1].hparams, "learning_rate": 1e4, "init_std": 1e3, "activation": "relu"})
+    runs[1] = dataclasses.replace(runs[1], hparams={**runs[1].hparams, "learning_rate": 1e4, "init_std": 1e3,
+                                                    "activation": "relu"})
     solo, together = _train(family, spec, data, runs, False), _train(family, spec, data, runs, True, device)
     diverged = {key for key, r in together.items() if r.status == "diverged"}
     assert diverged == {key for key, r in solo.items() if r.status == "diverged"}
@@ -90,7 +92,10 @@ def test_a_diverging_member_is_recorded_and_does_not_poison_the_others(setting, 
 def test_populations_share_what_must_be_shared_and_are_bounded():
     spec = load_spec("cnn-mnist", "demo")
     runs = plan_runs(spec)
-    key = lambda run: (run.hparams["optimizer"], run.hparams["train_fraction"])  # noqa: E731
+
+    def key(run):
+        return run.hparams["optimizer"], run.hparams["train_fraction"]
+
     groups = populations(runs, 5, key)
     assert sorted(r.run_id for g in groups for r in g) == sorted(r.run_id for r in runs)
     assert all(1 <= len(g) <= 5 and len({key(r) for r in g}) == 1 for g in groups)

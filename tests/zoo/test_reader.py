@@ -27,7 +27,9 @@ def test_read_zoo_returns_the_splits_and_the_hash_they_were_checked_against(tiny
 
 
 def test_keep_narrows_each_split_before_its_weights_are_decoded(tiny_zoo):
-    first_two = lambda split, metadata: np.arange(len(metadata)) < 2  # noqa: E731
+    def first_two(split, metadata):
+        return np.arange(len(metadata)) < 2
+
     read = read_zoo(tiny_zoo, keep=first_two)
     assert all(len(split) == 2 for split in read.splits.values())
 
@@ -42,14 +44,16 @@ def test_a_missing_folder_and_an_unknown_config_are_one_clear_error(tiny_zoo, tm
 @pytest.mark.parametrize("record, repo, expected", [
     ({"spec": {"name": "cnn-mnist", "profile": "suite-v2"}}, None, "regenerated from spec cnn-mnist (suite-v2)"),
     ({"spec": {"name": "cnn-mnist"}}, None, "regenerated from spec cnn-mnist (full)"),
-    ({"imported": {"url": "https://example.org/zoo"}, "spec": {"name": "x"}}, None, "imported from https://example.org/zoo"),
+    ({"imported": {"url": "https://example.org/zoo"}, "spec": {"name": "x"}}, None,
+     "imported from https://example.org/zoo"),
     ({"spec": {"name": "x"}}, ("org/zoo", "a" * 40), "org/zoo@" + "a" * 40),
     ({"spec": "not a record"}, None, None),
 ])
 def test_the_source_says_how_anyone_gets_the_bytes(record, repo, expected):
     repo, revision = repo or (None, None)
     assert config_source(record, repo, revision) == expected
-    assert len(config_sources(record)) == sum(key in record and isinstance(record[key], dict) for key in ("spec", "imported"))
+    assert len(config_sources(record)) == sum(key in record and isinstance(record[key], dict)
+                                              for key in ("spec", "imported"))
 
 
 def _manifest_reads(source: str) -> list[str]:

@@ -15,7 +15,8 @@ from zoo.storage import safetensors_io
 from zoo.families import create_family
 from zoo.training.train import CLASSIFICATION_METRICS as METRIC_NAMES
 from zoo.families.cnn import CNNArchitecture, CNNFamily, CNNHParams
-from zoo.storage.record import (IDENTITY_COLUMNS, METADATA_KEY, arrow_schema, encode_weights, from_row, parse_weights_metadata,
+from zoo.storage.record import (IDENTITY_COLUMNS, METADATA_KEY, arrow_schema, encode_weights, from_row,
+                                parse_weights_metadata,
                         to_row)
 from zoo.weightspace import WeightSpace
 

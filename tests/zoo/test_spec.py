@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from zoo.validation.schema import SchemaError
-from zoo.planning.spec import SPECS_DIR, GridRange, IndexSplits, axis_values, load_spec, resolve_spec_path, spec_from_data
+from zoo.planning.spec import (SPECS_DIR, GridRange, IndexSplits, axis_values, load_spec, resolve_spec_path,
+                               spec_from_data)
 
 
 def bundled_raw() -> dict:
@@ -373,7 +374,8 @@ INVALID_INDEXING = {
     "reversed range": case(_image_axis({"range": [5, 3]}), f"{GRID}.range", "expected start < stop, got [5, 3]"),
     "float bound": case(_image_axis({"range": [0, 1.5]}), f"{GRID}.range",
                         "expected [start, stop] or [start, stop, step] integers, got [0, 1.5]"),
-    "one bound": case(_image_axis({"range": [70000]}), f"{GRID}.range", "expected [start, stop] or [start, stop, step]"),
+    "one bound": case(_image_axis({"range": [70000]}), f"{GRID}.range",
+                      "expected [start, stop] or [start, stop, step]"),
     "zero step": case(_image_axis({"range": [0, 70000, 0]}), f"{GRID}.range", "expected a positive step, got 0"),
     "misspelled range": case(_image_axis({"rnage": [0, 10]}), GRID,
                              "expected a list of values or {range: [start, stop]} or {range: [start, stop, step]}"),
@@ -394,7 +396,8 @@ INVALID_INDEXING = {
 }
 
 
-@pytest.mark.parametrize("mutate, key, expected", [c[:3] for c in INVALID_INDEXING.values()], ids=INVALID_INDEXING.keys())
+@pytest.mark.parametrize("mutate, key, expected", [c[:3] for c in INVALID_INDEXING.values()],
+                         ids=INVALID_INDEXING.keys())
 def test_invalid_range_axis_or_index_split_names_key_and_expectation(tmp_path, mutate, key, expected):
     path = write_inr_spec(tmp_path, mutate)
     with pytest.raises(SchemaError) as caught:

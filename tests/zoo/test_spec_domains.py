@@ -249,7 +249,8 @@ def _hyperparameter_cases() -> list:
 def test_every_numeric_field_of_every_family_declares_a_domain(family):
     for cls in (create_family(family).Architecture, create_family(family).HParams):
         hints = type_hints(cls)
-        undeclared = [name for name, hint in hints.items() if base_type(hint) in (int, float) and domain_of(hint) is None]
+        undeclared = [name for name, hint in hints.items()
+                      if base_type(hint) in (int, float) and domain_of(hint) is None]
         assert undeclared == [], f"{cls.__name__}: give {undeclared} a domain (zoo.validation.domains)"
 
 
@@ -317,8 +318,10 @@ def test_a_probability_is_in_zero_to_one_open_at_one(value, inside):
 # --- through the command line ------------------------------------------------------------------
 
 CLI_CASES = {
-    "dropout above one": ("cnn-mnist", _set("search_space", "sampled", "axes", "dropout", value={"uniform": [0.0, 1.7]}),
-                          None, "search_space.sampled.axes.dropout.uniform[1]: expected a probability in [0, 1), got 1.7"),
+    "dropout above one": ("cnn-mnist",
+                          _set("search_space", "sampled", "axes", "dropout", value={"uniform": [0.0, 1.7]}),
+                          None,
+                          "search_space.sampled.axes.dropout.uniform[1]: expected a probability in [0, 1), got 1.7"),
     "negative channels": ("cnn-mnist", _set("architecture", "channels", value=-4), None,
                           "architecture.channels: expected a positive integer (>= 1), got -4"),
     "unknown data set": ("cnn-mnist", _set("dataset", "name", value="mnistt"), None,

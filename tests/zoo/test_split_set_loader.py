@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the hand-made Small CNN Zoo fixture
 
-from small_cnn_fixture import make_zoo  # noqa: E402
+from small_cnn_fixture import make_zoo
 
 CONFIG_SHARD_BYTES = 12 * 20_000  # about a dozen rows a shard: many shards from a small zoo
 
@@ -63,7 +63,8 @@ def test_the_importer_writes_a_sets_rows_in_shards_of_their_own(imported):
     entry = _entry(imported)
     listed = entry["split_sets"]["nfn"]["shards"]
     assert 0 < len(listed) < len(entry["files"])
-    members = {m for ids in json.loads((imported / entry["split_sets"]["nfn"]["path"]).read_text()).values() for m in ids}
+    members = {m for ids in json.loads((imported / entry["split_sets"]["nfn"]["path"]).read_text()).values()
+               for m in ids}
     for shard in entry["files"]:
         ids = set(pq.read_table(imported / shard["path"], columns=["model_id"])["model_id"].to_pylist())
         assert (ids <= members) if shard["path"] in listed else not (ids & members), shard["path"]

@@ -1,10 +1,10 @@
 """Text that leaves the program: a file's hostile text reaches no card, terminal or page raw.
 
-Real files through the real CLI (`python -m zoo.cli`, forked from a warm server: `tests/forked_cli.py`): an NFN SIREN folder whose
-metadata sidecar gives one file a `status` holding HTML, a bidi override (U+202E) and a terminal
-escape (ESC), imported with `nfnzoo import`; its dataset card (README.md, which the Hub renders),
-`nfnzoo info` and `nfnzoo verify` are then read as a user would see them. Every check has its
-negative control: the same commands on a clean folder.
+Real files through the real CLI (`python -m zoo.cli`, forked from a warm server:
+`tests/forked_cli.py`): an NFN SIREN folder whose metadata sidecar gives one file a `status` holding
+HTML, a bidi override (U+202E) and a terminal escape (ESC), imported with `nfnzoo import`; its
+dataset card (README.md, which the Hub renders), `nfnzoo info` and `nfnzoo verify` are then read as
+a user would see them. Every check has its negative control: the same commands on a clean folder.
 """
 
 from __future__ import annotations

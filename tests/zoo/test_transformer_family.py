@@ -94,7 +94,8 @@ def test_architecture_and_hyperparameters_are_validated():
         spec_from_data(data, "agnews")
     data = load_spec("transformer-mnist", "tiny").to_data()
     data["search_space"]["grids"][1]["learning_rate"] = [5e-2, 0.0]
-    with pytest.raises(SchemaError, match=r"grids\[1\]\.learning_rate\[1\]: expected a learning rate \(> 0\), got 0\.0"):
+    with pytest.raises(SchemaError,
+                       match=r"grids\[1\]\.learning_rate\[1\]: expected a learning rate \(> 0\), got 0\.0"):
         spec_from_data(data, "mnist")  # on load now, not when planning
     data["search_space"]["grids"][1]["learning_rate"] = ["fast"]
     with pytest.raises(SchemaError, match=r"search_space\.grids\[1\]\.learning_rate\[0\]"):
@@ -129,7 +130,8 @@ def test_specs_plan_the_released_grid_16000_runs_and_64000_checkpoints(name):
     sgd = {(o, lr, std) for o in ("sgd", "sgd_momentum") for lr in (1e-3, 3e-3, 5e-3, 7e-3, 1e-2, 3e-2, 5e-2, 7e-2)
            for std in (0.1, 0.15, 0.2, 0.25, 0.3)}
     assert set(values) == adaptive | sgd and set(values.values()) == {5 * 4 * 5}  # x L2 x fraction x dropout
-    assert {r.hparams["warmup_epochs"] for r in runs} == {10} and {r.hparams["final_learning_rate"] for r in runs} == {1e-5}
+    assert {r.hparams["warmup_epochs"] for r in runs} == {10}
+    assert {r.hparams["final_learning_rate"] for r in runs} == {1e-5}
 
 
 # --- data -------------------------------------------------------------------------------------
@@ -142,7 +144,8 @@ def test_offline_ag_news_is_a_fixed_balanced_resplit_of_the_test_articles():
     assert again[2] == test_texts and not set(train_texts) & set(test_texts[:50])
     tokens = tokenize(["Fears for T N pension after talks", ""], 16)
     assert tokens.shape == (2, 16) and tokens[0, 0] == 101 and (tokens[1, 2:] == PAD_ID).all()  # [CLS], padding
-    assert clean_text("a second\\team #36;10 it#39;s &lt;b&gt;x&lt;/b&gt; quot;y quot;") == "a second team $10 it's x \"y \""
+    assert clean_text("a second\\team #36;10 it#39;s "
+                      "&lt;b&gt;x&lt;/b&gt; quot;y quot;") == "a second team $10 it's x \"y \""
 
 
 def test_word_vectors_that_differ_from_the_recorded_hash_are_refused():
@@ -164,7 +167,8 @@ def test_a_sensible_run_beats_chance_and_keeps_its_best_validation_epoch(name, i
     assert set(best.metrics) == {*CLASSIFICATION_METRICS, "is_best"}
     last = by_epoch[3]
     chance = 0.1 if "mnist" in name else 0.25
-    assert last.metrics["test_accuracy"] > max(floor, chance + 0.1) and last.metrics["train_loss"] < math.log(1 / chance)
+    assert last.metrics["test_accuracy"] > max(floor, chance + 0.1)
+    assert last.metrics["train_loss"] < math.log(1 / chance)
     # emitted last, flagged best, under its real epoch: same weights and metrics as that epoch's row
     assert best.best and best.metrics["is_best"] is True and not any(r.best or r.metrics["is_best"] for r in regular)
     assert 1 <= best.epoch <= 3

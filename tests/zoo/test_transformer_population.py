@@ -108,7 +108,8 @@ def test_a_diverging_transformer_member_is_recorded_and_does_not_poison_the_othe
             assert together[key].status == alone.status == "ok" and together[key].epoch == alone.epoch
             for name, tensor in alone.weights.items():
                 assert torch.allclose(together[key].weights[name], tensor, rtol=TOLERANCE, atol=TOLERANCE), key
-    assert all(math.isnan(together[key].metrics[m]) for key in diverged for m in together[key].metrics if m != "is_best")
+    assert all(math.isnan(together[key].metrics[m]) for key in diverged
+               for m in together[key].metrics if m != "is_best")
 
 
 def test_transformer_populations_share_an_optimizer_and_a_train_fraction(setting, monkeypatch):

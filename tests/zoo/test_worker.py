@@ -83,7 +83,10 @@ def test_best_checkpoint_is_written_under_its_real_epoch_and_each_run_reported_o
     runs = plan_runs(spec)[:2]
     staging = Staging(tmp_path / STAGING_FOLDER)
     finished = []
-    report = lambda run, n: finished.append((run.run_id, n))  # noqa: E731
+
+    def report(run, n):
+        finished.append((run.run_id, n))
+
     assert train_runs(spec, runs, staging, on_run_done=report) == 6
     assert finished == [(run.run_id, 3) for run in runs]  # once per run, after its last (best) checkpoint
     for run in runs:

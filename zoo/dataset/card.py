@@ -146,8 +146,10 @@ def _config_section(name: str, entry: dict, resolved: dict) -> str:
         for arch_id, info in sorted(entry["architectures"].items()))
     statuses = ", ".join(f"{k}: {v:,}" for k, v in entry["status"].items())
     complete = "" if entry["complete"] else (
-        f"\n{INCOMPLETE_MARK} {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} planned checkpoints.\n")
+        f"\n{INCOMPLETE_MARK} {entry['packed_checkpoints']:,} of {entry['planned_checkpoints']:,} "
+        "planned checkpoints.\n")
     data_set = facts.pretty_name if facts else spec["dataset"]["name"]
+    profile = spec.get("profile") or "full"
     imported = entry.get("imported")
     if imported:
         complete += (f"\nImported from {imported['name']} ({imported['url']}), licence `{imported['license']}`. "
@@ -161,7 +163,7 @@ def _config_section(name: str, entry: dict, resolved: dict) -> str:
 
 {spec.get('description', '').strip()}
 
-- Family: `{entry['family']}`; data set: `{spec['dataset']['name']}` ({data_set}); profile: `{spec.get('profile') or 'full'}`
+- Family: `{entry['family']}`; data set: `{spec['dataset']['name']}` ({data_set}); profile: `{profile}`
 - Splits (by run): {counts}
 - Status: {statuses}
 - Columns: {", ".join(f"`{c['name']}` ({c['type']})" for c in entry["columns"] if c["name"] != "weights")}

@@ -93,5 +93,6 @@ def read_evaluation_sidecar(path, dataset: str) -> dict | None:
     except SchemaError as error:
         raise InputError(str(error)) from None
     if evaluation.dataset.name != dataset:
-        raise InputError(f"{path}: dataset.name is {evaluation.dataset.name!r}, but the source's rows are on {dataset!r}")
+        raise InputError(f"{path}: dataset.name is {evaluation.dataset.name!r}, but the source's rows "
+                         f"are on {dataset!r}")
     return to_data(evaluation)

@@ -52,7 +52,8 @@ def _described(entry: dict, where: str) -> dict:
                 info.get("num_params"), int) or not isinstance(info.get("layers"), list):
             raise InputError(f"{at}: expected {{num_params: an integer, layers: a list}}")
         for index, layer in enumerate(info["layers"]):
-            if not (isinstance(layer, dict) and isinstance(layer.get("name"), str) and isinstance(layer.get("role"), str)
+            if not (isinstance(layer, dict) and isinstance(layer.get("name"), str)
+                    and isinstance(layer.get("role"), str)
                     and isinstance(layer.get("shape"), list)
                     and all(isinstance(n, int) and not isinstance(n, bool) for n in layer["shape"])):
                 raise InputError(f"{at}.layers[{index}]: expected {{name, shape: a list of integers, role}}")
@@ -72,7 +73,8 @@ def _load(folder: Path, config: str | None, columns: tuple[str, ...] = ()):
     available = pq.read_schema(files[0]).names
     unknown = [c for c in columns if c not in available]
     if unknown:
-        raise ValueError(f"{folder} config {config!r} has no column {unknown[0]!r}; its columns: {', '.join(available)}")
+        raise ValueError(f"{folder} config {config!r} has no column {unknown[0]!r}; its columns: "
+                         f"{', '.join(available)}")
     wanted = list(dict.fromkeys(["epoch", "status", metric, "run_id", *columns,
                                  *(["is_best"] if "is_best" in available else [])]))
     frame = read_named(files, lambda: pq.read_table(files, columns=wanted).to_pandas())
@@ -135,18 +137,21 @@ def reproducibility_line(entry: dict) -> str:
     if mode_of(entry) == "portable":
         versions = (entry.get("reproducibility") or {}).get("versions") or {}
         shown = ", ".join(f"{name} {value}" for name, value in sorted(versions.items()) if value)
-        return f"reproducibility: portable (the same bytes on any x86-64-v3 processor with {shown or 'the same software'})"
+        return ("reproducibility: portable (the same bytes on any x86-64-v3 processor with "
+                f"{shown or 'the same software'})")
     return "reproducibility: native (the bytes are the training machines' instruction set's own)"
 
 
 def machine_lines(machines: list[dict] | None) -> list[str]:
-    """Where the checkpoints were trained (`zoo.distributed.machine`): bytes are reproducible only per instruction set."""
+    """Where the checkpoints were trained (`zoo.distributed.machine`): bytes are reproducible only
+    per instruction set."""
     if machines is None:
         return ["machines: not recorded (packed before nfnzoo recorded them)"]
     lines = []
     for machine in machines:
         gpus = ", ".join(machine["gpu_models"]) or "none"
-        count = machine.get("checkpoints")  # `zoo.storage.manifest` has checked the entry; role and count may be left out
+        # `zoo.storage.manifest` has checked the entry; role and count may be left out
+        count = machine.get("checkpoints")
         who = ("packed the zoo (the machines that trained it are unknown)" if machine.get("role") == "packed"
                else f"trained {count:,} checkpoints" if count is not None else "trained checkpoints")
         lines.append(f"machine: {who}: {machine['cpu_model']}; ATen {machine['aten_isa']}, oneDNN "
@@ -165,12 +170,15 @@ def describe(folder: str | Path, config: str | None = None) -> str:
     lines = [f"{folder} [{config}] family={entry['family']} profile={entry['spec'].get('profile') or 'full'}",
              *completeness,
              f"checkpoints: {packed:,} of {planned:,} planned; "
-             f"runs: {frame['run_id'].nunique():,}; status: " + ", ".join(f"{k} {v:,}" for k, v in entry["status"].items()),
+             f"runs: {frame['run_id'].nunique():,}; status: "
+             + ", ".join(f"{k} {v:,}" for k, v in entry["status"].items()),
              "splits: " + ", ".join(f"{s} {entry['splits'][s]:,} ({entry['runs'][s]:,} runs)"
                                     for s in SPLIT_NAMES if s in entry["splits"]),
-             f"dataset hash: {entry['dataset_hash']}", reproducibility_line(entry), *machine_lines(entry.get("machines"))]
+             f"dataset hash: {entry['dataset_hash']}", reproducibility_line(entry),
+             *machine_lines(entry.get("machines"))]
     ok = frame[frame["status"] == "ok"]
-    lines.append(f"{metric} by epoch (ok rows):".ljust(36) + f"min    q25    median q75    max    histogram {low:g}..{high:g}")
+    lines.append(f"{metric} by epoch (ok rows):".ljust(36)
+                 + f"min    q25    median q75    max    histogram {low:g}..{high:g}")
     for epoch, group in ok.groupby("epoch"):
         q = np.quantile(group[metric], [0, 0.25, 0.5, 0.75, 1])
         lines.append(f"  epoch {epoch:>4} ({len(group):>6,} rows)          " + " ".join(f"{v:.3f}" for v in q)

@@ -200,7 +200,8 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
     plans = {spec.name: plan_runs(spec) for spec in specs}
     for spec in specs:
         check_complete(spec, plans[spec.name], staged, allow_incomplete, folder)
-    machines = read_machines(folder) or packing_machine()  # who trained it (`zoo.distributed.machine`); read before writing
+    # who trained it (`zoo.distributed.machine`); read before writing
+    machines = read_machines(folder) or packing_machine()
     try:
         entries = {spec.name: {**pack_config(spec, folder, staging, max_shard_bytes, plans[spec.name], staged),
                                "machines": machines, "reproducibility": record(spec.training.reproducibility)}

@@ -71,7 +71,8 @@ class Machine:
                 raise SchemaError(where, f"{key}.{name}", f"expected one line of at most {MAX_LINE} characters")
         for index, model in enumerate(self.gpu_models):
             if len(model) > MAX_LINE or "\n" in model:
-                raise SchemaError(where, f"{key}.gpu_models[{index}]", f"expected one line of at most {MAX_LINE} characters")
+                raise SchemaError(where, f"{key}.gpu_models[{index}]",
+                                  f"expected one line of at most {MAX_LINE} characters")
         if self.checkpoints is not None and self.checkpoints < 0:
             raise SchemaError(where, f"{key}.checkpoints", f"expected a non-negative count, got {self.checkpoints}")
         if self.role not in ("trained", "packed"):

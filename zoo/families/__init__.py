@@ -5,7 +5,7 @@ imports no family: the registry imports the built-in ones, `cnn`, `inr`, `transf
 `pooled_cnn` (import-only), by name on its first read); they are re-exported here.
 """
 
-from zoo.families.base import (  # noqa: F401
+from zoo.families.base import (  # noqa: F401 (re-exported: the family contract and registry)
     FAMILIES,
     CheckpointResult,
     MemberSize,

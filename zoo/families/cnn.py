@@ -33,7 +33,8 @@ from zoo.validation.domains import Classes, Coefficient, Fraction, LearningRate,
 from zoo.families.base import CheckpointResult, Family, MemberSize, register_family
 from zoo.training.population import populations, train_classifier_population
 from zoo.training.draws import solo_draws
-from zoo.training.train import CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator, train_classifier
+from zoo.training.train import (CLASSIFICATION_METRICS, OPTIMIZERS, evaluate_sets, run_train_subset, seeded_generator,
+                                train_classifier)
 from zoo.symmetry.feedforward import FeedforwardSymmetry
 from zoo.weightspace import WeightSpace
 
@@ -143,13 +144,13 @@ def _grouped_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, str
     weight gradient and input gradient are bitwise the same whatever K and its position are; a
     single group takes another kernel, so a population of one gets an inert all-zero partner.
     """
-    K, O = weight.shape[:2]
-    weight, bias = weight.reshape(K * O, *weight.shape[2:]), bias.reshape(K * O)
+    K, out_channels = weight.shape[:2]
+    weight, bias = weight.reshape(K * out_channels, *weight.shape[2:]), bias.reshape(K * out_channels)
     if K == 1:  # the partner's zeros get no gradient and add exact zeros to nothing
         h = torch.cat([h, torch.zeros_like(h)], dim=1).contiguous(memory_format=torch.channels_last)
         weight, bias = torch.cat([weight, torch.zeros_like(weight)]), torch.cat([bias, torch.zeros_like(bias)])
     out = F.conv2d(h, weight, bias, stride, padding, groups=max(K, 2))
-    return out[:, :O] if K == 1 else out
+    return out[:, :out_channels] if K == 1 else out
 
 
 def _windows(size: int, k: int, stride: int) -> list[slice]:
@@ -201,13 +202,13 @@ def _unfold_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stri
     its own matrix products and sums, of the same shapes whatever K is, so a member gets the
     same bits alone and in a population of any size.
     """
-    K, O, C, k, _ = weight.shape
+    K, out_channels, C, k, _ = weight.shape
     if padding:
         h = F.pad(h, (0, 0, padding, padding, padding, padding))
     patches = _Patches.apply(h, k, stride).expand(K, -1, -1)  # (K, C*k*k, H'*W'*B); a shared input's are one copy
-    out = torch.baddbmm(bias.unsqueeze(2), weight.reshape(K, O, C * k * k), patches)  # (K, O, H'*W'*B)
+    out = torch.baddbmm(bias.unsqueeze(2), weight.reshape(K, out_channels, C * k * k), patches)  # (K, O, H'*W'*B)
     height, width = (h.shape[2] - k) // stride + 1, (h.shape[3] - k) // stride + 1
-    return out.view(K, O, height, width, h.shape[4])
+    return out.view(K, out_channels, height, width, h.shape[4])
 
 
 def _activate(h: torch.Tensor, activations: list[str], width: int, member_dim: bool = False) -> torch.Tensor:

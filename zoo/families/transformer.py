@@ -51,7 +51,8 @@ from zoo.families.base import CheckpointResult, Family, MemberSize, register_fam
 from zoo.training.population import populations
 from zoo.symmetry.attention import AttentionSymmetry
 from zoo.training.draws import solo_draws
-from zoo.training.train import (CLASSIFICATION_METRICS, batch_starts, evaluate, evaluate_sets, run_train_subset, seeded_generator,
+from zoo.training.train import (CLASSIFICATION_METRICS, batch_starts, evaluate, evaluate_sets, run_train_subset,
+                                seeded_generator,
                        steps_per_epoch)
 from zoo.weightspace import WeightSpace
 
@@ -127,11 +128,13 @@ class TransformerFamily(Family):
             from zoo.data.text import checked_word_embeddings, load_text_task_data
 
             checked_word_embeddings(arch.word_embeddings, arch.d_model, source_sha256=arch.word_embeddings_sha256,
-                                    reduced_sha256=arch.reduced_embeddings_sha256, tokenizer_sha256=arch.tokenizer_sha256)
+                                    reduced_sha256=arch.reduced_embeddings_sha256,
+                                    tokenizer_sha256=arch.tokenizer_sha256)
             data = load_text_task_data(spec.dataset, arch.max_length, arch.word_embeddings)
             found, expected = tuple(data.train.x.shape[1:]), (arch.max_length,)
         if found != expected or data.num_classes != arch.num_classes:
-            raise ValueError(f"{spec.name}: architecture ({arch.input}) expects inputs {expected} and {arch.num_classes} "
+            raise ValueError(f"{spec.name}: architecture ({arch.input}) expects inputs {expected} and "
+                             f"{arch.num_classes} "
                              f"classes; {spec.dataset.name} has {found} and {data.num_classes}")
         return data
 
@@ -181,7 +184,8 @@ class TransformerFamily(Family):
         def checkpoint_metrics(validation: tuple[float, float]) -> dict[str, float]:
             train_loss, train_accuracy = evaluate(model, eval_train, eval_batch)
             test_loss, test_accuracy = evaluate(model, data.test, eval_batch)
-            return dict(zip(CLASSIFICATION_METRICS, (train_loss, train_accuracy, *validation, test_loss, test_accuracy)))
+            return dict(zip(CLASSIFICATION_METRICS,
+                            (train_loss, train_accuracy, *validation, test_loss, test_accuracy)))
 
         def score(validation: tuple[float, float]) -> tuple[float, float]:  # higher accuracy, then lower loss
             loss, accuracy = validation

@@ -62,13 +62,16 @@ class TransformerArchitecture:
 
     def validate(self, where: str, key: str) -> None:
         if self.d_model % 2:
-            raise SchemaError(where, f"{key}.d_model", f"the sinusoidal encoding needs an even width, got {self.d_model}")
+            raise SchemaError(where, f"{key}.d_model",
+                              f"the sinusoidal encoding needs an even width, got {self.d_model}")
         if self.input == "image_patches" and self.image_size % self.patch_size:
-            raise SchemaError(where, f"{key}.patch_size", f"must divide image_size {self.image_size}, got {self.patch_size}")
+            raise SchemaError(where, f"{key}.patch_size",
+                              f"must divide image_size {self.image_size}, got {self.patch_size}")
         if self.input == "word_embeddings":
             for name in ("word_embeddings", "word_embeddings_sha256", "reduced_embeddings_sha256", "tokenizer_sha256"):
                 if not getattr(self, name):
-                    raise SchemaError(where, f"{key}.{name}", "required for input word_embeddings (see zoo/data/text.py)")
+                    raise SchemaError(where, f"{key}.{name}",
+                                      "required for input word_embeddings (see zoo/data/text.py)")
 
     @property
     def num_tokens(self) -> int:
@@ -182,7 +185,8 @@ class SmallTransformer(nn.Module):
         super().__init__()
         self.dropout = dropout
         self.embedding = PatchEmbedding(arch) if arch.input == "image_patches" else WordEmbedding(arch)
-        self.register_buffer("positional_encoding", sinusoidal_encoding(arch.num_tokens, arch.d_model), persistent=False)
+        self.register_buffer("positional_encoding", sinusoidal_encoding(arch.num_tokens, arch.d_model),
+                             persistent=False)
         self.encoder = nn.ModuleList(EncoderBlock(arch) for _ in range(arch.num_blocks))
         self.classifier = Classifier(arch)
 

@@ -10,8 +10,6 @@ import dataclasses
 import math
 from typing import Literal
 
-import torch
-import torch.nn.functional as F
 
 from zoo.validation.domains import Coefficient, Count, FinalLearningRate, Fraction, LearningRate, Probability, Scale
 

@@ -232,7 +232,7 @@ def publish(folder: str | Path, repo_id: str, *, token: str | None = None, priva
         tag_existed = tag_commit(api, repo_id, tag, commit.oid)
     except PublishError:
         raise
-    except Exception as error:  # noqa: BLE001: the Hub's failures become one line; anything else propagates
+    except Exception as error:  # the Hub's failures become one line; anything else propagates
         failure = hub_failure(error, str(endpoint))
         if failure is None:
             raise

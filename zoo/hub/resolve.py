@@ -131,7 +131,8 @@ def _snapshot(repo: str, revision: str | None, config: str | None) -> Path:
         offline = "offline mode is on (HF_HUB_OFFLINE=1)" if constants.is_offline_mode() else "the Hub is unreachable"
         raise HubDataError(f"{where}: revision {revision or 'main'!r} of dataset repo {repo} is not in the Hugging "
                            f"Face cache ({constants.HF_HUB_CACHE}) and {offline}, and no local folder {repo} "
-                           "exists; give an existing zoo folder, or download the repo once with network access") from None
+                           "exists; give an existing zoo folder, or download the repo once "
+                           "with network access") from None
     except RevisionNotFoundError:
         raise HubDataError(f"{where}: dataset repo {repo} has no revision {revision!r} (expected a branch, a tag "
                            "or a commit sha)") from None

@@ -130,7 +130,7 @@ def _copy(source: BinaryIO, target: Path, declared: int, archive: Path, name: st
 def _declared_members(archive: Path, raw: BinaryIO) -> None:
     """The member count the end of the central directory declares, checked before zipfile lists them all."""
     with reading(archive, expected="a readable archive"):
-        end = zipfile._EndRecData(raw)  # noqa: SLF001 (the record zipfile itself reads first)
+        end = zipfile._EndRecData(raw)  # private, but the record zipfile itself reads first
     if end is not None and end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS:
         raise InputError(f"{archive}: declares {end[zipfile._ECD_ENTRIES_TOTAL]:,} members; at most {MAX_MEMBERS:,}")
 

@@ -95,7 +95,8 @@ def _mnist_members(source: Path) -> list[Member]:
         match = _MNIST_FOLDER.fullmatch(folder.name)
         if match is None:
             raise InputError(f"{folder}: expected mnist_png_<train|test|training|testing>_<label>_<id>")
-        files = [f for f in files_below(source, folder) if f.suffix == ".pth"]  # as the reference's mnist_png_*/**/*.pth
+        files = [f for f in files_below(source, folder)
+                 if f.suffix == ".pth"]  # as the reference's mnist_png_*/**/*.pth
         if files and not is_regular(files[0]):
             raise InputError(f"{files[0]}: not a regular file (a link, folder, pipe or device); expected a state dict")
         if [f.relative_to(folder).as_posix() for f in files] != ["checkpoints/model_final.pth"]:

@@ -115,7 +115,8 @@ def _dataset_name(source: Path, given: str | None) -> str:
     return FOLDER_DATASETS[match.group(1)]
 
 
-def read_state_dict(path: Path, keys: list[tuple[str, str]], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+def read_state_dict(path: Path, keys: list[tuple[str, str]],
+                    shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
     """Our tensor name -> float32 array of the state dict at `path` (loaded as tensors only, never
     unpickling code); a missing, extra or misshapen key is an error naming the file."""
     state = load_state_dict(path, MAX_STATE_DICT_BYTES)
@@ -245,7 +246,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     if augmentations:
         augmented = base["train"] + [m for fit in fits[1:] for m in ids(fit, "train")]
         split_sets["nfn-aug"] = SplitSet(
-            f"classify_siren.py with extra_aug={augmentations}: the base train fits, then aug0..aug{augmentations - 1}'s "
+            f"classify_siren.py with extra_aug={augmentations}: the base train fits, then "
+            f"aug0..aug{augmentations - 1}'s "
             f"fits below {validation_point} in index order (ConcatDataset order); validation and test as nfn",
             {"train": augmented, "validation": base["validation"], "test": base["test"]})
     conversions = [

@@ -32,8 +32,8 @@ class NpyMatrix:
 
     def read(self, start: int, stop: int) -> np.ndarray:
         count = (stop - start) * self.columns
-        with open_regular(self.path, "weights file", follow=False) as handle, reading(self.path, f"rows {start}-{stop - 1}",
-                                                                        "a readable .npy matrix"):
+        with (open_regular(self.path, "weights file", follow=False) as handle,
+              reading(self.path, f"rows {start}-{stop - 1}", "a readable .npy matrix")):
             handle.seek(self.offset + start * self.columns * self.dtype.itemsize)
             buffer = bytearray(count * self.dtype.itemsize)
             got = handle.readinto(buffer)

@@ -38,7 +38,7 @@ import tarfile
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from zoo.storage.nofollow import confine
 from zoo.validation.bounds import MAX_MEMBER_LAYERS

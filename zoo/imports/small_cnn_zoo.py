@@ -52,7 +52,7 @@ import pyarrow as pa
 
 from zoo.dataset.evaluation import EVALUATION_SIDECAR, read_evaluation_sidecar
 from zoo.imports import register_importer
-from zoo.imports.npy import NpyMatrix, open_npy  # noqa: F401  (open_npy: this module's name, kept)
+from zoo.imports.npy import NpyMatrix, open_npy
 from zoo.imports.reading import as_float, as_int64, first_repeat, reading, within
 from zoo.imports.small_cnn_zoo_splits import NFN_FINAL_STEP, SPLIT_RULES, read_nfn_split_file, split_positions
 from zoo.imports.small_cnn_zoo_splits import nfn_split_positions  # noqa: F401  (its old home's name, kept)
@@ -138,7 +138,8 @@ def read_layout(path: Path) -> list[LayoutEntry]:
         if not (row["varname"].endswith("kernel:0") or row["varname"].endswith("bias:0")):
             raise InputError(f"{where}: a variable must end in kernel:0 or bias:0")
         if end - start != math.prod(shape) or start < 0 or any(n <= 0 for n in shape):
-            raise InputError(f"{where}: [{start}, {end}) holds {end - start} values, its shape {shape} {math.prod(shape)}")
+            raise InputError(f"{where}: [{start}, {end}) holds {end - start} values, its shape {shape} "
+                             f"{math.prod(shape)}")
         entries.append(LayoutEntry(row["varname"], start, end, shape))
     return entries
 
@@ -252,7 +253,8 @@ def _identities(frame, path: Path, run_ids: list[str]) -> tuple[list[int], list[
     repeat = first_repeat(zip(run_ids, steps))
     if repeat is not None:
         first, second = repeat
-        raise InputError(f"{path}: rows {first} and {second} are both modeldir {modeldirs[first]}, step {steps[first]}; "
+        raise InputError(f"{path}: rows {first} and {second} are both modeldir {modeldirs[first]}, step "
+                         f"{steps[first]}; "
                          "a checkpoint appears once")
     return steps, seeds
 
@@ -270,7 +272,8 @@ def _chunks(matrix: NpyMatrix, frame, mapping, run_ids, split_of, hparam_types, 
     for start in range(0, matrix.rows, CHUNK_ROWS):
         stop = min(start + CHUNK_ROWS, matrix.rows)
         block = matrix.read(start, stop)  # (N, 4970)
-        tensors = {name: _to_torch(block[:, e.start:e.end].reshape(stop - start, *e.shape)) for name, e in mapping.items()}
+        tensors = {name: _to_torch(block[:, e.start:e.end].reshape(stop - start, *e.shape))
+                   for name, e in mapping.items()}
         finite = np.isfinite(block).all(axis=1)
         by_split: dict[str, list[int]] = {}
         rows_of: dict[int, dict] = {}
@@ -319,7 +322,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
     layout = read_layout(within(source, source / LAYOUT))
     if sum(e.end - e.start for e in layout) != matrix.columns or space.num_params != matrix.columns:
         raise InputError(f"{source / LAYOUT}: covers {sum(e.end - e.start for e in layout):,} values; a row of "
-                         f"{source / WEIGHTS} has {matrix.columns:,} and the released architecture {space.num_params:,}")
+                         f"{source / WEIGHTS} has {matrix.columns:,} and the released architecture "
+                         f"{space.num_params:,}")
     mapping = match_layout(layout, space, source / LAYOUT)
     run_ids = _runs(frame, dataset)
     steps, seeds = _identities(frame, source / METRICS, run_ids)
@@ -335,7 +339,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
         order = read_nfn_split_file(split_file, matrix.rows)
         activations = frame[HPARAM_COLUMNS["activation"]].astype(str).tolist()
         for set_name, positions in split_positions(order, steps, activations, dataset, nfn_final_step).items():
-            ids = {split: [checkpoint_id(run_ids[row], int(steps[row])) for row in rows] for split, rows in positions.items()}
+            ids = {split: [checkpoint_id(run_ids[row], int(steps[row])) for row in rows]
+                   for split, rows in positions.items()}
             split_sets[set_name] = SplitSet(SPLIT_RULES[set_name].description.format(step=nfn_final_step), ids)
 
     hints = typing.get_type_hints(family.HParams)

@@ -70,7 +70,8 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
     config = resolve_config(manifest, config, folder)
     entry = manifest["configs"][config]
     if entry["family"] != "cnn":
-        raise InputError(f"{folder}: config {config} is a {entry['family']} zoo; the Small CNN Zoo layout holds cnn zoos")
+        raise InputError(f"{folder}: config {config} is a {entry['family']} zoo; the Small CNN Zoo "
+                         "layout holds cnn zoos")
     dataset = entry["spec"]["dataset"]["name"]
     if dataset not in OUR_TO_SOURCE_DATASET:
         raise InputError(f"{folder}: config {config} was trained on {dataset}; the Small CNN Zoo layout names "
@@ -92,7 +93,8 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
             header_at = None
             for path in entry_paths(folder, entries):
                 batch, metadata = read_weights([path]), _read_metadata([path])
-                keep = np.array([m != checkpoint_id(r, "best") for m, r in zip(metadata["model_id"], metadata["run_id"])],
+                keep = np.array([m != checkpoint_id(r, "best")
+                                 for m, r in zip(metadata["model_id"], metadata["run_id"])],
                                 dtype=bool)
                 if space is None:
                     space = batch.space
@@ -147,7 +149,8 @@ def _check_released(folder: Path, config: str, entry: dict) -> None:
         differs = {k: ours[k] for k in released if ours.get(k) != released[k]}
         if differs:
             raise InputError(f"{folder}: config {config} has {differs}; the Small CNN Zoo layout holds the released "
-                             f"model ({ {k: released[k] for k in differs} }), so its rows would compute another function")
+                             f"model ({ {k: released[k] for k in differs} }), so its rows would compute "
+                             "another function")
 
 
 def _write_metrics(metadata, path: Path, dataset: str, entry: dict) -> None:

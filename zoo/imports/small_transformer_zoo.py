@@ -142,7 +142,8 @@ def read_state_dict(path: Path, shapes: dict[str, tuple[int, ...]], positional) 
     return {name: state[name].detach().to(torch.float32).numpy() for name in shapes}
 
 
-def nfn_split_positions(frame, accuracy: str, cut_off: float = NFN_CUT_OFF, seed: int = NFN_SEED) -> dict[str, list[int]]:
+def nfn_split_positions(frame, accuracy: str, cut_off: float = NFN_CUT_OFF,
+                        seed: int = NFN_SEED) -> dict[str, list[int]]:
     """Row positions of `frame` per split, as `SmallTransformerZooDataset.load_from_csv` orders them."""
     keep = np.array(frame["ckpt_epoch"].astype(str) == NFN_EPOCH, dtype=bool)
     if cut_off > 0:
@@ -185,7 +186,8 @@ def _best_rows(frame, root: Path, dataset: str, csv_path: Path):
     if not missing:
         return frame, moved, []
     example = ascii(str(frame.iloc[missing[0]]["ckpt_file"]))[1:-1][:160]
-    note = (f"skipped {len(missing)} best-checkpoint row(s) of {csv_path.name} whose file is not in the folder (e.g. row "
+    note = (f"skipped {len(missing)} best-checkpoint row(s) of {csv_path.name} whose file is not in the "
+            "folder (e.g. row "
             f"{missing[0]}: {example}); the reference loader never opens best rows (it keeps ckpt_epoch 75)")
     return frame.drop(frame.index[missing]).reset_index(drop=True), moved, [note]
 
@@ -198,7 +200,8 @@ def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of,
         by_split = BySplit(shapes)
         for position in range(start, min(start + CHUNK_ROWS, len(frame))):
             record = frame.iloc[position]
-            where = f"{root / 'metadata' / (name + '.csv')}: row {position} ({ascii(str(record['ckpt_file']))[1:-1][:120]})"
+            shown = ascii(str(record["ckpt_file"]))[1:-1][:120]
+            where = f"{root / 'metadata' / (name + '.csv')}: row {position} ({shown})"
             path = source_path(root, str(record["ckpt_file"]), where)
             key, epoch = _epoch(str(record["ckpt_epoch"]), where)
             if EPOCH_COLUMN in frame.columns:
@@ -228,14 +231,14 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
                cut_off: float = NFN_CUT_OFF, max_shard_bytes: int = 64 * 2**20) -> dict:
     """Imports data set `dataset` (default: the only `metadata/<name>.csv`) of the Small Transformer
     Zoo folder `source` as config `config` (default small-transformer-zoo-<name>) of `out`."""
-    import pandas as pd
 
     from zoo.families import create_family
     from zoo.families.transformer_model import sinusoidal_encoding
 
     root = Path(source)
     if not within(root, root / "metadata").is_dir():
-        raise InputError(f"{root}: no metadata/ folder (the Small Transformer Zoo holds metadata/<name>.csv and <name>/)")
+        raise InputError(f"{root}: no metadata/ folder (the Small Transformer Zoo holds "
+                         "metadata/<name>.csv and <name>/)")
     names = sorted(p.stem for p in listing(root, root / "metadata") if p.suffix == ".csv")
     if dataset is None:
         if len(names) != 1:
@@ -307,8 +310,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
                   "files": [f"metadata/{dataset}.csv", f"{dataset}/<run>_<epoch>_<acc>.pt"],
                   "conversions": conversions, "skipped": skipped,
                   "verified": "the layout, the keys, the shapes and the split rule are checked against the reference "
-                              "code and fixture folders, not against the released files (not reachable here); the licence "
-                              "is the code repository's (MIT): the zoo's own terms are not stated"}
+                              "code and fixture folders, not against the released files (not reachable here); the "
+                              "licence is the code repository's (MIT): the zoo's own terms are not stated"}
     hints = typing.get_type_hints(family.HParams)
     imported = ImportedConfig(name=name, family="transformer", architecture=architecture, spec=spec, source=provenance,
                               extra_columns={"ckpt_epoch": pa.string(), "ckpt_file": pa.string(),
@@ -322,7 +325,8 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
 def _flags(architecture: dict) -> dict[str, int]:
     return {"n_channels": architecture["in_channels"], "image_size": architecture["image_size"],
             "patch_size": architecture["patch_size"], "embed_dim": architecture["d_model"],
-            "n_attention_heads": architecture["num_heads"], "forward_mul": architecture["mlp_dim"] // architecture["d_model"],
+            "n_attention_heads": architecture["num_heads"],
+            "forward_mul": architecture["mlp_dim"] // architecture["d_model"],
             "n_layers": architecture["num_blocks"], "n_classes": architecture["num_classes"]}
 
 
@@ -373,7 +377,8 @@ def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None
                 file = f"{row.run_id}_{epoch}_{accuracy}.pt"
                 tensors = {POSITIONAL: positional.clone(), **{k: v.clone() for k, v in state.items()}}
                 torch.save(tensors, scratch / "mnist" / file)
-                rows.append({"seed": int(row.seed), **{theirs: getattr(row, ours) for ours, theirs in HPARAM_COLUMNS.items()},
+                rows.append({"seed": int(row.seed),
+                             **{theirs: getattr(row, ours) for ours, theirs in HPARAM_COLUMNS.items()},
                              **{k: getattr(row, k) for k in FIXED_HPARAMS}, **_flags(architecture), "dataset": "mnist",
                              "ckpt_epoch": epoch, "ckpt_file": f"mnist/{file}", "test_top1_accuracy": row.test_accuracy,
                              **{m: getattr(row, m) for m in OPTIONAL_METRICS}, EPOCH_COLUMN: int(row.epoch)})

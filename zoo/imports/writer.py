@@ -197,7 +197,8 @@ def _split_set_entry(out: Path, folder_name: str, building: Path, name: str, spl
             "shards": [shard for shard, ids in holders.items() if not listed.isdisjoint(ids)]}
 
 
-def write_import(out: str | Path, config: ImportedConfig, chunks: Iterator[tuple[str, list[dict], dict[str, np.ndarray]]],
+def write_import(out: str | Path, config: ImportedConfig,
+                 chunks: Iterator[tuple[str, list[dict], dict[str, np.ndarray]]],
                  total: int, *, max_shard_bytes: int = 64 * 2**20) -> dict:
     """Writes `chunks` of (split, metadata rows, {tensor: (N, *shape) array}) as config `config.name`
     of the zoo folder `out` (others already there are kept); returns the manifest.

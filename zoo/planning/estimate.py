@@ -16,7 +16,8 @@ from zoo.validation.inputs import InputError, read_json_file
 from zoo.planning.plan_size import plan_size
 from zoo.planning.spec import ZooSpec
 
-THROUGHPUT_FILE = Path(__file__).resolve().parents[1] / "throughput.json"  # written by benchmarks.perf.generation --save
+# written by benchmarks.perf.generation --save
+THROUGHPUT_FILE = Path(__file__).resolve().parents[1] / "throughput.json"
 MAX_THROUGHPUT_BYTES = 2**20  # a few entries per device
 ROW_OVERHEAD_BYTES = 2048  # safetensors header (~1.4 KB for a small CNN) + Parquet framing + metadata columns
 
@@ -63,7 +64,8 @@ def estimate(spec: ZooSpec) -> Estimate:
 def source(rate: dict) -> str:
     """How a recorded rate was obtained: its GFLOP/s, where, with which draws, and when."""
     parts = [f"at {rate['flops_per_second'] / 1e9:,.1f} GFLOP/s"]
-    parts += [str(rate[key]) if key != "rng" else f"training.rng {rate[key]}" for key in ("where", "rng") if key in rate]
+    parts += [str(rate[key]) if key != "rng" else f"training.rng {rate[key]}"
+              for key in ("where", "rng") if key in rate]
     parts.append(f"measured {rate.get('measured', 'at an unrecorded date')} by make bench-generation")
     return ", ".join(parts)
 

@@ -22,7 +22,7 @@ import math
 import typing
 from typing import Any
 
-from zoo.validation.bounds import MAX_PLANNED_CHECKPOINTS, MAX_PLANNED_RUNS  # noqa: F401 (importable from here too)
+from zoo.validation.bounds import MAX_PLANNED_CHECKPOINTS, MAX_PLANNED_RUNS
 from zoo.validation.domains import Seed, Size, base_type, domain_of
 from zoo.validation.schema import DomainError, SchemaError, convert, type_hints
 
@@ -50,7 +50,8 @@ class SampledAxis:
             raise SchemaError(where, f"{key}.choice", "empty axis; expected at least one value")
         if given[0] != "choice":
             if len(values) != 2 or not values[0] <= values[1]:
-                raise SchemaError(where, f"{key}.{given[0]}", f"expected [low, high] with low <= high, got {list(values)}")
+                raise SchemaError(where, f"{key}.{given[0]}",
+                                  f"expected [low, high] with low <= high, got {list(values)}")
             if given[0] == "log_uniform" and values[0] <= 0:
                 raise SchemaError(where, f"{key}.log_uniform", f"expected positive bounds, got {list(values)}")
 
@@ -216,7 +217,8 @@ def check_hyperparameters(hparams_cls: type, space: SearchSpace, where: str) -> 
     for name in sorted(space.names() - required):
         raise SchemaError(where, f"search_space: {name}", f"unknown hyperparameter; expected one of {sorted(required)}")
     for name in sorted(required - space.names()):
-        raise SchemaError(where, f"search_space: {name}", "hyperparameter not set; give it in fixed, grid, grids or sampled.axes")
+        raise SchemaError(where, f"search_space: {name}",
+                          "hyperparameter not set; give it in fixed, grid, grids or sampled.axes")
     for name, value in space.fixed.items():
         convert(hints[name], value, where, f"search_space.fixed.{name}")
     sections = [("search_space.grid", space.grid)]

@@ -41,7 +41,7 @@ from zoo.validation.domains import Count, Fraction, Seed, Size, base_type
 from zoo.validation.inputs import NAME, InputError, load_yaml, name_problem
 from zoo.validation.schema import SchemaError, from_data, to_data, type_hints
 # the search space lives in its own module; its names are part of this module's interface
-from zoo.planning.search_space import (  # noqa: F401
+from zoo.planning.search_space import (  # noqa: F401 (re-exported: part of this module's interface)
     GridRange,
     SampledAxis,
     SampledSpace,
@@ -160,9 +160,11 @@ class SplitSpec:
             return
         unknown = sorted(set(self.fractions) - set(SPLIT_NAMES))
         if unknown:
-            raise SchemaError(where, f"{key}.fractions.{unknown[0]}", f"unknown split; expected one of {list(SPLIT_NAMES)}")
+            raise SchemaError(where, f"{key}.fractions.{unknown[0]}",
+                              f"unknown split; expected one of {list(SPLIT_NAMES)}")
         if any(f <= 0 for f in self.fractions.values()) or abs(sum(self.fractions.values()) - 1) > 1e-9:
-            raise SchemaError(where, f"{key}.fractions", f"expected positive fractions summing to 1, got {self.fractions}")
+            raise SchemaError(where, f"{key}.fractions",
+                              f"expected positive fractions summing to 1, got {self.fractions}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,7 +226,8 @@ LEGACY_TRAINING = {"keep_best": False, "drop_last": False, "rng": "torch-generat
 
 def hashed_training(training: dict) -> dict:
     """A spec's `training` data as hashes see it: options at their `LEGACY_TRAINING` value left out."""
-    return {key: value for key, value in training.items() if key not in LEGACY_TRAINING or LEGACY_TRAINING[key] != value}
+    return {key: value for key, value in training.items()
+            if key not in LEGACY_TRAINING or LEGACY_TRAINING[key] != value}
 
 
 def content_hash(data: Any, length: int = 20) -> str:
@@ -402,7 +405,8 @@ def load_spec(path: str | Path, profile: str | None = None, *, allow_outside_ext
     if "profile" in raw:
         raise SchemaError(where, "profile", "is set by load_spec(profile=...), not in the file")
     if profile is not None and profile not in profiles:
-        raise SchemaError(where, "profiles", f"no profile {ascii(profile)[:80]}; available: {sorted(map(str, profiles))}")
+        raise SchemaError(where, "profiles",
+                          f"no profile {ascii(profile)[:80]}; available: {sorted(map(str, profiles))}")
     specs = {None: from_data(ZooSpec, raw, where)}
     for name, overrides in profiles.items():
         if not isinstance(overrides, dict):

@@ -13,14 +13,14 @@ Every shard also has a fast checksum, `xxh3_128` (XXH3's 128-bit hash, ~20 GiB/s
 sha256's ~1.4 here), written in the same read as its sha256 (`file_checksums`). A load checks that
 one: `zoo.loader.load_split` hashes each shard in the same pass that copies its pages, block by
 block while they are in cache (`hash_while_using`), and returns nothing unless every digest
-matches; otherwise, and for any other reader, `check_shards` hashes first. Either way a checked
-load runs near the unchecked one's speed (`make bench-loading`). sha256 stays the checksum of record: the dataset hash is made of it,
-`nfnzoo verify --full` and `nfnzoo publish` check it, and a manifest written before the fast
-checksum existed is checked by sha256 alone. XXH3 catches any corruption, truncation or
-replacement by accident; it is not a cryptographic hash, so a shard crafted to collide with
-another's xxh3 would pass a load and fail `verify --full`. Every benchmark load checks every
-shard it reads and nothing is cached. `zoo.loader.load_split(..., check=False)` skips it for callers that
-have just checked. `read_named` turns Arrow's errors on an unreadable shard ("Parquet magic
+matches; otherwise, and for any other reader, `check_shards` hashes first. Either way a checked load
+runs near the unchecked one's speed (`make bench-loading`). sha256 stays the checksum of record: the
+dataset hash is made of it, `nfnzoo verify --full` and `nfnzoo publish` check it, and a manifest
+written before the fast checksum existed is checked by sha256 alone. XXH3 catches any corruption,
+truncation or replacement by accident; it is not a cryptographic hash, so a shard crafted to collide
+with another's xxh3 would pass a load and fail `verify --full`. Every benchmark load checks every
+shard it reads and nothing is cached. `zoo.loader.load_split(..., check=False)` skips it for callers
+that have just checked. `read_named` turns Arrow's errors on an unreadable shard ("Parquet magic
 bytes not found"), which do not say which file, into one that does.
 
 `read_named` is also where every reader (`nfnzoo info`, the loaders, `bench run`) opens a shard,
@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
@@ -42,9 +41,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
-from zoo.storage.declared_sizes import (check_declared_sizes, declared_rows,  # noqa: F401 (re-exported)
+from zoo.storage.declared_sizes import (check_declared_sizes, declared_rows,
                                         declared_size_problem)
-from zoo.storage.shard_file import (CorruptShardError, open_regular,  # noqa: F401 (re-exported)
+from zoo.storage.shard_file import (CorruptShardError, open_regular,
                                     regular_file_problem)
 from zoo.storage.manifest import shard_path
 

@@ -47,7 +47,8 @@ def shard_path(folder: str | Path, relative: Any, what: str) -> Path:
         if not (lexical and folder.parent.name == "snapshots" and (cache / "blobs").is_dir()
                 and name_problem(folder.name) is None):
             raise
-        confine(cache, f"snapshots/{folder.name}/{relative}", what, follow=True)  # the blob it links to is in this repo's cache
+        confine(cache, f"snapshots/{folder.name}/{relative}", what,
+                follow=True)  # the blob it links to is in this repo's cache
         return folder / relative
 
 

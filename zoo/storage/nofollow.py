@@ -173,7 +173,7 @@ def open_lock(root: str | Path, path: str | Path) -> int:
             descriptor = os.open(path, os.O_RDWR | _NOFOLLOW | os.O_NONBLOCK | _CLOEXEC)
         except FileNotFoundError:
             continue
-        except OSError as error:
+        except OSError:
             if os.path.islink(path):  # ELOOP: O_NOFOLLOW met a link
                 raise LinkRefused(link_message(path)) from None
             raise

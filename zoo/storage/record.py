@@ -91,7 +91,8 @@ def arrow_schema(hparams_cls: type, metrics: dict[str, type]) -> pa.Schema:
     fields = [pa.field(name, pa.int64() if name in ("epoch", "seed") else pa.string()) for name in IDENTITY_COLUMNS]
     fields += [pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(hparams_cls)]
     fields += [pa.field(name, _arrow_type(kind)) for name, kind in metrics.items()]
-    fields += [pa.field("status", pa.string()), pa.field("weights", pa.large_binary(), nullable=False)]  # REQUIRED: no level bytes in its pages
+    fields += [pa.field("status", pa.string()),
+               pa.field("weights", pa.large_binary(), nullable=False)]  # REQUIRED: no level bytes in its pages
     return pa.schema(fields)
 
 
@@ -106,7 +107,8 @@ def to_row(record: CheckpointRecord, weights: bytes | None = None) -> dict[str, 
     return row
 
 
-def from_row(row: dict[str, Any], hparam_names: typing.Iterable[str], metric_names: typing.Iterable[str]) -> CheckpointRecord:
+def from_row(row: dict[str, Any], hparam_names: typing.Iterable[str],
+             metric_names: typing.Iterable[str]) -> CheckpointRecord:
     tensors, metadata = safetensors_io.decode(row["weights"])
     family, architecture, space = parse_weights_metadata(metadata)
     weights = {name: tensors[name] for name in space.names}

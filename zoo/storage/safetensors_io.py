@@ -66,7 +66,8 @@ def _tensor_problem(name: str, info, data_bytes: int) -> str | None:
         return f"tensor {ascii(name)[:60]}: shape must be a list of non-negative integers"
     if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(n) is int for n in offsets)
             or not 0 <= offsets[0] <= offsets[1] <= data_bytes):
-        return f"tensor {ascii(name)[:60]}: data_offsets {ascii(offsets)[:60]} outside the {data_bytes}-byte data section"
+        return (f"tensor {ascii(name)[:60]}: data_offsets {ascii(offsets)[:60]} outside the "
+                f"{data_bytes}-byte data section")
     size = math.prod(shape) * np.dtype(NUMPY_DTYPES[info["dtype"]]).itemsize  # Python ints: no overflow
     if size != offsets[1] - offsets[0]:
         return (f"tensor {ascii(name)[:60]}: shape {shape[:8]} needs {size:,} bytes, data_offsets give "

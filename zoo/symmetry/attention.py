@@ -122,7 +122,8 @@ class AttentionSymmetry:
                    if name not in self._index]
         if self.num_blocks == 0 or missing or "classifier.fc1.weight" not in self._index:
             raise ValueError("not a transformer-family weight space: expected encoder.<b>.attention.{queries,keys,"
-                             f"values,out_projection}}.weight, encoder.<b>.fc1/fc2 and classifier.fc1; missing {missing}")
+                             f"values,out_projection}}.weight, encoder.<b>.fc1/fc2 and classifier.fc1; "
+                             f"missing {missing}")
 
     @functools.cached_property
     def _index(self) -> dict[str, int]:
@@ -157,7 +158,8 @@ class AttentionSymmetry:
             return tuple(torch.arange(size).expand(batch_size, size).clone() for _ in range(n))
 
         def eye(size: int) -> tuple[torch.Tensor, ...]:
-            return tuple(torch.eye(size, dtype=torch.float64).expand(batch_size, h, size, size).clone() for _ in range(n))
+            return tuple(torch.eye(size, dtype=torch.float64).expand(batch_size, h, size, size).clone()
+                         for _ in range(n))
 
         return AttentionElement(arange(h), eye(s["d_k"]), eye(s["d_v"]), arange(s["d_model"]), arange(s["mlp"]),
                                 tuple(torch.ones(batch_size, s["mlp"], dtype=torch.float64) for _ in range(n)),

@@ -44,7 +44,8 @@ MAX_ARCHIVE_RATIO = 100  # unpacked bytes per archive byte: float weights ~1.1, 
 ARCHIVE_RATIO_SLACK_BYTES = 16 * MIB  # what any archive may unpack to whatever its ratio (a tiny fixture's CSVs)
 FREE_DISK_MARGIN_BYTES = 64 * MIB  # left free after the unpacked members and the shards written from them (as large)
 MAX_MEMBERS = 2_000_000  # members of one archive: the largest release (70,000 SIRENs) has far fewer files
-MAX_STATE_DICT_BYTES = 16 * MIB  # one released .pth/.pt, read whole: the largest real one (a transformer member) ~200 kB
+# one released .pth/.pt, read whole: the largest real one (a transformer member) ~200 kB
+MAX_STATE_DICT_BYTES = 16 * MIB
 
 # --- tables: CSV, sidecars and Parquet shards ---------------------------------------------------
 # An imported CSV (gzipped or not) is read as a stream: its decompressed bytes, its columns and its rows are
@@ -67,8 +68,10 @@ MAX_PARQUET_WEIGHTS_ROW_BYTES = 8 * MAX_MEMBER_PARAMETERS + 16 * MIB + 8  # a fl
 MAX_PARQUET_COLUMN_CHUNK_BYTES = 2 * GIB  # one column of one row group, uncompressed (real ones: under 100 MB)
 MAX_PARQUET_FOOTER_BYTES = 64 * MIB  # a shard's footer (schema and row groups' metadata): real ones are a few KB
 MAX_PARQUET_ROWS_PER_GROUP = 1_000_000  # rows of one row group: pack writes 32 MiB of weights a group (~7,000 SIRENs)
-MAX_THRIFT_CONTAINER_ELEMENTS = 2**16  # a list or map in a Parquet page header (real ones hold none; statistics hold two binaries)
-MAX_THRIFT_NESTING = 16  # structs, lists and maps inside a page header (real ones: 3, PageHeader > DataPageHeader > Statistics)
+# a list or map in a Parquet page header (real ones hold none; statistics hold two binaries)
+MAX_THRIFT_CONTAINER_ELEMENTS = 2**16
+# structs, lists and maps inside a page header (real ones: 3, PageHeader > DataPageHeader > Statistics)
+MAX_THRIFT_NESTING = 16
 
 # --- staged checkpoints and the dry run -----------------------------------------------------------
 # A plan is counted from the spec's numbers before anything is enumerated; the largest real zoo has

@@ -151,7 +151,8 @@ def _fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field]]:
 def from_data(cls: type, data: Any, where: str, key: str = "") -> Any:
     """Builds dataclass `cls` from a mapping, rejecting unknown and missing keys."""
     if not isinstance(data, dict):
-        raise SchemaError(where, key, f"expected a mapping for {cls.__name__}, got {type(data).__name__} {_shown(data)}")
+        raise SchemaError(where, key,
+                          f"expected a mapping for {cls.__name__}, got {type(data).__name__} {_shown(data)}")
     hints, fields = _fields(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:

@@ -2,13 +2,13 @@
 
 No pretrained ViT and no image dataset beyond MNIST is reachable here, so the prompt-based
 continual-learning track pretrains its own small backbone on glyphs and runs class-incremental
-learning on held-out glyph classes. The classes are the letters of the Latin, Greek and
-Cyrillic alphabets (upper and lower case); a letter whose renders in the 12 faces are too
-close to an earlier letter's (cosine similarity above `SIMILAR`: Latin A, Greek Alpha and
-Cyrillic A are one shape; so, once fitted to the canvas, are S and s, C and c, K and Cyrillic K)
-is dropped, so no two classes share a picture: 121 letters at 32 x 32. Each class is drawn in the 12 DejaVu faces (Sans, Serif and Sans Mono,
-each regular, bold, oblique or italic, and bold oblique or italic), rendered with FreeType
-(`matplotlib.ft2font`), cropped to its ink, scaled to fit 3/4 of the canvas and centred.
+learning on held-out glyph classes. The classes are the letters of the Latin, Greek and Cyrillic
+alphabets (upper and lower case); a letter whose renders in the 12 faces are too close to an earlier
+letter's (cosine similarity above `SIMILAR`: Latin A, Greek Alpha and Cyrillic A are one shape; so,
+once fitted to the canvas, are S and s, C and c, K and Cyrillic K) is dropped, so no two classes
+share a picture: 121 letters at 32 x 32. Each class is drawn in the 12 DejaVu faces (Sans, Serif and
+Sans Mono, each regular, bold, oblique or italic, and bold oblique or italic), rendered with
+FreeType (`matplotlib.ft2font`), cropped to its ink, scaled to fit 3/4 of the canvas and centred.
 `augment` then applies a random affine map per image (rotation, shear, scale, translation), drawn
 from a seeded generator.
 """
@@ -100,7 +100,8 @@ class GlyphRenders:
         stack = np.stack([np.stack([render(char, face, size) for face in faces]) for char in chosen])
         return cls(tuple(chosen), torch.from_numpy(stack).unsqueeze(2))
 
-    def sample(self, per_class: int, generator: torch.Generator, augment: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, per_class: int, generator: torch.Generator,
+               augment: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """`per_class` images of each letter (a random face each, augmented): (images, labels)."""
         classes, faces = self.images.shape[:2]
         labels = torch.arange(classes).repeat_interleave(per_class)
@@ -122,7 +123,8 @@ def augment_batch(images: torch.Tensor, generator: torch.Generator, *, degrees: 
     shift = torch.stack([uniform(-translate, translate), uniform(-translate, translate)], dim=1) * 2
     cos, sin = torch.cos(angle), torch.sin(angle)
     # the inverse map (output -> input coordinates), as grid_sample takes it
-    linear = torch.stack([torch.stack([cos, -sin + torch.tan(skew)], 1), torch.stack([sin, cos], 1)], 1) / zoom[:, None, None]
+    linear = torch.stack([torch.stack([cos, -sin + torch.tan(skew)], 1),
+                          torch.stack([sin, cos], 1)], 1) / zoom[:, None, None]
     theta = torch.cat([linear, -shift.unsqueeze(2)], dim=2)
     grid = torch.nn.functional.affine_grid(theta, list(images.shape), align_corners=False)
     return torch.nn.functional.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)

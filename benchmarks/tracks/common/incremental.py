@@ -93,7 +93,8 @@ def source_sequence(source: str, tasks: int, train_per_class: int | None, test_p
 
     train_all, test_all, classes = SOURCES.get(source)()
     rng = np.random.default_rng(seed)
-    train, test = _per_class(train_all, classes, train_per_class, rng), _per_class(test_all, classes, test_per_class, None)
+    train = _per_class(train_all, classes, train_per_class, rng)
+    test = _per_class(test_all, classes, test_per_class, None)
     if pad_to is not None:
         pad = (pad_to - train.x.shape[-1]) // 2
         train, test = (ImageData(torch.nn.functional.pad(d.x, (pad,) * 4), d.y) for d in (train, test))

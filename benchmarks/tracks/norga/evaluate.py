@@ -1,11 +1,11 @@
 """Running a continual learner over a task sequence: the accuracy matrix and task-identity accuracy.
 
-After learning task t the learner predicts every test image of tasks 0..t; `A[i, t]` is its
-accuracy on task i's test images (classes among all seen so far: class-incremental), and the
-task-identity accuracy is, after the last task, the share of all test images whose predicted
-task is their own (for learners that infer one). A learner with `final_only = True` (joint
-training) is evaluated after the last task only: its matrix has only the last column. `benchmarks.tracks.common.continual` turns the
-matrix into FAA, CAA and FFM.
+After learning task t the learner predicts every test image of tasks 0..t; `A[i, t]` is its accuracy
+on task i's test images (classes among all seen so far: class-incremental), and the task-identity
+accuracy is, after the last task, the share of all test images whose predicted task is their own
+(for learners that infer one). A learner with `final_only = True` (joint training) is evaluated
+after the last task only: its matrix has only the last column. `benchmarks.tracks.common.continual`
+turns the matrix into FAA, CAA and FFM.
 """
 
 from __future__ import annotations

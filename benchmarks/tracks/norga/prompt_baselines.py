@@ -3,10 +3,11 @@
 The query q(x) of every method is the frozen backbone's own feature (no prompts). With
 gamma(a, b) the cosine similarity:
 
-- L2P (Wang et al., CVPR 2022, Sec. 4.2-4.3, Eq. 5): a pool of M prompts P_j (L_p tokens each)
-  with keys k_j (`common.prompt_pool`); each input takes the N prompts whose keys are most
-  similar to q(x), prepended to its tokens (prompt tuning); the feature is the mean of the prompts' outputs; the loss is the
-  masked cross-entropy plus lambda * sum over the chosen keys of (1 - gamma(q, k)) (the "pull").
+- L2P (Wang et al., CVPR 2022, Sec. 4.2-4.3, Eq. 5): a pool of M prompts P_j (L_p tokens each) with
+  keys k_j (`common.prompt_pool`); each input takes the N prompts whose keys are most similar to
+  q(x), prepended to its tokens (prompt tuning); the feature is the mean of the prompts' outputs;
+  the loss is the masked cross-entropy plus lambda * sum over the chosen keys of (1 - gamma(q, k))
+  (the "pull").
 - DualPrompt (Wang et al., ECCV 2022, Sec. 4, Eq. 3-4): a shared G-prompt (prefix) in the first
   layers and one E-prompt (prefix) per task in the next, each E-prompt with a key; training uses
   the true task's E-prompt and pulls its key to q(x) (weight lambda); testing takes the E-prompt

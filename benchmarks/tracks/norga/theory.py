@@ -88,7 +88,9 @@ def regression(x: torch.Tensor, params: dict[str, torch.Tensor], gate: str, conf
 
 
 def truth(config: TheoryConfig) -> dict[str, torch.Tensor]:
-    t = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+    def t(v: list[float]) -> torch.Tensor:
+        return torch.tensor(v, dtype=torch.float64)
+
     return {"beta1": t([config.beta1]), "beta0": t([config.beta0]), "a": t([config.a]), "b": t([config.b])}
 
 

@@ -82,7 +82,10 @@ class ConstrainedHeads(nn.Module):
 
     def head_matrices(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(W, V) per head, (H, D, D) each: what the forward pass multiplies."""
-        skew = lambda t: (t - t.transpose(1, 2)) / 2  # noqa: E731
+
+        def skew(t: torch.Tensor) -> torch.Tensor:
+            return (t - t.transpose(1, 2)) / 2
+
         sym_w = torch.stack([m() for m in self.score])
         a = torch.stack([m() for m in self.value]) + skew(self.value_skew)
         return sym_w + skew(self.score_skew), torch.linalg.solve(sym_w, a)

@@ -68,7 +68,8 @@ def load_minilm():
 
 
 @torch.no_grad()
-def bert_layer_inputs(tokenizer, model, texts: Sequence[str], max_length: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+def bert_layer_inputs(tokenizer, model, texts: Sequence[str],
+                      max_length: int) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Each layer's input hidden states (B, T, D) for the texts, and the padding mask (B, T), on the
     CPU (the model reads them on its own device)."""
     batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")

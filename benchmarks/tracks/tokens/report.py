@@ -56,7 +56,8 @@ def minilm_table(study: Mapping) -> str:
         lines.append(f"| {h['layer']} | {h['head']} | {h['regime']} | {h['dimension']} | "
                      f"[{h['score_eigenvalues'][0]:.3f}, {h['score_eigenvalues'][1]:.3f}] | "
                      f"[{h['value_eigenvalues'][0]:.3f}, {h['value_eigenvalues'][1]:.3f}] | "
-                     f"{h['negative_share']:.2f} | {_number(h['energy_drift'], '.4f')} | {_number(t['growth'], '.3g')} | "
+                     f"{h['negative_share']:.2f} | {_number(h['energy_drift'], '.4f')} | "
+                     f"{_number(t['growth'], '.3g')} | "
                      f"{t['observed']} |")
     return "\n".join(lines) + "\n"
 
@@ -95,7 +96,8 @@ def zoo_table(study: Mapping) -> str:
         counts = {r: sum(m["regimes"].count(r) for m in members) for r in REGIMES}
         acc = np.array([m["test_accuracy"] for m in members])
         share = np.array([m["negative_share"] for m in members])
-        rho = spearmanr(acc, share).statistic if len(members) > 2 and acc.std() > 0 and share.std() > 0 else float("nan")
+        varied = len(members) > 2 and acc.std() > 0 and share.std() > 0
+        rho = spearmanr(acc, share).statistic if varied else float("nan")
         seen = [sum(m["first_block_observed"].count(o) for m in members) for o in OBSERVED]
         lines.append(f"| {'residual' if residual else 'plain (released)'} | {len(members)} | {counts['divergent']} | "
                      f"{counts['convergent']} | {counts['mixed']} | {counts['undecided']} | {share.mean():.3f} | "
@@ -150,7 +152,8 @@ def zoo_targets(study: Mapping):
 
     return pandas.DataFrame([{"model_id": m["model_id"], "residual": m["residual"], "split": m["split"],
                               "test_accuracy": m["test_accuracy"], "negative_share": m["negative_share"],
-                              "log10_growth": float(np.mean(np.log10(np.maximum(np.asarray(m["first_block_growth"], dtype=float), 1e-300)))),
+                              "log10_growth": float(np.mean(np.log10(np.maximum(
+                                  np.asarray(m["first_block_growth"], dtype=float), 1e-300)))),
                               "regimes": ",".join(m["regimes"])} for m in study["members"]])
 
 

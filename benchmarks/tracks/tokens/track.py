@@ -147,14 +147,16 @@ class TokenDynamicsTrack(Track):
                     predictions = [example_predictions(np.asarray(r["example_loss"]), np.asarray(r["example_correct"]),
                                                        s) for s, r in zip(seeds, runs)]
                     per_seed = [{"seed": s, "metrics": r["metrics"], "train_time_s": r["train_time_s"],
-                                 "peak_memory_mb": r.get("peak_memory_mb"), "selection": {"steps": settings.train.steps},
+                                 "peak_memory_mb": r.get("peak_memory_mb"),
+                                 "selection": {"steps": settings.train.steps},
                                  "ranking": {}} for s, r in zip(seeds, runs)]
                     written.append(write_results_files(
                         out_dir / bench.data.name / f"{method}.json", task=TASK, track=self.name, profile=profile,
                         benchmark=bench.data.name, method=method,
                         method_config={"regime": regime, "encoding": encoding,
                                        "head_regimes": [h["regime"] for h in runs[0]["head_regimes"]]},
-                        definition=defined, per_seed=per_seed, predictions=pandas.concat(predictions, ignore_index=True),
+                        definition=defined, per_seed=per_seed,
+                        predictions=pandas.concat(predictions, ignore_index=True),
                         arrays={f"example_loss_seed{s}": np.asarray(r["example_loss"]) for s, r in zip(seeds, runs)},
                         num_params=runs[0]["num_params"], hardware=runs_hardware(runs)))
         table = training_table(grouped, f"Regime training ({profile}, seeds {', '.join(map(str, seeds))})")

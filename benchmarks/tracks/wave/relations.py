@@ -63,7 +63,8 @@ class RelationSequence:
 
 def _span(entity, tokens: int, where: str, role: str) -> tuple[int, int]:
     if not (isinstance(entity, list) and len(entity) >= 3 and isinstance(entity[2], list) and entity[2]):
-        raise ValueError(f"{where}: the {role} entity must be [name, id, [[token positions], ...]], got {entity!r:.120}")
+        raise ValueError(f"{where}: the {role} entity must be [name, id, [[token positions], ...]], got "
+                         f"{entity!r:.120}")
     positions = entity[2][0]
     if not (isinstance(positions, list) and positions and all(isinstance(p, int) for p in positions)):
         raise ValueError(f"{where}: the {role} entity's first span must be a list of token positions, got "
