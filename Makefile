@@ -23,13 +23,16 @@ venv: $(STAMP)
 demo: $(STAMP)
 	HF_HOME=$$(mktemp -d) $(BIN)/python -m benchmarks.demo
 
-# The whole suite (what CI runs through .ci/run).
+# The whole suite (what CI runs through .ci/run), one pytest-xdist worker per CPU: a test module stays in
+# one worker (its module fixtures are built once); each worker starts the session's Ray cluster when its first
+# test needs it. The linter runs as a test (tests/test_lint.py).
+PYTEST_WORKERS ?= auto
 test: $(STAMP)
-	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q --durations=15
+	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 # The edit loop: everything but the tests marked slow (real Ray clusters, real training).
 test-fast: $(STAMP)
-	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -m "not slow" --durations=10
+	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" --durations=10
 
 # The documentation site into build/site (mkdocs.yml; --strict: a broken link or API object fails).
 docs: $(STAMP)

@@ -18,6 +18,7 @@ import hashlib
 import os
 import shutil
 import stat
+import time
 import types
 from pathlib import Path
 from unittest import mock
@@ -29,14 +30,25 @@ from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelet
 from zoo.planning.spec import ZooSpec, load_spec, spec_from_data
 
 
+STARTED = pytest.StashKey[float]()
+
+
+def pytest_sessionstart(session) -> None:
+    session.config.stash[STARTED] = time.monotonic()
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    """The processor the suite ran on, last in its output (also under -q): the portable mode's recorded
-    bytes (tests/zoo/test_portable_mode.py) are claimed for every processor a passing run names here."""
+    """The processor the suite ran on and its wall time, last in its output (also under -q): the portable
+    mode's recorded bytes (tests/zoo/test_portable_mode.py) are claimed for every processor a passing run
+    names here."""
     from zoo.distributed.machine import describe_machine
 
     machine = describe_machine()
+    started = terminalreporter.config.stash.get(STARTED, None)
+    wall = "" if started is None else f"; wall time {time.monotonic() - started:.0f} s"
+    workers = getattr(terminalreporter.config.option, "numprocesses", None)
     terminalreporter.write_line(f"ran on cpu: {machine['cpu_model']} (ATen {machine['aten_isa']}, oneDNN "
-                                f"{machine['onednn_isa']})")
+                                f"{machine['onednn_isa']}){wall}" + (f", {workers} workers" if workers else ""))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -138,8 +150,9 @@ def tiny_inr_zoo_folder(tmp_path_factory) -> Path:
 def ray_cluster(tmp_path_factory):
     """One real two-node Ray cluster for the whole test run (`tests/cluster.py`).
 
-    The head node (1 CPU, with the job server at `.dashboard`) sees what the driver sees; the worker node (1 CPU) runs in a mount
-    namespace of its own with empty folders over the tests' temporary folders (every `--out`)
+    The head node (1 CPU, with the job server at `.dashboard`) sees what the driver sees; the worker
+    node (1 CPU) runs in a mount namespace of its own with empty folders over the tests' temporary
+    folders (every `--out`)
     and over the shared data folder, as a second machine without NFS would. Tests that kill a
     node add their own (`ray_cluster.add_node`) and leave these two running.
     """
@@ -281,7 +294,8 @@ class SimulatedRepo:
         api.hf_hub_download.side_effect = self.download
         api.create_commit.side_effect = self.commit
         api.list_repo_refs.side_effect = lambda repo_id, **_: types.SimpleNamespace(
-            branches=[], converts=[], tags=[types.SimpleNamespace(name=n, target_commit=c) for n, c in self.tags.items()])
+            branches=[], converts=[],
+            tags=[types.SimpleNamespace(name=n, target_commit=c) for n, c in self.tags.items()])
         api.create_tag.side_effect = self.tag
 
     def files(self) -> set[str]:

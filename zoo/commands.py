@@ -34,7 +34,8 @@ def _generate(args: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
     for option in ("rng", "reproducibility"):  # part of the spec: its hash and run ids change, the zoo records it
         if getattr(args, option) is not None:
-            spec = dataclasses.replace(spec, training=dataclasses.replace(spec.training, **{option: getattr(args, option)}))
+            training = dataclasses.replace(spec.training, **{option: getattr(args, option)})
+            spec = dataclasses.replace(spec, training=training)
     draws = "" if spec.training.rng == "torch-generator" else f", training.rng: {spec.training.rng}"
     draws += f", reproducibility: {spec.training.reproducibility}"
     if spec.training.reproducibility == "portable" and not args.dry_run:
@@ -190,7 +191,8 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"  recomputed {result['config']}/{result['split']} {result['model_id']}: max |diff| {worst:.2e}")
     for result in report.retrained:
         verdict = "identical" if result["identical"] else "DIFFERENT"
-        print(f"  retrained {result['config']} run {result['run_id']} ({result.get('reproducibility', 'native')} mode): "
+        mode = result.get("reproducibility", "native")
+        print(f"  retrained {result['config']} run {result['run_id']} ({mode} mode): "
               f"{result['checkpoints']} checkpoints {verdict}")
     if args.json:
         hub = {"repo": source.repo, "revision": source.revision} if source.repo is not None else {}
@@ -326,7 +328,8 @@ def register(subparsers) -> Callable[[], str]:
     p.add_argument("--recompute", type=int, default=0, metavar="N", help="re-evaluate N random checkpoints")
     p.add_argument("--retrain", type=int, default=0, metavar="N",
                    help="train N random runs again and compare their checkpoints bit for bit (same machine: identical)")
-    p.add_argument("--seed", type=int, default=0, help="seed for picking the checkpoints to recompute or runs to retrain")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed for picking the checkpoints to recompute or runs to retrain")
     p.add_argument("--json", default=None, help="also write the report as JSON")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="accept a zoo packed with fewer checkpoints than planned (a warning, not a failure)")
