@@ -12,27 +12,27 @@ over the seeds, with the tie ceiling of the test targets. Submitting the files t
 These suites run many models on one zoo; a standard suite (`standard-v1`, `benchmarks.standard`)
 runs one model, any model, over fixed cells each on its own pinned zoo.
 
-The `transformer-generalization` suite is issue 11's: MLP, STATNN, XGBoost, LightGBM, a random
+The `transformer-generalization` suite: MLP, STATNN, XGBoost, LightGBM, a random
 forest and Transformer-NFN on a transformer zoo with Transformer-NFN's protocol (Tran et al.
 2025: the checkpoint at three quarters of training, each model retrained at each accuracy
 threshold 0, 0.2, 0.4, 0.6, 0.8; 10 epochs here, see `TRANSFORMER_PROTOCOL`, and in the
 `*-paper-t*` entries of MLP, STATNN and Transformer-NFN the paper's 100); `--only MODEL` runs every entry of
 one model, one results file per threshold.
 
-The `inr-classification` and `inr-editing` suites are issue 12's: every model each INR task lists,
+The `inr-classification` and `inr-editing` suites: every model each INR task lists,
 at budget presets, on the inr-mnist zoo (`INR_CLASSIFIERS`, `INR_EDITORS`).
 
 The `inr-augmentation` suite asks whether group-augmented training SIRENs help NP at an equal
 number of optimizer steps, the NFN paper's comparison of its augmented INR copies.
 
-The `cnn-generalization` suite is issue 10's: every feedforward model on the ReLU and the tanh
+The `cnn-generalization` suite: every feedforward model on the ReLU and the tanh
 subsets of a CNN zoo's final checkpoints, with the NFN papers' protocol (sigmoid + BCE on
 the test accuracy, Adam 1e-3 without weight decay, batch 8; Zhou et al. 2023 App. and
 Tran et al. 2024, Sec. 6: 50 epochs, which `--set task.epochs=50` restores; the default
-here is 10 so the whole suite runs in about half an hour on 2 CPUs), plus Monomial-NFN and HNP
+here is 10, the budget a CPU run affords), plus Monomial-NFN and HNP
 evaluated on a test split scaled by U[1, 1e3] per hidden unit (Tran et al. 2024, Table 2's
 augmentation experiment). The graph metanetworks and probing (NG-GNN, NG-T, ScaleGMN with the
-subset's group as its mode, ProbeGen; issue 35) run the same protocol at their
+subset's group as its mode, ProbeGen) run the same protocol at their
 `generalization-budget` presets, on both subsets and the scaled test, and ScaleGMN in mode
 "permutation" (GMN) on both subsets; `--only ng_gnn` runs one model's entries.
 """
@@ -81,7 +81,7 @@ FEEDFORWARD_MODELS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn")
 # The config field each model that takes one sets to the subset's group.
 GROUP_FIELDS = {"monomial_nfn": "group", "magep_nfn": "group", "scalegmn": "mode"}
 TREE_MODELS = ("xgboost", "lightgbm", "random_forest")  # fitted on flattened weights (nfn_models.trees)
-# The graph metanetworks and probing (issue 35), at their `generalization-budget` presets (the
+# The graph metanetworks and probing, at their `generalization-budget` presets (the
 # papers' widths take 0.3-16 s a Small CNN step on a 2-core CPU); ScaleGMN's mode is the subset's group.
 GRAPH_MODELS = ("ng_gnn", "ng_t", "scalegmn", "probegen")
 SCALED_TEST = {"augment_copies": 1, "augment_splits": ["test"], "augment_keep_original": False,
@@ -160,7 +160,7 @@ def transformer_generalization() -> Suite:
                            {"preset": "transformer-nfn", "threshold": threshold},
                            f"test accuracy ≥ {threshold:g}, the paper's 100 epochs")
                 for threshold in THRESHOLDS for model in PAPER_SCHEDULE_MODELS]
-    # The graph metanetworks that read transformer members (issue 35), on every checkpoint only
+    # The graph metanetworks that read transformer members, on every checkpoint only
     entries += [SuiteEntry(f"{model}-t0", model, {"preset": preset},
                            {**TRANSFORMER_PROTOCOL, "threshold": 0.0, "eval_batch_size": GRAPH_TRANSFORMER_EVAL_BATCH},
                            f"test accuracy ≥ 0, {preset} preset")
@@ -172,12 +172,12 @@ def transformer_generalization() -> Suite:
                  "their neural graphs, threshold 0", tuple(entries))
 
 
-# The INR tasks on the full inr-mnist zoo (issue 12), each model at its `-budget` preset and the
+# The INR tasks on the full inr-mnist zoo, each model at its `-budget` preset and the
 # task's `budget` preset (5 epochs of 45,000 SIRENs: ~7,000 steps, the paper's 200,000 and
 # 50,000; channels cut where a step would take seconds): an hour or two per suite on 2 CPUs.
 # `--set task.preset=nfn` and the models' paper presets are the papers' settings (README).
 INR_CLASSIFIERS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn",
-                   "dwsnet", "probegen", "ng_gnn", "ng_t", "scalegmn")  # the last five: issue 35's
+                   "dwsnet", "probegen", "ng_gnn", "ng_t", "scalegmn")  # the last five: graph metanetworks, probing
 INR_EDITORS = ("np", "hnp", "monomial_nfn", "magep_nfn", "mlp", "dwsnet", "ng_gnn", "ng_t", "scalegmn")
 
 

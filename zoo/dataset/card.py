@@ -213,7 +213,7 @@ def _creation(entries: dict) -> str:
     for name, entry in entries.items():
         spec, family = entry["spec"], FAMILIES.get(entry["family"])
         if "imported" in entry:
-            lines.append(f"- `{name}`: not generated here: imported from {entry['imported']['name']} "
+            lines.append(f"- `{name}`: not trained by nfnzoo: imported from {entry['imported']['name']} "
                          f"({entry['imported']['url']}) by `nfnzoo import {entry['imported']['format']}`; its "
                          "section lists every conversion.")
             continue

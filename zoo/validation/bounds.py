@@ -1,7 +1,7 @@
 """Every size a file or a spec may declare, bounded before anything is allocated or built.
 
 One place for the bounds that stand between a few hostile bytes and this machine's memory and
-disk (issue 48): what a file declares (a layer's width, a member's parameter count, a shard's
+disk: what a file declares (a layer's width, a member's parameter count, a shard's
 column size, an archive's unpacked size, a sidecar's rows) is checked against these constants
 before anything is decoded, allocated or built. Each bound is sized so that everything it
 admits fits a 24 GB, 2-core machine with room for the rest of the process; each says what the
