@@ -52,11 +52,13 @@ def test_a_benchmark_load_of_the_kept_rows_fits_where_the_whole_zoo_does_not(zoo
     weights = RUNS * 9 * 4970 * 4
     limit = floor.peak_bytes + weights // 2
     kept = run_limited([sys.executable, "-c", LOAD, str(zoo), "kept"], limit_bytes=limit, env=environment, cwd=root)
-    assert kept.returncode == 0 and not kept.oom_killed, kept.describe()
+    # what a failure needs to be explained: the floor and limit it ran under, beside the group's own peak
+    where = f"limit {limit:,} B = floor {floor.peak_bytes:,} B + half the weights {weights // 2:,} B"
+    assert kept.returncode == 0 and not kept.oom_killed, f"{where}; {kept.describe()}"
     assert int(kept.stdout.split()[-1]) == RUNS  # one checkpoint a run
     whole = run_limited([sys.executable, "-c", LOAD, str(zoo), "all"], limit_bytes=limit, env=environment, cwd=root)
     # the limit binds: every row does not fit, and the load says so before it copies (zoo.memory_budget),
     # naming what would fit, instead of being killed halfway
-    assert whole.returncode not in (0, None) and not whole.oom_killed, whole.describe()
-    assert "GiB of memory and" in whole.stderr and "GiB is available" in whole.stderr, whole.describe()
-    assert "a split set reads fewer rows" in whole.stderr, whole.describe()
+    assert whole.returncode not in (0, None) and not whole.oom_killed, f"{where}; {whole.describe()}"
+    assert "GiB of memory and" in whole.stderr and "GiB is available" in whole.stderr, f"{where}; {whole.describe()}"
+    assert "a split set reads fewer rows" in whole.stderr, f"{where}; {whole.describe()}"

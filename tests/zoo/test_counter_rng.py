@@ -294,7 +294,7 @@ def test_module_has_no_global_state():
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("NFNZOO_TEST_COMPILE"),
                     reason="torch.compile of the rounds takes ~40 s cold on a 2-core CPU, too much for the suite's "
-                           "15 minutes for a path nothing uses yet; NFNZOO_TEST_COMPILE=1 runs it (CONTRIBUTING.md)")
+                           "12 minutes for a path nothing uses yet; NFNZOO_TEST_COMPILE=1 runs it (CONTRIBUTING.md)")
 def test_fused_kernel_gives_the_same_words():
     """`fused=True` (torch.compile of the rounds; ~40 s to compile on a 2-core CPU) returns the
     eager words, across two tiles of different sizes, and for a small draw."""
