@@ -60,13 +60,6 @@ def pinned_sets(record: KnownDataset) -> list[str]:
     return ([DEFAULT] if record.test_metadata is not None else []) + sorted(record.split_sets)
 
 
-def split_set_names(folder: str | Path, config: str) -> list[str]:
-    """The split sets a zoo's config records besides its own split."""
-    from zoo.split_set_loader import split_set_names as names
-
-    return names(folder, config)
-
-
 def test_metadata_bytes(folder: str | Path, config: str, split_set: str = DEFAULT) -> bytes:
     """The test split's metadata (shards checked against the manifest), or a split set's, as Parquet bytes."""
     from zoo.loader import read_metadata
@@ -81,21 +74,17 @@ def test_metadata_bytes(folder: str | Path, config: str, split_set: str = DEFAUL
 
 def missing_pins(record: KnownDataset, folder: str | Path) -> dict[str, bytes]:
     """The test metadata `record` has not pinned yet, read from `folder`: split set -> Parquet bytes."""
+    from zoo.split_set_loader import split_set_names
+
     pinned = pinned_sets(record)
     wanted = [name for name in [DEFAULT, *split_set_names(folder, record.config)] if name not in pinned]
     return {name: test_metadata_bytes(folder, record.config, name) for name in wanted}
 
 
-def set_files(folder: str | Path, config: str) -> dict[str, str]:
-    """Each split set's file sha256 as the zoo's manifest (validated where it is read) lists it."""
-    from zoo.reader import split_set_files
-
-    return split_set_files(folder, config)
-
-
 def with_pins(record: KnownDataset, pins: dict[str, bytes], files: Mapping[str, str] | None = None) -> KnownDataset:
     """The record naming `pins` (split set -> bytes) as pinned, beside what it pinned already; with the
-    zoo's split sets' `files` (`set_files`), each pinned set's file hash too (where the record lacks it)."""
+    zoo's split sets' `files` (`zoo.reader.split_set_files`), each pinned set's file hash too (where the
+    record lacks it)."""
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in pins.items()}
     if DEFAULT in digests:
         record = dataclasses.replace(record, test_metadata=pinned_name(record.dataset_hash),
@@ -128,8 +117,10 @@ def split_set_file_problem(record: KnownDataset, split_set: str, recorded: str |
 
 def pinned_record(root: str | Path, record: KnownDataset, folder: str | Path) -> tuple[KnownDataset, dict[str, bytes]]:
     """The record with its test metadata pinned from `folder`, and the bytes to write (nothing is written)."""
+    from zoo.reader import split_set_files
+
     pins = missing_pins(record, folder)
-    return with_pins(record, pins, set_files(folder, record.config)), pins
+    return with_pins(record, pins, split_set_files(folder, record.config)), pins
 
 
 def write_pinned(root: str | Path, record: KnownDataset, pins: dict[str, bytes]) -> None:

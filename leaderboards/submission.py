@@ -55,8 +55,8 @@ from leaderboards.entries import (CODE_URL, COMMIT, Entry, EntryCollision, conte
                                   entry_bytes, entry_path, load_entries, stored_predictions_path, write_new_entry_file)
 from leaderboards.lock import board_lock
 from leaderboards.names import builtin_model_problem, confusable_problem, dataset_name_problem
-from leaderboards.pinned import (DEFAULT, load_pinned, missing_pins, pinned_sets, set_files, split_set_file_problem,
-                                 split_set_of, with_pins, write_pinned)
+from leaderboards.pinned import (DEFAULT, load_pinned, missing_pins, pinned_sets, split_set_file_problem, split_set_of,
+                                 with_pins, write_pinned)
 from leaderboards.render_check import render_problems
 from leaderboards.rescore import predictions_frame_bytes, read_predictions, rescore
 from leaderboards.seal import sealed
@@ -115,8 +115,10 @@ class _DatasetCheck:
 
     @functools.cached_property
     def set_files(self) -> dict[str, str]:
-        """The checked folder's split sets' file hashes (`leaderboards.pinned.set_files`), read once."""
-        return set_files(self.folder, self.record.config) if self.folder is not None else {}
+        """The checked folder's split sets' file hashes (`zoo.reader.split_set_files`), read once."""
+        from zoo.reader import split_set_files
+
+        return split_set_files(self.folder, self.record.config) if self.folder is not None else {}
 
 
 def _check_dataset(results: Results, root: Path, dataset_dir: str | Path | None,
