@@ -259,6 +259,21 @@ def _section(rendered: Rendered, params: dict[str, str], where: str) -> tuple[Ta
     return board, found[0]
 
 
+def _board_body(rendered: Rendered, params: dict[str, str], here: str) -> tuple[str, set[tuple[str, str]]]:
+    board, section = _section(rendered, params, here)
+    return board_region(board, section, rendered.skipped), {(board.task, section.dataset_hash)}
+
+
+# each region kind: (rendered board, its parameters, where) -> (its body, the (task, dataset) sections it shows)
+REGIONS = {
+    "board": _board_body,
+    "teaser": lambda rendered, params, here: (teaser_region(rendered.boards), {("*", "*")}),
+    "suite": lambda rendered, params, here: (suite_region(rendered.suites, params["name"], here), set()),
+    "agreement": lambda rendered, params, here: (
+        agreement_region(rendered, params["base"], params["larger"], here), set()),
+}
+
+
 def rewrite(text: str, where: str, rendered: Rendered) -> tuple[str, set[tuple[str, str]]]:
     """`text` with every region's body rendered anew, and the (task, dataset hash) sections it shows."""
     shown: set[tuple[str, str]] = set()
@@ -273,18 +288,8 @@ def rewrite(text: str, where: str, rendered: Rendered) -> tuple[str, set[tuple[s
         here = f"{where}:{line}"
         if kind not in PARAMS:
             raise ValueError(f"{here}: unknown region nfnzoo:{kind}; expected one of {sorted(PARAMS)}")
-        params = _params(match["params"], kind, here)
-        if kind == "teaser":
-            body = teaser_region(rendered.boards)
-            shown.add(("*", "*"))
-        elif kind == "suite":
-            body = suite_region(rendered.suites, params["name"], here)
-        elif kind == "agreement":
-            body = agreement_region(rendered, params["base"], params["larger"], here)
-        else:
-            board, section = _section(rendered, params, here)
-            body = board_region(board, section, rendered.skipped)
-            shown.add((board.task, section.dataset_hash))
+        body, sections = REGIONS[kind](rendered, _params(match["params"], kind, here), here)
+        shown.update(sections)
         return f"<!-- nfnzoo:{kind}{match['params']} -->\n{body}\n<!-- /nfnzoo:{kind} -->"
 
     result = REGION.sub(replace, text)
