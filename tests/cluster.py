@@ -99,8 +99,11 @@ class LocalCluster:
         return node
 
     def start_head(self, num_cpus: int = 1, resources: str | None = None) -> Node:
+        # every port a free one: the suite's workers each start a cluster on this machine (Ray's default
+        # agent port, 52365, would let only one head's job agent bind)
         arguments = ["--head", f"--port={self.port}", f"--num-cpus={num_cpus}", "--include-dashboard=true",
-                     f"--dashboard-port={self.dashboard_port}", "--node-ip-address=127.0.0.1"]
+                     f"--dashboard-port={self.dashboard_port}", "--node-ip-address=127.0.0.1",
+                     f"--dashboard-agent-listen-port={_free_port()}"]
         if resources:
             arguments.append(f"--resources={resources}")
         node = self._start("head", arguments, ())
@@ -110,7 +113,8 @@ class LocalCluster:
     def add_node(self, name: str, num_cpus: int = 1, num_gpus: int | None = None, hidden: bool = True,
                  wait: bool = True) -> Node:
         """A worker node; `hidden`: with the cluster's private folders (the default)."""
-        arguments = [f"--address={self.address}", f"--num-cpus={num_cpus}", "--node-ip-address=127.0.0.1"]
+        arguments = [f"--address={self.address}", f"--num-cpus={num_cpus}", "--node-ip-address=127.0.0.1",
+                     f"--dashboard-agent-listen-port={_free_port()}"]
         if num_gpus is not None:
             arguments.append(f"--num-gpus={num_gpus}")
         before = len(self.alive_nodes())
