@@ -1,15 +1,14 @@
 """Symmetry groups of weight spaces, as pure functions on batches of weights.
 
-Every family declares the group acting on its members' weights (`Family.symmetry`), an
-object with four pure methods, each element batched along a leading dimension so B members
-get B independent group elements at once:
-
-- ``sample(generator, batch_size)``: a seeded random element;
-- ``act(element, weights)``: the transformed `WeightBatch` (function-preserving for a true
-  symmetry of the architecture);
-- ``inverse(element)``;
-- ``compose(first, second)``: the element acting as ``first`` after ``second``, i.e.
-  ``act(compose(a, b), w) == act(a, act(b, w))``.
+Every family declares the group acting on its members' weights (`Family.symmetry`).
+The group is an object with four pure methods.
+Each batches its elements along a leading dimension, so B members get B independent elements.
+``sample(generator, batch_size)`` draws a seeded random element.
+``act(element, weights)`` returns the transformed `WeightBatch`.
+For a true symmetry of the architecture, it preserves the function.
+``inverse(element)`` returns the inverse element.
+``compose(first, second)`` is the element acting as ``first`` after ``second``.
+So ``act(compose(a, b), w) == act(a, act(b, w))``.
 
 The zoo's augmentation, the NFN layers' equivariance tests and the families'
 function-preservation tests all use these same functions.

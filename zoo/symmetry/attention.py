@@ -1,42 +1,57 @@
 """Symmetries of the Transformer family's weights (pre-LayerNorm encoder blocks, ReLU MLPs).
 
-Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025):
-determines the maximal group preserving a multi-head attention map,
-(GL(d_k)^h x GL(d_v)^h) ⋊ S_h, and lets it act on an encoder block's weights together
-with permutations of the model dimension after the attention (pi_O) and of the MLP's hidden
-units (pi_A). In the paper's row-vector convention (W_Q^(i), W_K^(i) in R^{D x d_k},
-W_V^(i) in R^{D x d_v}, W_O^(i) in R^{d_v x D}, W_A in R^{D x D_A}, W_B in R^{D_A x D}),
-the element g = (tau, M, N, pi_O, pi_A, ...) of one block acts as
+The group is from Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers"
+(ICLR 2025).
+The paper finds the maximal group preserving a multi-head attention map,
+(GL(d_k)^h x GL(d_v)^h) ⋊ S_h.
+It acts on an encoder block's weights together with two permutations.
+One is pi_O, of the model dimension after the attention; the other is pi_A, of the MLP's hidden units.
 
-    W_Q^(i) -> P_in^T W_Q^(tau(i)) M_i^T        W_K^(i) -> P_in^T W_K^(tau(i)) M_i^{-1}
-    W_V^(i) -> P_in^T W_V^(tau(i)) N_i          W_O^(i) -> N_i^{-1} W_O^(tau(i)) P_O
-    W_A -> P_O^T W_A P_A D_A,   b_A -> b_A P_A D_A,   W_B -> D_A^{-1} P_A^T W_B P_B,   b_B -> b_B P_B
+The paper uses the row-vector convention.
+There W_Q^(i), W_K^(i) are in R^{D x d_k} and W_V^(i) is in R^{D x d_v}.
+W_O^(i) is in R^{d_v x D}, W_A in R^{D x D_A} and W_B in R^{D_A x D}.
+One block's element g = (tau, M, N, pi_O, pi_A, ...) acts as
 
-so Q K^T and each head's V W_O are unchanged. Here M_i (new head i's, applied to old head
-tau(i)) is attached to the new head; the paper attaches it to the old one, the same group.
-PyTorch stores the transposes (`nn.Linear.weight` is (out, in)): the query rows of head i
-become M_i @ rows[tau(i)], the key rows M_i^{-T} @ rows[tau(i)], the value rows
-N_i^T @ rows[tau(i)], and the out-projection's column block i becomes cols[tau(i)] @ N_i^{-T}.
+    W_Q^(i) -> P_in^T W_Q^(tau(i)) M_i^T;        W_K^(i) -> P_in^T W_K^(tau(i)) M_i^{-1};
+    W_V^(i) -> P_in^T W_V^(tau(i)) N_i;          W_O^(i) -> N_i^{-1} W_O^(tau(i)) P_O;
+    W_A -> P_O^T W_A P_A D_A,   b_A -> b_A P_A D_A;   W_B -> D_A^{-1} P_A^T W_B P_B,   b_B -> b_B P_B.
 
-What this architecture admits beyond the paper's group, and what it does not (all tested in
-tests/zoo/test_attention_symmetry.py, with negative controls):
-- D_A, a positive diagonal on the MLP hidden units: ReLU(d z) = d ReLU(z) for d > 0
-  (`mlp_scaling`; the paper's group has only P_A).
-- Without residual connections, each sublayer's output is read only through a LayerNorm
-  without scale or shift, and LN(y P) = LN(y) P: the model dimension can be permuted after
-  the attention (P_O, the paper's pi_O) and after the MLP (P_B, read by the next block's Q/K/V,
-  P_in above, or by the final LayerNorm, the mean pooling and the classifier's first layer;
-  `permute_block_outputs`, not in the paper's group). Feature *scalings* there are not
-  symmetries: the LayerNorm's mean and variance mix the features.
-- The model dimension entering the first block is fixed: the sinusoidal positional encoding
-  added to the patch (or word) embedding is not a weight and would have to be permuted too.
-- With residual connections (`residual=True`) no model-dimension permutation survives: every
-  sublayer output is added to the stream that starts with the fixed positional encoding, so
-  P_O = P_B = I and only the heads, GL factors and MLP units remain.
-(LN(-y) = -LN(y) also gives a global sign flip of a whole interface; not included.)
+So Q K^T and each head's V W_O are unchanged.
+Here M_i belongs to new head i and is applied to old head tau(i).
+The paper attaches it to the old head instead; the group is the same.
 
-Elements are batched along a leading dimension (B members, B independent elements); the
-GL matrices are float64 and cast to the weights' dtype when acting.
+PyTorch stores the transposes (`nn.Linear.weight` is (out, in)).
+So the query rows of head i become M_i @ rows[tau(i)].
+The key rows become M_i^{-T} @ rows[tau(i)], and the value rows N_i^T @ rows[tau(i)].
+The out-projection's column block i becomes cols[tau(i)] @ N_i^{-T}.
+
+This architecture admits more than the paper's group, within limits.
+Each claim below is tested in tests/zoo/test_attention_symmetry.py, with negative controls.
+
+D_A is a positive diagonal on the MLP hidden units (`mlp_scaling`).
+It holds because ReLU(d z) = d ReLU(z) for d > 0.
+The paper's group has only P_A.
+
+Without residual connections, each sublayer's output is read only through a LayerNorm.
+That LayerNorm has no scale or shift, and LN(y P) = LN(y) P.
+So the model dimension can be permuted after the attention: P_O, the paper's pi_O.
+It can also be permuted after the MLP: P_B (`permute_block_outputs`), not in the paper's group.
+P_B is read by the next block's Q/K/V (P_in above).
+After the last block, the final LayerNorm, the mean pooling and the classifier's first layer read it.
+Feature *scalings* there are not symmetries: the LayerNorm's mean and variance mix the features.
+
+The model dimension entering the first block is fixed.
+A sinusoidal positional encoding is added to the patch (or word) embedding.
+It is not a weight, yet it would have to be permuted too.
+
+With residual connections (`residual=True`), no model-dimension permutation survives.
+Every sublayer output is added to the stream, which starts with the fixed positional encoding.
+So P_O = P_B = I, and only the heads, GL factors and MLP units remain.
+
+LN(-y) = -LN(y) also gives a global sign flip of a whole interface; it is not included.
+
+Elements are batched along a leading dimension: B members get B independent elements.
+The GL matrices are float64 and are cast to the weights' dtype when acting.
 """
 
 from __future__ import annotations
@@ -166,8 +181,10 @@ class AttentionSymmetry:
                                 arange(s["d_model"]))
 
     def _random_gl(self, generator: torch.Generator, batch_size: int, size: int) -> torch.Tensor:
-        """Invertible matrices U diag(s) V^T with Haar U, V and log-uniform s: condition number
-        <= exp(2 max_log_scale) (4 by default), or exactly `condition_number`."""
+        """Invertible matrices U diag(s) V^T, with Haar U, V and log-uniform s.
+
+        The condition number is at most exp(2 max_log_scale), 4 by default, or exactly `condition_number`.
+        """
         shape = (batch_size, self.num_heads, size, size)
         u, v = _random_orthogonal(generator, shape), _random_orthogonal(generator, shape)
         unit = 2 * torch.rand(batch_size, self.num_heads, size, generator=generator, dtype=torch.float64) - 1
@@ -252,8 +269,11 @@ class AttentionSymmetry:
             block_features=permutations(element.block_features))
 
     def compose(self, first: AttentionElement, second: AttentionElement) -> AttentionElement:
-        """act(compose(a, b), w) == act(a, act(b, w)): tau = tau_b[tau_a], M_i = M^a_i M^b_{tau_a(i)},
-        N_i = N^b_{tau_a(i)} N^a_i (N acts from the right in the paper's layout), P = P_b[P_a]."""
+        """act(compose(a, b), w) == act(a, act(b, w)).
+
+        Here tau = tau_b[tau_a], P = P_b[P_a] and M_i = M^a_i M^b_{tau_a(i)}.
+        N_i = N^b_{tau_a(i)} N^a_i, since N acts from the right in the paper's layout.
+        """
         def permutations(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
             return tuple(torch.gather(pb, 1, pa) for pa, pb in zip(a, b))
 

@@ -1,19 +1,24 @@
 """Hidden-unit symmetries of feedforward networks (MLPs, CNNs, SIRENs).
 
-For a network whose layer l maps h_{l-1} to h_l = sigma(W_l h_{l-1} + b_l), permuting the
-hidden units of every hidden layer and, where the activation allows, rescaling them leaves
-the function unchanged:
+Layer l of the network maps h_{l-1} to h_l = sigma(W_l h_{l-1} + b_l).
+Permuting the hidden units of every hidden layer leaves the function unchanged.
+Where the activation allows, so does rescaling them:
 
     W_l -> D_l P_l W_l P_{l-1}^T D_{l-1}^{-1},    b_l -> D_l P_l b_l
 
-with P_0 = D_0 = I (inputs) and P_L = D_L = I (outputs). D_l is a positive diagonal matrix
-for positively homogeneous activations (ReLU: sigma(d z) = d sigma(z) for d > 0) and a sign
-matrix for odd ones (tanh, sine: sigma(-z) = -sigma(z)); see Hecht-Nielsen 1990, and
-Zhou et al. 2023 ("Permutation Equivariant Neural Functionals", Sec. 2) and Tran et al. 2024
-("Equivariant Neural Functional Networks for Monomial Matrix Groups", Sec. 3) for the groups
-the NFNs are built to respect. Axis 0 of a weight is its output units and axis 1 its input
-units, which covers linear layers (out, in) and convolutions (out, in, kh, kw); global
-average pooling between convolutions and a dense layer commutes with both actions.
+Here P_0 = D_0 = I (inputs) and P_L = D_L = I (outputs).
+For positively homogeneous activations, D_l is a positive diagonal matrix.
+(ReLU: sigma(d z) = d sigma(z) for d > 0.)
+For odd ones (tanh, sine: sigma(-z) = -sigma(z)), D_l is a sign matrix.
+See Hecht-Nielsen 1990 for these symmetries.
+The NFNs are built to respect the groups of Zhou et al. 2023
+("Permutation Equivariant Neural Functionals", Sec. 2).
+Tran et al. 2024 ("Equivariant Neural Functional Networks for Monomial Matrix Groups", Sec. 3)
+adds the monomial ones.
+
+Axis 0 of a weight is its output units and axis 1 its input units.
+That covers linear layers (out, in) and convolutions (out, in, kh, kw).
+Global average pooling between convolutions and a dense layer commutes with both actions.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Hidden-unit symmetries of a CNN whose last convolution is flattened into a dense layer.
 
-When a convolution's (C, H, W) output is flattened channel-major into the next dense layer's
-C * H * W inputs (`nn.Flatten` on NCHW), permuting and rescaling the C channels moves whole
-blocks of H * W consecutive input columns of the dense weight: with the dense weight viewed as
-(out, C, H * W), channel c's block is column c of the middle axis, so the action on it is the
-feedforward action (`zoo.symmetry.feedforward`, Hecht-Nielsen 1990; Zhou et al. 2023, Sec. 2)
-along that axis. Everything else (sampling, inverse, composition) is the feedforward group's.
+A flatten (`nn.Flatten` on NCHW) turns a convolution's (C, H, W) output into C * H * W inputs.
+They are channel-major, so each channel owns a block of H * W consecutive input columns.
+Permuting and rescaling the C channels moves these blocks whole.
+View the dense weight as (out, C, H * W): channel c's block is column c of the middle axis.
+The action on it is then the feedforward action along that axis (`zoo.symmetry.feedforward`).
+See Hecht-Nielsen 1990 and Zhou et al. 2023, Sec. 2.
+Everything else (sampling, inverse, composition) is the feedforward group's.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from zoo.weightspace import WeightBatch
 
 @dataclasses.dataclass(frozen=True)
 class FlattenedFeedforwardSymmetry(FeedforwardSymmetry):
-    """A `FeedforwardSymmetry` where a weight whose inputs outnumber the previous layer's units
-    reads them as channel-major blocks (a flatten), each block permuted and scaled as a unit."""
+    """A `FeedforwardSymmetry` that also handles a flatten.
+
+    A weight with more inputs than the previous layer has units reads them as channel-major blocks.
+    Each block is permuted and scaled as a unit.
+    """
 
     def act(self, element: FeedforwardElement, weights: WeightBatch) -> WeightBatch:
         last = self.space.num_layers - 1
