@@ -1,12 +1,13 @@
 """The `nfnzoo` console script: discovers each package's subcommands and dispatches.
 
 Subcommands live with the library they wrap (`zoo.commands`, `benchmarks.commands`,
-`leaderboards.commands`) and are found through the `nfnzoo.commands` entry-point group, so
-this module imports nothing above `zoo`. A `register(subparsers)` function adds parsers
-whose `handler` default is a callable taking the parsed arguments and returning an exit code;
-it may return a callable giving lines for the top-level help (what it has registered: models,
-tasks), which is called only when help is shown, so building the parser imports no torch.
-Every option's help shows its default.
+`leaderboards.commands`). They are found through the `nfnzoo.commands` entry-point group, so this module
+imports nothing above `zoo`.
+
+A `register(subparsers)` function adds parsers. Each parser's `handler` default takes the parsed
+arguments and returns an exit code. `register` may return a callable that gives lines for the top-level
+help, such as the models and tasks it registered. It is called only when help is shown, so building the
+parser imports no torch. Every option's help shows its default.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ class CommandError(Exception):
 def user_message(error: BaseException) -> str:
     """The one line a user sees for a failure of theirs (or of their disk): an `OSError` names its file.
 
-    A message may quote a file's name or content, so it is made visible (`zoo.validation.text.visible`):
-    an escape sequence, a bidi override or an invisible character in it is printed as its escape
-    (`\\x1b`, `\\u202e`), never acted on by the terminal. Line breaks stay (a rejected submission
-    lists its problems one a line)."""
+    A message may quote a file's name or content, so it is made visible (`zoo.validation.text.visible`).
+    An escape sequence, a bidi override or an invisible character is printed as its escape (`\\x1b`,
+    `\\u202e`), never acted on by the terminal. Line breaks stay: a rejected submission lists its
+    problems one a line.
+    """
     if isinstance(error, OSError) and not isinstance(error, (InputError,)):
         reason = error.strerror or str(error) or type(error).__name__
         names = [str(name) for name in (error.filename, error.filename2) if name is not None]
@@ -65,7 +67,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose help may end with a listing computed only when help is shown."""
+    """An ArgumentParser whose help may end with a listing, computed only when help is shown."""
 
     def __init__(self, *args: Any, listing: Callable[[], str] | None = None, **kwargs: Any):
         kwargs.setdefault("formatter_class", HelpFormatter)
@@ -77,7 +79,10 @@ class Parser(argparse.ArgumentParser):
         return f"{text}\n{self.listing().rstrip()}\n" if self.listing is not None else text
 
     def error(self, message: str):  # type: ignore[override]
-        """A usage error quotes the arguments (a file name may hold an escape): made visible, then argparse's exit 2."""
+        """A usage error quotes the arguments, so it is made visible (a file name may hold an escape).
+
+        Then argparse exits with status 2.
+        """
         super().error(visible(message))
 
 

@@ -1,7 +1,7 @@
-"""`nfnzoo` subcommands of the zoo package: generate, pack, info, verify, publish (and import, export:
-`zoo.imports.commands`).
+"""`nfnzoo` subcommands of the zoo package: generate, pack, info, verify, publish.
 
-Each is a thin wrapper: parse arguments, call the library, print the outcome.
+Import and export live in `zoo.imports.commands`. Each command is a thin wrapper: parse arguments, call
+the library, print the outcome.
 """
 
 from __future__ import annotations
@@ -70,7 +70,10 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _modes(folder: Path) -> set[str]:
-    """The reproducibility modes a zoo folder's configs were made in (native for those made before the modes)."""
+    """The reproducibility modes a zoo folder's configs were made in.
+
+    A config made before the modes existed counts as native.
+    """
     from zoo.loader import read_manifest
     from zoo.training.reproducibility import mode_of
 
@@ -229,7 +232,7 @@ def _listing() -> str:
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= `minimum` (0 CPUs meant "all" to Ray: refuse it)."""
+    """An argparse type: an integer >= `minimum` (Ray reads 0 CPUs as "all", so it is refused)."""
 
     def parse(text: str) -> int:
         try:
@@ -356,7 +359,7 @@ def register(subparsers) -> Callable[[], str]:
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """The zoo to read, as a positional FOLDER or as `--data` (the spelling `bench run` uses)."""
+    """The zoo to read, as a positional FOLDER or as `--data` (as `bench run` spells it)."""
     from zoo.hub.resolve import DATA_HELP  # imports no Hub client
 
     parser.add_argument("folder", nargs="?", default=None, metavar="FOLDER", help=DATA_HELP)

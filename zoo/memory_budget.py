@@ -1,11 +1,13 @@
-"""How much more memory this process may take, so that a load too large for it is refused before it
-starts, in one line, rather than killed by the kernel (or swapping a laptop) halfway.
+"""How much more memory this process may take, so that a load too large for it is refused early.
 
-`available_bytes()` is the least of what the machine and the process's memory cgroup allow:
-`MemAvailable` from /proc/meminfo, and for the cgroup (v2 `memory.max`, v1 `memory.limit_in_bytes`)
-its limit less what it holds apart from reclaimable file pages (`memory.stat`: v2 `file`, v1
-`total_cache`). None where none of these can be read (not Linux): nothing is refused there.
-`allocation_problem(need)` says why `need` more bytes would not fit, or None.
+The refusal is one line, before the load starts. Without it the kernel kills the process halfway, or a
+laptop starts swapping.
+
+`available_bytes()` is the least of what the machine and the process's memory cgroup allow. The machine
+allows `MemAvailable` from /proc/meminfo. The cgroup allows its limit (v2 `memory.max`, v1
+`memory.limit_in_bytes`) less what it holds beyond reclaimable file pages (`memory.stat`: v2 `file`, v1
+`total_cache`). It is None where none of these can be read (not Linux), and nothing is refused there.
+`allocation_problem(need)` says why `need` more bytes would not fit, or returns None.
 """
 
 from __future__ import annotations

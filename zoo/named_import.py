@@ -1,19 +1,20 @@
 """Importing the one module a user named, and nothing else, from the working folder.
 
-`--model mypkg.models:MyNFN` resolves from the folder that holds `mypkg/`, as uvicorn resolves
-`module:attr`, without an install. The folder itself is never put on `sys.path`: a `numpy.py`, a
-`benchmarks/` or a `zoo/` beside `mypkg/` would then be imported in place of the real ones, by
-every command. Instead `import_named` looks the named top-level module up on the normal path
-first (the standard library, the installed packages, nfnzoo's own); only if it is not there is
-that one name looked up in the folder, by a finder appended to the end of `sys.meta_path` that
-answers for that name alone. Submodules then import through the package's own `__path__`.
+`--model mypkg.models:MyNFN` resolves from the folder that holds `mypkg/`, without an install, as
+uvicorn resolves `module:attr`. The folder itself is never put on `sys.path`. Otherwise a `numpy.py`,
+`benchmarks/` or `zoo/` beside `mypkg/` would shadow the real ones in every command.
 
-The folder a name was found in travels to the processes that import the model again (Ray
-workers, whose working folder is not the user's) in `NAMED_MODULES_VARIABLE`
-(`worker_environment`), as JSON: top-level name -> folder.
+So `import_named` looks the named top-level module up on the normal path first: the standard library,
+installed packages, nfnzoo itself. Only if it is missing there is that one name looked up in the folder.
+A finder appended to `sys.meta_path` answers for that name alone. Submodules then import through the
+package's own `__path__`.
 
-A Python process nfnzoo starts itself runs `python_command()`: `python -P`, which leaves the
-working folder off the child's `sys.path` (`python -m` would put it first).
+Ray workers import the model again, and their working folder is not the user's. So the folder each name
+was found in travels to them in `NAMED_MODULES_VARIABLE` (`worker_environment`). It is JSON: top-level
+name -> folder.
+
+A Python process that nfnzoo starts runs `python_command()`, i.e. `python -P`. That leaves the working
+folder off the child's `sys.path`; `python -m` would put it first.
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ def _working_folder() -> str | None:
 
 
 def import_named(module_name: str) -> ModuleType:
-    """`module_name` imported; its top-level module from the normal path, else from the working folder
-    (or the folder an earlier process found it in), never ahead of the normal path (module docstring)."""
+    """`module_name` imported, its top-level module from the normal path first (module docstring).
+
+    Else it comes from the working folder, or from the folder an earlier process found it in.
+    """
     top = module_name.partition(".")[0]
     if top not in sys.modules and _finder_for(top) is None:
         importlib.invalidate_caches()  # a package written since this process last looked
@@ -79,8 +82,10 @@ def import_named(module_name: str) -> ModuleType:
 
 
 def shadowed_in_working_folder(module_name: str) -> bool:
-    """Whether the working folder holds a top-level module of `module_name`'s name that the normal path
-    also has (and so is not used): said in an import error, where it is the likely cause."""
+    """Whether the working folder holds a top-level module named like `module_name`'s that the normal path shadows.
+
+    An import error mentions it, since it is the likely cause.
+    """
     top, folder = module_name.partition(".")[0], _working_folder()
     if folder is None or _finder_for(top) is not None:
         return False
@@ -88,7 +93,7 @@ def shadowed_in_working_folder(module_name: str) -> bool:
 
 
 def worker_environment() -> dict[str, str]:
-    """The variables a worker needs to import the named modules this process imported from a folder."""
+    """The variables a worker needs to import the named modules this process found in a folder."""
     found = {f.name: f.folder for f in sys.meta_path if isinstance(f, _OneName)}
     return {NAMED_MODULES_VARIABLE: json.dumps(found, sort_keys=True)} if found else {}
 

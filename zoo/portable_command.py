@@ -1,9 +1,10 @@
-"""How `nfnzoo generate` (and `verify --retrain` of a portable zoo) enters the portable mode
-(`zoo.training.reproducibility`): what it refuses before anything heavy starts, and the re-run of
-the same command in a child process with the pinned environment.
+"""How `nfnzoo generate` (and `verify --retrain` of a portable zoo) enters the portable mode.
 
-A processor without x86-64-v3 is refused before NumPy is imported, a GPU device before the child
-and Ray start; each refusal is one line (`CommandError`).
+The mode is `zoo.training.reproducibility`'s. This module holds what the mode refuses before anything
+heavy starts. It also re-runs the same command in a child process with the pinned environment.
+
+A processor without x86-64-v3 is refused before NumPy is imported. A GPU device is refused before the
+child and Ray start. Each refusal is one line (`CommandError`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from zoo.cli import CommandError
 
 
 def refuse_an_unpinnable_processor(args: argparse.Namespace) -> None:
-    """A portable generation on a processor without x86-64-v3 is refused in one line before NumPy is
-    imported: validating the spec imports it, and on a processor below NumPy's baseline that import
-    fails with a traceback. The mode is read from the spec file alone (`zoo.planning.declared`), and
-    only when the processor lacks x86-64-v3."""
+    """A portable generation on a processor without x86-64-v3 is refused in one line.
+
+    The refusal comes before NumPy is imported. Validating the spec imports NumPy, and below NumPy's
+    baseline that import fails with a traceback. The mode is read from the spec file alone
+    (`zoo.planning.declared`), and only when the processor lacks x86-64-v3.
+    """
     from zoo.training.reproducibility import processor_problem
 
     if args.dry_run or args.reproducibility == "native":
@@ -39,8 +42,11 @@ def refuse_an_unpinnable_processor(args: argparse.Namespace) -> None:
 
 
 def refuse_a_gpu(spec_name: str, args: argparse.Namespace) -> None:
-    """The portable mode trains on the CPU only: a GPU device, or `auto` on a machine with a GPU, is
-    refused in one line before the pinned child process and Ray start (`portable_device_problem`)."""
+    """The portable mode trains on the CPU only, so a GPU device is refused in one line.
+
+    So is `auto` on a machine with a GPU. The refusal comes before the pinned child process and Ray
+    start (`portable_device_problem`).
+    """
     import torch
 
     from zoo.training.device import portable_device_problem
@@ -52,9 +58,12 @@ def refuse_a_gpu(spec_name: str, args: argparse.Namespace) -> None:
 
 
 def portable_child(args: argparse.Namespace) -> int | None:
-    """Under the portable mode (`zoo.training.reproducibility`): refuses a processor without x86-64-v3, and
-    runs this same command again in a child process with the pinned environment, returning its exit
-    status; None when this process has that environment already (the child itself)."""
+    """Under the portable mode, refuses a processor without x86-64-v3 and re-runs this command pinned.
+
+    The mode is `zoo.training.reproducibility`'s. The same command runs again in a child process with
+    the pinned environment, and its exit status is returned. Returns None when this process has that
+    environment already (it is the child).
+    """
     import signal
     import subprocess
 

@@ -1,22 +1,21 @@
 """A name -> factory registry, shared by zoo families, NFN models, tasks and tracks.
 
-A registry is a dict with a decorator: duplicate names are an error, and an unknown name
-raises an error that lists the valid ones. Lookups accept hyphens for underscores and back.
+A registry is a dict with a decorator. Duplicate names are an error, and an unknown name raises an error
+that lists the valid ones. Lookups accept hyphens for underscores and back.
 
-A registry may be given the modules that register into it (`modules`): they are imported by
-name the first time the registry is read, so the registry's own module imports none of them
-and they import it without an import circle (and listing never imports what is not asked for
-before the first lookup).
+A registry may be given the modules that register into it (`modules`). They are imported by name the
+first time the registry is read. So the registry's module imports none of them, and they import it
+without an import cycle.
 
-A registry may also take members from other packages (`entry_points` and `check`, the NFN models'
-and the tasks' registries do): a name is looked up among the registered ones, then as an import
-path `package.module:Class` (imported then, by `zoo.named_import.import_named`: from the normal path, else
-that one top-level name from the working folder; and registered under that path), then among the
-Python entry points of the group `entry_points` that installed packages declare (their metadata
-is read, their code imported only when the name is asked for). `check(name, item)` states the
-contract a loaded member must meet (raising `PluginError`). Every failure is one line naming
-what was given and what was expected; an entry point that takes a built-in's name is an error
-when that name is asked for.
+A registry may also take members from other packages (`entry_points` and `check`), as the NFN models'
+and tasks' registries do. A name is first looked up among the registered names. Next it is tried as an
+import path `package.module:Class`. Such a path is imported by `zoo.named_import.import_named` and
+registered under that path. Last come the entry points of the group `entry_points` that installed
+packages declare. An entry point's code is imported only when its name is asked for.
+
+`check(name, item)` states the contract a loaded member must meet; it raises `PluginError`. Every
+failure is one line naming what was given and what was expected. An entry point that takes a built-in's
+name is an error when that name is asked for.
 """
 
 from __future__ import annotations
@@ -82,15 +81,20 @@ class Registry(Generic[T]):
         return self.resolve(name) in self._plugins
 
     def origin(self, name: str) -> str:
-        """How the member `name` came: "built-in" (this package's own), "import path", "entry point",
-        or "object" (a class or a factory handed to `add_plugin`, e.g. by `benchmarks.evaluate`)."""
+        """How the member `name` came: "built-in", "import path", "entry point" or "object".
+
+        "built-in" is this package's own; "object" is a class or factory handed to `add_plugin` (e.g. by
+        `benchmarks.evaluate`).
+        """
         name = self.resolve(name)
         return self._origins.get(name, "object") if name in self._plugins else "built-in"
 
     def add_plugin(self, name: str, item: T, origin: str = "object") -> str:
-        """Registers `item` from outside the built-ins under `name` after checking its contract; a
-        plugin may replace an earlier plugin of that name (a notebook cell run twice), never a built-in,
-        and its name may not look like a built-in's (`zoo.validation.names.builtin_problem`)."""
+        """Registers `item` from outside the built-ins under `name`, after checking its contract.
+
+        A plugin may replace an earlier plugin of that name (a notebook cell run twice), never a
+        built-in. Its name may not look like a built-in's (`zoo.validation.names.builtin_problem`).
+        """
         builtins = self.builtin_names()
         if name in builtins and self._items[name] is not item:
             raise PluginError(f"{self.kind} {name!r} is a built-in; give yours another name")
@@ -163,8 +167,10 @@ class Registry(Generic[T]):
         return decorator
 
     def resolve(self, name: str) -> str:
-        """The registered spelling of `name`: hyphens and underscores are interchangeable
-        (`transformer-nfn` is `transformer_nfn`); an unknown name lists the valid ones."""
+        """The registered spelling of `name`; an unknown name lists the valid ones.
+
+        Hyphens and underscores are interchangeable: `transformer-nfn` is `transformer_nfn`.
+        """
         self._discover()
         candidates = (name, name.replace("-", "_"), name.replace("_", "-"))
         points = self.entry_points() if self.entry_point_group else {}
@@ -191,8 +197,10 @@ class Registry(Generic[T]):
         return sorted(set(self._items) | set(self.entry_points() if self.entry_point_group else ()))
 
     def loaded(self) -> dict[str, T]:
-        """The members registered so far by name: the built-ins and the plugins already loaded
-        (imports nothing, checks no entry point: a lookup by name does)."""
+        """The members registered so far by name: the built-ins and the plugins already loaded.
+
+        It imports nothing and checks no entry point; a lookup by name does.
+        """
         self._discover()
         return dict(sorted(self._items.items()))
 

@@ -1,11 +1,13 @@
 """Weight spaces: the ordered tensors of a zoo member, and batches of them.
 
-A `WeightSpace` is a frozen description of one architecture's parameters, in layer order:
-each `TensorSpec` names a tensor, its shape, its role (weight or bias) and the layer it
-belongs to. A `WeightBatch` holds B members of one weight space as one stacked tensor per
-parameter (leading batch dimension), which is what the fast loader produces and what every
-NFN model consumes. The symmetry groups acting on a weight space (permutations, scalings,
-sign flips, GL(d) of attention) are added to this module by the families that need them.
+A `WeightSpace` is a frozen description of one architecture's parameters, in layer order. Each
+`TensorSpec` names a tensor, its shape, its role (weight or bias) and its layer.
+
+A `WeightBatch` holds B members of one weight space, one stacked tensor per parameter with a leading
+batch dimension. The fast loader produces it and every NFN model consumes it.
+
+The symmetry groups acting on a weight space (permutations, scalings, sign flips, GL(d) of attention)
+are added to this module by the families that need them.
 """
 
 from __future__ import annotations

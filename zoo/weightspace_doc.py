@@ -1,16 +1,22 @@
 """The weight-space page for NFN authors (docs/weight-spaces.md), rendered from the families themselves.
 
-Every table on the page is computed here from what a family declares: its member (`Family.build`,
-for each tensor's module type), its weight space (`Family.weight_space`: names, shapes, layers) and
-its symmetry group (`Family.symmetry`). Which axes a group permutes is not written by hand but
-measured: the group's relabelling subgroup (`mode="permutation"` of `zoo.symmetry.feedforward`,
-`permutations_only=True` of `zoo.symmetry.attention`) acts on members whose entries are their own
-flat indices, and each output entry then says where it came from. Axes that every sampled element
-relabels the same way are one factor of the group (a layer's hidden units, a block's heads); an
-axis relabelled in runs of k consecutive indices by a factor of another axis is a flatten (a
-convolution's channels read as blocks of k dense inputs). So a change to a family's model or group
-changes the page, and `python -m zoo.weightspace_doc --check` (and tests/zoo/test_weightspace_doc.py)
-fails until the page is rendered again.
+Every table on the page is computed here from what a family declares:
+
+- its member (`Family.build`), for each tensor's module type;
+- its weight space (`Family.weight_space`): names, shapes, layers;
+- its symmetry group (`Family.symmetry`).
+
+Which axes a group permutes is measured, not written by hand. The group's relabelling subgroup acts on
+members whose entries are their own flat indices. That subgroup is `mode="permutation"` of
+`zoo.symmetry.feedforward`, or `permutations_only=True` of `zoo.symmetry.attention`. Each output entry
+then says where it came from.
+
+Axes that every sampled element relabels the same way are one factor of the group, such as a layer's
+hidden units or a block's heads. An axis relabelled in runs of k consecutive indices by a factor of
+another axis is a flatten. An example is a convolution's channels read as blocks of k dense inputs.
+
+So a change to a family's model or group changes the page. Then `python -m zoo.weightspace_doc --check`
+(and tests/zoo/test_weightspace_doc.py) fails until the page is rendered again.
 
     python -m zoo.weightspace_doc            # writes docs/weight-spaces.md
     python -m zoo.weightspace_doc --check    # exit 1 when the committed page differs
@@ -83,8 +89,10 @@ def relabelling_subgroup(symmetry: Any) -> Any:
 
 
 def _axis_permutations(space: WeightSpace, symmetry: Any) -> list[list[torch.Tensor | None]]:
-    """Per tensor, per axis: the (members, n) relabelling the sampled elements apply, None where it is
-    not the same along the rest of the tensor (the group mixes that axis with another)."""
+    """Per tensor, per axis: the (members, n) relabelling the sampled elements apply.
+
+    None where it is not the same along the rest of the tensor: the group mixes that axis with another.
+    """
     subgroup = relabelling_subgroup(symmetry)
     indices = WeightBatch(space, tuple(torch.arange(t.numel, dtype=torch.float64).reshape(t.shape)
                                        .expand(PROBE_MEMBERS, *t.shape).clone() for t in space.tensors))
@@ -116,7 +124,10 @@ class Factor:
 
 
 def _kept_together(permutation: torch.Tensor) -> int:
-    """The smallest run length d > 1 (a proper divisor of n) whose runs every element maps onto runs; 1 if none."""
+    """The smallest run length d > 1 (a proper divisor of n) whose runs every element maps onto runs.
+
+    Returns 1 if there is none.
+    """
     n = permutation.shape[1]
     for d in range(2, n):
         if n % d == 0:
@@ -127,8 +138,10 @@ def _kept_together(permutation: torch.Tensor) -> int:
 
 
 def factors(space: WeightSpace, symmetry: Any) -> tuple[list[Factor], dict[tuple[str, int], str]]:
-    """The group's relabelling factors, in order of first appearance, and each tensor axis's label:
-    "fixed", a factor's symbol, or "πk in blocks of n" (a flatten)."""
+    """The group's relabelling factors, in order of first appearance, and each tensor axis's label.
+
+    A label is "fixed", a factor's symbol, or "πk in blocks of n" (a flatten).
+    """
     found: list[tuple[torch.Tensor, Factor]] = []
     labels: dict[tuple[str, int], str] = {}
     for spec, axes in zip(space.tensors, _axis_permutations(space, symmetry)):
