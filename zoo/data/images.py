@@ -1,10 +1,11 @@
 """Data sources for zoo training: where the real data sets are and how they are split.
 
-Local copies are looked up in the folder named by ``NFNZOO_DATA`` (laid out like
-``../shared/data``: ``mnist/mnist.npz``, ...), else in ``../shared/data`` beside the project
-(or the working directory) when it exists; otherwise the usual online source is used
-(torchvision's downloader, cached under ``~/.cache/nfnzoo``). The validation hold-out and the
-subsets are drawn with the spec's seed, never with global random state.
+Local copies are looked up first in the folder named by ``NFNZOO_DATA``. It is laid out like
+``../shared/data`` (``mnist/mnist.npz``, ...). Next comes ``../shared/data`` beside the project or the
+working directory, when it exists. Otherwise the usual online source is used: torchvision's downloader,
+cached under ``~/.cache/nfnzoo``.
+
+The validation hold-out and the subsets are drawn with the spec's seed, never with global random state.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ class TaskData:
 
 
 def _data_candidates() -> list[tuple[str, Path | None]]:
-    """Every place a local data file is looked for, in order: (how a user names it, its folder or None)."""
+    """Every place a local data file is looked for, in order.
+
+    Each is (how a user names it, its folder or None).
+    """
     variable = os.environ.get("NFNZOO_DATA")
     candidates: list[tuple[str, Path | None]] = [(f"$NFNZOO_DATA ({variable})" if variable else "$NFNZOO_DATA (unset)",
                                                   Path(variable) if variable else None)]
@@ -72,7 +76,10 @@ def find_local(relative: str) -> Path | None:
 
 
 def missing_data(what: str, relative: str, online: str) -> str:
-    """One line: `what` is in none of the places looked in (each named) and `online` failed; how to provide it."""
+    """One line: `what` is in none of the places looked in, and `online` failed.
+
+    It names each place and says how to provide the data.
+    """
     places = ", ".join(label for label, _ in _data_candidates())
     return (f"{what} is not here: no {relative} in {places}, and {online}; put the file at "
             f"$NFNZOO_DATA/{relative} (or at shared/data/{relative} beside the checkout)")
@@ -164,11 +171,12 @@ LUMA_SCALE = 1000
 def _grayscale(images: np.ndarray) -> np.ndarray:
     """(..., 3) uint8 -> (...) uint8: ITU-R BT.601 luma, computed exactly in integers.
 
-    The grey level is (299 R + 587 G + 114 B) / 1000 rounded to the nearest integer, a tie
-    (a remainder of exactly 500) to the even one, as `np.rint` rounds. Integer sums are exact
-    whatever the kernel, so every processor gives the same grey images; a float product would
-    run in OpenBLAS, whose kernels differ by processor and round some colours apart (the
-    portable mode, `zoo.training.reproducibility`)."""
+    The grey level is (299 R + 587 G + 114 B) / 1000, rounded to the nearest integer. A tie (a remainder
+    of exactly 500) rounds to the even one, as `np.rint` does. Integer sums are exact whatever the
+    kernel, so every processor gives the same grey images. A float product would run in OpenBLAS, whose
+    kernels differ by processor and round some colours apart. This matters for the portable mode
+    (`zoo.training.reproducibility`).
+    """
     if images.dtype != np.uint8 or images.shape[-1:] != (3,):
         raise ValueError(f"grayscale conversion expects uint8 colour images (..., 3); got {images.dtype} "
                          f"{tuple(images.shape)}")
@@ -206,8 +214,10 @@ def load_task_data(spec: DatasetSpec) -> TaskData:
 
 
 def load_classifier_data(spec, in_channels: int, num_classes: int) -> TaskData:
-    """`load_task_data` of a zoo spec whose members classify `in_channels`-channel images into
-    `num_classes` classes; a data set of other images or classes is an error naming the spec."""
+    """`load_task_data` of a zoo spec whose members sort `in_channels`-channel images into `num_classes` classes.
+
+    A data set of other images or classes is an error naming the spec.
+    """
     data = load_task_data(spec.dataset)
     channels = data.test.x.shape[1]
     if channels != in_channels or data.num_classes != num_classes:

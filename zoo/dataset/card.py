@@ -1,29 +1,32 @@
 """The dataset card (README.md) of a packed zoo folder, following the Hub's card conventions.
 
-The YAML header carries what the Hub and `datasets` read:
+The YAML header carries what the Hub and `datasets` read.
 
-- `configs`: every config and split with the exact list of its shard files, which is all
-  `datasets.load_dataset(folder_or_repo, config)` needs (a glob would also read the unlisted
-  leftovers an interrupted pack may leave, `zoo.storage.commit`);
-- `dataset_info`: per config the features, each split's `num_examples` and `num_bytes`,
-  `download_size` and `dataset_size`, in the layout `datasets` itself writes
-  (`DatasetInfosDict.to_dataset_card_data`: one mapping for one config, else a list of
-  entries led by `config_name`). `load_dataset`'s default verification (`basic_checks`,
-  `datasets.utils.info_utils.verify_splits`) then raises on a shard too many or too few
-  instead of returning it. The features are the ones `datasets` infers from the shards'
-  Arrow schema (`Features.from_arrow_schema`; a test holds the two equal), since the
-  Parquet builder casts every table to them;
-- the Hub's descriptive fields: `license` (the data set's terms, `zoo.dataset.provenance`),
-  `task_categories`, `size_categories`, `source_datasets`, `annotations_creators`,
-  `pretty_name`, `tags`. `language_creators` and `multilinguality` describe natural-language
-  text and are left out: no column holds any.
+`configs` lists every config and split with the exact list of its shard files. That is all
+`datasets.load_dataset(folder_or_repo, config)` needs. A glob would also read the unlisted leftovers an
+interrupted pack may leave (`zoo.storage.commit`).
 
-The body says what the rows are, how to read the weights (and the one way not to), how the
-zoo was made, its limitations and what to cite. Written from the manifest alone, so packing
-twice writes the same bytes. The Hub renders the body as Markdown with HTML, and a received
-manifest may hold any text: every string of it reaches the body through `displayed` (control,
-bidi and invisible characters made visible, HTML escaped), and the resolved spec's code block
-(literal, made visible) is fenced so that no backticks in it can close it.
+`dataset_info` gives per config the features, each split's `num_examples` and `num_bytes`,
+`download_size` and `dataset_size`. Its layout is the one `datasets` itself writes
+(`DatasetInfosDict.to_dataset_card_data`): one mapping for one config, else a list of entries led by
+`config_name`. `load_dataset`'s default verification (`basic_checks`,
+`datasets.utils.info_utils.verify_splits`) then raises on a shard too many or too few. The features are
+the ones `datasets` infers from the shards' Arrow schema (`Features.from_arrow_schema`), since the
+Parquet builder casts every table to them. A test holds the two equal.
+
+The Hub's descriptive fields are `license`, `task_categories`, `size_categories`, `source_datasets`,
+`annotations_creators`, `pretty_name` and `tags`. `license` holds the data set's terms
+(`zoo.dataset.provenance`). `language_creators` and `multilinguality` describe natural-language text,
+and no column holds any, so they are left out.
+
+The body says what the rows are and how to read the weights (and the one way not to). It says how the
+zoo was made, its limitations and what to cite. It is written from the manifest alone, so packing twice
+writes the same bytes.
+
+The Hub renders the body as Markdown with HTML, and a received manifest may hold any text. So every
+string of it reaches the body through `displayed`. That makes control, bidi and invisible characters
+visible and escapes HTML. The resolved spec's code block is literal, made visible, and fenced so that no
+backticks in it can close it.
 """
 
 from __future__ import annotations
@@ -104,8 +107,10 @@ def _license_fields(entries: dict) -> dict:
 
 
 def split_paths(entry: dict, split: str) -> list[str]:
-    """The exact shard files of one split: `load_dataset` reads these and nothing else, never the
-    unlisted leftovers of an interrupted pack (`zoo.storage.commit`)."""
+    """The exact shard files of one split: `load_dataset` reads these and nothing else.
+
+    It never reads the unlisted leftovers of an interrupted pack (`zoo.storage.commit`).
+    """
     return [f["path"] for f in entry["files"] if f["split"] == split]
 
 
@@ -134,8 +139,11 @@ def card_header(manifest: dict) -> dict:
 
 
 def _config_section(name: str, entry: dict, resolved: dict) -> str:
-    """A config's section, from its `displayed` manifest entry; `resolved` is its spec as recorded, shown
-    in a fenced YAML block (literal in Markdown: only made visible, `yaml.safe_dump` escapes the rest)."""
+    """A config's section, from its `displayed` manifest entry.
+
+    `resolved` is its spec as recorded, shown in a fenced YAML block. The block is literal in Markdown:
+    it is only made visible, and `yaml.safe_dump` escapes the rest.
+    """
     spec = entry["spec"]
     facts = _data_set(entry)
     counts = ", ".join(f"{split}: {rows:,} checkpoints ({entry['runs'][split]:,} runs)"
@@ -308,10 +316,13 @@ def _citation(entries: dict) -> str:
 
 
 def displayed(value: Any) -> Any:
-    """`value` (the manifest's data) as the card's body may show it: every string, key or value, made
-    visible (`zoo.validation.text.visible`: no escape, bidi or invisible character reaches the Hub's page)
-    and HTML-escaped (`<` and `&`: a status, a name or a description cannot add a tag). Walked without
-    recursion; numbers and the rest unchanged."""
+    """`value` (the manifest's data) as the card's body may show it.
+
+    Every string, key or value, is made visible (`zoo.validation.text.visible`). So no escape, bidi or
+    invisible character reaches the Hub's page. Each is also HTML-escaped (`<` and `&`), so a status, a
+    name or a description cannot add a tag. Walked without recursion; numbers and the rest are
+    unchanged.
+    """
     if isinstance(value, str):
         return markdown_block(value)
     if not isinstance(value, (dict, list)):
@@ -336,7 +347,10 @@ def displayed(value: Any) -> Any:
 
 
 def _fenced(language: str, text: str) -> str:
-    """`text` in a fenced code block whose fence is longer than any run of backticks in it (so nothing closes it)."""
+    """`text` in a fenced code block whose fence is longer than any run of backticks in it.
+
+    So nothing in `text` can close the block.
+    """
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{language}\n{text}\n{fence}"

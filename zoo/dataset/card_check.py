@@ -1,12 +1,14 @@
 """What `nfnzoo verify` checks of a zoo's card (README.md) against its manifest.
 
-The card is what `datasets.load_dataset` reads: its YAML header's `configs` name each split's
-shard files (`zoo.dataset.card.split_paths`; packs before it used a glob per split). The card must
-list every config of the manifest; a config whose files differ from the manifest's is a
-warning (a pack killed between writing the manifest and the card: each names a complete
-pack, and the next `nfnzoo pack` rewrites the card), which `nfnzoo publish` refuses. Where
-the files agree, the card must say "Incomplete" for exactly the configs the manifest marks
-incomplete. The card is read with a cap and its YAML with the alias bound of `zoo.validation.inputs`.
+The card is what `datasets.load_dataset` reads. Its YAML header's `configs` name each split's shard
+files (`zoo.dataset.card.split_paths`); an older pack's card reads a glob per split.
+
+The card must list every config of the manifest. A config whose files differ from the manifest's is a
+warning, which `nfnzoo publish` refuses. It means a pack was killed between writing the manifest and the
+card. Each names a complete pack, and the next `nfnzoo pack` rewrites the card.
+
+Where the files agree, the card must say "Incomplete" for exactly the configs the manifest marks
+incomplete. The card is read with a cap, and its YAML with the alias bound of `zoo.validation.inputs`.
 """
 
 from __future__ import annotations

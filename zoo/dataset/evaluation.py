@@ -1,18 +1,22 @@
 """How an imported config's members were scored, so that `nfnzoo verify --recompute` can re-score them.
 
-A generated config's spec says everything its family needs to evaluate a member again (the data
-set and its subsets, the architecture, the evaluation batch size). An imported config's spec only
-describes its source's recipe, so nothing could be recomputed from it. An importer that knows how
-its source measured the metrics it ships records that in the manifest, next to the provenance:
+A generated config's spec says everything its family needs to evaluate a member again: the data set and
+its subsets, the architecture, the evaluation batch size. An imported config's spec only describes its
+source's recipe, so nothing could be recomputed from it.
+
+So an importer that knows how its source measured its metrics records that in the manifest. It sits in
+the config's `imported` entry, next to the provenance (shape below).
+
+For example, the Small CNN Zoo's test accuracy is measured on the data set's whole test split. That is
+what `train_network.py` evaluates, so its importer records `test_size: null`. A zoo of ours exported to
+that layout carries its own test subset in the exporter's sidecar. Imported back, it records that subset
+instead.
+
+`evaluation_spec` rebuilds the object the family's `load_data` and `evaluate` read: `name`, `family`,
+`dataset`, `architecture`, `training.eval_batch_size`. It is validated like a spec, with the config's
+architecture from the manifest. The record's shape:
 
     "imported": {..., "evaluation": {"dataset": {<DatasetSpec>}, "eval_batch_size": 2000}}
-
-e.g. the Small CNN Zoo's test accuracy is measured on the data set's whole test split (what
-`train_network.py` evaluates), so its importer records `test_size: null`; a zoo of ours exported to
-that layout and imported back carries its own test subset in the exporter's sidecar, so the
-import records that instead. `evaluation_spec` rebuilds the object the family's `load_data` and
-`evaluate` read (`name`, `family`, `dataset`, `architecture`, `training.eval_batch_size`),
-validated like a spec, with the config's architecture from the manifest.
 """
 
 from __future__ import annotations
@@ -50,8 +54,10 @@ class EvaluationSpec:
 
 
 def evaluation_spec(name: str, entry: dict, where: str) -> EvaluationSpec | None:
-    """The evaluation an imported config records (None where its importer records none);
-    a malformed one is a SchemaError naming `where` and the key."""
+    """The evaluation an imported config records, or None where its importer records none.
+
+    A malformed one is a SchemaError naming `where` and the key.
+    """
     recorded = entry.get("imported", {}).get("evaluation")
     if recorded is None:
         return None
@@ -77,8 +83,10 @@ def evaluation_of(entry: dict) -> dict:
 
 
 def read_evaluation_sidecar(path, dataset: str) -> dict | None:
-    """The sidecar at `path` (None where there is none), validated, for a source on `dataset`; a malformed
-    one, or one naming another data set, is an InputError naming the file."""
+    """The sidecar at `path`, validated, for a source on `dataset`; None where there is none.
+
+    A malformed one, or one naming another data set, is an InputError naming the file.
+    """
     from pathlib import Path
 
     from zoo.validation.inputs import InputError, read_json_file

@@ -1,10 +1,11 @@
 """A human summary of a packed zoo: counts, accuracy distribution, architecture.
 
-The manifest is read through `zoo.storage.folder.read_manifest` (capped, structure checked, shard paths
-confined); what only this summary prints (run counts, architectures) is checked here, so a
-hand-edited manifest is one line naming the key. What it prints is made visible
-(`zoo.validation.text.visible`): a status or name holding an escape sequence or a bidi override is
-shown as its escapes, never acted on by the terminal.
+The manifest is read through `zoo.storage.folder.read_manifest`: capped, structure checked, shard paths
+confined. What only this summary prints (run counts, architectures) is checked here. So a hand-edited
+manifest gets one line naming the key.
+
+What it prints is made visible (`zoo.validation.text.visible`). A status or name holding an escape
+sequence or a bidi override is shown as its escapes, never acted on by the terminal.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ BARS = " ▁▂▃▄▅▆▇█"
 
 
 def shown(lines: list[str]) -> str:
-    """The summary's lines for a terminal: whatever the manifest or the shards hold (a status, a layer's name, a
-    column's value) is made visible (`zoo.validation.text.visible`), and a line break in it cannot forge a line."""
+    """The summary's lines for a terminal, made visible (`zoo.validation.text.visible`).
+
+    This covers whatever the manifest or the shards hold: a status, a layer's name, a column's value. A
+    line break in such text cannot forge a line.
+    """
     return "\n".join(visible(line) for line in lines)
 
 
@@ -37,9 +41,11 @@ def histogram(values: np.ndarray, bins: int = 20, low: float = 0.0, high: float 
 
 
 def _described(entry: dict, where: str) -> dict:
-    """`entry` if it holds what `describe` prints (beyond `zoo.storage.manifest.check_config`'s structure):
-    status and runs per split, each architecture's parameter count and layers; else an `InputError`
-    naming the key (a hand-edited manifest gets one line, not a KeyError)."""
+    """`entry` if it holds what `describe` prints, beyond `zoo.storage.manifest.check_config`'s structure.
+
+    That is the status and runs per split, and each architecture's parameter count and layers. Else it
+    raises an `InputError` naming the key, so a hand-edited manifest gets one line, not a KeyError.
+    """
     for key in ("status", "runs"):
         if not isinstance(entry.get(key), dict):
             raise InputError(f"{where}.{key}: expected a mapping")

@@ -1,34 +1,40 @@
 """Packing: the staging folder -> a sharded Parquet dataset with its card and manifest.
 
-Layout (what `datasets.load_dataset(folder, config)` reads with no custom code)::
+`datasets.load_dataset(folder, config)` reads the layout (at the end) with no custom code.
+
+Runs are assigned to splits by a seeded hash of their ids over the whole plan. So checkpoints of one run
+never cross splits, and the assignment does not depend on what is staged yet. Rows are ordered by the
+run's plan position, then the checkpoint's (epochs ascending, then the best). Every writer setting is
+fixed, so packing the same staging folder twice gives byte-identical shards.
+
+Weights are stored uncompressed, without dictionary encoding or statistics. Float bytes do not compress,
+and plain pages keep each row a contiguous safetensors file for the fast loader. Every shard carries a
+page index, which the Hub's dataset viewer reads pages through. It sits after the row groups, so the
+fast loader's page walk is unchanged. Each config's manifest entry records its splits' Arrow sizes
+(`arrow_bytes`) for the card's `dataset_info`.
+
+The content tag in a shard's name lets the old and the new pack's shards coexist until the new manifest
+is written. `zoo.storage.commit` commits a pack so that a kill or a full disk at any point leaves one
+complete pack, old or new. Packs from before the tag (plain `<split>-NNNNN-of-MMMMM.parquet`)
+verify and load as before.
+
+No link below the folder is followed (`zoo.storage.nofollow`). One at `data/<config>/` or beside the
+shards there is refused before anything is built.
+
+Each config's entry also records `machines` (`zoo.distributed.machine`). That is the folder's
+`machines.json`, which the Ray driver writes: the nodes that trained its checkpoints, with their CPU,
+instruction sets and GPUs. A folder staged without it records the packing machine with `role: packed`.
+Zoo bytes are reproducible only per instruction set, so two zoos that differ can be told apart.
+
+The entry also records `reproducibility` (`zoo.training.reproducibility.record`), as the packing process
+has it. That is the spec's mode, the settings it pinned and the versions of the libraries whose kernels
+decide the bytes (torch, NumPy, MKL, oneDNN, Python).
+
+The layout::
 
     data/<config>/<split>-NNNNN-of-MMMMM-<tag>.parquet   one row per checkpoint; <tag>: sha256[:8]
     README.md                                  dataset card; its YAML lists each split's shards
     manifest.json                              per shard: sha256, rows, bytes; per config: hash
-
-Runs are assigned to splits by a seeded hash of their ids over the whole plan, so checkpoints
-of one run never cross splits and the assignment does not depend on what is staged yet. Rows
-are ordered by (run's plan position, checkpoint's plan position: epochs ascending, then the best)
-and every writer setting is fixed, so packing the same staging folder twice gives
-byte-identical shards. Weights are stored uncompressed
-without dictionary encoding or statistics: float bytes do not compress, and plain pages keep
-each row a contiguous safetensors file for the fast loader. Every shard carries a page index
-(the Hub's dataset viewer reads pages through it; it sits after the row groups, so the fast
-loader's page walk is unchanged). Each config's manifest entry records its splits' Arrow sizes
-(`arrow_bytes`) for the card's `dataset_info`. The content tag in a shard's name lets the old
-and the new pack's shards coexist until the new manifest is written: `zoo.storage.commit` commits a
-pack so that a kill or a full disk at any point leaves one complete pack, old or new.
-Packs before the tag (plain `<split>-NNNNN-of-MMMMM.parquet`) verify and load as before.
-No link below the folder is followed (`zoo.storage.nofollow`): one at `data/<config>/` or beside
-the shards there is refused before anything is built.
-
-Each config's entry also records `machines` (`zoo.distributed.machine`): the folder's `machines.json`, which
-the Ray driver writes (the nodes that trained its checkpoints, with their CPU, instruction sets
-and GPUs), or, for a folder staged without it, the packing machine with `role: packed`. Zoo
-bytes are reproducible only per instruction set, so two zoos that differ can be told apart; and
-`reproducibility` (`zoo.training.reproducibility.record`): the spec's mode, the settings it pinned and
-the versions of the libraries whose kernels decide the bytes (torch, NumPy, MKL, oneDNN, Python), as
-the packing process has them.
 """
 
 from __future__ import annotations
@@ -67,8 +73,11 @@ def shard_name(split: str, index: int, count: int, sha256: str) -> str:
 
 
 def write_shard(rows: list[dict], schema: pa.Schema, path: Path, row_bytes: int) -> int:
-    """Writes one shard; returns its Arrow (in-memory) size, the card's `num_bytes` (informative:
-    `datasets` checks row counts, and its own byte count differs by a few validity bitmaps)."""
+    """Writes one shard; returns its Arrow (in-memory) size, the card's `num_bytes`.
+
+    The size is informative: `datasets` checks row counts, and its own byte count differs by a few
+    validity bitmaps.
+    """
     table = pa.Table.from_pylist(rows, schema=schema)
     metadata_columns = [name for name in schema.names if name != "weights"]
     pq.write_table(
@@ -173,10 +182,10 @@ def pack(folder: str | Path, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, conf
          allow_incomplete: bool = False, lock: FolderLock | None = None) -> dict:
     """Packs every config staged in `folder` (or the named ones); returns the manifest.
 
-    Every config is checked before anything is written: one with nothing staged is an
-    `IncompleteZooError`, and so is a partial one unless `allow_incomplete` (its manifest
-    entry, card and `nfnzoo info` then say it is incomplete). The folder's lock (`zoo.storage.lock`) is
-    held throughout: taken here, or the held `lock` of the caller (`nfnzoo generate`).
+    Every config is checked before anything is written. One with nothing staged is an
+    `IncompleteZooError`, and so is a partial one unless `allow_incomplete`. Its manifest entry, card
+    and `nfnzoo info` then say it is incomplete. The folder's lock (`zoo.storage.lock`) is held
+    throughout: taken here, or the held `lock` of the caller (`nfnzoo generate`).
     """
     folder = Path(folder)
     if lock is None and folder.is_dir():  # one generate or pack per folder at a time

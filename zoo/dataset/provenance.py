@@ -1,10 +1,12 @@
 """Where a zoo's rows come from: each data set's license and citation, each family's paper.
 
-One table per kind, read by the dataset card (`zoo.dataset.card`): a checkpoint trained on a data set
-is published under that data set's terms (the conservative reading; the Hub's `license`
-field), it points back at the data set (`source_datasets`), and the card cites the paper whose
-zoo a family reproduces. A data set or family without an entry gets `license: unknown` and no
-citation in its card (a test checks that every registered data source and family has one).
+There is one table per kind, read by the dataset card (`zoo.dataset.card`). A checkpoint trained on a
+data set is published under that data set's terms (the Hub's `license` field). That is the conservative
+reading. The card points back at the data set (`source_datasets`). It also cites the paper whose zoo a
+family reproduces.
+
+A data set or family without an entry gets `license: unknown` and no citation in its card. A test checks
+that every registered data source and family has one.
 """
 
 from __future__ import annotations

@@ -1,19 +1,22 @@
 """Re-training a sample of a packed zoo's runs and comparing them with the stored checkpoints.
 
-`nfnzoo verify FOLDER --retrain N`: N seeded-random runs of each config are trained again
-from the spec in the manifest (the family's population trainer, on the CPU, as
-`nfnzoo generate` trains them there) and every checkpoint they emit is compared with the
-packed row of the same model id: weights bit for bit, metrics exactly, status equal. This is
-the cheap check of the claim that regenerating a zoo on the same machine gives the same
-bytes (and so the same dataset hash) without regenerating it: populations are bitwise
-independent of their composition and size (README, "Reproducibility"), so a run trained in
-a population of its own must reproduce its packed checkpoints exactly. A zoo made in the portable
-mode (`zoo.training.reproducibility`) is retrained in that mode (the command runs itself again in the
-mode's environment), so any x86-64-v3 processor must reproduce it. On another CPU
-(another SIMD instruction set) or on CUDA the bits may differ; the report then names the
-first differing tensor and its largest difference, and, when the manifest records the
-machines that trained the zoo (`zoo.distributed.machine`) and their ATen or oneDNN instruction set is not
-this machine's, says so: that explains the difference.
+`nfnzoo verify FOLDER --retrain N` trains N seeded-random runs of each config again. They come from the
+spec in the manifest, through the family's population trainer, on the CPU, as `nfnzoo generate` trains
+them there. Every checkpoint they emit is compared with the packed row of the same model id. Weights
+must match bit for bit, metrics exactly, and status must be equal.
+
+This is the cheap check of a claim: regenerating a zoo on the same machine gives the same bytes, and so
+the same dataset hash. Populations are bitwise independent of their composition and size (README,
+"Reproducibility"). So a run trained in a population of its own must reproduce its packed checkpoints
+exactly.
+
+A zoo made in the portable mode (`zoo.training.reproducibility`) is retrained in that mode. The command
+runs itself again in the mode's environment. So any x86-64-v3 processor must reproduce it.
+
+On another CPU (another SIMD instruction set) or on CUDA the bits may differ. The report then names the
+first differing tensor and its largest difference. The manifest may record the machines that trained the
+zoo (`zoo.distributed.machine`). If their ATen or oneDNN instruction set is not this machine's, the
+report says so, since that explains the difference.
 """
 
 from __future__ import annotations

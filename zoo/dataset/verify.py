@@ -1,29 +1,40 @@
 """Verification of a packed zoo folder against its manifest, and metric recomputation.
 
-Checks every shard listed in ``manifest.json`` (read through `zoo.storage.folder.read_manifest`, which
-holds it to its schema and confines its shard paths to the folder): present, of the recorded
-size and fast checksum (sha256 with ``full``, or where the manifest records no fast checksum),
-readable as Parquet, with the recorded row count and schema, and every row's
-safetensors header decoded within bounds and matching its architecture (`zoo.loader`'s check,
-so a row the loader would refuse or over-allocate for is a problem here, named by shard and
-row); model ids unique across a config; counts consistent (rows per split, packed =
-sum of rows <= planned, complete = packed == planned); a card that lists each config's shards
-and says "incomplete" exactly where the manifest does; no string of the manifest (key or value)
-holding a control, bidi, zero-width or invisible character (`zoo.validation.text`: the card and
-`nfnzoo info` show them, and stored text may not hold one). Shards on disk that the manifest does
-not list are a warning when the card names its files (an interrupted pack's leftovers: never
-read, and the next `nfnzoo pack` removes them), a problem under an older card's glob (which
-`datasets.load_dataset` would read); a card naming other shards than the manifest (a pack
-killed between writing the two) is a warning, and `nfnzoo publish` refuses it. A zoo with
-nothing packed fails; an incomplete one (fewer checkpoints packed than planned, which
-`nfnzoo pack --allow-incomplete` writes) fails too unless ``allow_incomplete``, when it is a
-warning: a partial zoo is a legitimate thing to share only when someone chose it. With
-``recompute=N`` it reloads N seeded-random checkpoints into the family's model and
-re-evaluates them on the stored validation and test sets, failing if the metrics differ (an
-imported config only where its importer recorded how its source scored them,
-`zoo.dataset.evaluation`, and only the metrics the source measured); with
-``retrain=N`` it trains N seeded-random runs again and fails unless their checkpoints are
-the packed ones bit for bit (`zoo.dataset.retrain`).
+The manifest is read through `zoo.storage.folder.read_manifest`. That holds ``manifest.json`` to its
+schema and confines its shard paths to the folder.
+
+Every shard listed there must be present, of the recorded size and fast checksum. The checksum is sha256
+with ``full``, or where the manifest records no fast checksum. The shard must read as Parquet, with the
+recorded row count and schema.
+
+Every row's safetensors header must decode within bounds and match its architecture. This is
+`zoo.loader`'s check. So a row the loader would refuse, or over-allocate for, is a problem here, named
+by shard and row.
+
+Model ids must be unique across a config. Counts must agree: rows per split, packed = sum of rows <=
+planned, complete = packed == planned. The card must list each config's shards and say "incomplete"
+exactly where the manifest does.
+
+No string of the manifest, key or value, may hold a control, bidi, zero-width or invisible character
+(`zoo.validation.text`). The card and `nfnzoo info` show them, and stored text may not hold one.
+
+Shards on disk that the manifest does not list are a warning when the card names its files. They are an
+interrupted pack's leftovers: never read, and the next `nfnzoo pack` removes them. Under an older card's
+glob they are a problem, since `datasets.load_dataset` would read them. A card naming other shards than
+the manifest is a warning, and `nfnzoo publish` refuses it. It means a pack was killed between writing
+the two.
+
+A zoo with nothing packed fails. An incomplete one fails too unless ``allow_incomplete``, when it is a
+warning. Incomplete means fewer checkpoints packed than planned, which `nfnzoo pack --allow-incomplete`
+writes. A partial zoo is a legitimate thing to share only when someone chose it.
+
+With ``recompute=N`` it reloads N seeded-random checkpoints into the family's model. It re-evaluates
+them on the stored validation and test sets, and fails if the metrics differ. An imported config is
+re-scored only where its importer recorded how its source scored them (`zoo.dataset.evaluation`). Then
+only the metrics the source measured are compared.
+
+With ``retrain=N`` it trains N seeded-random runs again (`zoo.dataset.retrain`). It fails unless their
+checkpoints are the packed ones bit for bit.
 """
 
 from __future__ import annotations
@@ -167,8 +178,11 @@ def _recompute(folder: Path, name: str, entry: dict, count: int, seed: int, repo
 
 def _check_split_set(folder: Path, name: str, set_name: str, described: dict, ids: dict[str, str],
                      report: VerifyReport) -> None:
-    """A named split set's file (an import's paper split): present, of its recorded sha256, its lists of the
-    recorded lengths, every model id one of the config's rows."""
+    """A named split set's file (an import's paper split), checked against the manifest.
+
+    It must be present and of its recorded sha256. Its lists must have the recorded lengths, and every
+    model id must be one of the config's rows.
+    """
     from zoo.storage.integrity import sha256_file
     from zoo.validation.inputs import InputError, read_json_file
 
@@ -204,9 +218,12 @@ def _check_split_set(folder: Path, name: str, set_name: str, described: dict, id
 
 
 def _architecture_problems(folder: Path, name: str, entry: dict) -> list[str]:
-    """Every architecture config `name` declares (`architectures.*.architecture`, and its spec's), held to its
-    family's Architecture and sized arithmetically (`zoo.planning.spec.check_member_size`: layers, widths,
-    parameters within `zoo.validation.bounds`) before anything (`--recompute`, `--retrain`) builds a member."""
+    """Every architecture config `name` declares, checked before anything builds a member.
+
+    These are `architectures.*.architecture` and its spec's. Each is held to its family's Architecture.
+    It is sized arithmetically (`zoo.planning.spec.check_member_size`): layers, widths and parameters
+    within `zoo.validation.bounds`. Only then may `--recompute` or `--retrain` build a member.
+    """
     declared = [(f"configs.{name}.architectures.{key}", described.get("family", entry.get("family")),
                  described.get("architecture"))
                 for key, described in sorted((entry.get("architectures") or {}).items()) if isinstance(described, dict)]
@@ -232,8 +249,11 @@ def _architecture_problems(folder: Path, name: str, entry: dict) -> list[str]:
 
 
 def _check_counts(name: str, entry: dict, report: VerifyReport) -> None:
-    """The manifest's counts against its own shard list and each other (each split's count is its shards'
-    sum, or the manifest was refused where it was read: `zoo.storage.manifest`)."""
+    """The manifest's counts against its own shard list and each other.
+
+    Each split's count is its shards' sum; else the manifest was refused where it was read
+    (`zoo.storage.manifest`).
+    """
     packed, planned = entry["packed_checkpoints"], entry["planned_checkpoints"]
     rows = {split: sum(f["rows"] for f in entry["files"] if f["split"] == split) for split in SPLITS}
     if packed != sum(rows.values()):
@@ -261,8 +281,11 @@ def _check_completeness(name: str, entry: dict, allow_incomplete: bool, report: 
 
 def verify(folder: str | Path, *, recompute: int = 0, seed: int = 0, allow_incomplete: bool = False,
            retrain: int = 0, full: bool = False) -> VerifyReport:
-    """Checks a packed zoo folder; see the module docstring for what counts as a problem. Problems and
-    warnings quote the folder's names and text: they are made visible (`zoo.validation.text.visible`)."""
+    """Checks a packed zoo folder; the module docstring says what counts as a problem.
+
+    Problems and warnings quote the folder's names and text, so they are made visible
+    (`zoo.validation.text.visible`).
+    """
     report = _verify(Path(folder), recompute, seed, allow_incomplete, retrain, full)
     report.problems = [visible(problem, lines=True) for problem in report.problems]
     report.warnings = [visible(warning, lines=True) for warning in report.warnings]
