@@ -1,3 +1,4 @@
-"""Training members: the classification loop, populations trained as one tensor program,
-stacked optimizers, the device, and `worker` (planned runs into staging, resumably).
+"""Training members: the classification loop, populations as one tensor program, stacked optimizers.
+
+It also holds the device and `worker`, which trains planned runs into staging, resumably.
 """

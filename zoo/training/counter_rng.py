@@ -1,53 +1,69 @@
 """Philox-4x32-10, a counter-based random number generator, in integer tensor operations.
 
-Salmon, Moraes, Dror and Shaw 2011, "Parallel random numbers: as easy as 1, 2, 3" (SC11),
-the Philox construction (the paper's section on Philox, "Philox-NxW-R"; the reference
-realisation is Random123's `philox.h`). A counter-based generator is a keyed bijection
-`f_key(counter)`: any draw is computed directly from its coordinates, with no state to
-advance, so a population's draws come from a few tensor operations and a member's draws do
-not depend on which population, batch shape or device computed them.
+This is the Philox construction of Salmon, Moraes, Dror and Shaw 2011,
+"Parallel random numbers: as easy as 1, 2, 3" (SC11), section "Philox-NxW-R".
+The reference realisation is Random123's `philox.h`.
+A counter-based generator is a keyed bijection `f_key(counter)`.
+Any draw is computed directly from its coordinates, with no state to advance.
+So a population's draws come from a few tensor operations.
+A member's draws do not depend on the population, batch shape or device that computed them.
 
-One Philox-4x32 round maps the counter words (c0, c1, c2, c3) and the round key (k0, k1) to
+One Philox-4x32 round updates the counter words (c0, c1, c2, c3) under the round key (k0, k1).
+Below, mulhilo(a, b) is the high and low 32-bit word of the exact 64-bit product a * b.
+With M0 = 0xD2511F53 and M1 = 0xCD9E8D57, a round computes
 
-    hi0, lo0 = mulhilo(M0, c0)          M0 = 0xD2511F53
-    hi1, lo1 = mulhilo(M1, c2)          M1 = 0xCD9E8D57
-    (c0, c1, c2, c3) <- (hi1 ^ c1 ^ k0,  lo1,  hi0 ^ c3 ^ k1,  lo0)
+    hi0, lo0 = mulhilo(M0, c0)
+    hi1, lo1 = mulhilo(M1, c2)
+    (c0, c1, c2, c3) <- (hi1 ^ c1 ^ k0,  lo1,  hi0 ^ c3 ^ k1,  lo0).
 
-where mulhilo(a, b) is the high and low 32-bit word of the exact 64-bit product a * b. Between
-rounds the key is bumped by the Weyl constants (the golden ratio and sqrt(3) - 1 in 32 bits),
-k0 <- k0 + 0x9E3779B9, k1 <- k1 + 0xBB67AE85 (mod 2^32); round r uses key + (r - 1) * W.
-Ten rounds is the paper's recommended (Crush-resistant with margin) count.
+Between rounds the key is bumped by the Weyl constants, k0 <- k0 + 0x9E3779B9 and
+k1 <- k1 + 0xBB67AE85 (mod 2^32).
+These are the golden ratio and sqrt(3) - 1 in 32 bits.
+Round r uses key + (r - 1) * W.
+Ten rounds is the paper's recommended count, Crush-resistant with margin.
 
-Arithmetic: every word is a torch.int64 tensor holding a value in [0, 2^32). The product of
-two such values reaches 2^64 and overflows signed int64 (undefined behaviour in the C++
-kernels, not merely wraparound), so `mulhilo` splits the constant multiplier into 16-bit
-halves: each partial product is below 2^48, and they are recombined with shifts and masks,
-exactly. Only integer ops are used, so CPU and CUDA give
-the same bits by construction.
+Every word is a torch.int64 tensor holding a value in [0, 2^32).
+The product of two such values reaches 2^64 and overflows signed int64.
+In the C++ kernels that is undefined behaviour, not merely wraparound.
+So `mulhilo` splits the constant multiplier into 16-bit halves.
+Each partial product is below 2^48, and shifts and masks recombine them exactly.
+Only integer ops are used, so CPU and CUDA give the same bits by construction.
 
-Draws are addressed by (seed, stream, step, member, index): the 64-bit run seed is the key
-(low word k0, high word k1); the counter is (index // 4, member, step, stream) and a draw's
-32-bit word is word `index % 4` of that block. `seed` and `step` may be per member.
+Draws are addressed by (seed, stream, step, member, index).
+The 64-bit run seed is the key: low word k0, high word k1.
+The counter is (index // 4, member, step, stream).
+A draw's 32-bit word is word `index % 4` of that block.
+`seed` and `step` may be per member.
+
 On top of the raw words:
 
-- `uniform`: float32 = (word >> 8) * 2^-24, the 24 high bits, exactly representable, in
-  [0, 1 - 2^-24]; float64 = word * 2^-32, in [0, 1 - 2^-32].
-- `below(n)`: floor(word * n / 2^32) for 1 <= n <= 2^31 (the product fits int64). Each value's
-  probability is floor or ceil of 2^32 / n over 2^32: off from 1/n by less than 2^-32
-  (relative bias < n / 2^32; 1.4e-5 for n = 60,000).
-- `bernoulli(p)`: word < round(p * 2^32): P(True) is p to within 2^-33 (p = 1 is always True).
-- `permutation(n)`: a stable argsort of 63-bit keys (w_2i << 31 | w_2i+1 >> 1). Equal keys
-  (probability < n^2 / 2^64, 2e-10 for n = 60,000) keep index order, so the result is one
-  well-defined permutation on every device; its distance from uniform is at most that
-  collision probability.
-- `crop_offsets`: `below(2 * padding + 1)` for (dy, dx).
+`uniform` in float32 is (word >> 8) * 2^-24, in [0, 1 - 2^-24].
+These are the 24 high bits, exactly representable.
+In float64 it is word * 2^-32, in [0, 1 - 2^-32].
 
-Engines (`ENGINES`), all giving the same words: ``torch``, the integer tensor ops above (the
-default on CUDA, where they run as a few kernels for the whole population); ``randomgen``,
-the C Philox4x32-10 of randomgen (Kevin Sheppard's bit generators, numpy's upstream), one call
-per member (the default on the CPU: ~17x the torch ops' rate there, and above a per-member
-`torch.rand` float64); ``compiled`` (`fused=True`), the tensor ops as one `torch.compile`d
-kernel (several times the eager rate on the CPU after a one-off compile, ~40 s on 2 cores).
+`below(n)` is floor(word * n / 2^32) for 1 <= n <= 2^31, where the product fits int64.
+Each value's probability is the floor or ceil of 2^32 / n, over 2^32.
+That is off from 1/n by less than 2^-32: a relative bias below n / 2^32 (1.4e-5 for n = 60,000).
+
+`bernoulli(p)` is word < round(p * 2^32).
+P(True) is p to within 2^-33, and p = 1 is always True.
+
+`permutation(n)` is a stable argsort of 63-bit keys (w_2i << 31 | w_2i+1 >> 1).
+Equal keys keep index order, so the result is one well-defined permutation on every device.
+They come with probability below n^2 / 2^64, 2e-10 for n = 60,000.
+The result's distance from uniform is at most that collision probability.
+
+`crop_offsets` is `below(2 * padding + 1)` for (dy, dx).
+
+Engines (`ENGINES`) all give the same words.
+``torch`` is the integer tensor ops above.
+It is the default on CUDA, where it runs as a few kernels for the whole population.
+``randomgen`` is the C Philox4x32-10 of randomgen (Kevin Sheppard's bit generators, numpy's upstream).
+It makes one call per member.
+It is the default on the CPU, where it outruns the tensor ops and a per-member float64 `torch.rand`.
+The rates are on docs/performance.md.
+``compiled`` (`fused=True`) is the tensor ops as one `torch.compile`d kernel.
+On the CPU it beats the eager ops, after a one-off compile.
 The tests check every engine against the published known answers and against each other.
 """
 
@@ -70,8 +86,11 @@ Index = int | torch.Tensor
 
 
 def mulhilo(a: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """High and low 32-bit words of a * multiplier, exactly, for int64 `a` in [0, 2^32) and
-    a constant multiplier in [0, 2^32), split into 16-bit halves m = m1 * 2^16 + m0."""
+    """High and low 32-bit words of a * multiplier, computed exactly.
+
+    `a` is int64 in [0, 2^32), and the constant multiplier is in [0, 2^32).
+    The multiplier is split into 16-bit halves, m = m1 * 2^16 + m0.
+    """
     upper = a * (multiplier >> 16)  # a * m1 < 2^48
     middle = a * (multiplier & 0xFFFF)  # a * m0 < 2^48
     # a * m = (upper >> 16) * 2^32 + ((upper & 0xFFFF) << 16) + middle; the sum below is < 2^49
@@ -83,8 +102,11 @@ def mulhilo(a: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tenso
 def philox4x32(counter: torch.Tensor, key: torch.Tensor, rounds: int = ROUNDS,
                multipliers: tuple[int, int] = (PHILOX_M0, PHILOX_M1),
                weyl: tuple[int, int] = (PHILOX_W0, PHILOX_W1)) -> torch.Tensor:
-    """Philox-4x32-R of counters (..., 4) under keys broadcastable to (..., 2), int64 words
-    in [0, 2^32); returns (..., 4). `multipliers` and `weyl` exist for the negative control."""
+    """Philox-4x32-R of counters (..., 4) under keys broadcastable to (..., 2); returns (..., 4).
+
+    Words are int64 in [0, 2^32).
+    `multipliers` and `weyl` exist for the negative control.
+    """
     if counter.dtype != torch.int64 or key.dtype != torch.int64:
         raise TypeError(f"philox4x32 takes int64 words, got counter {counter.dtype} and key {key.dtype}")
     c0, c1, c2, c3 = counter.unbind(-1)
@@ -126,9 +148,12 @@ _FUSED: list = []  # the torch.compile'd philox4x32, made on first use
 
 
 def _fused_philox4x32(counter: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """philox4x32 as one compiled kernel (torch.compile: the ten rounds fused, no temporaries
-    in memory); the same integer ops, so the same bits. The first call compiles (~40 s here),
-    and the first call with another shape once more, shape-generic (torch.compile's default)."""
+    """philox4x32 as one compiled kernel: torch.compile fuses the ten rounds, with no temporaries in memory.
+
+    The integer ops are the same, so the bits are the same.
+    The first call compiles, which takes a while (docs/performance.md).
+    The first call with another shape compiles once more, shape-generic (torch.compile's default).
+    """
     if not _FUSED:
         _FUSED.append(torch.compile(philox4x32))  # a second shape recompiles it shape-generic
     return _FUSED[0](counter, key)
@@ -137,12 +162,16 @@ def _fused_philox4x32(counter: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
 def random_words(seed: Index, stream: int, step: Index, member: Index, count: int,
                  device: torch.device | str | None = None, fused: bool = False,
                  engine: str | None = None) -> torch.Tensor:
-    """Words (M, count) in [0, 2^32) as int64: row m is member m's draws 0..count-1 of
-    (seed, stream, step), where M is the broadcast size of seed, step and member (each an int
-    or a 1-D tensor). Word j of a member is word j % 4 of Philox(counter (j // 4, member,
-    step, stream), key seed): it does not depend on the other members or on `count`.
-    `engine` (module docstring) defaults to randomgen on the CPU and the tensor ops elsewhere;
-    `fused` is engine ``compiled``. Every engine gives the same words."""
+    """Words (M, count) in [0, 2^32) as int64.
+
+    Row m is member m's draws 0..count-1 of (seed, stream, step).
+    M is the broadcast size of seed, step and member, each an int or a 1-D tensor.
+    Word j of a member is word j % 4 of Philox(counter (j // 4, member, step, stream), key seed).
+    So it does not depend on the other members or on `count`.
+    `engine` (module docstring) defaults to randomgen on the CPU and to the tensor ops elsewhere.
+    `fused` is engine ``compiled``.
+    Every engine gives the same words.
+    """
     _check_count(count)
     device = _device(device, seed, step, member)
     engine, *coordinates = _coordinates(seed, stream, step, member, device, fused, engine)
@@ -188,8 +217,8 @@ def _tensor_words(key: torch.Tensor, stream: int, step: torch.Tensor, member: to
     total = size * blocks
     words = torch.empty(total, 4, dtype=torch.int64, device=device)
     # The (member, block) pairs are cut into flat tiles. On the CPU, tiles of CPU_TILE_BLOCKS
-    # keep the round's temporaries in cache (measured 1.5-5x faster than whole-population
-    # tensors for 256 x 60,000); elsewhere one tile unless compiled. Tiling never changes a word.
+    # keep the round's temporaries in cache (faster than whole-population tensors,
+    # docs/performance.md); elsewhere one tile unless compiled. Tiling never changes a word.
     tile = CPU_TILE_BLOCKS if device.type == "cpu" or core is not philox4x32 else max(1, total)
     stream_word = torch.tensor(stream, dtype=torch.int64, device=device)
     for first in range(0, total, tile):
@@ -208,8 +237,11 @@ def _compiled_words(key, stream, step, member, count, device) -> torch.Tensor:
 
 def _randomgen_words(key: torch.Tensor, stream: int, step: torch.Tensor, member: torch.Tensor, count: int,
                      device: torch.device) -> torch.Tensor:
-    """randomgen's Philox4x32-10, one member at a time: its 128-bit counter is c0 | c1 << 32 |
-    c2 << 64 | c3 << 96 and is incremented before each block, so it starts one below block 0."""
+    """randomgen's Philox4x32-10, one member at a time.
+
+    Its 128-bit counter is c0 | c1 << 32 | c2 << 64 | c3 << 96.
+    It is incremented before each block, so it starts one below block 0.
+    """
     rows = np.empty((key.shape[0], count), dtype=np.uint64)
     for m, generator in enumerate(_randomgen_members(key, stream, step, member)):
         rows[m] = generator.random_raw(count)
@@ -227,8 +259,12 @@ def _randomgen_members(key: torch.Tensor, stream: int, step: torch.Tensor, membe
 
 def _randomgen_below16(key: torch.Tensor, stream: int, step: torch.Tensor, member: torch.Tensor, count: int,
                        thresholds: list[int]) -> torch.Tensor:
-    """`bernoulli(bits=16)` on the CPU without int64 temporaries: each member's words as uint32,
-    read as little-endian uint16 pairs (draw 2i = word i's low half), compared in place."""
+    """`bernoulli(bits=16)` on the CPU without int64 temporaries.
+
+    Each member's words come as uint32, read as little-endian uint16 pairs.
+    Draw 2i is word i's low half.
+    The draws are compared in place.
+    """
     out = np.empty((key.shape[0], count), dtype=np.bool_)
     for m, generator in enumerate(_randomgen_members(key, stream, step, member)):
         halves = np.random.Generator(generator).integers(0, 2 ** 32, (count + 1) // 2, dtype=np.uint32)
@@ -289,10 +325,14 @@ def below(seed: Index, stream: int, step: Index, member: Index, shape: int | tup
 def bernoulli(seed: Index, stream: int, step: Index, member: Index, shape: int | tuple[int, ...],
               p: float | torch.Tensor, device: torch.device | str | None = None,
               fused: bool = False, bits: int = 32, engine: str | None = None) -> torch.Tensor:
-    """Booleans (M, *shape), True with probability p (a float or one per member): draw <
-    round(p * 2^bits). With bits = 32 a draw is a word; with bits = 16 word i gives draws 2i (its
-    low half) and 2i + 1 (its high half): half the Philox work, p resolved to 2^-16 (a dropout
-    keep-mask, `bernoulli(..., p=1 - rate, bits=16)`: rate 0.05 keeps with 0.949997)."""
+    """Booleans (M, *shape), True with probability p: draw < round(p * 2^bits).
+
+    `p` is a float or one value per member.
+    With bits = 32 a draw is a word.
+    With bits = 16, word i gives draws 2i (its low half) and 2i + 1 (its high half).
+    That halves the Philox work and resolves p to 2^-16.
+    A dropout keep-mask is `bernoulli(..., p=1 - rate, bits=16)`: rate 0.05 keeps with 0.949997.
+    """
     if bits not in (16, 32):
         raise ValueError(f"bits must be 16 or 32, got {bits}")
     shape = _per_member_shape(shape)
@@ -320,8 +360,10 @@ def bernoulli(seed: Index, stream: int, step: Index, member: Index, shape: int |
 
 def permutation(seed: Index, stream: int, step: Index, member: Index, n: int,
                 device: torch.device | str | None = None, fused: bool = False) -> torch.Tensor:
-    """A permutation of range(n) per member, (M, n) int64: the stable argsort of 63-bit keys
-    (word 2i << 31 | word 2i+1 >> 1) for element i."""
+    """A permutation of range(n) per member, (M, n) int64.
+
+    It is the stable argsort of 63-bit keys, (word 2i << 31 | word 2i+1 >> 1) for element i.
+    """
     if not 0 <= n <= 2 ** 31:
         raise ValueError(f"n must lie in [0, 2^31], got {n}")
     words = random_words(seed, stream, step, member, 2 * n, device, fused).reshape(-1, n, 2)
@@ -331,8 +373,10 @@ def permutation(seed: Index, stream: int, step: Index, member: Index, n: int,
 
 def crop_offsets(seed: Index, stream: int, step: Index, member: Index, batch_size: int,
                  padding: int, device: torch.device | str | None = None, fused: bool = False) -> torch.Tensor:
-    """Random-crop offsets (M, batch_size, 2) as (dy, dx), each in [0, 2 * padding]: where
-    each padded image's crop starts."""
+    """Random-crop offsets (M, batch_size, 2) as (dy, dx), each in [0, 2 * padding].
+
+    They say where each padded image's crop starts.
+    """
     if padding < 0:
         raise ValueError(f"padding must be >= 0, got {padding}")
     return below(seed, stream, step, member, (batch_size, 2), 2 * padding + 1, device, fused)

@@ -1,16 +1,19 @@
 """The x86-64-v3 feature flags the CPUID instruction reports to this process, without NumPy or torch.
 
-`/proc/cpuinfo` is the kernel's view of the host; an emulator (QEMU's user mode) presents its own
-processor to the process and leaves the host's `/proc/cpuinfo` in place, so a check that reads only
-that file passes on an emulated processor the libraries then refuse (NumPy's import stops with an
-illegal instruction). So `zoo.training.reproducibility.processor_problem` also asks CPUID, as
-NumPy and the other libraries do: a few bytes of x86-64 code (System V calling convention) placed in
-an executable page and called through `ctypes`. Where no such page can be made (a kernel that
-forbids writable executable memory) or the platform is not Linux on x86-64, it answers None and the
-file's flags stand alone.
+`/proc/cpuinfo` is the kernel's view of the host.
+An emulator (QEMU's user mode) presents its own processor to the process.
+It leaves the host's `/proc/cpuinfo` in place.
+So a check that reads only that file passes on an emulated processor the libraries then refuse.
+NumPy's import, for one, stops with an illegal instruction.
+Hence `zoo.training.reproducibility.processor_problem` also asks CPUID, as NumPy and the other libraries do.
+It places a few bytes of x86-64 code (System V calling convention) in an executable page.
+It calls them through `ctypes`.
+Some kernels forbid writable executable memory, so no such page can be made.
+There, or where the platform is not Linux on x86-64, it answers None.
+Then the file's flags stand alone.
 
-Leaves and bits: Intel SDM Vol. 2A, CPUID; AMD APM Vol. 3, Appendix E. LZCNT is `abm`, as Linux
-names it.
+Leaves and bits: Intel SDM Vol. 2A, CPUID; AMD APM Vol. 3, Appendix E.
+LZCNT is `abm`, as Linux names it.
 """
 
 from __future__ import annotations

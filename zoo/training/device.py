@@ -1,10 +1,12 @@
 """The device population training runs on: a GPU when torch sees one, else the CPU.
 
 `NFNZOO_DEVICE` (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ...) or an explicit argument
-overrides the choice. The population trainers follow their data: `to_device` moves a task's
-example sets once, and parameters, optimizer state and per-member index tensors are created
-where the data lives. Per-member random draws (batch orders, crops, dropout masks) always
-come from CPU generators, so a run draws the same numbers whichever device trains it.
+overrides the choice.
+The population trainers follow their data.
+`to_device` moves a task's example sets once.
+Parameters, optimizer state and per-member index tensors are created where the data lives.
+Per-member random draws (batch orders, crops, dropout masks) always come from CPU generators.
+So a run draws the same numbers whichever device trains it.
 Checkpoints return to the CPU.
 """
 
@@ -35,9 +37,11 @@ def training_device(requested: str | None = None) -> torch.device:
 def portable_device_problem(spec_name: str, requested: str | None, gpus_visible: bool) -> str | None:
     """Why a portable spec may not train on `requested` (None: $NFNZOO_DEVICE, else ``auto``), or None.
 
-    The portable mode pins the CPU's instruction sets (`zoo.training.reproducibility`); a GPU's bits
-    are its own, so every trial on one would fail its own check. ``auto`` takes a GPU when
-    `gpus_visible`, so there the mode needs ``--device cpu``: said before Ray starts."""
+    The portable mode pins the CPU's instruction sets (`zoo.training.reproducibility`).
+    A GPU's bits are its own, so every trial on one would fail its own check.
+    ``auto`` takes a GPU when `gpus_visible`, so there the mode needs ``--device cpu``.
+    This is said before Ray starts.
+    """
     name = requested or os.environ.get(DEVICE_VARIABLE) or "auto"
     if name.split(":")[0] != "cuda" and (name != "auto" or not gpus_visible):
         return None  # the CPU, or a name the device checks refuse as unknown
@@ -57,7 +61,10 @@ def to_device(data, device: torch.device | str):
 
 
 def exact_float32() -> None:
-    """Turns off TF32 in CUDA matrix products and convolutions (cuDNN's default is on), so that
-    a population trains in float32 on a GPU as on the CPU. A no-op without CUDA."""
+    """Turns off TF32 in CUDA matrix products and convolutions (cuDNN's default is on).
+
+    So a population trains in float32 on a GPU as on the CPU.
+    A no-op without CUDA.
+    """
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

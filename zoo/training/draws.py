@@ -1,28 +1,37 @@
 """A run's per-step random draws while training, by the spec's `training.rng` scheme.
 
-A member's trajectory depends on its draws: each epoch's batch order, each step's dropout
-masks and random-crop offsets. Under both schemes a member draws the same numbers alone, in
-any population, at any population size and position, on any device; they differ in where the
-work happens and how fast:
+A member's trajectory depends on its draws.
+They are each epoch's batch order, and each step's dropout masks and random-crop offsets.
+Under both schemes a member draws the same numbers alone and in any population.
+Population size, position and device do not change them.
+The schemes differ in where the work happens and how fast.
 
-- ``torch-generator`` (every spec that names no scheme: all zoos made before counter-v1, whose
-  hashes and ``verify --retrain`` depend on it): one seeded CPU `torch.Generator` per member and
-  purpose (`seeded_generator(seed, "shuffle" | "dropout" | "crop")`), advanced in the order the
-  member's solo run draws; a population loops over its members on the host and copies the
-  draws to the training device.
-- ``counter-v1``: Philox-4x32-10 (`zoo.training.counter_rng`; Salmon et al. 2011), keyed by the
-  run's 60-bit key `content_hash({"seed", "rng"})`; a draw is addressed by (stream, step,
-  index), with no state, and a whole population's draws are a few integer tensor operations on
-  the training device. Streams: SHUFFLE (step = epoch: a permutation of the member's subset
-  positions), CROP (step = global step: offsets (dy, dx) per example, each in [0, 2 * padding]),
-  DROPOUT + layer (step = global step: keep where a 16-bit draw is below round((1 - rate) 2^16),
-  two draws per word). Integer arithmetic, so CPU and CUDA draw the same bits (on the CPU
-  through randomgen's C Philox, one call per member; on CUDA as tensor ops for all members).
+``torch-generator`` is the scheme of every spec that names none.
+All zoos made before counter-v1 use it, and their hashes and ``verify --retrain`` depend on it.
+It gives each member one seeded CPU `torch.Generator` per purpose:
+`seeded_generator(seed, "shuffle" | "dropout" | "crop")`.
+Each advances in the order the member's solo run draws.
+A population loops over its members on the host and copies the draws to the training device.
 
-Under both schemes the initialization and the train subset are drawn once per run from the
-seeded generators (they are not per-step work). `SCHEMES` maps a scheme to its `solo` (one run:
-the reference loops' draws) and `population` (K runs) constructors; a solo mask is 0/1 (the
-model divides by 1 - rate, as `nn.Dropout`), a population mask is already divided.
+``counter-v1`` is Philox-4x32-10 (`zoo.training.counter_rng`; Salmon et al. 2011).
+Its key is the run's 60-bit `content_hash({"seed", "rng"})`.
+A draw is addressed by (stream, step, index), with no state.
+So a whole population's draws are a few integer tensor operations on the training device.
+There are three kinds of streams.
+SHUFFLE has step = epoch and gives a permutation of the member's subset positions.
+CROP has step = global step and gives offsets (dy, dx) per example, each in [0, 2 * padding].
+DROPOUT + layer has step = global step.
+It keeps a unit where a 16-bit draw is below round((1 - rate) 2^16), two draws per word.
+The arithmetic is integer, so CPU and CUDA draw the same bits.
+On the CPU it runs through randomgen's C Philox, one call per member.
+On CUDA it runs as tensor ops for all members.
+
+Under both schemes the initialization and the train subset are drawn once per run.
+They come from the seeded generators, since they are not per-step work.
+`SCHEMES` maps a scheme to its `solo` and `population` constructors.
+`solo` is one run, with the reference loops' draws; `population` is K runs.
+A solo mask is 0/1, and the model divides by 1 - rate, as `nn.Dropout` does.
+A population mask is already divided.
 """
 
 from __future__ import annotations
@@ -42,16 +51,21 @@ Masks = Callable[[int, tuple[int, ...]], "torch.Tensor | None"]
 
 
 def random_crops(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
-    """Each image shifted by up to `padding` pixels: a random crop of the zero-padded image (the
-    released Small Transformer Zoo's RandomCrop(size, padding=2), with a seeded generator)."""
+    """Each image shifted by up to `padding` pixels: a random crop of the zero-padded image.
+
+    This is the released Small Transformer Zoo's RandomCrop(size, padding=2), with a seeded generator.
+    """
     batch = x.shape[0]
     offsets = torch.randint(0, 2 * padding + 1, (2, batch), generator=generator)
     return crop_at(x[None], padding, offsets.T[None].to(x.device))[0]
 
 
 def crop_at(x: torch.Tensor, padding: int, starts: torch.Tensor) -> torch.Tensor:
-    """x (K, B, C, H, W) zero-padded by `padding`, each image cropped back to H x W from its
-    start (row, column) in `starts` (K, B, 2): integer indexing, so exact on any device."""
+    """x (K, B, C, H, W) zero-padded by `padding`, each image cropped back to H x W.
+
+    Each crop starts at its (row, column) in `starts` (K, B, 2).
+    The indexing is integer, so it is exact on any device.
+    """
     K, B, _, height, width = x.shape
     padded = F.pad(x, (padding,) * 4)
     rows = starts[..., 0, None] + torch.arange(height, device=x.device)  # (K, B, H)
@@ -96,9 +110,13 @@ class TorchGeneratorPopulation:
                             for k, m in enumerate(self.members)]).to(self.device)
 
     def masks(self, step: int, active: torch.Tensor) -> Masks:
-        """Dropout masks (K, *shape) divided by 1 - rate. A solo run draws `bernoulli_(1 - p,
-        generator)`; the same bits (and the same generator state after) come from `torch.rand(shape,
-        float64, generator) < 1 - p` in half the time (how torch's CPU bernoulli_ samples; pinned by a test)."""
+        """Dropout masks (K, *shape) divided by 1 - rate.
+
+        A solo run draws `bernoulli_(1 - p, generator)`.
+        `torch.rand(shape, float64, generator) < 1 - p` gives the same bits, faster.
+        It also leaves the same generator state.
+        That is how torch's CPU bernoulli_ samples, and a test pins it.
+        """
         rates = [m.dropout for m in self.members]
         if not any(p > 0 for p in rates):
             return lambda layer, shape: None
@@ -157,8 +175,10 @@ class CounterPopulation:
                                                 self.scale.view(-1, *[1] * len(shape)), zero)  # one pass
 
     def starts(self, step: int, batch: int) -> torch.Tensor:
-        """(K, batch, 2) crop starts in images padded by the population's largest padding: a
-        member with padding p draws (dy, dx) in [0, 2p], shifted by (max - p)."""
+        """(K, batch, 2) crop starts in images padded by the population's largest padding.
+
+        A member with padding p draws (dy, dx) in [0, 2p], shifted by (max - p).
+        """
         offsets = counter_rng.below(self.keys, CROP, step, 0, (batch, 2), 2 * self.padding + 1, device=self.device)
         return offsets + (self.max_padding - self.padding).view(-1, 1, 1)
 
@@ -170,8 +190,10 @@ class CounterPopulation:
 
 
 class CounterSolo:
-    """One run's counter-v1 draws: the population's with K = 1, so alone it draws what it
-    draws in any population."""
+    """One run's counter-v1 draws: the population's with K = 1.
+
+    So alone it draws what it draws in any population.
+    """
 
     def __init__(self, seed: int, dropout: float = 0.0, crop_padding: int = 0):
         self.population = CounterPopulation([seed], [dropout], [crop_padding], torch.device("cpu"))

@@ -1,19 +1,23 @@
 """Optimizers over stacked parameters: one tensor holds K members, each with its own learning rate.
 
-Each update is the single-tensor update of `torch.optim` (Adam, RMSprop, SGD, SGD with
-momentum 0.9, at torch's defaults; optionally a per-member coupled `weight_decay`, added to
-the gradient as torch.optim adds it), written elementwise over the member dimension with a
-per-member learning rate and a per-member `active` mask: an inactive member's parameters
-and state do not move. A member trained here follows its solo `torch.optim` trajectory to
-float32 rounding (the scalar factors are applied in a different order).
+Each update is the single-tensor update of `torch.optim`, at torch's defaults.
+The optimizers are Adam, RMSprop, SGD, and SGD with momentum 0.9.
+An optional per-member coupled `weight_decay` is added to the gradient as torch.optim adds it.
+The update is written elementwise over the member dimension.
+It takes a per-member learning rate and a per-member `active` mask.
+An inactive member's parameters and state do not move.
+A member trained here follows its solo `torch.optim` trajectory to float32 rounding.
+Only the order of the scalar factors differs.
 
-`exact_sqrt` (the portable reproducibility mode, `zoo.training.reproducibility`): Adam's and RMSprop's
-square roots are IEEE 754's, correctly rounded (NumPy's `sqrt`: the processor's sqrt instruction), so
-their bits are the same on every processor. torch's CPU `sqrt` calls MKL's vector math (`vsSqrt`), which
-is not correctly rounded (about 1 in 6 results of a random float32 input differ from IEEE's in the last
-bit, measured 2026-12-06) and whose kernel MKL picks by processor, whatever `MKL_CBWR` says: the same
-inputs gave other bits on this AMD EPYC than under an emulated Intel Haswell or AMD Rome
-(tests/zoo/portable_emulated.py). On a GPU the device's own sqrt is used either way.
+`exact_sqrt` serves the portable reproducibility mode (`zoo.training.reproducibility`).
+Adam's and RMSprop's square roots are then IEEE 754's, correctly rounded.
+They come from NumPy's `sqrt`, the processor's sqrt instruction.
+So their bits are the same on every processor.
+torch's CPU `sqrt` calls MKL's vector math (`vsSqrt`), which is not correctly rounded.
+MKL also picks its kernel by processor, whatever `MKL_CBWR` says.
+The same inputs gave other bits on an AMD EPYC than under an emulated Intel Haswell or AMD Rome.
+See tests/zoo/portable_emulated.py, and docs/reproducibility.md for how often bits differ.
+On a GPU the device's own sqrt is used either way.
 """
 
 from __future__ import annotations
@@ -67,8 +71,11 @@ class StackedOptimizer:
 
 
 def correctly_rounded_sqrt(values: torch.Tensor) -> torch.Tensor:
-    """IEEE 754's square root of `values` (a CPU tensor: NumPy's sqrt, the processor's correctly rounded
-    instruction; elsewhere the device's sqrt)."""
+    """IEEE 754's square root of `values`.
+
+    On the CPU it is NumPy's sqrt, the processor's correctly rounded instruction.
+    Elsewhere it is the device's sqrt.
+    """
     if values.device.type != "cpu":
         return values.sqrt()
     return torch.from_numpy(numpy.sqrt(values.detach().contiguous().numpy()))

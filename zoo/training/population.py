@@ -1,17 +1,23 @@
 """Population training of image classifiers: K runs of one family in one tensor program.
 
-A zoo member has a few thousand parameters, so training one at a time spends the machine on
-per-operation overhead. Here K runs sharing an optimizer and a train fraction (hence the
-same number of steps per epoch) are trained together: parameters are stacked on a leading
-member dimension and every layer is computed for all members at once by the family's
-``population_forward`` (batched matrix products, for the CNN over unfolded patches). Everything that
-differs between members is a tensor or a member's own draws: learning rate, L2, dropout
-rate, activation, initialization, the train subset, the batch order and the dropout masks,
-the last two from the population's draws (`zoo.training.draws`, by the spec's `training.rng`),
-which give each member what its solo run draws, so a
-member follows its solo trajectory to float32 rounding. The loss is the sum of the members'
-losses, so each member's gradient is its own. A member whose loss turns non-finite is
-recorded as diverged, zeroed and frozen; the others go on untouched.
+A zoo member has a few thousand parameters.
+Trained one at a time, it spends the machine on per-operation overhead.
+So K runs that share an optimizer and a train fraction are trained together.
+The shared train fraction gives them the same number of steps per epoch.
+Parameters are stacked on a leading member dimension.
+The family's ``population_forward`` computes every layer for all members at once.
+It uses batched matrix products, for the CNN over unfolded patches.
+
+Everything that differs between members is a tensor or a member's own draws.
+That covers learning rate, L2, dropout rate, activation, initialization and the train subset.
+It also covers the batch order and the dropout masks.
+These two come from the population's draws (`zoo.training.draws`, by the spec's `training.rng`).
+They give each member what its solo run draws.
+So a member follows its solo trajectory to float32 rounding.
+
+The loss is the sum of the members' losses, so each member's gradient is its own.
+A member whose loss turns non-finite is recorded as diverged, zeroed and frozen.
+The others go on untouched.
 """
 
 from __future__ import annotations
@@ -61,18 +67,19 @@ class _Members:
 
 
 # Population evaluation runs EVAL_MEMBERS members on EVAL_EXAMPLES examples per forward, so that
-# its activations stay near the caches (measured on one core, 16 CNN members: 8 x 128 evaluates
-# 2.8x faster than 8 x 2,000, and 2x faster than 16 x 128) and a worker's memory is bounded
-# whatever K is. Both are fixed, so a member's
-# metrics do not depend on its population.
+# its activations stay near the caches (the sizes measured fastest, docs/performance.md) and a
+# worker's memory is bounded whatever K is. Both are fixed, so a member's metrics do not depend
+# on its population.
 EVAL_EXAMPLES = 128
 EVAL_MEMBERS = 8
 
 
 @torch.no_grad()
 def _evaluate(family, spec, params, members: _Members, data: TaskData) -> list[dict[str, float]]:
-    """Each member's train/val/test loss and accuracy, as its solo evaluation computes them
-    (summed over other batch boundaries: equal to float32 rounding)."""
+    """Each member's train/val/test loss and accuracy, as its solo evaluation computes them.
+
+    They are summed over other batch boundaries, so they are equal to float32 rounding.
+    """
     K = len(members)
     results: list[dict[str, float]] = []
     for low in range(0, K, EVAL_MEMBERS):
@@ -102,9 +109,12 @@ def _evaluate_members(family, spec, params, activations: list[str], subsets: tor
 
 
 class MetricSums:
-    """Each member's summed loss (float64) and correct predictions (int64) per example set, kept
-    where the logits are and read back once (`means`): no host round trip per batch. The sums
-    are the per-batch float32 sums added in float64 in batch order, as a Python float would."""
+    """Each member's summed loss (float64) and correct predictions (int64) per example set.
+
+    The sums stay where the logits are and are read back once (`means`).
+    So there is no host round trip per batch.
+    They are the per-batch float32 sums, added in float64 in batch order, as a Python float would.
+    """
 
     def __init__(self, members: int, device: torch.device):
         self.members, self.device = members, device
@@ -118,8 +128,10 @@ class MetricSums:
             self.sums[name] = self.sums[name] + value if name in self.sums else value
 
     def means(self, sizes: dict[str, int]) -> list[dict[str, float]]:
-        """Per member, every CLASSIFICATION_METRICS name: its sum over the set's size; NaN for a
-        set in no `sizes` or never added to."""
+        """Per member, every CLASSIFICATION_METRICS name: its sum over the set's size.
+
+        It is NaN for a set in no `sizes` or never added to.
+        """
         names = [name for name in CLASSIFICATION_METRICS if name in self.sums and name.split("_")[0] in sizes]
         host = {name: self.sums[name].tolist() for name in names}
         return [{name: host[name][k] / sizes[name.split("_")[0]] if name in host else math.nan
@@ -127,8 +139,10 @@ class MetricSums:
 
 
 def host_weights(params: dict[str, torch.Tensor], members: Sequence[int]) -> dict[int, dict[str, torch.Tensor]]:
-    """The named members' weights on the CPU, each its own tensors: one gather and one
-    device-to-host copy per stacked tensor for all of them, not one per member."""
+    """The named members' weights on the CPU, each its own tensors.
+
+    Each stacked tensor takes one gather and one device-to-host copy for all of them, not one per member.
+    """
     if not members:
         return {}
     index = torch.tensor(list(members), device=next(iter(params.values())).device)
@@ -139,8 +153,8 @@ def host_weights(params: dict[str, torch.Tensor], members: Sequence[int]) -> dic
 def masked_step(losses: torch.Tensor, active: torch.Tensor, optimizer: StackedOptimizer) -> list[int]:
     """One update of the members whose loss is finite; returns the members that just diverged.
 
-    The loss is the sum of the members' losses, so each gradient is the member's own; a member
-    stops before the step whose loss is not finite, as it would alone.
+    The loss is the sum of the members' losses, so each gradient is the member's own.
+    A member stops before the step whose loss is not finite, as it would alone.
     """
     finite = torch.isfinite(losses.detach())
     active = active.to(losses.device)

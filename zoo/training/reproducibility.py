@@ -1,45 +1,55 @@
 """Reproducibility modes of generation on the CPU: `native` and `portable` (a spec's `training.reproducibility`).
 
-`native` (every spec that names no mode, and every zoo made before the modes) lets each library
-use the best instructions of the processor it runs on: the bytes of a zoo are reproducible on
-machines of one instruction set (README, "Reproducibility"), and an AVX-512 machine and an
-AVX2-only one make different zoos from one spec.
+`native` is the mode of every spec that names none, and of every zoo made before the modes.
+It lets each library use the best instructions of the processor it runs on.
+The bytes of a zoo are then reproducible on machines of one instruction set (README, "Reproducibility").
+An AVX-512 machine and an AVX2-only one make different zoos from one spec.
 
-`portable` pins every numeric path a trial takes to x86-64-v3 (AVX2, FMA, BMI1/2, F16C, LZCNT,
-MOVBE: every x86-64 server processor of the last decade has them), so that a checkpoint's bytes
-depend on the spec, the run and the software versions only:
+`portable` pins every numeric path a trial takes to x86-64-v3.
+That is AVX2, FMA, BMI1/2, F16C, LZCNT and MOVBE: every x86-64 server processor of the last decade has them.
+A checkpoint's bytes then depend on the spec, the run and the software versions only.
+The mode pins these paths:
 
-- ATen's CPU kernels (elementwise, reductions, SLEEF's transcendentals) dispatch by
-  `ATEN_CPU_CAPABILITY=avx2`;
-- MKL (torch's CPU matrix products): `MKL_CBWR=COMPATIBLE`, Intel's conditional numerical
-  reproducibility on its SSE2 code path, the one branch MKL documents for Intel *and* non-Intel
-  processors alike (its AVX2 branch, and with it the `STRICT` modifier, runs as `AUTO`, the host's
-  own path, on an AMD processor: measured with MKL_VERBOSE on this project's AMD EPYC);
-- oneDNN (torch's CPU convolutions): `ONEDNN_MAX_CPU_ISA=AVX2` (and `DNNL_MAX_CPU_ISA`, its older name);
-- NumPy's SIMD kernels (`zoo.training.simd`'s sin, cos and tanh): `NPY_ENABLE_CPU_FEATURES=X86_V3`,
-  NumPy's dispatch limited to the x86-64-v3 targets;
-- the optimizers' square roots (`exact_sqrt`): IEEE's correctly rounded sqrt, not torch's CPU sqrt,
-  which calls MKL's vector math whose kernel (and last bit) MKL picks by processor whatever
-  `MKL_CBWR` says (`zoo.training.optim_stacked`; found by running the recorded generations on
-  emulated processors, tests/zoo/portable_emulated.py);
-- threads: `OMP_NUM_THREADS=MKL_NUM_THREADS=1` (a trial trains on one thread anyway,
-  `zoo.training.worker.TRAINING_THREADS`);
-- NumPy's matrix products run in OpenBLAS, whose kernel follows the processor and which nothing here
-  pins: no path a trial takes reaches them (the grayscale sources convert colour in integers,
-  `zoo.data.images._grayscale`).
+ATen's CPU kernels (elementwise, reductions, SLEEF's transcendentals) dispatch by `ATEN_CPU_CAPABILITY=avx2`.
 
-Each library reads its setting when it initialises, so the settings go on a process before it
-starts: `nfnzoo generate` (and `verify --retrain`) runs itself again as a child process with
-`portable_environment()`, whose local Ray instance its workers inherit; on a cluster (`--address`)
-the trials carry them as Ray `runtime_env` environment variables. What the user's environment holds
-for these libraries (`ATEN_*`, `MKL_*`, `ONEDNN_*`, `DNNL_*`, `NPY_*CPU_FEATURES`, `OMP_*`, `KMP_*`,
-`GOMP_*`) is replaced, not merged, and every trial checks its own process (`process_problem`)
-before it trains: a setting that did not take is an error, never a silent other zoo. A processor
-without x86-64-v3, or not x86-64, is refused in one line before NumPy is imported, and a GPU device
-(or `auto` beside a GPU) before Ray starts (`zoo.portable_command`).
+MKL (torch's CPU matrix products) gets `MKL_CBWR=COMPATIBLE`.
+That is Intel's conditional numerical reproducibility on its SSE2 code path.
+It is the one branch MKL documents for Intel *and* non-Intel processors alike.
+On an AMD processor, its AVX2 branch (and with it the `STRICT` modifier) runs as `AUTO`, the host's own path.
+MKL_VERBOSE on this project's AMD EPYC shows that.
 
-Measured on this project's AMD EPYC (AVX-512) with torch 2.14.1 and NumPy 2.4: see
-docs/reproducibility.md for each setting's effect on the tiny zoos' hashes.
+For oneDNN (torch's CPU convolutions), the mode sets `ONEDNN_MAX_CPU_ISA=AVX2`.
+It also sets `DNNL_MAX_CPU_ISA`, its older name.
+
+NumPy's SIMD kernels (`zoo.training.simd`'s sin, cos and tanh) get `NPY_ENABLE_CPU_FEATURES=X86_V3`.
+That limits NumPy's dispatch to the x86-64-v3 targets.
+
+The optimizers' square roots (`exact_sqrt`) are IEEE's correctly rounded sqrt, not torch's CPU sqrt.
+That one calls MKL's vector math, whose kernel (and last bit) MKL picks by processor.
+`MKL_CBWR` does not change that (`zoo.training.optim_stacked`).
+Running the recorded generations on emulated processors found it (tests/zoo/portable_emulated.py).
+
+Threads: `OMP_NUM_THREADS=MKL_NUM_THREADS=1`.
+A trial trains on one thread anyway (`zoo.training.worker.TRAINING_THREADS`).
+
+NumPy's matrix products run in OpenBLAS, whose kernel follows the processor.
+Nothing here pins it, and no path a trial takes reaches it.
+(The grayscale sources convert colour in integers, `zoo.data.images._grayscale`.)
+
+Each library reads its setting when it initialises.
+So the settings go on a process before it starts.
+`nfnzoo generate` (and `verify --retrain`) runs itself again as a child process with `portable_environment()`.
+Its local Ray instance's workers inherit them.
+On a cluster (`--address`) the trials carry them as Ray `runtime_env` environment variables.
+The user's environment may hold settings for these libraries.
+(These are `ATEN_*`, `MKL_*`, `ONEDNN_*`, `DNNL_*`, `NPY_*CPU_FEATURES`, `OMP_*`, `KMP_*` and `GOMP_*`.)
+They are replaced, not merged.
+Every trial checks its own process (`process_problem`) before it trains.
+A setting that did not take is an error, never a silent other zoo.
+A processor without x86-64-v3, or not x86-64, is refused in one line before NumPy is imported.
+A GPU device (or `auto` beside a GPU) is refused before Ray starts (`zoo.portable_command`).
+
+Each setting's effect on the tiny zoos' hashes is on docs/reproducibility.md.
 """
 
 from __future__ import annotations
@@ -64,9 +74,11 @@ CPU_ARCHITECTURES = ("x86_64", "amd64")
 def processor_problem(cpuinfo: str | None = None, machine: str | None = None) -> str | None:
     """Why this processor cannot generate in the portable mode (not x86-64, or without x86-64-v3), or None.
 
-    The flags are those both `/proc/cpuinfo` lists and CPUID reports to this process
-    (`zoo.training.cpuid`): an emulator shows the host's file and its own CPUID; a kernel that turned
-    AVX off leaves CPUID's bits and drops the file's. `cpuinfo` (a file's text) replaces both."""
+    The flags are those both `/proc/cpuinfo` lists and CPUID reports to this process (`zoo.training.cpuid`).
+    An emulator shows the host's file and its own CPUID.
+    A kernel that turned AVX off leaves CPUID's bits and drops the file's.
+    `cpuinfo` (a file's text) replaces both.
+    """
     machine = (machine or platform.machine()).lower()
     if machine not in CPU_ARCHITECTURES:
         return (f"the portable mode pins x86-64 instruction sets; this machine is {machine}: generate in the native "
@@ -99,13 +111,15 @@ def _listed_flags(cpuinfo: str) -> set[str]:
 
 
 def mode_of(entry: Mapping[str, Any]) -> str:
-    """The mode a manifest's config entry was made in (its spec's; native for configs made before the modes)."""
+    """The mode a manifest's config entry was made in: its spec's, or native for configs made before the modes."""
     return str(entry.get("spec", {}).get("training", {}).get("reproducibility", "native"))
 
 
 def exact_sqrt(spec: Any) -> bool:
-    """Whether `spec`'s training takes IEEE's correctly rounded square roots (`zoo.training.optim_stacked`):
-    in the portable mode, where torch's CPU sqrt (MKL's vector math) gives processor-dependent bits."""
+    """Whether `spec`'s training takes IEEE's correctly rounded square roots (`zoo.training.optim_stacked`).
+
+    It does in the portable mode, where torch's CPU sqrt (MKL's vector math) gives processor-dependent bits.
+    """
     return spec.training.reproducibility == "portable"
 
 
@@ -125,8 +139,11 @@ def environment_problem(environ: Mapping[str, str]) -> str | None:
 
 
 def process_problem() -> str | None:
-    """Why this process does not compute as the portable mode needs (its environment, or what its libraries
-    initialised to), or None. Imports torch and NumPy."""
+    """Why this process does not compute as the portable mode needs, or None.
+
+    The reason is its environment, or what its libraries initialised to.
+    Imports torch and NumPy.
+    """
     problem = environment_problem(os.environ)
     if problem is not None:
         return problem
@@ -151,8 +168,11 @@ def _numpy_features() -> dict[str, bool]:
 
 
 def record(mode: str) -> dict[str, Any]:
-    """What a manifest records of the mode: the mode, its settings, and the versions of the libraries
-    whose kernels decide the bytes (the same versions and mode give the same bytes on any x86-64-v3)."""
+    """What a manifest records of the mode.
+
+    That is the mode, its settings, and the versions of the libraries whose kernels decide the bytes.
+    The same versions and mode give the same bytes on any x86-64-v3.
+    """
     import numpy
     import torch
 

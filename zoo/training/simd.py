@@ -1,9 +1,9 @@
 """Elementwise transcendentals through NumPy's SIMD kernels on the CPU.
 
-On this project's CPU machines (AVX-512), torch 2.14's float32 `tanh` and `sin` take 3.2 and
-1.25 ns per value on one core, NumPy's 0.37 and 0.53 ns, to the same few ulps: a third of a
-SIREN fitting step is its sines, and a tanh CNN spends more time in tanh than in its
-convolutions. The population trainers use these; other devices and dtypes get torch's own.
+On this project's AVX-512 CPU machines, NumPy's float32 `tanh` and `sin` are much faster than torch's.
+Both agree to the same few ulps; the timings are on docs/performance.md.
+Sines take a large share of a SIREN fitting step, and tanh of a tanh CNN's step.
+The population trainers use these; other devices and dtypes get torch's own.
 Results keep the input's memory layout (NumPy ufuncs follow it), so channels-last stays so.
 """
 

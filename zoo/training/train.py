@@ -1,10 +1,13 @@
 """The classification training loop shared by the image-classifier families.
 
-One run: a seeded subset of the training pool (its train fraction), shuffles and dropout
-masks from the run's draws (`zoo.training.draws`, by the spec's `training.rng`; no global RNG), cross-entropy plus an L2
-penalty, and an evaluation on the train subset, the validation hold-out and the test set
-at every checkpoint epoch. A non-finite loss stops the run and marks the remaining
-checkpoints ``diverged``: they are recorded, not lost.
+One run trains on a seeded subset of the training pool, its train fraction.
+Shuffles and dropout masks come from the run's draws (`zoo.training.draws`), never a global RNG.
+The spec's `training.rng` picks the scheme.
+The loss is cross-entropy plus an L2 penalty.
+At every checkpoint epoch the run is evaluated on three sets.
+They are the train subset, the validation hold-out and the test set.
+A non-finite loss stops the run and marks the remaining checkpoints ``diverged``.
+They are recorded, not lost.
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ def train_subset_index(pool_size: int, fraction: float, seed: int) -> torch.Tens
 
 
 def batch_starts(size: int, training: TrainingSpec) -> range:
-    """The first index of each training batch of an epoch over `size` examples; with
-    `training.drop_last` only full batches (PyTorch's ``DataLoader(drop_last=True)``)."""
+    """The first index of each training batch of an epoch over `size` examples.
+
+    With `training.drop_last`, only full batches count (PyTorch's ``DataLoader(drop_last=True)``).
+    """
     if not training.drop_last:
         return range(0, size, training.batch_size)
     if size < training.batch_size:
@@ -64,8 +69,10 @@ def run_train_subset(train: ImageData, fraction: float, seed: int) -> ImageData:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data: ImageData, batch_size: int) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of `model` on `data` (eval mode, no dropout); NaN for no examples
-    (a set a source never held, e.g. an imported zoo's validation set)."""
+    """Mean cross-entropy and accuracy of `model` on `data`, in eval mode, without dropout.
+
+    They are NaN for no examples: a set a source never held, e.g. an imported zoo's validation set.
+    """
     if len(data) == 0:
         return math.nan, math.nan
     was_training = model.training

@@ -1,8 +1,10 @@
 """Training a batch of planned runs into the staging folder (what one Ray trial does).
 
-Resumable at checkpoint granularity: a run whose checkpoints all exist is skipped; a run
-with some missing is retrained from its seed (training is deterministic) and only the
-missing checkpoints are written. Framework-free of Ray, so it runs and tests on its own.
+Training resumes at checkpoint granularity.
+A run whose checkpoints all exist is skipped.
+A run with some missing is retrained from its seed, since training is deterministic.
+Only the missing checkpoints are written.
+The module is free of Ray, so it runs and tests on its own.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ def train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, *, data=Non
                population_size: int | None = None) -> int:
     """Trains the runs that have missing checkpoints; returns the number of checkpoints written.
 
-    Torch runs on `TRAINING_THREADS` threads meanwhile: reduction order, and so the exact
-    weights, depend on the thread count, and a resumed run must retrace its original path.
+    Torch runs on `TRAINING_THREADS` threads meanwhile.
+    The reduction order, and so the exact weights, depend on the thread count.
+    A resumed run must retrace its original path.
     """
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(TRAINING_THREADS)
@@ -73,8 +76,10 @@ def _train_runs(spec: ZooSpec, runs: Sequence[Run], staging: Staging, data, on_r
 
 
 def _check_reproducibility(spec: ZooSpec, device: str | None) -> None:
-    """Under the portable mode, this process must compute as it pins (`zoo.training.reproducibility`):
-    a setting that did not take is an error before anything trains, never a silent other zoo."""
+    """Under the portable mode, this process must compute as it pins (`zoo.training.reproducibility`).
+
+    A setting that did not take is an error before anything trains, never a silent other zoo.
+    """
     if spec.training.reproducibility != "portable":
         return
     from zoo.training.reproducibility import process_problem
