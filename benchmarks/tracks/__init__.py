@@ -1,5 +1,4 @@
 """Benchmark tracks: studies a researcher reruns with one command (`nfnzoo track run NAME`).
 
-One folder per track; what tracks share (the prompted ViT backbone, continual-learning metrics)
-lives in `benchmarks.tracks.common`.
-"""
+Each track has one folder. What tracks share lives in `benchmarks.tracks.common`: the prompted ViT
+backbone and continual-learning metrics."""

@@ -1,14 +1,16 @@
 """`nfnzoo track ...`: list the tracks, run one.
 
+Usage:
+
     nfnzoo track list
     nfnzoo track run NAME [--profile tiny|default|...] [--seeds 42,40,44 or 0-4] [--workers N] [--out DIR]
         [--address HOST:PORT] [--gpus-per-job G]
 
-A run is resumable: its finished jobs are kept under DIR/jobs/, and the same command again
-runs only what is missing (or what a changed setting invalidated). The jobs are Ray tasks
-(`benchmarks.jobs`): on a local instance of `--workers` CPUs (two by default; `--workers 1`
-runs them in this process), or on the cluster at `--address`.
-"""
+A run is resumable. Its finished jobs are kept under DIR/jobs/. The same command again runs only
+what is missing, or what a changed setting invalidated.
+
+The jobs are Ray tasks (`benchmarks.jobs`). They run on a local instance of `--workers` CPUs, two
+by default; `--workers 1` runs them in this process. Or they run on the cluster at `--address`."""
 
 from __future__ import annotations
 

@@ -13,8 +13,10 @@ from zoo.registry import Registry
 
 @dataclasses.dataclass(frozen=True)
 class TrackRun:
-    """What a track's run starts from, made once by `Track.run`: the profile's settings, the seeds,
-    the output folder, the progress printer and where the jobs run."""
+    """What a track's run starts from, made once by `Track.run`.
+
+    It holds the profile's settings, the seeds, the output folder, the progress printer and where the
+    jobs run."""
     profile: str
     settings: Any
     seeds: tuple[int, ...]
@@ -53,11 +55,12 @@ class Track(abc.ABC):
     def run(self, profile: str, seeds: Sequence[int], out_dir: Path,
             progress: Callable[[str], None] | None = None, workers: int = 1, *,
             address: str | None = None, gpus_per_job: float = 0.0) -> list[Path]:
-        """Runs the profile over the seeds as jobs (`benchmarks.jobs.run_jobs`: in this process with
-        `workers == 1` and no `address`, else Ray tasks, each with `gpus_per_job` GPUs and on the
-        device they give), resuming what `out_dir` holds; returns the results files written (the
-        harness's format). A job's data is read here and passed to it: a worker node may have
-        none of this machine's folders."""
+        """Runs the profile over the seeds as jobs (`benchmarks.jobs.run_jobs`), resuming what `out_dir` holds.
+
+        With `workers == 1` and no `address`, the jobs run in this process. Otherwise they are Ray tasks,
+        each with `gpus_per_job` GPUs and on the device they give. Returns the results files written, in
+        the harness's format. A job's data is read here and passed to it. A worker node may have none of
+        this machine's folders."""
         placement = Placement(None if gpus_per_job else "cpu", workers, address, gpus_per_job)
         return self.execute(TrackRun(profile, self.profile(profile), tuple(seeds), Path(out_dir),
                                      progress or (lambda message: None), placement, placement.job_device()))

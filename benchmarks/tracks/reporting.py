@@ -1,15 +1,18 @@
 """What every track writes: results files in the harness's format, and the accuracy-per-stage plot.
 
-A track's method on one benchmark over its seeds becomes one results file
-(`benchmarks.results`'s schema): the task (e.g. "continual-learning"), the method's config,
-the track, profile, benchmark and the benchmark's whole definition (its data, the backbone's
-config and checksum) as the task config, a dataset block whose hash is the definition's
-(`benchmarks.tasks.continual_learning`), the per-seed metrics and the summary; the accuracy
-matrices go to the `.examples.npz` beside it and, cell by cell, to the predictions CSV a board
-re-scores. The hardware block names the device the jobs ran on: each job's outcome records
-its own (`job_hardware`, on the worker, whose GPU the driver may not have), and a record from
-before it did is of a CPU run.
-"""
+A track's method on one benchmark over its seeds becomes one results file, in
+`benchmarks.results`'s schema. It holds the task (e.g. "continual-learning") and the method's
+config. Its task config holds the track, profile and benchmark, and the benchmark's whole
+definition: its data, the backbone's config and checksum. Its dataset block's hash is the
+definition's (`benchmarks.tasks.continual_learning`). It also holds the per-seed metrics and the
+summary.
+
+The accuracy matrices go to the `.examples.npz` beside it. Cell by cell, they also go to the
+predictions CSV that a board re-scores.
+
+The hardware block names the device the jobs ran on. Each job's outcome records its own
+(`job_hardware`), on the worker. The driver may not have that worker's GPU. A record from before
+outcomes did this is of a CPU run."""
 
 from __future__ import annotations
 
@@ -25,8 +28,9 @@ from benchmarks.tasks.continual_learning import definition_hash, matrix_predicti
 
 
 def job_hardware(device) -> dict[str, str | None]:
-    """What a job's outcome records of the device it ran on, in the harness's words: "cpu", or
-    "cuda (<GPU name>)" and the GPU's name."""
+    """What a job's outcome records of the device it ran on, in the harness's words.
+
+    That is "cpu", or "cuda (<GPU name>)" and the GPU's name."""
     import torch
 
     device = torch.device(device)
@@ -37,8 +41,9 @@ def job_hardware(device) -> dict[str, str | None]:
 
 
 def runs_hardware(runs: Sequence[dict]) -> dict[str, str | None]:
-    """The results' hardware block of the jobs' outcomes: their devices (a record without one ran on
-    the CPU; should they differ, each is named)."""
+    """The results' hardware block of the jobs' outcomes: their devices.
+
+    A record without one ran on the CPU. Should they differ, each is named."""
     seen = list(dict.fromkeys((run.get("hardware") or {}).get("device", "cpu") for run in runs)) or ["cpu"]
     models = list(dict.fromkeys(m for run in runs if (m := (run.get("hardware") or {}).get("gpu_model"))))
     return describe_hardware(", ".join(seen), ", ".join(models) or None)
@@ -60,8 +65,9 @@ def per_seed_entries(runs: Sequence[dict], seeds: Sequence[int]) -> list[dict]:
 def write_track_results(path: Path, *, task: str, track: str, profile: str, benchmark: str, method: str,
                         method_config: Mapping, definition: Mapping, per_seed: Sequence[dict],
                         matrices: Mapping[int, np.ndarray], num_params: int, hardware: Mapping | None = None) -> Path:
-    """A continual-learning track's results: `write_results_files` with the accuracy matrices as the
-    arrays and their cells as the predictions."""
+    """A continual-learning track's results, by `write_results_files`.
+
+    The accuracy matrices are the arrays, and their cells are the predictions."""
     import pandas
 
     cells = pandas.concat([matrix_predictions(m, s) for s, m in matrices.items()], ignore_index=True)
@@ -77,9 +83,11 @@ def write_results_files(path: Path, *, task: str, track: str, profile: str, benc
                         method_config: Mapping, definition: Mapping, per_seed: Sequence[dict], predictions,
                         arrays: Mapping[str, np.ndarray], num_params: int, task_config: Mapping | None = None,
                         hardware: Mapping | None = None) -> Path:
-    """Writes `<path>` (the results JSON), `<method>.examples.npz` (the arrays) and
-    `<method>.predictions.csv` (the rows a board re-scores: seed, model_id, prediction) beside it;
-    returns the JSON's path. `hardware`: the jobs' (`runs_hardware`); none given, the CPU's."""
+    """Writes three files and returns the JSON's path.
+
+    They are `<path>` (the results JSON), `<method>.examples.npz` (the arrays) and
+    `<method>.predictions.csv` beside it. The CSV holds the rows a board re-scores: seed, model_id,
+    prediction. `hardware` is the jobs' (`runs_hardware`); none given, the CPU's."""
     import zoo
 
     seeds = [entry["seed"] for entry in per_seed]

@@ -1,22 +1,23 @@
 """A small timm ViT pretrained here on glyphs, cached by its config, with its checksum recorded.
 
-The prompt-based continual-learning methods assume a pretrained backbone (the paper's ViT-B/16
-on ImageNet-21k). None is reachable offline, so `pretrained_backbone` trains one: a timm
-`VisionTransformer` (`timm.create_model`, randomly initialised) classifying the pretraining
-letters of `benchmarks.tracks.common.glyphs` (those not held out for continual learning), with
-fresh augmented images every step, AdamW and a cosine schedule, seeded, in one torch thread (so
-the weights do not depend on the caller's thread count). The result is written
-to `<cache>/backbones/<config hash>.safetensors` with a JSON sidecar (the config, the sha256 of
-the weights, the final training accuracy on a fixed augmented batch, the wall time). A later
-call with the same config loads the file after checking its sha256 (a mismatch is an error
-naming the file), so the pretraining runs once per machine and config.
+The prompt-based continual-learning methods assume a pretrained backbone: the paper's ViT-B/16 on
+ImageNet-21k. None is reachable offline, so `pretrained_backbone` trains one. It is a timm
+`VisionTransformer` (`timm.create_model`, randomly initialised). It classifies the pretraining
+letters of `benchmarks.tracks.common.glyphs`, those not held out for continual learning. Each step
+draws fresh augmented images. Training uses AdamW and a cosine schedule, seeded, in one torch
+thread. So the weights do not depend on the caller's thread count.
 
-`TimmBackbone` names any other timm ViT (`timm.create_model(name, pretrained=...)`): the paper's
-ViT-B/16 on ImageNet-21k wherever timm can fetch its weights, or a randomly initialised tiny ViT
-in the tests. Its inputs are resized to the model's size and normalised per batch
-(`prompted_vit.InputTransform`), and its record holds the sha256 of its weights.
-`load_backbone(spec)` gives either kind.
-"""
+The result goes to `<cache>/backbones/<config hash>.safetensors`, with a JSON sidecar. The sidecar
+holds the config, the sha256 of the weights, the final training accuracy on a fixed augmented
+batch, and the wall time. A later call with the same config loads the file after checking its
+sha256. A mismatch is an error naming the file. So the pretraining runs once per machine and
+config.
+
+`TimmBackbone` names any other timm ViT (`timm.create_model(name, pretrained=...)`). That is the
+paper's ViT-B/16 on ImageNet-21k, wherever timm can fetch its weights. In the tests it is a randomly
+initialised tiny ViT. Its inputs are resized to the model's size and normalised per batch
+(`prompted_vit.InputTransform`). Its record holds the sha256 of its weights. `load_backbone(spec)`
+gives either kind."""
 
 from __future__ import annotations
 
@@ -85,9 +86,10 @@ def _schedule(config: BackboneConfig, step: int) -> float:
 
 @contextlib.contextmanager
 def _one_thread():
-    """One torch thread: multithreaded CPU kernels sum in an order that depends on the thread count,
-    so a pretraining run with 2 threads ends elsewhere than one with 1 (on this machine the
-    checksums differed). With one thread the seeded run gives the same weights every time on a
+    """One torch thread, so the seeded run gives the same weights every time.
+
+    Multithreaded CPU kernels sum in an order that depends on the thread count. So a pretraining run
+    with 2 threads can end elsewhere than one with 1. With one thread, the weights are fixed for a
     given CPU and torch build."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -98,8 +100,9 @@ def _one_thread():
 
 
 def pretrain(config: BackboneConfig, progress: Callable[[int, float], None] | None = None) -> tuple[nn.Module, float]:
-    """Trains the ViT on the pretraining letters, in one torch thread (`_one_thread`); returns it
-    (head removed) and its accuracy on a fixed augmented batch."""
+    """Trains the ViT on the pretraining letters, in one torch thread (`_one_thread`).
+
+    Returns it, head removed, and its accuracy on a fixed augmented batch."""
     with _one_thread():
         return _pretrain(config, progress)
 
@@ -215,8 +218,10 @@ def timm_backbone(spec: TimmBackbone) -> tuple[nn.Module, dict]:
 
 def load_backbone(spec: BackboneConfig | TimmBackbone, pretrain: bool = True,
                   progress: Callable[[int, float], None] | None = None) -> tuple[nn.Module, dict]:
-    """A glyph-pretrained ViT (cached; or its random initialisation when not `pretrain`) or a timm ViT;
-    `progress(step, loss)` follows a pretraining that runs now."""
+    """A glyph-pretrained ViT (cached), or a timm ViT.
+
+    Without `pretrain`, the glyph ViT keeps its random initialisation. `progress(step, loss)` follows a
+    pretraining that runs now."""
     if isinstance(spec, TimmBackbone):
         return timm_backbone(spec)
     if pretrain:

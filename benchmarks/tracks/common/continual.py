@@ -1,21 +1,25 @@
 """Continual-learning metrics from the accuracy matrix (class- or task-incremental learning).
 
-`A[i, t]` is the test accuracy on task i after training on tasks 0..t (defined for i <= t).
-The definitions are those of the prompt-based continual-learning literature as HiDe-Prompt
-(Wang et al., NeurIPS 2023) and NoRGa (Le et al., NeurIPS 2024, Sec. 5) compute them in their
-code, with T tasks:
+`A[i, t]` is the test accuracy on task i after training on tasks 0..t, defined for i <= t. The
+definitions follow the prompt-based continual-learning literature. They are computed as HiDe-Prompt
+(Wang et al., NeurIPS 2023) and NoRGa (Le et al., NeurIPS 2024, Sec. 5) do in their code. With T
+tasks, the final average accuracy is
 
-- final average accuracy   FAA = (1/T) sum_i A[i, T-1];
-- cumulative average accuracy   CAA = (1/T) sum_t (1/(t+1)) sum_{i<=t} A[i, t]  (the average,
-  over the T stages, of the average accuracy on the tasks seen so far);
-- final forgetting   FFM = (1/(T-1)) sum_{i<T-1} ( max_{i<=t<T-1} A[i, t] - A[i, T-1] )
-  (how far each earlier task fell from its best; 0 for a single task).
+    FAA = (1/T) sum_i A[i, T-1].
 
-The task-identity accuracy (the share of test samples routed to their own task's prompt) is
-counted by the method that infers it, not from this matrix. A learner evaluated only after the
-last task (joint training here, whose stages would cost T trainings) has only the matrix's last
-column; `summary(matrix, final_only=True)` is then its FAA alone.
-"""
+The cumulative average accuracy averages, over the T stages, the average accuracy on the tasks
+seen so far:
+
+    CAA = (1/T) sum_t (1/(t+1)) sum_{i<=t} A[i, t].
+
+The final forgetting says how far each earlier task fell from its best (0 for a single task):
+
+    FFM = (1/(T-1)) sum_{i<T-1} ( max_{i<=t<T-1} A[i, t] - A[i, T-1] ).
+
+The task-identity accuracy is the share of test samples routed to their own task's prompt. The
+method that infers it counts it; this matrix does not. Some learners are evaluated only after the
+last task (here joint training, whose stages would cost T trainings). Their matrix has only the
+last column. `summary(matrix, final_only=True)` is then their FAA alone."""
 
 from __future__ import annotations
 

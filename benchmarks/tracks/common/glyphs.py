@@ -1,17 +1,20 @@
 """Glyph images rendered from the fonts matplotlib ships: an offline image source for the tracks.
 
-No pretrained ViT and no image dataset beyond MNIST is reachable here, so the prompt-based
-continual-learning track pretrains its own small backbone on glyphs and runs class-incremental
-learning on held-out glyph classes. The classes are the letters of the Latin, Greek and Cyrillic
-alphabets (upper and lower case); a letter whose renders in the 12 faces are too close to an earlier
-letter's (cosine similarity above `SIMILAR`: Latin A, Greek Alpha and Cyrillic A are one shape; so,
-once fitted to the canvas, are S and s, C and c, K and Cyrillic K) is dropped, so no two classes
-share a picture: 121 letters at 32 x 32. Each class is drawn in the 12 DejaVu faces (Sans, Serif and
-Sans Mono, each regular, bold, oblique or italic, and bold oblique or italic), rendered with
-FreeType (`matplotlib.ft2font`), cropped to its ink, scaled to fit 3/4 of the canvas and centred.
-`augment` then applies a random affine map per image (rotation, shear, scale, translation), drawn
-from a seeded generator.
-"""
+Offline there is no pretrained ViT, and no image dataset beyond MNIST. So the prompt-based
+continual-learning track pretrains its own small backbone on glyphs. It runs class-incremental
+learning on held-out glyph classes.
+
+The classes are the letters of the Latin, Greek and Cyrillic alphabets, upper and lower case. Some
+letters' renders in the 12 faces are too close to an earlier letter's (cosine similarity above
+`SIMILAR`). Such a letter is dropped, so no two classes share a picture. Latin A, Greek Alpha and
+Cyrillic A are one shape. Once fitted to the canvas, so are S and s, C and c, K and Cyrillic K. That
+leaves 121 letters at 32 x 32.
+
+Each class is drawn in the 12 DejaVu faces: Sans, Serif and Sans Mono, each regular, bold, oblique
+or italic, and bold oblique or italic. Glyphs are rendered with FreeType (`matplotlib.ft2font`) and
+cropped to their ink. They are scaled to fit 3/4 of the canvas and centred. `augment` then applies
+a random affine map per image (rotation, shear, scale, translation). It is drawn from a seeded
+generator."""
 
 from __future__ import annotations
 

@@ -1,20 +1,23 @@
 """Class-incremental task sequences: the classes split into tasks, each with its train and test images.
 
-A sequence's class order is a seeded permutation (the prompt-based continual-learning code
-shuffles the classes with the run's seed), cut into equal tasks; every class keeps one global
-label. Two offline sources:
+A sequence's class order is a seeded permutation, cut into equal tasks. The prompt-based
+continual-learning code likewise shuffles the classes with the run's seed. Every class keeps one
+global label.
 
-- `glyph_sequence`: held-out letters of `benchmarks.tracks.common.glyphs`, training images drawn
-  (augmented) from 9 of the 12 faces and test images from the other 3 (`TEST_FACES`), so the
-  test asks for letters in styles never seen in training;
-- `source_sequence`: an image source of `zoo.data.images` (`../shared/data` or `$NFNZOO_DATA`, else the
-  usual download): MNIST in 5 tasks of 2 digits (padded from 28 to 32 pixels), CIFAR-100 in 10
-  tasks of 10 (the paper's Split CIFAR-100), a seeded subset of each class's training images
-  (all of them with `train_per_class=None`) and its first test images;
-- `folder_sequence`: a folder of class folders of images (ImageNet-R: 200 classes, the paper's
-  Split ImageNet-R), split 80/20 per class with the seed as the authors' code splits it once,
-  each image resized (shorter side) and centre-cropped to a stored size.
-"""
+Two offline sources:
+
+`glyph_sequence` takes held-out letters of `benchmarks.tracks.common.glyphs`. Training images are
+drawn (augmented) from 9 of the 12 faces, and test images from the other 3 (`TEST_FACES`). So the
+test asks for letters in styles never seen in training.
+
+`source_sequence` takes an image source of `zoo.data.images`. It reads `../shared/data` or
+`$NFNZOO_DATA`, else the usual download. MNIST makes 5 tasks of 2 digits, padded from 28 to 32
+pixels. CIFAR-100 makes 10 tasks of 10, the paper's Split CIFAR-100. Each class keeps a seeded
+subset of its training images (all of them with `train_per_class=None`), and its first test images.
+
+`folder_sequence` takes a folder of class folders of images, such as ImageNet-R (200 classes, the
+paper's Split ImageNet-R). Each class is split 80/20 with the seed, once, as the authors' code
+splits it. Each image is resized (shorter side) and centre-cropped to a stored size."""
 
 from __future__ import annotations
 
@@ -124,8 +127,10 @@ def _load_image(path, size: int) -> np.ndarray:
 
 def folder_sequence(root, tasks: int, seed: int, size: int = 224, train_fraction: float = 0.8,
                     limit_per_class: int | None = None, split_seed: int = 0) -> TaskSequence:
-    """Class folders of images under `root` (sorted names are the labels): a per-class train/test
-    split fixed by `split_seed` (the same for every run), the class order by `seed`."""
+    """Class folders of images under `root`; the sorted names are the labels.
+
+    `split_seed` fixes a per-class train/test split, the same for every run. `seed` sets the class
+    order."""
     from pathlib import Path
 
     root = Path(root)

@@ -1,14 +1,13 @@
 """What the tracks' continual learners share: the masked loss, seeded batches, a training loop.
 
-Every learner is class-incremental with one shared head over all classes: while learning task
-t its logits are masked to task t's classes (the prompt-based methods' code does the same), and
-at test time to every class seen so far.
+Every learner is class-incremental, with one shared head over all classes. While learning task t,
+its logits are masked to task t's classes, as the prompt-based methods' code does. At test time
+they are masked to every class seen so far.
 
-A learner is built on the CPU, where its seeded initialisation draws, then moved with
-`learner.to(device)` before it learns (zoo/training/device.py's rule): its random draws (batch
-orders, pseudo-features, prompt inits) keep coming from CPU generators, so it draws the same
-numbers on any device, and what it creates while learning it moves to `learner.device`.
-"""
+A learner is built on the CPU, where its seeded initialisation draws. It then moves with
+`learner.to(device)` before it learns; that is zoo/training/device.py's rule. Its random draws keep
+coming from CPU generators: batch orders, pseudo-features, prompt inits. So it draws the same
+numbers on any device. What it creates while learning, it moves to `learner.device`."""
 
 from __future__ import annotations
 
@@ -36,8 +35,10 @@ class Training:
 
 
 def moved(value: Any, device: torch.device) -> Any:
-    """`value` with its modules, parameters and tensors on `device` (inside lists, tuples and
-    dataclasses too); the same object when nothing in it moved."""
+    """`value` with its modules, parameters and tensors on `device`.
+
+    This reaches inside lists, tuples and dataclasses too. It returns the same object when nothing in
+    it moved."""
     if isinstance(value, nn.Module):
         return value.to(device)
     if isinstance(value, nn.Parameter):
@@ -66,8 +67,9 @@ class Base:
         self.device = torch.device("cpu")
 
     def to(self, device: torch.device | str) -> "Base":
-        """Moves what the learner holds (modules, parameters, tensors, its data) to `device`; call
-        it after construction, before `learn` (an optimizer made earlier would hold the CPU's)."""
+        """Moves what the learner holds (modules, parameters, tensors, its data) to `device`.
+
+        Call it after construction, before `learn`. An optimizer made earlier would hold the CPU's."""
         device = torch.device(device)
         for name, value in list(vars(self).items()):
             setattr(self, name, moved(value, device))
@@ -86,9 +88,10 @@ class Base:
         return [order[i:i + size] for i in range(0, count, size)]
 
     def frozen(self, function: Callable, images: torch.Tensor) -> torch.Tensor:
-        """`no_grad_batched(function, images)` for a function that never changes (the frozen
-        backbone), computed once per images tensor: the evaluation asks for every seen task's
-        test images after each task. The cache holds the tensor, so its id cannot be reused."""
+        """`no_grad_batched(function, images)` for a function that never changes, such as the frozen backbone.
+
+        It is computed once per images tensor, since the evaluation asks for every seen task's test images
+        after each task. The cache holds the tensor, so its id cannot be reused."""
         cache = self.__dict__.setdefault("_frozen_cache", {})
         key = (id(function.__func__) if hasattr(function, "__func__") else id(function), id(images))
         if key not in cache:
@@ -104,9 +107,10 @@ class Base:
     def fit(self, groups: Iterable[dict], training: Training, inputs: torch.Tensor, labels: torch.Tensor,
             loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
             after_backward: Callable[[], None] | None = None) -> None:
-        """Adam over `groups` for `training.epochs` on (inputs, labels): `loss(inputs[b], labels[b])`
-        per seeded batch b (inputs may be row indices into the task's data); `after_backward` may
-        zero the gradients of what must not move."""
+        """Adam over `groups` for `training.epochs` on (inputs, labels).
+
+        Each seeded batch b computes `loss(inputs[b], labels[b])`; inputs may be row indices into the
+        task's data. `after_backward` may zero the gradients of what must not move."""
         optimizer = torch.optim.Adam(list(groups), lr=training.lr)
         for _ in range(training.epochs):
             for batch in self.batches(len(labels), training.batch_size):

@@ -1,17 +1,18 @@
 """A prompt pool with keys, and the two ways a query picks from it.
 
-L2P (Wang et al., CVPR 2022, Sec. 4.2, Eq. 3-5) and WAVE-CRE (Le et al., AAAI 2025, Sec. 4, its
-per-task pools) keep M prompts P_j (each L tokens of width D) with keys k_j in the query space.
-With gamma the cosine similarity:
+L2P (Wang et al., CVPR 2022, Sec. 4.2, Eq. 3-5) keeps M prompts P_j, each L tokens of width D. So
+do WAVE-CRE's per-task pools (Le et al., AAAI 2025, Sec. 4). Each prompt has a key k_j in the query
+space. Below, gamma is the cosine similarity.
 
-- selection (the papers' rule): the N prompts whose keys are most similar to the query q(x),
-  concatenated into an N * L-token prompt; the pull constraint is sum over the chosen keys of
-  gamma(q, k_j) (a loss subtracts lambda times it, or adds lambda * (1 - gamma));
-- mixture (the public WAVE code's rule, an option): w = softmax_j gamma(q, k_j) over the whole pool
-  and the single L-token prompt (1/M) sum_j w_j P_j; the pull is still over the top N keys.
+Selection is the papers' rule. It takes the N prompts whose keys are most similar to the query
+q(x), concatenated into an N * L-token prompt. The pull constraint is the sum of gamma(q, k_j) over
+the chosen keys. A loss subtracts lambda times it, or adds lambda * (1 - gamma).
 
-The pool initialises prompts then keys uniformly in [-1, 1] from the generator it is given.
-"""
+Mixture is the public WAVE code's rule, an option. It weighs the whole pool by
+w = softmax_j gamma(q, k_j). The prompt is the single L-token (1/M) sum_j w_j P_j. The pull is still
+over the top N keys.
+
+The pool initialises prompts, then keys, uniformly in [-1, 1] from the generator it is given."""
 
 from __future__ import annotations
 
@@ -46,8 +47,10 @@ class PromptPool(nn.Module):
         return top.indices, top.values
 
     def prompt(self, queries: torch.Tensor, top_n: int, selection: str = "top-n") -> tuple[torch.Tensor, torch.Tensor]:
-        """(the prompt for each query, (B, N * L, D) or (B, L, D) for the mixture; the pull, sum over the N
-        chosen keys of gamma(q, k), (B,))."""
+        """(the prompt for each query, the pull).
+
+        The prompt is (B, N * L, D), or (B, L, D) for the mixture. The pull (B,) sums gamma(q, k) over the N
+        chosen keys."""
         index, similarity = self.chosen(queries, top_n)
         if selection == "top-n":
             tokens = self.prompts[index].flatten(1, 2)

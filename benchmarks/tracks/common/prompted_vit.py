@@ -1,28 +1,30 @@
 """Prefix tuning inside a timm ViT's attention, with NoRGa's non-linear residual gate.
 
-Prefix tuning (Li & Liang 2021; as DualPrompt, HiDe-Prompt and NoRGa use it in a ViT): a
-prompted layer l gets, per sample, L prefix keys P_K and values P_V per head; they join the
-tokens' keys and values, and a query x_i attends over both. Le et al., "Mixture of Experts Meets
-Prompt-Based Continual Learning" (NeurIPS 2024), Sec. 3-4, read each attention head as a mixture
-of experts whose prefix experts are gated by the scores s_ij = x_i W_Q P_K,j^T / sqrt(d), and
-NoRGa (their Eq. 9-10) replaces each prefix score by
+Prefix tuning is Li & Liang 2021's, as DualPrompt, HiDe-Prompt and NoRGa use it in a ViT. A
+prompted layer l gets, per sample, L prefix keys P_K and values P_V per head. They join the tokens'
+keys and values, and a query x_i attends over both.
 
-    s_ij + alpha * sigma(tau * s_ij),      sigma in {tanh, sigmoid, GELU},
+Le et al., "Mixture of Experts Meets Prompt-Based Continual Learning" (NeurIPS 2024), Sec. 3-4,
+read each attention head as a mixture of experts. Its prefix experts are gated by the scores
+s_ij = x_i W_Q P_K,j^T / sqrt(d). NoRGa (their Eq. 9-10) replaces each prefix score by
 
-with one learnable (alpha, tau) per prompted layer, while the token-token scores are left as
-they are; one softmax then runs over [prefix scores, token scores], and the prefix values are
-weighted with the token values. alpha = 0 is plain prefix tuning (HiDe-Prompt). Facts from the
-authors' code (Minhchuyentoancbn/MoE_PromptCL, `attention.py`, `peft/prompt/norga_prompt.py`): the 1/sqrt(d)
-scaling comes before the gate; (tau, alpha) start at 1 and are shared by the heads; the
-prefixes are raw parameters, not projected by W_K, W_V.
+    s_ij + alpha * sigma(tau * s_ij),      sigma in {tanh, sigmoid, GELU}.
+
+Each prompted layer has one learnable (alpha, tau). The token-token scores are left as they are.
+One softmax then runs over [prefix scores, token scores]. The prefix values are weighted with the
+token values. With alpha = 0 this is plain prefix tuning (HiDe-Prompt).
+
+Facts from the authors' code (Minhchuyentoancbn/MoE_PromptCL, `attention.py`,
+`peft/prompt/norga_prompt.py`) follow. The 1/sqrt(d) scaling comes before the gate. (tau, alpha)
+start at 1 and are shared by the heads. The prefixes are raw parameters, not projected by W_K, W_V.
 
 `PromptedViT` runs any timm `VisionTransformer` (`timm.create_model`) with prefixes for some
-layers and returns the pre-logits feature (the class token after the final norm, the ViT's
-own `forward_head(pre_logits=True)`); with no prefixes it is the ViT's own computation. A ViT
-that carries an `InputTransform` (`with_input_transform`: a pretrained timm ViT fed CIFAR's
-32-pixel images) has its inputs resized and normalised first, per batch, so the data sets stay
-at their stored size.
-"""
+layers. It returns the pre-logits feature: the class token after the final norm, as the ViT's own
+`forward_head(pre_logits=True)` gives. With no prefixes it is the ViT's own computation.
+
+A ViT may carry an `InputTransform` (`with_input_transform`), e.g. a pretrained timm ViT fed
+CIFAR's 32-pixel images. Its inputs are then resized and normalised first, per batch. So the data
+sets stay at their stored size."""
 
 from __future__ import annotations
 
@@ -86,11 +88,10 @@ class ScoreGate(nn.Module):
 
 def prefix_attention(attention: nn.Module, x: torch.Tensor, prefix: Prefix,
                      gate: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
-    """timm's `Attention` on tokens x (B, N, C) with prefix keys and values joined to the tokens'.
+    """timm's `Attention` on tokens x (B, N, C), with prefix keys and values joined to the tokens'.
 
-    `gate` maps the scaled prefix scores (B, H, N, L) before the softmax (NoRGa); without it
-    this is exactly attention over the concatenated keys and values.
-    """
+    `gate` maps the scaled prefix scores (B, H, N, L) before the softmax (NoRGa). Without it this is
+    exactly attention over the concatenated keys and values."""
     keys, values = prefix
     batch, tokens, _ = x.shape
     heads, head_dim = attention.num_heads, attention.head_dim
@@ -144,10 +145,9 @@ class PromptedViT(nn.Module):
                  gate: ScoreGate | None = None, prompt_tokens: torch.Tensor | None = None) -> torch.Tensor:
         """The pre-logits feature (B, D); `prefixes` maps a block index to its (keys, values).
 
-        `prompt_tokens` (B, P, D) are prompt tuning's input prompts (L2P, Wang et al. CVPR 2022,
-        Sec. 4.2): inserted after the class token, behind the positional embedding; the feature
-        is then the mean of the normed outputs at the prompts' positions, as L2P's classifier
-        reads them."""
+        `prompt_tokens` (B, P, D) are prompt tuning's input prompts (L2P, Wang et al. CVPR 2022, Sec. 4.2).
+        They are inserted after the class token, behind the positional embedding. The feature is then the
+        mean of the normed outputs at the prompts' positions, as L2P's classifier reads them."""
         prefixes = dict(prefixes or {})
         unknown = sorted(set(prefixes) - set(range(self.depth)))
         if unknown:

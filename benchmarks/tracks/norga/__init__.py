@@ -1,2 +1,2 @@
 """The prompt-based continual-learning track: NoRGa (Le et al., NeurIPS 2024) against HiDe-Prompt
-and the other prompt methods."""
+and other prompt methods."""

@@ -1,15 +1,16 @@
 """The reference learners around the prompt methods: a linear probe, sequential fine-tuning, joint training.
 
-- Linear probe: the frozen backbone's feature and a linear head, trained task after task
-  (logits masked to the current task's classes): what the pretrained features give unprompted.
-- Sequential fine-tuning (the lower bound): the whole ViT and the head trained on each task in
-  turn, nothing kept of earlier tasks: catastrophic forgetting.
-- Joint training (the upper bound): the whole ViT and the head trained once, after the last
-  task, on every task's data, all classes unmasked: what a learner that keeps all data reaches.
-  It is evaluated at that stage only (`final_only`): training it at every stage would cost T
-  trainings on growing data (13x a sequential run's images for 10 tasks), so it reports FAA
-  and no CAA or forgetting.
-"""
+The linear probe trains a linear head on the frozen backbone's feature, task after task. Logits are
+masked to the current task's classes. It shows what the pretrained features give unprompted.
+
+Sequential fine-tuning is the lower bound. It trains the whole ViT and the head on each task in
+turn, and keeps nothing of earlier tasks. This shows catastrophic forgetting.
+
+Joint training is the upper bound. It trains the whole ViT and the head once, after the last task,
+on every task's data, with all classes unmasked. It shows what a learner that keeps all data
+reaches. It is evaluated at that stage only (`final_only`). Training it at every stage would cost T
+trainings on growing data: 13x a sequential run's images for 10 tasks. So it reports FAA, and no
+CAA or forgetting."""
 
 from __future__ import annotations
 

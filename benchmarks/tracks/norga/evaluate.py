@@ -1,12 +1,13 @@
 """Running a continual learner over a task sequence: the accuracy matrix and task-identity accuracy.
 
-After learning task t the learner predicts every test image of tasks 0..t; `A[i, t]` is its accuracy
-on task i's test images (classes among all seen so far: class-incremental), and the task-identity
-accuracy is, after the last task, the share of all test images whose predicted task is their own
-(for learners that infer one). A learner with `final_only = True` (joint training) is evaluated
-after the last task only: its matrix has only the last column. `benchmarks.tracks.common.continual`
-turns the matrix into FAA, CAA and FFM.
-"""
+After learning task t, the learner predicts every test image of tasks 0..t. `A[i, t]` is its
+accuracy on task i's test images. Classes range over all seen so far, so it is class-incremental.
+The task-identity accuracy is the share of all test images whose predicted task is their own. It is
+read after the last task, for learners that infer one.
+
+A learner with `final_only = True` (joint training) is evaluated after the last task only. Its
+matrix has only the last column. `benchmarks.tracks.common.continual` turns the matrix into FAA,
+CAA and FFM."""
 
 from __future__ import annotations
 
@@ -28,8 +29,10 @@ class Learner(Protocol):
 
 def run_sequence(learner: Learner, sequence: TaskSequence,
                  progress: Callable[[str], None] | None = None) -> dict:
-    """Learns the tasks in order; returns the matrix (nested lists, NaN above the diagonal's past),
-    the metrics, the task-identity accuracy (None when the learner infers no task) and the wall time."""
+    """Learns the tasks in order, and returns the matrix, the metrics, the task-identity accuracy and the wall time.
+
+    The matrix is nested lists, NaN above the diagonal's past. The task-identity accuracy is None when
+    the learner infers no task."""
     tasks = len(sequence.tasks)
     matrix = np.full((tasks, tasks), np.nan)
     start = time.perf_counter()

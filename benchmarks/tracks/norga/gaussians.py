@@ -1,12 +1,12 @@
 """Per-class Gaussian statistics of features, and pseudo-features drawn from them.
 
 HiDe-Prompt (Wang et al., NeurIPS 2023, Sec. 4) and NoRGa (Le et al., NeurIPS 2024) keep no
-examples of past tasks: after each task they store each class's feature mean and covariance,
-and later train classifiers on features sampled from N(mean, cov) of every class seen so far
-(the task-identity classifier's alignment, and the task-adaptive head's retraining). Facts from
-the authors' code: the covariance is `torch.cov` of the class's features plus 1e-4 I, and each
-class contributes the same number of samples per epoch.
-"""
+examples of past tasks. After each task they store each class's feature mean and covariance. Later
+they train classifiers on features sampled from N(mean, cov) of every class seen so far. These are
+the task-identity classifier's alignment, and the task-adaptive head's retraining.
+
+Facts from the authors' code: the covariance is `torch.cov` of the class's features plus 1e-4 I.
+Each class contributes the same number of samples per epoch."""
 
 from __future__ import annotations
 
@@ -41,8 +41,10 @@ class ClassGaussians:
             self.factors.append(torch.linalg.cholesky(covariance))
 
     def sample(self, per_class: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """`per_class` pseudo-features of every stored class: (features float32, labels), shuffled, on
-        the statistics' device (the draws come from `generator`, on the CPU, whatever that device)."""
+        """`per_class` pseudo-features of every stored class: (features float32, labels), shuffled.
+
+        They are on the statistics' device. The draws come from `generator`, on the CPU, whatever that
+        device."""
         if not self.labels:
             raise ValueError("no class statistics stored yet")
         means, factors = torch.stack(self.means), torch.stack(self.factors)

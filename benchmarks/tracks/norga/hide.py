@@ -1,29 +1,31 @@
 """HiDe-Prompt's three-part pipeline with prefix prompts, and NoRGa's gate inside it.
 
-The method of Le et al., "Mixture of Experts Meets Prompt-Based Continual Learning" (NeurIPS
-2024), Sec. 5, which builds on HiDe-Prompt (Wang et al., NeurIPS 2023, Sec. 4): a frozen
-pretrained ViT and, per task t,
+The method is Le et al., "Mixture of Experts Meets Prompt-Based Continual Learning" (NeurIPS 2024),
+Sec. 5. It builds on HiDe-Prompt (Wang et al., NeurIPS 2023, Sec. 4). A pretrained ViT is frozen,
+and each task t has three parts.
 
-1. task-identity inference (TII): a residual MLP and a head on the frozen backbone's features,
-   trained on task t's classes (cross-entropy with the other classes masked), then aligned on
-   Gaussian pseudo-features of every class seen so far (`gaussians.ClassGaussians`), so that at
-   test time the most likely seen class names the task;
-2. within-task prompt training (WTP): task t's prefix prompts (initialised from task t-1's) and
-   the shared head, trained on task t's images through the prompted backbone, the head's logits
-   masked to task t's classes; with NoRGa the prefix scores pass through the gate
-   s + alpha * sigma(tau * s) (`prompted_vit.ScoreGate`), whose (alpha, tau) train on the first
-   task only and are frozen after it; alpha = 0 (`gate=None`) is HiDe-Prompt itself;
-3. task-adaptive prediction (TAP): the head retrained on Gaussian pseudo-features of every seen
-   class's prompted features (each class through its own task's prompt).
+1. Task-identity inference (TII) is a residual MLP and a head on the frozen backbone's features.
+   They train on task t's classes, with cross-entropy and the other classes masked. They are then
+   aligned on Gaussian pseudo-features of every class seen so far (`gaussians.ClassGaussians`). So
+   at test time the most likely seen class names the task.
+2. Within-task prompt training (WTP) trains task t's prefix prompts and the shared head. The
+   prompts start from task t-1's. They train on task t's images through the prompted backbone, with
+   the head's logits masked to task t's classes. With NoRGa the prefix scores pass through the gate
+   s + alpha * sigma(tau * s) (`prompted_vit.ScoreGate`). Its (alpha, tau) train on the first task
+   only, and are frozen after it. With alpha = 0 (`gate=None`) this is HiDe-Prompt itself.
+3. Task-adaptive prediction (TAP) retrains the head on Gaussian pseudo-features of every seen
+   class's prompted features. Each class goes through its own task's prompt.
 
-At test time TII picks the task, its prompt gives the feature and the head, masked to the seen
-classes, the class. Facts from the authors' code (`Minhchuyentoancbn/MoE_PromptCL`): prompts in
-layers 0-4, length 5, uniform(-1, 1) init; TII's MLP D -> 2D -> D with GELU, a residual and a
-LayerNorm, Adam then SGD (momentum 0.9, weight decay 5e-4, cosine) for the alignment; WTP with
-Adam, the head at 0.1x the prompts' rate; TAP with SGD. What is cut here to run on a CPU: the
-epochs, and stage 1 trains on cached frozen features of the unaugmented images (the authors
-augment each epoch), which `TrackConfig`s record.
-"""
+At test time TII picks the task, and its prompt gives the feature. The head, masked to the seen
+classes, gives the class.
+
+Facts from the authors' code (`Minhchuyentoancbn/MoE_PromptCL`) follow. Prompts sit in layers 0-4,
+with length 5 and uniform(-1, 1) init. TII's MLP is D -> 2D -> D with GELU, a residual and a
+LayerNorm. It trains with Adam, then SGD for the alignment (momentum 0.9, weight decay 5e-4,
+cosine). WTP uses Adam, with the head at a tenth of the prompts' rate. TAP uses SGD.
+
+Two things are cut here to run on a CPU, and `TrackConfig`s record them. The epochs are fewer.
+Stage 1 trains on cached frozen features of the unaugmented images; the authors augment each epoch."""
 
 from __future__ import annotations
 
@@ -70,7 +72,7 @@ class TaskIdentityNet(nn.Module):
 
 
 class HiDePrompt(Base):
-    """The method; `learn(task)` for each task in order, then `predict(images)`."""
+    """The method: `learn(task)` for each task in order, then `predict(images)`."""
 
     def __init__(self, backbone: nn.Module, classes: int, tasks: int, config: HiDeConfig, seed: int):
         super().__init__(classes, seed, config.features_batch)

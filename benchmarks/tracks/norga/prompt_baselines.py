@@ -1,28 +1,29 @@
 """The prompt-based baselines, each from its paper's equations, on the same frozen prompted ViT.
 
-The query q(x) of every method is the frozen backbone's own feature (no prompts). With
-gamma(a, b) the cosine similarity:
+The query q(x) of every method is the frozen backbone's own feature, without prompts. Below,
+gamma(a, b) is the cosine similarity.
 
-- L2P (Wang et al., CVPR 2022, Sec. 4.2-4.3, Eq. 5): a pool of M prompts P_j (L_p tokens each) with
-  keys k_j (`common.prompt_pool`); each input takes the N prompts whose keys are most similar to
-  q(x), prepended to its tokens (prompt tuning); the feature is the mean of the prompts' outputs;
-  the loss is the masked cross-entropy plus lambda * sum over the chosen keys of (1 - gamma(q, k))
-  (the "pull").
-- DualPrompt (Wang et al., ECCV 2022, Sec. 4, Eq. 3-4): a shared G-prompt (prefix) in the first
-  layers and one E-prompt (prefix) per task in the next, each E-prompt with a key; training uses
-  the true task's E-prompt and pulls its key to q(x) (weight lambda); testing takes the E-prompt
-  whose key is most similar to q(x), which is also the predicted task.
-- CODA-Prompt (Smith et al., CVPR 2023, Sec. 4, Eq. 3-7): per prompted layer, M components P_m
-  with keys K_m and attention vectors A_m; the prompt is sum_m alpha_m P_m with
-  alpha_m = gamma(q * A_m, K_m), split into prefix keys and values; task t trains its own M/T
-  components (earlier ones frozen, later ones unused), initialised orthogonal to the earlier
-  ones (Gram-Schmidt, Eq. 7).
+L2P: Wang et al., CVPR 2022, Sec. 4.2-4.3, Eq. 5. It keeps a pool of M prompts P_j of L_p tokens
+each, with keys k_j (`common.prompt_pool`). Each input takes the N prompts whose keys are most
+similar to q(x). They are prepended to its tokens (prompt tuning). The feature is the mean of the
+prompts' outputs. The loss is the masked cross-entropy plus a "pull". The pull is lambda times the
+sum, over the chosen keys, of (1 - gamma(q, k)).
 
-Hyperparameters (the papers' and the authors' code, via MoE_PromptCL's configs): L2P pool 10,
-length 5, top 5, lambda 0.1; DualPrompt G-prompt layers 0-1 length 5, E-prompt layers 2-4
-length 20, lambda 1; CODA-Prompt 100 components of length 8 in layers 0-4. The track's profiles
-may shorten the lengths for its small ViT and record it.
-"""
+DualPrompt: Wang et al., ECCV 2022, Sec. 4, Eq. 3-4. A shared G-prompt (prefix) sits in the first
+layers. One E-prompt (prefix) per task sits in the next, each with a key. Training uses the true
+task's E-prompt, and pulls its key to q(x) with weight lambda. Testing takes the E-prompt whose key
+is most similar to q(x). That is also the predicted task.
+
+CODA-Prompt: Smith et al., CVPR 2023, Sec. 4, Eq. 3-7. Each prompted layer has M components P_m
+with keys K_m and attention vectors A_m. The prompt is sum_m alpha_m P_m, with
+alpha_m = gamma(q * A_m, K_m). It is split into prefix keys and values. Task t trains its own M/T
+components. Earlier ones are frozen, and later ones unused. They start orthogonal to the earlier
+ones (Gram-Schmidt, Eq. 7).
+
+Hyperparameters come from the papers and the authors' code, via MoE_PromptCL's configs. L2P: pool
+10, length 5, top 5, lambda 0.1. DualPrompt: G-prompt in layers 0-1 with length 5, E-prompts in
+layers 2-4 with length 20, lambda 1. CODA-Prompt: 100 components of length 8 in layers 0-4. The
+track's profiles may shorten the lengths for its small ViT, and record it."""
 
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ class _PromptLearner(Base):
         return self.frozen(self.vit.features, images)
 
     def _prefix(self, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A (B, L, D) prompt as prefix keys (first half) and values (second half), (B, H, L/2, d) each."""
+        """A (B, L, D) prompt as prefix keys (first half) and values (second half).
+
+        Each is (B, H, L/2, d)."""
         batch, length, _ = prompt.shape
         halves = prompt.reshape(batch, 2, length // 2, self.heads, self.head_dim).permute(1, 0, 3, 2, 4)
         return halves[0], halves[1]
@@ -169,8 +172,10 @@ class CodaConfig:
 
 
 def _orthogonal_rows(rows: int, dim: int, earlier: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """`rows` random unit vectors orthogonal to each other and to the span of `earlier`'s rows (Gram-Schmidt
-    against an orthonormal basis of that span: trained earlier rows are no longer orthogonal to each other)."""
+    """`rows` random unit vectors, orthogonal to each other and to the span of `earlier`'s rows.
+
+    Gram-Schmidt runs against an orthonormal basis of that span. Trained earlier rows are no longer
+    orthogonal to each other."""
     basis = list(torch.linalg.qr(earlier.T.to(torch.float64)).Q.T.to(torch.float32)) if len(earlier) else []
     out = []
     for _ in range(rows):

@@ -1,38 +1,45 @@
 """A cheap check of NoRGa's motivation: estimating a prefix mixture of experts with linear and with NoRGa gates.
 
-Le et al., "Mixture of Experts Meets Prompt-Based Continual Learning" (NeurIPS 2024), read an
-attention head with prefixes as a mixture of experts: pretrained experts whose gating scores
-are quadratic in the input and fixed (the backbone is frozen), plus prefix experts whose scores
-are linear in it, s = beta_1^T x (+ beta_0). Their analysis says that with such linear gates the
-least-squares estimates of an over-specified prefix mixture converge slower than any polynomial
-rate, while NoRGa's gate s + alpha * sigma(tau * s) (sigma in {tanh, sigmoid, GELU}) restores
-polynomial rates (about n^(-1/2) for the Voronoi loss below). This module simulates that
-regression. The simulation's design is ours, not the paper's (whose theory section and
-appendix were not reachable here; see the README's NoRGa section): every setting is in
+The paper is Le et al., "Mixture of Experts Meets Prompt-Based Continual Learning" (NeurIPS 2024).
+It reads an attention head with prefixes as a mixture of experts. The pretrained experts have gating
+scores that are quadratic in the input. They are fixed, since the backbone is frozen. The prefix
+experts have scores linear in the input, s = beta_1^T x (+ beta_0).
+
+Their analysis concerns an over-specified prefix mixture. With such linear gates, its
+least-squares estimates converge slower than any polynomial rate. NoRGa's gate
+s + alpha * sigma(tau * s), with sigma in {tanh, sigmoid, GELU}, restores polynomial rates. For the
+Voronoi loss below, that is about n^(-1/2).
+
+This module simulates that regression. The simulation's design is ours, not the paper's. Its theory
+section and appendix were not available to us; see the README's NoRGa section. Every setting is in
 `TheoryConfig` and in the JSON written.
 
-The model (d-dimensional x, scalar y, Gaussian noise of variance `noise`; every parameter in a
-compact box [-bound, bound], as the analysis assumes, imposed as theta = bound * tanh(u)):
+The model has d-dimensional x, scalar y and Gaussian noise of variance `noise`. As the analysis
+assumes, every parameter lies in a compact box [-bound, bound]. It is imposed as
+theta = bound * tanh(u).
 
-    f_G(x) = [ exp(x^T A0 x + c0) h0(x) + sum_i exp(g(beta_1i^T x) + beta_0i) (a_i^T x + b_i) ]
-             / [ exp(x^T A0 x + c0) + sum_i exp(g(beta_1i^T x) + beta_0i) ],
+Write E_0(x) = exp(x^T A0 x + c0) and E_i(x) = exp(g(beta_1i^T x) + beta_0i). The model is
 
-with the pretrained expert (A0, c0, h0) known, g(s) = s (linear) or s + alpha * sigma(tau * s)
-(NoRGa, alpha = tau = 1 known), one true prefix expert and a fit with L' = 2 (over-specified:
-where the rates differ) or L' = 1 (exact: the control, where both gates should give n^(-1/2)).
-The estimate is least squares (L-BFGS in float64, restarts near the truth, the lowest
-training error kept); its error is the Voronoi loss of the paper's analysis, for one true atom
-theta* = (beta_1*, a*, b*) owning every fitted atom:
+    f_G(x) = [ E_0(x) h0(x) + sum_i E_i(x) (a_i^T x + b_i) ] / [ E_0(x) + sum_i E_i(x) ].
 
-    D(G, G*) = | sum_i exp(beta_0i) - exp(beta_0*) |
-               + sum_i exp(beta_0i) * (|d beta_1i| + |d a_i| + |d b_i|)      if L' = 1,
-               + sum_i exp(beta_0i) * (|d beta_1i|^2 + |d a_i|^2 + |d b_i|^2)  if L' > 1.
+The pretrained expert (A0, c0, h0) is known. The gate is g(s) = s (linear) or
+s + alpha * sigma(tau * s) (NoRGa, alpha = tau = 1 known). There is one true prefix expert. The fit
+has L' = 2 or L' = 1. L' = 2 is over-specified, where the rates differ. L' = 1 is exact: the control,
+where both gates should give n^(-1/2).
 
-The slope of log D against log n (least squares over the grid of n, on the median over
-replicates: an over-specified fit now and then lands far away, and one such replicate would
-decide a mean) is the measured rate. The same inputs and noise are used for every gate at each
-(n, replicate) (common random numbers).
-"""
+The estimate is least squares: L-BFGS in float64, restarts near the truth, the lowest training
+error kept. Its error is the Voronoi loss of the paper's analysis. One true atom
+theta* = (beta_1*, a*, b*) owns every fitted atom. With L' = 1 the loss is
+
+    D(G, G*) = | sum_i exp(beta_0i) - exp(beta_0*) | + sum_i exp(beta_0i) * (|d beta_1i| + |d a_i| + |d b_i|).
+
+With L' > 1 its second sum takes squared distances:
+sum_i exp(beta_0i) * (|d beta_1i|^2 + |d a_i|^2 + |d b_i|^2).
+
+The measured rate is the slope of log D against log n. It is a least-squares fit over the grid of
+n, on the median over replicates. An over-specified fit now and then lands far away, and one such
+replicate would decide a mean. Every gate sees the same inputs and noise at each (n, replicate):
+common random numbers."""
 
 from __future__ import annotations
 
@@ -150,8 +157,9 @@ def fit(x: torch.Tensor, y: torch.Tensor, atoms: int, gate: str, config: TheoryC
 
 
 def simulate_point(config: TheoryConfig, n: int, replicate: int, device: str = "cpu") -> dict:
-    """One sample of size n: the Voronoi loss of every (L', gate) fit, as {"L'": {gate: loss}}; the
-    sample is drawn on the CPU and the fits run on `device`."""
+    """One sample of size n: the Voronoi loss of every (L', gate) fit, as {"L'": {gate: loss}}.
+
+    The sample is drawn on the CPU, and the fits run on `device`."""
     true = {name: value.to(device) for name, value in truth(config).items()}
     data = torch.Generator().manual_seed(config.seed * 1_000_003 + n * 101 + replicate)
     x = (torch.rand((n, len(config.beta1)), generator=data, dtype=torch.float64) * 2 - 1).to(device)

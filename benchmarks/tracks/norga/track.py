@@ -1,33 +1,42 @@
 """The `norga` track: NoRGa against HiDe-Prompt, L2P, DualPrompt, CODA-Prompt and the bounds.
 
 `nfnzoo track run norga --profile tiny|default|paper|paper-imr [--seeds ...] [--workers N] --out DIR`
-runs every method of the profile on each of its class-incremental benchmarks over the seeds, as
-one resumable job per (benchmark, method, seed) (`benchmarks.jobs`: records under
-`DIR/jobs/`, a re-run takes the finished ones), and writes, per benchmark and method, a results
-file in the harness's format (`<benchmark>/<method>.json`: the final average accuracy,
-cumulative average accuracy, final forgetting and, for the methods that infer a task, the
-task-identity accuracy, per seed; the accuracy matrices in `<method>.examples.npz`), and
-`<benchmark>-accuracy.png`: the average accuracy on the tasks seen so far after each task, one
-line per method (mean over seeds).
+runs every method of the profile over the seeds. It does so on each of the profile's
+class-incremental benchmarks. Each (benchmark, method, seed) is one resumable job
+(`benchmarks.jobs`). Records go under `DIR/jobs/`, and a re-run takes the finished ones.
+
+Per benchmark and method it writes a results file in the harness's format,
+`<benchmark>/<method>.json`. Per seed, it holds the final average accuracy, cumulative average
+accuracy and final forgetting. Methods that infer a task add the task-identity accuracy. The
+accuracy matrices go in `<method>.examples.npz`. It also writes `<benchmark>-accuracy.png`. That is
+the average accuracy on the tasks seen so far after each task, one line per method, mean over
+seeds.
 
 Profiles:
-- `tiny` (the test suite): a randomly initialised tiny ViT, 3 tasks of 2 glyph letters, one
-  epoch of everything: the code path, not a result;
-- `default` (offline): a ViT pretrained here on 71 glyph letters (`common.backbone`, cached),
-  then 10 tasks of 5 held-out letters (40 training images per letter, 20 test images in unseen
-  faces) and MNIST in 5 tasks of 2 digits (120 / 100 per digit); every method, seeds 42, 40, 44
-  (the authors'); 4 epochs per task (joint training, trained once on everything, 12). Sized to
-  about 30 minutes on 2 cores (60 jobs); the methods stay apart (README, "Tracks");
-- `paper`: the paper's setting, timm's ViT-B/16 pretrained on ImageNet-21k and Split CIFAR-100
-  (10 tasks, all 500 training and 100 test images per class), with the authors' CIFAR settings
-  for the supervised ImageNet-21k backbone (sigmoid gate, prompt length 5, 50 prompt epochs,
-  batch 128); `paper-imr`: the same backbone on Split ImageNet-R (200 classes in 10 tasks, an
-  80/20 split, prompt length 20) from `$NFNZOO_IMAGENET_R` or `imagenet-r/` in a data root.
-  They run wherever timm can fetch the weights (and CIFAR-100 is local or downloadable); the
-  tests run their code path on a random tiny timm ViT.
+
+`tiny` is the test suite's: a randomly initialised tiny ViT, 3 tasks of 2 glyph letters. It trains
+one epoch of everything. It checks the code path, not a result.
+
+`default` runs offline. It uses a ViT pretrained here on 71 glyph letters (`common.backbone`,
+cached). Its benchmarks are 10 tasks of 5 held-out letters, and MNIST in 5 tasks of 2 digits.
+Letters have 40 training images each, and 20 test images in unseen faces. Digits have 120 / 100.
+It runs every method with seeds 42, 40, 44, the authors'. Each task trains 4 epochs; joint
+training, trained once on everything, takes 12. It is sized for a laptop (60 jobs,
+docs/tracks/norga.md). The methods stay apart (README, "Tracks").
+
+`paper` is the paper's setting: timm's ViT-B/16 pretrained on ImageNet-21k, on Split CIFAR-100. It
+has 10 tasks, with all 500 training and 100 test images per class. It uses the authors' CIFAR
+settings for the supervised ImageNet-21k backbone. Those are a sigmoid gate, prompt length 5, 50
+prompt epochs and batch 128.
+
+`paper-imr` runs the same backbone on Split ImageNet-R: 200 classes in 10 tasks, an 80/20 split,
+prompt length 20. It reads `$NFNZOO_IMAGENET_R`, or `imagenet-r/` in a data root.
+
+Both paper profiles run wherever timm can fetch the weights, and CIFAR-100 is local or
+downloadable. The tests run their code path on a random tiny timm ViT.
+
 The backbone's letters and the held-out letters are a fixed split (seed 0), the same for every
-run; the class order of a benchmark follows the run's seed.
-"""
+run. The class order of a benchmark follows the run's seed."""
 
 from __future__ import annotations
 
@@ -191,10 +200,12 @@ def _parameters(learner) -> int:
 
 def run_job(settings: NorgaProfile, benchmark: Benchmark, method: str, seed: int, sequence: TaskSequence,
             backbone: torch.nn.Module, backbone_sha256: str, device: str = "cpu") -> dict:
-    """One method on one benchmark with one seed (a job): the matrix and metrics. The driver read the
-    sequence's images and the backbone (`NorgaTrack.run`); the backbone's weights are checked here
-    against the checksum the driver computed, so a job runs on the weights the run records. The
-    learner is built on the CPU (its seeded init) and then moved to `device` with the images."""
+    """One method on one benchmark with one seed (a job): the matrix and metrics.
+
+    The driver read the sequence's images and the backbone (`NorgaTrack.run`). The backbone's weights
+    are checked here against the checksum the driver computed. So a job runs on the weights the run
+    records. The learner is built on the CPU, for its seeded init. It then moves to `device` with the
+    images."""
     import time
 
     from benchmarks.memory import peak_mb, reset_peak

@@ -1,57 +1,60 @@
 """Which way a head drives its tokens: the regime of dx_i/dt = sum_j softmax_j(x_i^T W x_j) V x_j.
 
-Pham, Nguyen The, Tran, Chung, Tong, Nguyen and Vo, "Dynamical Properties of Tokens in
-Self-Attention and Effects of Positional Encoding" (NeurIPS 2025) study the continuous-time
-limit of attention with weights shared across depth (Sec. 3 of the paper): tokens x_1..x_n in
-R^D obey
+The paper: Pham, Nguyen The, Tran, Chung, Tong, Nguyen and Vo, "Dynamical Properties of Tokens in
+Self-Attention and Effects of Positional Encoding" (NeurIPS 2025). Its Sec. 3 studies attention in
+continuous time, with weights shared across depth. Tokens x_1..x_n in R^D obey
 
-    dx_i/dt = sum_j P_ij V x_j,   P_ij = exp(x_i^T W x_j) / sum_k exp(x_i^T W x_k),       (1)
+    dx_i/dt = sum_j P_ij V x_j,   P_ij = exp(x_i^T W x_j) / sum_k exp(x_i^T W x_k).       (1)
 
-where, for a head with query, key, value and output maps W_q, W_k (d_k x D), W_v (d_v x D) and
-O (D x d_v), W = W_q^T W_k / sqrt(d_k) is the matrix the score uses and V = O W_v the value map.
-The paper gives sufficient conditions on the symmetric parts of the parameter matrices for the
-tokens to converge to zero or diverge to infinity. Its theorem statements were not reachable
-from this machine (only the abstract), so the conditions here are reconstructed from two facts
-and one derivation, and `dynamics` checks them against integration:
+A head has query and key maps W_q, W_k (d_k x D), a value map W_v (d_v x D) and an output map
+O (D x d_v). Then W = W_q^T W_k / sqrt(d_k) is the matrix the score uses, and V = O W_v.
+The paper gives sufficient conditions for the tokens to converge to zero or diverge to infinity.
+They bear on the symmetric parts of the parameter matrices. We could read only its abstract, not
+its theorem statements. So the conditions here are rebuilt from two facts and one derivation, and
+`dynamics` checks them against integration.
 
-- its public code (Fsoft-AIC/Attn-token-dynamic, `definite_reparametrizations.py`, read for
-  facts) holds sym(W) = (W + W^T)/2 positive definite in every scenario and sets the signature
-  of the symmetric part of A, with V = W^{-1} A (the value map solved from A), to all positive,
-  half negative or all negative: the divergent, mixed and convergent scenarios;
-- the derivation: with sym(W) positive definite, the token i of largest energy
-  e_i = x_i^T sym(W) x_i scores itself highest (Cauchy-Schwarz in the sym(W) inner product,
-  x_i^T sym(W) x_j <= sqrt(e_i e_j) <= e_i; exactly so when W is symmetric), so when scores are
-  large its velocity tends to V x_i and
+First, the public code (Fsoft-AIC/Attn-token-dynamic, `definite_reparametrizations.py`, read for
+facts). It holds sym(W) = (W + W^T)/2 positive definite in every scenario. It solves the value map
+from A as V = W^{-1} A. It sets the signature of sym(A) to all positive, half negative or all
+negative. These are the divergent, mixed and convergent scenarios.
 
-      de_i/dt = 2 x_i^T sym(W) V x_i = 2 x_i^T sym(A) x_i,   A = sym(W) V:                  (2)
+Second, the derivation. Let sym(W) be positive definite, and let token i have the largest energy
+e_i = x_i^T sym(W) x_i. Then token i scores itself highest, by Cauchy-Schwarz in the sym(W) inner
+product: x_i^T sym(W) x_j <= sqrt(e_i e_j) <= e_i. This holds exactly when W is symmetric. When
+scores are large, its velocity tends to V x_i, and
 
-  the largest energy grows when sym(A) is positive definite and shrinks when it is negative
-  definite. Two exact special cases, used as closed-form tests: a single token (or tokens that
-  coincide) follows x(t) = exp(V t) x(0) for any W, and the symmetric part of V bounds its norm,
-  |x(t)| between exp(lambda_min(sym V) t) and exp(lambda_max(sym V) t) times |x(0)|.
+    de_i/dt = 2 x_i^T sym(W) V x_i = 2 x_i^T sym(A) x_i,   A = sym(W) V.                  (2)
 
-A head is therefore `divergent` when sym(W) and sym(A) are positive definite, `convergent` when
-sym(W) is positive definite and sym(A) negative definite, `mixed` when sym(A) is indefinite (its
-share of negative eigenvalues is reported) and `undecided` when sym(W) is not positive definite
-(the premise of (2) fails). Eigenvalues within `tolerance` times the largest magnitude count as
-zero and make the definiteness fail.
+So the largest energy grows when sym(A) is positive definite and shrinks when it is negative
+definite.
 
-Pretrained heads are low-rank (W and V have rank at most d_k, d_v < D). The velocity in (1)
-lies in the range of V, so the component of every token orthogonal to range(V) never moves and
-the dynamics live in that d_v-dimensional subspace: with U an orthonormal basis of range(V),
-a token's moving part r = U^T x follows (1) with the reduced matrices U^T W U and U^T V U (plus a
-bounded drive from the frozen part). The conditions are then read on the reduced matrices
-(`reduce_to_value_range`), and "diverge" or "converge" speaks of the moving part.
+Two exact special cases serve as closed-form tests. A single token, or tokens that coincide,
+follows x(t) = exp(V t) x(0) for any W. The symmetric part of V bounds its norm: |x(t)| lies
+between exp(lambda_min(sym V) t) and exp(lambda_max(sym V) t) times |x(0)|.
 
-Positional encodings. An absolute encoding is added to the tokens before the first layer: it
+A head is therefore `divergent` when sym(W) and sym(A) are positive definite. It is `convergent`
+when sym(W) is positive definite and sym(A) negative definite. It is `mixed` when sym(A) is
+indefinite, and the share of negative eigenvalues is reported. It is `undecided` when sym(W) is not
+positive definite, since the premise of (2) fails. Eigenvalues within `tolerance` times the
+largest magnitude count as zero, and make the definiteness fail.
+
+Pretrained heads are low-rank: W and V have rank at most d_k, d_v < D. The velocity in (1) lies in
+the range of V. So each token's component orthogonal to range(V) never moves. The dynamics live in
+that d_v-dimensional subspace. Let U be an orthonormal basis of range(V). A token's moving part
+r = U^T x follows (1) with the reduced matrices U^T W U and U^T V U. A bounded drive from the
+frozen part is added. The conditions are then read on the reduced matrices
+(`reduce_to_value_range`). Then "diverge" and "converge" speak of the moving part.
+
+Positional encodings. An absolute encoding is added to the tokens before the first layer. It
 changes x(0), not W or V, so the regime is unchanged (the trajectory is not). Rotary encoding
-rotates each token by its position before the score: x_i^T R_i^T W R_j x_j, so the self-score of
-position p uses R_p^T W R_p, whose symmetric part is congruent to sym(W) (still positive
-definite), but (2) becomes de/dt = 2 x^T sym(R_p^T sym(W) R_p V) x, whose signature can differ
-from position to position (`rotary_regimes`). The paper's refinement for rotary models adds a
-learnable positive diagonal term x_i^T diag(c) x_j to the score (its code: c = softplus(.)
-initialised at 0.05): rotation-free, it makes the self-score matrix R_p^T sym(W) R_p + diag(c)
-and pulls every position's A_p towards diag(c) V.
+rotates each token by its position before the score: x_i^T R_i^T W R_j x_j. So the self-score of
+position p uses R_p^T W R_p. Its symmetric part is congruent to sym(W), so still positive definite.
+But (2) becomes de/dt = 2 x^T sym(R_p^T sym(W) R_p V) x. Its signature can differ from position to
+position (`rotary_regimes`).
+
+The paper's refinement for rotary models adds a learnable positive diagonal term x_i^T diag(c) x_j
+to the score. Its code sets c = softplus(.), initialised at 0.05. The term is rotation-free. It
+makes the self-score matrix R_p^T sym(W) R_p + diag(c), and pulls every A_p towards diag(c) V.
 """
 
 from __future__ import annotations
@@ -70,7 +73,9 @@ def sym(matrix: np.ndarray) -> np.ndarray:
 
 
 def head_matrices(w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(W, V) of (1) for a head with q = W_q x, k = W_k x (d_k x D), v = W_v x (d_v x D) and output O v (D x d_v)."""
+    """(W, V) of (1) for a head with maps W_q, W_k, W_v and O.
+
+    Shapes: W_q and W_k are d_k x D, W_v is d_v x D, and O is D x d_v."""
     w_q, w_k, w_v, w_o = (np.asarray(m, dtype=np.float64) for m in (w_q, w_k, w_v, w_o))
     if w_q.shape != w_k.shape or w_v.shape[1] != w_q.shape[1] or w_o.shape != (w_q.shape[1], w_v.shape[0]):
         raise ValueError(f"head maps of inconsistent shapes: W_q {w_q.shape}, W_k {w_k.shape}, W_v {w_v.shape}, "
@@ -87,8 +92,9 @@ def value_range(v: np.ndarray, tolerance: float = 1e-6) -> np.ndarray:
 
 def reduce_to_value_range(w: np.ndarray, v: np.ndarray, tolerance: float = 1e-6,
                           basis: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(U^T W U, U^T V U) on the range of V: the matrices of the moving part of the tokens
-    (`basis`: U when the caller has it already)."""
+    """(U^T W U, U^T V U): the matrices of the tokens' moving part, on the range of V.
+
+    `basis` is U, when the caller has it already."""
     basis = value_range(v, tolerance) if basis is None else basis
     return basis.T @ w @ basis, basis.T @ v @ basis
 
@@ -113,8 +119,9 @@ def _signs(eigenvalues: np.ndarray, tolerance: float) -> tuple[int, int, int]:
 
 
 def classify(w: np.ndarray, v: np.ndarray, tolerance: float = 1e-6, reduce: bool = True) -> HeadRegime:
-    """The regime of (1) by the conditions of the module docstring (on the range of V when V is
-    rank-deficient and `reduce`)."""
+    """The regime of (1), by the conditions of the module docstring.
+
+    With `reduce`, they are read on the range of V when V is rank-deficient."""
     w, v = np.asarray(w, dtype=np.float64), np.asarray(v, dtype=np.float64)
     if w.ndim != 2 or w.shape[0] != w.shape[1] or v.shape != w.shape:
         raise ValueError(f"W and V must be square matrices of one size, got {w.shape} and {v.shape}")
@@ -152,8 +159,9 @@ def rotation(position: int, dimension: int, base: float = 10000.0) -> np.ndarray
 
 def rotary_regimes(w: np.ndarray, v: np.ndarray, positions: Sequence[int], diagonal: np.ndarray | float = 0.0,
                    tolerance: float = 1e-6, base: float = 10000.0) -> list[HeadRegime]:
-    """Each position's regime under rotary encoding, with the refinement's diagonal score term
-    diag(c) (0: none): the conditions on (R_p^T W R_p + diag(c), V)."""
+    """Each position's regime under rotary encoding: the conditions on (R_p^T W R_p + diag(c), V).
+
+    `diagonal` is c, the refinement's diagonal score term (0: none)."""
     w = np.asarray(w, dtype=np.float64)
     extra = np.diag(np.broadcast_to(np.asarray(diagonal, dtype=np.float64), (w.shape[0],)))
     out = []

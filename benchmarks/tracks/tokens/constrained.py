@@ -1,31 +1,36 @@
 """Tiny transformers whose heads are held in a chosen regime, and the free baseline.
 
-The regimes are the paper's scenarios (Pham et al., NeurIPS 2025; its public code's
-`definite_reparametrizations.py`, read for facts): per head, the score matrix W (D x D) has a
-positive-definite symmetric part and the symmetric part of A = sym(W) V a fixed share of negative
-eigenvalues (0: `pd`, divergent; 1/2: `hd`, mixed; 1: `nd`, convergent; `conditions`):
+The regimes are the paper's scenarios (Pham et al., NeurIPS 2025). We read its public code's
+`definite_reparametrizations.py` for facts. Per head, the score matrix W (D x D) has a
+positive-definite symmetric part. The symmetric part of A = sym(W) V has a fixed share of negative
+eigenvalues (see `conditions`). That share is 0 for `pd` (divergent), 1/2 for `hd` (mixed) and 1
+for `nd` (convergent). The score side is built as
 
-    sym(W) = L_W diag(softplus(a)) L_W^T,       W = sym(W) + (T_W - T_W^T) / 2,
-    sym(A) = L_A diag(s * softplus(b)) L_A^T,   A = sym(A) + (T_A - T_A^T) / 2,   V = sym(W)^{-1} A,
+    sym(W) = L_W diag(softplus(a)) L_W^T,   W = sym(W) + (T_W - T_W^T) / 2.
 
-with L unit lower-triangular, so by Sylvester's law of inertia sym(W) is positive definite and
-sym(A) has exactly the negative eigenvalues the signs s give, whatever the training does.
+The value side is built as
 
-One flaw of the public code is avoided: it constrains Q K^T = W and solves the key map from a
-query map Q it assumes orthogonal, but the score it computes is x^T Q^T K x, which equals the
-constrained matrix only while Q stays orthogonal, and Q drifts in training. Here the score is
-computed from W itself, x_i^T W x_j / sqrt(D), so the constraint is on the matrix the score
-uses (and `head_matrices` returns exactly what the forward pass multiplies, which the tests
-check after training).
+    sym(A) = L_A diag(s * softplus(b)) L_A^T,   A = sym(A) + (T_A - T_A^T) / 2,   V = sym(W)^{-1} A.
 
-Encodings: `absolute` adds the fixed sinusoidal encoding to the token embeddings; `rotary`
-rotates each position's token in the score, (R_i x_i)^T W (R_j x_j) (RoPE in the model space,
-`conditions.rotation`), the values unrotated; `rotary-diag` adds the paper's refinement, the
-score term x_i^T diag(softplus(c)) x_j per head with softplus(c) initialised at 0.05. The `free`
-regime is standard multi-head attention (W_q, W_k, W_v, O; RoPE on queries and keys).
+Each L is unit lower-triangular. So by Sylvester's law of inertia sym(W) is positive definite, and
+sym(A) has exactly the negative eigenvalues the signs s give. This holds whatever the training does.
 
-Each block is pre-LayerNorm with residual connections, x + attention(LN(x)), then x + MLP(LN(x)):
-the residual attention step is the Euler step of Eq. (1).
+We avoid one flaw of the public code. It constrains Q K^T = W and solves the key map from a query
+map Q it assumes orthogonal. But the score it computes is x^T Q^T K x. That equals the constrained
+matrix only while Q stays orthogonal, and Q drifts in training. Here the score is computed from W
+itself, x_i^T W x_j / sqrt(D). So the constraint is on the matrix the score uses. `head_matrices`
+returns exactly what the forward pass multiplies, and the tests check this after training.
+
+The `absolute` encoding adds the fixed sinusoidal encoding to the token embeddings. The `rotary`
+encoding rotates each position's token in the score, (R_i x_i)^T W (R_j x_j). This is RoPE in the
+model space (`conditions.rotation`); the values stay unrotated. The `rotary-diag` encoding adds the
+paper's refinement. It is the score term x_i^T diag(softplus(c)) x_j per head, with softplus(c)
+initialised at 0.05.
+
+The `free` regime is standard multi-head attention (W_q, W_k, W_v, O; RoPE on queries and keys).
+
+Each block is pre-LayerNorm with residual connections: x + attention(LN(x)), then x + MLP(LN(x)).
+The residual attention step is the Euler step of Eq. (1).
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ def _inverse_softplus(y: float) -> float:
 
 
 class Definite(nn.Module):
-    """A symmetric matrix L diag(s * softplus(theta)) L^T with the first round(share * n) signs negative."""
+    """A symmetric matrix L diag(s * softplus(theta)) L^T, its first round(share * n) signs negative."""
 
     def __init__(self, size: int, negative_share: float, scale: float):
         super().__init__()
@@ -185,5 +190,7 @@ class RegimeTransformer(nn.Module):
         return self.head(x if self.causal else x.mean(1))
 
     def head_matrices(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Per layer, (W, V) of every head as the forward pass uses them (W without the 1/sqrt scale)."""
+        """Per layer, (W, V) of every head as the forward pass uses them.
+
+        W is without the 1/sqrt scale."""
         return [module.head_matrices() for module in self.attention]

@@ -1,19 +1,20 @@
 """Integrating a frozen head's token ODE (`conditions`, Eq. 1) and measuring what the tokens do.
 
-The right-hand side is Eq. (1) for a batch of sequences, with optional rotary encoding (the
-score x_i^T R_i^T W R_j x_j) and the refinement's diagonal score term, and a padding mask. It
-is integrated by classical fourth-order Runge-Kutta with a fixed step (batched in torch, float64),
-which `tests/tracks/test_token_conditions.py` checks against `scipy.integrate.solve_ivp` (RK45 at
-rtol 1e-10). Time is measured in units of 1 / |V|_2 (`horizon`), so heads of any scale are run
-for comparable spans.
+The right-hand side is Eq. (1) for a batch of sequences, with a padding mask. Rotary encoding (the
+score x_i^T R_i^T W R_j x_j) and the refinement's diagonal score term are optional. It is
+integrated by classical fourth-order Runge-Kutta with a fixed step, batched in torch in float64.
+`tests/tracks/test_token_conditions.py` checks this against `scipy.integrate.solve_ivp` (RK45 at
+rtol 1e-10). Time is measured in units of 1 / |V|_2 (`horizon`). So heads of any scale are run for
+comparable spans.
 
-Along the trajectory it records, per time point and averaged over sequences: the mean token
-norm, the mean pairwise distance and the mean pairwise cosine similarity (over the tokens a
-mask keeps), for the whole token and for its moving part (its projection on the range of V,
-`conditions`). The observed regime compares the moving part's mean norm at the end with its
-start: `divergent` when it grew by more than `factor`, `convergent` when it shrank by more than
-`factor`, `bounded` otherwise; a run whose norm passes `blowup` is stopped and divergent.
-"""
+Along the trajectory it records three means per time point, averaged over sequences. They are the
+token norm, the pairwise distance and the pairwise cosine similarity. Pairs range over the tokens
+a mask keeps. Each is recorded for the whole token and for its moving part, its projection on the
+range of V (`conditions`).
+
+The observed regime compares the moving part's mean norm at the end with its start. It is
+`divergent` when the norm grew by more than `factor`, and `convergent` when it shrank by more than
+`factor`. Otherwise it is `bounded`. A run whose norm passes `blowup` is stopped and divergent."""
 
 from __future__ import annotations
 
@@ -35,8 +36,10 @@ def rotations(length: int, dimension: int, base: float = 10000.0) -> torch.Tenso
 
 def attention_field(w: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
                     rotary: torch.Tensor | None = None, diagonal: torch.Tensor | None = None) -> Field:
-    """x (B, T, D) -> dx/dt of Eq. (1); `mask` (B, T) keeps tokens (padding is never attended to),
-    `rotary` (T, D, D) rotates each position before the score, `diagonal` (D,) adds x_i^T diag(c) x_j."""
+    """x (B, T, D) -> dx/dt of Eq. (1).
+
+    `mask` (B, T) keeps tokens; padding is never attended to. `rotary` (T, D, D) rotates each position
+    before the score. `diagonal` (D,) adds x_i^T diag(c) x_j."""
 
     def field(x: torch.Tensor) -> torch.Tensor:
         y = x if rotary is None else torch.einsum("tij,btj->bti", rotary, x)
@@ -53,8 +56,10 @@ def attention_field(w: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None 
 
 def rk4(field: Field, x0: torch.Tensor, t_end: float, steps: int, blowup: float = 1e8,
         observe: Callable[[torch.Tensor], None] | None = None) -> tuple[torch.Tensor, int]:
-    """Integrates dx/dt = field(x) from 0 to t_end in `steps` RK4 steps; calls observe(x) at each of
-    the steps + 1 time points; stops early (returning the steps taken) once max |x| passes blowup."""
+    """Integrates dx/dt = field(x) from 0 to t_end in `steps` RK4 steps.
+
+    It calls observe(x) at each of the steps + 1 time points. Once max |x| passes blowup it stops
+    early, and returns the steps taken."""
     h, x = t_end / steps, x0
     if observe:
         observe(x)

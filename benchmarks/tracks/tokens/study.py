@@ -1,18 +1,20 @@
 """The three studies of the token-dynamics track, each one job (`benchmarks.jobs`).
 
-- `minilm_study`: every head of all-MiniLM-L6-v2 classified by the conditions (on the range of
-  its value map, `conditions`), and its ODE integrated on the layer's real input tokens for AG
-  News articles (`heads`, `dynamics`): the predicted regime against the observed one, and a
-  data-level reading of Eq. (2), the mean of x^T sym(A) x over the tokens whose self-score
-  x^T sym(W) x is positive (the moving parts), whose sign says whether those tokens' energy grows.
-- `regime_run`: one tiny transformer trained in one regime and encoding (`training`), then its
-  first layer's heads integrated on the tokens they see (test examples, embedded, encoded and
-  layer-normalised as the forward pass does).
-- `zoo_study`: a Transformer-zoo profile generated twice, without residual connections (the
-  released zoo) and with them (the family's option), through Ray, every member's heads
-  classified and its first block's heads integrated on MNIST test images; per member, its heads'
-  regimes, the mean negative share of sym(A) and the growth of its tokens, beside its test accuracy.
-"""
+`minilm_study` classifies every head of all-MiniLM-L6-v2 by the conditions. They are read on the
+range of its value map (`conditions`). It integrates each head's ODE on the layer's real input
+tokens for AG News articles (`heads`, `dynamics`). So the predicted regime meets the observed one.
+It also reads Eq. (2) on the data: the mean of x^T sym(A) x over the moving parts. Those are the
+tokens whose self-score x^T sym(W) x is positive. The sign says whether their energy grows.
+
+`regime_run` trains one tiny transformer in one regime and encoding (`training`). It then
+integrates its first layer's heads on the tokens they see. Those are test examples, embedded,
+encoded and layer-normalised as the forward pass does.
+
+`zoo_study` generates a Transformer-zoo profile twice, through Ray. The first zoo has no residual
+connections, as released; the second has them (the family's option). It classifies every member's
+heads, and integrates its first block's heads on MNIST test images. Per member it reports its
+heads' regimes, the mean negative share of sym(A) and the growth of its tokens. Each sits beside
+the member's test accuracy."""
 
 from __future__ import annotations
 
@@ -30,8 +32,9 @@ from benchmarks.tracks.tokens.training import BENCHMARKS, BenchmarkConfig, Train
 
 
 def json_safe(value):
-    """The outcome with every non-finite float as None (a head with no qualifying token, a blown-up
-    trajectory's last values): job records are strict JSON."""
+    """The outcome with every non-finite float as None, since job records are strict JSON.
+
+    Such floats come from a head with no qualifying token, or a blown-up trajectory's last values."""
     if isinstance(value, float):
         return value if np.isfinite(value) else None
     if isinstance(value, dict):
@@ -57,8 +60,10 @@ class MiniLMConfig:
 
 
 def energy_drift(w: np.ndarray, v: np.ndarray, tokens: np.ndarray) -> float:
-    """The mean over the tokens' moving parts r with r^T sym(W_r) r > 0 of r^T sym(A_r) r / |r|^2
-    (A_r = sym(W_r) V_r on the range of V): Eq. (2) read on the data; NaN if no token qualifies."""
+    """Eq. (2) read on the data: the mean of r^T sym(A_r) r / |r|^2 over the moving parts r.
+
+    Only parts with r^T sym(W_r) r > 0 count. A_r = sym(W_r) V_r is on the range of V. NaN if no token
+    qualifies."""
     basis = value_range(v)
     w_r, v_r = reduce_to_value_range(w, v, basis=basis)
     r = tokens @ basis
@@ -73,8 +78,9 @@ def energy_drift(w: np.ndarray, v: np.ndarray, tokens: np.ndarray) -> float:
 
 
 def minilm_study(config: MiniLMConfig, ode: OdeConfig, device: str = "cpu") -> dict:
-    """MiniLM's heads (a job): the model reads the texts on `device`; the heads' analyses (float64)
-    run on the CPU."""
+    """MiniLM's heads (a job).
+
+    The model reads the texts on `device`; the heads' analyses run in float64 on the CPU."""
     from benchmarks.tracks.common.backbone import state_sha256
     from benchmarks.tracks.tokens.heads import bert_heads, bert_layer_inputs, load_minilm
     from zoo.data.text import ag_news_7600
@@ -99,8 +105,9 @@ def minilm_study(config: MiniLMConfig, ode: OdeConfig, device: str = "cpu") -> d
 
 @functools.lru_cache(maxsize=2)
 def benchmark_data(benchmark: BenchmarkConfig, length: int):
-    """The benchmark's sequences (`training.BENCHMARKS`), read from the data folder: the track reads
-    them on the driver and passes them to the jobs."""
+    """The benchmark's sequences (`training.BENCHMARKS`), read from the data folder.
+
+    The track reads them on the driver and passes them to the jobs."""
     return BENCHMARKS[benchmark.name](benchmark, length)
 
 
@@ -115,8 +122,10 @@ def _first_layer_tokens(model, x: torch.Tensor) -> torch.Tensor:
 
 def regime_run(benchmark: BenchmarkConfig, model_config: ModelConfig, train: TrainConfig, ode: OdeConfig,
                regime: str, encoding: str, seed: int, data=None, device: str = "cpu") -> dict:
-    """One regime and encoding trained with one seed (a job) on `device`, on `data`
-    (`benchmark_data`; read here when not given); its heads' trajectories are integrated on the CPU."""
+    """One regime and encoding trained with one seed on `device` (a job).
+
+    `data` is `benchmark_data`'s, read here when not given. Its heads' trajectories are integrated on
+    the CPU."""
     from benchmarks.memory import peak_mb, reset_peak
     from benchmarks.tracks.reporting import job_hardware
 
@@ -178,8 +187,9 @@ def _generate(config: ZooConfig, residual: bool, folder: Path):
 
 @torch.no_grad()
 def _block_inputs(arch, state: dict, images: torch.Tensor) -> torch.Tensor:
-    """The tokens a member's first block's heads see: the patch embedding plus the positional
-    encoding, layer-normalised (the block's pre-LN), for the images (B, 1, 28, 28)."""
+    """The tokens a member's first block's heads see, for the images (B, 1, 28, 28).
+
+    They are the patch embedding plus the positional encoding, layer-normalised (the block's pre-LN)."""
     from zoo.families.transformer_model import SmallTransformer
 
     model = SmallTransformer(arch)
@@ -190,8 +200,10 @@ def _block_inputs(arch, state: dict, images: torch.Tensor) -> torch.Tensor:
 
 
 def zoo_study(config: ZooConfig, folder: str, ode: OdeConfig = OdeConfig()) -> dict:
-    """Every member's last checkpoint (not its best-validation copy): its heads' regimes, its first
-    block's heads integrated on MNIST test images, and its test accuracy."""
+    """Every member's last checkpoint, not its best-validation copy.
+
+    It gives the heads' regimes, the first block's heads integrated on MNIST test images, and the
+    test accuracy."""
     from benchmarks.tracks.tokens.heads import member_heads
     from zoo.data.images import SOURCES
     from zoo.families.transformer_model import TransformerArchitecture

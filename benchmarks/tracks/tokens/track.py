@@ -1,28 +1,32 @@
 """The `token-dynamics` track: token dynamics in self-attention (Pham et al., NeurIPS 2025).
 
 `nfnzoo track run token-dynamics --profile tiny|default [--seeds 0,1,2] [--workers N] [--out DIR]`
-runs, as resumable jobs (`benchmarks.jobs`):
+runs three parts as resumable jobs (`benchmarks.jobs`).
 
-1. the MiniLM study (`study.minilm_study`): every head's regime by the conditions and by
-   integration, written to `minilm-heads.md`;
-2. the regime training (`study.regime_run`): per benchmark (`agnews-chars`, `mnist-rows`), regime
-   (`free`, `pd`, `hd`, `nd`), encoding (`absolute`, `rotary`, `rotary-diag`) and seed, one tiny
-   transformer; a results file per (benchmark, regime-encoding) in the harness's format (task
-   `token-dynamics`, `<benchmark>/<regime>-<encoding>.json`) and `training.md`;
-3. the zoo study (`study.zoo_study`): a Transformer-zoo profile generated without and with
-   residual connections, every member's heads classified and its first block's heads integrated
-   on MNIST, beside its accuracy: `zoo.md`, `zoo.png`, and `zoo-heads.csv` (per member, by
-   `model_id`: the quantities a weight-space model can be asked to predict);
+1. The MiniLM study (`study.minilm_study`) finds every head's regime by the conditions and by
+   integration. It writes `minilm-heads.md`.
+2. The regime training (`study.regime_run`) trains one tiny transformer per benchmark, regime,
+   encoding and seed. Benchmarks are `agnews-chars` and `mnist-rows`. Regimes are `free`, `pd`,
+   `hd` and `nd`. Encodings are `absolute`, `rotary` and `rotary-diag`. It writes `training.md`,
+   and a results file per (benchmark, regime-encoding) in the harness's format. That file is
+   `<benchmark>/<regime>-<encoding>.json`, with task `token-dynamics`.
+3. The zoo study (`study.zoo_study`) generates a Transformer-zoo profile without and with residual
+   connections. It classifies every member's heads and integrates its first block's heads on
+   MNIST, beside its accuracy. It writes `zoo.md` and `zoo.png`. It also writes `zoo-heads.csv`:
+   per member, by `model_id`, the quantities a weight-space model can be asked to predict.
 
-and `trajectories.png` (norms and distances against time, per trained regime and for MiniLM's heads).
+It also draws `trajectories.png`: norms and distances against time, per trained regime and for
+MiniLM's heads.
 
 Profiles:
-- `tiny` (the test suite): 2 MiniLM heads, 60 training steps of a 16-wide model on small subsets,
-  the `pd` and `nd` regimes with absolute and rotary-diag encodings, the zoo's `tiny` profile;
-- `default` (~30 minutes on 2 cores): all 72 MiniLM heads, every regime and encoding on both
-  benchmarks for 3 seeds (a 32-wide, 2-layer, 2-head model, 800 steps), the zoo's `demo` profile
-  (160 runs per zoo: every optimizer, learning rate and init std of the paper's grid).
-"""
+
+- `tiny` is the test suite's. It takes 2 MiniLM heads and 60 training steps of a 16-wide model on
+  small subsets. It runs the `pd` and `nd` regimes with absolute and rotary-diag encodings, and
+  the zoo's `tiny` profile.
+- `default` is the documented run (docs/tracks/token-dynamics.md). It takes all 72 MiniLM heads,
+  and every regime and encoding on both benchmarks for 3 seeds. The model is 32 wide, with 2
+  layers of 2 heads, trained 800 steps. The zoo uses its `demo` profile: 160 runs per zoo, every
+  optimizer, learning rate and init std of the paper's grid."""
 
 from __future__ import annotations
 

@@ -1,22 +1,24 @@
 """The two benchmarks the regimes are trained on, and one training run.
 
-- `agnews-chars`: a character-level language model of AG News text (the 7,600 official test
-  articles, `zoo.data.text.ag_news_7600`: its 5,700-article training pool and 1,900-article test
-  part). Articles are joined by newlines; windows of `length + 1` characters are cut at seeded
-  random offsets, the model predicts each next character (causal attention). The alphabet is
-  the training text's characters seen at least `min_count` times, the rest map to one unknown
-  symbol. Metrics: the test cross-entropy per character (nats) and next-character accuracy.
-- `mnist-rows`: MNIST digits as sequences of their 28 rows (28 pixels each, in [0, 1]) embedded
-  by a linear map; mean-pooled, classified into 10 digits. Metrics: test cross-entropy and
-  accuracy, on a seeded subset of the 10,000 test images.
+`agnews-chars` is a character-level language model of AG News text. The text is the 7,600
+official test articles (`zoo.data.text.ag_news_7600`). Its 5,700-article training pool and
+1,900-article test part are used. Articles are joined by newlines. Windows of `length + 1`
+characters are cut at seeded random offsets. The model predicts each next character, with causal
+attention. The alphabet is the training text's characters seen at least `min_count` times. The
+rest map to one unknown symbol. Metrics: the test cross-entropy per character (nats) and
+next-character accuracy.
 
-A run trains AdamW (learning rate with linear warm-up over 10% of the steps, then cosine to 0;
-gradient norm clipped at 1) for a fixed number of steps on seeded batches and evaluates once at
-the end. It returns, per test example, the loss and the correct share (what a board re-scores),
-and, per head, the regime its final parameters satisfy (`conditions.classify`, the check that
-the constraint held through training). The model is built on the CPU (its seeded init) and
-moved to the run's device with the data; the batch draws stay on a CPU generator.
-"""
+`mnist-rows` reads MNIST digits as sequences of their 28 rows (28 pixels each, in [0, 1]). A linear
+map embeds the rows; the output is mean-pooled and classified into 10 digits. Metrics: test
+cross-entropy and accuracy, on a seeded subset of the 10,000 test images.
+
+A run trains AdamW for a fixed number of steps on seeded batches, and evaluates once at the end.
+The learning rate warms up linearly over 10% of the steps, then follows a cosine to 0. The
+gradient norm is clipped at 1. Per test example, it returns the loss and the correct share; a
+board re-scores these. Per head, it returns the regime its final parameters satisfy
+(`conditions.classify`). That checks that the constraint held through training. The model is built
+on the CPU, for its seeded init. It then moves to the run's device with the data. The batch draws
+stay on a CPU generator."""
 
 from __future__ import annotations
 
@@ -135,9 +137,10 @@ def evaluate(model: RegimeTransformer, data: SequenceData, batch_size: int = 256
 
 
 def head_regimes(model: RegimeTransformer, positions: int = 8) -> list[dict]:
-    """Per head, its regime by the conditions on (W, V) and, for a constrained rotary model, the
-    regimes of `positions` evenly spaced positions under rotation (with the diagonal term of
-    `rotary-diag`; `conditions.rotary_regimes`)."""
+    """Per head, its regime by the conditions on (W, V).
+
+    For a constrained rotary model, it adds the regimes of `positions` evenly spaced positions under
+    rotation (`conditions.rotary_regimes`). These include the diagonal term of `rotary-diag`."""
     out = []
     rotary = model.encoding != "absolute" and model.regime != "free"
     spots = list(range(0, model.config.length, max(1, model.config.length // positions)))
@@ -157,8 +160,9 @@ def head_regimes(model: RegimeTransformer, positions: int = 8) -> list[dict]:
 
 def train_run(data: SequenceData, model_config: ModelConfig, train: TrainConfig, regime: str, encoding: str,
               seed: int, device: torch.device | str = "cpu") -> tuple[RegimeTransformer, dict]:
-    """Trains one model on `device`; returns it (there) and its outcome (metrics, per-example
-    results, head regimes)."""
+    """Trains one model on `device`.
+
+    Returns it (there) and its outcome: metrics, per-example results and head regimes."""
     from zoo.training.device import to_device
 
     model = RegimeTransformer(model_config, regime, encoding, data.inputs, data.outputs, data.causal,

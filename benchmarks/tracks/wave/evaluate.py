@@ -1,13 +1,14 @@
 """Running a relation learner over a task order: the accuracy matrix, seen-relation accuracy, memory.
 
-After learning task t the learner predicts every test sentence of tasks 0..t: `A[i, t]` is its
-accuracy on task i's sentences (among every relation seen so far), and the seen accuracy after
-task t is its accuracy on all those sentences together, the number the continual
-relation-extraction papers report after each task (their tables' last column is the tenth).
-The task-prediction accuracy is, after the last task, the share of test sentences whose inferred
-task is their own (learners that infer one). The bytes a learner keeps (`kept()`) are read after
-each task. A learner with `final_only` (joint training) is evaluated after the last task only.
-"""
+After learning task t, the learner predicts every test sentence of tasks 0..t. `A[i, t]` is its
+accuracy on task i's sentences, among every relation seen so far. The seen accuracy after task t is
+its accuracy on all those sentences together. The continual relation-extraction papers report that
+number after each task; their tables' last column is the tenth.
+
+The task-prediction accuracy is the share of test sentences whose inferred task is their own. It
+is read after the last task, for learners that infer one. The bytes a learner keeps (`kept()`) are
+read after each task. A learner with `final_only` (joint training) is evaluated after the last
+task only."""
 
 from __future__ import annotations
 

@@ -1,21 +1,24 @@
 """The `wave-cre` track's fine-tuning learners: the lower and upper bounds and a rehearsal method.
 
-Each fine-tunes a copy of the encoder (its top `layers` transformer layers, or all of them; the
-embedding table stays frozen, so the markers keep their vectors) and the MLP classifier
-(`learners.Classifier`) with Adam, the encoder at `encoder_lr`, the head at `optimisation.lr`,
-dropout off. (The default profile trains the top 2 of MiniLM's 6 layers: backward then stops
-there, which halves a step's cost on the CPU.)
+Each fine-tunes a copy of the encoder and the MLP classifier (`learners.Classifier`) with Adam. It
+trains the encoder's top `layers` transformer layers, or all of them. The embedding table stays
+frozen, so the markers keep their vectors. The encoder trains at `encoder_lr` and the head at
+`optimisation.lr`, with dropout off. The default profile trains the top 2 of MiniLM's 6 layers.
+Backward then stops there, which makes a CPU step much cheaper.
 
-- `finetune` (sequential fine-tuning, the lower bound): each task in turn, cross-entropy over
-  every relation seen so far, nothing kept;
-- `joint` (the upper bound): one training on every task's sentences, evaluated after the last task;
-- `rehearsal`: the replay of RP-CRE (Cui et al., ACL 2021, Sec. 3) and CRL (Zhao et al., Findings
-  of ACL 2022, Sec. 3.3) without their prototype networks and contrastive losses: after training on
-  the task, a memory of K real sentences per new relation, chosen by k-means on the encoder's
-  features (the sentence nearest each of K centroids; scikit-learn's KMeans with random_state 0,
-  as their code); then training on the memory of every seen relation. K = 10 (RP-CRE's; CRL's
-  code uses 20). It keeps the sentences' wordpiece ids, which `kept()` counts.
-"""
+`finetune` is sequential fine-tuning, the lower bound. It trains each task in turn, with
+cross-entropy over every relation seen so far, and keeps nothing.
+
+`joint` is the upper bound. It trains once on every task's sentences, and is evaluated after the
+last task.
+
+`rehearsal` is the replay of RP-CRE (Cui et al., ACL 2021, Sec. 3) and CRL (Zhao et al., Findings
+of ACL 2022, Sec. 3.3). It leaves out their prototype networks and contrastive losses. After
+training on the task, it keeps a memory of K real sentences per new relation. They are chosen by
+k-means on the encoder's features: the sentence nearest each of K centroids. As in their code, this
+is scikit-learn's KMeans with random_state 0. It then trains on the memory of every seen relation.
+K = 10, as in RP-CRE; CRL's code uses 20. It keeps the sentences' wordpiece ids, which `kept()`
+counts."""
 
 from __future__ import annotations
 

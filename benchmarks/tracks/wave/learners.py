@@ -1,16 +1,17 @@
 """What the relation-extraction learners share: the run's data, length-bucketed batches, the MLP head.
 
-Every learner of the `wave-cre` track sees one `RelationData`: the frozen encoder, every
-sentence's tokens (`encoder.TokenBank`), their frozen queries (computed once per run and cached,
-since every method and every task order uses the same sentences) and their relation labels. A
-learner is class-incremental over relations: `learn(t, task)` for the tasks in order, then
-`predict(sentence indices)` -> (relations among those seen, the inferred task or None), and
-`kept()`, the bytes it keeps between tasks besides its parameters (stored sentences, Gaussian
-statistics), by kind.
+Every learner of the `wave-cre` track sees one `RelationData`. It holds the frozen encoder and
+every sentence's tokens (`encoder.TokenBank`). It holds their frozen queries, computed once per run
+and cached. Every method and every task order uses the same sentences. It also holds their
+relation labels.
 
-The relation classifier and WAVE's task predictor are the public code's MLP: 2d -> d -> d ->
-relations with ReLUs (`Classifier`).
-"""
+A learner is class-incremental over relations. It is called as `learn(t, task)` for the tasks in
+order. Then `predict(sentence indices)` returns the relations (among those seen) and the inferred
+task, or None. `kept()` gives, by kind, the bytes it keeps between tasks besides its parameters.
+Those are stored sentences and Gaussian statistics.
+
+The relation classifier and WAVE's task predictor are the public code's MLP (`Classifier`). It maps
+2d -> d -> d -> relations, with ReLUs."""
 
 from __future__ import annotations
 
@@ -62,8 +63,10 @@ class Classifier(nn.Module):
 
 def length_batches(bank: TokenBank, index: Sequence[int], size: int,
                    generator: torch.Generator | None = None) -> list[np.ndarray]:
-    """`index` in batches of `size` of similar lengths (less padding): sorted by length without a
-    generator; with one, shuffled, sorted within runs of 8 batches, and the batches shuffled."""
+    """`index` in batches of `size` of similar lengths, for less padding.
+
+    Without a generator, it sorts by length. With one, it shuffles, sorts within runs of 8 batches,
+    and shuffles the batches."""
     index = np.asarray(index)
     lengths = np.array([len(bank.ids[i]) for i in index])
     if generator is None:
@@ -95,7 +98,8 @@ class RelationLearner(Base):
 
     def encode(self, index: Sequence[int], prompts: Callable[[np.ndarray], torch.Tensor | None] | None = None,
                encoder: RelationEncoder | None = None) -> torch.Tensor:
-        """Features (len(index), 2d) of the sentences, in `index`'s order, without gradients;
+        """Features (len(index), 2d) of the sentences, in `index`'s order, without gradients.
+
         `prompts(batch)` gives each batch's prompt tokens."""
         encoder = encoder or self.data.encoder
         index = np.asarray(index)
@@ -121,8 +125,9 @@ class RelationLearner(Base):
 
     def fit_pseudo(self, head: nn.Module, sample: Callable[[], tuple[torch.Tensor, torch.Tensor]],
                    optimisation: Optimisation) -> None:
-        """Adam on pseudo-features (a fresh draw each epoch, on the CPU, moved to the learner's
-        device), cross-entropy over the seen relations."""
+        """Adam on pseudo-features, with cross-entropy over the seen relations.
+
+        Each epoch draws fresh pseudo-features on the CPU, then moves them to the learner's device."""
         optimizer = torch.optim.Adam(head.parameters(), lr=optimisation.lr)
         for _ in range(optimisation.epochs):
             features, labels = (tensor.to(self.device) for tensor in sample())

@@ -1,30 +1,36 @@
 """WAVE-CRE and the prompt-based baselines of the `wave-cre` track, on one frozen encoder.
 
-WAVE-CRE (Le et al., "Adaptive Prompting for Continual Relation Extraction: A Within-Task
-Variance Perspective", AAAI 2025, Sec. 4): per task t a pool of M prompts (length L) with keys
-(`common.prompt_pool`); a sentence of task t takes, by the cosine similarity of its query with
-the pool's keys, the top N prompts (the paper; the public code's softmax mixture of the whole
-pool is `selection="mixture"`), prepended after the embedding layer; the loss while learning
-task t is the cross-entropy of a throwaway classifier over task t's relations minus lambda times
-the pull, the sum of the chosen keys' similarities (lambda = 0.1). After the task, per relation,
-one Gaussian of the unprompted queries and one of the prompted features (`replay`); then the task
-predictor (an MLP over relations on queries, whose predicted relation names the task) and the
-relation classifier (the same MLP on prompted features) are retrained from scratch on
-pseudo-features of every seen relation. At test time the task predictor picks the pool, the
-pool's selection the prompts, the classifier the relation. Pools are frozen after their task, so
-a sentence's prompted feature under a pool is computed once (`_prompted`).
+WAVE-CRE: Le et al., "Adaptive Prompting for Continual Relation Extraction: A Within-Task Variance
+Perspective" (AAAI 2025), Sec. 4. Per task t there is a pool of M prompts of length L, with keys
+(`common.prompt_pool`). A sentence of task t takes the top N prompts, by the cosine similarity of
+its query with the pool's keys. That is the paper's rule. The public code's softmax mixture of the
+whole pool is `selection="mixture"`. Prompts are prepended after the embedding layer.
+
+While learning task t, the loss is the cross-entropy of a throwaway classifier over task t's
+relations, minus lambda times the pull. The pull is the sum of the chosen keys' similarities
+(lambda = 0.1). After the task, it fits per relation one Gaussian of the unprompted queries and one
+of the prompted features (`replay`). It then retrains two heads from scratch on pseudo-features of
+every seen relation. The task predictor is an MLP over relations on queries; its predicted relation
+names the task. The relation classifier is the same MLP on prompted features.
+
+At test time the task predictor picks the pool. The pool's selection picks the prompts, and the
+classifier the relation. Pools are frozen after their task. So a sentence's prompted feature under
+a pool is computed once (`_prompted`).
 
 Baselines sharing its parts:
-- `hide` (HiDe-Prompt, Wang et al., NeurIPS 2023, Sec. 4, in this setting): one prompt per
-  task, i.e. WAVE with M = N = 1, with the same task predictor and generative replay;
-- `eoe` (an EoE-style task identity, Zhou et al., Findings of ACL 2024, Sec. 3.3): WAVE's
-  per-task pools, each task's classifier kept as that task's expert, and the task chosen by the
-  smallest squared Mahalanobis distance of the query to the task's relation means under one
-  shared covariance (the mean of the per-relation covariances, pseudo-inverted), as the EoE code
-  routes; no replay;
-- `l2p` (L2P, Wang et al., CVPR 2022): one pool shared by every task, top-N selection and the
-  pull, a shared classifier trained on each task with its logits masked to the task's relations.
-"""
+
+`hide` is HiDe-Prompt (Wang et al., NeurIPS 2023, Sec. 4), in this setting. It keeps one prompt
+per task. That is WAVE with M = N = 1, with the same task predictor and generative replay.
+
+`eoe` is an EoE-style task identity (Zhou et al., Findings of ACL 2024, Sec. 3.3). It keeps WAVE's
+per-task pools, and each task's classifier as that task's expert. The task is the one with the
+smallest squared Mahalanobis distance of the query to its relation means. The covariance is
+shared: the mean of the per-relation covariances, pseudo-inverted. This is how the EoE code
+routes. It has no replay.
+
+`l2p` is L2P (Wang et al., CVPR 2022). One pool is shared by every task, with top-N selection and
+the pull. A shared classifier trains on each task, with its logits masked to the task's
+relations."""
 
 from __future__ import annotations
 
@@ -55,8 +61,9 @@ class PoolConfig:
 
 
 class _PerTaskPools(RelationLearner):
-    """A pool per task, trained with a throwaway classifier (EoE keeps it as the task's expert);
-    prompted features cached."""
+    """A pool per task, trained with a throwaway classifier; prompted features are cached.
+
+    EoE keeps the classifier as the task's expert."""
 
     keeps_task_heads = False
 

@@ -1,18 +1,19 @@
 """Relation-extraction data for the continual tracks: FewRel-format files, checked, split into tasks.
 
-A FewRel-format file (FewRel 1.0, Han et al., EMNLP 2018; its SemEval-2010 task 8 file has the
-same layout) is a JSON object mapping a relation id to its sentences, each
-`{"tokens": [...], "h": [name, entity id, [[token positions]]], "t": [...]}`: the head and tail
-entities as (lists of) runs of token positions. Every record is checked as it is read; a
-sentence whose entity span is out of range, a relation nobody asked for the wrong way, or a
-file that is not FewRel-formatted fails naming the file, the relation and the record.
+The format is FewRel 1.0's (Han et al., EMNLP 2018); its SemEval-2010 task 8 file has the same
+layout. A file is a JSON object mapping a relation id to its sentences. Each sentence is
+`{"tokens": [...], "h": [name, entity id, [[token positions]]], "t": [...]}`. The head and tail
+entities are (lists of) runs of token positions.
 
-A benchmark is a list of sources (`Source`: a file and a prefix for its relation ids, e.g.
-`wiki:P177`, `semeval:Cause-Effect(e1,e2)`), every relation of them (or the named ones), a
-per-relation train/test split drawn once with a fixed split seed (the same examples for every
-task order), and a task order: a seeded permutation of the relations cut into tasks of near-equal
-size (`np.array_split`: 33 relations in 8 tasks are one task of 5 and seven of 4).
-"""
+Every record is checked as it is read. Some inputs fail: a sentence whose entity span is out of
+range, an unknown relation id, a file that is not FewRel-formatted. The error names the
+file, the relation and the record.
+
+A benchmark is a list of sources (`Source`). Each is a file and a prefix for its relation ids,
+e.g. `wiki:P177` or `semeval:Cause-Effect(e1,e2)`. It takes every relation of them, or the named
+ones. A per-relation train/test split is drawn once with a fixed split seed. So every task order
+sees the same examples. A task order is a seeded permutation of the relations, cut into tasks of
+near-equal size. `np.array_split` makes 33 relations in 8 tasks into one task of 5 and seven of 4."""
 
 from __future__ import annotations
 
@@ -121,9 +122,10 @@ def read_sources(folder: str | Path, sources: Sequence[Source]) -> dict[str, lis
 def relation_sequence(relations: dict[str, list[Sentence]], tasks: int, train_per_relation: int | None,
                       test_per_relation: int | None, order_seed: int, split_seed: int = 0,
                       names: Sequence[str] | None = None, test_fraction: float = 0.25) -> RelationSequence:
-    """The relations (all, or `names`) split per relation into train/test once (with `split_seed`), then
-    ordered with `order_seed` and cut into `tasks` tasks. `None` per relation: every sentence, with
-    `test_fraction` of them for testing."""
+    """The relations (all, or `names`), split per relation into train/test once with `split_seed`.
+
+    They are then ordered with `order_seed` and cut into `tasks` tasks. `None` per relation means every
+    sentence, with `test_fraction` of them for testing."""
     chosen = sorted(relations) if names is None else list(names)
     unknown = [n for n in chosen if n not in relations]
     if unknown:

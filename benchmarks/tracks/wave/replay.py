@@ -1,24 +1,30 @@
 """Generative replay: one Gaussian per relation, fitted after its task, sampled to retrain shared heads.
 
-WAVE-CRE (Le et al., AAAI 2025, Sec. 4.3) keeps no sentences of past tasks: after each task it
-fits, per relation, a Gaussian mixture (one component by default) to the relation's unprompted
-queries and another to its prompted features, and later retrains the shared task predictor and
-relation classifier on pseudo-features drawn from every seen relation's Gaussians. The public
-code fits scikit-learn's `GaussianMixture(n_components=1, covariance_type="full", reg_covar=1e-6)`;
-with one component, EM reaches its fixed point at the first M-step: the sample mean and the
-biased sample covariance plus reg_covar * I, which is what `add` computes in closed form (0.7 s
-less per fit at 2d = 768; the tests check it against scikit-learn's fit).
+WAVE-CRE (Le et al., AAAI 2025, Sec. 4.3) keeps no sentences of past tasks. After each task it fits
+two Gaussian mixtures per relation, one component by default. One fits the relation's unprompted
+queries, the other its prompted features. Later it retrains the shared task predictor and relation
+classifier on pseudo-features. These are drawn from every seen relation's Gaussians.
 
-Storage: scikit-learn holds each full covariance in float64 (2d x 2d numbers: 4.7 MB at 2d = 768).
-We keep, in float32, the mean and a factor F with covariance = F F^T + r I, in the cheaper of two
-exact forms: the low-rank one, F = V_k S_k from the SVD of the relation's centred features
-(X - mean) / sqrt(n) = U S V^T (k = its rank, at most n - 1) and r = reg_covar, 2d * k numbers,
-which a relation with fewer sentences than dimensions (every relation here, and FewRel's 420 at
-2d = 1536) always takes; or the packed lower-triangular Cholesky factor of the whole covariance,
-2d (2d + 1) / 2 numbers, and r = 0. Both sample the same Gaussian (to float32 precision) and the
-low-rank one in 2d * k operations per draw instead of (2d)^2. `stored_bytes` counts what is kept;
-`float64_full_bytes` what scikit-learn's form would cost.
-"""
+The public code fits scikit-learn's `GaussianMixture(n_components=1, covariance_type="full",
+reg_covar=1e-6)`. With one component, EM reaches its fixed point at the first M-step. That is the
+sample mean and the biased sample covariance plus reg_covar * I. `add` computes this in closed form,
+which is faster. The tests check it against scikit-learn's fit.
+
+Storage: scikit-learn holds each full covariance in float64. That is 2d x 2d numbers, 4.7 MB at
+2d = 768. We keep, in float32, the mean and a factor F with covariance = F F^T + r I. F takes the
+cheaper of two exact forms.
+
+The low-rank form comes from the SVD of the relation's centred features,
+(X - mean) / sqrt(n) = U S V^T. Then F = V_k S_k, with k its rank (at most n - 1), and r = reg_covar.
+It costs 2d * k numbers. A relation with fewer sentences than dimensions always takes it. That is
+every relation here, and FewRel's 420 at 2d = 1536.
+
+The other form is the packed lower-triangular Cholesky factor of the whole covariance. It costs
+2d (2d + 1) / 2 numbers, with r = 0.
+
+Both sample the same Gaussian, to float32 precision. The low-rank one takes 2d * k operations per
+draw instead of (2d)^2. `stored_bytes` counts what is kept. `float64_full_bytes` counts what
+scikit-learn's form would cost."""
 
 from __future__ import annotations
 

