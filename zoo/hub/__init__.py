@@ -1,3 +1,4 @@
-"""The Hugging Face Hub: resolving `ORG/NAME[@REVISION]` to a local snapshot (`resolve`)
-and publishing a zoo as one tagged commit (`publish`).
+"""The Hugging Face Hub: resolving a zoo reference (`resolve`) and publishing a zoo (`publish`).
+
+`resolve` turns `ORG/NAME[@REVISION]` into a local snapshot. `publish` sends a zoo as one tagged commit.
 """

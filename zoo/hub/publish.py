@@ -1,31 +1,33 @@
 """Publishing a packed zoo folder to a Hugging Face Hub dataset repository, as one tagged commit.
 
-The folder is verified first. Then the dataset repo is created if needed, its current card
-and manifest are read at the head commit, and one commit (`HfApi.create_commit`) is sent:
+The folder is verified first. Then the dataset repo is created if needed, and its current card and
+manifest are read at the head commit. Then one commit (`HfApi.create_commit`) is sent.
 
-- adds: the folder's shards (exactly those its manifest lists: never staging/, specs/ or
-  the leftovers of an interrupted pack), `manifest.json` and the card `README.md`;
-- deletes: every file the repo holds under `data/<config>/` of a config being uploaded that
-  the folder's manifest does not list. `upload_folder` overwrites same-name files and
-  leaves the others, so a re-pack would leave old shards that a card's glob (packs before
-  the card listed exact files read `data/<config>/<split>-*.parquet`) reads too: duplicated rows. (Since
-  huggingface_hub 1.x with hf_xet, `upload_folder` may also split a large folder into several
-  commits, so its `delete_patterns` would not make one atomic change.)
+It adds the folder's shards, `manifest.json` and the card `README.md`. The shards are exactly those the
+manifest lists: never staging/, specs/ or the leftovers of an interrupted pack.
 
-Configs already in the repo that the folder does not hold are kept: the manifest and the card
-are merged, the folder's version of a config winning (`merge_manifests`). One repo holding
-several configs published from separate folders (`transformer-mnist`, `transformer-agnews`)
-is the design's layout, and `nfnzoo pack` merges configs into a folder's manifest the same
-way. A repo with a card but no nfnzoo manifest, or a manifest of another format version, is
-refused rather than overwritten. The commit's parent is the head that was read, so a
-concurrent publish makes the Hub refuse this one instead of silently dropping its configs.
+It deletes every file under `data/<config>/` of an uploaded config that the folder's manifest does not
+list. `upload_folder` would overwrite same-name files and leave the others. A re-pack would then leave
+old shards that an older card's glob (`data/<config>/<split>-*.parquet`) reads too, duplicating rows.
+Also, since huggingface_hub 1.x with hf_xet, `upload_folder` may split a large folder into several
+commits. So its `delete_patterns` would not make one atomic change.
 
-The commit is then tagged `v<package version>-<content hash[:8]>` (`release_tag`, `zoo.storage.integrity`): readers pin
-it with `load_dataset(repo, config, revision=tag)` or `nfnzoo bench run --data repo@tag`.
+Configs already in the repo that the folder does not hold are kept. The manifest and the card are
+merged, and the folder's version of a config wins (`merge_manifests`). One repo holding several configs
+published from separate folders (`transformer-mnist`, `transformer-agnews`) is the design's layout.
+`nfnzoo pack` merges configs into a folder's manifest the same way.
 
-The Hub client is imported here and in `zoo.hub.resolve` only; `api` may be any object with
-`HfApi`'s methods. Offline mode, a missing token, an unreachable Hub and a refused request
-are each one line (`PublishError`), not a traceback.
+A repo with a card but no nfnzoo manifest, or a manifest of another format version, is refused rather
+than overwritten. The commit's parent is the head that was read. So the Hub refuses this commit after a
+concurrent publish, instead of silently dropping its configs.
+
+The commit is then tagged `v<package version>-<content hash[:8]>` (`release_tag`,
+`zoo.storage.integrity`). Readers pin it with `load_dataset(repo, config, revision=tag)` or `nfnzoo
+bench run --data repo@tag`.
+
+The Hub client is imported here and in `zoo.hub.resolve` only. `api` may be any object with `HfApi`'s
+methods. Offline mode, a missing token, an unreachable Hub and a refused request are each one line
+(`PublishError`), not a traceback.
 """
 
 from __future__ import annotations
@@ -97,7 +99,10 @@ def manifest_text(manifest: dict) -> str:
 
 def plan_commit(folder: Path, folder_manifest: dict, repo_files: list[str], repo_manifest: dict | None,
                 where: str) -> tuple[list[tuple[str, Path | bytes]], list[str], dict]:
-    """(files to add as (path in repo, local path or bytes), paths to delete, the merged manifest)."""
+    """The commit's plan: files to add, paths to delete, and the merged manifest.
+
+    Each file to add is (path in repo, local path or bytes).
+    """
     merged = merge_manifests(repo_manifest, folder_manifest, where)
     shards = sorted(f["path"] for entry in folder_manifest["configs"].values() for f in entry["files"])
     # an imported zoo's named split sets (data/<config>/splitset-<name>.json) travel with their shards
@@ -163,7 +168,7 @@ def _is_network_error(error: BaseException) -> bool:
 
 
 def hub_failure(error: BaseException, endpoint: str) -> PublishError | None:
-    """One line saying why the Hub could not be used, or None for an error that is not the Hub's."""
+    """One line saying why the Hub could not be used; None for an error that is not the Hub's."""
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
     if isinstance(error, OfflineModeIsEnabled):
@@ -186,7 +191,10 @@ def hub_failure(error: BaseException, endpoint: str) -> PublishError | None:
 
 
 def hub_client(token: str | None) -> Any:
-    """An `HfApi` for publishing, or a one-line `PublishError` when offline mode is on or no token is found."""
+    """An `HfApi` for publishing.
+
+    Raises a one-line `PublishError` when offline mode is on or no token is found.
+    """
     from huggingface_hub import HfApi, constants, get_token
 
     if constants.HF_HUB_OFFLINE:
@@ -199,7 +207,10 @@ def hub_client(token: str | None) -> Any:
 
 def publish(folder: str | Path, repo_id: str, *, token: str | None = None, private: bool = False,
             revision: str | None = None, api: Any = None, message: str | None = None) -> Published:
-    """Uploads `folder` to the dataset repo `repo_id` ("org/name") as one commit, tags it, says what it did."""
+    """Uploads `folder` to the dataset repo `repo_id` ("org/name") as one commit, and tags it.
+
+    Returns what it did.
+    """
     folder = Path(folder)
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise PublishError(f"--repo must be ORG/NAME, got {repo_id!r}")

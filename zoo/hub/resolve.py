@@ -1,22 +1,29 @@
 """Where a zoo is read from: a local folder, or a Hub dataset repo `ORG/NAME[@REVISION]`.
 
-`resolve_data(text)` turns what a user gave `--data` (or `nfnzoo info` / `verify`) into a
-local folder. An existing local path always wins; otherwise text of the form `ORG/NAME` or
-`ORG/NAME@REVISION` (a branch, a tag such as the `v<version>-<hash>` tags `nfnzoo publish`
-makes, or a commit sha) names a Hub dataset repo, which `huggingface_hub.snapshot_download`
-brings into the user's Hub cache (`$HF_HUB_CACHE`, by default `$HF_HOME/hub`). Offline
-(`HF_HUB_OFFLINE=1`) the repo resolves from that cache alone: `refs/<revision>` names the
-commit and `snapshots/<commit>/` holds the files. Anything else is left as a folder path,
-for the caller's "no such folder" error.
+`resolve_data(text)` turns what a user gave `--data` (or `nfnzoo info` / `verify`) into a local folder.
+An existing local path always wins.
 
-The resolved commit sha comes back with the folder, so a benchmark result records exactly
-which bytes it read (`benchmarks.results.DatasetInfo.repo` / `.revision`). The snapshot is
-not trusted more than a folder: the callers check its shards against `manifest.json`
-(`zoo.storage.integrity`, `zoo.dataset.verify`). Failures are one line (`HubDataError`, a `ValueError`)
-naming the repo, the revision and what was expected; a reference that breaks the Hub's naming
-rules (a 5,000-character name, a revision with `..` or control characters) is refused before
-any Hub call, and the message shows at most 60 of its characters. This module and `zoo.hub.publish` are the
-only ones importing the Hub client, and only when a repo is actually named.
+Otherwise text of the form `ORG/NAME` or `ORG/NAME@REVISION` names a Hub dataset repo. The revision is a
+branch, a tag or a commit sha; `nfnzoo publish` makes `v<version>-<hash>` tags.
+`huggingface_hub.snapshot_download` brings the repo into the user's Hub cache (`$HF_HUB_CACHE`, by
+default `$HF_HOME/hub`).
+
+Offline (`HF_HUB_OFFLINE=1`) the repo resolves from that cache alone. There `refs/<revision>` names the
+commit and `snapshots/<commit>/` holds the files. Anything else is left as a folder path, for the
+caller's "no such folder" error.
+
+The resolved commit sha comes back with the folder. So a benchmark result records exactly which bytes it
+read (`benchmarks.results.DatasetInfo.repo` / `.revision`). The snapshot is not trusted more than a
+folder. The callers check its shards against `manifest.json` (`zoo.storage.integrity`,
+`zoo.dataset.verify`).
+
+Failures are one line (`HubDataError`, a `ValueError`) naming the repo, the revision and what was
+expected. A reference that breaks the Hub's naming rules is refused before any Hub call. Examples are a
+5,000-character name, or a revision with `..` or control characters. The message shows at most 60 of its
+characters.
+
+This module and `zoo.hub.publish` are the only ones importing the Hub client. They import it only when a
+repo is actually named.
 """
 
 from __future__ import annotations
@@ -63,8 +70,8 @@ class DataSource:
 def parse_repo_reference(text: str | Path) -> tuple[str, str | None] | None:
     """(repo_id, revision or None) when `text` names a Hub repo rather than a local path, else None.
 
-    An existing path (file or folder) is never a repo, so a local `org/zoo` folder shadows
-    the repo of that name; `./org/zoo` always means the folder.
+    An existing path (file or folder) is never a repo. So a local `org/zoo` folder shadows the repo of
+    that name, and `./org/zoo` always means the folder.
     """
     if isinstance(text, Path) or os.path.exists(text):  # os.path: a too long name is no path, not an error
         return None

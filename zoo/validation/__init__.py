@@ -1,4 +1,5 @@
-"""Reading what users and the outside hand us: bounded, strict reads of untrusted files
-(`inputs`), typed data checked against dataclasses (`schema`), and the value domains
-that specs and hyperparameters declare (`domains`).
+"""Reading what users and the outside hand us, checked and bounded.
+
+`inputs` reads untrusted files with strict, bounded reads. `schema` checks typed data against
+dataclasses. `domains` holds the value domains that specs and hyperparameters declare.
 """

@@ -1,11 +1,11 @@
 """Every size a file or a spec may declare, bounded before anything is allocated or built.
 
-One place for the bounds that stand between a few hostile bytes and this machine's memory and
-disk: what a file declares (a layer's width, a member's parameter count, a shard's
-column size, an archive's unpacked size, a sidecar's rows) is checked against these constants
-before anything is decoded, allocated or built. Each bound is sized so that everything it
-admits fits a 24 GB, 2-core machine with room for the rest of the process; each says what the
-largest real input is, so a reader can see the headroom.
+These bounds stand between a few hostile bytes and this machine's memory and disk. What a file declares
+is checked against them before anything is decoded, allocated or built. That covers a layer's width, a
+member's parameter count, a shard's column size, an archive's unpacked size and a sidecar's rows.
+
+Each bound is sized so that everything it admits fits a 24 GB machine with room for the rest of the
+process. Each says what the largest real input is, so a reader can see the headroom.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ MAX_MEMBER_LAYERS = 1_024  # layers or blocks of one member (the largest real on
 
 
 def check_member(where: str, parameters: int, widths: dict[str, int] | None = None) -> None:
-    """Refuses a declared architecture before it is built: `parameters` (computed arithmetically from
-    what the file or spec declares, never by building the model) and each named width of `widths`
-    against the bounds above; the error names `where` (the file and key, or the spec and field)."""
+    """Refuses a declared architecture before it is built, against the bounds above.
+
+    It checks `parameters` and each named width of `widths`. `parameters` is computed arithmetically
+    from what the file or spec declares, never by building the model. The error names `where`: the file
+    and key, or the spec and field.
+    """
     from zoo.validation.inputs import InputError
 
     for name, width in (widths or {}).items():
@@ -78,7 +81,7 @@ MAX_THRIFT_NESTING = 16
 # 125,000 checkpoints (30,000 runs).
 MAX_PLANNED_RUNS = 10_000_000
 MAX_PLANNED_CHECKPOINTS = 100_000_000
-# The dry run de-duplicates repeated sampled draws by drawing them (6 us and ~100 bytes each) up to
+# The dry run de-duplicates repeated sampled draws by drawing them (cheap: ~100 bytes each) up to
 # this many (the largest real spec draws 30,000); a larger count is estimated from its first draws.
 MAX_DEDUPLICATED_DRAWS = 100_000
 # One staged checkpoint file: a member's float64 weights (MAX_MEMBER_PARAMETERS x 8 bytes) plus its

@@ -1,13 +1,17 @@
 """Decompressed bytes counted while they are decompressed: a gzip, xz or bzip2 stream within a bound.
 
-A compressed file's size says nothing about what it inflates to (10 MB of gzip can be 10 GB of
-text), so a cap on the file is no cap on what a reader holds. `bounded(stream, limit, where)`
-wraps any readable binary stream (a `gzip.GzipFile`, an `lzma.LZMAFile`, a plain file) in a
-reader that counts the bytes handed out and raises `InputError` naming `where` as soon as one
-more than `limit` would be; a single read never asks the stream for more than the bytes left
-(plus one), so nothing the consumer requests at once (a tar header declaring gigabytes, a large
-`read(n)`) is allocated past the bound. `decompressing(raw, kind)` is the stream of one of the
-formats below, from an opened raw file.
+A compressed file's size says nothing about what it inflates to: 10 MB of gzip can be 10 GB of text. So
+a cap on the file is no cap on what a reader holds.
+
+`bounded(stream, limit, where)` wraps any readable binary stream, such as a `gzip.GzipFile`, an
+`lzma.LZMAFile` or a plain file. The wrapper counts the bytes it hands out. It raises `InputError`
+naming `where` as soon as one more than `limit` would be handed out.
+
+A single read never asks the stream for more than the bytes left, plus one. So nothing the consumer
+requests at once is allocated past the bound, be it a tar header declaring gigabytes or a large
+`read(n)`.
+
+`decompressing(raw, kind)` is the stream of one of the formats below, from an opened raw file.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """Value domains of spec fields: each field's allowed range, declared once on its type.
 
-A field's annotation carries its domain, ``dropout: Probability`` with ``Probability =
-Annotated[float, Domain("a probability", 0, 1, high_open=True)]``: `zoo.validation.schema.convert` checks
-the type and then the domain, so a fixed value, a grid value, a range's ends, a sampled bound,
-an architecture field and a dataset field are all checked by the same declaration.
-``typing.get_type_hints(cls)`` drops the annotation (the Arrow schema, plain `int` / `float`
-comparisons); ``get_type_hints(cls, include_extras=True)`` keeps it (`zoo.validation.schema.type_hints`).
+A field's annotation carries its domain, e.g. ``dropout: Probability`` with ``Probability =
+Annotated[float, Domain("a probability", 0, 1, high_open=True)]``. `zoo.validation.schema.convert`
+checks the type and then the domain. So one declaration checks a fixed value, a grid value, a range's
+ends, a sampled bound, an architecture field and a dataset field.
+
+``typing.get_type_hints(cls)`` drops the annotation, as the Arrow schema and plain `int` / `float`
+comparisons need. ``get_type_hints(cls, include_extras=True)`` keeps it
+(`zoo.validation.schema.type_hints`).
 """
 
 from __future__ import annotations

@@ -1,31 +1,33 @@
 """Reading what a user hands us, within bounds: files, JSON, YAML, names and free text.
 
-Every file a command reads on a user's say-so (a spec, a manifest, a results file, a
-submission, a pinned table) goes through here, so one set of rules holds everywhere:
+Every file a command reads on a user's say-so goes through here: a spec, a manifest, a results file, a
+submission, a pinned table. So one set of rules holds everywhere.
 
-- `read_capped(path, limit)`: a regular file only (a FIFO, a device such as /dev/zero or a
-  folder is refused before anything is read: it is opened non-blocking and checked with
-  `fstat`), read up to `limit` bytes; one more byte is an error. The size is what was read,
-  never `st_size` alone (a file may grow, a device reports 0).
-- `load_json_bytes` / `read_json_file`: JSON with its nesting bounded (`MAX_DEPTH`: Python's
-  parser and every recursive consumer after it would otherwise die of `RecursionError`), and,
-  with `strict`, no NaN/Infinity literals, no numbers that overflow to infinity (`1e999`) and no
-  repeated keys.
-- `load_yaml`: YAML through the safe loader with its expanded size bounded: aliases are
-  counted as the copies a consumer would make of them (`MAX_YAML_NODES`), so a few hundred
-  bytes of nested aliases (a "billion laughs") are refused instead of growing to gigabytes;
-  a recursive alias is refused too. A YAML error names the file, line and column, and never
-  quotes the file's bytes.
-- `NAME` / `check_name`: the one pattern for a user-supplied string that becomes a path
-  component (config, spec, entry and dataset names): letters, digits and `._+-`, starting with
-  a letter or digit, not ending with a dot, at most 128 characters. (`zoo.storage.nofollow.confine` is the one rule for
-  a relative path of such components inside a folder, for readers and writers alike.)
-- `text_problem`: free text stored in a data file: no Unicode control, format or invisible
-  characters (bidi overrides, zero-width marks, escapes, blank fillers, variation selectors;
-  newline and tab are allowed; `zoo.validation.text`) and at most `MAX_TEXT` characters.
+`read_capped(path, limit)` reads a regular file only, up to `limit` bytes; one more byte is an error. A
+FIFO, a device such as /dev/zero or a folder is refused before anything is read. The file is opened
+non-blocking and checked with `fstat`. The size is what was read, never `st_size` alone: a file may
+grow, and a device reports 0.
 
-Every error is an `InputError` (a `ValueError`) whose message names the file (and key) and
-what was expected, on one line.
+`load_json_bytes` / `read_json_file` read JSON with its nesting bounded (`MAX_DEPTH`). Otherwise
+Python's parser, and every recursive consumer after it, would die of `RecursionError`. With `strict`,
+they also refuse NaN/Infinity literals, numbers that overflow to infinity (`1e999`) and repeated keys.
+
+`load_yaml` reads YAML through the safe loader, with its expanded size bounded. Aliases are counted as
+the copies a consumer would make of them (`MAX_YAML_NODES`). So a few hundred bytes of nested aliases (a
+"billion laughs") are refused instead of growing to gigabytes. A recursive alias is refused too. A YAML
+error names the file, line and column, and never quotes the file's bytes.
+
+`NAME` / `check_name` are the one pattern for a user-supplied string that becomes a path component:
+config, spec, entry and dataset names. Such a name has letters, digits and `._+-`, starts with a letter
+or digit and does not end with a dot. It has at most 128 characters. `zoo.storage.nofollow.confine` is
+the one rule for a relative path of such components inside a folder, for readers and writers alike.
+
+`text_problem` checks free text stored in a data file. It allows at most `MAX_TEXT` characters and no
+Unicode control, format or invisible characters (`zoo.validation.text`). Those include bidi overrides,
+zero-width marks, escapes, blank fillers and variation selectors. Newline and tab are allowed.
+
+Every error is an `InputError` (a `ValueError`). Its one-line message names the file (and key) and what
+was expected.
 """
 
 from __future__ import annotations
@@ -58,9 +60,12 @@ class InputError(ValueError):
 # --- files --------------------------------------------------------------------------------------
 
 def open_regular(path: str | Path, what: str = "file", *, follow: bool) -> BinaryIO:
-    """`path` opened for reading if it is a regular file: a FIFO, device or folder is refused before a
-    byte is read (opened non-blocking, checked with `fstat`), and so is a link unless `follow` (a path
-    the user names may be one; a file found inside a folder they gave may not)."""
+    """`path` opened for reading if it is a regular file.
+
+    A FIFO, device or folder is refused before a byte is read (opened non-blocking, checked with
+    `fstat`). So is a link, unless `follow`. A path the user names may be a link; a file found inside a
+    folder they gave may not.
+    """
     path = Path(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
@@ -87,8 +92,10 @@ def open_regular(path: str | Path, what: str = "file", *, follow: bool) -> Binar
 
 
 def read_capped(path: str | Path, limit: int, what: str = "file", *, follow: bool = True) -> bytes:
-    """The bytes of regular file `path` (`open_regular`), at most `limit` of them, read in chunks (memory
-    grows with what is there, not with `limit`); one more byte is an `InputError`."""
+    """The bytes of regular file `path` (`open_regular`), at most `limit` of them; one more is an `InputError`.
+
+    It reads in chunks, so memory grows with what is there, not with `limit`.
+    """
     with open_regular(path, what, follow=follow) as handle:
         chunks, total = [], 0
         try:
@@ -269,15 +276,20 @@ def check_name(value: Any, what: str) -> str:
 # --- free text ----------------------------------------------------------------------------------
 
 def text_problem(text: str, max_length: int = MAX_TEXT) -> str | None:
-    """Why `text` may not be stored (an invisible or control character, or too long), or None
-    (`zoo.validation.text.stored_text_problem`: the one rule for stored text)."""
+    """Why `text` may not be stored (an invisible or control character, or too long), or None.
+
+    `zoo.validation.text.stored_text_problem` is the one rule for stored text.
+    """
     return stored_text_problem(text, max_length)
 
 
 def value_problem(value: Any, max_depth: int = MAX_DEPTH, *, finite: bool = True) -> tuple[str, str] | None:
-    """(key path, reason) of the first value in plain data that may not be stored, or None:
-    non-finite floats (unless `finite` is off: a typed field's domain then says it better), integers
-    beyond 64 bits, strings (values and keys) failing `text_problem`, nesting deeper than `max_depth`."""
+    """(key path, reason) of the first value in plain data that may not be stored, or None.
+
+    Refused are non-finite floats, integers beyond 64 bits, strings (values and keys) failing
+    `text_problem` and nesting deeper than `max_depth`. Non-finite floats pass when `finite` is off: a
+    typed field's domain then says it better.
+    """
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         item, key, depth = stack.pop()

@@ -1,18 +1,22 @@
 """Which two names a reader could not tell apart: the one rule for a name beside a built-in's or a board's.
 
-A name is shown to people (a model's name on the board, a plugin's name in a listing), so two names
-that read alike are a forgery waiting to happen. Two names *look alike* (`look_alike`) when they read
-the same with letter case, `-` and `_` aside and the small table `CONFUSABLE` applied (`rn` as `m`,
-`vv` as `w`, `cl` as `d`, `1`, `I` and `|` as `l`, `0` and `o` as `O`; longest sequence first).
-An upper-case `I` reads as `i` or as `l`, so a name has two readings (`readings`) and two names look
-alike when they share one: `MIP` is like `mip` and like `mlp`, while `mip` and `mlp` differ.
+A name is shown to people: a model's name on the board, a plugin's name in a listing. So two names that
+read alike are a forgery waiting to happen.
 
-`builtin_problem` applies the rule to a name that is not a built-in's, at every place one enters
-(`zoo.registry.Registry.add_plugin` for import paths, entry points and objects;
-`benchmarks.model_identity.board_name` for `--name` on `bench run` and `bench suite`;
-`leaderboards.submission` for `leaderboard submit`), with the same one line: `StatNN`, `stat_nn`,
-`stat-nn` and `rnlp` are refused beside the built-ins `statnn` and `mlp`. A name is never its own
-look-alike: the same name again (a notebook cell run twice) is not a confusion.
+Two names *look alike* (`look_alike`) when they read the same, setting letter case, `-` and `_` aside,
+once the small table `CONFUSABLE` is applied (longest sequence first). It reads `rn` as `m`, `vv` as
+`w`, `cl` as `d`, `1`, `I` and `|` as `l`, and `0` and `o` as `O`.
+
+An upper-case `I` reads as `i` or as `l`, so a name has two readings (`readings`). Two names look alike
+when they share one. `MIP` is like `mip` and like `mlp`, while `mip` and `mlp` differ.
+
+`builtin_problem` applies the rule, with the same one line, at every place a non-built-in name enters.
+`zoo.registry.Registry.add_plugin` takes import paths, entry points and objects.
+`benchmarks.model_identity.board_name` takes `--name` on `bench run` and `bench suite`.
+`leaderboards.submission` takes `leaderboard submit`. Beside the built-ins `statnn` and `mlp`, `StatNN`,
+`stat_nn`, `stat-nn` and `rnlp` are refused.
+
+A name is never its own look-alike. The same name again (a notebook cell run twice) is not a confusion.
 """
 
 from __future__ import annotations
@@ -45,8 +49,10 @@ def _reading(name: str) -> str:
 
 
 def readings(name: str) -> frozenset[str]:
-    """How `name` may be read: in lower case with its look-alikes replaced and `-`, `_` dropped, its
-    upper-case `I` read as `i` or as `l`."""
+    """How `name` may be read: in lower case, with its look-alikes replaced and `-`, `_` dropped.
+
+    Its upper-case `I` reads as `i` or as `l`.
+    """
     return frozenset((_reading(name), _reading(skeleton(name))))
 
 
@@ -56,8 +62,11 @@ def look_alike(name: str, other: str) -> bool:
 
 
 def look_alike_problem(what: str, name: str, others: Iterable[str], whose: str) -> str | None:
-    """Why `name` (a `what`: "model name") may not stand beside `others` (`whose` names they are: "the
-    board's model name"): it looks like a different one of them. None where it does not."""
+    """Why `name` (a `what`: "model name") may not stand beside `others`; None where it may.
+
+    It may not when it looks like a different one of them. `whose` says whose names they are: "the
+    board's model name".
+    """
     for other in sorted(set(others)):
         if other != name and look_alike(name, other):
             return (f"{what} {name!r} looks like {whose} {other!r} ({RULE}); choose a name that cannot be "
@@ -66,8 +75,11 @@ def look_alike_problem(what: str, name: str, others: Iterable[str], whose: str) 
 
 
 def builtin_problem(kind: str, name: str, builtins: Iterable[str], own: str | None = None) -> str | None:
-    """Why `name` may not name a `kind` ("NFN model") other than the built-in `own`: it is a different
-    built-in's name, or looks like one of `builtins`. The one line every entry point of a name raises."""
+    """Why `name` may not name a `kind` ("NFN model") other than the built-in `own`.
+
+    It is a different built-in's name, or looks like one of `builtins`. This is the one line every entry
+    point of a name raises.
+    """
     builtins = set(builtins)
     if name == own and own in builtins:
         return None

@@ -1,9 +1,11 @@
 """Typed validation of data files (specs, results, submissions) against dataclasses.
 
-`from_data(cls, data, where)` builds a (frozen) dataclass from plain YAML/JSON data and
-raises `SchemaError` naming the file, the key path and what was expected for an unknown
-key, a missing key, a wrong type or an empty list/dict where one is not allowed. A type
-``Annotated[T, Domain(...)]`` (`zoo.validation.domains`) is checked as T, then against its domain.
+`from_data(cls, data, where)` builds a (frozen) dataclass from plain YAML/JSON data. It raises
+`SchemaError` for an unknown key, a missing key, a wrong type, or an empty list/dict where one is not
+allowed. The error names the file, the key path and what was expected.
+
+A type ``Annotated[T, Domain(...)]`` (`zoo.validation.domains`) is checked as T, then against its
+domain.
 """
 
 from __future__ import annotations

@@ -1,28 +1,35 @@
 """Text that leaves the program: the one sanitiser for every output that shows a file's content.
 
-A file can hold any character, and some of them act on whatever shows them: ESC starts a terminal
-escape sequence (it can move the cursor, retitle the window, rewrite an earlier line), U+202E
-reverses the text after it, zero-width and format characters hide text or make two strings look
-alike, a few letters and fillers (U+3164, U+2800, the variation selectors, U+034F) show nothing at
-all. Such characters are `unsafe_character`s, and there are two rules for them:
+A file can hold any character, and some of them act on whatever shows them. ESC starts a terminal escape
+sequence, which can move the cursor, retitle the window or rewrite an earlier line. U+202E reverses the
+text after it. Zero-width and format characters hide text or make two strings look alike. A few letters
+and fillers (U+3164, U+2800, the variation selectors, U+034F) show nothing at all.
 
-- text stored as data (a manifest, a spec, a results file, a board entry) may not hold one:
-  `stored_text_problem` says why (`zoo.validation.inputs.text_problem`, `value_problem` and the
-  schema apply it to every string they check; `nfnzoo verify` reports a manifest that holds one);
-- text that is shown is made visible: `visible` writes each unsafe character as its Python escape
-  (`\\x1b`, `\\u202e`, `\\U000e0100`), so a message echoing a hostile file shows what is there and
-  does nothing. The CLI's one error line (`zoo.cli.main`), `nfnzoo info`, the dataset card and
-  every view of the leaderboard go through it.
+Such characters are `unsafe_character`s, and two rules hold for them.
 
-On top of `visible`, one helper per markup the program writes (`leaderboards.escape` uses them for
-the board):
+Text stored as data (a manifest, a spec, a results file, a board entry) may not hold one.
+`stored_text_problem` says why. `zoo.validation.inputs.text_problem`, `value_problem` and the schema
+apply it to every string they check. `nfnzoo verify` reports a manifest that holds one.
 
-- `markdown_text`: inline Markdown (a table cell, a list item, a heading): one line, every Markdown
-  and HTML metacharacter backslash-escaped (CommonMark allows it before any ASCII punctuation);
-- `markdown_code`: the inside of a Markdown code span (literal: only a backtick could end it);
-- `markdown_block`: several lines of prose (a spec's description in the dataset card): line
-  breaks kept, `<` and `&` escaped, so no tag, comment or entity reaches the Hub's renderer;
-- `html_text`: an HTML text node or attribute value.
+Text that is shown is made visible. `visible` writes each unsafe character as its Python escape
+(`\\x1b`, `\\u202e`, `\\U000e0100`). So a message echoing a hostile file shows what is there and does
+nothing. The CLI's one error line (`zoo.cli.main`), `nfnzoo info`, the dataset card and every view of
+the leaderboard go through it.
+
+On top of `visible` there is one helper per markup the program writes. `leaderboards.escape` uses them
+for the board.
+
+`markdown_text` is for inline Markdown: a table cell, a list item, a heading. It gives one line, with
+every Markdown and HTML metacharacter backslash-escaped. CommonMark allows that before any ASCII
+punctuation.
+
+`markdown_code` is for the inside of a Markdown code span, which is literal. Only a backtick could end
+it.
+
+`markdown_block` is for several lines of prose, such as a spec's description in the dataset card. Line
+breaks are kept and `<` and `&` escaped. So no tag, comment or entity reaches the Hub's renderer.
+
+`html_text` is for an HTML text node or attribute value.
 """
 
 from __future__ import annotations
@@ -64,7 +71,10 @@ def visible(text: object, *, lines: bool = False) -> str:
 
 
 def stored_text_problem(text: str, max_length: int) -> str | None:
-    """Why `text` may not be stored as data (too long, or an unsafe character other than newline and tab), or None."""
+    """Why `text` may not be stored as data, or None.
+
+    It may not when it is too long, or holds an unsafe character other than newline and tab.
+    """
     if len(text) > max_length:
         return f"{len(text):,} characters; at most {max_length:,}"
     if text.isascii() and (text.isprintable() or all(c.isprintable() or c in LINE_BREAKS for c in text)):
@@ -92,8 +102,11 @@ def markdown_code(text: object) -> str:
 
 
 def markdown_block(text: object) -> str:
-    """Prose of several lines for a Markdown page: line breaks kept, `&` and `<` escaped (all that can start
-    an HTML tag, comment or entity; a lone `>` cannot, so `2 -> 32` stays as written)."""
+    """Prose of several lines for a Markdown page: line breaks kept, `&` and `<` escaped.
+
+    Those two are all that can start an HTML tag, comment or entity. A lone `>` cannot, so `2 -> 32`
+    stays as written.
+    """
     return visible(text, lines=True).replace("&", "&amp;").replace("<", "&lt;")
 
 
