@@ -1,11 +1,9 @@
 """What a benchmark task is: its interface, its result, and seeded isolation of randomness.
 
-A task is constructed as `Task(**hparams)` from its `Config` dataclass and run as
-`task.run(splits, model, model_overrides, seed, device)`, where `splits` maps "train",
-"validation" and "test" to `zoo.loader.ZooSplit`s. Everything random in a run (model
-initialisation, shuffling, dropout) follows from `seed` alone and leaves torch's global
-random state as it found it.
-"""
+A task is constructed as `Task(**hparams)` from its `Config` dataclass. It runs as
+`task.run(splits, model, model_overrides, seed, device)`. `splits` maps "train", "validation" and
+"test" to `zoo.loader.ZooSplit`s. Everything random in a run follows from `seed` alone: model
+initialisation, shuffling, dropout. A run leaves torch's global random state as it found it."""
 
 from __future__ import annotations
 
@@ -62,10 +60,11 @@ class Task(abc.ABC):
 
     @classmethod
     def test_targets(cls, metadata: pandas.DataFrame, task_config: Mapping[str, Any]) -> pandas.DataFrame:
-        """The test rows a run with `task_config` predicts, from the test split's metadata alone
-        (the protocol's filters, and the ids of any test augmentation): a frame of `model_id` and
-        `target` (NaN where the target is not metadata). Raises ValueError when the protocol
-        leaves nothing to score."""
+        """The test rows a run with `task_config` predicts, from the test split's metadata alone.
+
+        The protocol's filters apply, and the ids of any test augmentation. Returns a frame of `model_id`
+        and `target`, NaN where the target is not metadata. Raises ValueError when the protocol leaves
+        nothing to score."""
         raise NotImplementedError(f"the {cls.__name__} task cannot list its test rows from metadata")
 
     @classmethod
@@ -75,41 +74,50 @@ class Task(abc.ABC):
 
     @classmethod
     def score_rows(cls, expected: pandas.DataFrame, predictions: np.ndarray) -> dict[str, float]:
-        """`score` on the rows `test_targets` listed (a task whose metrics need more of a row than
-        its target, e.g. continual learning's (task, stage) cells, overrides this)."""
+        """`score` on the rows `test_targets` listed.
+
+        A task whose metrics need more of a row than its target overrides this. Continual learning's
+        (task, stage) cells are an example."""
         return cls.score(expected["target"].to_numpy(dtype=np.float64), predictions)
 
     @classmethod
     def model_problem(cls, model: str) -> str | None:
-        """Why this task cannot take registered model `model` at all (how it learns, what it outputs), or
-        None. `model_overrides` raises it; the suite tables read it to tell a cell a model cannot run
-        from one it did not enter (`leaderboards.cell_reads`)."""
+        """Why this task cannot take registered model `model` at all, or None.
+
+        The reason is how the model learns, or what it outputs. `model_overrides` raises it. The suite
+        tables read it to tell a cell a model cannot run from one it did not enter
+        (`leaderboards.cell_reads`)."""
         return None
 
     def model_overrides(self, model: str, overrides: Mapping[str, Any],
                         splits: Mapping[str, "ZooSplit"]) -> dict[str, Any]:
-        """The hyperparameters this task runs `model` with: `overrides` and what the task fixes
-        (an output size, a weight-space output), so results record what ran; raises before any
-        training when the model cannot serve the task. The harness records its result; `run`
-        applies it too (it is idempotent)."""
+        """The hyperparameters this task runs `model` with, so results record what ran.
+
+        They are `overrides` plus what the task fixes, such as an output size or a weight-space output. It
+        raises before any training when the model cannot serve the task. The harness records its result.
+        `run` applies it too; it is idempotent."""
         return dict(overrides)
 
     def kept_rows(self, split: str, metadata: pandas.DataFrame) -> np.ndarray | None:
-        """The boolean mask of the rows of `split` that `run` reads, from the split's metadata alone, or
-        None when it reads every row: `benchmarks.harness.load_splits` then decodes only those rows
+        """The boolean mask of the rows of `split` that `run` reads, from the split's metadata alone.
+
+        None means it reads every row. `benchmarks.harness.load_splits` then decodes only those rows
         (`benchmarks.tasks.rows.kept_by`). A task's own selection on the kept rows must keep them all."""
         return None
 
     def driver_inputs(self, splits: Mapping[str, "ZooSplit"]) -> Mapping[str, "ZooSplit"]:
-        """The splits with whatever else `run` reads attached (read here, on the driver): a job may
-        run on a node that has none of the driver's files (`benchmarks.jobs`). Nothing by default."""
+        """The splits with whatever else `run` reads attached, read here on the driver.
+
+        A job may run on a node that has none of the driver's files (`benchmarks.jobs`). Nothing by
+        default."""
         return splits
 
     @abc.abstractmethod
     def run(self, splits: Mapping[str, "ZooSplit"], model: str, model_overrides: Mapping[str, Any],
             seed: int, device: str | torch.device = "cpu",
             report: Callable[[str], None] | None = None) -> TaskResult:
-        """Trains model `model` on the splits with `seed` and evaluates it on the test split;
+        """Trains model `model` on the splits with `seed`, and evaluates it on the test split.
+
         `report`, when given, gets progress lines on long training (`benchmarks.tasks.learners`)."""
 
 
@@ -134,9 +142,8 @@ def require_invariant_output(task: str, model: str, overrides: Mapping[str, Any]
 def isolated_rng(seed: int, device: torch.device) -> Iterator[None]:
     """Seeds torch's default generators for the duration of the block, then restores them.
 
-    Layer constructors and dropout draw from the default generators; forking them keeps a
-    run reproducible from `seed` without leaking state into the caller.
-    """
+    Layer constructors and dropout draw from the default generators. Forking them keeps a run
+    reproducible from `seed`, without leaking state into the caller."""
     cuda_devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda_devices):
         torch.default_generator.manual_seed(seed)

@@ -1,23 +1,25 @@
 """The `continual-learning` task: what the continual-learning tracks report, for the leaderboard.
 
-The tracks (`benchmarks.tracks`, `nfnzoo track run NAME`) run their studies themselves, on
-task sequences rather than zoo splits, so this task has no `run`: it is the board's description
-of their results. Its metrics are those of `benchmarks.tracks.common.continual` from the
-accuracy matrix A[i, t]: the final average accuracy (required; the ranking metric), the
-cumulative average accuracy and the final forgetting (absent for learners evaluated only
-after the last task, e.g. joint training), the task-identity accuracy of the learners that infer
-a task, and, from the relation-extraction track, the accuracy on every seen class's test examples
-together after the last task (`final_seen_accuracy`) and the bytes kept between tasks besides
-parameters (`kept_bytes`: stored examples or statistics; lower is better).
+The tracks (`benchmarks.tracks`, `nfnzoo track run NAME`) run their studies themselves. They use
+task sequences rather than zoo splits. So this task has no `run`: it is the board's description of
+their results.
 
-The results' dataset is the benchmark's definition (`task_config["definition"]`: the task
-sequence, the backbone's config and checksum), whose canonical-JSON sha256 is the dataset hash.
-A board pins, as the dataset's "test metadata", the cells of the T x T matrix a learner reports
-(`definition_cells`: model_id "task{i}@stage{t}", with the task i and stage t), and a
-submission's predictions are those cells' accuracies. Re-scoring recomputes FAA, CAA and FFM
-from them; the accuracies themselves, and the task-identity accuracy, need the model and are
-taken as reported.
-"""
+Its metrics are those of `benchmarks.tracks.common.continual`, from the accuracy matrix A[i, t].
+The final average accuracy is required, and is the ranking metric. The cumulative average accuracy
+and the final forgetting are absent for learners evaluated only after the last task, e.g. joint
+training. The task-identity accuracy comes from the learners that infer a task. The
+relation-extraction track adds two more. `final_seen_accuracy` is the accuracy on every seen
+class's test examples together, after the last task. `kept_bytes` is the bytes kept between tasks
+besides parameters: stored examples or statistics. Lower is better.
+
+The results' dataset is the benchmark's definition (`task_config["definition"]`). That is the task
+sequence, and the backbone's config and checksum. Its canonical-JSON sha256 is the dataset hash.
+
+A board pins the cells of the T x T matrix a learner reports, as the dataset's "test metadata".
+These are `definition_cells`: model_id "task{i}@stage{t}", with the task i and stage t. A
+submission's predictions are those cells' accuracies. Re-scoring recomputes FAA, CAA and FFM from
+them. The accuracies themselves, and the task-identity accuracy, need the model. They are taken as
+reported."""
 
 from __future__ import annotations
 
@@ -107,8 +109,9 @@ class ContinualLearning(TrackTask):
 
     @classmethod
     def test_targets(cls, metadata: pandas.DataFrame, task_config: Mapping[str, Any]) -> pandas.DataFrame:
-        """The matrix cells a results file reports: every (i, t <= T-1) with i <= t, or only the last
-        stage's for a learner evaluated after the last task (`evaluation: final`)."""
+        """The matrix cells a results file reports: every (i, t <= T-1) with i <= t.
+
+        A learner evaluated after the last task (`evaluation: final`) reports only the last stage's."""
         cells = metadata
         if task_config.get("evaluation", "every-stage") == "final":
             cells = metadata[metadata["stage"] == metadata["stage"].max()]

@@ -1,23 +1,26 @@
 """Generalization prediction: predict a checkpoint's test accuracy from its weights.
 
-The task of Unterthiner et al. 2020, "Predicting Neural Network Accuracy from Weights"
-(arXiv:2002.11448), used as the standard NFN benchmark by Zhou et al. 2023 ("Permutation
-Equivariant Neural Functionals") and its successors. Protocol:
-- train the NFN on the train split with MSE to the (standardized) test accuracy; checkpoints
-  whose training diverged (status != "ok") are dropped from every split;
-- after each epoch, score the NFN on the validation split by Kendall's tau and keep the best
-  epoch's parameters (model selection never looks at the test split);
-- report Kendall's tau, R^2 and RMSE on the test split with the selected parameters, and
-  beside them what the test targets' ties allow a ranking to reach (`benchmarks.ranking`).
+The task is Unterthiner et al. 2020, "Predicting Neural Network Accuracy from Weights"
+(arXiv:2002.11448). Zhou et al. 2023 ("Permutation Equivariant Neural Functionals") made it the
+standard NFN benchmark, and its successors kept it.
 
-The protocol's choices are config fields, so every results file records them
-(`benchmarks.protocol` documents each and the paper it follows): which checkpoints count
-(`checkpoints`; default every stored one), a metadata subset (`subset`), an accuracy
-threshold (`min_accuracy`), augmentation by random elements of each row's weight-space group
-(`augment_*`), and the loss: MSE to the standardized accuracy (default) or, as Zhou et al.
-2023, Monomial-NFN (Tran et al. NeurIPS 2024) and ScaleGMN (Kalogeropoulos et al. NeurIPS
-2024) train, a sigmoid output with binary cross-entropy on the accuracy (`loss: bce`).
-"""
+Protocol:
+
+1. Train the NFN on the train split with MSE to the (standardized) test accuracy. Checkpoints whose
+   training diverged (status != "ok") are dropped from every split.
+2. After each epoch, score the NFN on the validation split by Kendall's tau. Keep the best epoch's
+   parameters; model selection never looks at the test split.
+3. Report Kendall's tau, R^2 and RMSE on the test split with the selected parameters. Beside them,
+   report what the test targets' ties allow a ranking to reach (`benchmarks.ranking`).
+
+The protocol's choices are config fields, so every results file records them.
+`benchmarks.protocol` documents each, and the paper it follows.
+
+`checkpoints` says which checkpoints count; by default every stored one. `subset` picks a metadata
+subset. `min_accuracy` sets an accuracy threshold. `augment_*` adds random elements of each row's
+weight-space group. `loss` picks MSE to the standardized accuracy (the default), or `bce`. With `bce` a sigmoid
+output trains with binary cross-entropy on the accuracy. Zhou et al. 2023, Monomial-NFN (Tran et
+al. NeurIPS 2024) and ScaleGMN (Kalogeropoulos et al. NeurIPS 2024) train this way."""
 
 from __future__ import annotations
 
@@ -127,8 +130,9 @@ def _empty(name: str, rows: int, why: str) -> None:
 
 
 def _kept(metadata: pandas.DataFrame, name: str, config: GeneralizationConfig) -> np.ndarray:
-    """The protocol's rows of a split, from its metadata: status ok, the chosen checkpoints, the
-    subset, the threshold."""
+    """The protocol's rows of a split, from its metadata.
+
+    They are the rows with status ok, the chosen checkpoints, the subset and the threshold."""
     keep = select_rows(metadata, name, [TARGET], config.checkpoints, config.checkpoint_epochs,
                        config.checkpoint_fraction, config.subset)
     if config.min_accuracy is not None:
@@ -139,8 +143,10 @@ def _kept(metadata: pandas.DataFrame, name: str, config: GeneralizationConfig) -
 
 def _usable(split: "ZooSplit", name: str, config: GeneralizationConfig, seed: int,
             device: torch.device) -> _Examples:
-    """The split's rows under the protocol: status ok, the chosen checkpoints, the subset, the
-    threshold, then (for an augmented split) the transformed copies; checks the targets."""
+    """The split's rows under the protocol, with the targets checked.
+
+    They are the rows with status ok, the chosen checkpoints, the subset and the threshold. An
+    augmented split adds the transformed copies."""
     where = f"{name} split"
     keep = _kept(split.metadata, name, config)
     metadata = split.metadata.reset_index(drop=True)

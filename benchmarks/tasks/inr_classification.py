@@ -1,25 +1,33 @@
 """INR classification: the class of the image a SIREN encodes, from the SIREN's weights alone.
 
-The task of Zhou et al. 2023 ("Permutation Equivariant Neural Functionals", Sec. 5.1) and
-Navon et al. 2023 (DWSNets, Sec. 6), reused by Monomial-NFN (Tran et al. NeurIPS 2024, Sec. 6)
-and MAGEP-NFN (Vo et al. ICML 2025): one SIREN per image (`zoo/specs/inr-mnist.yaml`), the
-splits by image index (45,000 / 5,000 / the rest). Protocol:
-- train with cross-entropy on the train split's rows (status "ok", each run's final checkpoint
-  by default); after each epoch score the validation split's accuracy and keep the best
-  epoch's parameters (the authors validate every 3,000 steps and keep the best);
-- report the test accuracy of the selected parameters.
+The task is Zhou et al. 2023 ("Permutation Equivariant Neural Functionals", Sec. 5.1) and Navon et
+al. 2023 (DWSNets, Sec. 6). Monomial-NFN (Tran et al. NeurIPS 2024, Sec. 6) and MAGEP-NFN (Vo et
+al. ICML 2025) reuse it. There is one SIREN per image (`zoo/specs/inr-mnist.yaml`). Splits go by
+image index: 45,000 / 5,000 / the rest.
 
-Options, recorded in every results file: which checkpoints count; augmentation of the
-training split by K random elements of each SIREN's symmetry group (hidden-unit permutations
-with sign flips, `zoo.symmetry.feedforward`), the weight-space counterpart of the augmented
-INR copies the NFN paper fitted (its 10 extra fits per MNIST image, `extra_aug: 10`).
+Protocol:
 
-Presets (facts from the authors' classify_siren configs): `nfn`, the NFN paper's schedule
-(Adam at 1e-4, batches of 32, 200,000 steps = 142 epochs of 45,000, a linear warm-up over
-10,000 steps, then constant); `budget`, what fits a 2-core CPU machine (5 epochs, ~7,000
-steps, Adam at 1e-3 after a 1,000-step warm-up; see README).
-The model presets are the models' `inr-classification` ones (`--set model.preset=...`).
-"""
+1. Train with cross-entropy on the train split's rows. By default these are rows with status "ok",
+   and each run's final checkpoint.
+2. After each epoch, score the validation split's accuracy and keep the best epoch's parameters.
+   The authors validate every 3,000 steps and keep the best.
+3. Report the test accuracy of the selected parameters.
+
+Options are recorded in every results file. One is which checkpoints count. Another augments the
+training split by K random elements of each SIREN's symmetry group. The group is hidden-unit
+permutations with sign flips (`zoo.symmetry.feedforward`). This is the weight-space counterpart of
+the NFN paper's augmented INR copies. That paper fitted 10 extra copies per MNIST image
+(`extra_aug: 10`).
+
+Presets hold facts from the authors' classify_siren configs.
+
+`nfn` is the NFN paper's schedule. It is Adam at 1e-4 with batches of 32, for 200,000 steps (142
+epochs of 45,000). The rate warms up linearly over 10,000 steps, then stays constant.
+
+`budget` is sized for a CPU machine (docs/tasks.md). It is 5 epochs (~7,000 steps) of Adam at
+1e-3, after a 1,000-step warm-up.
+
+The model presets are the models' `inr-classification` ones (`--set model.preset=...`)."""
 
 from __future__ import annotations
 

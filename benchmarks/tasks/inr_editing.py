@@ -1,28 +1,35 @@
 """INR editing: predict a change of a SIREN's weights so that it renders an edited image.
 
-The task of Zhou et al. 2023 ("Permutation Equivariant Neural Functionals", Sec. 5.3), reused
-by Monomial-NFN and MAGEP-NFN. For a SIREN w fitted to an image x, an equivariant model f
-outputs a weight delta; the edited SIREN is w' = w + s * f(w), s one learned scalar per weight
-tensor initialised to `delta_scale` (the authors' `LearnedScale`, 0.01); the loss and the
-metric are the pixel MSE between the render of w' and the edited image edit(x) on the
-SIREN's [-1, 1] intensity scale (`benchmarks.edits`: MNIST dilation, CIFAR-10 contrast). The
-target comes from the original image, which the task reads from the zoo's data source by the
-`image_index` column (the zoo's spec names the source). Protocol: train on the train split;
-after each epoch score the validation MSE and keep the best epoch's parameters (the authors
-validate every 1,000 steps and keep the best); report the test MSE of the selected model.
-Beside it, each seed records the test MSE of the unedited SIRENs (`ranking.mse_unedited`).
+The task is Zhou et al. 2023 ("Permutation Equivariant Neural Functionals", Sec. 5.3).
+Monomial-NFN and MAGEP-NFN reuse it. Take a SIREN w fitted to an image x. An equivariant model f
+outputs a weight delta. The edited SIREN is w' = w + s * f(w), with s one learned scalar per weight
+tensor. Each scale starts at `delta_scale`, the authors' `LearnedScale` (0.01).
 
-The model must offer a weight-space output (`nfn_models.models_with_output("weights")`: NP,
-HNP, Monomial-NFN, MAGEP-NFN, DWSNet, the graph metanetworks NG-GNN, NG-T and ScaleGMN, and the
-MLP that outputs the delta); the task builds it with
-`output="weights"`. Presets (facts from the authors' stylize_siren configs): `nfn` (Adam at
-1e-3, batches of 32, 50,000 steps = 36 epochs of 45,000, a linear warm-up over 1,000 steps,
-then constant) and `budget` (5 epochs, ~7,000 steps: fits a 2-core CPU machine; see README).
+The loss and the metric are the pixel MSE between the render of w' and the edited image edit(x).
+It is measured on the SIREN's [-1, 1] intensity scale. The edits are in `benchmarks.edits`: MNIST
+dilation and CIFAR-10 contrast. The target comes from the original image. The task reads it from
+the zoo's data source by the `image_index` column; the zoo's spec names the source.
 
-The results' predictions table holds, per test SIREN, `prediction` = its MSE after the edit
-and `target` = its MSE before it; the first seed's renders of the first `examples` test SIRENs
-(original, target, edited) are returned for the side-by-side figure (`nfnzoo bench plot-edits`).
-"""
+Protocol: train on the train split. After each epoch, score the validation MSE and keep the best
+epoch's parameters. The authors validate every 1,000 steps and keep the best. Report the test MSE
+of the selected model. Beside it, each seed records the test MSE of the unedited SIRENs
+(`ranking.mse_unedited`).
+
+The model must offer a weight-space output (`nfn_models.models_with_output("weights")`). These are
+NP, HNP, Monomial-NFN, MAGEP-NFN and DWSNet. So are the graph metanetworks NG-GNN, NG-T and
+ScaleGMN, and the MLP that outputs the delta. The task builds it with `output="weights"`.
+
+Presets hold facts from the authors' stylize_siren configs.
+
+`nfn` is Adam at 1e-3 with batches of 32, for 50,000 steps (36 epochs of 45,000). The rate warms
+up linearly over 1,000 steps, then stays constant.
+
+`budget` is 5 epochs, ~7,000 steps, sized for a CPU machine (docs/tasks.md).
+
+The results' predictions table holds one row per test SIREN. Its `prediction` is the MSE after the
+edit, and its `target` the MSE before it. The first seed's renders of the first `examples` test
+SIRENs are returned too: original, target and edited. They feed the side-by-side figure
+(`nfnzoo bench plot-edits`)."""
 
 from __future__ import annotations
 
@@ -78,7 +85,9 @@ class INREditingConfig:
 
 
 class EditedRender(nn.Module):
-    """weights w -> the render of w + s * f(w), flattened (B, P * C); s per tensor, learned."""
+    """weights w -> the render of w + s * f(w), flattened (B, P * C).
+
+    Each tensor's scale s is learned."""
 
     def __init__(self, model: nn.Module, space: WeightSpace, architecture, delta_scale: float):
         super().__init__()
@@ -103,8 +112,9 @@ class EditedRender(nn.Module):
 
 
 def _signed(pixels: torch.Tensor, architecture) -> torch.Tensor:
-    """A render on [-1, 1], where the task's MSE is measured, whichever range the SIRENs were fitted on
-    (`INRArchitecture.intensity_range`: the DWSNets INRs fit [0, 1])."""
+    """A render on [-1, 1], where the task's MSE is measured, whichever range the SIRENs were fitted on.
+
+    The DWSNets INRs fit [0, 1] (`INRArchitecture.intensity_range`)."""
     return pixels * 2 - 1 if architecture.intensity_range == "unit" else pixels
 
 
@@ -131,8 +141,9 @@ SOURCE_IMAGES_ATTR = "source_images"  # metadata.attrs key: the source images, r
 
 
 class _Attached:
-    """A value riding in `DataFrame.attrs`, which pandas deep-copies with every derived frame: this
-    holder is copied as itself (the images are read-only), and pickles with the frame."""
+    """A value riding in `DataFrame.attrs`, which pandas deep-copies with every derived frame.
+
+    This holder is copied as itself, since the images are read-only. It pickles with the frame."""
 
     def __init__(self, value: Any) -> None:
         self.value = value
@@ -207,8 +218,9 @@ class INREditingTask(Task):
         return {**overrides, "output": "weights"}
 
     def driver_inputs(self, splits: Mapping[str, "ZooSplit"]) -> dict[str, "ZooSplit"]:
-        """The training split with the source images attached: read here, where the data is, so that
-        a job on a node without the driver's data folder still finds them (in the object store)."""
+        """The training split with the source images attached, read here where the data is.
+
+        So a job on a node without the driver's data folder still finds them, in the object store."""
         from zoo.loader import ZooSplit
 
         require_splits("inr-editing", splits)

@@ -1,35 +1,35 @@
 """How a task gets a model from a training split: gradient steps, or a library's own fit.
 
-A registered model says which (`nfn_models.trained_by`): "gradient" models are trained here
-by AdamW over epochs with the task's learning-rate schedule, keeping the epoch whose
-validation score is best; "fit" models (the tree ensembles) fit themselves, selecting on the
-validation split as their library does. `LEARNERS` maps the kind to the function, so a task
-never asks which model it has. Both return a `Learned`: how to predict, and how the model was
-selected.
+A registered model says which (`nfn_models.trained_by`). Models of kind "gradient" are trained here by
+AdamW over epochs, with the task's learning-rate schedule. They keep the epoch whose validation
+score is best. Models of kind "fit" (the tree ensembles) fit themselves. They select on the validation
+split as their library does. `LEARNERS` maps the kind to the function, so a task never asks which
+model it has. Both return a `Learned`: how to predict, and how the model was selected.
 
-Learning-rate schedules (per epoch, as the papers step them):
-- "constant": the task's `lr` throughout;
-- "warmup-cosine" (Transformer-NFN, Tran et al. 2025's training code): a linear warm-up over
-  `warmup_epochs` from lr / 10 to lr (PyTorch's LinearLR(start_factor=0.1, total_iters=
-  warmup_epochs - 1)), then a cosine decay to `final_lr` over the remaining epochs
-  (CosineAnnealingLR(T_max=epochs - warmup_epochs, eta_min=final_lr)).
-A task config may also have `warmup_steps` (the NFN paper's INR tasks, Zhou et al. 2023's
-training code, `get_linear_warmup`: LambdaLR(min(1, step / warmup_steps))): the rate of
-optimizer step k (0-based) is scaled by min(1, (k + 1) / warmup_steps) on top of the epoch's
-schedule (their step 0 has rate 0; ours starts at 1 / warmup_steps, not wasting a step).
+Learning-rate schedules are per epoch, as the papers step them. The "constant" schedule keeps the
+task's `lr` throughout. The "warmup-cosine" schedule is Transformer-NFN's (Tran et al. 2025's
+training code). It warms up linearly over `warmup_epochs` from lr / 10 to lr. That is PyTorch's
+`LinearLR(start_factor=0.1, total_iters=warmup_epochs - 1)`. Then it decays by a cosine to
+`final_lr` over the remaining epochs: `CosineAnnealingLR(T_max=epochs - warmup_epochs,
+eta_min=final_lr)`.
 
-The model's outputs are held to the contract (`benchmarks.outputs`): every training output has
-the shape (B, out_features) and, with its loss, is finite; so is every validation and test
-prediction. A model that breaks it (a NaN, an overflow, a diverged training, a (B,) output)
-stops with `ModelOutputError` naming the epoch and the step, never a NaN metric later. A
-validation score that is not finite on finite predictions is never selected; if no epoch has a
-finite score the learner raises, naming the score.
+A task config may also have `warmup_steps`. The NFN paper's INR tasks use it (Zhou et al. 2023's
+training code, `get_linear_warmup`: `LambdaLR(min(1, step / warmup_steps))`). The rate of
+optimizer step k (0-based) is then scaled by min(1, (k + 1) / warmup_steps). This comes on top of
+the epoch's schedule. Their step 0 has rate 0. Ours starts at 1 / warmup_steps, so no step is
+wasted.
 
-Progress: a `Problem` with `report` gets an epoch's line (its mean training loss, validation
-score and time so far) whenever `report_every_s` have passed since the last line, and, once the
-seed has trained that long, the last epoch's: a seed that trains for an hour says how far it is,
-a quick one stays quiet.
-"""
+The model's outputs are held to the contract (`benchmarks.outputs`). Every training output has the
+shape (B, out_features), and it and its loss are finite. So is every validation and test
+prediction. A model that breaks it stops with `ModelOutputError`, naming the epoch and the step.
+Examples are a NaN, an overflow, a diverged training or a (B,) output. It never shows up later as
+a NaN metric. A validation score that is not finite on finite predictions is never selected. If no
+epoch has a finite score, the learner raises, naming the score.
+
+Progress: a `Problem` with `report` gets an epoch's line whenever `report_every_s` have passed
+since the last line. The line holds the mean training loss, the validation score and the time so
+far. Once the seed has trained that long, the last epoch's line comes too. So a seed that trains
+for an hour says how far it is, and a quick one stays quiet."""
 
 from __future__ import annotations
 
@@ -70,9 +70,10 @@ def warmed_up(rate: float, step: int, warmup_steps: int) -> float:
 
 
 def check_training(config, where: str) -> None:
-    """Validates the fields every gradient-trained task's config shares (epochs, batch_size, lr,
-    eval_batch_size, weight_decay, lr_schedule, warmup_epochs, final_lr, checkpoints and
-    checkpoint_epochs); raises `SchemaError`."""
+    """Validates the fields every gradient-trained task's config shares, raising `SchemaError`.
+
+    They are epochs, batch_size, lr, eval_batch_size, weight_decay, lr_schedule, warmup_epochs,
+    final_lr, checkpoints and checkpoint_epochs."""
     from zoo.validation.schema import SchemaError
 
     for name in ("epochs", "batch_size", "lr", "eval_batch_size"):
@@ -120,8 +121,10 @@ def _called(model: nn.Module, batch: WeightBatch, where: str) -> object:
 @torch.no_grad()
 def predict(model: nn.Module, weights: WeightBatch, batch_size: int, out_features: int = 1,
             where: str = "predicting") -> torch.Tensor:
-    """Eval-mode predictions, shape (N,) (or (N, out_features) for several); row results do not depend
-    on the batching. An output that breaks the contract raises `ModelOutputError` saying `where`."""
+    """Eval-mode predictions, shape (N,), or (N, out_features) for several.
+
+    Row results do not depend on the batching. An output that breaks the contract raises
+    `ModelOutputError` saying `where`."""
     model.eval()
     outputs = []
     for number, (_, batch) in enumerate(weights.batches(batch_size), start=1):

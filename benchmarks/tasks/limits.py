@@ -1,19 +1,23 @@
 """Bounds on the task and model settings that size an allocation, checked before anything is built.
 
-A setting from `--set` or a suite is data: `task.augment_copies=100000000` would ask for a hundred
-million copies of every training row, and `model.hidden_sizes=[1000000,1000000]` for a trillion
-parameters, and either is an out-of-memory kill instead of a line. Each bound here sits far above
-the largest value a real run uses (stated beside it in `zoo.validation.bounds`, the one place for
-bounds), so no honest setting meets one:
+A setting from `--set` or a suite is data. `task.augment_copies=100000000` would ask for a hundred
+million copies of every training row. `model.hidden_sizes=[1000000,1000000]` would ask for a
+trillion parameters. Either would be an out-of-memory kill instead of a line. Each bound here sits
+far above the largest value a real run uses. That value is stated beside it in
+`zoo.validation.bounds`, the one place for bounds. So no honest setting meets one.
 
-- `MAX_AUGMENT_COPIES`: group-augmented copies of a row (`augment_copies`);
-- `MAX_AUGMENTED_BYTES`: the float32 bytes a split's rows and their copies hold together, checked
-  from the row count and the weight space before the copies are drawn (`augmented_bytes_problem`);
-- `MAX_BATCH_SIZE`: `batch_size` and `eval_batch_size`;
-- `MAX_MODEL_PARAMETERS`: a model's parameters, counted on PyTorch's meta device (no memory) before
-  it is built for real (`benchmarks.harness.prepare_run`). Its constructor runs once more for that
-  (a plugin that counts its constructions sees one more, before the seeds' own).
-"""
+`MAX_AUGMENT_COPIES` bounds group-augmented copies of a row (`augment_copies`).
+
+`MAX_AUGMENTED_BYTES` bounds the float32 bytes a split's rows and their copies hold together. It is
+checked from the row count and the weight space, before the copies are drawn
+(`augmented_bytes_problem`).
+
+`MAX_BATCH_SIZE` bounds `batch_size` and `eval_batch_size`.
+
+`MAX_MODEL_PARAMETERS` bounds a model's parameters. They are counted on PyTorch's meta device, with
+no memory, before the model is built for real (`benchmarks.harness.prepare_run`). Its constructor
+runs once more for that. A plugin that counts its constructions sees one more, before the seeds'
+own."""
 
 from __future__ import annotations
 
@@ -31,9 +35,11 @@ def augmented_bytes_problem(rows: int, copies: int, keep_original: bool, num_par
 
 
 def model_size_problem(model: str, weight_space, overrides: dict) -> str | None:
-    """Why model `model` with `overrides` on `weight_space` has too many parameters, or None. Counted by
-    building it on the meta device, where no parameter holds memory; a model that cannot be built there
-    (an operation the meta device lacks) is not counted here, and its own build says what is wrong."""
+    """Why model `model` with `overrides` on `weight_space` has too many parameters, or None.
+
+    They are counted by building it on the meta device, where no parameter holds memory. A model that
+    cannot be built there is not counted here, e.g. one using an operation the meta device lacks. Its
+    own build then says what is wrong."""
     import torch
 
     from nfn_models import create_model

@@ -1,17 +1,16 @@
 """The task registry: `@register_task(name)`, `list_tasks()`, `create_task(name, **overrides)`.
 
-Overrides are validated against the task's `Config` dataclass with `zoo.validation.schema`, so a typo
-in a hyperparameter is an error naming the task, the key and the valid keys.
+Overrides are validated against the task's `Config` dataclass with `zoo.validation.schema`. So a
+typo in a hyperparameter is an error naming the task, the key and the valid keys.
 
-A task may carry named `PRESETS` (a paper's protocol, as data): `preset=NAME` starts from one
-(`--set task.preset=NAME`) and the other overrides apply on top; and `ALIASES` (another name
-for a field, e.g. the generalization task's `threshold` for `min_accuracy`), which are
-resolved before validation, so results record the field's own name.
+A task may carry named `PRESETS`: a paper's protocol, as data. `preset=NAME` starts from one
+(`--set task.preset=NAME`), and the other overrides apply on top. A task may also carry `ALIASES`,
+other names for fields. An example is the generalization task's `threshold` for `min_accuracy`.
+Aliases are resolved before validation, so results record the field's own name.
 
-Tasks may live in other packages, as models do (`zoo.registry`'s plugins): an import path
-`mypkg.tasks:MyTask`, or an entry point of the group `nfnzoo.tasks`, imported only when its name
-is asked for; `check_task_contract` states what such a class must have.
-"""
+Tasks may live in other packages, as models do (`zoo.registry`'s plugins). They are named by an
+import path `mypkg.tasks:MyTask`, or by an entry point of the group `nfnzoo.tasks`. Either is
+imported only when its name is asked for. `check_task_contract` states what such a class must have."""
 
 from __future__ import annotations
 
@@ -26,8 +25,9 @@ TaskClass = TypeVar("TaskClass", bound=type)
 
 
 def check_task_contract(name: str, cls: Any) -> None:
-    """Raises `PluginError` (one line) unless `cls` is a `Task` subclass with a dataclass `Config`
-    (every field with a default) and a main metric among its `metrics`."""
+    """Raises `PluginError` (one line) unless `cls` is a fit `Task` subclass.
+
+    It needs a dataclass `Config`, every field with a default, and a main metric among its `metrics`."""
     where = f"benchmark task {name!r} ({getattr(cls, '__qualname__', type(cls).__name__)})"
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise PluginError(f"{where}: expected a subclass of benchmarks.tasks.Task, got "

@@ -1,15 +1,16 @@
 """Which rows of a split a task uses, and their group-augmented copies: what every task shares.
 
-`select_rows` keeps the rows with status "ok", the protocol's checkpoints (`benchmarks.protocol.
-checkpoint_mask`) and its metadata subset, with errors that name the split and the choice that
-emptied it. `augment_rows` adds K copies of each kept row under random elements of the row's
-weight-space group (`benchmarks.protocol.augment`), seeded per run and split, and returns which
-kept row each output row came from and its model_id (`<id>~k` for the k-th copy).
+`select_rows` keeps the rows with status "ok", the protocol's checkpoints
+(`benchmarks.protocol.checkpoint_mask`) and its metadata subset. Its errors name the split and the
+choice that emptied it.
 
-Memory: where every row is kept and none is augmented, `augment_rows` returns the loaded split's own
-arrays; a task's `kept_rows` lets `benchmarks.harness.load_splits` decode only the rows the task
-keeps, so a run's weights are one copy of the rows it trains on.
-"""
+`augment_rows` adds K copies of each kept row, under random elements of the row's weight-space
+group (`benchmarks.protocol.augment`). They are seeded per run and split. It returns which kept row
+each output row came from, and its model_id: `<id>~k` for the k-th copy.
+
+Memory: where every row is kept and none is augmented, `augment_rows` returns the loaded split's
+own arrays. A task's `kept_rows` lets `benchmarks.harness.load_splits` decode only the rows the
+task keeps. So a run's weights are one copy of the rows it trains on."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ SPLITS = ("train", "validation", "test")
 def select_rows(metadata: pandas.DataFrame, name: str, required: Sequence[str], checkpoints: str = "all",
                 checkpoint_epochs: Sequence[int] = (), checkpoint_fraction: float = 0.75,
                 subset: Mapping[str, Any] | None = None) -> np.ndarray:
-    """The boolean mask of a split's usable rows, from its metadata alone (see the module
-    docstring), so a leaderboard can list a test split's rows without its weights."""
+    """The boolean mask of a split's usable rows, from its metadata alone (see the module docstring).
+
+    So a leaderboard can list a test split's rows without its weights."""
     metadata = metadata.reset_index(drop=True)
     where = f"{name} split"
     missing = {"model_id", "status", *required} - set(metadata.columns)
@@ -87,8 +89,9 @@ def copy_ids(model_ids: Sequence[str], source: Sequence[int], number: Sequence[i
 
 
 def augmented_order(count: int, copies: int, keep_original: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """The (source, copy number) of each row `protocol.augment` returns for `count` rows: the
-    originals first (when kept), then each copy of every row; no weights needed."""
+    """The (source, copy number) of each row `protocol.augment` returns for `count` rows.
+
+    The originals come first (when kept), then each copy of every row. No weights are needed."""
     numbers = ([0] if keep_original else []) + list(range(1, copies + 1))
     return np.tile(np.arange(count), len(numbers)), np.repeat(np.array(numbers, dtype=np.int64), count)
 
@@ -99,10 +102,12 @@ def kept_metadata(split: "ZooSplit", keep: np.ndarray) -> pandas.DataFrame:
 
 
 def kept_by(task: "Task") -> Callable[[str, pandas.DataFrame], np.ndarray | None]:
-    """(split, metadata) -> the mask of the rows `task` reads, for `benchmarks.harness.load_splits` to
-    decode only those; None (every row) where the task says nothing, where its selection fails (the task
-    says why when it runs) or where selecting again on the kept rows would drop some (a `fraction`
-    checkpoint is relative to a run's last epoch): the task then sees exactly the rows it would pick."""
+    """(split, metadata) -> the mask of the rows `task` reads, so `load_splits` decodes only those.
+
+    `load_splits` is `benchmarks.harness.load_splits`. The mask is None (every row) in three cases: the
+    task says nothing, its selection fails, or selecting again on the kept rows would drop some. A
+    failing task says why when it runs. A `fraction` checkpoint is relative to a run's last epoch, so
+    it can drop rows. So the task sees exactly the rows it would pick."""
 
     def mask(split: str, metadata: pandas.DataFrame) -> np.ndarray | None:
         try:

@@ -1,20 +1,21 @@
 """The `token-dynamics` task: what the token-dynamics track's regime training reports, for the board.
 
-The track (`benchmarks.tracks.tokens`, `nfnzoo track run token-dynamics`) trains tiny
-transformers whose heads are held in a regime (Pham et al., NeurIPS 2025), on a character-level
-language model of AG News text and on MNIST rows as tokens, so this task has no `run`: it is the
-board's description of those results. Metrics: the test cross-entropy (nats per character or per
-image; lower is better) and the test accuracy (next-character or digit; the ranking metric).
+The track (`benchmarks.tracks.tokens`, `nfnzoo track run token-dynamics`) trains tiny transformers
+whose heads are held in a regime (Pham et al., NeurIPS 2025). They learn a character-level
+language model of AG News text, and MNIST rows as tokens. So this task has no `run`: it is the
+board's description of those results. Its metrics are the test cross-entropy and the test
+accuracy. Cross-entropy is in nats per character or per image; lower is better. Accuracy is
+next-character or digit, and is the ranking metric.
 
-The dataset is the benchmark's definition (`task_config["definition"]`: the data, the windows or
-the subset, the model's size and its training), whose canonical-JSON sha256 is the dataset hash
-(`continual_learning.definition_hash`), one for every regime and encoding so they rank on one
-board. The board pins, as the dataset's test metadata, two cells per test example
-(`definition_cells`: model_id "example{k}/loss" and "example{k}/correct"); a submission's
-predictions are each example's mean cross-entropy and its share of correct predictions, and
-re-scoring recomputes both metrics as their means. The per-example values need the model and are
-taken as reported.
-"""
+The dataset is the benchmark's definition (`task_config["definition"]`). That is the data, the
+windows or the subset, the model's size and its training. Its canonical-JSON sha256 is the dataset
+hash (`continual_learning.definition_hash`). Every regime and encoding shares it, so they rank on
+one board.
+
+The board pins two cells per test example as the dataset's test metadata (`definition_cells`).
+Their model_ids are "example{k}/loss" and "example{k}/correct". A submission's predictions are each
+example's mean cross-entropy and its share of correct predictions. Re-scoring recomputes both
+metrics as their means. The per-example values need the model, and are taken as reported."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ MAX_TEST_EXAMPLES = 250_000  # a definition's declared test examples (the track'
 
 
 def declared_examples(definition: Mapping) -> int:
-    """The definition's number of test examples, checked (an int from 1 to MAX_TEST_EXAMPLES) before anything
-    is built."""
+    """The definition's number of test examples, checked before anything is built.
+
+    It must be an int from 1 to MAX_TEST_EXAMPLES."""
     benchmark = definition.get("benchmark") if isinstance(definition, Mapping) else None
     examples = benchmark.get("test_examples") if isinstance(benchmark, Mapping) else None
     if isinstance(examples, bool) or not isinstance(examples, int):

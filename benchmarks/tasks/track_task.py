@@ -1,15 +1,14 @@
 """What the tracks' board tasks share: results written by `nfnzoo track run`, a definition as the dataset.
 
-A track runs its study itself, so its task has no `run` and no hyperparameters; its results'
-dataset is the benchmark's definition (`task_config["definition"]`), one hash per benchmark, and
-the board pins, as that dataset's test metadata, the cells the definition allows
-(`definition_cells`, a subclass's), which `test_targets` and `score_rows` then read.
+A track runs its study itself, so its task has no `run` and no hyperparameters. Its results'
+dataset is the benchmark's definition (`task_config["definition"]`), one hash per benchmark. The
+board pins, as that dataset's test metadata, the cells the definition allows. A subclass's
+`definition_cells` lists them, and `test_targets` and `score_rows` read them.
 
-A definition declares its size (the number of tasks, of test examples); `cell_count` checks
-that declaration against the subclass's documented limit and returns the number of cells
-without building any, and `predicted_cells` the number a results file's predictions hold per
-seed, so a board refuses an oversized or inconsistent definition before allocating its cells.
-"""
+A definition declares its size: the number of tasks, or of test examples. `cell_count` checks that
+declaration against the subclass's documented limit. It returns the number of cells without
+building any. `predicted_cells` returns the number a results file's predictions hold per seed. So
+a board refuses an oversized or inconsistent definition before allocating its cells."""
 
 from __future__ import annotations
 
@@ -36,8 +35,9 @@ class TrackTask(Task):
 
     @classmethod
     def cell_count(cls, definition: Mapping) -> int:
-        """How many cells `definition_cells` would build, computed without building them; raises
-        ValueError when the definition's declared size is missing, not positive or past the limit."""
+        """How many cells `definition_cells` would build, computed without building them.
+
+        Raises ValueError when the definition's declared size is missing, not positive or past the limit."""
         raise NotImplementedError
 
     @classmethod
