@@ -1,22 +1,25 @@
 """A Small Transformer Zoo member's weights as Transformer-NFN's per-block features.
 
-Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025),
-Sec. 3: the weight space of an encoder block in the row-vector convention, per head i
-W_Q^(i), W_K^(i) in R^{D x d_k}, W_V^(i) in R^{D x d_v}, W_O^(i) in R^{d_v x D}, and the
-MLP's W_A in R^{D x D_A}, b_A in R^{D_A}, W_B in R^{D_A x D}, b_B in R^D. PyTorch stores the
-transposes (`nn.Linear.weight` is (out, in), heads stacked along the rows of the query, key
-and value maps and along the columns of the out-projection); `AttentionLayout` finds the
-tensors of `zoo.families.transformer` members by name and `block_features` returns the
-paper's layout with a channel axis:
+Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025), Sec. 3: the weight
+space of an encoder block in the row-vector convention. Per head i it holds W_Q^(i), W_K^(i) in R^{D x d_k},
+W_V^(i) in R^{D x d_v} and W_O^(i) in R^{d_v x D}. The MLP holds W_A in R^{D x D_A}, b_A in R^{D_A}, W_B in
+R^{D_A x D} and b_B in R^D.
 
-    wq, wk (B, C, h, D, d_k)   wv (B, C, h, D, d_v)   wo (B, C, h, d_v, D)
-    wa (B, C, D, D_A)   ba (B, C, D_A)   wb (B, C, D_A, D)   bb (B, C, D)
+PyTorch stores the transposes: `nn.Linear.weight` is (out, in). Heads are stacked along the rows of the
+query, key and value maps, and along the columns of the out-projection. `AttentionLayout` finds the tensors
+of `zoo.families.transformer` members by name. `block_features` returns the paper's layout with a channel
+axis. The attention's tensors are
 
-The rest of the member (the input stem, the classifier head) is outside the blocks:
-`AttentionLayout.embedding` and `.classifier` list those tensors. The number of heads and
-whether the member has residual connections are not visible in the tensors' shapes; the
-models that read this layout take them as hyperparameters (`num_heads`, `residual`), which the
-benchmark tasks check against the zoo's architecture.
+    wq, wk (B, C, h, D, d_k),   wv (B, C, h, D, d_v),   wo (B, C, h, d_v, D).
+
+The MLP's are
+
+    wa (B, C, D, D_A),   ba (B, C, D_A),   wb (B, C, D_A, D),   bb (B, C, D).
+
+The rest of the member (the input stem, the classifier head) is outside the blocks.
+`AttentionLayout.embedding` and `.classifier` list those tensors. The tensors' shapes do not show the number
+of heads, nor whether the member has residual connections. The models that read this layout take them as
+hyperparameters (`num_heads`, `residual`). The benchmark tasks check these against the zoo's architecture.
 """
 
 from __future__ import annotations
@@ -112,8 +115,8 @@ def block_features(weights: WeightBatch, layout: AttentionLayout) -> list[dict[s
 
 def block_weights(features: list[dict[str, torch.Tensor]], layout: AttentionLayout, space: WeightSpace,
                   channel: int = 0) -> WeightBatch:
-    """The inverse of `block_features` for one channel: the blocks' tensors in PyTorch's layout,
-    the stem and classifier tensors zero (for acting on equivariant features with `zoo.symmetry`)."""
+    """The inverse of `block_features` for one channel: the blocks' tensors in PyTorch's layout. The stem
+    and classifier tensors are zero. It is for acting on equivariant features with `zoo.symmetry`."""
     batch = features[0]["wq"].shape[0]
     tensors = [torch.zeros(batch, *t.shape, dtype=features[0]["wq"].dtype, device=features[0]["wq"].device)
                for t in space.tensors]

@@ -1,34 +1,35 @@
 """DWSNets: an invariant network of DWS layers for MLP (SIREN) weight spaces.
 
-Navon, Shamsian, Achituve, Fetaya, Chechik & Maron, "Equivariant Architectures for Learning in
-Deep Weight Spaces" (ICML 2023). Sec. 5 composes the equivariant DWS layers
-(`nfn_models.layers.dws`, Sec. 4-5) with pointwise nonlinearities into DWSNet, and Sec. 5 /
-Appendix make it invariant by pooling over the hidden axes, keeping what the fixed input and output
-axes index (W_0 averaged over its hidden outputs only, W_{L-1} over its hidden inputs only, b_{L-1}
-whole: `HNPPool`'s features), then a fully connected head. The stack, as in the authors' MNIST INR
-classifier (AvivNavon/DWSNets `DWSModelForClassification`):
+Navon, Shamsian, Achituve, Fetaya, Chechik & Maron, "Equivariant Architectures for Learning in Deep Weight
+Spaces" (ICML 2023). Sec. 5 composes the equivariant DWS layers (`nfn_models.layers.dws`, Sec. 4-5) with
+pointwise nonlinearities into DWSNet. Sec. 5 and the Appendix make it invariant by pooling over the hidden
+axes. The pool keeps what the fixed input and output axes index. W_0 is averaged over its hidden outputs
+only, W_{L-1} over its hidden inputs only, and b_{L-1} is kept whole (`HNPPool`'s features). A fully
+connected head follows. The stack follows the authors' MNIST INR classifier (AvivNavon/DWSNets
+`DWSModelForClassification`):
 
     DWS(1 -> c_1), then for each next width c: [BatchNorm] -> ReLU -> Dropout -> DWS(-> c),
     then ReLU -> Dropout -> invariant pool -> MLP head.
 
-BatchNorm (`FeatureBatchNorm`) normalizes each weight and bias tensor's channels over the batch
-and all its entries, so it commutes with hidden permutations. With `output="weights"` the stack
-ends in a DWS layer of one channel (no pool, head or activation after it) and the model outputs a
-weight delta of the input's space (`nfn_models.stack`), equivariant to hidden permutations.
+BatchNorm (`FeatureBatchNorm`) normalizes each weight and bias tensor's channels over the batch and all its
+entries. So it commutes with hidden permutations. With `output="weights"` the stack ends in a DWS layer of
+one channel, with no pool, head or activation after it. The model then outputs a weight delta of the input's
+space (`nfn_models.stack`), equivariant to hidden permutations.
 
-Symmetries: hidden-unit permutations only; not input/output permutations (W_0's inputs and
-W_{L-1}'s outputs are channels), nor scalings or sign flips. Weight spaces: the paper is about MLP
-weight spaces (the INR zoos); on a CNN a convolution's filter positions become channels, as NP/HNP
-treat them. That extension is ours, not the paper's, and there is no preset for CNN generalization
-prediction because the paper reports none: `generalization` is just the defaults (3 DWS layers of
-16 channels, not a paper setting), which the registry asks every model to have.
+Symmetries: hidden-unit permutations only. Not input/output permutations, since W_0's inputs and W_{L-1}'s
+outputs are channels. Nor scalings or sign flips.
 
-Presets: `inr-classification` is the authors' MNIST INR script (`experiments/mnist/trainer.py`
-defaults: hidden width 32, 4 hidden DWS layers after the first (5 in all), batch norm on, dropout 0,
-one linear invariant output layer (`n_out_fc=1`), 10 classes; trained with AdamW, lr 5e-3, weight
-decay 5e-4, batch 512, a task setting). Their script pools with max and uses set-attention (SAB)
-blocks inside each layer; here the layers are the paper's linear ones with mean pooling (see
-`nfn_models.layers.dws`), so results are not expected to match theirs exactly.
+Weight spaces: the paper is about MLP weight spaces (the INR zoos). On a CNN a convolution's filter
+positions become channels, as NP/HNP treat them. That extension is ours, not the paper's. There is no preset
+for CNN generalization prediction, because the paper reports none. `generalization` is just the defaults (3
+DWS layers of 16 channels, not a paper setting), which the registry asks every model to have.
+
+Presets: `inr-classification` is the authors' MNIST INR script (`experiments/mnist/trainer.py` defaults).
+That is hidden width 32, with 4 hidden DWS layers after the first (5 in all) and batch norm on. It has
+dropout 0, one linear invariant output layer (`n_out_fc=1`) and 10 classes. They train with AdamW, lr 5e-3,
+weight decay 5e-4 and batch 512, a task setting. Their script pools with max and uses set-attention (SAB)
+blocks inside each layer. Here the layers are the paper's linear ones with mean pooling (see
+`nfn_models.layers.dws`). So results are not expected to match theirs exactly.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class DWSNet(InvariantStack):
     PRESETS = {"generalization": {},  # the defaults; the paper has no CNN generalization setting (see Config)
                "inr-classification": {"channels": (32, 32, 32, 32, 32), "hidden_sizes": (), "dropout": 0.0,
                                       "batch_norm": True, "out_features": 10},
-               # 16 channels (the paper's 32) and 3 layers (its 5): ~7x less time per step (SIREN, 1 thread)
+               # 16 channels (the paper's 32) and 3 layers (its 5): the CPU budget's (timings in docs/performance.md)
                "inr-classification-budget": {"channels": (16, 16, 16), "hidden_sizes": (), "dropout": 0.0,
                                              "batch_norm": True, "out_features": 10},
                # INR editing: the DWSNet that Kofinas et al.'s style_editing runs (dwsnet.yaml: 4 hidden

@@ -1,26 +1,24 @@
 """Weight-space features of feedforward networks (MLPs, SIRENs, the Small CNN) for NFN layers.
 
-A `NetworkDescription` is the frozen description of a feedforward architecture: per layer
-its output and input units and its kernel shape. Layer i (0-based) maps unit axis i to unit
-axis i + 1, so a network of L layers has L + 1 unit axes: axis 0 (inputs) and axis L
-(outputs) are fixed, axes 1..L-1 (hidden units) are permuted by the symmetry group (Zhou et
-al. 2023, "Permutation Equivariant Neural Functionals", Sec. 2). The conventions are those
-of `zoo.symmetry.feedforward`: a weight's axis 0 is its output units, axis 1 its input
-units, and any further axes are the filter positions of a convolution. Global average
-pooling between the Small CNN's last convolution and its dense layer makes conv3's output
-channels and the dense layer's inputs one and the same hidden axis, so nothing special is
-needed for it here.
+A `NetworkDescription` is the frozen description of a feedforward architecture. Per layer it holds the
+output and input units and the kernel shape. Layer i (0-based) maps unit axis i to unit axis i + 1. So a
+network of L layers has L + 1 unit axes. Axis 0 (inputs) and axis L (outputs) are fixed. The symmetry group
+permutes axes 1..L-1, the hidden units (Zhou et al. 2023, "Permutation Equivariant Neural Functionals", Sec.
+2).
 
-`WeightSpaceFeatures` holds C channels of features per weight and bias:
-weights[i] (B, C, n_{i+1}, n_i, *kernel_i), biases[i] (B, C, n_{i+1}). A `WeightBatch` is
-the C = 1 case; `to_weight_batch` converts back, so an equivariant model's output can be a
-weight delta. `shaped()` folds the filter positions into the channels,
-(B, C, o, i, kh, kw) -> (B, C * kh * kw, o, i) with the channel index c * kh * kw + position,
-which is how the NP/HNP layers see a convolution (as the `nfn` package does).
+The conventions are those of `zoo.symmetry.feedforward`. A weight's axis 0 is its output units and axis 1
+its input units. Any further axes are the filter positions of a convolution. The Small CNN has global
+average pooling between its last convolution and its dense layer. That makes conv3's output channels and the
+dense layer's inputs one and the same hidden axis. So nothing special is needed for it here.
 
-`act_on_features` applies a group element of a weight-space symmetry (`zoo.symmetry`) to
-multi-channel features, each channel being a copy of the weight space; the equivariance
-tests of every layer use it.
+`WeightSpaceFeatures` holds C channels of features per weight and bias: weights[i] (B, C, n_{i+1}, n_i,
+*kernel_i), biases[i] (B, C, n_{i+1}). A `WeightBatch` is the C = 1 case. `to_weight_batch` converts back,
+so an equivariant model's output can be a weight delta. `shaped()` folds the filter positions into the
+channels: (B, C, o, i, kh, kw) -> (B, C * kh * kw, o, i). The channel index is c * kh * kw + position. That
+is how the NP/HNP layers see a convolution, as the `nfn` package does.
+
+`act_on_features` applies a group element of a weight-space symmetry (`zoo.symmetry`) to multi-channel
+features. Each channel is a copy of the weight space. The equivariance tests of every layer use it.
 """
 
 from __future__ import annotations
@@ -82,8 +80,8 @@ class NetworkDescription:
         return tuple(layer.filter_size for layer in self.layers)
 
     def without_kernels(self) -> "NetworkDescription":
-        """The same units with every layer dense: where a layer that folds the filter positions
-        into its channels (and mixes them away) writes its output (MAGEP-NFN's first layer)."""
+        """The same units with every layer dense. A layer that folds the filter positions into its channels,
+        and mixes them away, writes its output there (MAGEP-NFN's first layer)."""
         return NetworkDescription(tuple(dataclasses.replace(layer, kernel=()) for layer in self.layers))
 
     @classmethod

@@ -1,31 +1,32 @@
 """The neural graph of a feedforward checkpoint, batched for a population without a Python loop.
 
-Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural
-Networks" (ICLR 2024), Sec. 3: a network is a graph whose nodes are its neurons and whose edges
-are its weights. Per unit axis i of `nfn_models.features.NetworkDescription` (0: the inputs,
-L: the outputs) there is one node per unit; layer i's weight W[o, j] is the edge from node j of
-axis i to node o of axis i + 1; the bias b[o] is node o's feature (the input nodes, which have
-no bias, get 0). A convolution's kernel W[o, j, :, :] is its edge's feature vector, flattened
-row-major (kh * kw); kernels of different sizes are zero-padded to the largest height and width,
-centred (the authors' `pad_and_flatten_kernel`, except that we pad the height by the height's
-difference and the width by the width's: theirs pads the width by the height's, the same for
-the square kernels of their zoos), and a dense layer is a 1 x 1 kernel (their `linear_as_conv`
-layout). The Small CNN's global average pooling makes the last convolution's channels the dense
-layer's inputs, so it needs no extra nodes (their `flattening_method: null`).
+Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural Networks" (ICLR
+2024), Sec. 3. A network is a graph whose nodes are its neurons and whose edges are its weights. Take the
+unit axes i of `nfn_models.features.NetworkDescription` (0: the inputs, L: the outputs). Each axis has one
+node per unit. Layer i's weight W[o, j] is the edge from node j of axis i to node o of axis i + 1. The bias
+b[o] is node o's feature. The input nodes have no bias and get 0.
 
-The graph is the same for every member of one architecture, so a population of B members is one
-disjoint `torch_geometric.data.Batch` built by offsetting a single `edge_index` (B, not a loop
-over members): node n of member b is node b * N + n, edge e of member b is edge b * E + e.
+A convolution's kernel W[o, j, :, :] is its edge's feature vector, flattened row-major (kh * kw). Kernels of
+different sizes are zero-padded to the largest height and width, centred. This is the authors'
+`pad_and_flatten_kernel`, except that we pad the height by the height's difference and the width by the
+width's. Theirs pads the width by the height's, which is the same for their zoos' square kernels. A dense
+layer is a 1 x 1 kernel (their `linear_as_conv` layout). The Small CNN's global average pooling makes the
+last convolution's channels the dense layer's inputs. So it needs no extra nodes (their `flattening_method:
+null`).
 
-Positional features (Sec. 3, "node and edge features"): the hidden neurons of one layer are
-interchangeable (the permutation symmetry), the input and output neurons are not. `node_position`
-says which learned embedding a node gets: input neuron k -> k, every neuron of hidden axis l ->
-n_0 + l - 1, output neuron k -> n_0 + L - 1 + k (`num_positions` in all), as the authors'
-`pos_embed_layout`. A model adds the embeddings; the graph carries only the indices.
+The graph is the same for every member of one architecture. So a population of B members is one disjoint
+`torch_geometric.data.Batch`, built by offsetting a single `edge_index` (no loop over members). Node n of
+member b is node b * N + n, and edge e of member b is edge b * E + e.
 
-With `reverse_edges` (the authors' `rev_edge_features`, their INR setting) every edge is also
-present reversed, and an edge's feature is [w(u -> v), w(v -> u), w(u -> v) + w(v -> u)]: a
-forward edge carries [w, 0, w], its reverse [0, w, w].
+Positional features (Sec. 3, "node and edge features"). The hidden neurons of one layer are interchangeable
+(the permutation symmetry); the input and output neurons are not. `node_position` says which learned
+embedding a node gets, as the authors' `pos_embed_layout` does. Input neuron k gets k. Every neuron of
+hidden axis l gets n_0 + l - 1. Output neuron k gets n_0 + L - 1 + k. `num_positions` counts them all. A
+model adds the embeddings; the graph carries only the indices.
+
+With `reverse_edges` (the authors' `rev_edge_features`, their INR setting) every edge is also present
+reversed. An edge's feature is then [w(u -> v), w(v -> u), w(u -> v) + w(v -> u)]. A forward edge carries
+[w, 0, w], its reverse [0, w, w].
 
 Transformer members have their own layout, with the same interface (`nfn_models.transformer_graph`).
 """
@@ -156,8 +157,8 @@ class NeuralGraphLayout:
 
     @staticmethod
     def centre_entry(kernel_size: tuple[int, int]) -> int:
-        """Where `pad_kernel` puts a 1 x 1 kernel in the flattened kh * kw vector (above and left of
-        the middle for an even size: the padding's smaller half goes first)."""
+        """Where `pad_kernel` puts a 1 x 1 kernel in the flattened kh * kw vector. For an even size that is
+        above and left of the middle: the padding's smaller half goes first."""
         height, width = kernel_size
         return ((height - 1) // 2) * width + (width - 1) // 2
 
@@ -186,10 +187,13 @@ class NeuralGraphLayout:
         return nodes, (reverse_edge_features(edges) if self.reverse_edges else edges)
 
     def to_weights(self, space: WeightSpace, nodes: torch.Tensor, edges: torch.Tensor) -> WeightBatch:
-        """The inverse of `features`: one value per node (B, N) and a kernel vector per forward edge
-        (B, E_f, kh * kw) -> a `WeightBatch` of `space` (biases from the non-input nodes, each
-        weight from its edge with the centred padding cropped). An equivariant model's node and
-        edge outputs become a weight-space output this way (Kofinas et al. 2024, Sec. 5.3's INR editing)."""
+        """The inverse of `features`: per-node values (B, N) and per-edge kernel vectors (B, E_f, kh * kw)
+        -> `WeightBatch`.
+
+        The result is a `WeightBatch` of `space`. Biases come from the non-input nodes. Each weight comes
+        from its forward edge, with the centred padding cropped. An equivariant model's node and edge
+        outputs become a weight-space output this way (Kofinas et al. 2024, Sec. 5.3's INR editing).
+        """
         offsets, tensors, start = self.node_offsets, {}, 0
         for i, layer in enumerate(self.description.layers):
             tensors[layer.bias_name] = nodes[:, offsets[i + 1]:offsets[i + 2]]
@@ -205,18 +209,18 @@ class NeuralGraphLayout:
 
 
 def reverse_edge_features(edges: torch.Tensor) -> torch.Tensor:
-    """Forward edges' features (B, E_f, f) -> (B, 2 E_f, 3 f): each forward edge as [w, 0, w], then each
-    reversed one as [0, w, w] (the authors' `rev_edge_features`), in `edge_index` order."""
+    """Forward edges' features (B, E_f, f) -> (B, 2 E_f, 3 f), in `edge_index` order. Each forward edge
+    becomes [w, 0, w], then each reversed one [0, w, w] (the authors' `rev_edge_features`)."""
     zeros = torch.zeros_like(edges)
     return torch.cat([torch.cat([edges, zeros, edges], dim=-1), torch.cat([zeros, edges, edges], dim=-1)], dim=1)
 
 
 def batch_graphs(layout, weights: WeightBatch):
-    """A layout's graphs of a batch of members as one disjoint `torch_geometric.data.Batch` (no
-    per-member loop): the one `edge_index` offset by each member's first node.
+    """A layout's graphs of a batch of members as one disjoint `torch_geometric.data.Batch`.
 
-    Attributes: x (B * N, 1), edge_index (2, B * E), edge_attr (B * E, f), batch (B * N,),
-    ptr (B + 1,), node_position (B * N,), edge_layer (B * E,).
+    There is no per-member loop: the one `edge_index` is offset by each member's first node. Attributes: x
+    (B * N, 1), edge_index (2, B * E), edge_attr (B * E, f), batch (B * N,), ptr (B + 1,), node_position (B
+    * N,), edge_layer (B * E,).
     """
     import nfn_models.layers.quiet_geometric  # noqa: F401  (the graph library stays out of the package import)
     from torch_geometric.data import Batch

@@ -1,21 +1,21 @@
 """MAGEP-NFN: an invariant polynomial NFN for permutations with scalings or sign flips.
 
-Vo et al., "Equivariant Polynomial Functional Networks" (ICML 2025), Sec. 4-6: one
-Monomial-NFN equivariant layer (Tran et al. 2024) that maps the input weights (CNN kernels
-folded into channels) to C channels on the dense description, the nonlinearity, polynomial
-equivariant layers (`PolynomialLinear`) each followed by the nonlinearity, the polynomial
-invariant layer (`PolynomialPool`) and an MLP head. The nonlinearity must commute with the
-group: ReLU for positive scalings (`group="scale"`, CNN-ReLU zoos), tanh for sign flips
-(`group="sign"`, CNN-tanh and SIREN zoos). The polynomial layers are equivariant to any
-invertible scaling, so the group only chooses the first layer's variant and the nonlinearity.
+Vo et al., "Equivariant Polynomial Functional Networks" (ICML 2025), Sec. 4-6. The first layer is one
+Monomial-NFN equivariant layer (Tran et al. 2024). It maps the input weights, with CNN kernels folded into
+channels, to C channels on the dense description. Then come the nonlinearity and polynomial equivariant
+layers (`PolynomialLinear`), each followed by the nonlinearity. The polynomial invariant layer
+(`PolynomialPool`) and an MLP head end the model. The nonlinearity must commute with the group. ReLU suits
+positive scalings (`group="scale"`, CNN-ReLU zoos). Tanh suits sign flips (`group="sign"`, CNN-tanh and
+SIREN zoos). The polynomial layers are equivariant to any invertible scaling. So the group only chooses the
+first layer's variant and the nonlinearity.
 
-Defaults (the generalization-prediction preset): a 1 -> 20 first layer, two polynomial layers
-of 20 channels, an invariant layer of 20 outputs, a head of two hidden layers of 500. No input
-normalization: per-feature standardization would break the scale invariance. With
-`output="weights"` (INR editing) a last `PolynomialLinear` to one channel, with nothing after it,
-replaces the invariant layer and the head: a weight delta equivariant to the group
-(`nfn_models.stack`); it needs a dense weight space (SIRENs, MLPs), since the polynomial layers
-work on the dense description.
+Defaults (the generalization-prediction preset): a 1 -> 20 first layer, then two polynomial layers of 20
+channels. The invariant layer has 20 outputs, and the head two hidden layers of 500. There is no input
+normalization, since per-feature standardization would break the scale invariance.
+
+With `output="weights"` (INR editing) a last `PolynomialLinear` to one channel replaces the invariant layer
+and the head. Nothing follows it. It gives a weight delta equivariant to the group (`nfn_models.stack`). It
+needs a dense weight space (SIRENs, MLPs), since the polynomial layers work on the dense description.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class MAGEPNFN(InvariantStack):
                "inr-classification": {"group": "sign", "channels": (128, 128, 128, 128), "invariant_channels": 128,
                                       "hidden_sizes": (1000, 1000), "dropout": 0.1, "out_features": 10},
                "inr-editing": {"group": "sign", "channels": (16, 32), "output": "weights"},
-               # a 2-core CPU's: the classifier at 16 channels and a head of 500 (paper: 128 and 1000 x 2),
+               # the CPU budget's: the classifier at 16 channels and a head of 500 (paper: 128 and 1000 x 2),
                # the editor as the paper's
                "inr-classification-budget": {"group": "sign", "channels": (16, 16, 16, 16), "invariant_channels": 16,
                                              "hidden_sizes": (500,), "dropout": 0.1, "out_features": 10},

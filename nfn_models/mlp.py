@@ -1,12 +1,11 @@
 """MLP baseline: an MLP on the flattened weights of each checkpoint.
 
-The "DNN on flattened weights" estimator of Unterthiner et al. 2020, "Predicting Neural
-Network Accuracy from Weights" (arXiv:2002.11448): all parameters concatenated in layer
-order, standardized per coordinate, then a fully connected network. It ignores every
-symmetry of the weight space, which makes it the negative control for invariance tests.
-With `output="weights"` its last layer has one output per parameter, unflattened into a
-weight batch: the MLP baseline of INR editing (Zhou et al. 2023, Sec. 5.3; the authors'
-`MLPTransferNet`: three hidden layers of 1,000, the `inr-editing` preset).
+The "DNN on flattened weights" estimator of Unterthiner et al. 2020, "Predicting Neural Network Accuracy
+from Weights" (arXiv:2002.11448). All parameters are concatenated in layer order and standardized per
+coordinate. A fully connected network follows. It ignores every symmetry of the weight space, which makes it
+the negative control for invariance tests. With `output="weights"` its last layer has one output per
+parameter. These are unflattened into a weight batch: the MLP baseline of INR editing (Zhou et al. 2023,
+Sec. 5.3). It is the authors' `MLPTransferNet`, three hidden layers of 1,000 (the `inr-editing` preset).
 """
 
 from __future__ import annotations

@@ -1,25 +1,28 @@
 """Monomial-NFN: an invariant NFN for permutations with positive scalings or sign flips.
 
-Tran, Vo, Tran-Huu, Nguyen & Nguyen, "Equivariant Neural Functional Networks for Monomial
-Matrix Groups" (NeurIPS 2024), Sec. 4-5 and the generalization-prediction experiment
-(Sec. 6): a stack of equivariant `MonomialLinear` layers, the group's invariant pool and an
-MLP head. The nonlinearity between equivariant layers must commute with the group: ReLU is
-positively homogeneous (relu(d z) = d relu(z), d > 0) for the scaling group, tanh is odd for
-the sign group. For the invariant output, for the sign group the last equivariant layer is followed by |.| instead
-(the authors' `S_tanh_abs_gen` preset), which is what makes the pooled features sign
-invariant; they are then pooled as HNP's are, without `MonomialPool`'s normalization, which
-removes positive factors the sign group does not have (`GROUP_POOLS`). For the scaling group
-ReLU follows every equivariant layer but the last, which has none (a deliberate departure
-from the authors' HNPS preset, which has a ReLU there too):
-a middle bias b_l[j] reaches the pool only through its sign (everything on its path is
-positively homogeneous and the pool normalizes), so a final ReLU that leaves one of the 5
-channels alive makes that path constant and freezes its parameters' gradients at exactly
-zero, which happened for about 1 in 6 random initializations; without it the gradients are
-generic. The other defaults are that preset's: equivariant channels 16, 16, 5 and a head of two
-hidden layers of width 200. With `output="weights"` (INR editing) the group's nonlinearity
-follows every layer of `channels` and a last `MonomialLinear` to one channel, with nothing after
-it, gives a weight delta equivariant to the group (`nfn_models.stack`). The generalization task
-runs `group="scale"` on CNN-ReLU zoos and `group="sign"` on CNN-tanh zoos.
+Tran, Vo, Tran-Huu, Nguyen & Nguyen, "Equivariant Neural Functional Networks for Monomial Matrix Groups"
+(NeurIPS 2024), Sec. 4-5 and the generalization-prediction experiment (Sec. 6). The model is a stack of
+equivariant `MonomialLinear` layers, the group's invariant pool and an MLP head. The nonlinearity between
+equivariant layers must commute with the group. ReLU is positively homogeneous (relu(d z) = d relu(z), d >
+0), which suits the scaling group. Tanh is odd, which suits the sign group.
+
+For the invariant output of the sign group, the last equivariant layer is followed by |.| instead (the
+authors' `S_tanh_abs_gen` preset). That makes the pooled features sign invariant. They are then pooled as
+HNP's are (`GROUP_POOLS`). `MonomialPool`'s normalization is left out: it removes positive factors, which
+the sign group does not have.
+
+For the scaling group ReLU follows every equivariant layer but the last, which has none. This departs on
+purpose from the authors' HNPS preset, which has a ReLU there too. A middle bias b_l[j] reaches the pool
+only through its sign. Everything on its path is positively homogeneous, and the pool normalizes. So a final
+ReLU that leaves one of the 5 channels alive makes that path constant. That freezes its parameters'
+gradients at exactly zero, which happened for about 1 in 6 random initializations. Without it the gradients
+are generic.
+
+The other defaults are that preset's: equivariant channels 16, 16, 5 and a head of two hidden layers of
+width 200. With `output="weights"` (INR editing) the group's nonlinearity follows every layer of `channels`.
+Then a last `MonomialLinear` to one channel, with nothing after it, gives a weight delta
+(`nfn_models.stack`). That delta is equivariant to the group. The generalization task runs `group="scale"`
+on CNN-ReLU zoos and `group="sign"` on CNN-tanh zoos.
 """
 
 from __future__ import annotations
@@ -98,7 +101,7 @@ class MonomialNFN(InvariantStack):
                "inr-classification": {"group": "sign", "channels": (64, 64, 1), "hidden_sizes": (1000,),
                                       "dropout": 0.1, "out_features": 10},
                "inr-editing": {"group": "sign", "channels": (128, 128, 128), "output": "weights"},
-               # a 2-core CPU's: the classifier as the paper's (it is cheap); the editor at 32 channels
+               # the CPU budget's: the classifier as the paper's (it is cheap); the editor at 32 channels
                "inr-classification-budget": {"group": "sign", "channels": (64, 64, 1), "hidden_sizes": (1000,),
                                              "dropout": 0.1, "out_features": 10},
                "inr-editing-budget": {"group": "sign", "channels": (32, 32, 32), "output": "weights"}}

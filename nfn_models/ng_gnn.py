@@ -1,51 +1,57 @@
 """NG-GNN: a PNA graph network on the neural graph of a checkpoint, with an invariant readout.
 
-Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural
-Networks" (ICLR 2024). Sec. 3: the neural graph (`nfn_models.graphs`: neurons as nodes, biases
-as node features, weights and flattened kernels as edge features, learned positional embeddings
-of the input neurons, of each hidden layer and of the output neurons). Sec. 4 (NG-GNN):
+Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural Networks" (ICLR
+2024). Sec. 3 defines the neural graph (`nfn_models.graphs`). Neurons are nodes, biases are node features,
+and weights and flattened kernels are edge features. The input neurons, each hidden layer and the output
+neurons get learned positional embeddings. Sec. 4 (NG-GNN) has three steps:
 
-1. node and edge encoders: each scalar (bias, or kernel vector) -> random Fourier features
-   [cos 2 pi B v, sin 2 pi B v] (B ~ N(0, sigma^2), fixed; the authors' `GaussianEncoding`,
-   sigma 3, 128 frequencies) -> linear -> linear; plus the node's positional embedding (these and
-   the readout MLP live in `nfn_models.layers.neural_graph`, shared with NG-T). Where a network
-   mixes convolutions and dense layers, the dense layers' edges (their one weight) have their own
-   encoder (the authors' `linear_as_conv: False` for the CNN zoo);
-2. `num_layers` PNA layers with FiLM edge modulation and edge updates (`nfn_models.layers.pna`),
-   LayerNorm, SiLU and dropout between them (none after the last);
-3. the readout: the output neurons' node features concatenated in order ("cat" over the last
-   layer), then an MLP d -> d -> out_features with ReLUs.
+1. Node and edge encoders. Each scalar (a bias, or a kernel vector) goes to random Fourier features [cos 2
+   pi B v, sin 2 pi B v]. B ~ N(0, sigma^2) is fixed, as in the authors' `GaussianEncoding` (sigma 3, 128
+   frequencies). Two linear maps follow, plus the node's positional embedding. These and the readout MLP
+   live in `nfn_models.layers.neural_graph`, shared with NG-T. Some networks mix convolutions and dense
+   layers. Then the dense layers' edges (their one weight) have their own encoder (the authors'
+   `linear_as_conv: False` for the CNN zoo).
 
-With `output="weights"` (the authors' INR editing model, their `dense_gnn.GNNParams`) there is no
-readout: each neuron's final features give its bias and each forward edge's final features give
-its weight (a kernel vector on a CNN) through MLPs d -> d -> 1 (`WeightHead`, read back into the
-weight space by `NeuralGraphLayout.to_weights`); the task scales the delta. Equivariant to
-hidden-neuron permutations, checked in float64 (`EXACTNESS_DTYPE` below).
+2. `num_layers` PNA layers with FiLM edge modulation and edge updates (`nfn_models.layers.pna`). LayerNorm,
+   SiLU and dropout come between them, none after the last.
 
-Every step is equivariant to permutations of a hidden layer's neurons (they share their
-positional embedding, and message passing does not see node order), and the readout reads only
-the output neurons, which no symmetry moves: the output is invariant to hidden-neuron
-permutations ("permutation"), exactly up to float summation order. It is not invariant to the
-positive scalings of ReLU networks or the sign flips of tanh/sine networks (the encoders see
-raw weights); `benchmarks.check_model` checks both.
+3. The readout. The output neurons' node features are concatenated in order ("cat" over the last layer).
+   Then an MLP d -> d -> out_features with ReLUs reads them.
 
-Checked once against the authors' code (mkofinas/neural-graphs, `nn/gnn.py`'s `PNA` with our
-parameters copied across): the same backbone function to 3e-15 in float64 once both LayerNorms'
-eps is 0 (PyG's graph LayerNorm divides by std + eps without a batch vector, by sqrt(var + eps)
-with one). Where ours differs from theirs (`nn/gnn.py`, `nn/graph_constructor.py`,
-`nn/dynamic_graph_constructor.py`):
-- LayerNorm normalises each graph (PyG's graph-mode LayerNorm given the batch vector); theirs is
-  called without it and normalises over the whole minibatch, so a member's prediction there
-  depends on the other members of its batch.
-- PNA's degree histogram is the graph's own in-degrees (reverse edges included when present);
-  their INR code counts forward edges only (the amplification scaler's normaliser differs).
-- No activation-function embedding (their `use_act_embed`: a zoo mixing activations; ours are
-  one activation per weight space) and no per-layer weight standardisation (their INR `stats`).
-- The weight output reads the first layer's biases from the first hidden neurons (the input
-  neurons carry none); their `graph_to_wb` takes the biases from node 0 on. Their editing config
-  encodes raw scalars linearly (`sin_emb: False`); ours keeps the Fourier encoders.
-- Probe features (`probe_features: K`, 64 in their `*_probe_64.sh` scripts) for SIREN members:
-  `nfn_models.layers.neural_graph.INRProbeFeatures`, added to the encoded biases as theirs are.
+With `output="weights"` (the authors' INR editing model, their `dense_gnn.GNNParams`) there is no readout.
+Each neuron's final features give its bias, and each forward edge's give its weight (a kernel vector on a
+CNN). MLPs d -> d -> 1 do this (`WeightHead`), and `NeuralGraphLayout.to_weights` reads them back into the
+weight space. The task scales the delta. It is equivariant to hidden-neuron permutations, checked in float64
+(`EXACTNESS_DTYPE` below).
+
+Every step is equivariant to permutations of a hidden layer's neurons. They share their positional
+embedding, and message passing does not see node order. The readout reads only the output neurons, which no
+symmetry moves. So the output is invariant to hidden-neuron permutations ("permutation"), exactly up to
+float summation order. It is not invariant to ReLU networks' positive scalings or tanh/sine networks' sign
+flips, since the encoders see raw weights. `benchmarks.check_model` checks both.
+
+We checked it once against the authors' code (mkofinas/neural-graphs, `nn/gnn.py`'s `PNA`), with our
+parameters copied across. The backbone is the same function to 3e-15 in float64 once both LayerNorms' eps is
+0. PyG's graph LayerNorm divides by std + eps without a batch vector, and by sqrt(var + eps) with one.
+
+Where ours differs from theirs (`nn/gnn.py`, `nn/graph_constructor.py`, `nn/dynamic_graph_constructor.py`):
+
+(1) LayerNorm normalises each graph (PyG's graph-mode LayerNorm, given the batch vector). Theirs is called
+without it and normalises over the whole minibatch. So there a member's prediction depends on the other
+members of its batch.
+
+(2) PNA's degree histogram is the graph's own in-degrees, reverse edges included when present. Their INR
+code counts forward edges only, so the amplification scaler's normaliser differs.
+
+(3) No activation-function embedding (their `use_act_embed`, for a zoo mixing activations). Ours have one
+activation per weight space. No per-layer weight standardisation (their INR `stats`).
+
+(4) The weight output reads the first layer's biases from the first hidden neurons, since the input neurons
+carry none. Their `graph_to_wb` takes the biases from node 0 on. Their editing config encodes raw scalars
+linearly (`sin_emb: False`); ours keeps the Fourier encoders.
+
+(5) Probe features for SIREN members (`probe_features: K`; their `*_probe_64.sh` scripts use 64). They are
+`nfn_models.layers.neural_graph.INRProbeFeatures`, added to the encoded biases as theirs are.
 """
 
 from __future__ import annotations
@@ -116,7 +122,7 @@ class NGGNN(nn.Module):
     # (cnn_zoo_pna.sh): d_hid 256, 4 PNA layers, no reverse edges, no dropout (the defaults);
     # INR classification (mnist_cls_pna.sh): d_hid 32, reverse edges, dropout 0.2, 10 classes.
     PRESETS = {"generalization": {},
-               # d 32: ~17x less time per Small CNN step than d 256 on a 2-core CPU (docs/performance.md)
+               # d 32: the CPU budget's width (paper: 256; timings in docs/performance.md)
                "generalization-budget": {"hidden_dim": 32},
                "inr-classification": {"hidden_dim": 32, "reverse_edges": True, "dropout": 0.2, "out_features": 10},
                # their *_probe_64.sh: the same with 64 learned probe coordinates
@@ -168,8 +174,9 @@ class NGGNN(nn.Module):
 
     @property
     def symmetries(self) -> tuple[str, ...]:
-        """Node relabellings: hidden-neuron permutations of CNNs and SIRENs, a transformer's neuron
-        relabellings (`nfn_models.transformer_graph`); with output="weights", equivariant to them."""
+        """Node relabellings: hidden-neuron permutations of CNNs and SIRENs, and a transformer's neuron
+        relabellings (`nfn_models.transformer_graph`). With output="weights" the output is equivariant to
+        them."""
         return ("permutation",) if weight_space_kind(self.weight_space) == "feedforward" else ("attention-permutation",)
 
     def encode(self, graphs, probes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,8 +203,8 @@ class NGGNN(nn.Module):
         return self.weight_head(self.weight_space, nodes, forward_edges)
 
     def forward_graphs(self, graphs, probes: torch.Tensor | None = None) -> torch.Tensor:
-        """The prediction for batched neural graphs of this architecture (`NeuralGraphLayout.batch`),
-        in any edge order, with probe features (B, N, d) if any: (B, out_features)."""
+        """The prediction for batched neural graphs of this architecture (`NeuralGraphLayout.batch`), in any
+        edge order: (B, out_features). Probe features (B, N, d) join if any."""
         nodes, _ = self.backbone(graphs, probes)
         readout = nodes[:, self.layout.output_nodes.to(nodes.device)]  # (B, n_out, d)
         if self.pool_nodes:
@@ -205,8 +212,8 @@ class NGGNN(nn.Module):
         return self.head(readout.flatten(1))  # (B, out_features)
 
     def backbone(self, graphs, probes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Encoders and PNA layers: node features (B, N, d) and edge features (B * E, d) in the graphs'
-        edge order (the last layer updates nodes only: the authors' `final_edge_update: False`)."""
+        """Encoders and PNA layers: node features (B, N, d) and edge features (B * E, d) in the graphs' edge
+        order. The last layer updates nodes only (the authors' `final_edge_update: False`)."""
         from nfn_models.layers.pna import DegreeBuckets  # loaded by the constructor already
 
         members = graphs.num_graphs

@@ -1,61 +1,71 @@
 """NG-T: a relational transformer on the dense neural graph of a checkpoint, with an invariant readout.
 
-Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural
-Networks" (ICLR 2024). Sec. 3: the neural graph (`nfn_models.graphs`: neurons as nodes, biases
-as node features, weights and flattened kernels as edge features, positional embeddings of the
-input neurons, of each hidden layer and of the output neurons), here as a dense graph: every
-ordered pair of nodes (i, j) holds the feature of the weight i -> j, or zeros where there is none
-(the authors' dense `batch_to_graphs`; a dense layer is a 1 x 1 kernel centred in the largest
-one, their `linear_as_conv: True`, the setting of their NG-T script). Sec. 4 (NG-T):
+Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural Networks" (ICLR
+2024). Sec. 3 defines the neural graph (`nfn_models.graphs`). Neurons are nodes, biases are node features,
+and weights and flattened kernels are edge features. The input neurons, each hidden layer and the output
+neurons get positional embeddings. Here the graph is dense, as in the authors' dense `batch_to_graphs`.
+Every ordered pair of nodes (i, j) holds the feature of the weight i -> j, or zeros where there is none. A
+dense layer is a 1 x 1 kernel centred in the largest one (their `linear_as_conv: True`, as in their NG-T
+script).
 
-1. the encoders NG-GNN uses (`nfn_models.layers.neural_graph`): random Fourier features of each
-   bias and of each pair's edge vector (zero vectors included: every non-edge gets the same learned
-   code), two linear maps, plus the node's positional embedding; Fourier scale sigma 1 (the
-   authors' `inp_factor` of their RT configs; NG-GNN's is 3);
-2. `num_layers` relational-transformer layers (`nfn_models.layers.relational_transformer`):
-   attention of every node to every node with the edge features shifting queries and keys and
-   modulating values, then edge updates from [e_ij, e_ji], x_i and x_j, each followed by a
-   feedforward and post-LayerNorm; the last layer updates no edges (the readout reads nodes only);
-3. the readout: the output neurons' features concatenated in order, then an MLP with
-   `readout_layers` hidden layers of `readout_dim` and ReLUs (two on the CNN zoo, their
-   `DynamicRelationalTransformer`; one on INRs, their `RelationalTransformer`).
+Sec. 4 (NG-T) has three steps:
 
-With `output="weights"` (their INR editing model, `RelationalTransformerParams`) every layer
-updates the edges, and each neuron's final features give its bias and each forward edge's its
-weight (`nfn_models.layers.neural_graph.WeightHead`, MLPs d -> d -> 1): equivariant to
-hidden-neuron permutations.
+1. The encoders NG-GNN uses (`nfn_models.layers.neural_graph`). Random Fourier features encode each bias and
+   each pair's edge vector. Zero vectors are included, so every non-edge gets the same learned code. Two
+   linear maps follow, plus the node's positional embedding. The Fourier scale sigma is 1 (the authors'
+   `inp_factor` of their RT configs; NG-GNN's is 3).
 
-Presets (`PRESETS`, the widths in `NGTConfig`): `generalization`, 1,806,977 parameters on the Small
-CNN; `inr-classification`, 376,586 on SIRENs 2-32-32-1. Their `-budget` forms (the suites') set
-d_node 32, as NG-GNN's and ScaleGMN's INR budget presets are at d 32: 101,514 parameters.
+2. `num_layers` relational-transformer layers (`nfn_models.layers.relational_transformer`). Every node
+   attends to every node; the edge features shift queries and keys and modulate values. Edge updates read
+   [e_ij, e_ji], x_i and x_j. Each step is followed by a feedforward and post-LayerNorm. The last layer
+   updates no edges, since the readout reads nodes only.
 
-A hidden-neuron permutation of the weights relabels the nodes of one hidden layer, which share
-their positional embedding; attention and edge updates are equivariant to relabelling nodes (a
-softmax and a sum over all j), and the readout reads only the output neurons, which no symmetry
-moves. So the output is invariant to hidden-neuron permutations ("permutation"), exactly up to
-float summation order. It is not invariant to the positive scalings of ReLU networks or the
-sign flips of tanh/sine networks: the encoders read raw weights (`benchmarks.check_model`).
+3. The readout. The output neurons' features are concatenated in order, then go through an MLP. It has
+   `readout_layers` hidden layers of `readout_dim` with ReLUs. That is two on the CNN zoo (their
+   `DynamicRelationalTransformer`) and one on INRs (their `RelationalTransformer`).
 
-Checked once against the authors' code (mkofinas/neural-graphs, `nn/relational_transformer.py`'s
-`RTLayer` and `RelationalTransformer` with `nn/graph_constructor.py`; our parameters copied
-across, every parameter perturbed off its initial value, float64): our four RT layers at the CNN
-widths on Small CNN graphs give their node and edge features to 1.1e-14 (features of size ~3), and
-the whole INR-preset model on SIRENs 2-32-32-1 gives their logits to 3.3e-15, the same 376,586
-parameters. Their CNN model (`DynamicRelationalTransformer`, PyG batches) was not run; it differs
-from the static one only in the graph's construction and the readout's depth (`readout_layers`).
+With `output="weights"` (their INR editing model, `RelationalTransformerParams`) every layer updates the
+edges. Each neuron's final features give its bias, and each forward edge's its weight
+(`nfn_models.layers.neural_graph.WeightHead`, MLPs d -> d -> 1). That output is equivariant to hidden-neuron
+permutations.
+
+Presets (`PRESETS`, the widths in `NGTConfig`): `generalization` has 1,806,977 parameters on the Small CNN.
+`inr-classification` has 376,586 on SIRENs 2-32-32-1. Their `-budget` forms (the suites') set d_node 32,
+like NG-GNN's and ScaleGMN's INR budget presets: 101,514 parameters.
+
+A hidden-neuron permutation of the weights relabels the nodes of one hidden layer. Those nodes share their
+positional embedding. Attention and edge updates are equivariant to relabelling nodes (a softmax and a sum
+over all j). The readout reads only the output neurons, which no symmetry moves. So the output is invariant
+to hidden-neuron permutations ("permutation"), exactly up to float summation order. It is not invariant to
+ReLU networks' positive scalings or tanh/sine networks' sign flips. The encoders read raw weights
+(`benchmarks.check_model`).
+
+We checked it once against the authors' code (mkofinas/neural-graphs). That is their `RTLayer` and
+`RelationalTransformer` in `nn/relational_transformer.py`, with `nn/graph_constructor.py`. Our parameters
+were copied across, each perturbed off its initial value, in float64. Four RT layers at the CNN widths on
+Small CNN graphs give their node and edge features to 1.1e-14 (features of size ~3). The whole INR-preset
+model on SIRENs 2-32-32-1 gives their logits to 3.3e-15, with the same 376,586 parameters. Their CNN model
+(`DynamicRelationalTransformer`, PyG batches) was not run. It differs from the static one only in the
+graph's construction and the readout's depth (`readout_layers`).
+
 Where ours differs:
-- Parameter layout only: their fused q/k/v projections are split into heads first (rows
-  (head, q|k|v, d_h)), ours into q/k/v first (rows (q|k|v, head, d_h)); the same function after
-  a row permutation, and the same Xavier-uniform distribution.
-- The dense graph comes from `NeuralGraphLayout` (one architecture per model); their CNN variant
-  densifies PyG batches (`dynamic_graph_constructor`), for zoos of mixed architectures.
-- No activation-function embedding (their `use_act_embed`: a zoo mixing activations; ours are one
-  activation per weight space), no per-layer weight standardisation (their INR `stats`), no CLS
-  token (their `use_cls_token` is off in every NG-T script), `modulate_v` always on (every script).
-- Their CNN-zoo script trains a sigmoid output with BCE; here the task's `loss` decides (the
-  generalization task's `loss: bce` is that; its default, `mse`, regresses the raw output).
-- Probe features (`probe_features: K`, their `*_probe_64.sh` scripts use 64) for SIREN members:
-  `nfn_models.layers.neural_graph.INRProbeFeatures`, added to the encoded biases as theirs are.
+
+(1) Parameter layout only. Their fused q/k/v projections split into heads first (rows (head, q|k|v, d_h)).
+Ours split into q/k/v first (rows (q|k|v, head, d_h)). A row permutation maps one to the other, with the
+same Xavier-uniform distribution.
+
+(2) The dense graph comes from `NeuralGraphLayout`, one architecture per model. Their CNN variant densifies
+PyG batches (`dynamic_graph_constructor`), for zoos of mixed architectures.
+
+(3) No activation-function embedding (their `use_act_embed`, for a zoo mixing activations). Ours have one
+activation per weight space. No per-layer weight standardisation (their INR `stats`). No CLS token (their
+`use_cls_token` is off in every NG-T script). `modulate_v` is always on, as in every script.
+
+(4) Their CNN-zoo script trains a sigmoid output with BCE. Here the task's `loss` decides. The
+generalization task's `loss: bce` is theirs; its default, `mse`, regresses the raw output.
+
+(5) Probe features for SIREN members (`probe_features: K`; their `*_probe_64.sh` scripts use 64). They are
+`nfn_models.layers.neural_graph.INRProbeFeatures`, added to the encoded biases as theirs are.
 """
 
 from __future__ import annotations
@@ -153,14 +163,13 @@ class NGT(nn.Module):
     # (mnist_cls_rt.sh with rtransformer.yaml): d_node 64, d_edge 32, 128 / 128 / 64 / 128, dropout 0.2,
     # readout with one hidden layer, 10 classes.
     PRESETS = {"generalization": {},
-               # d_node 32 (d_edge 16): a quarter of the CNN widths, for a 2-core CPU
+               # d_node 32 (d_edge 16): a quarter of the CNN widths, the CPU budget's
                "generalization-budget": {"hidden_dim": 32},
                "inr-classification": {"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1, "out_features": 10},
                # their *_probe_64.sh: the same with 64 learned probe coordinates
                "inr-classification-probes": {**{"hidden_dim": 64, "dropout": 0.2, "readout_layers": 1,
                                                 "out_features": 10}, "probe_features": 64},
-               # d_node 32 (d_edge 16), half the INR widths: at 64 a step of 32 SIRENs takes 5.3 s on 2
-               # CPU cores (about 2 h a seed of the budget task), at 32 about a third of that
+               # d_node 32 (d_edge 16), half the INR widths: the CPU budget's (timings in docs/performance.md)
                "inr-classification-budget": {"hidden_dim": 32, "dropout": 0.2, "readout_layers": 1,
                                              "out_features": 10},
                # INR editing (mnist_dilation_rt.sh with style_editing's rtransformer.yaml): the INR widths,
@@ -206,8 +215,8 @@ class NGT(nn.Module):
 
     def forward_graph(self, nodes: torch.Tensor, edges: torch.Tensor,
                       probes: torch.Tensor | None = None) -> torch.Tensor:
-        """The prediction for dense neural graphs of this architecture (`dense_neural_graph`):
-        nodes (B, N, 1), edges (B, N, N, f), probe features (B, N, d) if any -> (B, out_features)."""
+        """The prediction for dense neural graphs of this architecture (`dense_neural_graph`) -> (B,
+        out_features). It reads nodes (B, N, 1), edges (B, N, N, f), and probe features (B, N, d) if any."""
         x, _ = self.backbone(nodes, edges, probes)
         return self.head(x[:, self.output_nodes].flatten(1))  # (B, n_out * d) -> (B, out_features)
 

@@ -1,14 +1,15 @@
 """NP-NFN and HNP-NFN: invariant permutation-equivariant NFNs for feedforward weight spaces.
 
-Zhou et al., "Permutation Equivariant Neural Functionals" (NeurIPS 2023), Sec. 3-4: a stack
-of equivariant NF-Layers (NP or HNP, `nfn_models.layers`) with pointwise ReLUs, an invariant
-pool, and an MLP head. The defaults are the paper's generalization-prediction preset
-(equivariant channels 16, 16, 5, a head of width 1000). The output is invariant to the
-hidden-unit permutations of the input network (and NP's to input/output permutations too);
-it is not invariant to the ReLU networks' positive scalings or tanh/sine sign flips, which
-is what Monomial-NFN adds. With `output="weights"` the stack ends in an equivariant layer of one
-channel and the model outputs a weight delta (`nfn_models.stack`; the paper's INR editing,
-Sec. 5.3: its preset is 3 equivariant layers of 128 channels, then the 1-channel layer).
+Zhou et al., "Permutation Equivariant Neural Functionals" (NeurIPS 2023), Sec. 3-4. The model is a stack of
+equivariant NF-Layers (NP or HNP, `nfn_models.layers`) with pointwise ReLUs, an invariant pool, and an MLP
+head. The defaults are the paper's generalization-prediction preset: equivariant channels 16, 16, 5 and a
+head of width 1000. The output is invariant to the hidden-unit permutations of the input network. NP's is
+invariant to input/output permutations too. It is not invariant to ReLU networks' positive scalings or
+tanh/sine sign flips; Monomial-NFN adds those.
+
+With `output="weights"` the stack ends in an equivariant layer of one channel (`nfn_models.stack`). The
+model then outputs a weight delta. That is the paper's INR editing (Sec. 5.3). Its preset is 3 equivariant
+layers of 128 channels, then the 1-channel layer.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ class EquivariantNFN(InvariantStack):
                                       "out_features": 10, "fourier_features": 128, "fourier_scale": 3.0},
                "inr-editing": {"channels": (128, 128, 128), "fourier_features": 128, "fourier_scale": 3.0,
                                "output": "weights"},
-               # what fits a 2-core CPU (README, INR tasks): 32 channels and 32 Fourier features (paper: 256
-               # or 128 of each), ~8x and ~5x less time per step
+               # the CPU budget's (README, INR tasks): 32 channels and 32 Fourier features (paper: 256 or
+               # 128 of each; timings in docs/performance.md)
                "inr-classification-budget": {"channels": (32, 32, 32), "hidden_sizes": (1000,), "dropout": 0.1,
                                              "out_features": 10, "fourier_features": 32, "fourier_scale": 3.0},
                "inr-editing-budget": {"channels": (32, 32, 32), "fourier_features": 32, "fourier_scale": 3.0,

@@ -1,58 +1,61 @@
 """ProbeGen and vanilla probing: a black box that reads each member's outputs on learned probes.
 
 Kahana, Horwitz, Shuval, Hoshen 2024, "Deep Linear Probe Generators for Weight Space Learning"
-(arXiv:2410.10811, ICLR 2025). The model never reads a weight as a feature. It runs every member
-network f_w on N shared probe inputs x_1 .. x_N, concatenates the outputs and classifies them with
-an MLP (the paper's probing formulation, its Fig. 1):
+(arXiv:2410.10811, ICLR 2025). The model never reads a weight as a feature. It runs every member network f_w
+on N shared probe inputs x_1 .. x_N. It concatenates the outputs and classifies them with an MLP (the
+paper's probing formulation, its Fig. 1):
 
-    y(w) = MLP([f_w(x_1), ..., f_w(x_N)])
+    y(w) = MLP([f_w(x_1), ..., f_w(x_N)]).
 
-Vanilla probing (their baseline) learns the probes x_n themselves (`generator="none"`).
-ProbeGen (their method, "Deep Linear Probe Generators") generates them, x_n = G(z_n), from learned
-latent codes z_n through a shared deep *linear* generator G, linear maps with no nonlinearity
-between them (`generator="linear"`): an inductive bias towards structured probes that reduces
-overfitting (before the image bound all probes lie in one affine space of dimension <= d, and for images transposed
-convolutions correlate neighbouring pixels). Facts from the authors' code
-(jonkahana/ProbeGen, read for facts only):
+Vanilla probing (their baseline) learns the probes x_n themselves (`generator="none"`). ProbeGen (their
+method) generates them as x_n = G(z_n), from learned latent codes z_n (`generator="linear"`). G is a shared
+deep *linear* generator: linear maps with no nonlinearity between them. That is an inductive bias towards
+structured probes, which reduces overfitting. Before the image bound, all probes lie in one affine space of
+dimension <= d. For images, transposed convolutions also correlate neighbouring pixels.
 
-- images: z_n in R^32 as a 1x1 map through 6 transposed convolutions (kernel, stride, padding)
-  (4,1,0) (4,2,1) (4,2,1) (3,1,1) (4,2,1) (3,1,1) of 8w, 4w, 2w, 2w, w, C channels (w = 16), 1x1 ->
-  32x32; one tanh bounds the final probe (not a nonlinearity between layers). Vanilla probing of
-  images learns the 32x32 probes and bounds them with the same tanh. Our CNN members read [0, 1]
-  pixels mapped to their `input_range` (`zoo.families.cnn.scale_input`), so a probe t in [-1, 1]
-  is the pixel (t + 1) / 2: on a `signed` member exactly the authors' probe. The Small CNN's global
-  average pooling reads 32x32 probes whatever its data's size (MNIST's 28x28).
-- INR coordinates: z_n in R^32 through two linear layers 32 -> 32 -> in_features, unbounded;
-  vanilla probing learns the coordinates directly (standard normal init).
-- 128 probes (64 in their smaller setting); the outputs (N, out) of a member flattened probe-major
-  to N * out features, neither normalised nor softmaxed (a CNN's logits, a SIREN's intensities);
-  the MLP is 6 linear layers of width 256 with ReLU.
+Facts from the authors' code (jonkahana/ProbeGen, read for facts only):
 
-One departure, a switch (`normalize_outputs`, on by default): each of the N * out features is
-standardized by a BatchNorm without affine parameters (running statistics with momentum 0.1, which
-follow the probes as they are learned) before the MLP. A CNN's logits on probes far from its data
-reach the hundreds (on unconstrained weights the thousands), where the head's float32 arithmetic
-loses ~1e-6 absolute with the batch size; standardized, it is well conditioned as the repo's other
-heads are (`nfn_models.layers.input_normalization`, for fixed features).
+(1) Images. Each z_n in R^32 is a 1x1 map. It passes 6 transposed convolutions, 1x1 -> 32x32, with (kernel,
+stride, padding) (4,1,0) (4,2,1) (4,2,1) (3,1,1) (4,2,1) (3,1,1). They have 8w, 4w, 2w, 2w, w and C channels
+(w = 16). One tanh bounds the final probe; it is not a nonlinearity between layers. Vanilla probing of
+images learns the 32x32 probes and bounds them with the same tanh.
 
-The member's forward pass is the family's own batched function of its weights: the CNN's
-`population_forward` (every member's convolutions in one grouped convolution, the probes shared)
-and the SIREN's `siren_forward`. What the tensors' shapes do not say comes from the config: the
-CNN's activation (`member_activation`, a zoo row's hyperparameter: the benchmark harness fills it
-from the rows the task reads, `HPARAM_FIELDS`, and refuses a run over ReLU and tanh CNNs together
-until a `subset: {activation: ...}` picks one) and, filled from the zoo's architecture by the
-benchmark harness (`ARCHITECTURE_FIELDS`), the CNN's stride, padding and input range and the
-SIREN's frequencies, coordinate order and output offset.
-Transformer members are not read (yet): the family's batched functional forward
-(`zoo.families.transformer_population.PopulationTransformer`) belongs to the trainer and is built
-with the task data's embedding (text members' frozen word vectors, which the weights do not hold),
-and image and text members need different probes (patches, tokens); a transformer ProbeGen would
-generate those first.
+(2) INR coordinates. Each z_n in R^32 passes two linear layers 32 -> 32 -> in_features, unbounded. Vanilla
+probing learns the coordinates directly (standard normal init).
 
-Symmetry: the output depends on the weights only through the member's function, so it is
-invariant to every transformation that preserves that function (up to float rounding), though
-no layer is built equivariant: hidden-unit permutations, with positive scalings for ReLU CNNs
-and sign flips for tanh CNNs and SIRENs (sin and tanh are odd).
+(3) They use 128 probes (64 in their smaller setting). A member's outputs (N, out) are flattened probe-major
+to N * out features. They are neither normalised nor softmaxed: a CNN's logits, a SIREN's intensities. The
+MLP is 6 linear layers of width 256 with ReLU.
+
+Our CNN members read [0, 1] pixels mapped to their `input_range` (`zoo.families.cnn.scale_input`). So a
+probe t in [-1, 1] is the pixel (t + 1) / 2, which on a `signed` member is exactly the authors' probe. The
+Small CNN's global average pooling reads 32x32 probes whatever its data's size (MNIST's 28x28).
+
+One departure, a switch (`normalize_outputs`, on by default). Each of the N * out features is standardized
+before the MLP. A BatchNorm without affine parameters does this. Its running statistics use momentum 0.1, so
+they follow the probes as they are learned. A CNN's logits on probes far from its data reach the hundreds,
+and the thousands on unconstrained weights. There the head's float32 arithmetic loses ~1e-6 absolute with
+the batch size. Standardized, it is well conditioned, as the repo's other heads are
+(`nfn_models.layers.input_normalization`, for fixed features).
+
+The member's forward pass is the family's own batched function of its weights. For the CNN that is
+`population_forward`: every member's convolutions in one grouped convolution, the probes shared. For the
+SIREN it is `siren_forward`. What the tensors' shapes do not say comes from the config. The CNN's activation
+is `member_activation`, a zoo row's hyperparameter. The benchmark harness fills it from the rows the task
+reads (`HPARAM_FIELDS`). It refuses a run over ReLU and tanh CNNs together until a `subset: {activation:
+...}` picks one. The harness also fills fields from the zoo's architecture (`ARCHITECTURE_FIELDS`). These
+are the CNN's stride, padding and input range, and the SIREN's frequencies, coordinate order and output
+offset.
+
+Transformer members are not read yet. The family's batched functional forward belongs to the trainer
+(`zoo.families.transformer_population.PopulationTransformer`). It is built with the task data's embedding,
+e.g. text members' frozen word vectors, which the weights do not hold. Image and text members also need
+different probes (patches, tokens). A transformer ProbeGen would generate those first.
+
+Symmetry: the output depends on the weights only through the member's function. So it is invariant to every
+transformation that preserves that function, up to float rounding, though no layer is built equivariant.
+These are hidden-unit permutations, with positive scalings for ReLU CNNs. For tanh CNNs and SIRENs they come
+with sign flips, since sin and tanh are odd.
 """
 
 from __future__ import annotations
@@ -149,9 +152,9 @@ class CNNMembers(nn.Module):
 class SIRENMembers(nn.Module):
     """B SIRENs on N shared coordinate probes: (N, in_features) -> intensities (B, N, out).
 
-    They run in float64 (SIRENs are small): at omega_0 = 30 a sine's argument reaches ~100 on
-    unconstrained weights, where the rounding of a float32 sum, which a hidden-unit permutation
-    reorders, moves an output by ~1e-5.
+    They run in float64, since SIRENs are small. At omega_0 = 30 a sine's argument reaches ~100 on
+    unconstrained weights. There the rounding of a float32 sum moves an output by ~1e-5, and a hidden-unit
+    permutation reorders that sum.
     """
 
     def __init__(self, architecture: INRArchitecture):
@@ -180,8 +183,8 @@ def members(space: WeightSpace, config: ProbeGenConfig) -> CNNMembers | SIRENMem
 # --- the probes: () -> (N, *probe_shape) ----------------------------------------------------
 
 class LinearImageGenerator(nn.Module):
-    """ProbeGen's deep linear generator of images: latent codes (N, d, 1, 1) through 6 transposed
-    convolutions without nonlinearities, then the tanh that bounds a probe -> (N, C, 32, 32)."""
+    """ProbeGen's deep linear generator of images -> (N, C, 32, 32). Latent codes (N, d, 1, 1) pass 6
+    transposed convolutions without nonlinearities, then the tanh that bounds a probe."""
 
     def __init__(self, num_probes: int, latent_dim: int, width: int, channels: int):
         super().__init__()
@@ -196,8 +199,8 @@ class LinearImageGenerator(nn.Module):
 
 
 class LinearCoordinateGenerator(nn.Module):
-    """ProbeGen's deep linear generator of INR coordinates: (N, d) -> d -> in_features, no
-    nonlinearity and no bound -> (N, in_features)."""
+    """ProbeGen's deep linear generator of INR coordinates: (N, d) -> d -> in_features -> (N, in_features).
+    It has no nonlinearity and no bound."""
 
     def __init__(self, num_probes: int, latent_dim: int, in_features: int):
         super().__init__()
@@ -233,13 +236,13 @@ GENERATORS: dict[tuple[str, type], Callable[[ProbeGenConfig, nn.Module], nn.Modu
 
 @register_model("probegen")
 class ProbeGen(nn.Module):
-    """Probes (N, ...) -> each member's outputs (B, N, out) -> flattened (B, N * out) -> standardization
-    -> MLP -> (B, out_features)."""
+    """Probes (N, ...) -> each member's outputs (B, N, out) -> flattened (B, N * out) -> standardization ->
+    MLP -> (B, out_features)."""
 
     Config = ProbeGenConfig
     # Kahana et al. 2024's settings: 128 probes, the 6-layer MLP of 256; `member_activation` as the
-    # CNN zoo subset's. The budget preset is their 64-probe setting (a 2-core CPU runs each
-    # member on every probe per step).
+    # CNN zoo subset's. The budget preset is their 64-probe setting (a CPU runs each member on
+    # every probe per step).
     PRESETS = {"generalization": {}, "generalization-budget": {"num_probes": 64},
                "inr-classification": {"out_features": 10},
                "inr-classification-budget": {"out_features": 10, "num_probes": 64}}
@@ -272,8 +275,8 @@ class ProbeGen(nn.Module):
         return self.members(weights, self.current_probes())
 
     def current_probes(self) -> torch.Tensor:
-        """The probes (N, *probe_shape); without autograd (evaluation) computed once per state of
-        the generator's parameters (an optimizer step or a load bumps their version counters)."""
+        """The probes (N, *probe_shape). Without autograd (evaluation) they are computed once per state of
+        the generator's parameters. An optimizer step or a load bumps their version counters."""
         if torch.is_grad_enabled():
             self._probe_cache = None
             return self.probes()

@@ -1,52 +1,51 @@
 """The NFN model registry: `@register_model(name)`, `list_models()`, `create_model(...)`.
 
-A registered model is an `nn.Module` class constructed as `Model(weight_space, **hparams)`,
-with a class attribute `Config`: the frozen dataclass of its hyperparameters. Overrides are
-validated against that dataclass (via `zoo.validation.schema`), so an unknown or mistyped
-hyperparameter is an error naming the model, the key and what was expected.
+A registered model is an `nn.Module` class constructed as `Model(weight_space, **hparams)`. Its class
+attribute `Config` is the frozen dataclass of its hyperparameters. Overrides are validated against that
+dataclass (via `zoo.validation.schema`). So an unknown or mistyped hyperparameter is an error naming the
+model, the key and what was expected.
 
-A model may carry named `PRESETS`: preset name (a safe name: letters, digits, `._+-`) -> config
-overrides (fields of its `Config` -> values the `Config` accepts), as data, each citing its paper's
-setting: `PRESETS = {"generalization": {}, "inr-classification-budget": {"channels": (32, 32, 32),
-"out_features": 10}}`. `model_config(name, preset=...)` (`--set model.preset=NAME`) starts from one;
-a standard suite's cell runs a model at the first of the cell's presets it has, else at its defaults.
+A model may carry named `PRESETS`, as data, each citing its paper's setting. A preset name is a safe name:
+letters, digits, `._+-`. It maps to config overrides, from fields of its `Config` to values the `Config`
+accepts. For example: `PRESETS = {"generalization": {}, "inr-classification-budget": {"channels": (32, 32,
+32), "out_features": 10}}`. `model_config(name, preset=...)` (`--set model.preset=NAME`) starts from one. A
+standard suite's cell runs a model at the first of the cell's presets it has, else at its defaults.
 
-A model says what its output is exactly invariant to in `symmetries` (a class attribute or
-a property of the built model): on feedforward weight spaces a tuple among "permutation"
-(hidden units), "scale" (permutations with positive scalings) and "sign" (permutations with
-sign flips), in the sense of `zoo.symmetry.feedforward`; on transformer weight spaces
-"attention", Transformer-NFN's group (`zoo.symmetry.attention` without the MLP scalings and
-the block-output permutations) or "attention-permutation", its subgroup of neuron relabellings
-(heads, a head's query/key rows jointly, its value rows, the attention's output features, the
-MLP units: `permutations_only`), which a claim of "attention" implies. `benchmarks.check_model`
-(`nfnzoo bench check-model`) checks a model's claims, and that every group it does not claim
-changes its output; `tests/nfn_models/test_exactness.py` runs it on every registered model.
+A model says what its output is exactly invariant to in `symmetries`. That is a class attribute or a
+property of the built model. On feedforward weight spaces it is a tuple among "permutation" (hidden units),
+"scale" (permutations with positive scalings) and "sign" (permutations with sign flips). These are in the
+sense of `zoo.symmetry.feedforward`. On transformer weight spaces it is "attention" or
+"attention-permutation". "attention" is Transformer-NFN's group: `zoo.symmetry.attention` without the MLP
+scalings and the block-output permutations. "attention-permutation" is its subgroup of neuron relabellings
+(`permutations_only`), which a claim of "attention" implies. It relabels heads, a head's query/key rows
+jointly, its value rows, the attention's output features and the MLP units.
 
-A model reads the weight-space kinds in `weight_spaces` ("feedforward": CNNs and SIRENs,
-"transformer": `zoo.families.transformer` members; default both); `create_model` refuses the
-others with a clear message. Hyperparameters that describe the members rather than the model
-(`ARCHITECTURE_FIELDS`, e.g. a transformer's `num_heads`, which its tensors' shapes do not
-show) are filled in from the zoo's architecture by the benchmark harness, and `HPARAM_FIELDS`
-(config field -> a hyperparameter column of the rows, e.g. ProbeGen's `member_activation` <-
-`activation`) from the rows the task reads.
+`benchmarks.check_model` (`nfnzoo bench check-model`) checks a model's claims. It also checks that every
+group the model does not claim changes its output. `tests/nfn_models/test_exactness.py` runs it on every
+registered model.
 
-A model's output is "invariant" (a vector per checkpoint: its invariant models) unless its
-`outputs` include "weights" and its config's `output` says so: then it returns a `WeightBatch`
-of the input's space, equivariant to the groups it claims (INR editing's weight delta).
-`model_outputs(name)` says which a model offers; `create_model` refuses an `output` the model
-does not offer.
+A model reads the weight-space kinds in `weight_spaces`: "feedforward" (CNNs and SIRENs) and "transformer"
+(`zoo.families.transformer` members), both by default. `create_model` refuses the others with a clear
+message. Some hyperparameters describe the members rather than the model (`ARCHITECTURE_FIELDS`). An example
+is a transformer's `num_heads`, which its tensors' shapes do not show. The benchmark harness fills them in
+from the zoo's architecture. It fills `HPARAM_FIELDS` from the rows the task reads. That maps a config field
+to a hyperparameter column of the rows, e.g. ProbeGen's `member_activation` <- `activation`.
 
-Most models are trained by gradient steps on their parameters (`trained_by = "gradient"`, the
-default). A model with `trained_by = "fit"` (the tree ensembles) is fitted instead:
-`model.fit(train, targets, validation, validation_targets, seed)` returns a dict saying how it
-was selected, and its forward pass predicts the target itself. `count_parameters` uses a
-model's `num_parameters()` when it has one (a tree ensemble's nodes), else its trainable
-parameters.
+A model's output is "invariant", a vector per checkpoint, unless its `outputs` include "weights" and its
+config's `output` says so. Then it returns a `WeightBatch` of the input's space (INR editing's weight
+delta). That output is equivariant to the groups it claims. `model_outputs(name)` says which a model offers.
+`create_model` refuses an `output` the model does not offer.
 
-Models may live in other packages (`zoo.registry`'s plugins): `--model mypkg.models:MyNFN` (an
-import path), or a name another package declares as an entry point of the group `nfnzoo.models`
-(`[project.entry-points."nfnzoo.models"] my_nfn = "mypkg.models:MyNFN"`), imported only when the
-name is asked for. `check_model_contract` states what such a class must have: the contract above.
+Most models are trained by gradient steps on their parameters (`trained_by = "gradient"`, the default). A
+model with `trained_by = "fit"` (the tree ensembles) is fitted instead. `model.fit(train, targets,
+validation, validation_targets, seed)` returns a dict saying how it was selected. Its forward pass predicts
+the target itself. `count_parameters` uses a model's `num_parameters()` when it has one (a tree ensemble's
+nodes), else its trainable parameters.
+
+Models may live in other packages (`zoo.registry`'s plugins). One is named by an import path, `--model
+mypkg.models:MyNFN`. Or another package declares the name as an entry point of the group `nfnzoo.models`:
+`[project.entry-points."nfnzoo.models"] my_nfn = "mypkg.models:MyNFN"`. It is imported only when the name is
+asked for. `check_model_contract` states what such a class must have: the contract above.
 """
 
 from __future__ import annotations
@@ -64,10 +63,12 @@ from zoo.weightspace import WeightBatch, WeightSpace
 ModelClass = TypeVar("ModelClass", bound=type)
 
 def check_model_contract(name: str, cls: Any) -> None:
-    """Raises `PluginError` (one line) unless `cls` is a model class this registry can build: an
-    `nn.Module` subclass built as `cls(weight_space, **hparams)`, with a dataclass `Config` whose
-    fields all have defaults, `PRESETS` (if any) its `Config` accepts, and known `weight_spaces`,
-    `outputs`, `trained_by` and (when a class attribute) `symmetries`."""
+    """Raises `PluginError` (one line) unless `cls` is a model class this registry can build.
+
+    That is an `nn.Module` subclass built as `cls(weight_space, **hparams)`. Its dataclass `Config` has
+    defaults for all fields. Its `PRESETS`, if any, are ones its `Config` accepts. Its `weight_spaces`,
+    `outputs`, `trained_by` and (when a class attribute) `symmetries` are known values.
+    """
     where = f"NFN model {name!r} ({getattr(cls, '__qualname__', type(cls).__name__)})"
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise PluginError(f"{where}: expected a torch.nn.Module subclass built as Model(weight_space, **hparams), "
@@ -96,8 +97,9 @@ def check_model_contract(name: str, cls: Any) -> None:
 
 
 def check_presets(where: str, config: type, presets: Any) -> None:
-    """Raises `PluginError` (one line naming `where`, the preset and the key) unless `presets` maps safe
-    names to mappings of `config`'s fields to values it accepts (as `model_config` applies them)."""
+    """Raises `PluginError` (one line naming `where`, the preset and the key) unless `presets` is valid. It
+    must map safe names to mappings of `config`'s fields to values it accepts (as `model_config` applies
+    them)."""
     shape = "a mapping of preset names to config overrides, e.g. {'budget': {'hidden': 16}}"
     if not isinstance(presets, Mapping):
         raise PluginError(f"{where}: `PRESETS` must be {shape}, got {type(presets).__name__} {presets!r:.80}")
@@ -203,9 +205,9 @@ def list_presets(name: str) -> list[str]:
 def model_config(name: str, **overrides: Any) -> Any:
     """The validated hyperparameter dataclass of model `name` with `overrides` applied.
 
-    `preset=NAME` (an override like the others, so `--set model.preset=NAME` works) starts
-    from one of the class's named `PRESETS` (data: the hyperparameters of a paper's setting)
-    instead of the defaults; the other overrides apply on top.
+    `preset=NAME` starts from one of the class's named `PRESETS` instead of the defaults. A preset is data:
+    the hyperparameters of a paper's setting. It is an override like the others, so `--set
+    model.preset=NAME` works. The other overrides apply on top.
     """
     cls = MODELS.get(name)
     data = to_data(cls.Config())
@@ -223,8 +225,8 @@ def model_config(name: str, **overrides: Any) -> Any:
 def create_model(name: str, weight_space: WeightSpace, **overrides: Any) -> nn.Module:
     """Builds model `name` for `weight_space`; `overrides` replace its default hyperparameters.
 
-    Parameter initialisation draws from torch's default generator; callers that need
-    isolation wrap this in `torch.random.fork_rng()` with a seed (the benchmark tasks do).
+    Parameter initialisation draws from torch's default generator. Callers that need isolation wrap this in
+    `torch.random.fork_rng()` with a seed, as the benchmark tasks do.
     """
     output = overrides.get("output", "invariant")
     if output in OUTPUTS and output not in model_outputs(name):  # before the schema's "unknown key"

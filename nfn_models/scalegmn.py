@@ -1,78 +1,78 @@
 """ScaleGMN: a graph metanetwork on the neural graph, invariant to permutations and to scalings or sign flips.
 
-Kalogeropoulos, Bouritsas and Panagakis, "Scale Equivariant Graph Metanetworks" (NeurIPS 2024;
-arXiv 2406.10685, whose section numbers we cite from memory: not re-checked against the text).
-Sec. 4: besides permuting hidden neurons, scaling neuron i of layer l by q (W_l[i, :] and b_l[i]
-times q, W_{l+1}[:, i] divided by q) keeps a network's function when the activation allows it:
-q > 0 for ReLU, q = +-1 for tanh and sine. Sec. 5 (ScaleGMN), the forward variant, on the neural
-graph of `nfn_models.graphs` (neurons as nodes, biases as node features, weights and flattened
-kernels as edge features; input neurons set to 1, as the authors' graphs do):
+Kalogeropoulos, Bouritsas and Panagakis, "Scale Equivariant Graph Metanetworks" (NeurIPS 2024; arXiv
+2406.10685). We cite its section numbers from memory; they are not re-checked against the text.
 
-1. initial features: each bias and each kernel vector through a linear map without bias (which
-   commutes with q); then the positional embeddings, multiplied into the hidden neurons' features
-   (q passes through) and added to the input and output neurons' (which no symmetry moves); with
-   `edge_positions` (the authors' INR configs) the edges' embeddings are multiplied in as well;
-2. `num_layers` ScaleGMN layers (`nfn_models.layers.scalegmn`: the scale-equivariant message,
-   update and edge update, Sec. 5's ScaleEq = Gamma x (.) ScaleInv(x)), with optional linear skip
-   connections and dropout after each;
-3. the readout: the output neurons' features concatenated in order, then an MLP (the authors'
+Sec. 4: a network keeps its function when hidden neuron i of layer l is scaled by q. That means W_l[i, :] and
+b_l[i] times q, and W_{l+1}[:, i] divided by q. The activation decides which q are allowed: q > 0 for ReLU, q =
++-1 for tanh and sine.
+
+Sec. 5 (ScaleGMN), the forward variant, runs on the neural graph of `nfn_models.graphs`. Neurons are nodes,
+biases are node features, weights and flattened kernels are edge features. Input neurons are set to 1, as in the
+authors' graphs. The model has three steps:
+
+1. Initial features. Each bias and kernel vector goes through a linear map without bias, which commutes with q.
+   Positional embeddings multiply the hidden neurons' features, so q passes through. They are added to the input
+   and output neurons' features, which no symmetry moves. With `edge_positions` (the authors' INR configs) edge
+   embeddings are multiplied in too.
+
+2. `num_layers` ScaleGMN layers (`nfn_models.layers.scalegmn`). Each has the scale-equivariant message, update
+   and edge update: Sec. 5's ScaleEq = Gamma x (.) ScaleInv(x). Optional linear skips and dropout follow each
+   layer.
+
+3. The readout. The output neurons' features are concatenated in order, then go through an MLP (the authors'
    `readout_range: last_layer`).
 
-With `output="weights"` (their `ScaleGMN_equiv`, the INR editing model) every layer updates hidden
-neurons and edges, and a linear map without bias (which commutes with q) takes each neuron's final
-features to its bias and each forward edge's to its weight: hidden features scale with q_i and
-edge features with q_i / q_j, as the weights do, so the delta is equivariant. In mode "scale" the
-layers read canonicalised members (below), whose delta ignores the scaling;
-`from_canonical_scale` puts it back at each member's scale, which makes it equivariant (tested,
-with the step left out as the control). Theirs ends in a layer of width 1; ours in d-wide layers
-and then the linear maps.
+With `output="weights"` (their `ScaleGMN_equiv`, the INR editing model) every layer updates hidden neurons and
+edges. Then linear maps without bias give each neuron's bias and each forward edge's weight. Hidden features
+scale with q_i and edge features with q_i / q_j, as the weights do. So the delta is equivariant. In mode "scale"
+the layers read canonicalised members (below), whose delta ignores the scaling. `from_canonical_scale` puts it
+back at each member's scale, which makes it equivariant. A test leaves that step out as the control. Theirs ends
+in a layer of width 1; ours ends in d-wide layers, then the maps.
 
-`mode` picks the group: "scale" (x / ||x|| canonicalisation: exactly invariant to positive
-per-neuron scalings, ReLU networks), "sign" (rho(x) + rho(-x) symmetrisation: exactly invariant
-to sign flips, tanh and SIREN networks), "permutation" (plain MLPs and additive positional
-embeddings: GMN, Lim et al., ICLR 2024). Every mode is invariant to hidden-neuron permutations.
-The claim does not depend on the members' activation: a "scale" model is invariant to positive
-scalings of any member's weights (they keep the function of ReLU members only), so pick the mode
-that matches the zoo (the presets follow the authors: `generalization` is "scale", for ReLU CNN
-zoos; set `mode: sign` on a tanh zoo; `inr-classification` is "sign", for SIRENs).
+`mode` picks the group; every mode is also invariant to hidden-neuron permutations. Mode "scale" uses x / ||x||
+canonicalisation: exactly invariant to positive per-neuron scalings (ReLU networks). Mode "sign" uses rho(x) +
+rho(-x) symmetrisation: exactly invariant to sign flips (tanh and SIREN networks). Mode "permutation" is GMN
+(Lim et al., ICLR 2024), with plain MLPs and additive positional embeddings.
 
-No input normalisation: dividing the weights by dataset statistics (their datasets' `normalize`
-option) breaks scale equivariance (their issue #4). In mode "scale" the members are first brought to
-a canonical scale instead (`canonical_scale`: each hidden neuron's incoming weights and bias divided
-by their norm, layer by layer, the norm moved onto its outgoing weights; entries below 1e-30 of
-their neuron's scale set to 0). ScaleGMN is scale invariant, so in exact arithmetic this changes
-nothing; in float32 it keeps the claim exact on members holding denormal weights, where the scaling
-itself rounds a denormal bias to 0 and the edge update's x / ||x|| of that neuron's only feature (a
-step function of the bias) would move the output by 1e-3 (tested, as a negative control).
+The claim does not depend on the members' activation. A "scale" model is invariant to positive scalings of any
+member, though they keep the function of ReLU members only. So pick the mode that matches the zoo. The presets
+follow the authors: `generalization` is "scale", for ReLU CNN zoos. `inr-classification` is "sign", for SIRENs.
+Set `mode: sign` on a tanh zoo.
 
-Checked once against the authors' code (jkalogero/scalegmn at its newest snapshot,
-`src/scalegmn/`, MIT; a scratch run in /tmp, not committed): their `ScaleGMN` (forward variant,
-`readout_range: last_layer`) and ours, every parameter copied across, float64, 3 members, d 16,
-on our neural graphs given in their edge order: max |ours - theirs| = 8.2e-14 (mode scale on a
-2-32-32-1 SIREN with the MNIST INR config's settings; their x / (||x|| + 1e-10) against ours),
-1.4e-15 (mode scale, Small CNN 1-16-16-16-10, their CIFAR-10 ReLU config), 1.7e-16 (mode sign,
-Small CNN), 1.1e-16 (mode sign, SIREN, MNIST INR config: skips, edge positions, no mlp_on_io),
-0 (mode permutation, SIREN); a copy with one message weight moved by 1e-3 disagrees. Their code
-ran on CPU with `rff` (imported by their `inr.py`, unused by ScaleGMN) stubbed. Where ours
-differs from theirs:
-- the scale canonicalisation x / ||x|| has no eps (theirs x / (||x|| + 1e-10)) and divides by
-  max |x| first, so denormal features keep their direction: exact invariance (the 8.2e-14 above);
-- the members are canonicalised first in mode "scale" (above; the comparison bypasses it);
-- the linear maps Gamma (no bias) start at N(0, 4 / fan-in), not torch's default: with the
-  default, on the CIFAR-10 config (no skips) at d 128, their outputs for two random members
-  differ by 4e-5: the features shrink about fivefold a layer, and the input barely reaches the
-  readout (the MNIST INR config's skips carry it: 0.6 there);
-- the last layer's hidden-neuron branches (ScaleEq of the message and update on hidden targets)
-  are left out: only the output neurons are read after it, so theirs get no gradient;
-- edge positions of the last layer go by output neuron, in our edge order; their
-  `get_edge_types` lists the last layer's types target-major while their `edge_index` is
-  source-major, so with more than one output neuron their types go to other edges (their configs
-  with edge positions have one output neuron, where the two agree);
-- input and output neurons share one MLP (their `num_mlps: 2`); their CIFAR-10 tanh and CIFAR
-  INR configs' `num_mlps: 3` (separate input and output MLPs) and `readout_range: full_graph`
-  (a DeepSets readout over hidden neurons) are not built, nor the bidirectional variant, the
-  heterogeneous-activation mode (`hetero`), the sign mode's |x| canonicalisation
-  (`sign_symmetrization: False`), or their `update_as_act` sine update.
+There is no input normalisation. Dividing the weights by dataset statistics (their `normalize` option) breaks
+scale equivariance (the authors' issue #4). Instead, mode "scale" first brings the members
+to a canonical scale (`canonical_scale`). Layer by layer, each hidden neuron's incoming weights and bias are
+divided by their norm. The norm moves onto its outgoing weights. Entries below 1e-30 of their neuron's scale are
+set to 0. In exact arithmetic this changes nothing, since ScaleGMN is scale invariant. In float32 it keeps the
+claim exact on members with denormal weights. There the scaling itself rounds a denormal bias to 0. The edge
+update's x / ||x|| of that neuron's only feature then moves the output by 1e-3. A test shows this as a negative
+control.
+
+We checked this module once against the authors' code (jkalogero/scalegmn, `src/scalegmn/`, MIT). Their
+`ScaleGMN` and ours, with every parameter copied across, agree to 1e-13 or better in float64. That covers each
+mode on SIRENs and Small CNNs; docs/models.md lists the figures. A copy with one weight moved disagrees. Where
+ours differs from theirs:
+
+(1) The scale canonicalisation x / ||x|| has no eps (theirs adds 1e-10 to the norm). It divides by max |x|
+first, so denormal features keep their direction. This gives exact invariance.
+
+(2) In mode "scale" the members are canonicalised first (above).
+
+(3) The linear maps Gamma (no bias) start at N(0, 4 / fan-in), not torch's default. With the default, on the
+CIFAR-10 config at d 128, the features shrink about fivefold a layer. The input then barely reaches the readout:
+two random members' outputs differ by 4e-5.
+
+(4) The last layer's hidden-neuron branches are left out. Only the output neurons are read after it, so theirs
+get no gradient.
+
+(5) Edge positions of the last layer go by output neuron, in our edge order. Their `get_edge_types` lists that
+layer's types target-major, but their `edge_index` is source-major. With more than one output neuron their types
+go to other edges. Their configs with edge positions have one output neuron, where both agree.
+
+(6) Input and output neurons share one MLP (their `num_mlps: 2`). We do not build their `num_mlps: 3` or
+`readout_range: full_graph` (a DeepSets readout over hidden neurons). Nor do we build the bidirectional variant,
+the `hetero` mode, `sign_symmetrization: False` or their `update_as_act` sine update.
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ class ScaleGMNConfig(TransformerGraphFields):
 
 
 def edge_positions(description: NetworkDescription) -> torch.Tensor:
-    """(E,) each forward edge's positional-embedding index, in `NeuralGraphLayout.edge_index` order:
-    a first-layer edge by its input neuron, a middle layer's edges one per layer, a last-layer
-    edge by its output neuron (the authors' `get_edge_types`)."""
+    """(E,) each forward edge's positional-embedding index, in `NeuralGraphLayout.edge_index` order. A
+    first-layer edge goes by its input neuron, and a last-layer edge by its output neuron. A middle layer's
+    edges share one index per layer (the authors' `get_edge_types`)."""
     layers, parts, offset = description.layers, [], 0
     for i, layer in enumerate(layers):
         if i == 0:  # W[o, j] at o * n_in + j: by j
@@ -135,19 +135,18 @@ def edge_positions(description: NetworkDescription) -> torch.Tensor:
 
 
 def canonical_scale(weights: WeightBatch, description: NetworkDescription, floor: float = FLOOR) -> WeightBatch:
-    """The members at a canonical positive scale: layer by layer, each hidden neuron's incoming
-    weights and bias divided by their norm and the norm moved onto its outgoing weights (the
-    function of a ReLU member is kept); then entries below `floor` in size set to 0. Every hidden
-    neuron of the result has norm 1 (or is all 0), so the floor is relative to its neuron's scale:
-    a positive scaling changes the result by rounding only, and a denormal weight that the
-    scaling itself rounded away is 0 on both sides."""
+    """The members at a canonical positive scale. Layer by layer, each hidden neuron's incoming weights and
+    bias are divided by their norm. The norm moves onto its outgoing weights, which keeps a ReLU member's
+    function. Then entries below `floor` in size are set to 0. Every hidden neuron of the result has norm 1
+    (or is all 0), so the floor is relative to its neuron's scale. A positive scaling changes the result by
+    rounding only. A denormal weight that the scaling itself rounded away is 0 on both sides."""
     return canonical_scale_and_norms(weights, description, floor)[0]
 
 
 def canonical_scale_and_norms(weights: WeightBatch, description: NetworkDescription,
                               floor: float = FLOOR) -> tuple[WeightBatch, list[torch.Tensor]]:
-    """`canonical_scale` and the norm each hidden layer's neurons were divided by, (B, o) per hidden
-    layer (1 where a neuron is all 0): a positive scaling q of neuron i multiplies its norm by q."""
+    """`canonical_scale`, and the norm each hidden layer's neurons were divided by. The norms are (B, o) per
+    hidden layer, 1 where a neuron is all 0. A positive scaling q of neuron i multiplies its norm by q."""
     tensors = dict(zip(weights.space.names, weights.tensors))
     layers, carried, norms = description.layers, None, []
     for i, layer in enumerate(layers):
@@ -170,9 +169,9 @@ def canonical_scale_and_norms(weights: WeightBatch, description: NetworkDescript
 
 
 def from_canonical_scale(delta: WeightBatch, description: NetworkDescription, norms: list[torch.Tensor]) -> WeightBatch:
-    """A weight-space output computed on `canonical_scale`d members, back at the members' own scale:
-    W_l[i, j] times n_l[i] / n_{l-1}[j] and b_l[i] times n_l[i] (the inverse of the canonicalisation's
-    rescaling, the floor aside), so a delta invariant to the members' scalings becomes equivariant."""
+    """A weight-space output computed on `canonical_scale`d members, back at the members' own scale. W_l[i,
+    j] is multiplied by n_l[i] / n_{l-1}[j] and b_l[i] by n_l[i]. That inverts the canonicalisation's
+    rescaling, the floor aside. So a delta invariant to the members' scalings becomes equivariant."""
     tensors = dict(zip(delta.space.names, delta.tensors))
     for i, layer in enumerate(description.layers):
         weight, bias = tensors[layer.weight_name], tensors[layer.bias_name]
@@ -198,10 +197,10 @@ class ScaleGMN(nn.Module):
     # The authors' configs (jkalogero/scalegmn, configs/): CIFAR-10-GS ReLU generalization
     # (cifar10/scalegmn_relu.yml): mode scale, d_hid 128, 4 layers, mlp_on_io, no skips, no edge
     # positions, no dropout (the defaults); MNIST INR classification (mnist_cls/scalegmn.yml): mode
-    # sign, d_hid 128, skips, edge positions, dropout 0.2, 10 classes. The budget variant: d 32 for
-    # a 2-core CPU (the suite's INR classifiers each run one).
+    # sign, d_hid 128, skips, edge positions, dropout 0.2, 10 classes. The budget variants: d 32, the
+    # CPU budget's width (the suite's INR classifiers each run one; timings in docs/performance.md).
     PRESETS = {"generalization": {},
-               "generalization-budget": {"hidden_dim": 32},  # d 32: ~6x less time per Small CNN step
+               "generalization-budget": {"hidden_dim": 32},  # d 32: the CPU budget's width (paper: 128)
                "inr-classification": {"mode": "sign", "io_mlp": False, "skip_connections": True,
                                       "edge_positions": True, "dropout": 0.2, "out_features": 10},
                "inr-classification-budget": {"mode": "sign", "hidden_dim": 32, "io_mlp": False,

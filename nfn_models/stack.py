@@ -1,13 +1,15 @@
-"""The shape every feedforward NFN here shares: features -> equivariant stack -> pool -> MLP head,
-or, with `output="weights"`, features -> equivariant stack -> one channel: a weight-space output.
+"""The shape every feedforward NFN here shares: features -> equivariant stack -> pool -> MLP head.
 
-A model sets `weight_space`, `description`, `config` (with an `output` field), `equivariant`
-(an `nn.Sequential` of layers that map `WeightSpaceFeatures` to features), and for the
-invariant output `pool` (features -> (B, D)) and `head` (an MLP) in its constructor; `forward`
-is this one. With `output="weights"` the stack's last layer has one output channel and no
-nonlinearity after it, and the model returns a `WeightBatch` of the input's weight space
-(the weight delta of INR editing, Zhou et al. 2023 Sec. 5.3): equivariant, not invariant, to
-the groups the model claims (`symmetries`), which `tests/nfn_models/test_exactness.py` checks.
+With `output="weights"` it is instead features -> equivariant stack -> one channel: a weight-space output.
+
+A model sets these in its constructor: `weight_space`, `description`, `config` (with an `output` field) and
+`equivariant`. The last is an `nn.Sequential` of layers that map `WeightSpaceFeatures` to features. For the
+invariant output it also sets `pool` (features -> (B, D)) and `head` (an MLP). `forward` is this one.
+
+With `output="weights"` the stack's last layer has one output channel and no nonlinearity after it. The
+model returns a `WeightBatch` of the input's weight space. That is the weight delta of INR editing (Zhou et
+al. 2023 Sec. 5.3). It is equivariant, not invariant, to the groups the model claims (`symmetries`).
+`tests/nfn_models/test_exactness.py` checks that.
 """
 
 from __future__ import annotations

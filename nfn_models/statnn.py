@@ -1,14 +1,13 @@
 """STATNN: an MLP on simple statistics of each weight and bias tensor.
 
-Unterthiner et al. 2020, "Predicting Neural Network Accuracy from Weights"
-(arXiv:2002.11448), Sec. 4: the weight-statistics features (their W-tilde) fed to a DNN
-estimator. For every tensor of the weight space we take 7 statistics of its entries: the
-mean, the variance and the q-th quantiles for q in {0, 0.25, 0.5, 0.75, 1} (minimum,
-quartiles, maximum). The paper uses the input layer and the top layers of deeper nets; our
-weight spaces are small, so every tensor contributes, giving 7 * len(weight_space.tensors)
-features. Statistics of a tensor's entries do not depend on their order, so STATNN is
-invariant to any permutation of entries within a tensor, hence to the neuron permutation
-symmetries of the networks it reads.
+Unterthiner et al. 2020, "Predicting Neural Network Accuracy from Weights" (arXiv:2002.11448), Sec. 4: the
+weight-statistics features (their W-tilde) fed to a DNN estimator. For every tensor of the weight space we
+take 7 statistics of its entries. These are the mean, the variance and the q-th quantiles for q in {0, 0.25,
+0.5, 0.75, 1} (minimum, quartiles, maximum). The paper uses the input layer and the top layers of deeper
+nets. Our weight spaces are small, so every tensor contributes: 7 * len(weight_space.tensors) features.
+Statistics of a tensor's entries do not depend on their order. So STATNN is invariant to any permutation of
+entries within a tensor. Hence it is invariant to the neuron permutation symmetries of the networks it
+reads.
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ STATISTICS = ("mean", "variance", *(f"q{int(q * 100)}" for q in QUANTILES))
 def quantiles(values: torch.Tensor, qs: tuple[float, ...]) -> torch.Tensor:
     """Quantiles along the last dimension with linear interpolation (numpy's default method).
 
-    Sorting once serves all quantiles and, unlike `torch.quantile`, has no input-size limit.
-    values: (B, N) -> (B, len(qs)).
+    Sorting once serves all quantiles. Unlike `torch.quantile`, it has no input-size limit. values: (B, N)
+    -> (B, len(qs)).
     """
     ordered = values.sort(dim=-1).values  # (B, N)
     n = ordered.shape[-1]
@@ -44,9 +43,9 @@ def quantiles(values: torch.Tensor, qs: tuple[float, ...]) -> torch.Tensor:
 def tensor_statistics(weights: WeightBatch) -> torch.Tensor:
     """The 7 statistics of every tensor, concatenated in weight-space order.
 
-    Returns (B, 7 * num_tensors); the statistics of tensor i are columns 7i..7i+6 in the
-    order of `STATISTICS`. The variance is the population variance (numpy's ddof=0), which
-    is defined for single-entry tensors too.
+    Returns (B, 7 * num_tensors). The statistics of tensor i are columns 7i..7i+6 in the order of
+    `STATISTICS`. The variance is the population variance (numpy's ddof=0), which is defined for
+    single-entry tensors too.
     """
     features = []
     for tensor in weights.tensors:
@@ -88,8 +87,8 @@ class STATNN(nn.Module):
 
     @property
     def symmetries(self) -> tuple[str, ...]:
-        """Per-tensor statistics ignore the units' order: the hidden-unit permutations of a CNN or
-        SIREN, and a transformer's neuron relabellings ("attention-permutation"); its GL(d) factors
+        """Per-tensor statistics ignore the units' order. That covers the hidden-unit permutations of a CNN
+        or SIREN, and a transformer's neuron relabellings ("attention-permutation"). Its GL(d) factors
         change the statistics."""
         return ("permutation",) if weight_space_kind(self.weight_space) == "feedforward" else ("attention-permutation",)
 

@@ -1,38 +1,46 @@
 """The neural graph of a Small Transformer Zoo member: neurons as nodes, weights as edges.
 
-Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural
-Networks" (ICLR 2024), Sec. 3 and its appendix on other layers, and Lim et al., "Graph
-Metanetworks for Processing Diverse Neural Architectures" (ICLR 2024), Sec. 3 (parameter graphs
-of multi-head attention): the linear maps of an attention layer are layers of the graph (the
-query, key and value maps edges from the model-dimension neurons to per-head query, key and value
-neurons, the out-projection edges from the value neurons), and what the layer computes without
-weights is drawn as edges of a fixed weight 1: a residual connection as the identity (an edge
-i -> i from a stream neuron to the same neuron after the sublayer, Kofinas et al.'s residual
-edges), and here the attention product itself:
+Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural Networks" (ICLR
+2024), Sec. 3 and its appendix on other layers. Lim et al., "Graph Metanetworks for Processing Diverse
+Neural Architectures" (ICLR 2024), Sec. 3, on parameter graphs of multi-head attention. An attention layer's
+linear maps are layers of the graph. The query, key and value maps are edges from the model-dimension
+neurons to per-head query, key and value neurons. The out-projection's edges leave the value neurons. What
+the layer computes without weights is drawn as edges of a fixed weight 1. A residual connection is the
+identity: an edge i -> i from a stream neuron to the same neuron after the sublayer (Kofinas et al.'s
+residual edges). Here the attention product itself gets two edge sets too.
 
-- q_{h,i} -> k_{h,i} for every head h and i < d_k: the score q_h . k_h pairs a head's i-th query
-  and key neurons;
-- k_{h,i} -> v_{h,j} for all i < d_k, j < d_v: head h's softmax of its scores weighs its values.
+(1) q_{h,i} -> k_{h,i} for every head h and i < d_k. The score q_h . k_h pairs a head's i-th query and key
+neurons.
 
-Neither paper fixes these two edge sets in code we could read (Neural Graphs' code builds MLP and
-CNN graphs only); they are our choice, made so that the graph's node relabellings are exactly the
-members' neuron relabellings (`zoo.symmetry.attention` with `permutations_only`): heads move with
-their query, key and value neurons, a head's query and key neurons move together, its value
-neurons apart, and the MLP units and (without residuals) the attention's output features freely.
+(2) k_{h,i} -> v_{h,j} for all i < d_k, j < d_v. Head h's softmax of its scores weighs its values.
 
-Nodes, in order: the patch embedding's input channels (image members; word-embedding members
-read frozen vectors, so their first stream has no inputs), the first stream (d_model neurons:
-the conv's output channels, biases as features), and per block: query, key and value neurons
-(heads stacked), the attention's outputs, the MLP units (fc1's biases) and the block's outputs
-(fc2's biases); then the classifier's hidden units and its outputs. Positional embeddings: one per
-neuron where no symmetry moves it (inputs, every stream the positional encoding, a residual sum
-or the block-output interface fixes, the outputs), one shared by each group the relabellings
-permute (a block's query, key, value neurons and MLP units, the attention outputs without
-residuals, the classifier's hidden units). The block outputs get their own positions although
-they could be permuted (`permute_block_outputs`): that symmetry is outside the claimed group.
+Neither paper fixes these two edge sets in code we could read. Neural Graphs' code builds MLP and CNN graphs
+only. So they are our choice, made so that the graph's node relabellings are exactly the members' neuron
+relabellings (`zoo.symmetry.attention` with `permutations_only`). Heads move with their query, key and value
+neurons. A head's query and key neurons move together, its value neurons apart. The MLP units move freely,
+and so do the attention's output features without residuals.
 
-Edge features are kernel vectors as in `nfn_models.graphs`: the patch embedding's p x p kernels,
-every other weight (and the fixed edges' 1) at the centre of a p x p zero vector.
+Nodes, in order:
+
+(1) The patch embedding's input channels (image members). Word-embedding members read frozen vectors, so
+their first stream has no inputs.
+
+(2) The first stream: d_model neurons, the conv's output channels, with biases as features.
+
+(3) Per block: query, key and value neurons (heads stacked), the attention's outputs, the MLP units (fc1's
+biases) and the block's outputs (fc2's biases).
+
+(4) The classifier's hidden units and its outputs.
+
+Positional embeddings: a neuron that no symmetry moves gets its own. These are the inputs and the outputs.
+So is every stream that the positional encoding, a residual sum or the block-output interface fixes. Each
+group the relabellings permute shares one. These groups are a block's query, key and value neurons and MLP
+units. So are the attention outputs without residuals, and the classifier's hidden units. The block outputs
+get their own positions although they could be permuted (`permute_block_outputs`). That symmetry is outside
+the claimed group.
+
+Edge features are kernel vectors as in `nfn_models.graphs`. The patch embedding's are p x p kernels. Every
+other weight, and the fixed edges' 1, sits at the centre of a p x p zero vector.
 """
 
 from __future__ import annotations
@@ -51,8 +59,8 @@ _QUERIES = re.compile(r"^encoder\.(\d+)\.attention\.queries\.weight$")
 
 @dataclasses.dataclass(frozen=True)
 class TransformerGraphFields:
-    """The config fields a graph model needs on transformer members: what their shapes do not show,
-    filled by the harness from the zoo (`ARCHITECTURE_FIELDS`)."""
+    """The config fields a graph model needs on transformer members: what their shapes do not show. The
+    harness fills them from the zoo (`ARCHITECTURE_FIELDS`)."""
     num_heads: int = 2  # the members' attention heads
     residual: bool = False  # whether the members have residual connections (the released zoo: no)
     # The readout also reads the mean of every node's final features: a transformer's graph is
@@ -280,9 +288,12 @@ class TransformerGraphLayout:
         return nodes.unsqueeze(-1), (reverse_edge_features(edges) if self.reverse_edges else edges)
 
     def to_weights(self, space: WeightSpace, nodes: torch.Tensor, edges: torch.Tensor) -> WeightBatch:
-        """One value per node (B, N) and a kernel vector per forward edge (B, >= E_w, kh * kw) -> a
-        `WeightBatch` of `space`: each weight from its edges, each bias from its neurons (the fixed
-        edges' values are dropped)."""
+        """One value per node (B, N) and a kernel vector per forward edge (B, >= E_w, kh * kw) ->
+        `WeightBatch`.
+
+        The result is a `WeightBatch` of `space`. Each weight comes from its edges and each bias from its
+        neurons. The fixed edges' values are dropped.
+        """
         tensors, start = {}, 0
         for c in self.connections:
             count = c.n_out * c.n_in

@@ -1,30 +1,37 @@
 """Transformer-NFN: an invariant NFN for the weights of small transformers.
 
-Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025),
-Sec. 4-6 and its generalization-prediction model: the encoder blocks' weights go through
-equivariant layers (`nfn_models.layers.attention.AttentionLinear`, ReLU on the MLP tensors
-between them) and the invariant layer (`AttentionInvariant`, a LayerNorm per block), the
-blocks' outputs are concatenated, LayerNorm'd and mapped by an MLP (Linear, then two
-[LayerNorm, ReLU, Linear]) to the encoder's features; the classifier head's weights go
-through an MLP on their flattened values (Linear-ReLU layers, then Linear-ReLU to its
-features), the input stem's weights (the patch embedding; a text member's frozen word vectors
-are not weights) through one Linear; the three feature vectors are concatenated and a Linear
-maps them to the output (the paper applies a sigmoid and binary cross-entropy: the task's
-`loss: bce`).
+Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025), Sec. 4-6 and its
+generalization-prediction model. The model reads three parts of a member.
 
-Defaults: the paper's (facts from the authors' code, Fsoft-AIC/Transformer-NFN): one
-equivariant layer 1 -> 10, an invariant layer 10 -> 10, the encoder MLP of width 10 with
-10 outputs, the classifier MLP (10, 10) with 10 outputs, 10 embedding features; about 1.8M
-parameters on the Small Transformer Zoo's member, 72% of them in the two D^3 terms
-([W_Q W_K^T] -> W_B, b_B) of each block. Where ours differs: any number of blocks (theirs
-hard-codes the per-block LayerNorms of 2) and heads, CPU or CUDA, residual members (the
-pi_O axis fixed, see the layers' module), and initialization (N(0, 1/fan-in) per output;
-theirs Xavier-normal with a squared scale on the product terms).
+(1) The encoder blocks' weights go through equivariant layers
+(`nfn_models.layers.attention.AttentionLinear`), with ReLU on the MLP tensors between them. Then comes the
+invariant layer (`AttentionInvariant`, a LayerNorm per block). The blocks' outputs are concatenated and
+LayerNorm'd. An MLP (Linear, then two [LayerNorm, ReLU, Linear]) maps them to the encoder's features.
 
-The output is exactly invariant to the paper's group on every block (`zoo.symmetry.attention`
-with `mlp_scaling=False, permute_block_outputs=False`), claimed as "attention"; it is not
-invariant to positive scalings of the MLP's hidden units nor to permutations of the model
-dimension after the MLP, which are symmetries of the members the paper's group leaves out.
+(2) The classifier head's weights go through an MLP on their flattened values. It has Linear-ReLU layers,
+then Linear-ReLU to its features.
+
+(3) The input stem's weights (the patch embedding) go through one Linear. A text member's frozen word
+vectors are not weights.
+
+The three feature vectors are concatenated, and a Linear maps them to the output. The paper applies a
+sigmoid and binary cross-entropy: the task's `loss: bce`.
+
+The defaults are the paper's (facts from the authors' code, Fsoft-AIC/Transformer-NFN). There is one
+equivariant layer 1 -> 10 and an invariant layer 10 -> 10. The encoder MLP has width 10 and 10 outputs. The
+classifier MLP is (10, 10) with 10 outputs, and there are 10 embedding features. That is about 1.8M
+parameters on the Small Transformer Zoo's member. 72% of them sit in each block's two D^3 terms ([W_Q W_K^T]
+-> W_B, b_B).
+
+Where ours differs: it takes any number of blocks and heads; theirs hard-codes the per-block LayerNorms of
+2. It runs on CPU or CUDA. It reads residual members, with the pi_O axis fixed (see the layers' module).
+Initialization is N(0, 1/fan-in) per output. Theirs is Xavier-normal with a squared scale on the product
+terms.
+
+The output is exactly invariant to the paper's group on every block, claimed as "attention". That is
+`zoo.symmetry.attention` with `mlp_scaling=False, permute_block_outputs=False`. It is not invariant to
+positive scalings of the MLP's hidden units. Nor is it invariant to permutations of the model dimension
+after the MLP. Those are symmetries of the members that the paper's group leaves out.
 """
 
 from __future__ import annotations
@@ -82,8 +89,8 @@ def _features_mlp(in_features: int, hidden: tuple[int, ...], out_features: int) 
 
 @register_model("transformer_nfn")
 class TransformerNFN(nn.Module):
-    """WeightBatch -> [encoder blocks: AttentionLinear* -> AttentionInvariant -> MLP | head: MLP
-    | stem: Linear] -> Linear."""
+    """WeightBatch -> [encoder blocks: AttentionLinear* -> AttentionInvariant -> MLP | head: MLP | stem:
+    Linear] -> Linear."""
 
     Config = TransformerNFNConfig
     # Tran et al. 2025's generalization-prediction model (the defaults)

@@ -1,31 +1,32 @@
 """Tree-ensemble baselines on flattened weights: XGBoost, LightGBM (GBDT) and a random forest.
 
-Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025),
-Sec. 6 (its baselines for generalization prediction on the Small Transformer Zoo): gradient-
-boosted trees and a random forest that regress a checkpoint's test accuracy on its flattened
-raw weights (the authors' `nfn_transformer/xgb.py` and `gbm.py` read every weight and bias,
-flattened; the per-tensor statistics go only to STATNN). They ignore every symmetry.
+Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025), Sec. 6: its
+baselines for generalization prediction on the Small Transformer Zoo. Gradient-boosted trees and a random
+forest regress a checkpoint's test accuracy on its flattened raw weights. The authors'
+`nfn_transformer/xgb.py` and `gbm.py` read every weight and bias, flattened. The per-tensor statistics go
+only to STATNN. These models ignore every symmetry.
 
 Settings (facts from that code), each a field of the model's config:
-- XGBoost (`xgboost`): squared error, learning rate 0.1, depth 10, min child weight 50,
-  subsample 0.8, columns 0.8 per tree, L2 0.01, L1 0.02, `hist`, up to 50 rounds; the number
-  of rounds with the lowest validation RMSE is kept (theirs retrains for 1..50 rounds and keeps
-  the best by validation RMSE, which is the same model: boosting is sequential).
-- LightGBM GBDT (`lightgbm`): regression (RMSE), learning rate 0.1, 256 leaves, depth 10,
-  min 50 rows per leaf, feature fraction 0.8, L1 0.1, L2 0.2, min split gain 0.01, 255 bins,
-  up to 1,000 rounds, early stopping after 50 rounds without a lower validation RMSE. Their
-  `subsample: 0.8` without a bagging frequency is inert in LightGBM; ours is the same
-  (`bagging_fraction` 0.8, `bagging_freq` 0). Theirs ran on a GPU; ours on the CPU.
-- Random forest: theirs is LightGBM's `rf` boosting; ours is scikit-learn's
-  `RandomForestRegressor` (exact splits) with the same tree shape: at most 256 leaves, depth
-  10, min 50 rows per leaf, 80% of the features per split and 80% of the rows per tree; trees
-  are added 10 at a time up to 1,000 until 50 trees bring no lower validation RMSE, and the
-  forest is cut back to the best size.
 
-These models are fitted, not trained by gradient steps (`trained_by = "fit"`, see
-`nfn_models.registry`): `fit(train, targets, validation, validation_targets, seed)` returns how
-the model was selected; the forward pass predicts the target directly. Their size
-(`num_parameters`) is the number of tree nodes.
+XGBoost (`xgboost`): squared error, learning rate 0.1, depth 10, min child weight 50. It subsamples 0.8 of
+the rows and 0.8 of the columns per tree, with L2 0.01, L1 0.02, `hist`, and up to 50 rounds. We keep the
+number of rounds with the lowest validation RMSE. Theirs retrains for 1..50 rounds and keeps the best by
+validation RMSE. That is the same model, since boosting is sequential.
+
+LightGBM GBDT (`lightgbm`): regression (RMSE), learning rate 0.1, 256 leaves, depth 10, min 50 rows per
+leaf. It uses feature fraction 0.8, L1 0.1, L2 0.2, min split gain 0.01 and 255 bins. It runs up to 1,000
+rounds, stopping early after 50 rounds without a lower validation RMSE. Their `subsample: 0.8` without a
+bagging frequency is inert in LightGBM. Ours is the same (`bagging_fraction` 0.8, `bagging_freq` 0). Theirs
+ran on a GPU; ours runs on the CPU.
+
+Random forest: theirs is LightGBM's `rf` boosting. Ours is scikit-learn's `RandomForestRegressor` (exact
+splits) with the same tree shape. That is at most 256 leaves, depth 10, and min 50 rows per leaf. Each split
+sees 80% of the features and each tree 80% of the rows. Trees are added 10 at a time, up to 1,000, until 50
+trees bring no lower validation RMSE. Then the forest is cut back to the best size.
+
+These models are fitted, not trained by gradient steps (`trained_by = "fit"`, see `nfn_models.registry`).
+`fit(train, targets, validation, validation_targets, seed)` returns how the model was selected. The forward
+pass predicts the target directly. Their size (`num_parameters`) is the number of tree nodes.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ from zoo.weightspace import WeightBatch, WeightSpace
 
 
 def _threads() -> int:
-    """All cores this process may use. (Sums over threads may round differently with another
-    core count: results are reproducible on one machine, like the zoos' own training.)"""
+    """All cores this process may use. Sums over threads may round differently with another core count. So
+    results are reproducible on one machine, like the zoos' own training."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 

@@ -1,37 +1,42 @@
 """Transformer-NFN's equivariant and invariant layers for the weights of encoder blocks.
 
-Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025),
-Sec. 4-5 (the equivariant layer E(U) and the invariant layer I(U), and their appendices'
-term-by-term parameter sharing). The group of one block (`zoo.symmetry.attention`, the
-paper's G_U) permutes the heads (tau), acts on each head's W_Q, W_K by GL(d_k) (W_Q M^T,
-W_K M^{-1}) and on W_V, W_O by GL(d_v) (W_V N, N^{-1} W_O), permutes the model dimension
-after the attention (pi_O: the columns of W_O, the rows of W_A) and the MLP's hidden units
-(pi_A). The layers see the GL factors only through the invariant products
+Tran et al. 2025, "Equivariant Neural Functional Networks for Transformers" (ICLR 2025), Sec. 4-5. These
+give the equivariant layer E(U), the invariant layer I(U), and in the appendices their term-by-term
+parameter sharing.
 
-    [W_Q W_K^T]   = sum_i W_Q^(i) W_K^(i)T   (D x D)       [W_V W_O] = sum_i W_V^(i) W_O^(i)   (D x D)
+The group of one block is the paper's G_U (`zoo.symmetry.attention`). It permutes the heads (tau). It acts
+on each head's W_Q, W_K by GL(d_k) (W_Q M^T, W_K M^{-1}), and on W_V, W_O by GL(d_v) (W_V N, N^{-1} W_O). It
+permutes the model dimension after the attention (pi_O: the columns of W_O, the rows of W_A). It also
+permutes the MLP's hidden units (pi_A). The layers see the GL factors only through two invariant D x D
+products, summed over the heads:
 
-summed over the heads (which makes them head-permutation invariant), next to W_A, b_A, W_B, b_B.
+    [W_Q W_K^T] = sum_i W_Q^(i) W_K^(i)T,        [W_V W_O] = sum_i W_V^(i) W_O^(i).
 
-Every tensor's axes have a kind, and the layers are written once for all kinds (`terms`):
-- identity axes (the heads and the GL axes of W_Q, W_K, W_V, W_O): an output with such an
-  axis reads only the input with the same axis, index for index (W_Q -> W_Q, ...), which is
-  what commutes with GL(d) and with tau; such inputs reach no other output;
-- permuted axes (pi_O's model dimension, pi_A's hidden units): each input axis is summed, or
-  identified with the output's axis of the same kind; an output axis no input axis is
-  identified with is broadcast (the paper's terms are exactly these choices);
-- fixed axes (the block's input and output model dimensions, which no group element moves):
-  a parameter indexed by all of them, input and output alike (the paper's D x D and D^3
-  parameters, e.g. Phi[j, p, q] for [W_Q W_K^T] -> b_B).
-An output's bias is a parameter over its fixed axes, broadcast over its permuted ones (none on
-identity axes). Enumerating these choices reproduces the paper's layers term for term: 1 term
-for each of W_Q, W_K, W_V, 2 for W_O, 13 for W_A, 10 for b_A, 10 for W_B, 7 for b_B (with the
-biases), and 7 for the invariant layer; the two [W_Q W_K^T] -> W_B, b_B terms hold D^3 channel
-pairs each. With residual connections (`residual=True`) pi_O is not a symmetry: its axis is
-fixed, and the same rules give the layers of that smaller group.
+The sum makes them invariant to head permutations. The layers read them next to W_A, b_A, W_B, b_B.
 
-Blocks are processed independently, with their own parameters (the paper's layers have no
-cross-block terms). Initialization: every term of an output draws N(0, 1 / fan-in), the fan-in
-counted over all of that output's terms; biases start at zero.
+Every tensor's axes have a kind, and the layers are written once for all kinds (`terms`).
+
+Identity axes are the heads and the GL axes of W_Q, W_K, W_V, W_O. An output with such an axis reads only
+the input with the same axis, index for index (W_Q -> W_Q, ...). That is what commutes with GL(d) and with
+tau. Such inputs reach no other output.
+
+Permuted axes are pi_O's model dimension and pi_A's hidden units. Each input axis is summed, or identified
+with the output's axis of the same kind. An output axis that no input axis is identified with is broadcast.
+The paper's terms are exactly these choices.
+
+Fixed axes are the block's input and output model dimensions, which no group element moves. A parameter is
+indexed by all of them, input and output alike. These are the paper's D x D and D^3 parameters, e.g. Phi[j,
+p, q] for [W_Q W_K^T] -> b_B.
+
+An output's bias is a parameter over its fixed axes, broadcast over its permuted ones. Identity axes get
+none. Enumerating these choices reproduces the paper's layers term for term. W_Q, W_K and W_V get 1 term
+each, W_O 2, W_A 13, b_A 10, W_B 10, b_B 7 (with the biases). The invariant layer gets 7. The two [W_Q
+W_K^T] -> W_B, b_B terms hold D^3 channel pairs each. With residual connections (`residual=True`) pi_O is
+not a symmetry. Its axis is fixed, and the same rules give that smaller group's layers.
+
+Blocks are processed independently, with their own parameters; the paper's layers have no cross-block terms.
+Every term of an output starts at N(0, 1 / fan-in), the fan-in counted over all of that output's terms.
+Biases start at zero.
 """
 
 from __future__ import annotations
@@ -173,8 +178,8 @@ class AttentionLinear(nn.Module):
 
 
 class MLPActivation(nn.Module):
-    """The nonlinearity between equivariant layers, on W_A, b_A, W_B, b_B only: on W_Q, W_K,
-    W_V, W_O it would not commute with GL(d) (the paper leaves them linear too)."""
+    """The nonlinearity between equivariant layers, on W_A, b_A, W_B, b_B only. On W_Q, W_K, W_V, W_O it
+    would not commute with GL(d); the paper leaves them linear too."""
 
     def __init__(self, activation: nn.Module):
         super().__init__()
@@ -186,7 +191,7 @@ class MLPActivation(nn.Module):
 
 
 class AttentionInvariant(nn.Module):
-    """The invariant layer I: per block, C_in channels -> C_out numbers (optionally LayerNorm'd),
+    """The invariant layer I: per block, C_in channels -> C_out numbers, optionally LayerNorm'd. They are
     concatenated over the blocks: (B, num_blocks * C_out)."""
 
     def __init__(self, num_blocks: int, sizes: dict[str, int], in_channels: int, out_channels: int,

@@ -1,10 +1,10 @@
 """Channel-mixing linear maps, the parameterized part of every NP/HNP term.
 
-Each term of an equivariant layer (Zhou et al. 2023, Sec. 3) is a linear map of the
-channels of some invariant summary (a mean, a bias vector, a whole input-layer weight),
-broadcast along the unit axes it does not depend on. The maps feeding one output tensor are
-initialized together, uniformly in +-1/sqrt(total fan-in), so the sum of the terms starts at
-the scale of PyTorch's default for a single linear layer with all of them as inputs.
+Each term of an equivariant layer (Zhou et al. 2023, Sec. 3) is a linear map of some invariant summary's
+channels. The summary is a mean, a bias vector or a whole input-layer weight. The map's output is broadcast
+along the unit axes it does not depend on. The maps feeding one output tensor are initialized together,
+uniformly in +-1/sqrt(total fan-in). So the sum of the terms starts at the scale of PyTorch's default for
+one linear layer with all of them as inputs.
 """
 
 from __future__ import annotations

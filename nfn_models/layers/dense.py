@@ -1,14 +1,12 @@
 """Dense blocks for NFN models: an MLP stack and the input normalization the baselines share.
 
-Input normalization. Raw weight-space features span orders of magnitude (a variance next to
-a maximum), so the baselines standardize each input feature. We use
-`BatchNorm1d(affine=False, momentum=None)`: in training mode it standardizes with the batch's
-statistics and accumulates a *cumulative* (not exponential) average of them; in eval mode it
-uses that average. The inputs are fixed functions of the checkpoints (nothing upstream is
-learned), so the cumulative average converges to the training set's per-feature mean and
-variance: a fitted standardizer that needs no separate fit step. In eval mode each output row
-depends only on its own input row, so predictions do not depend on how the evaluation set is
-batched, and they are deterministic.
+Input normalization. Raw weight-space features span orders of magnitude, e.g. a variance next to a maximum.
+So the baselines standardize each input feature with `BatchNorm1d(affine=False, momentum=None)`. In training
+mode it standardizes with the batch's statistics. It accumulates a *cumulative* (not exponential) average of
+them, which eval mode uses. The inputs are fixed functions of the checkpoints, with nothing learned
+upstream. So the cumulative average converges to the training set's per-feature mean and variance. That
+makes a fitted standardizer with no separate fit step. In eval mode each output row depends only on its own
+input row. So predictions do not depend on how the evaluation set is batched, and they are deterministic.
 """
 
 from __future__ import annotations

@@ -1,42 +1,50 @@
 """The DWS layer: every linear map of an MLP's weight space equivariant to hidden-unit permutations.
 
-Navon, Shamsian, Achituve, Fetaya, Chechik & Maron, "Equivariant Architectures for Learning in
-Deep Weight Spaces" (ICML 2023), Sec. 4-5 and Appendix: the weight space V = (W_0..W_{L-1},
-b_0..b_{L-1}) is acted on by G = S_{n_1} x ... x S_{n_{L-1}} (the hidden axes; the input axis 0
-and the output axis L are fixed), and an equivariant linear map L: V -> V' splits into four
-blocks, weight-to-weight, bias-to-weight, weight-to-bias and bias-to-bias, each a sum over
-(source tensor, target tensor) pairs. The paper's characterization of one pair's block: each
-hidden axis the two tensors share is either kept (identity, "the same unit") or pooled and
-broadcast, every hidden axis only the source has is pooled, every one only the target has is
-broadcast, and the fixed axes' units are feature channels. With shaped W_i (B, C f_i, n_{i+1},
-n_i) and b_i (B, C, n_{i+1}) (`nfn_models.features`; 0-based, layer i maps axis i to axis i + 1),
-that gives, for each target tensor T and each set K of its hidden axes kept,
+Navon, Shamsian, Achituve, Fetaya, Chechik & Maron, "Equivariant Architectures for Learning in Deep Weight
+Spaces" (ICML 2023), Sec. 4-5 and Appendix. The weight space is V = (W_0..W_{L-1}, b_0..b_{L-1}). The group
+G = S_{n_1} x ... x S_{n_{L-1}} permutes the hidden axes; the input axis 0 and output axis L are fixed. An
+equivariant linear map L: V -> V' splits into four blocks. They are weight-to-weight, bias-to-weight,
+weight-to-bias and bias-to-bias, each a sum over (source, target) tensor pairs.
 
-    T'[K] += Lin_{T,K}( concat over sources S that have the axes K of mean_{hidden axes of S not in K} S )
+The paper characterizes one pair's block. Each hidden axis the two tensors share is either kept ("the same
+unit") or pooled and broadcast. Every hidden axis only the source has is pooled. Every one only the target
+has is broadcast. The fixed axes' units are feature channels.
 
-so, per target, three kinds of term, each split by the kind of its sources (the four blocks):
+Take shaped W_i (B, C f_i, n_{i+1}, n_i) and b_i (B, C, n_{i+1}) from `nfn_models.features`. Layers are
+0-based: layer i maps axis i to axis i + 1. Let T be a target tensor and K a set of its hidden axes kept.
+Each source S that has the axes K is averaged over its other hidden axes:
 
-    W'_i[r, c] = A_i W_i[r, c] + P_i u_{i+1}[r] + Q_i u_i[c] + R_i s + c_i    (both axes kept / one / none)
-    b'_i[r]    =                 E_i u_{i+1}[r]              + F_i s + d_i
+    T'[K] += Lin_{T,K}( concat over S of mean_{hidden axes of S not in K} S ).
 
-where u_k (hidden axis k) concatenates every source indexed by k, pooled to it: the mean of W_{k-1}
-over its inputs (whole, n_0 channels, when k = 1), b_{k-1}, the mean of W_k over its outputs
-(whole, n_L channels, when k = L - 1); s concatenates every source pooled over all its hidden
-axes (W_0 kept over its n_0 inputs, W_{L-1} over its n_L outputs, b_{L-1} whole). On the first
-and last layers an axis is fixed, so its units are channels of the target and the missing terms
-drop (W'_0 has no Q or A term, W'_{L-1} no P or A term, b'_{L-1} only F s + d). The terms are
-the whole basis: the tests build the dense map of a tiny MLP's layer, check it commutes with every
-hidden permutation, and that the layer's maps span the commutant (`tests/nfn_models/test_dwsnet.py`).
+So each target has three kinds of term: both axes kept, one, or none. Each is split by its sources' kind,
+which gives the four blocks. A weight gets every kind of term:
 
-How this differs from the authors' code (AvivNavon/DWSNets, `nn/layers/`): pooling is the mean
-(the paper's linear layer; their MNIST script uses max pooling and set-attention (SAB) blocks,
-which make the layer nonlinear, not implemented here); the sources of one term are one
-concatenated `ChannelLinear` per block (the same function class as their per-pair blocks), with
-one bias per target tensor; and instead of dividing the summed blocks by 2L the terms feeding
-one target are initialized jointly (Uniform(+-1/sqrt(fan-in)), `nfn_models.layers.channel`).
-HNP (`nfn_models.layers.hnp`) spans the same group's maps but keeps `nfn`'s two quirks; this layer
-reads every term once. A convolution's filter positions are extra channels, as NP/HNP treat them
-(an extension: the paper defines the layer for MLPs).
+    W'_i[r, c] = A_i W_i[r, c] + P_i u_{i+1}[r] + Q_i u_i[c] + R_i s + c_i.
+
+A bias keeps at most its one axis:
+
+    b'_i[r] = E_i u_{i+1}[r] + F_i s + d_i.
+
+Here u_k concatenates every source indexed by hidden axis k, pooled to it. That is the mean of W_{k-1} over
+its inputs, b_{k-1}, and the mean of W_k over its outputs. When k = 1 the first is whole (n_0 channels).
+When k = L - 1 the last is whole (n_L channels). The vector s concatenates every source pooled over all its
+hidden axes. W_0 is kept over its n_0 inputs, W_{L-1} over its n_L outputs, and b_{L-1} whole.
+
+On the first and last layers an axis is fixed. Its units are channels of the target, and the missing terms
+drop. W'_0 has no Q or A term, W'_{L-1} no P or A term, and b'_{L-1} only F s + d. The terms are the whole
+basis (`tests/nfn_models/test_dwsnet.py`). The tests build the dense map of a tiny MLP's layer. They check
+that it commutes with every hidden permutation, and that the layer's maps span the commutant.
+
+How this differs from the authors' code (AvivNavon/DWSNets, `nn/layers/`). Pooling is the mean, as in the
+paper's linear layer. Their MNIST script uses max pooling and set-attention (SAB) blocks. Those make the
+layer nonlinear and are not implemented here. The sources of one term form one concatenated `ChannelLinear`
+per block. That is the same function class as their per-pair blocks, with one bias per target tensor. They
+divide the summed blocks by 2L. We instead initialize the terms feeding one target jointly
+(Uniform(+-1/sqrt(fan-in)), `nfn_models.layers.channel`).
+
+HNP (`nfn_models.layers.hnp`) spans the same group's maps but keeps `nfn`'s two quirks. This layer reads
+every term once. A convolution's filter positions are extra channels, as NP and HNP treat them. That is an
+extension: the paper defines the layer for MLPs.
 """
 
 from __future__ import annotations
@@ -124,7 +132,8 @@ class DWSLinear(nn.Module):
     @staticmethod
     def _target(blocks: tuple[nn.ModuleDict, nn.ModuleDict], sources: dict[str, dict], axes: dict[str, int],
                 self_input: torch.Tensor | None) -> torch.Tensor:
-        """Sums a target's terms: global (B, O), by_out (B, O, n_r) on rows, by_in (B, O, n_c) on columns."""
+        """Sums a target's terms: global (B, O), by_out (B, O, n_r) on rows, and by_in (B, O, n_c) on
+        columns."""
         total = None
         for block, kind in zip(blocks, ("weight", "bias")):
             pooled = sources[kind]

@@ -1,21 +1,24 @@
 """Input encodings of weight-space features: Fourier features and NP's input/output positions.
 
-Zhou et al., "Permutation Equivariant Neural Functionals" (NeurIPS 2023), Sec. 3.1 and
-App. (INR classification): NP treats the input and output units as permutable, which a
-network's weights are not; the paper's fix concatenates a sinusoidal encoding of each
-entry's layer and input/output unit position as extra channels (`IOPositionEncoding`), after
-which NP is sensitive to their order and stays equivariant to hidden permutations. The INR
-classifiers first map every scalar through random Fourier features (`FourierFeatures`;
-Tancik et al. 2020, "Fourier Features Let Networks Learn High Frequency Functions", Eq. 5
-with Gaussian B), pointwise, so also equivariant to every permutation (but not to scalings
-or sign flips: models that claim those must not use it). Facts (frequencies, band counts,
-channel order) follow the authors' `nfn` package, which the tests use as the oracle.
+Zhou et al., "Permutation Equivariant Neural Functionals" (NeurIPS 2023), Sec. 3.1 and App. (INR
+classification). NP treats the input and output units as permutable, which a network's weights are not. The
+paper's fix adds a sinusoidal encoding of each entry's position as extra channels (`IOPositionEncoding`).
+The position is the entry's layer and its input or output unit. NP then depends on their order and stays
+equivariant to hidden permutations.
 
-Encoding of a position p in [-1, 1] with `num_bands` bands up to `max_freq`:
-[sin(pi p f_1), ..., sin(pi p f_n), cos(pi p f_1), ..., cos(pi p f_n), p], f linearly spaced
-in [1, max_freq / 2]: d = 2 num_bands + 1 channels. Layer i's entries get the encoding of
-its layer position (linspace(-1, 1, L)[i]); the first layer's weights add that of their input
-unit, the last layer's weights and biases that of their output unit.
+The INR classifiers first map every scalar through random Fourier features (`FourierFeatures`). That is
+Tancik et al. 2020, "Fourier Features Let Networks Learn High Frequency Functions", Eq. 5 with Gaussian B.
+It acts pointwise, so it is equivariant to every permutation. It is not invariant to scalings or sign flips,
+so models that claim those must not use it. Frequencies, band counts and channel order follow the authors'
+`nfn` package, which the tests use as the oracle.
+
+A position p in [-1, 1] is encoded with `num_bands` bands up to `max_freq` as
+
+    [sin(pi p f_1), ..., sin(pi p f_n), cos(pi p f_1), ..., cos(pi p f_n), p].
+
+The f are linearly spaced in [1, max_freq / 2], which gives d = 2 num_bands + 1 channels. Layer i's entries
+get the encoding of its layer position, linspace(-1, 1, L)[i]. The first layer's weights add that of their
+input unit. The last layer's weights and biases add that of their output unit.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ class IOPositionEncoding(nn.Module):
 
 
 class FourierFeatures(nn.Module):
-    """features (B, C, ...) -> (B, 2 m, ...): [sin(2 pi x B), cos(2 pi x B)] per entry, B ~ N(0, scale^2)
+    """features (B, C, ...) -> (B, 2 m, ...): [sin(2 pi x B), cos(2 pi x B)] per entry. B ~ N(0, scale^2) is
     a fixed (C, m) buffer."""
 
     def __init__(self, in_channels: int, mapping_size: int = 128, scale: float = 10.0):

@@ -1,30 +1,36 @@
 """The HNP equivariant linear layer: only hidden unit axes permuted (Zhou et al. 2023, Sec. 3).
 
-Zhou et al., "Permutation Equivariant Neural Functionals" (NeurIPS 2023), Sec. 3 and
-Appendix: the HNP ("hidden neuron permutation") NF-Layer, equivariant to
-S_{n_1} x ... x S_{n_{L-1}} only. The input axis 0 and output axis L are fixed, so whatever
-is indexed by them stays un-pooled: W_0's input units and W_{L-1}'s output units become
-channels of the vectors on the first and last hidden axes, and b_{L-1} is read whole. With
-the notation of `nfn_models.layers.np` (shaped W_i (B, C f_i, n_{i+1}, n_i), b_i (B, C, n_{i+1})):
+Zhou et al., "Permutation Equivariant Neural Functionals" (NeurIPS 2023), Sec. 3 and Appendix: the HNP
+("hidden neuron permutation") NF-Layer. It is equivariant to S_{n_1} x ... x S_{n_{L-1}} only. The input
+axis 0 and output axis L are fixed, so whatever they index stays un-pooled. W_0's input units and W_{L-1}'s
+output units become channels of the vectors on the first and last hidden axes. The last bias b_{L-1} is read
+whole.
 
-    first layer   W'_0[r] = P_0 u_1[r] + R_0 s,         b'_0[r] = E_0 u_1[r] + F_0 s
-    middle layer  W'_i[r, c] = A_i W_i[r, c] + P_i u_{i+1}[r] + Q_i u_i[c] + R_i s,
-                  b'_i[r] = E_i u_{i+1}[r] + F_i s
-    last layer    W'_{L-1}[:, c] = Q_{L-1} u_{L-1}[c] + R_{L-1} s,   b'_{L-1} = F_{L-1} s
+We use the notation of `nfn_models.layers.np`: shaped W_i (B, C f_i, n_{i+1}, n_i), b_i (B, C, n_{i+1}).
+W'_0[r] is row r with its n_0 inputs as channels. W'_{L-1}[:, c] is column c with its n_L outputs as
+channels. The first layer's output is
 
-(W'_0[r] is row r with its n_0 inputs as channels, W'_{L-1}[:, c] column c with its n_L
-outputs as channels.) u_k, for hidden axis k, gathers the NP pieces of v_k (the mean of
-W_{k-1} over inputs, b_{k-1}, the mean of W_k over outputs) plus, next to a fixed axis, the
-whole neighbouring weight: W_0 as (C f_0 n_0) channels on axis 1 ("in_full") and W_{L-1} as
-(C f_{L-1} n_L) channels on axis L-1 ("out_full"). s holds the global means of every W_i and
-b_i, the mean of W_0 over outputs (C f_0 n_0), the mean of W_{L-1} over inputs
-(C f_{L-1} n_L) and b_{L-1} whole (C n_L).
+    W'_0[r] = P_0 u_1[r] + R_0 s,        b'_0[r] = E_0 u_1[r] + F_0 s.
 
-The pieces each term reads, and their order, follow the authors' `nfn==0.1.2` `HNPLinear`
-so the tests can copy its parameters one to one; that includes two quirks we keep on
-purpose (a behaviour change would break the cross-check) and flag here: some means are read
-next to the whole tensor they average (redundant, harmless), and the last layer's weight
-term does not read b_{L-2} (a legal but omitted equivariant term).
+A middle layer's output is
+
+    W'_i[r, c] = A_i W_i[r, c] + P_i u_{i+1}[r] + Q_i u_i[c] + R_i s,
+    b'_i[r] = E_i u_{i+1}[r] + F_i s.
+
+The last layer's output is
+
+    W'_{L-1}[:, c] = Q_{L-1} u_{L-1}[c] + R_{L-1} s,        b'_{L-1} = F_{L-1} s.
+
+For hidden axis k, u_k gathers the NP pieces of v_k: the mean of W_{k-1} over inputs, b_{k-1}, and the mean
+of W_k over outputs. Next to a fixed axis it also holds the whole neighbouring weight. That is W_0 as (C f_0
+n_0) channels on axis 1 ("in_full"), and W_{L-1} as (C f_{L-1} n_L) channels on axis L-1 ("out_full"). The
+vector s holds the global means of every W_i and b_i. It also holds the mean of W_0 over outputs (C f_0
+n_0), the mean of W_{L-1} over inputs (C f_{L-1} n_L) and b_{L-1} whole (C n_L).
+
+The pieces each term reads, and their order, follow the authors' `nfn==0.1.2` `HNPLinear`. So the tests can
+copy its parameters one to one. That includes two quirks we keep on purpose, since a change would break the
+cross-check. Some means are read next to the whole tensor they average (redundant, harmless). The last
+layer's weight term does not read b_{L-2} (a legal but omitted equivariant term).
 """
 
 from __future__ import annotations
@@ -74,8 +80,8 @@ def _widths(description: NetworkDescription, axis: int, channels: int) -> dict[s
 
 
 def _cat(pieces: dict[str, torch.Tensor], order: tuple[str, ...]) -> torch.Tensor:
-    """The pieces concatenated along channels, (B, ., n), stored channels-last: the `ChannelLinear`s
-    that read it see a contiguous (B, n, .) and share it, with no copy of their own."""
+    """The pieces concatenated along channels, (B, ., n), stored channels-last. The `ChannelLinear`s that
+    read it see a contiguous (B, n, .) and share it, with no copy of their own."""
     return torch.cat([pieces[name].movedim(1, -1) for name in order if name in pieces], dim=-1).movedim(-1, 1)
 
 

@@ -1,53 +1,57 @@
 """Monomial-NFN layers: equivariant to hidden-unit permutations with scalings or sign flips.
 
-Tran, Vo, Tran-Huu, Nguyen & Nguyen, "Equivariant Neural Functional Networks for Monomial
-Matrix Groups" (NeurIPS 2024), Sec. 4 (the G-equivariant linear layers, for G = permutations
-x positive diagonals, ReLU nets, and G = permutations x sign diagonals, sin/tanh nets) and
-Sec. 5 (the G-invariant layers); we cite by section, not by equation number. The group acts
-as in `zoo.symmetry.feedforward`:
+Tran, Vo, Tran-Huu, Nguyen & Nguyen, "Equivariant Neural Functional Networks for Monomial Matrix Groups"
+(NeurIPS 2024). Sec. 4 gives the G-equivariant linear layers, Sec. 5 the G-invariant layers. G is
+permutations x positive diagonals (ReLU nets) or permutations x sign diagonals (sin and tanh nets). We cite
+by section, not by equation number. The group acts as in `zoo.symmetry.feedforward`:
 
     W_l -> D_l P_l W_l P_{l-1}^T D_{l-1}^{-1},    b_l -> D_l P_l b_l,    P_0 = D_0 = P_L = D_L = I.
 
-Derivation. An equivariant linear map may only send an input entry to an output entry that
-transforms by the same character of the diagonal subgroup. Entry W_l[j, k] carries
-d_l(j) / d_{l-1}(k), b_l[j] carries d_l(j); for independent positive d these monomials
-coincide only when a fixed axis removes a factor: W_1[j, :] and b_1[j] all carry d_1(j)
-(axis 0 is fixed), W_L[:, k] all carry 1 / d_{L-1}(k), b_L carries 1 (so may also receive a
-constant). Every mean over a hidden axis mixes different characters and is excluded, and so
-is every constant except on b_L. Permutation equivariance then ties the coefficients across
-the hidden indices. Shaped W_l (B, C f_l, n_l, n_{l-1}) (filter positions folded into the
-channels, which all share one character), with channel-mixing matrices A, with no bias:
+Derivation. An equivariant linear map may only send an input entry to an output entry with the same
+character of the diagonal subgroup. Entry W_l[j, k] carries d_l(j) / d_{l-1}(k), and b_l[j] carries d_l(j).
+For independent positive d these monomials coincide only where a fixed axis removes a factor. W_1[j, :] and
+b_1[j] all carry d_1(j), since axis 0 is fixed. W_L[:, k] all carry 1 / d_{L-1}(k). b_L carries 1, so it may
+also receive a constant. Every mean over a hidden axis mixes characters and is excluded. So is every
+constant except on b_L. Permutation equivariance then ties the coefficients across hidden indices.
 
-    first   W'_1[j, :] = A_1 W_1[j, :] + B_1 b_1[j]       (W_1's row j: C f_1 n_0 channels)
-            b'_1[j]    = E_1 W_1[j, :] + F_1 b_1[j]
-    middle  W'_l[j, k] = A_l W_l[j, k],   b'_l[j] = F_l b_l[j]                 1 < l < L
-    last    W'_L[:, k] = A_L W_L[:, k]                     (W_L's column k: C f_L n_L channels)
-            b'_L       = F_L b_L + tau                     (b_L whole, tau a constant)
+Take shaped W_l (B, C f_l, n_l, n_{l-1}), with filter positions folded into the channels. All of them share
+one character. A, B, E, F, G and H are channel-mixing matrices without bias. The first layer reads W_1's row
+j (C f_1 n_0 channels):
 
-These are the terms of the paper's equivariant layer for the scaling group (Sec. 4) and,
-term for term, of the authors' reference `HNPSLinear`. With sign matrices,
-D^{-1} = D, so W_L[:, k] (1 / d_{L-1}(k) = d_{L-1}(k)) and b_{L-1}[k] share a character; the
-paper's sign-flip layer (Sec. 4, reference `HNPS_SirenLinear`) adds exactly those two
-cross terms:
+    W'_1[j, :] = A_1 W_1[j, :] + B_1 b_1[j],      b'_1[j] = E_1 W_1[j, :] + F_1 b_1[j].
+
+A middle layer (1 < l < L) maps each entry alone:
+
+    W'_l[j, k] = A_l W_l[j, k],                   b'_l[j] = F_l b_l[j].
+
+The last layer reads W_L's column k (C f_L n_L channels) and b_L whole, with a constant tau:
+
+    W'_L[:, k] = A_L W_L[:, k],                   b'_L    = F_L b_L + tau.
+
+These are the terms of the paper's layer for the scaling group (Sec. 4). They match the authors' reference
+`HNPSLinear` term for term. With sign matrices D^{-1} = D. Then W_L[:, k] and b_{L-1}[k] share a character,
+since 1 / d_{L-1}(k) = d_{L-1}(k). The paper's sign-flip layer (Sec. 4, reference `HNPS_SirenLinear`) adds
+exactly those two cross terms:
 
     W'_L[:, k] += G_L b_{L-1}[k],        b'_{L-1}[k] += H_L W_L[:, k].
 
-(For L = 2 the sign group would also allow W_1 <-> W_2 couplings through d_1; the paper
-does not use them and neither do we.) Parameters: far fewer than NP/HNP, which grow with
-the number of hidden-axis summaries; here every middle layer costs (C f_l)(O f_l) + C O.
+For L = 2 the sign group would also allow W_1 <-> W_2 couplings through d_1. The paper does not use them,
+and neither do we. The layer has far fewer parameters than NP or HNP, whose count grows with the hidden-axis
+summaries. Here every middle layer costs (C f_l)(O f_l) + C O.
 
-The invariant layer (`MonomialPool`, Sec. 5): every feature vector at one weight entry,
-W_l[:, j, k] (its C f_l channels) or b_l[:, j], is normalized to unit L2 norm (a degree-0
-map, so it removes the positive factor d_l(j)/d_{l-1}(k)), scaled and shifted per channel
-by learned vectors, then averaged as HNP's pool does (Zhou et al. 2023): over both axes for
-middle weights, over the hidden axis only for W_1 and W_L, over units for the hidden biases,
-with b_L (already invariant) kept whole. The authors' pool normalizes with
-`F.normalize(eps=1e-12)`, which is not scale invariant once a vector's norm is near or below
-1e-12 (real zoo members trained with Adam/RMSprop hold denormal weights, ~1e-45); we divide
-by the max-abs first (exact, maps any finite nonzero vector into [-1, 1]) and then by the
-norm, with a zero vector mapped to zero and no epsilon. This pool serves the scaling group;
-for the sign group the model applies |.| (the paper's `S_tanh_abs_gen`), which makes every
-feature sign invariant, and pools as HNP does (`nfn_models.monomial_nfn.GROUP_POOLS`).
+The invariant layer (`MonomialPool`, Sec. 5) works per weight entry. Its feature vector, W_l[:, j, k] or
+b_l[:, j], is normalized to unit L2 norm. That map has degree 0, so it removes the positive factor
+d_l(j)/d_{l-1}(k). Learned vectors then scale and shift it per channel. The result is averaged as HNP's pool
+does (Zhou et al. 2023). Middle weights are averaged over both axes, W_1 and W_L over the hidden axis only.
+Hidden biases are averaged over units; b_L, already invariant, is kept whole.
+
+The authors' pool uses `F.normalize(eps=1e-12)`. That is not scale invariant once a norm is near or below
+1e-12. Real zoo members trained with Adam or RMSprop hold denormal weights, ~1e-45. So we divide by the
+max-abs first, then by the norm, with no epsilon. The first step is exact and maps any finite nonzero vector
+into [-1, 1]. A zero vector maps to zero.
+
+This pool serves the scaling group. For the sign group the model applies |.| (the paper's `S_tanh_abs_gen`),
+which makes every feature sign invariant. It then pools as HNP does (`nfn_models.monomial_nfn.GROUP_POOLS`).
 """
 
 from __future__ import annotations
@@ -79,11 +83,10 @@ def _columns(weight: torch.Tensor) -> torch.Tensor:
 class MonomialLinear(nn.Module):
     """features (B, in_channels, ...) -> (B, out_channels, ...), equivariant to `group`.
 
-    group "scale": permutations x positive scalings (ReLU nets); "sign": permutations x
-    sign flips (tanh, sine nets), which adds the W_L <-> b_{L-1} terms. `out_description`
-    (default: the input's) may drop the kernels: the maps then take the folded filter
-    positions to O channels per entry (the authors' `HNPSLinear(in_spec, out_spec)`, which
-    MAGEP-NFN's first layer is).
+    Group "scale" is permutations x positive scalings (ReLU nets). Group "sign" is permutations x sign flips
+    (tanh and sine nets); it adds the W_L <-> b_{L-1} terms. `out_description` defaults to the input's. It
+    may drop the kernels; the maps then take the folded filter positions to O channels per entry. That is
+    the authors' `HNPSLinear(in_spec, out_spec)`, which MAGEP-NFN's first layer is.
     """
 
     GROUPS = ("scale", "sign")
@@ -161,12 +164,11 @@ class MonomialLinear(nn.Module):
 class _UnitNormalize(torch.autograd.Function):
     """x / ||x|| with its gradient written out, so that tiny x cannot turn it into NaN.
 
-    The true gradient, (g - u (u . g)) / ||x|| with u = x / ||x||, is huge where ||x|| is
-    tiny (features of members holding denormal-sized weights); autograd's own chain through
-    x / peak squares the peak and divides by 0 there (NaN, seen training on the demo zoo).
-    Here it is (g - u (u . g)) / (||x / peak||) / peak, which is exact wherever float32 can
-    hold it and saturates at the largest finite value where it cannot; the forward value,
-    which the symmetry claim is about, is untouched.
+    The true gradient is (g - u (u . g)) / ||x||, with u = x / ||x||. It is huge where ||x|| is tiny, as for
+    members holding denormal-sized weights. Autograd's own chain through x / peak squares the peak. There it
+    divides by 0, which gave NaN while training on the demo zoo. Here the gradient is (g - u (u . g)) / (||x
+    / peak||) / peak. It is exact wherever float32 can hold it and saturates at the largest finite value
+    elsewhere. The forward value, which the symmetry claim is about, is untouched.
     """
 
     @staticmethod
@@ -194,9 +196,9 @@ class _UnitNormalize(torch.autograd.Function):
 def unit_normalize(x: torch.Tensor, dim: int) -> torch.Tensor:
     """x / ||x|| along `dim`, exactly degree 0 for every finite x, denormals included; 0 -> 0.
 
-    Dividing by the max-abs first keeps the squares from underflowing (a vector of 1e-45s
-    has a float32 norm of 0) and needs no epsilon, so x and c x (c > 0) give the same result
-    up to rounding for any c. Its gradient is `_UnitNormalize`'s, finite for any x.
+    Dividing by the max-abs first keeps the squares from underflowing. A vector of 1e-45s has a float32 norm
+    of 0. It needs no epsilon, so x and c x (c > 0) give the same result up to rounding for any c. Its
+    gradient is `_UnitNormalize`'s, finite for any x.
     """
     return _UnitNormalize.apply(x, dim)
 
@@ -217,8 +219,8 @@ class _ChannelAffine(nn.Module):
 class MonomialPool(nn.Module):
     """features (B, C, ...) -> (B, C * D'), invariant to hidden permutations and positive scalings.
 
-    The layout (and D') is `HNPPool`'s: W_1 averaged over its hidden outputs (C f_1 n_0),
-    W_L over its hidden inputs (C f_L n_L), b_L whole (C n_L), the rest over both axes.
+    The layout and D' are `HNPPool`'s. W_1 is averaged over its hidden outputs (C f_1 n_0), W_L over its
+    hidden inputs (C f_L n_L). The bias b_L is kept whole (C n_L), and the rest is averaged over both axes.
     """
 
     def __init__(self, description: NetworkDescription, channels: int):

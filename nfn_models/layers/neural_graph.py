@@ -1,12 +1,12 @@
 """The pieces NG-GNN and NG-T share: the input encoders, the positional embedding and the readout.
 
-Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural
-Networks" (ICLR 2024), Sec. 4: both models encode each scalar of the neural graph (a bias, or a
-kernel vector) with random Fourier features, [cos 2 pi B v, sin 2 pi B v] with B ~ N(0, sigma^2)
-fixed (the authors' `GaussianEncoding` from `rff`), then two linear maps (their `proj_bias` /
-`proj_weight` and `proj_node_in` / `proj_edge_in`); add a learned positional embedding per node
-(initialised N(0, 1), their `torch.randn` parameter); and read the output neurons' features,
-concatenated in order, with an MLP (their `proj_out`). Plain torch: no graph library needed.
+Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural Networks" (ICLR
+2024), Sec. 4. Both models encode each scalar of the neural graph (a bias, or a kernel vector) with random
+Fourier features. These are [cos 2 pi B v, sin 2 pi B v] with a fixed B ~ N(0, sigma^2), the authors'
+`GaussianEncoding` from `rff`. Two linear maps follow (their `proj_bias` / `proj_weight` and `proj_node_in`
+/ `proj_edge_in`). Each node adds a learned positional embedding, initialised N(0, 1) (their `torch.randn`
+parameter). An MLP (their `proj_out`) reads the output neurons' features, concatenated in order. Plain
+torch: no graph library needed.
 """
 
 from __future__ import annotations
@@ -81,22 +81,25 @@ def probe_features(space, config: ProbeFeatureFields, dim: int) -> "INRProbeFeat
 
 
 class INRProbeFeatures(nn.Module):
-    """Probe features of a SIREN's neural graph (Kofinas et al. 2024, Sec. 3, "probe features"): the
-    members run on K learned input coordinates, and every neuron's K values (an input neuron's are the
-    coordinate itself, a hidden neuron's its sine's output, an output neuron's the member's output)
-    become a node feature through a linear map and a LayerNorm of its layer -> (B, N, d).
+    """Probe features of a SIREN's neural graph (Kofinas et al. 2024, Sec. 3, "probe features") -> (B, N,
+    d).
 
-    Facts from the authors' code (mkofinas/neural-graphs, `nn/probe_features.py`, read for facts
-    only): the probes start uniform in [-1, 1]^in and are learned; one `Linear(K, d) + LayerNorm(d)`
-    per layer of neurons; the result is added to the encoded biases before their second linear
-    map (their `proj_node_in`); 64 probes in their `*_probe_64.sh` scripts. The members run in
-    float64, as ProbeGen's do (`nfn_models.probegen.SIRENMembers`): a hidden-unit permutation
-    reorders the float32 sums at omega_0 = 30. A hidden-unit permutation permutes the hidden
-    neurons' values with the neurons, so the graph models stay permutation invariant.
+    The members run on K learned input coordinates. Every neuron's K values become a node feature, through a
+    linear map and a LayerNorm of its layer. An input neuron's values are the coordinate itself. A hidden
+    neuron's are its sine's output, and an output neuron's the member's output.
 
-    Checked once against their `GraphProbeFeatures` (their `INRPerLayer` SIREN 2-32-32-1, 64 probes,
-    d 32, our probes and projections copied across, float64, 5 random members): the same (5, 67, 32)
-    features to 6.1e-13 (features up to 3.5).
+    Facts from the authors' code (mkofinas/neural-graphs, `nn/probe_features.py`, read for facts only). The
+    probes start uniform in [-1, 1]^in and are learned. Each layer of neurons has one `Linear(K, d) +
+    LayerNorm(d)`. The result is added to the encoded biases before their second linear map (their
+    `proj_node_in`). Their `*_probe_64.sh` scripts use 64 probes.
+
+    The members run in float64, as ProbeGen's do (`nfn_models.probegen.SIRENMembers`). In float32 a
+    hidden-unit permutation reorders the sums at omega_0 = 30. A hidden-unit permutation permutes the hidden
+    neurons' values with the neurons. So the graph models stay permutation invariant.
+
+    Checked once against their `GraphProbeFeatures` (their `INRPerLayer` SIREN 2-32-32-1, 64 probes, d 32),
+    with our probes and projections copied across. In float64, on 5 random members, the (5, 67, 32) features
+    agree to 6.1e-13 (features up to 3.5).
     """
 
     def __init__(self, architecture, num_probes: int, dim: int):
@@ -117,12 +120,15 @@ class INRProbeFeatures(nn.Module):
 
 
 class WeightHead(nn.Module):
-    """Node features (B, N, d_node) and forward-edge features (B, E_f, d_edge) -> a weight delta of the
-    layout's space (`NeuralGraphLayout.to_weights`): each node's bias and each edge's kernel vector
-    through an MLP d -> d -> out with a ReLU (the authors' `proj_node` / `proj_edge` of their INR
-    editing models, `dense_gnn.GNNParams` and `dense_relational_transformer.RelationalTransformerParams`).
-    Per node and per edge alike, so it commutes with relabelling hidden neurons; the input
-    neurons' values are dropped (they carry no bias)."""
+    """Node features (B, N, d_node) and forward-edge features (B, E_f, d_edge) -> a weight delta.
+
+    The delta lies in the layout's space (`NeuralGraphLayout.to_weights`). Each node's bias and each edge's
+    kernel vector come from an MLP d -> d -> out with a ReLU. These are the authors' `proj_node` /
+    `proj_edge` of their INR editing models (`dense_gnn.GNNParams` and
+    `dense_relational_transformer.RelationalTransformerParams`). The MLP acts per node and per edge alike,
+    so it commutes with relabelling hidden neurons. The input neurons' values are dropped, since they carry
+    no bias.
+    """
 
     def __init__(self, layout, node_dim: int, edge_dim: int):
         super().__init__()

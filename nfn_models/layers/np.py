@@ -1,29 +1,34 @@
 """The NP equivariant linear layer: every unit axis permuted (Zhou et al. 2023, Sec. 3).
 
-Zhou, Yang, Burns, Cardace, Jiang, Sokota, Kolter, Finn, "Permutation Equivariant Neural
-Functionals" (NeurIPS 2023), Sec. 3, the NP ("neural permutation") NF-Layer: equivariant to
-S_{n_0} x ... x S_{n_L}, i.e. the input and output units are treated as permutable too,
-so it is equivariant a fortiori to the hidden-unit group of the zoo's networks. With 0-based
-layers (layer i maps unit axis i to axis i + 1), shaped weights W_i (B, C f_i, n_{i+1}, n_i)
-and biases b_i (B, C, n_{i+1}) (`WeightSpaceFeatures.shaped`), its output is
+Zhou, Yang, Burns, Cardace, Jiang, Sokota, Kolter, Finn, "Permutation Equivariant Neural Functionals"
+(NeurIPS 2023), Sec. 3: the NP ("neural permutation") NF-Layer. It is equivariant to S_{n_0} x ... x
+S_{n_L}, so the input and output units are permutable too. It is then equivariant a fortiori to the
+hidden-unit group of the zoo's networks.
 
-    W'_i[r, c] = A_i W_i[r, c] + P_i v_{i+1}[r] + Q_i v_i[c] + R_i s + bias terms
-    b'_i[r]    =                 E_i v_{i+1}[r]              + F_i s + bias terms
+Layers are 0-based: layer i maps unit axis i to axis i + 1. Take shaped weights W_i (B, C f_i, n_{i+1}, n_i)
+and biases b_i (B, C, n_{i+1}) (`WeightSpaceFeatures.shaped`). The linear maps act on channels. A weight's
+output is
 
-where the linear maps act on channels and
-- v_k is everything indexed by unit axis k alone: the mean of W_{k-1} over its inputs, the
-  bias b_{k-1} and the mean of W_k over its outputs (whichever exist);
-- s holds the global means of every W_i and every b_i.
-Those are all the ways a permutation-equivariant linear map can read the weights (the paper's
-parameter-sharing characterization); a convolution's f_i = kh * kw filter positions are
-extra channels, as in the authors' `nfn` package. Each term is its own `ChannelLinear` with
-its own bias (biases of terms summed into one output are redundant, kept so the parameter
-count equals the reference's). The form is chosen per weight shape: a convolution's W_i
-(f_i > 1) is mixed by a 1x1 convolution of (B, C f_i, n_{i+1}, n_i) as it is
-(`ChannelConv2d`: no copy, the bias fused) and its terms are summed in place; everything else
-by `nn.Linear` on channels-last views (`ChannelLinear`), faster on small tensors
-(docs/performance.md, `make bench-nfn`). The concatenation orders of v_k follow
-`nfn==0.1.2`'s `NPLinear` so the tests can copy parameters across one to one.
+    W'_i[r, c] = A_i W_i[r, c] + P_i v_{i+1}[r] + Q_i v_i[c] + R_i s + bias terms.
+
+A bias's output is
+
+    b'_i[r] = E_i v_{i+1}[r] + F_i s + bias terms.
+
+Here v_k is everything indexed by unit axis k alone. That is the mean of W_{k-1} over its inputs, the bias
+b_{k-1} and the mean of W_k over its outputs, whichever exist. The vector s holds the global means of every
+W_i and every b_i. Those are all the ways a permutation-equivariant linear map can read the weights (the
+paper's parameter-sharing characterization).
+
+A convolution's f_i = kh * kw filter positions are extra channels, as in the authors' `nfn` package. Each
+term is its own `ChannelLinear` with its own bias. Biases of terms summed into one output are redundant. We
+keep them so the parameter count equals the reference's.
+
+The form is chosen per weight shape. A convolution's W_i (f_i > 1) is mixed by a 1x1 convolution of (B, C
+f_i, n_{i+1}, n_i) as it is (`ChannelConv2d`: no copy, the bias fused). Its terms are summed in place.
+Everything else goes through `nn.Linear` on channels-last views (`ChannelLinear`), faster on small tensors
+(docs/performance.md, `make bench-nfn`). The concatenation orders of v_k follow `nfn==0.1.2`'s `NPLinear`.
+So the tests can copy parameters across one to one.
 """
 
 from __future__ import annotations
@@ -52,9 +57,9 @@ def _axis_pieces(description: NetworkDescription, axis: int, channels: int) -> d
 
 
 def unit_mean(x: torch.Tensor, dim: int | tuple[int, ...]) -> torch.Tensor:
-    """`x.mean(dim)` as a sum divided by the count (the same bits on the CPU, where mean is computed
-    so): its gradient reaches `x` as a broadcast view, which autograd adds into `x`'s other
-    gradients in place, where mean's backward would materialize a full-size temporary first."""
+    """`x.mean(dim)` as a sum divided by the count, which gives the same bits on the CPU. Its gradient
+    reaches `x` as a broadcast view. Autograd adds that into `x`'s other gradients in place. Mean's backward
+    would materialize a full-size temporary first."""
     dims = (dim,) if isinstance(dim, int) else dim
     count = 1
     for d in dims:
@@ -63,9 +68,9 @@ def unit_mean(x: torch.Tensor, dim: int | tuple[int, ...]) -> torch.Tensor:
 
 
 def sum_terms(first: torch.Tensor, *others: torch.Tensor) -> torch.Tensor:
-    """first + others[0] + others[1] + ..., left to right (the same bits), added into `first` in place
-    when it is a fresh tensor (a 1x1 convolution's output), which spares the sum's full-size
-    temporaries; a view (`ChannelLinear`'s output) is not changed, autograd would copy its base back."""
+    """first + others[0] + others[1] + ..., left to right (the same bits). The sum is added into `first` in
+    place when it is a fresh tensor (a 1x1 convolution's output). That spares the sum's full-size
+    temporaries. A view (`ChannelLinear`'s output) is not changed, since autograd would copy its base back."""
     if first._base is not None:
         first = first + others[0]
         others = others[1:]
@@ -87,8 +92,8 @@ def axis_vectors(weights: tuple[torch.Tensor, ...], biases: tuple[torch.Tensor, 
 
 
 def _cat(pieces: dict[str, torch.Tensor], order: tuple[str, ...]) -> torch.Tensor:
-    """The pieces concatenated along channels, (B, ., n), stored channels-last: the `ChannelLinear`s
-    that read it see a contiguous (B, n, .) and share it, with no copy of their own."""
+    """The pieces concatenated along channels, (B, ., n), stored channels-last. The `ChannelLinear`s that
+    read it see a contiguous (B, n, .) and share it, with no copy of their own."""
     return torch.cat([pieces[name].movedim(1, -1) for name in order if name in pieces], dim=-1).movedim(-1, 1)
 
 

@@ -1,24 +1,32 @@
 """PNA message passing with edge features, as NG-GNN uses it on neural graphs.
 
-Kofinas et al. 2024 ("Graph Neural Networks for Learning Equivariant Representations of Neural
-Networks", ICLR 2024), Sec. 4 (NG-GNN): principal neighbourhood aggregation (Corso et al. 2020,
-Sec. 2: aggregators and degree scalers) where the edge features modulate the messages (FiLM) and
-are updated between layers:
+Kofinas et al. 2024 ("Graph Neural Networks for Learning Equivariant Representations of Neural Networks",
+ICLR 2024), Sec. 4 (NG-GNN). It uses principal neighbourhood aggregation (Corso et al. 2020, Sec. 2:
+aggregators and degree scalers). The edge features modulate the messages (FiLM) and are updated between
+layers. Here j is the source and i the target of edge j -> i. The message is
 
-    m_ij  = s(e_ij) * h([x_i, x_j]) + t(e_ij)                 (s, t: one linear map of e_ij, split)
-    x_i'  = lin(post([x_i, (+)_{j -> i} m_ij]))               (+): {mean, min, max, std} x {1, amplification}
-    e_ij' = lin1(act(lin_e(e_ij) + lin_s(x_j) + lin_t(x_i)))  (between layers, not after the last)
+    m_ij = s(e_ij) * h([x_i, x_j]) + t(e_ij),
 
-with j the source and i the target of edge j -> i. `(+)` is `torch_geometric`'s
-`DegreeScalerAggregation` with the in-degree histogram of the graph (the same for every member of
-an architecture), computed here by `DegreeBuckets`: the edges sorted once per forward by their
-target's in-degree, so that the nodes of one in-degree k read their messages as a dense
-(n, k, C) block and each aggregator is a reduction over its middle axis. The same function as
-`torch_geometric`'s scatter reductions (tests/nfn_models/test_pna.py checks values and gradients
-in float64), whose min/max backward was a quarter of a step on a transformer's neural graph.
-Where messages tie for a node's min or max, the gradient goes to one of them (torch's `max(dim)`),
-not split evenly among them. Imports `torch_geometric` at import time: only `nfn_models.ng_gnn`
-imports this module, inside its constructor, so `import nfn_models` stays light.
+with s and t one linear map of e_ij, split. The node update is
+
+    x_i' = lin(post([x_i, (+)_{j -> i} m_ij])),
+
+with (+) the {mean, min, max, std} x {1, amplification} aggregation. Between layers, not after the last, the
+edges are updated:
+
+    e_ij' = lin1(act(lin_e(e_ij) + lin_s(x_j) + lin_t(x_i))).
+
+`(+)` is `torch_geometric`'s `DegreeScalerAggregation` with the graph's in-degree histogram. That histogram
+is the same for every member of an architecture. Here `DegreeBuckets` computes it. The edges are sorted once
+per forward by their target's in-degree. The nodes of in-degree k then read their messages as a dense (n, k,
+C) block. Each aggregator is a reduction over its middle axis.
+
+This is the same function as `torch_geometric`'s scatter reductions, and faster (docs/performance.md).
+tests/nfn_models/test_pna.py checks values and gradients in float64. Where messages tie for a node's min or
+max, the gradient goes to one of them (torch's `max(dim)`). It is not split evenly among them.
+
+This module imports `torch_geometric` at import time. Only `nfn_models.ng_gnn` imports it, inside its
+constructor, so `import nfn_models` stays light.
 """
 
 from __future__ import annotations
@@ -42,9 +50,9 @@ STD_FLOOR = 1e-5  # torch_geometric's StdAggregation: sqrt(max(var, 1e-5)), and 
 class DegreeBuckets:
     """The edges of (batched) graphs grouped by their target's in-degree, for dense reductions.
 
-    `edge_order` lists the edges by (in-degree of the target, target): the nodes of in-degree k
-    (`sizes` holds (k, count) pairs, k ascending) then own consecutive runs of k edges each;
-    `node_position[i]` is where node i's row sits in that order; `degree` is each node's in-degree.
+    `edge_order` lists the edges by (in-degree of the target, target). The nodes of in-degree k then own
+    consecutive runs of k edges each. `sizes` holds (k, count) pairs, k ascending. `node_position[i]` is
+    where node i's row sits in that order. `degree` is each node's in-degree.
     """
 
     edge_order: torch.Tensor  # (E,)
@@ -64,8 +72,8 @@ class DegreeBuckets:
         return cls(edge_order, node_position, tuple(zip(degrees.tolist(), counts.tolist())), degree)
 
     def aggregate(self, messages: torch.Tensor) -> torch.Tensor:
-        """(E, C) messages -> (N, 4 C): [mean, min, max, std] over each node's incoming messages
-        (0 for a node without any, as torch_geometric's scatter reductions give)."""
+        """(E, C) messages -> (N, 4 C): [mean, min, max, std] over each node's incoming messages. A node
+        without any gets 0, as torch_geometric's scatter reductions give."""
         ordered = messages.index_select(0, self.edge_order)
         channels = messages.shape[-1]
         rows, start = [], 0
@@ -111,7 +119,7 @@ class EdgeModulatedPNAConv(MessagePassing):
         return self.lin(self.post(torch.cat([x, self.scaled_aggregation(messages, buckets)], dim=-1)))  # (N, C)
 
     def scaled_aggregation(self, messages: torch.Tensor, buckets: DegreeBuckets) -> torch.Tensor:
-        """(E, C) messages -> (N, 8 C): what `self.aggr_module` (torch_geometric's) returns, the
+        """(E, C) messages -> (N, 8 C): what `self.aggr_module` (torch_geometric's) returns. That is the
         aggregators under each scaler in order (amplification: log(in-degree + 1) / its mean)."""
         aggregated = buckets.aggregate(messages)  # (N, 4 C)
         amplification = torch.log(buckets.degree.to(messages.dtype) + 1).unsqueeze(-1) / self.aggr_module.avg_deg_log

@@ -1,48 +1,55 @@
 """MAGEP-NFN layers: polynomial equivariant and invariant layers for the monomial group.
 
-Vo, Tran, Tran-Huu, Nguyen, Tran, Nguyen-Nhat, Pham & Nguyen, "Equivariant Polynomial
-Functional Networks" (ICML 2025), Sec. 4 (the stable polynomial terms and the equivariant
-layer built from them) and Sec. 5 (the invariant layer); cited by section. The group acts as
-in `zoo.symmetry.feedforward`, g_l = D_l P_l a monomial matrix on each hidden axis
-(g_0 = g_L = I):
+Vo, Tran, Tran-Huu, Nguyen, Tran, Nguyen-Nhat, Pham & Nguyen, "Equivariant Polynomial Functional Networks"
+(ICML 2025), cited by section. Sec. 4 gives the stable polynomial terms and the equivariant layer built from
+them. Sec. 5 gives the invariant layer. The group acts as in `zoo.symmetry.feedforward`. On each hidden axis
+g_l = D_l P_l is a monomial matrix, and g_0 = g_L = I:
 
     W_s -> g_s W_s g_{s-1}^{-1},    b_s -> g_s b_s.
 
-The terms. Products of consecutive weights telescope: for 0 <= t < s <= L,
+The terms. Products of consecutive weights telescope. For 0 <= t < s <= L:
 
-    W_(s,t) = W_s W_{s-1} ... W_{t+1}                 -> g_s W_(s,t) g_t^{-1}     (n_s x n_t)
-    [Wb]_(s,t) = W_(s,t) b_t            (t >= 1)      -> g_s [Wb]_(s,t)           (n_s)
-    [bW]_(s,t) = b_s psi^T W_(L,t)                    -> g_s [bW]_(s,t) g_t^{-1}  (psi in R^{n_L})
-    [WW]_(s,t) = W_(s,0) Psi W_(L,t)                  -> g_s [WW]_(s,t) g_t^{-1}  (Psi in R^{n_0 x n_L})
+    W_(s,t) = W_s W_{s-1} ... W_{t+1}                 -> g_s W_(s,t) g_t^{-1}     (n_s x n_t);
+    [Wb]_(s,t) = W_(s,t) b_t            (t >= 1)      -> g_s [Wb]_(s,t)           (n_s).
 
-because g_0 and g_L are identities, so a fixed matrix may sit between the two fixed axes.
-For t = s the last two conjugate by g_s, so their traces are invariant:
-tr(W_(s,0) Psi W_(L,s)) = <Psi^T, W_(L,0)> and tr(b_s psi^T W_(L,s)) = psi . [Wb]_(L,s)
-(cyclic trace and W_(L,s) W_(s,0) = W_(L,0)); we compute them in that cheaper form. Every
-term is equivariant to any invertible diagonal D, not only to positive or sign ones, so the
-same layer serves ReLU and tanh nets; only the nonlinearity between layers differs.
+Since g_0 and g_L are identities, a fixed matrix may sit between the two fixed axes:
 
-The equivariant layer (`PolynomialLinear`) maps each output entry from the terms that
-transform like it, with channel-mixing matrices (for a fixed axis, its entries become
-channels, as in `nfn_models.layers.monomial`):
+    [bW]_(s,t) = b_s psi^T W_(L,t)                    -> g_s [bW]_(s,t) g_t^{-1}  (psi in R^{n_L});
+    [WW]_(s,t) = W_(s,0) Psi W_(L,t)                  -> g_s [WW]_(s,t) g_t^{-1}  (Psi in R^{n_0 x n_L}).
 
-    W'_1[j, :]   <- W_1, [WW]_(1,0), [bW]_(1,0) rows j;  b_1[j]
-    b'_1[j]      <- the same
-    W'_s         <- W_s, [WW]_(s,s-1), [bW]_(s,s-1)                            1 < s < L
-    b'_s[j]      <- W_(s,0), [WW]_(s,0), [bW]_(s,0) rows j;  sum_t [Wb]_(s,t)[j];  b_s[j]
-    W'_L[:, k]   <- W_L, [WW]_(L,L-1), [bW]_(L,L-1) columns k
-    b'_L         <- W_(L,0), [WW]_(L,0), [bW]_(L,0), sum_t [Wb]_(L,t), b_L whole; the
-                    traces for s = 1 .. L-1; a constant
+For t = s the last two conjugate by g_s, so their traces are invariant. By the cyclic trace and W_(L,s)
+W_(s,0) = W_(L,0), they equal cheaper forms, which we compute:
 
-One coefficient matrix is shared over t for the [Wb] terms, as in the authors' code. The
-psi/Psi of the equivariant layer are fixed random buffers (the authors' reference keeps them
-frozen at randn / size); those of the invariant layer are learned. Both are exact: the group
-does not act on them. The invariant layer (`PolynomialPool`) is a linear map, with a
-constant, of b'_L's inputs: (B, C, ...) -> (B, out_channels).
+    tr(W_(s,0) Psi W_(L,s)) = <Psi^T, W_(L,0)>,      tr(b_s psi^T W_(L,s)) = psi . [Wb]_(L,s).
 
-The layers need dense weight matrices (products chain the unit axes): on a CNN, the model's
-first layer folds the kernels away (`MonomialLinear(out_description=description.without_kernels())`,
-as the paper does with a Monomial-NFN layer).
+Every term is equivariant to any invertible diagonal D, not only to positive or sign ones. So the same layer
+serves ReLU and tanh nets; only the nonlinearity between layers differs.
+
+The equivariant layer (`PolynomialLinear`) maps each output entry from the terms that transform like it,
+with channel-mixing matrices. A fixed axis's entries become channels, as in `nfn_models.layers.monomial`.
+The first layer reads:
+
+    W'_1[j, :], b'_1[j]   <- W_1, [WW]_(1,0), [bW]_(1,0) rows j;  b_1[j].
+
+A middle layer (1 < s < L) reads:
+
+    W'_s                  <- W_s, [WW]_(s,s-1), [bW]_(s,s-1);
+    b'_s[j]               <- W_(s,0), [WW]_(s,0), [bW]_(s,0) rows j;  sum_t [Wb]_(s,t)[j];  b_s[j].
+
+The last layer reads:
+
+    W'_L[:, k]            <- W_L, [WW]_(L,L-1), [bW]_(L,L-1) columns k;
+    b'_L                  <- W_(L,0), [WW]_(L,0), [bW]_(L,0), sum_t [Wb]_(L,t), b_L whole.
+
+The last bias b'_L also reads the traces for s = 1 .. L-1, and a constant. One coefficient matrix is shared
+over t for the [Wb] terms, as in the authors' code. The equivariant layer's psi/Psi are fixed random
+buffers; the authors' reference keeps them frozen at randn / size. The invariant layer's are learned. Both
+are exact, since the group does not act on them. The invariant layer (`PolynomialPool`) is a linear map,
+with a constant, of b'_L's inputs: (B, C, ...) -> (B, out_channels).
+
+The layers need dense weight matrices, since the products chain the unit axes. On a CNN, the model's first
+layer folds the kernels away (`MonomialLinear(out_description=description.without_kernels())`). The paper
+does the same with a Monomial-NFN layer.
 """
 
 from __future__ import annotations
@@ -57,8 +64,8 @@ from nfn_models.layers.channel import ChannelLinear
 
 
 def _xavier(*maps: ChannelLinear) -> None:
-    """Normal(0, 2 / (fan_in + fan_out)) over the maps feeding one output (the preset's init);
-    biases (the constant on b'_L and the pool) start at zero."""
+    """Normal(0, 2 / (fan_in + fan_out)) over the maps feeding one output (the preset's init). Biases start
+    at zero: the constant on b'_L and the pool's."""
     fan = sum(m.in_features + m.out_features for m in maps)
     with torch.no_grad():
         for m in maps:
@@ -123,8 +130,8 @@ class _Products:
     def traces(self, Psis: torch.Tensor, psis: torch.Tensor) -> torch.Tensor:
         """tr([WW]_(s,s)) and tr([bW]_(s,s)) for s = 1 .. L-1: (B, 2 C (L-1)).
 
-        Psis (L-1, C, n_0, n_L), psis (L-1, C, n_L); tr(W_(s,0) Psi W_(L,s)) = <Psi^T, W_(L,0)>,
-        tr(b_s psi^T W_(L,s)) = psi . W_(L,s) b_s.
+        Psis (L-1, C, n_0, n_L), psis (L-1, C, n_L). The traces are computed as tr(W_(s,0) Psi W_(L,s)) =
+        <Psi^T, W_(L,0)> and tr(b_s psi^T W_(L,s)) = psi . W_(L,s) b_s.
         """
         L = self.L
         ww = torch.einsum("scil,bcli->bcs", Psis, self.P[(L, 0)])
@@ -142,7 +149,7 @@ def _Psi(channels: int, n_in: int, n_out: int) -> torch.Tensor:
 
 
 class PolynomialLinear(nn.Module):
-    """features (B, in_channels, ...) -> (B, out_channels, ...) on a dense network description,
+    """features (B, in_channels, ...) -> (B, out_channels, ...) on a dense network description. It is
     equivariant to hidden permutations with any invertible scalings (see the module docstring)."""
 
     def __init__(self, description: NetworkDescription, in_channels: int, out_channels: int):
@@ -207,9 +214,8 @@ class PolynomialLinear(nn.Module):
 
 
 class PolynomialPool(nn.Module):
-    """features (B, C, ...) -> (B, out_channels): the invariant layer, a linear map (with a
-    constant) of W_(L,0), [WW]_(L,0), [bW]_(L,0), sum_t [Wb]_(L,t), b_L and the traces, whose
-    psi/Psi are learned."""
+    """features (B, C, ...) -> (B, out_channels): the invariant layer, with learned psi/Psi. It is a linear
+    map, with a constant, of W_(L,0), [WW]_(L,0), [bW]_(L,0), sum_t [Wb]_(L,t), b_L and the traces."""
 
     def __init__(self, description: NetworkDescription, in_channels: int, out_channels: int):
         super().__init__()

@@ -1,12 +1,11 @@
 """Invariant pools for NP and HNP features (Zhou et al. 2023, Sec. 3, invariant NF-Layers).
 
-Zhou et al., "Permutation Equivariant Neural Functionals" (NeurIPS 2023): an invariant
-NF-Layer is an equivariant layer followed by summing (here: averaging) over the permuted
-axes. `NPPool` averages every weight over both unit axes and every bias over its units,
-keeping filter positions: (B, C (sum_i f_i + L)). `HNPPool` keeps what is indexed by the
-fixed axes: W_0 averaged over its (hidden) outputs only, W_{L-1} over its (hidden) inputs
-only, b_{L-1} whole, and the rest as in NP. Features are laid out channel-major,
-(B, C, D') flattened to (B, C D'), the order of the `nfn` package's pools.
+Zhou et al., "Permutation Equivariant Neural Functionals" (NeurIPS 2023). An invariant NF-Layer is an
+equivariant layer followed by summing (here: averaging) over the permuted axes. `NPPool` averages every
+weight over both unit axes and every bias over its units. It keeps filter positions: (B, C (sum_i f_i + L)).
+`HNPPool` keeps what the fixed axes index. It averages W_0 over its (hidden) outputs only and W_{L-1} over
+its (hidden) inputs only. It keeps b_{L-1} whole, and treats the rest as NP does. Features are laid out
+channel-major, (B, C, D') flattened to (B, C D'), the order of the `nfn` package's pools.
 """
 
 from __future__ import annotations

@@ -1,28 +1,36 @@
 """Relational attention over a dense graph whose edge features update the nodes and are updated in turn.
 
-Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural
-Networks" (ICLR 2024), Sec. 4 (NG-T), after the relational transformer of Diao & Loynd (ICLR
-2023). Every ordered pair of nodes (i, j) carries an edge feature e_ij (for a neural graph: the
-weight i -> j, row = source; pairs without a weight carry the encoding of a zero vector), and
-node i attends to every node j through e_ij. Per head h (head width d_h = d_attn / heads):
+Kofinas et al., "Graph Neural Networks for Learning Equivariant Representations of Neural Networks" (ICLR
+2024), Sec. 4 (NG-T), after the relational transformer of Diao & Loynd (ICLR 2023). Every ordered pair of
+nodes (i, j) carries an edge feature e_ij. For a neural graph that is the weight i -> j, row = source. Pairs
+without a weight carry the encoding of a zero vector. Node i attends to every node j through e_ij.
 
-    q_ij = W_Q x_i + W_Q^e e_ij,   k_ij = W_K x_j + W_K^e e_ij           (no biases)
-    v_ij = (W_V x_j) * (W_V^m e_ij) + W_V^a e_ij                         (the edge modulates the value)
-    a_ij = softmax_j(q_ij . k_ij / sqrt(d_attn))
-    attn_i = W_O [sum_j a_ij v_ij]_heads + b_O
+Per head h, of width d_h = d_attn / heads, the edge shifts queries and keys (no biases):
 
-then, as a post-LayerNorm transformer block (GELU, dropout p):
+    q_ij = W_Q x_i + W_Q^e e_ij,        k_ij = W_K x_j + W_K^e e_ij.
 
-    x_i  <- LN(x_i + dropout(lin(attn_i)))
-    x_i  <- LN(x_i + dropout(W_2 GELU(W_1 x_i)))                            (W_1 without bias)
-    e_ij <- LN(e_ij + dropout(lin_1 GELU(lin_e [e_ij, e_ji] + lin_s x_i + lin_t x_j)))
-    e_ij <- LN(e_ij + dropout(W_4 GELU(W_3 e_ij)))                          (W_3 without bias)
+The edge modulates the value:
 
-The edge update is skipped where nothing reads the edges afterwards (NG-T's last layer). The
-softmax scale is 1 / sqrt(d_attn), the whole attention width, as the authors' code has it (not the
-per-head width of Vaswani et al.). Every linear map is Xavier-uniform with zero bias (their
-`Linear`). Attention runs over all N nodes (no mask), so a layer costs O(B N^2 d) memory: fine for
-the neural graphs of the Small CNN Zoo (59 nodes) and of SIRENs (67).
+    v_ij = (W_V x_j) * (W_V^m e_ij) + W_V^a e_ij.
+
+The attention and its output are
+
+    a_ij = softmax_j(q_ij . k_ij / sqrt(d_attn)),        attn_i = W_O [sum_j a_ij v_ij]_heads + b_O.
+
+The nodes then pass a post-LayerNorm transformer block (GELU, dropout p, W_1 without bias):
+
+    x_i  <- LN(x_i + dropout(lin(attn_i))),        x_i  <- LN(x_i + dropout(W_2 GELU(W_1 x_i))).
+
+Then the edges are updated (W_3 without bias):
+
+    e_ij <- LN(e_ij + dropout(lin_1 GELU(lin_e [e_ij, e_ji] + lin_s x_i + lin_t x_j))),
+    e_ij <- LN(e_ij + dropout(W_4 GELU(W_3 e_ij))).
+
+The edge update is skipped where nothing reads the edges afterwards (NG-T's last layer). The softmax scale
+is 1 / sqrt(d_attn), the whole attention width, as in the authors' code. Vaswani et al. use the per-head
+width instead. Every linear map is Xavier-uniform with zero bias (their `Linear`). Attention runs over all N
+nodes, with no mask, so a layer costs O(B N^2 d) memory. That is fine for the neural graphs of the Small CNN
+Zoo (59 nodes) and of SIRENs (67).
 """
 
 from __future__ import annotations

@@ -1,32 +1,41 @@
 """ScaleGMN's message passing on neural graphs: scale/sign-invariant and -equivariant blocks, and GMN's.
 
-Kalogeropoulos, Bouritsas and Panagakis, "Scale Equivariant Graph Metanetworks" (NeurIPS 2024),
-Sec. 5 (see `nfn_models.scalegmn` on the section numbers). A hidden neuron's representation
-h (d,) must be equivariant to the neuron's multiplier q (a positive factor for ReLU networks, a
-sign for tanh/sine ones): h(q . w) = q h(w). The building blocks, per mode:
+Kalogeropoulos, Bouritsas and Panagakis, "Scale Equivariant Graph Metanetworks" (NeurIPS 2024), Sec. 5 (see
+`nfn_models.scalegmn` on the section numbers). A hidden neuron's representation h (d,) must be equivariant
+to the neuron's multiplier q. That is a positive factor for ReLU networks, a sign for tanh and sine ones:
+h(q . w) = q h(w). The building blocks are below; rho and phi are MLPs, and Gamma is linear without bias.
 
-    canon(x) = x / ||x||  (0 at 0)                         ("scale": invariant to x -> q x, q > 0)
-    symm(x)  = rho(x) + rho(-x)                            ("sign": invariant to x -> -x; rho an MLP)
-    ScaleInv(x) = phi(canon(x))  or  phi(symm(x))          (phi an MLP)
-    ScaleEq(x)  = Gamma x  (.)  ScaleInv(x)                (Gamma linear without bias: equivariant)
+    Scale:  canon(x) = x / ||x||  (0 at 0), invariant to x -> q x for q > 0.
+    Sign:   symm(x)  = rho(x) + rho(-x), invariant to x -> -x.
+    ScaleInv(x) = phi(canon(x))  or  phi(symm(x)).
+    ScaleEq(x)  = Gamma x  (.)  ScaleInv(x), equivariant.
 
-and one layer of the forward ScaleGMN, for the edge j -> i (weight W[i, j], feature e_ij):
+One layer of the forward ScaleGMN works on edges j -> i, with weight W[i, j] and feature e_ij. The message
+is (e_ij h_j scales with q_i only)
 
-    m_ij  = ScaleEq(Gamma_e e_ij (.) Gamma_x h_j)          (e_ij h_j scales with q_i only)
-    h_i'  = ScaleEq([h_i, sum_j m_ij])
-    e_ij' = Gamma e_ij (.) MLP([Inv(h_j), Inv(h_i)])        (between layers; Inv: canon or symm, no phi)
+    m_ij  = ScaleEq(Gamma_e e_ij (.) Gamma_x h_j).
 
-Only hidden neurons are scaled; on the input and output neurons (which no symmetry moves) the
-message and update are a plain MLP of the same input (the authors' `mlp_on_io`) or
-Gamma x (.) MLP(x) (without it). With every input and output neuron carrying its own positional
-embedding, the output neurons' features are invariant. Each Gamma starts at N(0, 4 / fan-in)
-(`gamma`), not torch's default (see there and `nfn_models.scalegmn`).
+The node update is
 
-GMN (Lim et al., "Graph Metanetworks for Processing Diverse Neural Architectures", ICLR 2024),
-ScaleGMN's "permutation" mode: m_ij = MLP([e_ij, h_j]), h_i' = MLP([h_i, sum_j m_ij]),
-e_ij' = MLP([e_ij, h_j, h_i]). Every MLP here is Linear -> LayerNorm -> SiLU -> Linear (the
-authors' `mlp_args` in every config). Imports `torch_geometric` at import time: only
-`nfn_models.scalegmn` imports this module, inside its constructor.
+    h_i'  = ScaleEq([h_i, sum_j m_ij]).
+
+Between layers the edges are updated, with Inv canon or symm (no phi):
+
+    e_ij' = Gamma e_ij (.) MLP([Inv(h_j), Inv(h_i)]).
+
+Only hidden neurons are scaled. No symmetry moves the input and output neurons. There the message and update
+are a plain MLP of the same input (the authors' `mlp_on_io`), or Gamma x (.) MLP(x) without it. Every input
+and output neuron carries its own positional embedding, so the output neurons' features are invariant. Each
+Gamma starts at N(0, 4 / fan-in) (`gamma`), not torch's default (see there and `nfn_models.scalegmn`).
+
+GMN (Lim et al., "Graph Metanetworks for Processing Diverse Neural Architectures", ICLR 2024) is ScaleGMN's
+"permutation" mode:
+
+    m_ij = MLP([e_ij, h_j]),    h_i' = MLP([h_i, sum_j m_ij]),    e_ij' = MLP([e_ij, h_j, h_i]).
+
+Every MLP here is Linear -> LayerNorm -> SiLU -> Linear (the authors' `mlp_args` in every config). This
+module imports `torch_geometric` at import time. Only `nfn_models.scalegmn` imports it, inside its
+constructor.
 """
 
 from __future__ import annotations
@@ -47,9 +56,9 @@ def mlp(in_features: int, hidden: int, out_features: int) -> nn.Sequential:
 
 
 def edge_and_node_linear(linear: nn.Linear, edges: torch.Tensor, *nodes: torch.Tensor) -> torch.Tensor:
-    """linear(cat([edges, *gathered])) for per-edge features (E, c) and per-node blocks already
-    gathered to the edges, each node block given as (x (N, c'), index (E,)): the node blocks' maps
-    run once per node, then are gathered, instead of once per edge (the same function)."""
+    """linear(cat([edges, *gathered])) for per-edge features (E, c) and per-node blocks gathered to the
+    edges. Each node block is given as (x (N, c'), index (E,)). The node blocks' maps run once per node,
+    then are gathered, instead of once per edge (the same function)."""
     blocks = linear.weight.split([edges.shape[-1]] + [x.shape[-1] for x, _ in nodes], dim=1)
     out = F.linear(edges, blocks[0], linear.bias)
     for block, (x, index) in zip(blocks[1:], nodes):
@@ -60,9 +69,10 @@ def edge_and_node_linear(linear: nn.Linear, edges: torch.Tensor, *nodes: torch.T
 def gamma(in_features: int, out_features: int) -> nn.Linear:
     """A linear map without bias (it commutes with q), initialised N(0, 4 / in_features).
 
-    With torch's default (the authors') initialisation each product Gamma x (.) phi(.) shrinks the
-    features about fivefold, and after 4 layers the output barely depends on the input weights
-    (1e-5 at d 128); twice the unit-variance scale keeps their size through the layers."""
+    With torch's default (the authors') initialisation each product Gamma x (.) phi(.) shrinks the features
+    about fivefold. After 4 layers the output barely depends on the input weights (1e-5 at d 128). Twice the
+    unit-variance scale keeps their size through the layers.
+    """
     linear = nn.Linear(in_features, out_features, bias=False)
     nn.init.normal_(linear.weight, std=2.0 / in_features ** 0.5)
     return linear
@@ -71,9 +81,9 @@ def gamma(in_features: int, out_features: int) -> nn.Linear:
 def canonicalise_scale(x: torch.Tensor) -> torch.Tensor:
     """x / ||x|| over the last axis, exactly invariant to x -> q x (q > 0); 0 where x is 0.
 
-    Divides by the largest |entry| first, so denormal x keeps its direction (its squares would
-    underflow to 0), and no eps is added (the authors' x / (||x|| + 1e-10) is not exactly
-    invariant where ||x|| is small)."""
+    It divides by the largest |entry| first, so denormal x keeps its direction; its squares would underflow
+    to 0. No eps is added. The authors' x / (||x|| + 1e-10) is not exactly invariant where ||x|| is small.
+    """
     peak = x.abs().amax(dim=-1, keepdim=True)
     unit = x / torch.where(peak > 0, peak, torch.ones_like(peak))  # largest entry +-1, or all 0
     return unit / torch.linalg.vector_norm(unit, dim=-1, keepdim=True).clamp_min(1.0)  # the norm is >= 1 or 0
@@ -96,8 +106,9 @@ class Invariant(nn.Module):
 class Equivariant(nn.Module):
     """ScaleEq on hidden neurons, a plain MLP (`io_mlp`) or Gamma x (.) MLP(x) on input/output ones.
 
-    With `io_only` (the last layer, whose hidden neurons nothing reads) the hidden branch is left
-    out and hidden rows are 0: its parameters would get no gradient."""
+    With `io_only` the hidden branch is left out and hidden rows are 0. That is for the last layer, whose
+    hidden neurons nothing reads: their parameters would get no gradient.
+    """
 
     def __init__(self, in_features: int, out_features: int, mode: str, io_mlp: bool, io_only: bool = False):
         super().__init__()
