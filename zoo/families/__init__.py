@@ -1,8 +1,10 @@
 """Zoo families: one module per family (the model, its weight space, its training recipe).
 
-The contract a family fulfils, its base class and the registry are in `zoo.families.base` (which
-imports no family: the registry imports the built-in ones, `cnn`, `inr`, `transformer`,
-`pooled_cnn` (import-only), by name on its first read); they are re-exported here.
+The contract a family fulfils, its base class and the registry are in `zoo.families.base`.
+They are re-exported here.
+`zoo.families.base` imports no family.
+The registry imports the built-in ones by name on its first read.
+They are `cnn`, `inr`, `transformer` and `pooled_cnn` (import-only).
 """
 
 from zoo.families.base import (  # noqa: F401 (re-exported: the family contract and registry)

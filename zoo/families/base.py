@@ -1,34 +1,53 @@
 """The zoo family contract: the `Family` base class, its checkpoint result and the registry.
 
-This module imports no family, so the shared machinery (`zoo.training.population`) and the families
-(`zoo.families.*`) both import it and not each other. The families register themselves when
-`zoo.families` is imported; use that package's `create_family`, `list_families`.
+This module imports no family.
+So the shared machinery (`zoo.training.population`) and the families (`zoo.families.*`) both import it.
+They do not import each other.
+The families register themselves when `zoo.families` is imported.
+Use that package's `create_family` and `list_families`.
 
-A family is a `Family` subclass registered with `@register_family(name)` that provides:
-- ``Architecture`` and ``HParams``: frozen dataclasses the spec is validated against;
-- ``METRICS``: the typed per-checkpoint result columns (name -> float or int), and
-  ``HEADLINE``: the one `nfnzoo info` summarizes, with its histogram range;
-- ``build(architecture, hparams)``: the member model; ``weight_space(architecture)``: its
-  ordered parameter tensors (`zoo.weightspace`);
-- ``symmetry(architecture, hparams)``: the group acting on its weights (`zoo.symmetry`);
-- ``data_sources(architecture)``: the data set names (`dataset.name`) it loads for that
-  architecture, checked when a spec loads; ``load_data(spec)``: the data its runs share;
-- ``POPULATION_SIZES``: members per population on each device type (`population_size_on`);
-- ``population_key(run)``: what runs must share to train in one population (the driver packs
-  runs with equal keys into the same trials); the default, ``()``, lets any runs share;
-- ``train_population(spec, runs, data, emit)``: trains runs, calling ``emit(run, result)`` at
-  each checkpoint epoch of each run (and for the rest once a run diverges), and once with
-  ``best=True`` at the end when the spec keeps the best checkpoint; the default
-  trains them one at a time with ``train_run(spec, run, data, emit_one)``;
-- ``evaluate(spec, hparams, weights, data)``: the metrics that depend only on the weights, recomputed;
-- ``run_flops(spec, hparams)``: the FLOPs of one run, training and evaluation, for planning;
-  ``FLOPS_HPARAMS``: the hyperparameters it reads (the dry run groups runs by them, so it never
-  evaluates one run at a time: `zoo.planning.plan_size`);
-- ``member_size(architecture)``: a member's parameter count, layer widths and layer count computed
-  arithmetically from the architecture (never by building it), checked against
-  `zoo.validation.bounds` when a spec loads, and the dry run's parameter count;
-- ``IMPORT_ONLY``: for a family without a training recipe, the import format that writes its
-  members (`nfnzoo generate` refuses its specs, naming it); None for the families that train.
+A family is a `Family` subclass registered with `@register_family(name)`.
+It provides the following.
+
+``Architecture`` and ``HParams`` are frozen dataclasses the spec is validated against.
+
+``METRICS`` holds the typed per-checkpoint result columns (name -> float or int).
+``HEADLINE`` is the one `nfnzoo info` summarizes, with its histogram range.
+
+``build(architecture, hparams)`` returns the member model.
+``weight_space(architecture)`` gives its ordered parameter tensors (`zoo.weightspace`).
+
+``symmetry(architecture, hparams)`` is the group acting on its weights (`zoo.symmetry`).
+
+``data_sources(architecture)`` names the data sets (`dataset.name`) it loads for that architecture.
+They are checked when a spec loads.
+``load_data(spec)`` returns the data its runs share.
+
+``POPULATION_SIZES`` gives the members per population on each device type (`population_size_on`).
+
+``population_key(run)`` says what runs must share to train in one population.
+The driver packs runs with equal keys into the same trials.
+The default, ``()``, lets any runs share.
+
+``train_population(spec, runs, data, emit)`` trains runs.
+It calls ``emit(run, result)`` at each checkpoint epoch of each run.
+Once a run diverges, it calls it for the rest of that run's checkpoints.
+When the spec keeps the best checkpoint, it calls it once more with ``best=True`` at the end.
+The default trains runs one at a time with ``train_run(spec, run, data, emit_one)``.
+
+``evaluate(spec, hparams, weights, data)`` recomputes the metrics that depend only on the weights.
+
+``run_flops(spec, hparams)`` gives the FLOPs of one run, training and evaluation, for planning.
+``FLOPS_HPARAMS`` names the hyperparameters it reads.
+The dry run groups runs by them, so it never evaluates one run at a time (`zoo.planning.plan_size`).
+
+``member_size(architecture)`` gives a member's parameter count, layer widths and layer count.
+It computes them arithmetically from the architecture, never by building it.
+They are checked against `zoo.validation.bounds` when a spec loads, and give the dry run's parameter count.
+
+``IMPORT_ONLY`` is for a family without a training recipe.
+It names the import format that writes its members, and `nfnzoo generate` refuses its specs, naming it.
+It is None for the families that train.
 """
 
 from __future__ import annotations
@@ -72,8 +91,9 @@ class Family:
     HParams: type
     METRICS: dict[str, type]
     HEADLINE: tuple[str, float, float] = ("test_accuracy", 0.0, 1.0)  # metric, histogram low, high
-    # runs trained together in one process, per device type (each family's measured choice);
-    # a larger population bounds nothing but memory, a smaller one wastes per-step overhead
+    # runs trained together in one process, per device type (each family's measured choice,
+    # docs/performance.md); a larger population bounds nothing but memory, a smaller one wastes
+    # per-step overhead
     POPULATION_SIZES: dict[str, int] = {"cpu": 1, "cuda": 1}
     IMPORT_ONLY: str | None = None  # the `nfnzoo import` format of a family that cannot train
     FLOPS_HPARAMS: tuple[str, ...] = ()  # the hyperparameters `run_flops` reads
@@ -99,8 +119,10 @@ class Family:
         raise NotImplementedError(f"family {self.name!r} trains populations only")
 
     def metric_matches(self, name: str, stored: float, recomputed: float, data) -> bool:
-        """Whether a recomputed metric agrees with the stored one (`nfnzoo verify --recompute`):
-        to float32 reduction order, which differs between thread counts and batch shapes."""
+        """Whether a recomputed metric agrees with the stored one (`nfnzoo verify --recompute`).
+
+        They must agree to float32 reduction order, which differs between thread counts and batch shapes.
+        """
         return math.isclose(stored, recomputed, rel_tol=1e-4, abs_tol=1e-6)
 
     def population_key(self, run) -> tuple:

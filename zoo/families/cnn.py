@@ -1,20 +1,25 @@
 """The CNN family: the Small CNN Zoo member of Unterthiner et al. 2020.
 
-"Predicting Neural Network Accuracy from Weights" (Unterthiner, Keysers, Gelly, Bousquet,
-Tolstikhin, 2020), Section 3: three 3x3 convolutions of 16 channels with stride 2, global
-average pooling and a dense layer to 10 classes: 4,970 parameters on one input channel.
-Hyperparameters (their Table 1): optimizer, learning rate, L2 coefficient, initialization
-and its std, activation (ReLU or tanh), dropout rate and train fraction. Dropout follows
-each convolution's activation.
+The paper is "Predicting Neural Network Accuracy from Weights" (Unterthiner, Keysers, Gelly,
+Bousquet, Tolstikhin, 2020), Section 3.
+The member has three 3x3 convolutions of 16 channels with stride 2.
+Global average pooling and a dense layer to 10 classes follow.
+That is 4,970 parameters on one input channel.
+The hyperparameters are their Table 1's: optimizer, learning rate, L2 coefficient,
+initialization and its std, activation (ReLU or tanh), dropout rate and train fraction.
+Dropout follows each convolution's activation.
 
-Two architecture fields say which function the 4,970 weights compute. The released training
-code (google-research `dnn_predict_accuracy/train_network.py`) builds Keras' `Conv2D(16, 3,
-strides=2)` with its default "valid" padding (28 -> 13 -> 6 -> 2 on MNIST) and scales pixels to
-[-1, 1]: `padding: valid`, `input_range: signed`, what the bundled `cnn-*` specs say. A spec
-without them means what every zoo before them was made with: `padding: symmetric` (kernel_size
-// 2 zeros on every side, 28 -> 14 -> 7 -> 4) and `input_range: unit` ([0, 1] pixels). A field a
-spec leaves out stays out of its hash, so those zoos keep their ids, and they retrain to their
-bits through `population_convolution: grouped` (see `_grouped_conv` and `_unfold_conv`).
+Two architecture fields say which function the 4,970 weights compute.
+The released training code is google-research `dnn_predict_accuracy/train_network.py`.
+It builds Keras' `Conv2D(16, 3, strides=2)` with its default "valid" padding (28 -> 13 -> 6 -> 2 on MNIST).
+It also scales pixels to [-1, 1].
+So the bundled `cnn-*` specs say `padding: valid` and `input_range: signed`.
+A spec without these fields means what every zoo before them was made with.
+That is `padding: symmetric` (kernel_size // 2 zeros on every side, 28 -> 14 -> 7 -> 4).
+It is also `input_range: unit`, with pixels in [0, 1].
+A field a spec leaves out stays out of its hash, so those zoos keep their ids.
+They retrain to their bits through `population_convolution: grouped`.
+See `_grouped_conv` and `_unfold_conv`.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ class CNNArchitecture:
     input_range: Literal["unit", "signed"] = "unit"  # "signed": pixels scaled to [-1, 1], as the released code does
     # How a population computes its convolutions (the numerics of training, not the function):
     # "unfold" gives a member the same bits in a population of any size; "grouped" (oneDNN's
-    # grouped convolution, 1.8x faster with symmetric padding) has a backward that rounds some
+    # grouped convolution, faster with symmetric padding) has a backward that rounds some
     # gradients by population size (the first layer's weights where it was found; the biases' at 3
     # members on two threads here), kept so that zoos made with it retrain to their bits.
     population_convolution: Literal["grouped", "unfold"] = "grouped"
@@ -113,8 +118,11 @@ class SmallCNN(nn.Module):
         self.dense = nn.Linear(channels, arch.num_classes)
 
     def forward(self, x: torch.Tensor, masks=None) -> torch.Tensor:
-        """Logits; in training mode with dropout, `masks(layer, shape)` gives layer i's 0/1 keep
-        mask (layers from 1; `zoo.training.draws`)."""
+        """Logits.
+
+        In training mode with dropout, `masks(layer, shape)` gives layer i's 0/1 keep mask.
+        Layers count from 1 (`zoo.training.draws`).
+        """
         h = scale_input(x, self.input_range)  # (B, C, H, W)
         for i, conv in enumerate(self.convs, start=1):
             h = self.activation(conv(h))
@@ -124,8 +132,10 @@ class SmallCNN(nn.Module):
 
 
 def _to_grouped(x: torch.Tensor, shared: bool, K: int) -> torch.Tensor:
-    """(K, B, C, H, W) per-member inputs, or (B, C, H, W) shared ones -> (B, K*C, H, W) channels-last:
-    member k's channels are k*C .. (k+1)*C - 1."""
+    """(K, B, C, H, W) per-member inputs, or (B, C, H, W) shared ones -> (B, K*C, H, W) channels-last.
+
+    Member k's channels are k*C .. (k+1)*C - 1.
+    """
     if shared:
         B, C, H, W = x.shape
         grouped = x.permute(0, 2, 3, 1).unsqueeze(3).expand(B, H, W, K, C)
@@ -136,13 +146,14 @@ def _to_grouped(x: torch.Tensor, shared: bool, K: int) -> torch.Tensor:
 
 
 def _grouped_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int, padding: int) -> torch.Tensor:
-    """K members' convolutions as one grouped convolution: h (B, K*C, H, W) channels-last, weight
-    (K, O, C, k, k), bias (K, O) -> (B, K*O, H', W') channels-last.
+    """K members' convolutions as one grouped convolution.
 
-    Measured on one core (oneDNN, AVX-512, batch 32): 45-56 GFLOP/s for the 16-channel layers,
-    against 6-10 GFLOP/s for K single convolutions. With two or more groups a member's result,
-    weight gradient and input gradient are bitwise the same whatever K and its position are; a
-    single group takes another kernel, so a population of one gets an inert all-zero partner.
+    Shapes: h (B, K*C, H, W) channels-last, weight (K, O, C, k, k), bias (K, O).
+    The result is (B, K*O, H', W') channels-last.
+    One grouped convolution runs far faster than K single ones (docs/performance.md).
+    With two or more groups, a member's result and gradients are bitwise the same whatever K is.
+    Its position does not matter either.
+    A single group takes another kernel, so a population of one gets an inert all-zero partner.
     """
     K, out_channels = weight.shape[:2]
     weight, bias = weight.reshape(K * out_channels, *weight.shape[2:]), bias.reshape(K * out_channels)
@@ -162,10 +173,10 @@ def _windows(size: int, k: int, stride: int) -> list[slice]:
 class _Patches(torch.autograd.Function):
     """h (K, C, H, W, B) -> its k x k windows at `stride` as columns (K, C*k*k, H'*W'*B).
 
-    Examples are the innermost dimension, so every copy here moves runs of B contiguous values
-    (2x faster than `unfold` on the examples-outer layout). The backward adds each window
-    offset's gradient into a strided slice of zeros in a fixed order: elementwise, so every
-    input's gradient sums the same terms in the same order whatever K is.
+    Examples are the innermost dimension, so every copy here moves runs of B contiguous values.
+    That beats `unfold` on the examples-outer layout (docs/performance.md).
+    The backward adds each window offset's gradient into a strided slice of zeros, in a fixed order.
+    It is elementwise, so every input's gradient sums the same terms in the same order whatever K is.
     """
 
     @staticmethod
@@ -193,14 +204,17 @@ class _Patches(torch.autograd.Function):
 
 
 def _unfold_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int, padding: int) -> torch.Tensor:
-    """K members' convolutions as K matrix products over unfolded patches: h (K, C, H, W, B), or
-    (1, C, H, W, B) shared by all, weight (K, O, C, k, k), bias (K, O) -> (K, O, H', W', B)
-    (examples innermost, so a layer's output is the next layer's input as it is).
+    """K members' convolutions as K matrix products over unfolded patches.
 
-    A member's output, weight gradient (its output gradient times its patches) and input
-    gradient (its weights times its output gradient, summed back over overlapping windows) are
-    its own matrix products and sums, of the same shapes whatever K is, so a member gets the
-    same bits alone and in a population of any size.
+    Shapes: h (K, C, H, W, B), or (1, C, H, W, B) shared by all; weight (K, O, C, k, k); bias (K, O).
+    The result is (K, O, H', W', B).
+    Examples are innermost, so a layer's output is the next layer's input as it is.
+
+    A member's output is its own matrix product.
+    So is its weight gradient: its output gradient times its patches.
+    Its input gradient is its weights times its output gradient, summed back over overlapping windows.
+    These products and sums have the same shapes whatever K is.
+    So a member gets the same bits alone and in a population of any size.
     """
     K, out_channels, C, k, _ = weight.shape
     if padding:
@@ -212,8 +226,7 @@ def _unfold_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stri
 
 
 def _activate(h: torch.Tensor, activations: list[str], width: int, member_dim: bool = False) -> torch.Tensor:
-    """Each member's activation on its channels of h (B, K*width, H, W), or on h (K, ...) with
-    `member_dim`."""
+    """Each member's activation on its channels of h (B, K*width, H, W), or on h (K, ...) with `member_dim`."""
     if len(set(activations)) == 1:
         return POPULATION_ACTIVATIONS[activations[0]](h)
     relu = torch.tensor([a == "relu" for a in activations], device=h.device)
@@ -227,8 +240,8 @@ class CNNFamily(Family):
     HParams = CNNHParams
     METRICS = dict.fromkeys(CLASSIFICATION_METRICS, float)
 
-    # CPU, one core, batch 32 (benchmarks/perf/generation.py): per member, 16 train 6% faster
-    # than 8 and 16% faster than 4 (a ReLU population, 2 epochs of 4,000 examples).
+    # members per population: the family's measured choice (benchmarks/perf/generation.py,
+    # docs/performance.md)
     POPULATION_SIZES = {"cpu": 16, "cuda": 256}
     FLOPS_HPARAMS = ("train_fraction",)
 
@@ -287,8 +300,10 @@ class CNNFamily(Family):
             emit(CheckpointResult(epoch, weights, metrics, status))
 
     def population_key(self, run) -> tuple:
-        """An optimizer and a train fraction (equal steps per epoch) are shared by construction;
-        an activation, so that each layer's is one elementwise call."""
+        """An optimizer and a train fraction (equal steps per epoch) are shared by construction.
+
+        So is an activation, so that each layer's is one elementwise call.
+        """
         return run.hparams["optimizer"], run.hparams["train_fraction"], run.hparams["activation"]
 
     def train_population(self, spec, runs, data: TaskData, emit) -> None:
@@ -301,10 +316,11 @@ class CNNFamily(Family):
                            activations: list[str], masks=None, shared_input: bool = False) -> torch.Tensor:
         """Logits (K, B, classes) of K members: x is (K, B, C, H, W), or (B, C, H, W) when shared.
 
-        The members' convolutions run as K batched matrix products over unfolded patches
-        (`_unfold_conv`) or, with `population_convolution: grouped`, as one grouped convolution
-        over K * channels in the channels-last layout (`_grouped_conv`); the dense layer as one
-        batched matrix product. `masks(layer, shape)` gives dropout masks (K, *shape).
+        The members' convolutions run as K batched matrix products over unfolded patches (`_unfold_conv`).
+        With `population_convolution: grouped`, they run as one grouped convolution instead.
+        It spans K * channels in the channels-last layout (`_grouped_conv`).
+        The dense layer runs as one batched matrix product.
+        `masks(layer, shape)` gives dropout masks (K, *shape).
         """
         arch = CNNArchitecture(**architecture)
         K, padding = len(activations), PADDINGS[arch.padding](arch.kernel_size)

@@ -1,38 +1,49 @@
 """The INR family: one SIREN fitted to each image, as in the NFN and DWSNet INR data sets.
 
-The member (Sitzmann et al. 2020, "Implicit Neural Representations with Periodic Activation
-Functions", Sec. 3): Phi(x) = W_n (phi_{n-1} o ... o phi_0)(x) + b_n with sine layers
-phi_i(h) = sin(omega_0 (W_i h + b_i)), omega_0 = 30, and a linear output. The INR data sets
-of Zhou et al. 2023 ("Permutation Equivariant Neural Functionals", Sec. 5.1) and Navon et
-al. 2023 ("Equivariant Architectures for Learning in Deep Weight Spaces", Sec. 6) use
-2 -> 32 -> 32 -> 1 (3 outputs for color): 1,185 parameters (1,251 for CIFAR-10). Three
-architecture fields describe a member fitted with other conventions, as the DWSNets INRs are
-(`zoo.imports.dwsnets_inrs`): `coordinates` (which pixel coordinate the first layer reads first),
-`intensity_range` (targets on [-1, 1] or [0, 1]) and `output_offset` (a constant added to the
-output: DWSNets' INR returns W_n h + b_n + 0.5). Their defaults are the conventions below.
+The member is a SIREN (Sitzmann et al. 2020, "Implicit Neural Representations with Periodic
+Activation Functions", Sec. 3).
+It computes Phi(x) = W_n (phi_{n-1} o ... o phi_0)(x) + b_n, with a linear output.
+Its sine layers are phi_i(h) = sin(omega_0 (W_i h + b_i)), with omega_0 = 30.
+Two INR data sets use 2 -> 32 -> 32 -> 1, with 3 outputs for color.
+They are Zhou et al. 2023 ("Permutation Equivariant Neural Functionals", Sec. 5.1) and
+Navon et al. 2023 ("Equivariant Architectures for Learning in Deep Weight Spaces", Sec. 6).
+That gives 1,185 parameters, or 1,251 for CIFAR-10.
 
-Initialization (Sitzmann et al. Sec. 3.2 and supplement 1.5): the first layer's weights
-U(-1/n, 1/n), every later weight U(-sqrt(6/n)/omega_0, sqrt(6/n)/omega_0), n the fan-in;
-biases keep PyTorch's `nn.Linear` default U(-1/sqrt(n), 1/sqrt(n)), as the reference code
-leaves them. Each member draws its init from its own generator, seeded by (run seed, image
-index), so its weights never depend on which population trains it.
+Three architecture fields describe a member fitted with other conventions.
+The DWSNets INRs are such members (`zoo.imports.dwsnets_inrs`).
+`coordinates` says which pixel coordinate the first layer reads first.
+`intensity_range` puts the targets on [-1, 1] or [0, 1].
+`output_offset` is a constant added to the output: DWSNets' INR returns W_n h + b_n + 0.5.
+Their defaults are the conventions below.
 
-Fitting, as SIREN's image fitting (and the NFN data set, which uses its code): the image's
-pixel grid as coordinates in [-1, 1]^2 (`linspace(-1, 1, size)` per axis, (row, column)
-order, pixels row-major, channels last) and intensities scaled from [0, 1] to [-1, 1]
-(torchvision's Normalize(0.5, 0.5)); full batch (every pixel every step), loss the mean
-squared error over pixels and channels, Adam (Kingma & Ba 2015, Algorithm 1; beta = (0.9,
-0.999), eps = 1e-8, torch.optim.Adam's arithmetic in `zoo.training.optim_stacked`). Fitting steps
-play the role of epochs. PSNR = 10 log10(R^2 / MSE) with R = 2 the intensity range, i.e.
-the PSNR of the image on the usual [0, 1] scale.
+Initialization follows Sitzmann et al. Sec. 3.2 and supplement 1.5, with n the fan-in.
+The first layer's weights are U(-1/n, 1/n).
+Every later weight is U(-sqrt(6/n)/omega_0, sqrt(6/n)/omega_0).
+Biases keep PyTorch's `nn.Linear` default U(-1/sqrt(n), 1/sqrt(n)), as the reference code leaves them.
+Each member draws its init from its own generator, seeded by (run seed, image index).
+So its weights never depend on which population trains it.
 
-A population of images is fitted in one tensor program (`zoo.families.inr_population`):
-every parameter is stacked on a leading member dimension, the layers are batched matrix
-products, the gradient is written out by hand per member, and Adam is elementwise with a
-per-member learning rate, so each member follows the trajectory it would alone, bitwise in
-any population (every kernel's arithmetic is independent of the population) and to float32
-rounding against `nn.Module` + `torch.optim.Adam`. A member whose loss turns non-finite is
-frozen where it diverged and recorded "diverged"; masking keeps its NaNs out of every update.
+Fitting is SIREN's image fitting, which the NFN data set's code also uses.
+The coordinates are the image's pixel grid in [-1, 1]^2: `linspace(-1, 1, size)` per axis.
+They come in (row, column) order, pixels row-major, channels last.
+Intensities are scaled from [0, 1] to [-1, 1], as torchvision's Normalize(0.5, 0.5).
+Each step is full batch: every pixel, every step.
+The loss is the mean squared error over pixels and channels.
+The optimizer is Adam (Kingma & Ba 2015, Algorithm 1) with beta = (0.9, 0.999) and eps = 1e-8.
+`zoo.training.optim_stacked` holds its arithmetic, torch.optim.Adam's.
+Fitting steps play the role of epochs.
+PSNR = 10 log10(R^2 / MSE), with R = 2 the intensity range.
+That is the PSNR of the image on the usual [0, 1] scale.
+
+A population of images is fitted in one tensor program (`zoo.families.inr_population`).
+Every parameter is stacked on a leading member dimension, and the layers are batched matrix products.
+The gradient is written out by hand per member.
+Adam is elementwise, with a per-member learning rate.
+So each member follows the trajectory it would alone.
+That holds bitwise in any population, since every kernel's arithmetic is independent of the population.
+Against `nn.Module` + `torch.optim.Adam`, it holds to float32 rounding.
+A member whose loss turns non-finite is frozen where it diverged and recorded "diverged".
+Masking keeps its NaNs out of every update.
 """
 
 from __future__ import annotations
@@ -75,9 +86,9 @@ class INRFamily(Family):
     HParams = INRHParams
     METRICS = {"label": int, "psnr": float, "mse": float}
     HEADLINE = ("psnr", 0.0, 60.0)  # dB; 8-bit images top out near 59
-    # Members per tensor program. CPU, one core (a Ray worker's): 16 to 64 within 2% of each
-    # other per member, 128 11% slower (its activations outgrow the caches); 64 hold ~50 MB.
-    # H200: 4,096 fit 8,192 checkpoints of 200 steps in 2.3 s (benchmarks/perf/gpu_check.sh).
+    # Members per tensor program: the family's measured choice on one CPU core (a Ray worker's)
+    # and on a GPU (benchmarks/perf/gpu_check.sh); docs/performance.md. Larger CPU populations
+    # slow down once their activations outgrow the caches.
     POPULATION_SIZES = {"cpu": 64, "cuda": 4096}
 
     def build(self, architecture: dict, hparams: dict | None = None) -> Siren:
@@ -126,8 +137,10 @@ class INRFamily(Family):
 
     def train_population(self, spec, runs: Sequence, data: ImageData,
                          emit: Callable[[Any, CheckpointResult], None]) -> None:
-        """Populations of `population_size_on` images, fitted on the device their images are on
-        (`zoo.families.inr_population`)."""
+        """Populations of `population_size_on` images, fitted on their images' device.
+
+        `zoo.families.inr_population` fits them.
+        """
         from zoo.families.inr_population import fit_population  # imports this module
         arch = INRArchitecture(**spec.architecture)
         for population in populations(runs, self.population_size_on(data.x.device), self.population_key):
@@ -151,9 +164,11 @@ class INRFamily(Family):
                     emit(run, CheckpointResult(step, weights[member], metrics, "ok" if finite[member] else "diverged"))
 
     def train_run(self, spec, run, data: ImageData, emit: Callable[[CheckpointResult], None]) -> None:
-        """One image fitted alone with `nn.Module` and `torch.optim.Adam`, the way the reference
-        INR data sets were made: the baseline the population trainer is measured against, and
-        equal to the population's fit to float32 rounding."""
+        """One image fitted alone with `nn.Module` and `torch.optim.Adam`, as the reference INR data sets were made.
+
+        It is the baseline the population trainer is measured against.
+        It equals the population's fit to float32 rounding.
+        """
         arch, hp = INRArchitecture(**spec.architecture), INRHParams(**run.hparams)
         model = self.build(spec.architecture)
         model.load_state_dict(init_siren(arch, seeded_generator(run.seed, f"siren_init/{hp.image_index}")))
@@ -179,9 +194,11 @@ class INRFamily(Family):
 
     def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor],
                  data: ImageData) -> dict[str, float | int]:
-        """The label, MSE and PSNR of stored weights on their image, computed as the fit computed
-        them (`SirenPopulation`, whose arithmetic does not depend on the population): on the
-        CPU a recomputation equals the stored metrics exactly."""
+        """The label, MSE and PSNR of stored weights on their image, computed as the fit computed them.
+
+        `SirenPopulation` computes them, and its arithmetic does not depend on the population.
+        So on the CPU a recomputation equals the stored metrics exactly.
+        """
         from zoo.families.inr_population import SirenPopulation  # imports this module
 
         arch = INRArchitecture(**spec.architecture)

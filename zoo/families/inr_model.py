@@ -1,7 +1,9 @@
-"""The SIREN member of the INR family: its architecture, hyperparameters, initialization,
-forward pass and fit metrics (Sitzmann et al. 2020, Sec. 3 and 3.2; see `zoo.families.inr`
-for the equations and the fitting recipe). What `inr` (the family) and `inr_population` (a
-population fitted as one tensor program) both use, below both of them.
+"""The SIREN member of the INR family: architecture, hyperparameters, initialization, forward, fit metrics.
+
+The member is Sitzmann et al. 2020's, Sec. 3 and 3.2.
+`zoo.families.inr` gives the equations and the fitting recipe.
+This module holds what `inr` (the family) and `inr_population` both use, below both of them.
+(`inr_population` fits a population as one tensor program.)
 """
 
 from __future__ import annotations
@@ -74,8 +76,11 @@ def member_inputs(arch: INRArchitecture, coords: torch.Tensor) -> torch.Tensor:
 
 
 class Siren(nn.Module):
-    """One SIREN as a plain module (for users and reference checks; populations train in
-    `zoo.families.inr_population`, stored weights are evaluated by `siren_forward`)."""
+    """One SIREN as a plain module, for users and reference checks.
+
+    Populations train in `zoo.families.inr_population`.
+    Stored weights are evaluated by `siren_forward`.
+    """
 
     def __init__(self, arch: INRArchitecture):
         super().__init__()
@@ -116,23 +121,31 @@ def coordinate_grid(image_size: int) -> torch.Tensor:
 
 
 def pixel_targets(images: torch.Tensor, intensity_range: str = "signed") -> torch.Tensor:
-    """(B, C, H, W) intensities in [0, 1] -> (B, H*W, C) on `intensity_range` ([-1, 1] by default), the
-    pixel order of `coordinate_grid`."""
+    """(B, C, H, W) intensities in [0, 1] -> (B, H*W, C) on `intensity_range` ([-1, 1] by default).
+
+    Pixels come in the order of `coordinate_grid`.
+    """
     scaled = images * 2 - 1 if intensity_range == "signed" else images
     return scaled.flatten(2).transpose(1, 2).contiguous()
 
 
 def siren_forward(arch: INRArchitecture, params: Sequence[torch.Tensor], coords: torch.Tensor) -> torch.Tensor:
-    """B SIRENs at once: params in weight-space order, each (B, ...); coords (P, in), (row, column)
-    as `coordinate_grid` -> (B, P, out)."""
+    """B SIRENs at once -> (B, P, out).
+
+    `params` are in weight-space order, each (B, ...).
+    `coords` are (P, in), (row, column) as `coordinate_grid`.
+    """
     *_, out = _siren_layers(arch, params, coords)
     return out
 
 
 def siren_activations(arch: INRArchitecture, params: Sequence[torch.Tensor],
                       coords: torch.Tensor) -> list[torch.Tensor]:
-    """Every layer's values for B SIRENs, as `siren_forward` computes them: the members' inputs, each
-    sine layer's outputs and the outputs (offset included), each (B, P, units of that layer)."""
+    """Every layer's values for B SIRENs, as `siren_forward` computes them.
+
+    They are the members' inputs, each sine layer's outputs and the outputs (offset included).
+    Each is (B, P, units of that layer).
+    """
     return list(_siren_layers(arch, params, coords))
 
 
@@ -157,8 +170,12 @@ def _siren_layers(arch: INRArchitecture, params: Sequence[torch.Tensor], coords:
 
 
 def fit_metrics(mse: float, label: int, intensity_range: str = "signed") -> dict[str, float | int]:
-    """The METRICS of one fit; a diverged fit (non-finite MSE) has NaN for both float metrics. PSNR
-    is over the targets' range, so either range gives the PSNR of the image on the [0, 1] scale."""
+    """The METRICS of one fit.
+
+    A diverged fit (non-finite MSE) has NaN for both float metrics.
+    PSNR is over the targets' range.
+    So either range gives the PSNR of the image on the [0, 1] scale.
+    """
     if not math.isfinite(mse):
         return {"label": label, "psnr": math.nan, "mse": math.nan}
     low, high = INTENSITY_RANGES[intensity_range]

@@ -1,31 +1,36 @@
 """Fitting a population of SIRENs in one tensor program, with hand-written gradients.
 
-The member and its fit are `zoo.families.inr`'s (Sitzmann et al. 2020, Sec. 3: sine layers
-h_l = sin(omega_l (W_l h_{l-1} + b_l)), a linear output, the mean squared error over pixels
-and channels, Adam). Every parameter of the K members lives in one flat (K, n) buffer in
-weight-space order, so one Adam update (`zoo.training.optim_stacked`, per-member learning rate and
-`alive` mask) moves them all. The backward pass is the chain rule written out rather than
-autograd's graph:
+The member and its fit are `zoo.families.inr`'s (Sitzmann et al. 2020, Sec. 3).
+Sine layers compute h_l = sin(omega_l (W_l h_{l-1} + b_l)), and a linear output follows.
+The loss is the mean squared error over pixels and channels, and the optimizer is Adam.
+Every parameter of the K members lives in one flat (K, n) buffer, in weight-space order.
+So one Adam update moves them all (`zoo.training.optim_stacked`).
+It takes a per-member learning rate and an `alive` mask.
 
-    r = 2 (y - t) / (P C)                    dL/dy, (K, P, C)
-    dW_out = r^T h_{L-1},  db_out = sum_p r,  dh_{L-1} = r W_out
-    g_l = dh_l * cos(z_l)                    z_l = omega_l (W_l h_{l-1} + b_l), kept from the forward
-    dW_l = omega_l g_l^T h_{l-1},  db_l = omega_l sum_p g_l,  dh_{l-1} = omega_l g_l W_l
+The backward pass is the chain rule written out, rather than autograd's graph:
 
-Each member's gradient is its own (no sum over members), so a diverged member's NaNs stay in
-its own rows, which the masked update ignores.
+    Loss:     r = 2 (y - t) / (P C), which is dL/dy, (K, P, C).
+    Output:   dW_out = r^T h_{L-1},  db_out = sum_p r,  dh_{L-1} = r W_out.
+    Sine l:   g_l = dh_l * cos(z_l), with z_l = omega_l (W_l h_{l-1} + b_l) kept from the forward.
+    Then:     dW_l = omega_l g_l^T h_{l-1},  db_l = omega_l sum_p g_l,  dh_{l-1} = omega_l g_l W_l.
 
-The first layer sees only the pixel grid, whose coordinates are (row_i, column_j): its
-pre-activation is separable, z_0[i, j] = a_i + e_j with a_i = omega (W[:, 0] row_i + b) and
-e_j = omega W[:, 1] column_j, so its sines and cosines come from those of a and e (H + W
-values per unit instead of H x W) by the angle-addition formulas
-sin(a + e) = sin a cos e + cos a sin e and cos(a + e) = cos a cos e - sin a sin e.
+Each member's gradient is its own, with no sum over members.
+So a diverged member's NaNs stay in its own rows, which the masked update ignores.
+
+The first layer sees only the pixel grid, whose coordinates are (row_i, column_j).
+So its pre-activation is separable: z_0[i, j] = a_i + e_j.
+Here a_i = omega (W[:, 0] row_i + b) and e_j = omega W[:, 1] column_j.
+Its sines and cosines come from those of a and e by angle addition.
+The formulas are sin(a + e) = sin a cos e + cos a sin e and cos(a + e) = cos a cos e - sin a sin e.
+That takes H + W values per unit instead of H x W.
 Its weight gradient is one product with the (P, 3) matrix [row, column, 1].
 
-Every kernel's arithmetic is independent of K (batched products computed member by member,
-elementwise ops, reductions along a member's own axes), so a member's fit is bitwise the same
-in any population and equals its solo `nn.Module` + `torch.optim.Adam` fit to float32
-rounding (tested). The sines and cosines come from `zoo.training.simd` (NumPy's SIMD kernels on the CPU).
+Every kernel's arithmetic is independent of K.
+Batched products are computed member by member, and reductions run along a member's own axes.
+Elementwise ops are independent of K anyway.
+So a member's fit is bitwise the same in any population.
+It equals its solo `nn.Module` + `torch.optim.Adam` fit to float32 rounding, and a test checks that.
+The sines and cosines come from `zoo.training.simd`, NumPy's SIMD kernels on the CPU.
 """
 
 from __future__ import annotations
@@ -93,8 +98,10 @@ class SirenPopulation:
 
     def gradient(self, params: Sequence[torch.Tensor], saved: list, residual: torch.Tensor,
                  grads: Sequence[torch.Tensor]) -> None:
-        """Writes each member's gradient of its MSE into `grads` (views like `params`);
-        residual = outputs - targets (K, P, C)."""
+        """Writes each member's gradient of its MSE into `grads` (views like `params`).
+
+        `residual` is outputs - targets, (K, P, C).
+        """
         K, P, C = residual.shape
         r = residual * (2.0 / (P * C))  # dL/dy
         h, _ = saved[-1]
@@ -122,9 +129,9 @@ def fit_population(arch: INRArchitecture, inits: Sequence[dict[str, torch.Tensor
                    exact_sqrt: bool = False) -> dict[int, Fitted]:
     """Fits K SIRENs, one per image, in one tensor program.
 
-    inits: K state dicts in weight-space order; images (K, C, H, W) in [0, 1], on the device
-    to fit on. Returns, per checkpoint step, the members' weights (on the CPU), their MSE and
-    whether each is still finite.
+    `inits` are K state dicts in weight-space order.
+    `images` are (K, C, H, W) in [0, 1], on the device to fit on.
+    Returns, per checkpoint step, the members' weights (on the CPU), their MSE and whether each is still finite.
     """
     device, K = images.device, len(inits)
     space = WeightSpace.from_state_dict(inits[0])

@@ -1,32 +1,41 @@
 """The pooled CNN family: the CNN members of the Model Zoos (Schürholt et al. 2022), import-only.
 
-"Model Zoos: A Dataset of Diverse Populations of Neural Network Models" (Schürholt, Taskiran,
-Knyazev, Giró-i-Nieto, Borth; NeurIPS 2022 Datasets and Benchmarks; arXiv 2209.14764) trains
-populations of small CNNs. The exact member is the reference code's (ModelZoos/ModelZooDataset,
-`code/model_definitions/def_net.py`), read for facts: each convolution (no padding, stride 1) is
-followed by a 2x2 max pool where the architecture says so, *then* the activation, then dropout;
-the last feature map is flattened channel-major into a dense hidden layer, its activation and
-dropout, and a dense layer to the classes.
+The paper, "Model Zoos: A Dataset of Diverse Populations of Neural Network Models", trains populations of small CNNs.
+Its authors are Schürholt, Taskiran, Knyazev, Giró-i-Nieto and Borth (NeurIPS 2022 Datasets and Benchmarks;
+arXiv 2209.14764).
+The exact member is the reference code's, read for facts.
+That code is ModelZoos/ModelZooDataset, `code/model_definitions/def_net.py`.
+Each convolution has no padding and stride 1.
+Where the architecture says so, a 2x2 max pool follows it, *then* the activation, then dropout.
+The last feature map is flattened channel-major into a dense hidden layer, with its activation and dropout.
+A dense layer to the classes ends the member.
 
-- CNN-s (`model::type` CNN, 28x28 inputs): conv 8@5x5, pool, conv 6@5x5, pool, conv 4@2x2 (no
-  pool), flatten 4x3x3 = 36 -> 20 -> 10: 2,464 parameters on one input channel, 2,864 on three.
-- CNN-l (`CNN3`, 32x32 inputs): conv 16@3x3, 32@3x3, 15@3x3, each pooled, flatten 60 -> 20 -> 10.
+CNN-s (`model::type` CNN) takes 28x28 inputs.
+It has conv 8@5x5, pool, conv 6@5x5, pool, and conv 4@2x2 without a pool.
+It flattens 4x3x3 = 36 -> 20 -> 10: 2,464 parameters on one input channel, 2,864 on three.
 
-Inputs arrive as [0, 1] pixels (`zoo.data.images`) and are normalized as the zoo's torchvision
-transform did, (x - input_mean) / input_std; `input_crop: center` center-crops a larger image to
-`image_size` (the SVHN zoo's CenterCrop(28)). Activations are the reference's table (LeakyReLU's
-slope is PyTorch's default 0.01).
+CNN-l (`CNN3`) takes 32x32 inputs.
+It has conv 16@3x3, 32@3x3 and 15@3x3, each pooled, and flattens 60 -> 20 -> 10.
 
-Symmetry (`zoo.symmetry.flatten`): permutations of every conv layer's channels and of the hidden
-dense units; the flatten makes the last conv's channel a block of H*W dense inputs. A 2x2 max pool
-commutes with permutations and with positive scaling but not with a sign flip (max(-x) = -min(x)),
-so ReLU and LeakyReLU members also get positive per-unit scales, and tanh members only the
-permutations: their sign symmetry holds on the unpooled layers alone, which the group does not
-declare. Sigmoid, GELU and SiLU members: permutations.
+Inputs arrive as [0, 1] pixels (`zoo.data.images`).
+They are normalized as the zoo's torchvision transform did, (x - input_mean) / input_std.
+`input_crop: center` center-crops a larger image to `image_size`, as the SVHN zoo's CenterCrop(28).
+Activations follow the reference's table; LeakyReLU's slope is PyTorch's default 0.01.
 
-Import-only: `nfnzoo import model-zoos` writes its members (`zoo.imports.model_zoos`); the family
-has no training recipe: `IMPORT_ONLY` names the importer, `nfnzoo generate` refuses its specs (the bundled
-`model-zoos-mnist` records the MNIST hyperparameter zoo's recipe), and `train_population` raises.
+The symmetry is `zoo.symmetry.flatten`'s.
+It permutes every conv layer's channels and the hidden dense units.
+The flatten makes the last conv's channel a block of H*W dense inputs.
+A 2x2 max pool commutes with permutations and with positive scaling.
+It does not commute with a sign flip, since max(-x) = -min(x).
+So ReLU and LeakyReLU members also get positive per-unit scales.
+Tanh members get only the permutations.
+Their sign symmetry holds on the unpooled layers alone, which the group does not declare.
+Sigmoid, GELU and SiLU members get permutations.
+
+The family is import-only: `nfnzoo import model-zoos` writes its members (`zoo.imports.model_zoos`).
+It has no training recipe, and `IMPORT_ONLY` names the importer.
+`nfnzoo generate` refuses its specs, and `train_population` raises.
+The bundled `model-zoos-mnist` records the MNIST hyperparameter zoo's recipe.
 """
 
 from __future__ import annotations
@@ -194,15 +203,20 @@ class PooledCNNFamily(Family):
         return float(self.forward_flops(spec) * test * len(spec.training.checkpoint_epochs))
 
     def metric_matches(self, name: str, stored: float, recomputed: float, data: TaskData) -> bool:
-        """Accuracy within one and a half test examples (a near-tie may flip); the loss to 1e-4 relative
-        (the reference scored the whole test set as one float32 batch, we score it in batches)."""
+        """Accuracy within one and a half test examples, since a near-tie may flip.
+
+        The loss must agree to 1e-4 relative.
+        The reference scored the whole test set as one float32 batch; we score it in batches.
+        """
         if name.endswith("_accuracy"):
             return abs(stored - recomputed) <= 1.5 / len(data.test)
         return math.isclose(stored, recomputed, rel_tol=1e-4, abs_tol=1e-5)
 
     def evaluate(self, spec, hparams: dict, weights: dict[str, torch.Tensor], data: TaskData) -> dict[str, float]:
         """Test loss (mean cross-entropy: the reference's NLL of log-softmax) and accuracy of stored weights.
-        The reference's validation set is its own seeded split of the training images, which ours is not."""
+
+        The reference's validation set is its own seeded split of the training images, which ours is not.
+        """
         model = self.build(spec.architecture, hparams)
         model.load_state_dict(weights)
         return evaluate_sets(model, {"test": data.test}, spec.training.eval_batch_size)

@@ -1,32 +1,38 @@
 """The Transformer family: the Small Transformer Zoo member of Tran et al. 2025.
 
-"Equivariant Neural Functional Networks for Transformers" (Tran, Vo, The, Tran Huu,
-Nguyen-Nhat, Tran, Pham, Nguyen; ICLR 2025), its Small Transformer Zoo and their released code
-(github.com/Fsoft-AIC/Transformer-NFN). The member (its architecture, modules and FLOPs) is in
-`zoo.families.transformer_model`; this module is the family: hyperparameters, data, training.
+The paper is "Equivariant Neural Functional Networks for Transformers" (ICLR 2025).
+Its authors are Tran, Vo, The, Tran Huu, Nguyen-Nhat, Tran, Pham and Nguyen.
+It comes with the Small Transformer Zoo and released code (github.com/Fsoft-AIC/Transformer-NFN).
+The member (its architecture, modules and FLOPs) is in `zoo.families.transformer_model`.
+This module is the family: hyperparameters, data, training.
 
-Training (the released sweeps, `*/sweep_scripts/sweep_config_v2_*.yml`): 100 epochs of
-batches of 128, cross-entropy, L2 as the optimizer's coupled weight decay on every tensor,
-weights from a normal of std `init_std` truncated at +-2 (PyTorch's default bounds, their
-`init_weights`), zero biases. Learning rate per epoch: linear warm-up over `warmup_epochs`,
-then cosine decay reaching `final_learning_rate` at the end of training (their LinearLR +
-CosineAnnealingLR, stepped once per epoch, not per step). Images enter as (x - 0.5) / 0.5
-and are randomly shifted by up to `crop_padding` = 2 pixels while training (their
-RandomCrop(28, padding=2) and Normalize(0.5, 0.5)). Changes: the "best" checkpoint is picked
-on a validation split held out of the training data (theirs: on the test set), and every
-random draw (init, train subset, shuffles, crops, dropout) comes from an explicit seeded
-generator.
+Training follows the released sweeps, `*/sweep_scripts/sweep_config_v2_*.yml`.
+It runs 100 epochs of batches of 128, with cross-entropy loss.
+L2 is the optimizer's coupled weight decay, on every tensor.
+Weights come from a normal of std `init_std`, truncated at +-2 (PyTorch's default bounds, their `init_weights`).
+Biases start at zero.
+The learning rate warms up linearly over `warmup_epochs`.
+Then a cosine decay reaches `final_learning_rate` at the end of training.
+That is their LinearLR + CosineAnnealingLR, stepped once per epoch, not per step.
+Images enter as (x - 0.5) / 0.5, their Normalize(0.5, 0.5).
+While training they are randomly shifted by up to `crop_padding` = 2 pixels, their RandomCrop(28, padding=2).
 
-The "best" checkpoint: the specs keep it (`training.keep_best`), a planned checkpoint of its own
-per run (`zoo.planning.plan`) that holds the weights of the epoch with the highest validation accuracy
-(ties: the lower loss, then the earlier; the initialization competes, so a run that never
-improves still has one). It is emitted with ``best=True`` at the end of training, its row's
-`epoch` is the real best epoch, and `is_best` is True on that row only.
+We change two things.
+The "best" checkpoint is picked on a validation split held out of the training data; theirs is picked on the test set.
+Every random draw (init, train subset, shuffles, crops, dropout) comes from an explicit seeded generator.
 
-The released sweeps couple the learning rates and init stds to the optimizer (Adam/RMSprop:
-8 rates 3e-4..5e-2, stds 0.1..0.5; SGD/SGD-momentum: 8 rates 1e-3..7e-2, stds 0.1..0.3): the
-specs state it as a union of two grids (`search_space.grids`), and the hyperparameters are the
-real values.
+The specs keep the "best" checkpoint (`training.keep_best`).
+It is a planned checkpoint of its own per run (`zoo.planning.plan`).
+It holds the weights of the epoch with the highest validation accuracy.
+Ties go to the lower loss, then the earlier epoch.
+The initialization competes too, so a run that never improves still has one.
+It is emitted with ``best=True`` at the end of training.
+Its row's `epoch` is the real best epoch, and `is_best` is True on that row only.
+
+The released sweeps couple the learning rates and init stds to the optimizer.
+Adam and RMSprop take 8 rates in 3e-4..5e-2 and stds in 0.1..0.5.
+SGD and SGD-momentum take 8 rates in 1e-3..7e-2 and stds in 0.1..0.3.
+The specs state this as a union of two grids (`search_space.grids`), with the real values as hyperparameters.
 """
 
 from __future__ import annotations
@@ -76,8 +82,8 @@ class TransformerFamily(Family):
     HParams = TransformerHParams
     METRICS = METRICS
 
-    # CPU, one core, batch 128 (benchmarks/perf/generation.py): 2 to 4 members per population
-    # train fastest; 8 are 7% and 16 17% slower per member (the activations outgrow the caches).
+    # members per population: the family's measured choice (benchmarks/perf/generation.py,
+    # docs/performance.md); larger CPU populations are slower once the activations outgrow the caches
     POPULATION_SIZES = {"cpu": 4, "cuda": 256}
     FLOPS_HPARAMS = ("train_fraction",)
 
@@ -90,9 +96,11 @@ class TransformerFamily(Family):
         return WeightSpace.from_state_dict(self.build(architecture).state_dict())
 
     def member_size(self, architecture: dict) -> MemberSize:
-        """`SmallTransformer`'s parameters: the patch stem (word vectors are a frozen buffer, not
-        parameters, and their vocabulary no width), per block Q, K, V, O without bias and the MLP,
-        the head. Tokens are a width too: the positional encoding and attention scale with them."""
+        """`SmallTransformer`'s parameters: the patch stem, per block Q, K, V, O without bias and the MLP, the head.
+
+        Word vectors are a frozen buffer, not parameters, and their vocabulary is no width.
+        Tokens are a width too: the positional encoding and attention scale with them.
+        """
         a = TransformerArchitecture(**architecture)
         inner = a.num_heads * a.head_dim
         stem = a.in_channels * a.d_model * a.patch_size ** 2 + a.d_model if a.input == "image_patches" else 0
@@ -154,8 +162,10 @@ class TransformerFamily(Family):
         return run.hparams["optimizer"], run.hparams["train_fraction"]
 
     def train_population(self, spec, runs, data: TaskData, emit) -> None:
-        """Runs sharing an optimizer and a train fraction (equal steps per epoch) train together,
-        in chunks of `population_size_on` their device (`zoo.families.transformer_population`)."""
+        """Runs sharing an optimizer and a train fraction (equal steps per epoch) train together.
+
+        They go in chunks of `population_size_on` their device (`zoo.families.transformer_population`).
+        """
 
         size = self.population_size_on(data.train.x.device)
         for population in populations(runs, size, self.population_key):
@@ -241,8 +251,10 @@ class TransformerFamily(Family):
     # --- planning ---------------------------------------------------------------------------
 
     def forward_flops(self, spec_or_architecture) -> int:
-        """FLOPs of one example's forward pass (`transformer_model.forward_flops`); takes an
-        architecture or a spec."""
+        """FLOPs of one example's forward pass (`transformer_model.forward_flops`).
+
+        Takes an architecture or a spec.
+        """
         architecture = getattr(spec_or_architecture, "architecture", spec_or_architecture)
         return forward_flops(TransformerArchitecture(**architecture))
 

@@ -1,26 +1,37 @@
 """The Small Transformer Zoo member (Tran et al. 2025): its architecture, modules and FLOPs.
 
-"Equivariant Neural Functional Networks for Transformers" (Tran, Vo, The, Tran Huu,
-Nguyen-Nhat, Tran, Pham, Nguyen; ICLR 2025), its Small Transformer Zoo and their released code
-(github.com/Fsoft-AIC/Transformer-NFN, `vision_task/` and `text_classification/`): an input
-stem, 2 encoder blocks of d_model 32 with 2 heads of d_k = d_v = 16 (Q/K/V/O linear maps
-without bias) and an MLP 32 -> 64 -> 32 with ReLU, each sublayer preceded by a LayerNorm
-without scale or shift, a final LayerNorm, mean pooling over tokens and a head
-Linear(32, 32), ReLU, Linear(32, classes). Dropout follows the stem and each sublayer.
+The paper is "Equivariant Neural Functional Networks for Transformers" (ICLR 2025).
+Its authors are Tran, Vo, The, Tran Huu, Nguyen-Nhat, Tran, Pham and Nguyen.
+It comes with the Small Transformer Zoo and released code
+(github.com/Fsoft-AIC/Transformer-NFN, `vision_task/` and `text_classification/`).
 
-- MNIST: a patch embedding Conv2d(1, 32, kernel 4, stride 4) (49 tokens) plus the fixed
-  sinusoidal positional encoding; 18,506 parameters.
-- AG News: frozen word vectors (`zoo.data.text`: MiniLM's input embeddings, PCA to 32 dims; not
-  stored) plus the positional encoding, 64 WordPiece tokens with the padding masked out of
-  attention and pooling (the released code masked nothing); 17,764 parameters.
+The member starts with an input stem.
+Then come 2 encoder blocks of d_model 32, each with 2 heads of d_k = d_v = 16.
+The Q/K/V/O linear maps have no bias.
+Each block's MLP is 32 -> 64 -> 32 with ReLU.
+A LayerNorm without scale or shift precedes each sublayer.
+A final LayerNorm and mean pooling over tokens follow the blocks.
+The head is Linear(32, 32), ReLU, Linear(32, classes).
+Dropout follows the stem and each sublayer.
 
-Residual connections are an option (`residual`), OFF as in the released zoo (its skip
-connections are commented out). The symmetry group depends on it: without residuals the
-model dimension between sublayers can be permuted as well (`zoo.symmetry.attention`).
+On MNIST the stem is a patch embedding Conv2d(1, 32, kernel 4, stride 4), giving 49 tokens.
+The fixed sinusoidal positional encoding is added, and the member has 18,506 parameters.
 
-State-dict keys follow the released zoo (``encoder.0.attention.queries.weight``, ...), so
-NFN code written for it reads these checkpoints; the weights are exactly the trainable
-parameters, in forward order (the positional encoding and word vectors are not stored).
+On AG News the stem is frozen word vectors plus the positional encoding.
+The vectors are MiniLM's input embeddings, PCA'd to 32 dims (`zoo.data.text`), and are not stored.
+Texts are 64 WordPiece tokens, and the padding is masked out of attention and pooling.
+(The released code masked nothing.)
+The member has 17,764 parameters.
+
+Residual connections are an option (`residual`).
+They are OFF, as in the released zoo, whose skip connections are commented out.
+The symmetry group depends on it.
+Without residuals, the model dimension between sublayers can be permuted as well (`zoo.symmetry.attention`).
+
+State-dict keys follow the released zoo (``encoder.0.attention.queries.weight``, ...).
+So NFN code written for it reads these checkpoints.
+The weights are exactly the trainable parameters, in forward order.
+The positional encoding and word vectors are not stored.
 
 The training recipe and the family are in `zoo.families.transformer`.
 """
@@ -191,9 +202,12 @@ class SmallTransformer(nn.Module):
         self.classifier = Classifier(arch)
 
     def forward(self, x: torch.Tensor, masks=None) -> torch.Tensor:
-        """Logits; in training mode with dropout, `masks(layer, shape)` gives 0/1 keep masks, the
-        layers numbered as the population numbers them: 0 the stem, 2i + 1 and 2i + 2 block i's
-        attention and MLP outputs (`zoo.training.draws`)."""
+        """Logits.
+
+        In training mode with dropout, `masks(layer, shape)` gives 0/1 keep masks (`zoo.training.draws`).
+        Layers are numbered as the population numbers them.
+        Layer 0 is the stem; 2i + 1 and 2i + 2 are block i's attention and MLP outputs.
+        """
         def drop(layer: int) -> Callable[[torch.Tensor], torch.Tensor]:
             return lambda h: _dropout(h, self.dropout, self.training, masks, layer)
 
@@ -205,8 +219,10 @@ class SmallTransformer(nn.Module):
 
 
 def forward_flops(a: TransformerArchitecture) -> int:
-    """FLOPs (2 per multiply-add) of one example's forward pass: the matmuls and the patch conv
-    (LayerNorms, softmax, pooling and biases are negligible)."""
+    """FLOPs (2 per multiply-add) of one example's forward pass: the matmuls and the patch conv.
+
+    LayerNorms, softmax, pooling and biases are negligible.
+    """
     tokens, inner = a.num_tokens, a.num_heads * a.head_dim
     stem = tokens * a.d_model * a.in_channels * a.patch_size ** 2 if a.input == "image_patches" else 0
     attention = 3 * tokens * a.d_model * inner + 2 * tokens * tokens * inner + tokens * inner * a.d_model

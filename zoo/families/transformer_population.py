@@ -1,17 +1,23 @@
 """Population training of the Transformer family: K runs in one tensor program (`zoo.training.population`).
 
-Every trainable tensor is stacked on a leading member dimension (K, ...) and each layer is
-computed for all members at once: the 4x4 stride-4 patch convolution as a reshape plus a
-batched matrix product, Q/K/V/O and the MLP and head as batched products, LayerNorm without
-affine and the pooling over the member dimension; the word vectors are frozen and shared.
-What differs between members is a tensor or a member's own draws, drawn exactly as the
-solo `TransformerFamily.train_run` draws them: initialization, train subset, and from the
-population's draws (`zoo.training.draws`, by `training.rng`) batch order, crops and dropout
-masks (layers in the solo order: stem, then attention and MLP of each block),
-the per-epoch learning rate (warm-up + cosine) and the coupled L2 (`StackedOptimizer`'s
-`weight_decay`, as torch.optim applies it). A member whose training loss or validation turns
-non-finite is recorded as diverged for its remaining checkpoints, zeroed and frozen, as its
-solo run records it; its best checkpoint is still emitted at the end.
+Every trainable tensor is stacked on a leading member dimension (K, ...).
+Each layer is computed for all members at once.
+The 4x4 stride-4 patch convolution is a reshape plus a batched matrix product.
+Q/K/V/O, the MLP and the head are batched products too.
+LayerNorm (without affine) and the pooling run over the member dimension.
+The word vectors are frozen and shared.
+
+What differs between members is a tensor or a member's own draws.
+They are drawn exactly as the solo `TransformerFamily.train_run` draws them.
+Initialization and train subset come from the run's seed.
+Batch order, crops and dropout masks come from the population's draws (`zoo.training.draws`, by `training.rng`).
+Dropout layers follow the solo order: stem, then attention and MLP of each block.
+Each member also has its per-epoch learning rate (warm-up + cosine).
+It has its coupled L2 too, as `StackedOptimizer`'s `weight_decay`, which torch.optim applies alike.
+
+A member's training loss or validation may turn non-finite.
+It is then recorded as diverged for its remaining checkpoints, zeroed and frozen, as its solo run records it.
+Its best checkpoint is still emitted at the end.
 """
 
 from __future__ import annotations
@@ -44,8 +50,10 @@ def _linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = N
 
 
 class PopulationTransformer:
-    """The `SmallTransformer` forward for K stacked members; `embedding` is a solo model's stem
-    (only its frozen word table is read, for `word_embeddings`)."""
+    """The `SmallTransformer` forward for K stacked members.
+
+    `embedding` is a solo model's stem; only its frozen word table is read, for `word_embeddings`.
+    """
 
     def __init__(self, arch: TransformerArchitecture, embedding, device: torch.device):
         self.arch, self.embedding = arch, embedding.to(device)
@@ -66,9 +74,12 @@ class PopulationTransformer:
         return _linear(patches, weight, params["embedding.conv1.bias"]), None  # (K, B, T, D)
 
     def attention(self, params: dict, prefix: str, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """softmax(q k^T / sqrt(d)) v per member, sequence and head, through torch's fused
-        attention kernel (on one core 1.4x the explicit product-softmax-product, and no
-        (K, B, H, T, T) score tensor in memory); equal to the solo module's to float32 rounding."""
+        """softmax(q k^T / sqrt(d)) v per member, sequence and head, through torch's fused attention kernel.
+
+        It beats the explicit product-softmax-product (docs/performance.md).
+        It also keeps no (K, B, H, T, T) score tensor in memory.
+        It equals the solo module's to float32 rounding.
+        """
         a = self.arch
         K, B, T, _ = x.shape
         q, k, v = (_linear(x, params[f"{prefix}.{m}.weight"]).view(K * B, T, a.num_heads, a.head_dim).transpose(1, 2)

@@ -1,7 +1,9 @@
-"""The Transformer family's training recipe, the parts both the solo trainer (`transformer`) and
-the population trainer (`transformer_population`) use: the hyperparameters, the learning-rate
-schedule (linear warm-up, then cosine decay to a final rate, as the released zoo's) and the
-random-crop augmentation. Below both, so that neither imports the other's module back.
+"""The Transformer family's training recipe, shared by the solo and the population trainers.
+
+The solo trainer is `transformer`, the population trainer `transformer_population`.
+Both use the hyperparameters, the learning-rate schedule and the random-crop augmentation.
+The schedule is the released zoo's: linear warm-up, then cosine decay to a final rate.
+This module sits below both, so that neither imports the other's module back.
 """
 
 from __future__ import annotations
