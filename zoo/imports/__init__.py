@@ -1,15 +1,15 @@
 """Published zoos in our format and ours in theirs: the importer and exporter registries.
 
-`nfnzoo import FORMAT SOURCE --out DIR` reads a zoo a paper published (in the layout its
-authors' loaders read) into our dataset format; `nfnzoo export FORMAT DIR --out LEGACY` writes
-one of ours in that layout. Each format is one module that registers an importer and an
-exporter under the format's name:
+`nfnzoo import FORMAT SOURCE --out DIR` reads a zoo a paper published into our dataset format. The
+source is in the layout its authors' loaders read. `nfnzoo export FORMAT DIR --out LEGACY` writes one of
+ours in that layout.
 
-- an importer is `import_zoo(source, out, **options) -> manifest`;
-- an exporter is `export_zoo(folder, out, config=None) -> Path`.
+Each format is one module that registers an importer and an exporter under the format's name. An
+importer is `import_zoo(source, out, **options) -> manifest`. An exporter is `export_zoo(folder, out,
+config=None) -> Path`.
 
-The formats' modules are imported by name on the registries' first read (`zoo.registry`), so
-listing the formats imports no torch.
+The formats' modules are imported by name on the registries' first read (`zoo.registry`). So listing the
+formats imports no torch.
 """
 
 from __future__ import annotations

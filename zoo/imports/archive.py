@@ -1,20 +1,30 @@
-"""A published zoo as it is downloaded: a `.zip` (the Small Transformer Zoo, the DWSNets INRs, the Model
-Zoos) or a `.tar`/`.tar.gz`/`.tar.xz` (the Small CNN Zoo) is unpacked, checked member by member, into a
-scratch folder beside the output and imported from there; a folder is imported as it is.
+"""A published zoo as it is downloaded: an archive is unpacked into a scratch folder, checked, and imported.
 
-Nothing in an archive is trusted. Before anything is written, every member is checked: a path that is
-absolute or climbs out (`../`), a link, a device or another special file, a name twice, an encrypted
-member or a compression method Python cannot unpack, more than `MAX_MEMBERS` members, and more bytes
-unpacked than the smallest of three bounds (`zoo.validation.bounds`): `MAX_UNPACKED_BYTES`;
-`MAX_ARCHIVE_RATIO` times the archive's own size (a zip bomb inflates ~1,000x; weights ~1.1x); and the
-free disk, less the shards the import then writes (about as large again) and `FREE_DISK_MARGIN_BYTES`.
-A tar's members are found by decompressing it, so that scan is itself counted (`zoo.validation.
-decompress`) and stops at the bound. Then each member is copied out by us (never `extractall`), its
-bytes counted as they are written: a member that holds more than it declared is refused. Each refusal
-and each library error (a damaged stream, a CRC error) is one line naming the archive and the member
-(`zoo.imports.reading.reading`). The scratch folder is removed whatever happens, so a refused or
-interrupted import leaves the output folder as it was. An archive whose members all sit in one top
-folder (`mnist_transformer/...`) is imported from that folder.
+The Small Transformer Zoo, the DWSNets INRs and the Model Zoos come as a `.zip`. The Small CNN Zoo comes
+as a `.tar`/`.tar.gz`/`.tar.xz`. The archive is unpacked member by member into a scratch folder beside
+the output, and imported from there. A folder is imported as it is.
+
+Nothing in an archive is trusted. Before anything is written, every member is checked. A path
+that is absolute or climbs out (`../`) is refused, and so is a link, a device or another special
+file. So are a name that occurs twice, an encrypted member and a compression method Python cannot
+unpack. So are more than `MAX_MEMBERS` members.
+
+Also refused are more unpacked bytes than the smallest of three bounds (`zoo.validation.bounds`). The
+first is `MAX_UNPACKED_BYTES`. The second is `MAX_ARCHIVE_RATIO` times the archive's own size: a zip
+bomb inflates ~1,000x, weights ~1.1x. The third is the free disk, less `FREE_DISK_MARGIN_BYTES` and the
+shards the import then writes (about as large again).
+
+A tar's members are found by decompressing it. So that scan is itself counted
+(`zoo.validation.decompress`) and stops at the bound.
+
+Then we copy each member out ourselves, never with `extractall`. Its bytes are counted as they are
+written, and a member that holds more than it declared is refused. Each refusal, and each library error
+(a damaged stream, a CRC error), is one line naming the archive and the member
+(`zoo.imports.reading.reading`).
+
+The scratch folder is removed whatever happens. So a refused or interrupted import leaves the output
+folder as it was. An archive whose members all sit in one top folder (`mnist_transformer/...`) is
+imported from that folder.
 """
 
 from __future__ import annotations
@@ -224,9 +234,12 @@ def unpacked(source: str | Path, out: str | Path) -> Iterator[Path]:
 
 
 def import_from(importer, source: str | Path, out: str | Path, **options) -> dict:
-    """`importer(folder, out, **options)` on `source` unpacked (`unpacked`); an error that names a file
-    inside the scratch folder names it inside the archive instead (`archive.zip/member`). A `ValueError`
-    the writer raises about the rows (a model twice, no rows) becomes an `InputError` naming the source."""
+    """`importer(folder, out, **options)` on `source` unpacked (`unpacked`).
+
+    An error naming a file in the scratch folder names it inside the archive instead
+    (`archive.zip/member`). A `ValueError` the writer raises about the rows (a model twice, no rows)
+    becomes an `InputError` naming the source.
+    """
     with unpacked(source, out) as folder:
         try:
             return importer(folder, out, **options)
@@ -241,8 +254,11 @@ def import_from(importer, source: str | Path, out: str | Path, **options) -> dic
 
 
 def _named(error: Exception, source: str | Path, folder: str | Path, out: str | Path) -> str:
-    """The first line of `error` with the scratch folder named as the archive, naming `source` unless it
-    names it already; an error with no message is its kind, named by `source` (never a bare class name)."""
+    """The first line of `error`, with the scratch folder named as the archive.
+
+    It names `source` unless it names it already. An error with no message is shown as its kind, named
+    by `source`, never as a bare class name.
+    """
     message = str(error)
     if Path(folder) != Path(source):
         scratch = (Path(folder) if Path(folder).name.startswith(f".{Path(out).name}.unpack-")

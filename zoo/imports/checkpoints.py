@@ -1,16 +1,18 @@
 """A released PyTorch checkpoint (`.pth`/`.pt`, a state dict), read within bounds and never trusted.
 
-`load_state_dict(path)` reads the file whole (a regular file only, at most `MAX_STATE_DICT_BYTES`),
-checks that it is `torch.save`'s zip format with every member stored uncompressed and unencrypted,
-so that what torch allocates is bounded by the file's own size (a deflated member could inflate to
-gigabytes; the legacy pickle format declares storage sizes it then allocates), and loads it
-tensors-only (`weights_only`: no code unpickled). Every tensor in it must be dense: a sparse (COO, CSR,
-CSC, BSR, BSC), quantized, nested, meta-device or complex tensor loads, but no float32 array can be made
-of it without densifying or dropping part of it, so it is refused naming the file and the key before
-anything converts it. Every failure is one `InputError` naming the file.
+`load_state_dict(path)` reads the file whole: a regular file only, at most `MAX_STATE_DICT_BYTES`. It
+checks that the file is `torch.save`'s zip format, with every member stored uncompressed and
+unencrypted. So what torch allocates is bounded by the file's own size. A deflated member could inflate
+to gigabytes. The legacy pickle format declares storage sizes that it then allocates. The file is loaded
+tensors-only (`weights_only`), so no code is unpickled.
 
-`tensor_shape(state, key, path)` is the shape of one entry that must be a tensor: an int, a list
-or a missing key where the architecture is read from is one line naming the file and the key.
+Every tensor in it must be dense. A sparse (COO, CSR, CSC, BSR, BSC), quantized, nested, meta-device or
+complex tensor loads. But no float32 array can be made of it without densifying it or dropping part of
+it. So it is refused, naming the file and the key, before anything converts it. Every failure is one
+`InputError` naming the file.
+
+`tensor_shape(state, key, path)` is the shape of one entry that must be a tensor. An int, a list or a
+missing key where the architecture is read from is one line naming the file and the key.
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ def _check_container(path: Path, data: bytes, limit: int) -> None:
 
 
 def _not_dense(value) -> str | None:
-    """What kind of tensor `value` is, if it is not a dense real tensor on the CPU (module docstring), or None."""
+    """What kind of tensor `value` is, if it is not a dense real tensor on the CPU; else None.
+
+    The module docstring says why.
+    """
     import torch
 
     if value.is_nested:  # first: a nested tensor's layout may read strided

@@ -1,7 +1,7 @@
 """`nfnzoo import` and `nfnzoo export`: the published zoos' layouts <-> our dataset format.
 
-Thin wrappers over `zoo.imports` (registered by `zoo.commands.register`); each format's options
-are passed through to its importer, which refuses one it does not take.
+Thin wrappers over `zoo.imports`, registered by `zoo.commands.register`. Each format's options are
+passed through to its importer, which refuses one it does not take.
 """
 
 from __future__ import annotations

@@ -1,38 +1,47 @@
 """The DWSNets INRs (Navon et al. 2023) in our format.
 
-"Equivariant Architectures for Learning in Deep Weight Spaces" (Navon, Shamsian, Achituve, Fetaya,
-Chechik, Maron, ICML 2023, Sec. 6, classifying INRs) released one INR per image of MNIST and
-Fashion-MNIST (a Dropbox folder linked from AvivNavon/DWSNets `experiments/mnist/README.md`), the
-sets "Graph Neural Networks for Learning Equivariant Representations of Neural Networks" (Kofinas
-et al., ICLR 2024; mkofinas/neural-graphs) and "Scale Equivariant Graph Metanetworks"
-(Kalogeropoulos et al., NeurIPS 2024; jkalogero/scalegmn) classify too. The folders:
+The paper "Equivariant Architectures for Learning in Deep Weight Spaces" (Navon, Shamsian, Achituve,
+Fetaya, Chechik, Maron, ICML 2023, Sec. 6, classifying INRs) released one INR per image of MNIST and
+Fashion-MNIST. They sit in a Dropbox folder linked from AvivNavon/DWSNets `experiments/mnist/README.md`.
+Two later papers classify the same sets: "Graph Neural Networks for Learning Equivariant Representations
+of Neural Networks" (Kofinas et al., ICLR 2024; mkofinas/neural-graphs) and "Scale Equivariant Graph
+Metanetworks" (Kalogeropoulos et al., NeurIPS 2024; jkalogero/scalegmn).
+
+The folders:
 
     mnist-inrs/mnist_png_<train|test>_<label>_<id>/checkpoints/model_final.pth
         (or mnist_png_<training|testing>_..., the released folders' spelling)
     fmnist_inrs/<train|test>/model_<id>.pth (a `label` key in each) and fmnist_inrs/splits.json
 
-`<id>` indexes the torchvision data set's training or test images (Neural Graphs' `INRAndImageDataset`
-reads the image to edit that way); our `image_index` is the training images followed by the test
-images, so a test INR's is 60,000 + `<id>`. Each file is a `torch.save`d state dict of DWSNets'
-`nn/inr.py` `INR(in_dim=2, n_layers=3, up_scale=16)`: `seq.0` and `seq.1` are sine layers
-sin(w0 (W h + b)) with w0 = 30 (the first too: `INR` never passes `is_first`), `seq.2` a linear
-output, and `forward` returns `seq(x) + 0.5`. It is evaluated on `experiments/utils.py`'s
-`make_coordinates`: `np.meshgrid` of two `linspace(-1, 1, 28)` with its default "xy" indexing, so
-input 0 is the pixel's column and input 1 its row, pixels row-major; its output is the image on
-[0, 1] (`INRImageDataset` saves it with `save_image`; the editing targets are `ToTensor()` images).
-Our `inr` family says the same with `coordinates: column_row`, `intensity_range: unit`,
-`output_offset: 0.5`, so the weights are imported unchanged (only the keys are renamed).
+`<id>` indexes the torchvision data set's training or test images. Neural Graphs' `INRAndImageDataset`
+reads the image to edit that way. Our `image_index` is the training images followed by the test images,
+so a test INR's is 60,000 + `<id>`.
 
-The split the papers use is a splits file, per split a list of paths (and labels) read in order:
-MNIST's `mnist_splits.json` from `experiments/mnist/generate_data_splits.py` (test = the test
-folders, val = 5,000 of the train folders drawn by sklearn's `train_test_split` with no seed, so it
-cannot be regenerated; Neural Graphs commits the one it used), Fashion-MNIST's `splits.json` shipped in
-the release (no generator published). Both shapes are read: {split: {"path": [...], "label": [...]}}
-(DWSNets' generator, Neural Graphs' files) and {split: [path, ...]} (the release's `splits.json`,
-label from the state dict, as ScaleGMN reads it). A listed path is matched to the folder by its last
-parts (`mnist_png_.../checkpoints/model_final.pth`, `<train|test>/model_<id>.pth`), since each repository
-wrote them relative to its own working directory. The shards split by the source's own train/test
-folders (the rule that can be regenerated); the file's split is the named split set "dwsnets".
+Each file is a `torch.save`d state dict of DWSNets' `nn/inr.py` `INR(in_dim=2, n_layers=3,
+up_scale=16)`. `seq.0` and `seq.1` are sine layers sin(w0 (W h + b)) with w0 = 30. The first is one too,
+since `INR` never passes `is_first`. `seq.2` is a linear output, and `forward` returns `seq(x) + 0.5`.
+
+It is evaluated on `experiments/utils.py`'s `make_coordinates`: `np.meshgrid` of two `linspace(-1, 1,
+28)`, with its default "xy" indexing. So input 0 is the pixel's column and input 1 its row, pixels
+row-major. Its output is the image on [0, 1]. `INRImageDataset` saves it with `save_image`, and the
+editing targets are `ToTensor()` images. Our `inr` family says the same with `coordinates: column_row`,
+`intensity_range: unit`, `output_offset: 0.5`. So the weights are imported unchanged; only the keys are
+renamed.
+
+The split the papers use is a splits file: per split, a list of paths (and labels) read in order.
+MNIST's is `mnist_splits.json`, from `experiments/mnist/generate_data_splits.py`. Its test split is the
+test folders. Its val split is 5,000 of the train folders, drawn by sklearn's `train_test_split` with no
+seed. So it cannot be regenerated; Neural Graphs commits the one it used. Fashion-MNIST's `splits.json`
+is shipped in the release, with no generator published.
+
+Both shapes are read. One is {split: {"path": [...], "label": [...]}}, as DWSNets' generator and Neural
+Graphs' files write it. The other is {split: [path, ...]} (the release's `splits.json`), with the label
+from the state dict, as ScaleGMN reads it.
+
+A listed path is matched to the folder by its last parts (`mnist_png_.../checkpoints/model_final.pth`,
+`<train|test>/model_<id>.pth`). Each repository wrote them relative to its own working directory. The
+shards split by the source's own train/test folders, the rule that can be regenerated. The file's split
+is the named split set "dwsnets".
 """
 
 from __future__ import annotations
@@ -137,7 +146,10 @@ def _dataset_name(source: Path, given: str | None) -> str:
 
 
 def _reference_keys(num_sine_layers: int) -> list[tuple[str, str]]:
-    """(DWSNets' key, ours), per layer weight then bias: seq.<i> is sine<i+1>, the last seq.<n> the output."""
+    """(DWSNets' key, ours), per layer weight then bias.
+
+    seq.<i> is sine<i+1>, and the last, seq.<n>, is the output.
+    """
     pairs = []
     for layer in range(num_sine_layers + 1):
         ours = f"sine{layer + 1}" if layer < num_sine_layers else "output"
@@ -146,7 +158,7 @@ def _reference_keys(num_sine_layers: int) -> list[tuple[str, str]]:
 
 
 def _label_value(value: Any, where: str) -> int:
-    """A class label from a splits file or a state dict (an int, a digit string, a 0-d integer tensor)."""
+    """A class label from a splits file or a state dict: an int, a digit string or a 0-d integer tensor."""
     import torch
 
     if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_floating_point():
@@ -160,8 +172,10 @@ def _label_value(value: Any, where: str) -> int:
 
 def read_member(path: Path, keys: list[tuple[str, str]], shapes: dict[str, tuple[int, ...]],
                 labelled: bool) -> tuple[dict[str, np.ndarray], int | None]:
-    """Our tensor name -> float32 array of one INR file, and its `label` key (Fashion-MNIST's); a missing,
-    extra or misshapen key is an error naming the file."""
+    """Our tensor name -> float32 array of one INR file, and its `label` key (Fashion-MNIST's).
+
+    A missing, extra or misshapen key is an error naming the file.
+    """
     state = load_state_dict(path, MAX_STATE_DICT_BYTES)
     label = _label_value(state.pop("label"), str(path)) if labelled and "label" in state else None
     if labelled and label is None:
@@ -192,8 +206,10 @@ def _architecture(path: Path) -> dict[str, Any]:
 
 def read_splits_file(path: Path, dataset: str, by_key: dict[tuple[str, ...], Member]
                      ) -> dict[str, list[tuple[Member, int | None]]]:
-    """Our split -> [(member, the file's label or None)] in the file's order; a path not in the folder, a
-    malformed entry or label is an error naming the file and the entry."""
+    """Our split -> [(member, the file's label or None)], in the file's order.
+
+    A path not in the folder, or a malformed entry or label, is an error naming the file and the entry.
+    """
     data = load_json_bytes(read_capped(path, MAX_SPLITS_BYTES, "splits file"), str(path))
     if not isinstance(data, dict) or set(data) != set(FILE_SPLITS):
         found = sorted(data) if isinstance(data, dict) else type(data).__name__
@@ -246,9 +262,12 @@ def _chunks(source: Path, members: list[Member], keys, shapes, dataset: str, lab
 @register_importer(FORMAT)
 def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None, dataset: str | None = None,
                splits: str | Path | None = None, max_shard_bytes: int = 64 * 2**20) -> dict:
-    """Imports the DWSNets INR folder `source` (`mnist-inrs` or `fmnist_inrs`) as config `config`
-    (default dwsnets-inrs-<data set>) of the zoo folder `out`, with the splits file `splits` (default:
-    mnist_splits.json or splits.json in `source`, if there) as split set "dwsnets"; returns the manifest."""
+    """Imports the DWSNets INR folder `source` as config `config` of the zoo folder `out`; returns the manifest.
+
+    `source` is `mnist-inrs` or `fmnist_inrs`. `config` defaults to dwsnets-inrs-<data set>. The splits
+    file `splits` becomes split set "dwsnets". It defaults to mnist_splits.json or splits.json in
+    `source`, if there.
+    """
     from zoo.families import create_family
 
     source = Path(source)

@@ -1,40 +1,44 @@
 """The Model Zoos (Schürholt et al. 2022) in our format: their CNN zoos, into our `pooled_cnn` family.
 
-"Model Zoos: A Dataset of Diverse Populations of Neural Network Models" (Schürholt, Taskiran,
-Knyazev, Giró-i-Nieto, Borth; NeurIPS 2022 Datasets and Benchmarks; arXiv 2209.14764; licence
-CC-BY 4.0) publishes its raw zoos on Zenodo as Ray Tune experiment folders, one per zoo
-(`tune_zoo_<data set>_<kind>`, e.g. tune_zoo_mnist_uniform). The facts below are from the
-reference code (ModelZoos/ModelZooDataset), read for facts only:
+The paper "Model Zoos: A Dataset of Diverse Populations of Neural Network Models" (Schürholt, Taskiran,
+Knyazev, Giró-i-Nieto, Borth; NeurIPS 2022 Datasets and Benchmarks; arXiv 2209.14764; licence CC-BY 4.0)
+publishes its raw zoos on Zenodo. Each zoo is a Ray Tune experiment folder (`tune_zoo_<data
+set>_<kind>`, e.g. tune_zoo_mnist_uniform). The facts below are from the reference code
+(ModelZoos/ModelZooDataset), read for facts only. The files are written by
+`model_definitions/def_NN_experiment.py` (`step` and `save_checkpoint`).
 
-    <experiment>/<trial>/params.json                  the trial's config: `model::type`, `model::channels_in`,
-                                                      `model::nlin`, `model::init_type`, `model::dropout`,
-                                                      `optim::optimizer`, `optim::lr`, `optim::wd`,
-                                                      `optim::momentum` (SGD zoos), `training::batchsize`, `seed`
-    <experiment>/<trial>/result.json                  one JSON object a line, one per epoch: `training_iteration`
-                                                      (0: the initialization, scored before training),
-                                                      `train_loss`, `train_acc`, `test_loss`, `test_acc`
-                                                      (`val_loss`, `val_acc` where a validation set was passed)
-    <experiment>/<trial>/checkpoint_<e>/checkpoints   `torch.save(model.state_dict())` after epoch e (e plain or
-                                                      zero-padded to 6 digits, by Ray version)
+`<experiment>/<trial>/params.json` is the trial's config: `model::type`, `model::channels_in`,
+`model::nlin`, `model::init_type`, `model::dropout`, `optim::optimizer`, `optim::lr`, `optim::wd`,
+`optim::momentum` (SGD zoos), `training::batchsize`, `seed`.
 
-(`model_definitions/def_NN_experiment.py`: `step` and `save_checkpoint`). The state dict's keys are
-`module_list.<i>.{weight,bias}` of the reference `nn.ModuleList` (`def_net.py`), whose indices
-shift with the modules between the parameterized ones: CNN-s (`model::type` CNN) holds pool and
-dropout modules after its first two convolutions only, dropout only when `model::dropout` > 0
-(keys 0, 3, 6, 9, 11 without dropout; 0, 4, 8, 11, 14 with); CNN-l (`CNN3`) always holds them
-(0, 4, 8, 13, 16), the index lists `dataset_base.py` and `load_dataset.ipynb` read. Ours are
-`conv1..3`, `dense1..2` (`zoo.families.pooled_cnn`). ResNet-18 zoos are not imported.
+`<experiment>/<trial>/result.json` holds one JSON object a line, one per epoch. Its keys are
+`training_iteration`, `train_loss`, `train_acc`, `test_loss` and `test_acc`. `val_loss` and `val_acc`
+appear where a validation set was passed. Iteration 0 is the initialization, scored before training.
 
-Split set "model-zoos": `ModelDatasetBase` (`checkpoints_to_datasets/dataset_base.py`) lists every
-folder of the experiment, `random.seed(42); random.shuffle(...)`, and with `ds_split` [0.7, 0.15,
-0.15] (load_dataset.ipynb) keeps [:int(0.7 n)] for train, the next int(0.15 n) for validation and
-the rest for test. It lists the folders in `Path.iterdir` order, which the file system decides; we
-shuffle them in sorted name order, so the set is the reference's wherever that listing was sorted
-(the docs say so). Each trial's checkpoints follow it in epoch order; the reference loader then keeps
-its `epoch_lst` epochs and drops checkpoints with a NaN or a weight above `weight_threshold` (5 in
-the notebook) in the layers of its layer list, which for a small-model trial with dropout finds only
-conv1 and dense1: docs/zoos/model-zoos.md gives the tested recipe that reproduces its samples. We import
-every checkpoint with all five layers. The shards' splits are the same assignment.
+`<experiment>/<trial>/checkpoint_<e>/checkpoints` is `torch.save(model.state_dict())` after epoch e. The
+number e is plain or zero-padded to 6 digits, by Ray version.
+
+The state dict's keys are `module_list.<i>.{weight,bias}` of the reference `nn.ModuleList`
+(`def_net.py`). Its indices shift with the modules between the parameterized ones. CNN-s (`model::type`
+CNN) holds pool and dropout modules after its first two convolutions only. It holds dropout only when
+`model::dropout` > 0. Its keys are 0, 3, 6, 9, 11 without dropout and 0, 4, 8, 11, 14 with it. CNN-l
+(`CNN3`) always holds them (0, 4, 8, 13, 16). These are the index lists `dataset_base.py` and
+`load_dataset.ipynb` read. Ours are `conv1..3`, `dense1..2` (`zoo.families.pooled_cnn`). ResNet-18 zoos
+are not imported.
+
+Split set "model-zoos" follows `ModelDatasetBase` (`checkpoints_to_datasets/dataset_base.py`). It lists
+every folder of the experiment and calls `random.seed(42); random.shuffle(...)`. With `ds_split` [0.7,
+0.15, 0.15] (load_dataset.ipynb) it keeps [:int(0.7 n)] for train. The next int(0.15 n) go to validation
+and the rest to test.
+
+It lists the folders in `Path.iterdir` order, which the file system decides. We shuffle them in sorted
+name order. So the set is the reference's wherever that listing was sorted, as the docs say.
+
+Each trial's checkpoints follow it in epoch order. The reference loader then keeps its `epoch_lst`
+epochs. It drops checkpoints with a NaN or a weight above `weight_threshold` (5 in the notebook) in the
+layers of its layer list. For a small-model trial with dropout, that list finds only conv1 and dense1.
+The tested recipe that reproduces its samples is in docs/zoos/model-zoos.md. We import every checkpoint
+with all five layers. The shards' splits are the same assignment.
 """
 
 from __future__ import annotations
@@ -95,8 +99,11 @@ RECORD_KEYS = ("training_iteration", "trial_id", *METRICS.values())  # what a re
 
 
 def module_indices(model_type: str, dropout: float) -> list[int]:
-    """The `module_list` indices of the five parameterized layers (module docstring): each conv, its
-    pool, its activation and its dropout, a flatten, the hidden layer, its activation and dropout, the output."""
+    """The `module_list` indices of the five parameterized layers (module docstring).
+
+    The modules run: each conv, its pool, its activation and its dropout; a flatten; the hidden layer,
+    its activation and dropout; the output.
+    """
     kind = MODEL_TYPES[model_type]
     with_dropout = kind["dropout_always"] or dropout > 0
     index, indices = 0, []
@@ -270,8 +277,11 @@ def _architecture(trials: list[tuple[str, dict]], root: Path, key: str) -> tuple
 
 
 def pooled_cnn_parameters(in_channels: int, kind: dict[str, Any], num_classes: int = 10) -> int:
-    """The parameter count of a `MODEL_TYPES` CNN on `in_channels` input channels, computed from the sizes
-    (nothing built): valid convolutions, each optionally followed by a 2x2 max pool, then two linear layers."""
+    """The parameter count of a `MODEL_TYPES` CNN on `in_channels` input channels, computed from the sizes.
+
+    Nothing is built. The CNN is valid convolutions, each optionally followed by a 2x2 max pool, then
+    two linear layers.
+    """
     side, channels, total = kind["image_size"], in_channels, 0
     for out, size, pooled in zip(kind["channels"], kind["kernel_sizes"], kind["pooled"]):
         total += (channels * size * size + 1) * out
@@ -282,8 +292,10 @@ def pooled_cnn_parameters(in_channels: int, kind: dict[str, Any], num_classes: i
 @register_importer(FORMAT)
 def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None, dataset: str | None = None,
                max_shard_bytes: int = 64 * 2**20) -> dict:
-    """Imports the Ray Tune experiment folder `source` (one Model Zoo, its CNN trials) as config
-    `config` (default model-zoos-<experiment>) of `out`; nothing is written unless every trial reads."""
+    """Imports the Ray Tune experiment folder `source` (one Model Zoo, its CNN trials) as config `config` of `out`.
+
+    `config` defaults to model-zoos-<experiment>. Nothing is written unless every trial reads.
+    """
     from zoo.dataset.provenance import SCHUERHOLT_BIBTEX
     from zoo.families import create_family
 

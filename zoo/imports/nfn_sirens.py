@@ -1,36 +1,39 @@
 """The NFN SIRENs (Zhou et al. 2023) in our format, and our INR zoos in their layout.
 
-"Permutation Equivariant Neural Functionals" (Zhou, Yang, Burns, Jiang, Sokota, Kolter, Finn,
-2023, Sec. 5.1) released one SIREN per image of MNIST, Fashion-MNIST and CIFAR-10, read by
-`SirenDataset` in AllanYangZhou/nfn `experiments/data_utils.py`. Per data set, a folder
-(`siren_mnist_wts`, `siren_fashion_wts`, `siren_cifar_wts` in its configs) holding
+The paper "Permutation Equivariant Neural Functionals" (Zhou, Yang, Burns, Jiang, Sokota, Kolter, Finn,
+2023, Sec. 5.1) released one SIREN per image of MNIST, Fashion-MNIST and CIFAR-10. `SirenDataset` in
+AllanYangZhou/nfn `experiments/data_utils.py` reads them. Its configs name the folders
+`siren_mnist_wts`, `siren_fashion_wts` and `siren_cifar_wts`. Each data set's folder holds:
 
     <prefix>_<label>s/net<idx>.pth          the base fits, prefix "randinit_smaller"
     <prefix>_aug<i>_<label>s/net<idx>.pth   extra fits of the same images (CIFAR-10's "augmented" set)
 
-each a `torch.save`d state dict of `experiments/siren_utils.py`'s `Siren` (2 -> 32 -> 32 -> out,
-one hidden sine layer after the first, `outermost_linear`, omega_0 = 30): keys
-`net.0.linear.{weight,bias}`, `net.1.linear.{weight,bias}`, `net.2.{weight,bias}`, read
-positionally as (weight, bias) pairs. `<idx>` indexes the data set's training images followed by
-its test images (`SirenAndOriginalDataset`'s ConcatDataset), `<label>` is the class.
+`<label>` is the class. `<idx>` indexes the data set's training images followed by its test images
+(`SirenAndOriginalDataset`'s ConcatDataset).
 
-The reference's base glob `<prefix>_*/*.pth` also matches the aug folders, so its "base" set takes,
-per index, whichever fit the glob lists last (its own TODO says so); ScaleGMN
-(jkalogero/scalegmn `src/data/cifar_inr_dataset.py`) globs `<prefix>_[0-9]s/*.pth`. We read the
-base set as ScaleGMN does and import the aug fits only when asked (`augmentations=N`), each row's
-`fit` column saying which ("base", "aug0", ...).
+Each file is a `torch.save`d state dict of `experiments/siren_utils.py`'s `Siren`. The Siren is 2 -> 32
+-> 32 -> out, with one hidden sine layer after the first, `outermost_linear` and omega_0 = 30. Its keys
+are `net.0.linear.{weight,bias}`, `net.1.linear.{weight,bias}` and `net.2.{weight,bias}`, read
+positionally as (weight, bias) pairs.
 
-Our `inr` family is the same function with the same pixel order (coordinates from
-`linspace(-1, 1)` per axis in (row, column) order, row-major, channels last; targets
-Normalize(0.5, 0.5)), so the only conversion is the names: `net.<i>.linear.*` -> `sine<i+1>.*`,
-the last `net.<n>.*` -> `output.*`.
+The reference's base glob `<prefix>_*/*.pth` also matches the aug folders. So its "base" set takes, per
+index, whichever fit the glob lists last; its own TODO says so. ScaleGMN (jkalogero/scalegmn
+`src/data/cifar_inr_dataset.py`) globs `<prefix>_[0-9]s/*.pth`. We read the base set as ScaleGMN does.
+We import the aug fits only when asked (`augmentations=N`). Each row's `fit` column says which fit it is
+("base", "aug0", ...).
 
-Split sets: the shards' split is the papers' own rule (by image index: train [0, 45000), validation
-[45000, 50000), test from 50000: `split_points: [45000, 50000]` in every data set's config), which is
-also our `inr-*` specs' rule, so every fit of an image lands in its image's split. "nfn" lists the
-base fits per split in index order (what `SirenDataset(split=...)` reads); with augmentations,
-"nfn-aug" is the train set of `classify_siren.py --extra_aug N` (the base train fits, then aug0's
-fits below the validation point, then aug1's, ...) with the base validation and test sets.
+Our `inr` family is the same function with the same pixel order. Coordinates come from `linspace(-1, 1)`
+per axis in (row, column) order, row-major, channels last. Targets are Normalize(0.5, 0.5). So the only
+conversion is the names: `net.<i>.linear.*` -> `sine<i+1>.*`, and the last `net.<n>.*` -> `output.*`.
+
+Split sets: the shards' split is the papers' own rule, by image index. Train is [0, 45000), validation
+[45000, 50000) and test from 50000 (`split_points: [45000, 50000]` in every data set's config). That is
+also our `inr-*` specs' rule, so every fit of an image lands in its image's split.
+
+Split set "nfn" lists the base fits per split in index order, as `SirenDataset(split=...)` reads them.
+With augmentations, "nfn-aug" has the base validation and test sets. Its train set is that of
+`classify_siren.py --extra_aug N`: the base train fits, then aug0's fits below the validation point,
+then aug1's, and so on.
 """
 
 from __future__ import annotations
@@ -117,8 +120,10 @@ def _dataset_name(source: Path, given: str | None) -> str:
 
 def read_state_dict(path: Path, keys: list[tuple[str, str]],
                     shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
-    """Our tensor name -> float32 array of the state dict at `path` (loaded as tensors only, never
-    unpickling code); a missing, extra or misshapen key is an error naming the file."""
+    """Our tensor name -> float32 array of the state dict at `path`, loaded as tensors only.
+
+    No code is unpickled. A missing, extra or misshapen key is an error naming the file.
+    """
     state = load_state_dict(path, MAX_STATE_DICT_BYTES)
     return renamed_tensors(path, state, dict(keys), shapes, f"the reference Siren has {[k for k, _ in keys]}")
 
@@ -143,15 +148,20 @@ def _architecture(path: Path, dataset: str) -> dict[str, Any]:
 
 
 def siren_parameters(in_features: int, hidden: int, sine_layers: int, out_features: int) -> int:
-    """A SIREN's parameter count, computed from its declared sizes (nothing built): the first sine layer,
-    the hidden ones, the linear output, each with its bias."""
+    """A SIREN's parameter count, computed from its declared sizes; nothing is built.
+
+    It counts the first sine layer, the hidden ones and the linear output, each with its bias.
+    """
     return (in_features + 1) * hidden + (sine_layers - 1) * (hidden + 1) * hidden + (hidden + 1) * out_features
 
 
 def read_sidecar(source: Path, files: int) -> dict[str, dict]:
-    """Our exporter's per-file metadata, by relative path (absent in the release): each row's values
-    parsed (epoch and seed 64-bit integers, the rest floats, status a plain word); at most a row per
-    listed file, so a sidecar of millions of rows is refused before it is held."""
+    """Our exporter's per-file metadata, by relative path; the release has none.
+
+    Each row's values are parsed: epoch and seed as 64-bit integers, status as a plain word, the rest as
+    floats. At most one row per listed file is read. So a sidecar of millions of rows is refused before
+    it is held.
+    """
     path = within(source, source / METADATA)
     if not os.path.lexists(path):
         return {}
@@ -204,8 +214,10 @@ def _chunks(files, dataset, keys, shapes, sidecar, split_points, source: Path
 def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None, dataset: str | None = None,
                prefix: str = PREFIX, augmentations: int = 0, split_points: tuple[int, int] = SPLIT_POINTS,
                max_shard_bytes: int = 64 * 2**20) -> dict:
-    """Imports the NFN SIREN folder `source` (the base fits, and aug0..aug<augmentations-1>) as
-    config `config` (default nfn-sirens-<data set>) of the zoo folder `out`; returns the manifest."""
+    """Imports the NFN SIREN folder `source` as config `config` of the zoo folder `out`; returns the manifest.
+
+    It reads the base fits, and aug0..aug<augmentations-1>. `config` defaults to nfn-sirens-<data set>.
+    """
     from zoo.families import create_family
 
     source = Path(source)
@@ -286,12 +298,15 @@ def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None
 
 @register_exporter(FORMAT)
 def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None, prefix: str = PREFIX) -> Path:
-    """Writes config `config` of our INR zoo `folder` in the NFN SIREN layout into `out` (a new or
-    empty folder): each image's last checkpoint as `<prefix>_<label>s/net<image_index>.pth`, the
-    reference Siren's keys in its order, plus `nfnzoo_metadata.csv` (epoch, seed, learning rate,
-    PSNR, MSE, status: what the layout cannot hold; the reference loader never reads it). An
-    image fitted by more than one run is refused (the layout has one base fit per image). Written
-    into a scratch folder and renamed into place at the end."""
+    """Writes config `config` of our INR zoo `folder` in the NFN SIREN layout into `out`, a new or empty folder.
+
+    Each image's last checkpoint becomes `<prefix>_<label>s/net<image_index>.pth`, with the reference
+    Siren's keys in its order. `nfnzoo_metadata.csv` holds what the layout cannot: epoch, seed, learning
+    rate, PSNR, MSE, status. The reference loader never reads it.
+
+    An image fitted by more than one run is refused, since the layout has one base fit per image. The
+    zoo is written into a scratch folder and renamed into place at the end.
+    """
     import torch
 
     from zoo.loader import _read_metadata, read_weights

@@ -1,10 +1,13 @@
 """A 2-D float matrix in a `.npy` file, read a range of rows at a time (the Small CNN Zoo's `weights.npy`).
 
-`open_npy(path)` reads and checks the header only: a regular file (`open_regular`: a FIFO is refused, not
-waited on), 2-D, C order, little-endian float32/float64, and the file exactly as long as the header says.
-`NpyMatrix.read(start, stop)` then reads those rows from the data offset, so memory stays bounded by the
-rows asked for whatever the file's size (a memory map would count every page it touched in the process's
-resident size). NumPy's header errors are one line naming the file (`zoo.imports.reading.reading`).
+`open_npy(path)` reads and checks the header only. The file must be regular (`open_regular`: a FIFO is
+refused, not waited on). The matrix must be 2-D, C order, little-endian float32/float64. The file must
+be exactly as long as the header says.
+
+`NpyMatrix.read(start, stop)` then reads those rows from the data offset. So memory stays bounded by the
+rows asked for, whatever the file's size. A memory map would count every page it touched in the
+process's resident size. NumPy's header errors are one line naming the file
+(`zoo.imports.reading.reading`).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class NpyMatrix:
 
 
 def open_npy(path: Path) -> NpyMatrix:
-    """The header of `path`, checked: 2-D, C order, float32/float64, and the file exactly as long as it says."""
+    """The header of `path`, checked: 2-D, C order, float32/float64, the file as long as it says."""
     if not os.path.lexists(path):
         raise InputError(f"{path}: missing (the Small CNN Zoo folder holds weights.npy, metrics.csv.gz and layout.csv)")
     with open_regular(path, "weights file", follow=False) as handle, reading(path, expected="a .npy file"):

@@ -1,28 +1,33 @@
 """How an importer reads a published zoo's files: regular files only, and one error path.
 
-Everything an importer reads (a `.pth`, `weights.npy`, a CSV, a JSON file, a sidecar, an archive)
-is opened with `zoo.validation.inputs.open_regular(..., follow=False)`: not through a symbolic link
-(`O_NOFOLLOW`), non-blocking so that a FIFO or a device cannot hang the import, then checked with
-`fstat` to be a regular file before a byte is read; `read_capped(..., follow=False)` reads one whole
-within a bound.
+Everything an importer reads is opened with `zoo.validation.inputs.open_regular(..., follow=False)`.
+That covers a `.pth`, `weights.npy`, a CSV, a JSON file, a sidecar and an archive. The file is not
+opened through a symbolic link (`O_NOFOLLOW`). It is opened non-blocking, so a FIFO or a device cannot
+hang the import. Then `fstat` checks that it is a regular file before a byte is read. `read_capped(...,
+follow=False)` reads one whole, within a bound.
 
-`reading(path, member)` is the one place where a library's own exception becomes the user's one
-line: inside it, what zipfile, tarfile, lzma, gzip, zlib, csv, pandas, NumPy, pickle or torch raise
-on a malformed file (and int/float conversions' `ValueError`/`OverflowError`) becomes an
-`InputError` naming the file, the member (an archive member, a key, a row) and what was expected.
-A full disk stays an `OSError` naming the file (the CLI says so); an `InputError` passes unchanged.
+`reading(path, member)` is the one place where a library's own exception becomes the user's one line.
+Inside it, what zipfile, tarfile, lzma, gzip, zlib, csv, pandas, NumPy, pickle or torch raise on a
+malformed file becomes an `InputError`. So do int/float conversions' `ValueError` and `OverflowError`.
+The error names the file, the member (an archive member, a key, a row) and what was expected. A full
+disk stays an `OSError` naming the file, and the CLI says so. An `InputError` passes unchanged.
+
 `as_int64`/`as_float` convert a value read from a file, refusing what Arrow could not store.
 
-One link rule for every importer: nothing below an import source's root is read through a symbolic link.
-Every file or folder an importer opens, lists or walks below the source is reached through `within`,
-`listing`, `files_below` or `source_path` (a path read from a file: `zoo.storage.nofollow.confine`'s safe
-names, then `within`): an `lstat` of every component below the root, and a link among them, or among the
-entries of a folder listed, is refused in one line naming it, wherever it leads. Refused rather than
-skipped, so that a source is never imported with members silently missing; refused inside the source
-too, since telling inside from outside means resolving it, and a release holds no links (an archive's
-are refused when it is unpacked: `zoo.imports.archive`). The root itself may be a link: the user named
-it, and so is a file named by an option (`--splits`, `--nfn-split`). The walk stops what arrives planted
-in a source, not a process racing the import with the user's own rights (as `zoo.storage.nofollow`).
+One link rule holds for every importer: nothing below an import source's root is read through a symbolic
+link. Every file or folder an importer opens, lists or walks below the source is reached through
+`within`, `listing`, `files_below` or `source_path`. `source_path` takes a path read from a file:
+`zoo.storage.nofollow.confine`'s safe names, then `within`. Each `lstat`s every component below the
+root. A link among them, or among the entries of a listed folder, is refused in one line naming it,
+wherever it leads.
+
+Links are refused rather than skipped, so a source is never imported with members silently missing. They
+are refused inside the source too: telling inside from outside means resolving the link, and a release
+holds no links. An archive's links are refused when it is unpacked (`zoo.imports.archive`).
+
+The root itself may be a link, since the user named it. So may a file named by an option (`--splits`,
+`--nfn-split`). The walk stops what arrives planted in a source. It does not stop a process racing the
+import with the user's own rights (as in `zoo.storage.nofollow`).
 """
 
 from __future__ import annotations
@@ -101,8 +106,10 @@ def link_refused(path: str | Path, what: str | None = None) -> InputError:
 
 
 def within(root: str | Path, path: str | Path, what: str | None = None) -> Path:
-    """`path` once no existing component of it below the source `root` is a symbolic link (`lstat`; the
-    root itself may be one); a missing component ends the walk (the reader then says it is missing)."""
+    """`path` once no existing component of it below the source `root` is a symbolic link (`lstat`).
+
+    The root itself may be one. A missing component ends the walk; the reader then says it is missing.
+    """
     root, path = Path(root), Path(path)
     relative = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
     if relative == ".":
@@ -122,8 +129,10 @@ def within(root: str | Path, path: str | Path, what: str | None = None) -> Path:
 
 
 def listing(root: str | Path, folder: str | Path) -> list[Path]:
-    """The entries of `folder` (below the source `root`, or the root) sorted by name, once neither the
-    folder nor any entry in it is a link; a missing folder lists nothing."""
+    """The entries of `folder` (below the source `root`, or the root) sorted by name.
+
+    Neither the folder nor any entry in it may be a link. A missing folder lists nothing.
+    """
     folder = within(root, folder)
     try:
         with os.scandir(folder) as scan:
@@ -146,16 +155,21 @@ def files_below(root: str | Path, folder: str | Path) -> list[Path]:
 
 
 def source_path(root: str | Path, relative: object, what: str) -> Path:
-    """`root / relative` for a relative path read from a source's file (a metadata row's `ckpt_file`): safe
-    names inside `root` (`zoo.storage.nofollow.confine`), reached through no link (`within`)."""
+    """`root / relative` for a relative path read from a source's file, such as a metadata row's `ckpt_file`.
+
+    It must be safe names inside `root` (`zoo.storage.nofollow.confine`), reached through no link
+    (`within`).
+    """
     if isinstance(relative, str) and not any(name_problem(part) for part in relative.split("/")):
         within(root, Path(root) / relative, what)  # first, so that a link is named as one wherever it leads
     return confine(root, relative, what, follow=True)
 
 
 def is_source_file(root: str | Path, relative: str) -> bool:
-    """Whether `relative` (safe names, `zoo.validation.inputs.NAME`) is a regular file below `root`; a link
-    on the way is refused (`within`)."""
+    """Whether `relative` is a regular file below `root`; a link on the way is refused (`within`).
+
+    `relative` must be safe names (`zoo.validation.inputs.NAME`).
+    """
     if any(name_problem(part) for part in relative.split("/")):
         return False
     return is_regular(within(root, Path(root) / relative))
@@ -182,8 +196,10 @@ def as_int64(value: Any, where: str) -> int:
 
 
 def as_float(value: Any, where: str) -> float:
-    """`value` as a float (NaN and infinities kept: a row's status says diverged); a value no float holds
-    (a 400-digit integer, text) is an `InputError`."""
+    """`value` as a float; NaN and infinities are kept, since a row's status says diverged.
+
+    A value no float holds (a 400-digit integer, text) is an `InputError`.
+    """
     if isinstance(value, bool):
         raise InputError(f"{where}: {value!r} is not a number")
     try:

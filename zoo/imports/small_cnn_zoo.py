@@ -1,38 +1,42 @@
 """The Small CNN Zoo (Unterthiner et al. 2020) in our format, and our CNN zoos in its layout.
 
-"Predicting Neural Network Accuracy from Weights" (Unterthiner, Keysers, Gelly, Bousquet,
-Tolstikhin, 2020) released, per data set (MNIST, Fashion-MNIST, CIFAR-10-GS, SVHN-GS), a folder:
+The paper "Predicting Neural Network Accuracy from Weights" (Unterthiner, Keysers, Gelly, Bousquet,
+Tolstikhin, 2020) released one folder per data set: MNIST, Fashion-MNIST, CIFAR-10-GS, SVHN-GS. Licence:
+CC-BY 4.0. The layout below follows the release's README. The per-layer boundaries are those of its
+colab, which reads bias (0, 16) then kernel (16, 160) for the first convolution.
 
-    weights.npy       (checkpoints, 4970) float32: one row per checkpoint, each layer's bias then its
-                      kernel, kernels in TensorFlow layout (conv HWIO, dense (in, out))
-    metrics.csv.gz    one row per checkpoint, same order: config.* (the run's flags), modeldir (the
-                      run), step (the epoch: 0, 1, 2, 3, 20, 40, 60, 80, 86), train/test accuracy and loss
-    layout.csv        varname, start_idx, end_idx, shape: where each variable lies in a row
+`weights.npy` is a (checkpoints, 4970) float32 matrix, one row per checkpoint. Each row holds each
+layer's bias, then its kernel. Kernels are in TensorFlow layout: conv HWIO, dense (in, out).
 
-(the release's README; the per-layer boundaries are those of its colab, which reads
-bias (0, 16) then kernel (16, 160) for the first convolution). Licence: CC-BY 4.0.
+`metrics.csv.gz` has one row per checkpoint, in the same order. Its columns are config.* (the run's
+flags), modeldir (the run), step, and train/test accuracy and loss. The step is the epoch: 0, 1, 2, 3,
+20, 40, 60, 80, 86.
 
-Conversions on import, all recorded in the card: kernels transposed into our `cnn` family's
-PyTorch layout (HWIO -> OIHW, (in, out) -> (out, in)); the flags mapped to our hyperparameter
-columns (`HPARAM_COLUMNS`, values kept verbatim: `init` holds the source's Keras initializer
-name); `config.b_init` and `modeldir` kept as extra columns; run ids hashed from `modeldir`,
-model ids from (run, step); a row with a non-finite weight or metric is `diverged`; validation
-metrics are NaN (the zoo has none) unless the source carries `val_accuracy`/`val_loss` columns
-(our exporter writes them, so a round trip keeps them).
+`layout.csv` says where each variable lies in a row: varname, start_idx, end_idx, shape.
 
-Split sets: our run-disjoint split (seeded fractions 0.7/0.1/0.2 by run) is the shards' split; with
-the NFN split file (`experiments/predict_gen_data_splits/<data set>_split.csv` of AllanYangZhou/nfn)
-the papers' sets are recorded too: "nfn" and, on the data sets those papers used, ScaleGMN's and
-Monomial-NFN's activation subsets (`zoo.imports.small_cnn_zoo_splits.SPLIT_RULES`). The exporter
-is `zoo.imports.small_cnn_zoo_export`.
+Conversions on import are all recorded in the card. Kernels are transposed into our `cnn` family's
+PyTorch layout: HWIO -> OIHW, (in, out) -> (out, in). The flags are mapped to our hyperparameter columns
+(`HPARAM_COLUMNS`), values kept verbatim. So `init` holds the source's Keras initializer name.
+`config.b_init` and `modeldir` are kept as extra columns. Run ids are hashed from `modeldir`, model ids
+from (run, step). A row with a non-finite weight or metric is `diverged`.
 
-`weights.npy` is read a chunk of rows at a time from its data offset (its header and size
-checked first: `zoo.imports.npy`), so memory stays bounded by the chunk and one shard per split
-whatever the file's size.
-Every file is a regular file (`zoo.validation.inputs.open_regular`: a FIFO named `weights.npy` is
-refused, not waited on); `metrics.csv.gz` is decompressed as a counted stream and its rows are
-bounded before a frame is built (`zoo.imports.tables`); every value becomes a 64-bit integer or a
-float or one line naming the file, the row and the column (`as_int64`, `as_float`).
+Validation metrics are NaN, since the zoo has none. A source with `val_accuracy`/`val_loss` columns
+keeps them. Our exporter writes them, so a round trip keeps them.
+
+Split sets: the shards' split is our run-disjoint split, by run with seeded fractions 0.7/0.1/0.2. Given
+the NFN split file, the papers' sets are recorded too. That file is
+`experiments/predict_gen_data_splits/<data set>_split.csv` of AllanYangZhou/nfn. The sets are "nfn" and,
+on the data sets those papers used, ScaleGMN's and Monomial-NFN's activation subsets
+(`zoo.imports.small_cnn_zoo_splits.SPLIT_RULES`). The exporter is `zoo.imports.small_cnn_zoo_export`.
+
+`weights.npy` is read a chunk of rows at a time from its data offset. Its header and size are checked
+first (`zoo.imports.npy`). So memory stays bounded by the chunk and one shard per split, whatever the
+file's size.
+
+Every file must be a regular file (`zoo.validation.inputs.open_regular`). A FIFO named `weights.npy` is
+refused, not waited on. `metrics.csv.gz` is decompressed as a counted stream, and its rows are bounded
+before a frame is built (`zoo.imports.tables`). Every value becomes a 64-bit integer or a float
+(`as_int64`, `as_float`). Anything else is one line naming the file, the row and the column.
 """
 
 from __future__ import annotations
@@ -207,8 +211,10 @@ def _to_tf(values: np.ndarray) -> np.ndarray:
 
 
 def match_layout(layout: list[LayoutEntry], space, path: Path) -> dict[str, LayoutEntry]:
-    """Our tensor name -> its layout entry: the k-th kernel is our k-th weight, the k-th bias our
-    k-th bias (both in order), each of the TensorFlow shape of ours."""
+    """Our tensor name -> its layout entry, of the TensorFlow shape of ours.
+
+    The k-th kernel is our k-th weight and the k-th bias our k-th bias, both in order.
+    """
     kernels = [e for e in layout if e.is_kernel]
     biases = [e for e in layout if not e.is_kernel]
     ours_w = [t for t in space.tensors if t.name.endswith("weight")]
@@ -299,9 +305,11 @@ def _chunks(matrix: NpyMatrix, frame, mapping, run_ids, split_of, hparam_types, 
 def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None, dataset: str | None = None,
                nfn_split: str | Path | None = None, nfn_final_step: int = NFN_FINAL_STEP,
                max_shard_bytes: int = 64 * 2**20) -> dict:
-    """Imports the Small CNN Zoo folder `source` as config `config` (default small-cnn-zoo-<data set>)
-    of the zoo folder `out`; returns the manifest. With `nfn_split` (or an `nfn_split.csv` in
-    `source`) the papers' split sets are recorded too (module docstring)."""
+    """Imports the Small CNN Zoo folder `source` as config `config` of the zoo folder `out`; returns the manifest.
+
+    `config` defaults to small-cnn-zoo-<data set>. With `nfn_split`, or an `nfn_split.csv` in `source`,
+    the papers' split sets are recorded too (module docstring).
+    """
     from zoo.families import create_family
 
     source = Path(source)

@@ -1,13 +1,19 @@
 """Our CNN zoos in the Small CNN Zoo's layout (Unterthiner et al. 2020): the `small-cnn-zoo` exporter.
 
-The layout is the one `zoo.imports.small_cnn_zoo` reads (its docstring): `weights.npy` (a row per
-checkpoint, per layer the bias then the kernel, kernels in TensorFlow's layout), `metrics.csv.gz` (the
-release's flags from our hyperparameters, plus `val_loss`/`val_accuracy`, which the reference loaders
-ignore), `layout.csv`, and `nfn_split.csv` in the form the NFN loader reads (a header line "0", then a
-permutation). `import(export(z))` has z's weights, hyperparameters, metrics, epochs, seeds and statuses.
-Beside them, `nfnzoo_evaluation.json` says which data set and subsets the metrics were measured on (our
-spec's `dataset`, `zoo.dataset.evaluation`), so the import can re-score its members; the layout holds
-only the released architecture, so a zoo made with another (padding or input range) is refused.
+The layout is the one `zoo.imports.small_cnn_zoo` reads; its docstring describes it. It has four files:
+
+`weights.npy` holds a row per checkpoint: per layer the bias then the kernel, kernels in TensorFlow's
+layout. `metrics.csv.gz` holds the release's flags from our hyperparameters. It adds
+`val_loss`/`val_accuracy`, which the reference loaders ignore. Then come `layout.csv`, and
+`nfn_split.csv` in the form the NFN loader reads: a header line "0", then a permutation.
+
+`import(export(z))` has z's weights, hyperparameters, metrics, epochs, seeds and statuses.
+
+Beside them, `nfnzoo_evaluation.json` says which data set and subsets the metrics were measured on: our
+spec's `dataset` (`zoo.dataset.evaluation`). So the import can re-score its members.
+
+The layout holds only the released architecture. So a zoo made with another one (padding or input range)
+is refused.
 """
 
 from __future__ import annotations
@@ -51,13 +57,15 @@ def _varnames(space) -> list[tuple[str, str]]:
 
 @register_exporter(FORMAT)
 def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None, seed: int = 0) -> Path:
-    """Writes config `config` of our CNN zoo `folder` in the Small CNN Zoo's layout into `out`
-    (weights.npy, metrics.csv.gz, layout.csv, and nfn_split.csv: a permutation drawn from
-    numpy's default_rng(`seed`), in the form the NFN loader reads); returns `out`.
+    """Writes config `config` of our CNN zoo `folder` in the Small CNN Zoo's layout into `out`; returns `out`.
 
-    Rows go in our shards' order (train, validation, test); a run's "best" checkpoint (a second
-    row at its epoch) has no place in the layout and is left out. The folder is written as
-    temporaries and renamed into place at the end."""
+    It writes weights.npy, metrics.csv.gz, layout.csv and nfn_split.csv. The split file is a permutation
+    drawn from numpy's default_rng(`seed`), in the form the NFN loader reads.
+
+    Rows go in our shards' order: train, validation, test. A run's "best" checkpoint (a second row at
+    its epoch) has no place in the layout and is left out. The folder is written as temporaries and
+    renamed into place at the end.
+    """
     import pandas as pd
 
     from zoo.loader import read_weights, _read_metadata

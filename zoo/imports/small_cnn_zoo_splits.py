@@ -1,25 +1,32 @@
 """The papers' split sets of the Small CNN Zoo: each a pure function of the NFN split file's row order.
 
-Every paper below starts from the same file, `experiments/predict_gen_data_splits/<data set>_split.csv`
-of Zhou et al. 2023 (AllanYangZhou/nfn), read as their loaders read it: `pd.read_csv(..., header=None)`,
-so the header line "0" that writing a one-column frame puts there is read as row 0 too (row 0 is
-then in the order twice). Each loader keeps the rows with `step == 86` in that order, calls the
-final half (from `int(0.5 n)`) the test set, shuffles the first half's positions with
-`random.Random(0)` and cuts them at `int(0.8 m)` into train and validation ("val" in their code).
-Where they differ is the activation subset (the `config.activation` column):
+Every paper below starts from the same file: Zhou et al. 2023's
+`experiments/predict_gen_data_splits/<data set>_split.csv` (AllanYangZhou/nfn). It is read as their
+loaders read it, with `pd.read_csv(..., header=None)`. So the header line "0", which writing a
+one-column frame puts there, is read as row 0 too. Row 0 is then in the order twice.
 
-- `nfn`: Zhou et al. 2023, `experiments/data_utils.py` `ZooDataset`: no activation filter.
-- `scalegmn-relu`, `scalegmn-tanh`: Kalogeropoulos et al. 2024, `src/data/cifar10_dataset.py`
-  `NFNZooDataset` with `activation_function` relu / tanh (`configs/{cifar10,svhn}/scalegmn_*.yml`):
-  the `nfn` split is drawn first, on every final-step row, and each split then keeps its rows of
-  the one activation, in order. (`activation_function: null`, their "hetero" runs, is `nfn`.)
-- `monomial-nfn-relu`, `monomial-nfn-tanh`: Tran et al. 2024, `experiments/data_utils.py` `ZooDataset`
-  with `filter_activation` relu / tanh (`experiments/predict_gen_configs/dset/zoo_cifar*.yaml`): the
-  final-step rows of the one activation are kept *before* the split, so the halves and the shuffle act
-  on a shorter list and the sets differ from ScaleGMN's.
+Each loader keeps the rows with `step == 86`, in that order. It calls the final half (from `int(0.5 n)`)
+the test set. It shuffles the first half's positions with `random.Random(0)`. It cuts them at `int(0.8
+m)` into train and validation ("val" in their code).
 
-A rule is recorded only on the data sets its paper used (ScaleGMN: CIFAR-10-GS and SVHN-GS;
-Monomial-NFN: CIFAR-10-GS); `nfn` on every one. Written from the reference code's facts, not copied.
+Where they differ is the activation subset (the `config.activation` column).
+
+`nfn` is Zhou et al. 2023's `experiments/data_utils.py` `ZooDataset`, with no activation filter.
+
+`scalegmn-relu` and `scalegmn-tanh` are Kalogeropoulos et al. 2024's `src/data/cifar10_dataset.py`
+`NFNZooDataset`. Its `activation_function` is relu / tanh (`configs/{cifar10,svhn}/scalegmn_*.yml`). The
+`nfn` split is drawn first, on every final-step row. Each split then keeps its rows of the one
+activation, in order. Their "hetero" runs (`activation_function: null`) are `nfn`.
+
+`monomial-nfn-relu` and `monomial-nfn-tanh` are Tran et al. 2024's `experiments/data_utils.py`
+`ZooDataset`. Its `filter_activation` is relu / tanh
+(`experiments/predict_gen_configs/dset/zoo_cifar*.yaml`). The final-step rows of the one activation are
+kept *before* the split. So the halves and the shuffle act on a shorter list, and the sets differ from
+ScaleGMN's.
+
+A rule is recorded only on the data sets its paper used: ScaleGMN on CIFAR-10-GS and SVHN-GS,
+Monomial-NFN on CIFAR-10-GS. `nfn` is recorded on every one. This module is written from the reference
+code's facts, not copied.
 """
 
 from __future__ import annotations
@@ -41,8 +48,11 @@ Positions = dict[str, list[int]]  # split -> source rows (weights.npy / metrics.
 
 
 def read_nfn_split_file(path: Path, rows: int) -> list[int]:
-    """The NFN split file's indices as the references read it: `header=None`, so the first line (the
-    header "0" that writing a one-column frame puts there) is read as index 0 too."""
+    """The NFN split file's indices as the references read it.
+
+    They read it with `header=None`. So the first line, the header "0" that writing a one-column frame
+    puts there, is read as index 0 too.
+    """
     text = read_capped(path, MAX_SPLIT_FILE_BYTES, "NFN split file").decode("ascii", errors="replace")
     indices = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -61,8 +71,11 @@ def read_nfn_split_file(path: Path, rows: int) -> list[int]:
 
 
 def zoo_dataset_cut(kept: Sequence[int]) -> Positions:
-    """`kept` cut as `ZooDataset._split_indices_iid` cuts it: the second half (from int(0.5 n)) the test
-    set, the first half's positions shuffled by random.Random(0) and cut at int(0.8 m)."""
+    """`kept` cut as `ZooDataset._split_indices_iid` cuts it.
+
+    The second half (from int(0.5 n)) is the test set. The first half's positions are shuffled by
+    random.Random(0) and cut at int(0.8 m).
+    """
     half = int(TEST_FRACTION * len(kept))
     positions = list(range(half))
     cut = int(TRAIN_FRACTION_OF_REST * len(positions))
@@ -72,23 +85,31 @@ def zoo_dataset_cut(kept: Sequence[int]) -> Positions:
 
 
 def nfn_split_positions(order: Sequence[int], steps: np.ndarray, final_step: int = NFN_FINAL_STEP) -> Positions:
-    """Source rows per split of the NFN split (Zhou et al. 2023, experiments/data_utils.py `ZooDataset`):
-    rows in the split file's order, kept where step == `final_step`, then `zoo_dataset_cut`."""
+    """Source rows per split of the NFN split (Zhou et al. 2023, experiments/data_utils.py `ZooDataset`).
+
+    Rows are taken in the split file's order, kept where step == `final_step`, then `zoo_dataset_cut`.
+    """
     return zoo_dataset_cut([row for row in order if steps[row] == final_step])
 
 
 def scalegmn_split_positions(order: Sequence[int], steps: np.ndarray, activations: Sequence[str], activation: str,
                              final_step: int = NFN_FINAL_STEP) -> Positions:
-    """ScaleGMN's subset (Kalogeropoulos et al. 2024, `NFNZooDataset`): the NFN split first, then each
-    split's rows whose activation is `activation`, in the split's order."""
+    """ScaleGMN's subset (Kalogeropoulos et al. 2024, `NFNZooDataset`).
+
+    The NFN split comes first. Then each split keeps its rows whose activation is `activation`, in the
+    split's order.
+    """
     split = nfn_split_positions(order, steps, final_step)
     return {name: [row for row in rows if activations[row] == activation] for name, rows in split.items()}
 
 
 def monomial_split_positions(order: Sequence[int], steps: np.ndarray, activations: Sequence[str], activation: str,
                              final_step: int = NFN_FINAL_STEP) -> Positions:
-    """Monomial-NFN's subset (Tran et al. 2024, `ZooDataset(filter_activation=...)`): the final-step rows
-    whose activation is `activation` kept in the split file's order first, then `zoo_dataset_cut`."""
+    """Monomial-NFN's subset (Tran et al. 2024, `ZooDataset(filter_activation=...)`).
+
+    First the final-step rows whose activation is `activation` are kept, in the split file's order. Then
+    comes `zoo_dataset_cut`.
+    """
     return zoo_dataset_cut([row for row in order if steps[row] == final_step and activations[row] == activation])
 
 

@@ -1,33 +1,35 @@
-"""The Small Transformer Zoo (Tran et al. 2025) in our format: its MNIST members, into our
-`transformer` family.
+"""The Small Transformer Zoo (Tran et al. 2025) in our format: its MNIST members, into our `transformer` family.
 
-"Equivariant Neural Functional Networks for Transformers" (Tran, Vo, The, Tran Huu, Nguyen-Nhat,
-Tran, Pham, Nguyen; ICLR 2025; github.com/Fsoft-AIC/Transformer-NFN) released, per data set, a folder
+The paper "Equivariant Neural Functional Networks for Transformers" (Tran, Vo, The, Tran Huu,
+Nguyen-Nhat, Tran, Pham, Nguyen; ICLR 2025; github.com/Fsoft-AIC/Transformer-NFN) released one folder
+per data set.
 
-    <name>/<run>_<epoch>_<acc>.pt   a `VisionTransformer` state dict (vision_task/model.py), saved by
-                                    vision_task/solver.py after epochs 1, 50, 75 and 100 (<acc> the test
-                                    accuracy x 10,000) and `<run>_best1_<acc>.pt`, the best on the test set
-    metadata/<name>.csv             one row per checkpoint (vision_task/generate_metadata.py): the run's
-                                    wandb config (vision_task/main.py's flags), `ckpt_epoch` ("1", ...,
-                                    "best1"), `ckpt_file` ("<name>/<file>") and the test accuracy,
-                                    `test_top1_accuracy` for MNIST, `test_accuracy` for AG News
+`<name>/<run>_<epoch>_<acc>.pt` is a `VisionTransformer` state dict (vision_task/model.py).
+vision_task/solver.py saves one after epochs 1, 50, 75 and 100; <acc> is the test accuracy x 10,000.
+`<run>_best1_<acc>.pt` is the best on the test set.
 
-read by `SmallTransformerZooDataset` (nfn_transformer/common/data_utils.py); the README downloads
-`MNIST-Transformers.zip` from the Hugging Face data set and unpacks it as `data/mnist_transformer`, the
-folder this importer takes. The state dict's keys are
-our family's (`embedding.conv1.*`, `encoder.<i>.attention.{queries,keys,values,out_projection}.weight`,
-`encoder.<i>.fc{1,2}.*`, `classifier.fc{1,2}.*`, the same (out, in) shapes) plus
-`embedding.pos_embedding`, the fixed sinusoidal encoding (a parameter without gradient), which our
-member computes instead: it is checked against ours and dropped.
+`metadata/<name>.csv` has one row per checkpoint (vision_task/generate_metadata.py). It holds the run's
+wandb config (vision_task/main.py's flags), `ckpt_epoch` ("1", ..., "best1") and `ckpt_file`
+("<name>/<file>"). It also holds the test accuracy: `test_top1_accuracy` for MNIST, `test_accuracy` for
+AG News.
 
-AG News members read word2vec vectors reduced to 32 dimensions (text_classification/model.py), which our
-family does not hold (it reads MiniLM's, `zoo.data.text`): they are refused, not converted.
+`SmallTransformerZooDataset` (nfn_transformer/common/data_utils.py) reads them. The README downloads
+`MNIST-Transformers.zip` from the Hugging Face data set. It unpacks it as `data/mnist_transformer`, the
+folder this importer takes.
 
-Split sets: the shards' split is ours (runs by seeded fractions 0.7/0.1/0.2). "transformer-nfn" is the
-one `nfn_transformer/main.py` reads: rows with `ckpt_epoch == "75"` and, with a positive `cut_off`, the
-accuracy at least `cut_off` (the README's commands pass 0, no filter; main.py's default is 0.1), in the CSV's
-order, shuffled by Python's `random` after `set_seed(3)`
-(`random.seed(3)`, so `random.Random(3).shuffle`), cut at int(0.7 n) and int(0.15 n).
+The state dict's keys are our family's, with the same (out, in) shapes. They are `embedding.conv1.*`,
+`encoder.<i>.attention.{queries,keys,values,out_projection}.weight`, `encoder.<i>.fc{1,2}.*` and
+`classifier.fc{1,2}.*`. One more key is `embedding.pos_embedding`: the fixed sinusoidal encoding, a
+parameter without gradient. Our member computes it instead, so it is checked against ours and dropped.
+
+AG News members read word2vec vectors reduced to 32 dimensions (text_classification/model.py). Our
+family does not hold those; it reads MiniLM's (`zoo.data.text`). So they are refused, not converted.
+
+Split sets: the shards' split is ours, runs by seeded fractions 0.7/0.1/0.2. "transformer-nfn" is the
+one `nfn_transformer/main.py` reads. It keeps rows with `ckpt_epoch == "75"`, in the CSV's order. With a
+positive `cut_off`, it also keeps only an accuracy of at least `cut_off`. The README's commands pass 0,
+no filter; main.py's default is 0.1. The rows are shuffled by Python's `random` after `set_seed(3)`,
+i.e. `random.Random(3).shuffle`. They are cut at int(0.7 n) and int(0.15 n).
 """
 
 from __future__ import annotations
@@ -112,9 +114,12 @@ def _architecture(frame, path: Path) -> dict[str, Any]:
 
 
 def transformer_parameters(flags: dict[str, int]) -> int:
-    """The released VisionTransformer's parameter count from its flags (nothing built): the patch embedding
-    (a convolution with bias), per block Q, K, V, O without bias and a two-layer MLP with biases, then the
-    two-layer classifier; LayerNorms hold no parameters (elementwise_affine off)."""
+    """The released VisionTransformer's parameter count from its flags; nothing is built.
+
+    It counts the patch embedding (a convolution with bias), and per block Q, K, V, O without bias and a
+    two-layer MLP with biases. Then comes the two-layer classifier. LayerNorms hold no parameters
+    (elementwise_affine off).
+    """
     width, mlp = flags["embed_dim"], flags["embed_dim"] * flags["forward_mul"]
     embedding = (flags["n_channels"] * flags["patch_size"] ** 2 + 1) * width
     block = 4 * width * width + (width + 1) * mlp + (mlp + 1) * width
@@ -156,7 +161,10 @@ def nfn_split_positions(frame, accuracy: str, cut_off: float = NFN_CUT_OFF,
 
 
 def _epoch(value: str, where: str = "ckpt_epoch") -> tuple[int | str, int]:
-    """ckpt_epoch -> (the model id's epoch key, the row's epoch): "75" -> (75, 75), "best1" -> ("best", -1)."""
+    """ckpt_epoch -> (the model id's epoch key, the row's epoch).
+
+    "75" -> (75, 75), "best1" -> ("best", -1).
+    """
     if value.isdigit():
         epoch = as_int64(value, f"{where}: ckpt_epoch")
         return epoch, epoch
@@ -166,11 +174,16 @@ def _epoch(value: str, where: str = "ckpt_epoch") -> tuple[int | str, int]:
 
 
 def _best_rows(frame, root: Path, dataset: str, csv_path: Path):
-    """The release's best-checkpoint rows as the reference reads them (it never opens one: it keeps
-    ckpt_epoch "75"): vision_task/generate_metadata.py records a best row's ckpt_file as the training
-    run's path, `<name>/<model_dir>/<name>/<run>_best1_<acc>.pt`, which the released folder does not
-    hold. Such a row is read from `<name>/<file>` where that file exists, else skipped. Returns (the
-    frame, how many rows were moved, the skip notes: one line, for the warning and the card)."""
+    """The release's best-checkpoint rows, as the reference reads them.
+
+    The reference never opens one: it keeps ckpt_epoch "75". vision_task/generate_metadata.py records a
+    best row's ckpt_file as the training run's path, `<name>/<model_dir>/<name>/<run>_best1_<acc>.pt`.
+    The released folder does not hold that path. Such a row is read from `<name>/<file>` where that file
+    exists, else skipped.
+
+    Returns the frame, how many rows were moved, and the skip notes (one line, for the warning and the
+    card).
+    """
     moved, missing = 0, []
     frame = frame.copy()
     for position in range(len(frame)):
@@ -229,8 +242,11 @@ def _chunks(frame, root: Path, name: str, shapes, positional, run_ids, split_of,
 @register_importer(FORMAT)
 def import_zoo(source: str | Path, out: str | Path, *, config: str | None = None, dataset: str | None = None,
                cut_off: float = NFN_CUT_OFF, max_shard_bytes: int = 64 * 2**20) -> dict:
-    """Imports data set `dataset` (default: the only `metadata/<name>.csv`) of the Small Transformer
-    Zoo folder `source` as config `config` (default small-transformer-zoo-<name>) of `out`."""
+    """Imports data set `dataset` of the Small Transformer Zoo folder `source` as config `config` of `out`.
+
+    `dataset` defaults to the only `metadata/<name>.csv`. `config` defaults to
+    small-transformer-zoo-<name>.
+    """
 
     from zoo.families import create_family
     from zoo.families.transformer_model import sinusoidal_encoding
@@ -332,12 +348,16 @@ def _flags(architecture: dict) -> dict[str, int]:
 
 @register_exporter(FORMAT)
 def export_zoo(folder: str | Path, out: str | Path, *, config: str | None = None) -> Path:
-    """Writes config `config` of our MNIST transformer zoo `folder` in the Small Transformer Zoo's
-    layout into `out` (a new or empty folder): `mnist/<run>_<epoch>_<acc>.pt` (the best checkpoint as
-    `<run>_best1_<acc>.pt`), state dicts in the released `VisionTransformer`'s key order with its fixed
-    `embedding.pos_embedding`, and `metadata/mnist.csv` (the flags, ckpt_epoch, ckpt_file,
-    test_top1_accuracy, plus our other metrics, crop_padding, final_learning_rate and the best
-    checkpoint's epoch, which the reference loader ignores). Built in a scratch folder, renamed at the end."""
+    """Writes config `config` of our MNIST transformer zoo `folder` in the Small Transformer Zoo's layout.
+
+    `out` is a new or empty folder. Checkpoints go to `mnist/<run>_<epoch>_<acc>.pt`, the best one as
+    `<run>_best1_<acc>.pt`. State dicts are in the released `VisionTransformer`'s key order, with its
+    fixed `embedding.pos_embedding`.
+
+    `metadata/mnist.csv` holds the flags, ckpt_epoch, ckpt_file and test_top1_accuracy. It adds our
+    other metrics, crop_padding, final_learning_rate and the best checkpoint's epoch, which the
+    reference loader ignores. The zoo is built in a scratch folder and renamed at the end.
+    """
 
     import pandas as pd
     import torch

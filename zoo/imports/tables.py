@@ -1,13 +1,16 @@
 """An imported CSV (a metrics file, a metadata table, a sidecar), counted before it is held.
 
-A few hundred bytes of CSV (or a few megabytes of gzip) can declare a table that exhausts memory
-once pandas or `csv.DictReader` hold it: gigabytes of decompressed text, millions of one-byte rows
-each becoming a row of NaN or a dict, a header of a million columns. So a table is read as a stream
-(`open_regular`, decompressed by its suffix through `zoo.validation.decompress.bounded`, at most
-`MAX_TABLE_BYTES`), its header parsed first and its columns counted (`MAX_TABLE_COLUMNS`), then at
-most `max_rows` rows (`MAX_TABLE_ROWS`, and `MAX_TABLE_CELLS` / columns) are parsed: one more row is
-an `InputError` naming the file, before a frame of it exists. Every parser error is one line naming
-the file (`zoo.imports.reading.reading`).
+A few hundred bytes of CSV, or a few megabytes of gzip, can declare a table that exhausts memory once
+pandas or `csv.DictReader` hold it. It may hold gigabytes of decompressed text, or millions of one-byte
+rows, each becoming a row of NaN or a dict. Or its header may have a million columns.
+
+So a table is read as a stream (`open_regular`). It is decompressed by its suffix through
+`zoo.validation.decompress.bounded`, at most `MAX_TABLE_BYTES`. Its header is parsed first and its
+columns counted (`MAX_TABLE_COLUMNS`). Then at most `max_rows` rows are parsed: the least of
+`MAX_TABLE_ROWS` and `MAX_TABLE_CELLS` / columns. One more row is an `InputError` naming the file,
+before a frame of it exists.
+
+Every parser error is one line naming the file (`zoo.imports.reading.reading`).
 """
 
 from __future__ import annotations

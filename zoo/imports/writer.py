@@ -1,27 +1,28 @@
 """Writing an imported zoo: rows streamed into our dataset format, committed atomically.
 
-An importer describes its config (`ImportedConfig`: family, architecture, the source's
-provenance, the conversions applied, extra source columns, named split sets) and hands
-over the rows in chunks: (split, metadata rows, weight arrays). Rows become shards as they
-come, at most one shard's worth per split held in memory, in `data/.<config>.building/`;
-nothing reaches `data/<config>/`, `manifest.json` or the card until every row is written, and
-then `zoo.storage.commit.commit_pack` commits them as it commits a pack, so a bad row at any
+An importer describes its config with an `ImportedConfig`. That holds the family, the architecture, the
+source's provenance, the conversions applied, extra source columns and named split sets. The importer
+hands over the rows in chunks: (split, metadata rows, weight arrays).
+
+Rows become shards as they come, in `data/.<config>.building/`. At most one shard's worth per split is
+held in memory. Nothing reaches `data/<config>/`, `manifest.json` or the card until every row is
+written. Then `zoo.storage.commit.commit_pack` commits them as it commits a pack. So a bad row at any
 point, a full disk or Ctrl-C leaves the output folder as it was.
 
-Same-architecture rows share their safetensors header byte for byte (`zoo.storage.record`),
-so `RowEncoder` writes the header once and each row's bytes are that header plus the row's
-tensors in weight-space order: the same bytes as `zoo.storage.record.encode_weights`, without
-building a state dict per row (a test holds them equal).
+Same-architecture rows share their safetensors header byte for byte (`zoo.storage.record`). So
+`RowEncoder` writes the header once. Each row's bytes are that header plus the row's tensors in
+weight-space order. They are the same bytes as `zoo.storage.record.encode_weights`, without building a
+state dict per row; a test holds them equal.
 
-A named split set (`SplitSet`) is an ordered list of model ids per split, duplicates allowed
-(a paper's loader may read a checkpoint twice): written as `data/<config>/splitset-<name>.json`
-and listed, with its sha256 and the shards holding its rows (`shards`), in the config's manifest entry
-(`split_sets`), where `zoo.split_set_loader.load_split_set` finds it. Rows of any split set are
-written in shards of their own (`_SplitWriter`), so loading a set reads only the shards it needs.
+A named split set (`SplitSet`) is an ordered list of model ids per split. Duplicates are allowed, since
+a paper's loader may read a checkpoint twice. It is written as `data/<config>/splitset-<name>.json`. The
+config's manifest entry lists it under `split_sets`, with its sha256 and the shards holding its rows
+(`shards`). There `zoo.split_set_loader.load_split_set` finds it. Rows of any split set go into shards
+of their own (`_SplitWriter`), so loading a set reads only the shards it needs.
 
-No link below the output folder is followed (`zoo.storage.nofollow`): one at `data/<config>/`,
-beside its shards, at the scratch folder or at the lock is refused with one line before any row
-is read, and every move and removal here goes through that module.
+No link below the output folder is followed (`zoo.storage.nofollow`). A link at `data/<config>/`, beside
+its shards, at the scratch folder or at the lock is refused with one line. That happens before any row
+is read. Every move and removal here goes through that module.
 """
 
 from __future__ import annotations
@@ -58,8 +59,11 @@ SPLIT_SET_PREFIX = "splitset-"
 
 
 def _existing_manifest(out: Path) -> dict:
-    """The manifest already in `out` (an import adds its config to it), or an empty one where there is none;
-    a `manifest.json` that is not a regular file (a folder, a link, a FIFO) is one line naming it and what it is."""
+    """The manifest already in `out`, or an empty one where there is none; an import adds its config to it.
+
+    A `manifest.json` that is not a regular file (a folder, a link, a FIFO) is one line naming it and
+    what it is.
+    """
     path = out / MANIFEST
     try:
         mode = os.lstat(path).st_mode
@@ -122,9 +126,10 @@ class RowEncoder:
 class _SplitWriter:
     """One split's rows buffered into shards of about `max_shard_bytes` (temporary names until the end).
 
-    Rows of any named split set (`members`) go into shards of their own, apart from the others, so a
-    split set's load reads and checks only its shards (`zoo.split_set_loader`): the Small CNN Zoo's
-    papers' sets hold one checkpoint of nine, and would otherwise have rows in every shard."""
+    Rows of any named split set (`members`) go into shards of their own, apart from the others. So a
+    split set's load reads and checks only its shards (`zoo.split_set_loader`). The Small CNN Zoo's
+    papers' sets hold one checkpoint of nine, and would otherwise have rows in every shard.
+    """
 
     def __init__(self, split: str, out: Path, building: Path, schema: pa.Schema, max_shard_bytes: int,
                  row_bytes: int, members: frozenset = frozenset()):
@@ -200,12 +205,13 @@ def _split_set_entry(out: Path, folder_name: str, building: Path, name: str, spl
 def write_import(out: str | Path, config: ImportedConfig,
                  chunks: Iterator[tuple[str, list[dict], dict[str, np.ndarray]]],
                  total: int, *, max_shard_bytes: int = 64 * 2**20) -> dict:
-    """Writes `chunks` of (split, metadata rows, {tensor: (N, *shape) array}) as config `config.name`
-    of the zoo folder `out` (others already there are kept); returns the manifest.
+    """Writes `chunks` as config `config.name` of the zoo folder `out`; returns the manifest.
 
-    Each metadata row holds the identity columns (model_id, run_id, epoch, seed), the family's
-    hyperparameters and metrics, `status` and `config.extra_columns`. Nothing in `out` changes
-    unless every row is written (module docstring)."""
+    Each chunk is (split, metadata rows, {tensor: (N, *shape) array}). Other configs already in `out`
+    are kept. Each metadata row holds the identity columns (model_id, run_id, epoch, seed), the family's
+    hyperparameters and metrics, `status` and `config.extra_columns`. Nothing in `out` changes unless
+    every row is written (module docstring).
+    """
     out = Path(out)
     check_name(config.name, "config name")  # it becomes data/<name>/: a path that leaves `out` is refused here
     for set_name in config.split_sets:
@@ -293,8 +299,10 @@ def _write_locked(out: Path, config: ImportedConfig, chunks, total: int, max_sha
 
 
 class BySplit:
-    """Rows and their tensors gathered per split, in arrival order: what an importer that reads
-    one checkpoint file at a time hands the writer, split by split."""
+    """Rows and their tensors gathered per split, in arrival order.
+
+    An importer that reads one checkpoint file at a time hands these to the writer, split by split.
+    """
 
     def __init__(self, names: Iterable[str]) -> None:
         self.names = tuple(names)
@@ -314,9 +322,11 @@ class BySplit:
 
 def renamed_tensors(path: Path, state: dict, mapping: dict[str, str], shapes: dict[str, tuple[int, ...]],
                     expected: str) -> dict[str, np.ndarray]:
-    """Our tensor name -> float32 array of a released state dict, its keys renamed by `mapping` (theirs ->
-    ours); a missing or extra key, or a tensor of another shape, is an `InputError` naming the file and the
-    key (`expected` says what the file should hold, e.g. "the reference Siren has [...]")."""
+    """Our tensor name -> float32 array of a released state dict, its keys renamed by `mapping` (theirs -> ours).
+
+    A missing or extra key, or a tensor of another shape, is an `InputError` naming the file and the
+    key. `expected` says what the file should hold, e.g. "the reference Siren has [...]".
+    """
     import torch
 
     missing = [key for key in mapping if key not in state]
@@ -336,9 +346,11 @@ def renamed_tensors(path: Path, state: dict, mapping: dict[str, str], shapes: di
 
 @contextlib.contextmanager
 def built_folder(out: Path) -> Iterator[Path]:
-    """An exporter's output: built in `.<name>.building` beside `out` and renamed into place when the block
-    ends (`out`, if it exists, must be empty); on any error, Ctrl-C included, the scratch folder goes and
-    `out` stays as it was."""
+    """An exporter's output: built in `.<name>.building` beside `out`, renamed into place when the block ends.
+
+    `out`, if it exists, must be empty. On any error, Ctrl-C included, the scratch folder goes and `out`
+    stays as it was.
+    """
     scratch = out.parent / f".{out.name}.building"
     nofollow.rmtree(out.parent, scratch)  # the folder holding `out` is the root: a link there is refused
     nofollow.makedirs(out.parent, scratch)
