@@ -1,1 +1,3 @@
-"""Performance benchmarks of the system itself (loading, generation); each prints ratios measured in one run."""
+"""Performance benchmarks of the system itself, such as loading and generation.
+
+Each prints ratios measured in one run."""

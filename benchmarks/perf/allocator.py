@@ -1,17 +1,20 @@
 """Benchmark: a CPU training step with glibc's default malloc against `keep_freed_memory`.
 
-A benchmark job calls `benchmarks.memory.keep_freed_memory()` before it starts: glibc then serves
-every block from its heap and keeps freed blocks for the next tensor, instead of mapping each
-large block afresh (and paying its page faults again) and unmapping it when freed. This measures
-what that buys, and what it costs in peak memory, on the models whose steps allocate the most:
-the graph metanetworks at the presets the suites run them at (`benchmarks.perf.nfn`'s rows
-`MODEL@PRESET`; default: NG-GNN and GMN on the transformer member's 523-node neural graphs, NG-GNN
-on the Small CNN). Each round runs every row once in a fresh process per setting, alternating
-(so that a busy machine slows both alike); a process times `--steps` training steps after one
-warm-up (the median) and reports its peak resident set. It prints each row's medians over
-`--rounds` and the ratios kept / default.
-Run: `python -m benchmarks.perf.allocator --rounds 2 --threads 1`.
-"""
+A benchmark job calls `benchmarks.memory.keep_freed_memory()` before it starts. Then glibc serves
+every block from its heap, and keeps freed blocks for the next tensor. Otherwise it maps each large
+block afresh, pays its page faults again, and unmaps it when freed. This measures what that buys,
+and what it costs in peak memory.
+
+It runs the models whose steps allocate the most: the graph metanetworks, at the presets the suites
+run them at. Rows are `benchmarks.perf.nfn`'s, `MODEL@PRESET`. By default they are NG-GNN and GMN
+on the transformer member's 523-node neural graphs, and NG-GNN on the Small CNN.
+
+Each round runs every row once in a fresh process per setting. Settings alternate, so that a busy
+machine slows both alike. A process times `--steps` training steps after one warm-up, and takes
+the median. It reports its peak resident set. The benchmark prints each row's medians over
+`--rounds`, and the ratios kept / default.
+
+Run: `python -m benchmarks.perf.allocator --rounds 2 --threads 1`."""
 
 from __future__ import annotations
 

@@ -1,21 +1,23 @@
 """Benchmark: a population's random draws from the counter-based generator vs one generator per member.
 
-For a population of `--members` members drawing `--indices` values each (the defaults: 256
-members x 60,000, an MNIST epoch's worth of per-example draws, and x 512, one step's worth,
-where the per-member Python loop counts), it measures in one run, best of `--repeat`:
+A population has `--members` members drawing `--indices` values each. The defaults are 256 members
+x 60,000, an MNIST epoch's worth of per-example draws. They also include x 512, one step's worth,
+where the per-member Python loop counts. In one run, best of `--repeat`, it measures three ways.
 
-- per-member torch.Generator (the present method): `torch.rand(indices, generator=g)` for each
-  member's own generator, then `torch.stack`; the generators are made once, outside the timing,
-  as a population keeps them;
-- counter-v1: `zoo.training.counter_rng.uniform` for all members in one call (per-member seeds);
-- fused: the same with `fused=True` (the rounds as one torch.compile'd kernel; the compile
-  happens in the warm-up call and is not timed);
+The per-member torch.Generator is the present method. It calls
+`torch.rand(indices, generator=g)` on each member's own generator, then `torch.stack`. The
+generators are made once, outside the timing, as a population keeps them.
 
-and the same pair for batch orders (`torch.randperm` per member vs `counter_rng.permutation`).
-It prints draws per second and the ratio counter / per-member. Only integer ops run in
-counter-v1, so the ratio depends on the device's int64 throughput. Run:
-`python -m benchmarks.perf.counter_rng` (add `--device cuda` where a GPU is present).
-"""
+Counter-v1 calls `zoo.training.counter_rng.uniform` for all members at once, with per-member seeds.
+
+Fused is the same with `fused=True`: the rounds as one torch.compile'd kernel. The compile happens
+in the warm-up call, and is not timed.
+
+It times the same pair for batch orders: `torch.randperm` per member vs `counter_rng.permutation`.
+It prints draws per second, and the ratio counter / per-member. Only integer ops run in
+counter-v1, so the ratio depends on the device's int64 throughput.
+
+Run: `python -m benchmarks.perf.counter_rng` (add `--device cuda` where a GPU is present)."""
 
 from __future__ import annotations
 

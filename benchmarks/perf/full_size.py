@@ -1,28 +1,40 @@
 """Benchmark: time, peak memory and disk of each step from a published Small CNN Zoo to a benchmark result.
 
-Writes a Small CNN Zoo in its published layout (Unterthiner et al. 2020: `weights.npy`,
-`metrics.csv.gz`, `layout.csv`, and the NFN split file `nfn_split.csv` of Zhou et al. 2023) with
-random weights, `--rows` checkpoints (nine steps a run; default 270,000, the released zoo's size), then
-runs each step in a child process of its own and measures it there:
+It writes a Small CNN Zoo in its published layout, with random weights. The layout is Unterthiner
+et al. 2020's: `weights.npy`, `metrics.csv.gz` and `layout.csv`. It adds the NFN split file
+`nfn_split.csv` of Zhou et al. 2023. The zoo has `--rows` checkpoints, nine steps a run. The
+default is 270,000, the released zoo's size. It then runs each step in a child process of its own,
+and measures it there.
 
-- imports only: Python with torch, Arrow and this package imported, the floor under every step;
-- import: `nfnzoo import small-cnn-zoo` (`zoo.imports.small_cnn_zoo.import_zoo`), the `nfn` split set
-  and its papers' siblings recorded;
-- verify: `nfnzoo verify` (`zoo.dataset.verify.verify`: every shard's checksum and rows);
-- load_split train: `zoo.loader.load_split` of the zoo's own train split;
-- load_split_set nfn: `zoo.split_set_loader.load_split_set` of the `nfn` set (its shards only);
-- datasets.load_dataset: the Hub library's own loader of the config (its Arrow cache built);
-- bench run own split / nfn set: a one-epoch `bench run` of the generalization task with `--model`
-  (MLP or STATNN) on the zoo's own split and with `--set task.splits=nfn`.
+`imports only`: Python with torch, Arrow and this package imported. This is the floor under every
+step.
 
-Per step: wall seconds, peak RSS (`VmHWM`: anonymous and mapped file pages), peak anonymous memory
-(`RssAnon` sampled every 10 ms; the rows a step holds, without the page cache), the peak of a memory
-cgroup made for the step where one can be made (v1 `memory.max_usage_in_bytes` or v2 `memory.peak`:
-the page cache the step reads or writes is charged there too), and the disk the step writes. Each
-size of `--fractions` (default 10%, 25%, 100% of --rows) is its own zoo.
-Run: `python -m benchmarks.perf.full_size --rows 27000` (a quick run), or without `--rows` for the
-full size (~5.4 GB of weights; the source and the zoo take twice that on disk, the Arrow cache as much again).
-"""
+`import`: `nfnzoo import small-cnn-zoo` (`zoo.imports.small_cnn_zoo.import_zoo`). It records the
+`nfn` split set and its papers' siblings.
+
+`verify`: `nfnzoo verify` (`zoo.dataset.verify.verify`). It checks every shard's checksum and rows.
+
+`load_split train`: `zoo.loader.load_split` of the zoo's own train split.
+
+`load_split_set nfn`: `zoo.split_set_loader.load_split_set` of the `nfn` set, its shards only.
+
+`datasets.load_dataset`: the Hub library's own loader of the config. It builds its Arrow cache.
+
+`bench run own split / nfn set`: a one-epoch `bench run` of the generalization task with `--model`
+(MLP or STATNN). It runs on the zoo's own split, and with `--set task.splits=nfn`.
+
+Per step it reports four figures. The first is wall seconds. The second is peak RSS (`VmHWM`:
+anonymous and mapped file pages). The third is peak anonymous memory (`RssAnon`, sampled every 10
+ms): the rows a step holds, without the page cache. The fourth is the peak of a memory cgroup made
+for the step, where one can be made. That is v1 `memory.max_usage_in_bytes` or v2 `memory.peak`.
+The page cache the step reads or writes is charged there too. It also reports the disk the step
+writes.
+
+Each size of `--fractions` is its own zoo. The default is 10%, 25% and 100% of --rows.
+
+Run: `python -m benchmarks.perf.full_size --rows 27000` for a quick run. Without `--rows` it runs
+the full size: ~5.4 GB of weights. The source and the zoo take twice that on disk, and the Arrow
+cache as much again."""
 
 from __future__ import annotations
 
@@ -53,7 +65,9 @@ STEP_NAMES = ("imports only", "import", "verify", "load_split train", "load_spli
 
 
 def write_source(folder: Path, rows: int, seed: int = 0) -> int:
-    """The published layout with random weights and metrics: `rows` rounded to whole runs; returns the rows."""
+    """The published layout with random weights and metrics; returns the rows.
+
+    `rows` is rounded to whole runs."""
     import pandas as pd
 
     runs = max(2, round(rows / len(STEPS_OF_A_RUN)))
@@ -107,7 +121,9 @@ def _status(key: str) -> int:
 
 
 def _run_step(step: str, source: Path, zoo_folder: Path, scratch: Path, model: str) -> dict:
-    """Runs one step (in this process) and returns what it wrote on disk and a short check of its output."""
+    """Runs one step in this process.
+
+    Returns what it wrote on disk, and a short check of its output."""
     if step == "imports only":  # the floor under every other step: Python, torch, Arrow and this package
         import benchmarks.harness  # noqa: F401 (timed: the import is the step)
         import zoo.loader  # noqa: F401 (timed: the import is the step)
@@ -181,8 +197,10 @@ def child(step: str, source: Path, zoo_folder: Path, scratch: Path, model: str) 
 # --- the driver -----------------------------------------------------------------------------------
 
 def _cgroup(name: str) -> tuple[Path, str] | None:
-    """A fresh memory cgroup below this process's (cgroup v1's `memory` controller, else v2) and the
-    file of its peak usage, or None where none can be made (not root, no writable hierarchy)."""
+    """A fresh memory cgroup below this process's, and the file of its peak usage.
+
+    It uses cgroup v1's `memory` controller, else v2. None where none can be made: not root, or no
+    writable hierarchy."""
     own = {}
     for line in Path("/proc/self/cgroup").read_text().splitlines():
         _, controllers, path = line.split(":", 2)

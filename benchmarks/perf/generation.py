@@ -1,15 +1,20 @@
 """Benchmark: training zoo members one at a time vs as populations, against a matrix product.
 
-For each family it trains the same runs, in the same process, on one thread (as a Ray
-trial does): (a) one at a time with the family's plain PyTorch loop (`train_run`, the way the
-reference zoos were trained), (b) as populations (`train_population`) with the per-member
-generators (`training.rng: torch-generator`, every bundled spec), (c) as populations with
-counter-v1 draws (`zoo.training.draws`). It prints checkpoints per second for each, the
-ratios, the achieved training FLOP/s (the family's own FLOP count of the work, `run_flops`)
-and that as a fraction of the FLOP/s of a large float32 matrix product measured in the same
-run. `--hotspots N` also prints each population mode's top N functions by own time
-(cProfile). Run: `make bench-generation` or `python -m benchmarks.perf.generation --families cnn`.
-"""
+For each family it trains the same runs, in the same process, on one thread, as a Ray trial does.
+It trains them three ways.
+
+(a) One at a time, with the family's plain PyTorch loop (`train_run`). The reference zoos were
+trained this way.
+(b) As populations (`train_population`), with the per-member generators
+(`training.rng: torch-generator`, every bundled spec).
+(c) As populations, with counter-v1 draws (`zoo.training.draws`).
+
+It prints checkpoints per second for each, and the ratios. It prints the achieved training FLOP/s,
+by the family's own FLOP count of the work (`run_flops`). It sets that beside the FLOP/s of a large
+float32 matrix product, measured in the same run. `--hotspots N` also prints each population mode's
+top N functions by own time (cProfile).
+
+Run: `make bench-generation` or `python -m benchmarks.perf.generation --families cnn`."""
 
 from __future__ import annotations
 
@@ -33,9 +38,9 @@ from zoo.planning.spec import load_spec, spec_from_data
 CPU = torch.device("cpu")
 
 # Per family: the spec and profile to draw runs from, how many runs, and spec overrides that
-# keep one measurement to a minute on two cores. The runs are whole populations as the driver
-# packs them (`representative_runs`); the CNN's come from 3,000 runs sampled as the full
-# spec samples them (all optimizers, activations, dropout rates), on the demo's data.
+# keep one measurement short on a small CPU. The runs are whole populations as the driver packs
+# them (`representative_runs`). The CNN's come from 3,000 runs sampled as the full spec samples
+# them (all optimizers, activations, dropout rates), on the demo's data.
 WORKLOADS = {
     "cnn": ("cnn-mnist", "demo", 32, {"training": {"epochs": 3, "checkpoint_epochs": [3]},
                                       "search_space": {"sampled": {"count": 3000,
@@ -49,9 +54,10 @@ WORKLOADS = {
 
 
 def representative_runs(family, runs: list, count: int, size: int) -> list:
-    """`count` runs as whole populations of `size`, as the driver packs them (runs sorted by the
-    family's population key, then cut), taken at evenly spaced places of that order so that
-    they span the keys (optimizers, train fractions, activations)."""
+    """`count` runs as whole populations of `size`, as the driver packs them.
+
+    Runs are sorted by the family's population key, then cut. They are taken at evenly spaced places
+    of that order. So they span the keys: optimizers, train fractions, activations."""
     packed = populations(sorted(runs, key=family.population_key), size, family.population_key)
     full = [population for population in packed if len(population) == size] or packed
     wanted = max(1, count // size)
@@ -146,11 +152,13 @@ SCHEMES = ("torch-generator", "counter-v1")
 def measure(name: str, device: torch.device = CPU, runs_count: int | None = None,
             population_size: int | None = None, profile: str | None = None, top: int = 0,
             schemes: tuple[str, ...] = SCHEMES, solo: bool = True, reproducibility: str | None = None) -> Measurement:
-    """Times the workload's runs one at a time (CPU only, unless `solo` is False) and as populations on
-    `device`, with each draw scheme; `profile` replaces the workload's ("full": the spec without a
-    profile); `reproducibility` sets the spec's `training.reproducibility` (what the spec itself changes
-    in training, the optimizers' square root; the environment is the caller's); `top` > 0 prints each
-    population mode's hotspots."""
+    """Times the workload's runs one at a time, and as populations on `device`, with each draw scheme.
+
+    The one-at-a-time runs are CPU only, unless `solo` is False. `profile` replaces the workload's;
+    "full" is the spec without a profile. `reproducibility` sets the spec's
+    `training.reproducibility`. That is what the spec itself changes in training: the optimizers'
+    square root. The environment is the caller's. With `top` > 0 it prints each population mode's
+    hotspots."""
     spec_name, default_profile, count, overrides = WORKLOADS[name]
     profile = default_profile if profile is None else (None if profile == "full" else profile)
     data = _merge(to_data(load_spec(spec_name, profile)), overrides)

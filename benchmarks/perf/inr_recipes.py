@@ -1,16 +1,19 @@
 """Benchmark: the PSNR distribution of SIREN fitting recipes on the same images.
 
-`inr-mnist`'s base spec fits with SIREN's recipe (Adam at 1e-4, 3,000 steps); its `fast`
-profile with a higher rate and fewer steps. A faster recipe may replace the paper's only if
-its fits are at least as good, so this fits the same images (every `--every`-th of the
-70,000: 1,000 by default) with each recipe, each image from the same seeded initialization the
-zoo uses (`init_siren`, seeded by run seed and image index), through the zoo's population
-trainer on one thread, and prints per recipe the PSNR quantiles (min, 1%, 5%, 25%, median),
-the count below 30 dB, the seconds and SIREN-steps per second, and whether the fast recipe is
-at least as good at every quantile (a diverged fit counts as the worst PSNR, and the fast recipe
-may not diverge more often). Run: `python -m benchmarks.perf.inr_recipes
-[--profiles base,fast] [--every 70] [--json out.json]`.
-"""
+`inr-mnist`'s base spec fits with SIREN's recipe: Adam at 1e-4, 3,000 steps. Its `fast` profile uses
+a higher rate and fewer steps. A faster recipe may replace the paper's only if its fits are at
+least as good.
+
+So this fits the same images with each recipe. It takes every `--every`-th of the 70,000; 1,000 by
+default. Each image starts from the same seeded initialization the zoo uses (`init_siren`, seeded
+by run seed and image index). Fits go through the zoo's population trainer on one thread.
+
+Per recipe it prints the PSNR quantiles (min, 1%, 5%, 25%, median) and the count below 30 dB. It
+prints the seconds and SIREN-steps per second. It says whether the fast recipe is at least as good
+at every quantile. A diverged fit counts as the worst PSNR, and the fast recipe may not diverge
+more often.
+
+Run: `python -m benchmarks.perf.inr_recipes [--profiles base,fast] [--every 70] [--json out.json]`."""
 
 from __future__ import annotations
 

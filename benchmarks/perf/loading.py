@@ -1,22 +1,27 @@
 """Benchmark: decoding a packed split into stacked per-layer tensors, against memcpy.
 
-Writes a split of N random Small-CNN checkpoints with the packer's own shard writer, warms
-the page cache, then measures in one run (best of `--repeat`):
+It writes a split of N random Small-CNN checkpoints with the packer's own shard writer. It warms
+the page cache. Then it measures, in one run, best of `--repeat`:
 
-- memcpy: `numpy.copyto` of a buffer the size of the split's weights (pre-faulted);
-- nfnzoo: Parquet read (memory-mapped) + `zoo.loader.decode_weights` into (N, *shape) tensors;
-- nfnzoo checked, one pass: what `load_split` (and every benchmark load) runs: each shard's
-  xxh3-128 computed in the same pass that copies its pages, ~2 MiB at a time
-  (`read_weights(..., checksums=...)`);
-- nfnzoo checked first: every shard's xxh3-128 checked before the read (`check_shards`, two
-  threads; what a reader without the fused path does), and the same with sha256, as `verify
-  --full` and `publish` check it;
-- per-row safetensors: `safetensors.torch.load` of each row's bytes, then `torch.stack`;
-- per-file torch.load: one `.pt` file per checkpoint, as the reference zoos ship them.
+`memcpy`: `numpy.copyto` of a buffer the size of the split's weights, pre-faulted.
 
-Throughput is bytes of weights column per second; each is printed as a ratio to memcpy.
-Run: `make bench-loading` or `python -m benchmarks.perf.loading --rows 20000`.
-"""
+`nfnzoo`: Parquet read (memory-mapped) + `zoo.loader.decode_weights` into (N, *shape) tensors.
+
+`nfnzoo checked, one pass`: what `load_split` and every benchmark load runs. Each shard's
+xxh3-128 is computed in the same pass that copies its pages, ~2 MiB at a time
+(`read_weights(..., checksums=...)`).
+
+`nfnzoo checked first`: every shard's xxh3-128 checked before the read (`check_shards`, two
+threads). This is what a reader without the fused path does. The same runs with sha256, as
+`verify --full` and `publish` check it.
+
+`per-row safetensors`: `safetensors.torch.load` of each row's bytes, then `torch.stack`.
+
+`per-file torch.load`: one `.pt` file per checkpoint, as the reference zoos ship them.
+
+Throughput is bytes of weights column per second. Each is printed as a ratio to memcpy.
+
+Run: `make bench-loading` or `python -m benchmarks.perf.loading --rows 20000`."""
 
 from __future__ import annotations
 

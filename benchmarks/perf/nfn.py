@@ -1,43 +1,49 @@
 """Benchmark: every registered NFN model's cost, and NP/HNP against the authors' `nfn` package.
 
-For each model in the `nfn_models` registry, at its preset, on the weight spaces it reads (the
-Small CNN zoo member, 1-16-16-16-10 with 3x3 kernels; the SIREN 2-32-32-1; the Small Transformer
-Zoo's MNIST member, 2 blocks x 2 heads of width 32), on random weights (no training), it
-prints (the fitted tree ensembles take no gradient steps and are left out). The pseudo-space
-`inr-tasks` (SIRENs) has a row `MODEL@PRESET` for every INR-task preset a model has (the papers'
-`inr-classification`/`inr-editing` and their `-budget` versions): an editing row's step is the
-task's, the render of w + s * f(w) (`benchmarks.tasks.inr_editing.EditedRender`). On the
-transformer space the graph models that read it are rows `MODEL@PRESET` at the presets of the
-transformer-generalization suite (`benchmarks.suite.GRAPH_TRANSFORMER_MODELS`). It prints:
+It runs each model in the `nfn_models` registry at its preset, on random weights, with no training.
+The fitted tree ensembles take no gradient steps and are left out. Each model runs on the weight
+spaces it reads. These are the Small CNN zoo member (1-16-16-16-10 with 3x3 kernels) and the SIREN
+2-32-32-1. The third is the Small Transformer Zoo's MNIST member, 2 blocks x 2 heads of width 32.
 
-- trainable parameters;
-- forward+backward time of a batch of `--batch` checkpoints (train mode, loss = mean squared
-  output), the median of `--repeat` after a warm-up step;
-- evaluation throughput: checkpoints/s of a forward under `no_grad` in eval mode at
-  `--eval-batch` (median of `--repeat`);
-- peak memory of one forward+backward step at `--batch`, above what the process held before
-  the model was built (parameters, gradients, saved activations, temporaries). On CUDA that is
-  `torch.cuda.max_memory_allocated` minus the allocated bytes before, in this process. On the
-  CPU torch's allocator keeps no statistics and tracemalloc does not see it, so each (space,
-  model) is measured in fresh subprocesses on one thread (after the timing, several side by
-  side): after the imports and the input batch, with transparent huge pages off, the kernel's
-  peak-RSS mark is reset (`/proc/self/clear_refs`, "5"); the figure is the peak RSS afterwards
-  minus the RSS at the reset, the least of `--memory-repeat` processes (heap fragmentation
-  only ever adds pages: one process varies by about 10%). A fresh process matters: in a
-  shared one a later model would reuse heap pages an earlier one left resident and look
-  smaller. Resetting matters too: importing torch peaks at about 650 MB, above most models'
-  whole step, so `ru_maxrss` minus a baseline would read 0. Resident pages are counted, so
-  the allocator's granularity is included.
+The pseudo-space `inr-tasks` (SIRENs) has a row `MODEL@PRESET` for every INR-task preset a model
+has. These are the papers' `inr-classification`/`inr-editing`, and their `-budget` versions. An
+editing row's step is the task's: the render of w + s * f(w)
+(`benchmarks.tasks.inr_editing.EditedRender`). On the transformer space, the graph models that read
+it are rows `MODEL@PRESET`. Their presets are the transformer-generalization suite's
+(`benchmarks.suite.GRAPH_TRANSFORMER_MODELS`).
 
-Beside `np` and `hnp` it measures, in the same run and interleaved with ours step by step
-(so that a busy machine slows both alike), the `nfn` package's equivalent stack: its
-`NPLinear`/`HNPLinear` layers with `TupleOp` activations, its `NPPool`/`HNPPool`, and an MLP
-head of the same widths (our `mlp`, the same `nn.Linear` stack), built by
-`nfn.common.network_spec_from_wsfeat` from the same weights; it prints ours/nfn for the
-training step's time, the evaluation's time and the peak memory. `nfn` is the optional
-`nfn-reference` extra (in `dev`); without it the reference rows are left out.
-Run: `make bench-nfn` or `python -m benchmarks.perf.nfn --models np,hnp --device cuda`.
-"""
+It prints four figures.
+
+1. Trainable parameters.
+2. Forward+backward time of a batch of `--batch` checkpoints, in train mode, with loss = mean
+   squared output. It is the median of `--repeat`, after a warm-up step.
+3. Evaluation throughput: checkpoints/s of a forward under `no_grad` in eval mode at
+   `--eval-batch` (median of `--repeat`).
+4. Peak memory of one forward+backward step at `--batch`, above what the process held before the
+   model was built. It counts parameters, gradients, saved activations and temporaries.
+
+On CUDA, peak memory is `torch.cuda.max_memory_allocated` minus the allocated bytes before, in this
+process. On the CPU, torch's allocator keeps no statistics, and tracemalloc does not see it. So each
+(space, model) is measured in fresh subprocesses on one thread. They run after the timing, several
+side by side. After the imports and the input batch, with transparent huge pages off, the kernel's
+peak-RSS mark is reset (`/proc/self/clear_refs`, "5"). The figure is the peak RSS afterwards minus
+the RSS at the reset. It is the least of `--memory-repeat` processes. Heap fragmentation only ever
+adds pages, and one process varies a little.
+
+A fresh process matters. In a shared one, a later model would reuse heap pages an earlier one left
+resident, and look smaller. Resetting matters too. Importing torch peaks above most models' whole
+step, so `ru_maxrss` minus a baseline would read 0. Resident pages are counted, so the allocator's
+granularity is included.
+
+Beside `np` and `hnp` it measures the `nfn` package's equivalent stack. That is its
+`NPLinear`/`HNPLinear` layers with `TupleOp` activations, its `NPPool`/`HNPPool`, and an MLP head of
+the same widths. The head is our `mlp`, the same `nn.Linear` stack. `nfn.common.network_spec_from_wsfeat`
+builds it from the same weights. It runs in the same run, interleaved with ours step by step, so
+that a busy machine slows both alike. It prints ours/nfn for the training step's time, the
+evaluation's time and the peak memory. `nfn` is the optional `nfn-reference` extra (in `dev`).
+Without it the reference rows are left out.
+
+Run: `make bench-nfn` or `python -m benchmarks.perf.nfn --models np,hnp --device cuda`."""
 
 from __future__ import annotations
 
@@ -88,9 +94,8 @@ def random_weights(space: WeightSpace, batch: int, device: torch.device, seed: i
 class NFNReference(nn.Module):
     """The `nfn` package's stack for one of our NP/HNP models' presets; takes a WeightBatch.
 
-    The conversion to nfn's features (a channel axis on every weight and bias, in layer order)
-    runs inside `forward`, as ours does, so both are timed from the same input.
-    """
+    The conversion to nfn's features runs inside `forward`, as ours does: a channel axis on every
+    weight and bias, in layer order. So both are timed from the same input."""
 
     def __init__(self, model_name: str, space: WeightSpace):
         super().__init__()
@@ -222,8 +227,8 @@ def peak_memory(row_name: str, space_name: str, batch: int, device: torch.device
     if device.type == "cuda":
         torch.cuda.empty_cache()
         return step_peak_bytes(row_name, space_name, batch, device)
-    # One thread: with two, the OpenMP workers' own malloc arenas made the same step read
-    # 100-125 MB from run to run (the CNN's HNP); on one, 100-105 MB.
+    # One thread: with two, the OpenMP workers' own malloc arenas make the same step's peak
+    # vary from run to run (docs/performance.md, NFN models).
     command = [*python_command("-m", "benchmarks.perf.nfn"), "--memory-of", f"{space_name}:{row_name}",
                "--batch", str(batch), "--threads", "1"]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout

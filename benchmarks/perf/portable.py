@@ -1,17 +1,19 @@
 """Benchmark: what the portable reproducibility mode costs against the native paths, per family.
 
-The settings of `zoo.training.reproducibility` are read when the libraries start, so each
-measurement is a child process: the workload of `benchmarks.perf.generation` (the same
-representative runs, as populations, one thread, `training.rng: torch-generator`) trained once in
-the native environment and once in `portable_environment`, alternated `--repeats` times (native,
-portable, native, ...) so that a noisy neighbour hurts both. It prints each family's checkpoints
-per second in each mode (the best of the repeats) and the ratio native / portable, measured in this
-one run. Run: `make bench-generation` (after the generation benchmark) or
+The settings of `zoo.training.reproducibility` are read when the libraries start. So each
+measurement is a child process. It trains the workload of `benchmarks.perf.generation`: the same
+representative runs, as populations, on one thread, with `training.rng: torch-generator`. It runs
+once in the native environment and once in `portable_environment`. They alternate `--repeats`
+times (native, portable, native, ...), so that a noisy neighbour hurts both. It prints each
+family's checkpoints per second in each mode, the best of the repeats. It prints the ratio
+native / portable, measured in this one run.
+
+Run: `make bench-generation` (after the generation benchmark) or
 `python -m benchmarks.perf.portable --families cnn --repeats 3`.
 
-`--each` adds one row per part of the mode, each alone on the native paths (one environment setting,
-or the spec's IEEE square root in the optimizers), so that what costs what is measured in the same run.
-"""
+`--each` adds one row per part of the mode, each alone on the native paths. A part is one
+environment setting, or the spec's IEEE square root in the optimizers. So what costs what is
+measured in the same run."""
 
 from __future__ import annotations
 

@@ -1,24 +1,27 @@
 """Staging throughput: checkpoints sent through Ray to the driver, against written where they were made.
 
-`nfnzoo generate` stages every checkpoint on the driver (`zoo.distributed.driver`, `zoo.distributed.trial`): a trial on
-any node encodes it (`encode_staged`), Ray carries the bytes to the driver, and the driver
-checks the checksum and writes the file (`Staging.write_payload`, fsynced). Before, a trial
-wrote its checkpoints itself into a folder every node had to share. This measures, in one run
-and at the size of one paper-scale trial (256 runs of a bundled spec's full profile, with its
-real weight shapes), checkpoints per second both ways:
+`nfnzoo generate` stages every checkpoint on the driver (`zoo.distributed.driver`,
+`zoo.distributed.trial`). A trial on any node encodes it (`encode_staged`). Ray carries the bytes
+to the driver. The driver checks the checksum and writes the file (`Staging.write_payload`,
+fsynced). So no folder has to be shared by every node.
 
-- local: the trial's own process encodes and writes each checkpoint (`Staging.write`);
-- through Ray: a generator task encodes and yields them, the driver checks and writes them
-  (`PayloadWriter`: eight writing threads, so that fsyncs overlap, as `generate` does).
+This measures checkpoints per second both ways, in one run. The size is one paper-scale trial: 256
+runs of a bundled spec's full profile, with its real weight shapes.
 
-The ratio is through-Ray over local. It then sets the driver's rate beside what one trial
-makes (the family's FLOPs per run over the measured population throughput of
-`zoo/throughput.json`, on one CPU core and on one H200), to say how many trials at once one
-driver keeps up with. With ``--address`` the task runs on that cluster (on another node when
-the driver's own has no free CPU).
+`local`: the trial's own process encodes and writes each checkpoint (`Staging.write`).
 
-    python -m benchmarks.perf.staging [--spec transformer-mnist] [--runs 256] [--address HOST:PORT]
-"""
+`through Ray`: a generator task encodes and yields them. The driver checks and writes them
+(`PayloadWriter`). It uses eight writing threads, so that fsyncs overlap, as `generate` does.
+
+The ratio is through-Ray over local. It then sets the driver's rate beside what one trial makes.
+That is the family's FLOPs per run over the measured population throughput of
+`zoo/throughput.json`. It is read on one CPU core and on one GPU. So it says how many trials at
+once one driver keeps up with. With ``--address`` the task runs on that cluster. It runs on another
+node when the driver's own has no free CPU.
+
+Run:
+
+    python -m benchmarks.perf.staging [--spec transformer-mnist] [--runs 256] [--address HOST:PORT]"""
 
 from __future__ import annotations
 
@@ -41,8 +44,9 @@ THROUGHPUT = Path(__file__).resolve().parents[2] / "zoo" / "throughput.json"
 
 
 def trial_records(spec: ZooSpec, runs: int, seed: int = 0) -> list[CheckpointRecord]:
-    """One paper-scale trial's checkpoints: `runs` planned runs, each of its planned checkpoints,
-    with the family's real tensor names and shapes (seeded random values: bytes, not training)."""
+    """One paper-scale trial's checkpoints: `runs` planned runs, each of its planned checkpoints.
+
+    They have the family's real tensor names and shapes. Values are seeded random: bytes, not training."""
     family = create_family(spec.family)
     generator = torch.Generator().manual_seed(seed)
     records = []

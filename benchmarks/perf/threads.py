@@ -1,21 +1,28 @@
 """Benchmark: `bench run` and `bench check-model` at the default thread count and at each count, alone and loaded.
 
-Issue 58: on a busy machine torch's inherited one-thread-per-CPU made a `bench run` 18x slower.
-This measures what `benchmarks.threads` chooses against every fixed choice. A tiny CNN zoo (the
-bundled cnn-mnist spec's `tiny` profile, shrunk as `tests/conftest.py` shrinks it; `--zoo-runs`
-runs) is trained without Ray and packed in a temporary folder; then each command runs as a user
-runs it, a child `python -P -m zoo.cli ...` whose wall time is measured: `bench run --task
-generalization` (1 seed: the claims check on the zoo's spaces, then the training) and `bench
-check-model` (on `--spaces`). Each round runs every setting once, in turn, so that a noisy
-neighbour hurts them alike: the default (neither `NFNZOO_THREADS` nor `OMP_NUM_THREADS` set) and
-`NFNZOO_THREADS=1..CPUs`. Two phases: alone (beside whatever else the machine runs: the idle CPUs at
-its start are printed), and loaded, beside one busy-looping process per CPU (started in a process
-group of their own and stopped after the phase). It prints each setting's best and median over
-`--rounds`, the count the default chose (the results' `hardware.threads`, check-model's `threads:`
-line), and per phase and command the default's best over the best fixed count's, against the
-issue's targets (alone 1.1x, loaded 1.3x). Nothing is written into the repository.
-Run: `python -m benchmarks.perf.threads` (minutes on 2 CPUs).
-"""
+On a busy machine, torch's inherited one thread per CPU can make a `bench run` many times slower.
+This measures what `benchmarks.threads` chooses against every fixed choice.
+
+A tiny CNN zoo is trained without Ray and packed in a temporary folder. It is the bundled cnn-mnist
+spec's `tiny` profile, shrunk as `tests/conftest.py` shrinks it, with `--zoo-runs` runs. Then each
+command runs as a user runs it: a child `python -P -m zoo.cli ...`, whose wall time is measured.
+The commands are `bench run --task generalization` and `bench check-model` (on `--spaces`). The
+first runs 1 seed: the claims check on the zoo's spaces, then the training.
+
+Each round runs every setting once, in turn, so that a noisy neighbour hurts them alike. The
+settings are the default and `NFNZOO_THREADS=1..CPUs`. The default sets neither `NFNZOO_THREADS`
+nor `OMP_NUM_THREADS`.
+
+There are two phases. Alone runs beside whatever else the machine runs; the idle CPUs at its start
+are printed. Loaded runs beside one busy-looping process per CPU. These start in a process group of
+their own, and stop after the phase.
+
+It prints each setting's best and median over `--rounds`. It prints the count the default chose:
+the results' `hardware.threads`, and check-model's `threads:` line. Per phase and command, it
+prints the default's best over the best fixed count's, against `TARGETS`. Nothing is written into
+the repository.
+
+Run: `python -m benchmarks.perf.threads`."""
 
 from __future__ import annotations
 
