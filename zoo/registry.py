@@ -83,8 +83,8 @@ class Registry(Generic[T]):
     def origin(self, name: str) -> str:
         """How the member `name` came: "built-in", "import path", "entry point" or "object".
 
-        "built-in" is this package's own; "object" is a class or factory handed to `add_plugin` (e.g. by
-        `benchmarks.evaluate`).
+        A built-in is this package's own. An object is a class or factory handed to `add_plugin`, e.g.
+        by `benchmarks.evaluate`.
         """
         name = self.resolve(name)
         return self._origins.get(name, "object") if name in self._plugins else "built-in"

@@ -214,7 +214,7 @@ def load_task_data(spec: DatasetSpec) -> TaskData:
 
 
 def load_classifier_data(spec, in_channels: int, num_classes: int) -> TaskData:
-    """`load_task_data` of a zoo spec whose members sort `in_channels`-channel images into `num_classes` classes.
+    """`load_task_data` of a zoo spec whose members classify `in_channels`-channel images into `num_classes` classes.
 
     A data set of other images or classes is an error naming the spec.
     """
