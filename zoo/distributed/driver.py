@@ -1,30 +1,42 @@
 """The distributed generation driver: planned runs -> Ray tasks on any node -> the staging folder.
 
-One trial trains a batch of runs (many models per trial: a task's start costs about a second,
-more than a tiny run) as a Ray generator task (`zoo.distributed.trial`). A local Ray instance is started
-with ``num_cpus`` unless ``address`` (or ``RAY_ADDRESS``) names a cluster to join.
+One trial trains a batch of runs as a Ray generator task (`zoo.distributed.trial`).
+A trial holds many models, since a task's start costs about a second, more than a tiny run.
+A local Ray instance is started with ``num_cpus``.
+If ``address`` (or ``RAY_ADDRESS``) names a cluster, the driver joins it instead.
 
-Nodes share nothing but Ray; no folder is assumed common to the driver and the workers. The
-driver loads the training data once and puts it in Ray's object store (each node fetches it
-once; a trial checks its SHA-256), and every finished checkpoint comes back to the driver in
-its trial's stream as the bytes of its staging file, checksummed, and is written here
-(`Staging.write_payload`: whole or not at all). So the driver's staging folder stays the single
-source of truth: ids are content hashes, a resumed run trains only what is missing from it, and
-a checkpoint received twice is written once. Ray retries nothing by itself (``max_retries=0``):
-a trial that fails (an error in training, or its node lost) is started again by the driver, up
-to ``max_failures`` times, for the checkpoints it had not yet sent; its members train the same
-bits in a smaller population, so the zoo does not depend on which trials failed. Why this and
-not a storage URI: it needs nothing beyond the Ray cluster itself, and at a paper-scale trial's
-size the driver writes checkpoints far faster than trials make them (``benchmarks/perf/staging.py``,
-docs/cluster.md).
+Nodes share nothing but Ray; no folder is assumed common to the driver and the workers.
+The driver loads the training data once and puts it in Ray's object store.
+Each node fetches it once, and a trial checks its SHA-256.
+Every finished checkpoint comes back to the driver in its trial's stream.
+It arrives as the bytes of its staging file, checksummed.
+The driver writes it here, whole or not at all (`Staging.write_payload`).
+So the driver's staging folder stays the single source of truth.
+Ids are content hashes, and a resumed run trains only what is missing from it.
+A checkpoint received twice is written once.
 
-Stopping is part of the contract: a SIGINT or SIGTERM ends the generation with
-`GenerationInterrupted`, `ray.init` and `ray.shutdown` are never cut in half by a signal, and a
-local instance started here is marked and watched (`zoo.distributed.ray_session`, `zoo.distributed.ray_cleanup`) so
-none of its processes outlives the driver, even one killed by SIGKILL. A full disk too: a
-staging write that fails with ENOSPC (or a quota, EDQUOT) stops the trials, and `generate`
-raises an `OSError` naming the staging folder and "No space left on device" with what is staged
-(kept: every staged file is whole), so that a rerun after freeing space resumes.
+Ray retries nothing by itself (``max_retries=0``).
+A trial can fail through an error in training, or because its node was lost.
+The driver then starts it again, up to ``max_failures`` times, for the checkpoints it had not yet sent.
+Its members train the same bits in a smaller population.
+So the zoo does not depend on which trials failed.
+
+Why this and not a storage URI?
+It needs nothing beyond the Ray cluster itself.
+At a paper-scale trial's size, the driver writes checkpoints far faster than trials make them.
+See ``benchmarks/perf/staging.py`` and docs/cluster.md.
+
+Stopping is part of the contract.
+A SIGINT or SIGTERM ends the generation with `GenerationInterrupted`.
+A signal never cuts `ray.init` or `ray.shutdown` in half.
+A local instance started here is marked and watched, so none of its processes outlives the driver.
+That holds even for a driver killed by SIGKILL (`zoo.distributed.ray_session`, `zoo.distributed.ray_cleanup`).
+
+A full disk is handled too.
+A staging write that fails with ENOSPC (or a quota, EDQUOT) stops the trials.
+Then `generate` raises an `OSError` naming the staging folder and "No space left on device".
+It says what is staged, which is kept, since every staged file is whole.
+So a rerun after freeing space resumes.
 """
 
 from __future__ import annotations
@@ -76,19 +88,21 @@ class GenerateReport:
 
 
 def default_runs_per_trial(num_runs: int, num_workers: int) -> int:
-    """One trial per worker for small jobs (a trial costs seconds to start: an actor, torch,
-    the data set); trials of at most 256 runs for large ones, so work balances and a retry
-    repeats little."""
+    """One trial per worker for small jobs; trials of at most 256 runs for large ones.
+
+    A trial costs seconds to start: an actor, torch, the data set.
+    Capping large trials balances work, and a retry repeats little.
+    """
     return max(1, min(256, math.ceil(num_runs / max(1, num_workers))))
 
 
 def pack_trials(runs: list[Run], family, spec: ZooSpec, trials: int, population_size: int) -> list[list[Run]]:
     """Whole populations dealt into `trials` trials of about equal work.
 
-    Runs that can share a population (equal `population_key`) are cut, in plan order, into
-    populations as the worker will form them; each goes, largest first, to the trial with the
-    least work so far (the family's `run_flops`), so that no worker idles while another
-    finishes: sorting alone left one demo trial with 40% more work than the other.
+    Runs that can share a population (equal `population_key`) are cut into populations, in plan order.
+    The cut is the one the worker will make.
+    Each population goes, largest first, to the trial with the least work so far (the family's `run_flops`).
+    So no worker idles while another finishes, as happened when runs were only sorted.
     """
     ordered = sorted(runs, key=family.population_key)  # stable: plan order within a key
     units = [(sum(family.run_flops(spec, r.hparams) for r in unit), unit)
@@ -119,10 +133,12 @@ def trial_resources(device: str | None, gpus_per_trial: float | None, cluster: d
                     workers: int) -> tuple[str, float]:
     """(the device trials train on, GPUs each trial asks Ray for), checked against the cluster.
 
-    `device` None means $NFNZOO_DEVICE, else ``auto``: CUDA when the cluster has GPUs. A CUDA
-    trial asks for `gpus_per_trial` GPUs (fractions share a GPU; default: an equal share of the
-    cluster's GPUs among its CPUs, at most one), so Ray places it only on a node with a GPU; a
-    CPU trial asks for none. The driver's own node need not have a GPU.
+    `device` None means $NFNZOO_DEVICE, else ``auto``: CUDA when the cluster has GPUs.
+    A CUDA trial asks for `gpus_per_trial` GPUs, and fractions share a GPU.
+    The default is an equal share of the cluster's GPUs among its CPUs, at most one.
+    So Ray places a CUDA trial only on a node with a GPU.
+    A CPU trial asks for none.
+    The driver's own node need not have a GPU.
     """
     gpus = float(cluster.get("GPU", 0))
     name = device or os.environ.get("NFNZOO_DEVICE") or ("cuda" if gpus_per_trial else "auto")
@@ -150,14 +166,16 @@ def generate(spec: ZooSpec, out_dir: str | Path, *, num_cpus: int | None = None,
              gpus_per_trial: float | None = None) -> GenerateReport:
     """Trains every planned checkpoint of `spec` not yet staged under `out_dir`/staging.
 
-    `device` (default: $NFNZOO_DEVICE, else CUDA when the Ray cluster has GPUs) is where each
-    trial trains its populations, `gpus_per_trial` what a CUDA trial asks Ray for
-    (`trial_resources`). `population_size` overrides the family's members per population. The
-    output folders are checked writable before Ray starts (`ValueError` naming the path). A portable
-    spec trains on the CPU only: a GPU device, or ``auto`` beside a GPU, is a `ValueError` before Ray
-    starts (before any trial, for a cluster's GPUs). A
-    SIGINT or SIGTERM raises `GenerationInterrupted` once the Ray instance is down; checkpoints
-    still missing after every retry are counted in `GenerateReport.missing`.
+    `device` is where each trial trains its populations.
+    It defaults to $NFNZOO_DEVICE, else CUDA when the Ray cluster has GPUs.
+    `gpus_per_trial` is what a CUDA trial asks Ray for (`trial_resources`).
+    `population_size` overrides the family's members per population.
+    The output folders are checked writable before Ray starts (`ValueError` naming the path).
+    A portable spec trains on the CPU only.
+    A GPU device, or ``auto`` beside a GPU, is a `ValueError` before Ray starts.
+    For a cluster's GPUs, the error comes before any trial.
+    A SIGINT or SIGTERM raises `GenerationInterrupted` once the Ray instance is down.
+    Checkpoints still missing after every retry are counted in `GenerateReport.missing`.
     """
     start = time.perf_counter()
     family = create_family(spec.family, population_size=population_size)  # checks the size
@@ -225,8 +243,11 @@ class _Outcome:
 
 
 class _Generation:
-    """The trials of one `generate` on the connected Ray: submitted, their streams read as events
-    arrive (`zoo.distributed.trial`), each checkpoint staged here, failed trials started again."""
+    """The trials of one `generate` on the connected Ray.
+
+    It submits them and reads their streams as events arrive (`zoo.distributed.trial`).
+    It stages each checkpoint here and starts failed trials again.
+    """
 
     def __init__(self, spec: ZooSpec, family, todo: list[Run], staging: Staging, max_failures: int,
                  progress: bool, population_size: int | None, data) -> None:

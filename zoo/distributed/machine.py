@@ -1,31 +1,38 @@
 """Where a checkpoint or a result came from: the machine's CPU, instruction sets and GPUs.
 
-Zoo bytes are reproducible only per instruction set (README, "Reproducibility"): ATen's
-vectorized kernels and oneDNN's JIT kernels round differently on AVX2, AVX-512 or AMX, and
-CUDA differs again. So every manifest and every results file records, beside the platform
-string, what decides those bits, and a user comparing two zoos can see why they differ.
+Zoo bytes are reproducible only per instruction set (README, "Reproducibility").
+ATen's vectorized kernels and oneDNN's JIT kernels round differently on AVX2, AVX-512 or AMX.
+CUDA differs again.
+So every manifest and every results file records what decides those bits, beside the platform string.
+A user comparing two zoos can then see why they differ.
 
-`describe_machine()` is one plain dict (JSON as it is):
+`describe_machine()` is one plain dict, JSON as it is.
 
-- `platform`: `platform.platform()` (OS, kernel, architecture, libc);
-- `cpu_model`: the first `model name` of /proc/cpuinfo (Linux x86), else `platform.processor()`,
-  else `platform.machine()`;
-- `aten_isa`: the kernels ATen dispatches to, `torch.backends.cpu.get_cpu_capability()`
-  (`DEFAULT`, `AVX2`, `AVX512`, ...; it honours `ATEN_CPU_CAPABILITY`);
-- `onednn_isa`: the instruction set of the kernel oneDNN's JIT picks for a small f32
-  convolution (`avx512_core`, `avx2`, `sse41`, `avx512_core_amx`, ...; it honours
-  `ONEDNN_MAX_CPU_ISA`), or null where torch has no oneDNN. torch 2.14 exposes no call for
-  oneDNN's ISA (`dnnl_get_effective_cpu_isa` is not exported from libtorch_cpu), and oneDNN
-  prints its `isa:` banner only once per process, so we read the implementation name from
-  the verbose line of one convolution, which it prints every time: the same answer on every call;
-- `gpu_models`: `torch.cuda.get_device_name(i)` of every visible GPU (empty without CUDA), and
-  `cuda`: the CUDA version torch was built with (null on a CPU build);
-- `torch`: `torch.__version__`.
+`platform` is `platform.platform()`: OS, kernel, architecture, libc.
 
-The record of a folder's trainers, `<out>/machines.json` (written by the Ray driver through
-`record_machines`), is a JSON list of such dicts, distinct, each with a `checkpoints` count:
-how many checkpoints of the folder nodes of that description trained. `read_machines` reads it
-bounded and checked; a damaged file is one line naming it.
+`cpu_model` is the first `model name` of /proc/cpuinfo (Linux x86).
+Elsewhere it is `platform.processor()`, else `platform.machine()`.
+
+`aten_isa` names the kernels ATen dispatches to, `torch.backends.cpu.get_cpu_capability()`.
+Its values are `DEFAULT`, `AVX2`, `AVX512`, ..., and it honours `ATEN_CPU_CAPABILITY`.
+
+`onednn_isa` is the instruction set of the kernel oneDNN's JIT picks for a small f32 convolution.
+Its values are `avx512_core`, `avx2`, `sse41`, `avx512_core_amx`, ..., and it honours `ONEDNN_MAX_CPU_ISA`.
+It is null where torch has no oneDNN.
+The torch 2.14 API has no call for oneDNN's ISA (`dnnl_get_effective_cpu_isa` is not exported from libtorch_cpu).
+Also, oneDNN prints its `isa:` banner only once per process.
+So we read the implementation name from the verbose line of one convolution, which it prints every time.
+That gives the same answer on every call.
+
+`gpu_models` holds `torch.cuda.get_device_name(i)` of every visible GPU, empty without CUDA.
+`cuda` is the CUDA version torch was built with, null on a CPU build.
+
+`torch` is `torch.__version__`.
+
+The record of a folder's trainers is `<out>/machines.json`, which the Ray driver writes through `record_machines`.
+It is a JSON list of such dicts, distinct, each with a `checkpoints` count.
+The count says how many of the folder's checkpoints nodes of that description trained.
+`read_machines` reads it bounded and checked; a damaged file is one line naming it.
 """
 
 from __future__ import annotations
@@ -182,8 +189,10 @@ def _identity(entry: dict) -> tuple:
 
 
 def merge_machines(existing: Iterable[dict], new: Iterable[dict]) -> list[dict]:
-    """`existing` then `new`, entries equal but for `checkpoints` merged into one with the counts summed
-    (a null count stays null only when every merged count is null)."""
+    """`existing` then `new`, entries equal but for `checkpoints` merged into one with the counts summed.
+
+    A null count stays null only when every merged count is null.
+    """
     merged: dict[tuple, dict] = {}
     for entry in [*existing, *new]:
         entry = dict(entry, gpu_models=list(entry.get("gpu_models", [])))
@@ -197,8 +206,10 @@ def merge_machines(existing: Iterable[dict], new: Iterable[dict]) -> list[dict]:
 
 
 def record_machines(out_dir: str | Path, descriptions: Iterable[dict]) -> list[dict]:
-    """Merges `descriptions` (`describe_machine()` dicts, each with a `checkpoints` count) into
-    `<out_dir>/machines.json`, written atomically; returns the list written."""
+    """Merges `descriptions` into `<out_dir>/machines.json`, written atomically; returns the list written.
+
+    Each description is a `describe_machine()` dict with a `checkpoints` count.
+    """
     out_dir = Path(out_dir)
     new = check_machines([dict(description) for description in descriptions], "the machines to record")
     for index, entry in enumerate(new):

@@ -1,24 +1,31 @@
 """Leave no process behind: find and end every process of a Ray instance this run started.
 
-Ray's own shutdown ends the instance on a normal exit, but not when the driver dies
-(SIGKILL, an OOM kill) or is interrupted while Ray starts: the dashboard agent and the
-runtime-env agent then live on as orphans, and they ignore SIGTERM. So the driver marks its
-instance: before `ray.init` it sets ``NFNZOO_RAY_INSTANCE=<token>`` in its environment,
-which every Ray process it starts (GCS, raylet, agents, workers) inherits, and it starts a
-watchdog: this file, run as a script with ``python -I`` (isolated, so no stray ``zoo``
-folder in the working directory can be imported instead of it), in its own session. The
-watchdog reads a pipe from the driver; at end of file (the driver closed it, or died) it
-ends every process whose ``/proc/<pid>/environ`` holds the marker: SIGTERM, then SIGKILL.
-The marker alone is not enough: Ray's agents rename themselves (setproctitle), which
-overwrites the memory `/proc/<pid>/environ` shows, and the marker can vanish from it (seen
-under load: `ray::DashboardAgent` kept the test's variable and lost ours). So while the
-driver lives, the watchdog also records every descendant of it twice a second (pid and start
-time), and ends those too: the agents are descendants from the moment the raylet starts them.
-What the driver was already running when the watchdog started (another Ray cluster it had
-started, a server) is spared, with everything below it: it is not this instance's.
+Ray's own shutdown ends the instance on a normal exit.
+It does not when the driver dies (SIGKILL, an OOM kill) or is interrupted while Ray starts.
+The dashboard agent and the runtime-env agent then live on as orphans, and they ignore SIGTERM.
 
-Standard library only, and Linux only (``/proc``); elsewhere the scan finds nothing and
-cleanup is left to Ray. Nothing here imports Ray or the rest of `zoo`.
+So the driver marks its instance.
+Before `ray.init` it sets ``NFNZOO_RAY_INSTANCE=<token>`` in its environment.
+Every Ray process it starts (GCS, raylet, agents, workers) inherits it.
+The driver also starts a watchdog, in its own session.
+The watchdog is this file, run as a script with ``python -I``.
+Isolated mode means no stray ``zoo`` folder in the working directory can be imported instead of it.
+The watchdog reads a pipe from the driver.
+At end of file, when the driver closed it or died, the watchdog ends every marked process.
+A marked process holds the marker in ``/proc/<pid>/environ``; it gets SIGTERM, then SIGKILL.
+
+The marker alone is not enough.
+Ray's agents rename themselves (setproctitle), which overwrites the memory `/proc/<pid>/environ` shows.
+So the marker can vanish from it.
+(Under load, `ray::DashboardAgent` was seen to keep the test's variable and lose ours.)
+So while the driver lives, the watchdog also records its descendants twice a second (pid and start time).
+It ends those too: the agents are descendants from the moment the raylet starts them.
+What the driver was already running when the watchdog started is spared, with everything below it.
+That may be another Ray cluster it had started, or a server; it is not this instance's.
+
+The module uses the standard library only, and runs on Linux only (``/proc``).
+Elsewhere the scan finds nothing and cleanup is left to Ray.
+Nothing here imports Ray or the rest of `zoo`.
 """
 
 from __future__ import annotations
@@ -41,11 +48,12 @@ def new_marker() -> str:
 
 
 def instance_processes(marker: str, exclude: tuple[int, ...] = (), variable: str = MARKER_VARIABLE) -> list[int]:
-    """Pids of the live processes whose environment holds ``NFNZOO_RAY_INSTANCE=<marker>``
-    (or ``<variable>=<marker>``).
+    """Pids of the live processes whose environment holds ``NFNZOO_RAY_INSTANCE=<marker>``.
 
-    Processes that cannot be read (another user's, gone meanwhile) are skipped; without
-    ``/proc`` the answer is empty. Zombies are skipped: they are dead already.
+    With `variable`, the environment must hold ``<variable>=<marker>`` instead.
+    Processes that cannot be read (another user's, gone meanwhile) are skipped.
+    Without ``/proc`` the answer is empty.
+    Zombies are skipped: they are dead already.
     """
     needle = f"{variable}={marker}".encode()
     found = []
@@ -112,8 +120,9 @@ def _alive(known: dict[int, str]) -> list[int]:
 
 def end_instance(marker: str, exclude: tuple[int, ...] = (), grace_s: float = 3.0,
                  known: dict[int, str] | None = None) -> list[int]:
-    """Ends the processes of instance `marker`, and those of `known` still alive (SIGTERM,
-    then SIGKILL after `grace_s`).
+    """Ends the processes of instance `marker`, and those of `known` still alive.
+
+    Each gets SIGTERM, then SIGKILL after `grace_s`.
 
     Returns the pids that were still alive and had to be signalled.
     """
@@ -147,8 +156,8 @@ def _signal(pid: int, signum: int) -> None:
 class Watchdog:
     """The driver's end of the watchdog: start it, and `close()` it to clean up now.
 
-    `close()` closes the pipe and waits for the watchdog to end what is left, so that when
-    it returns no process of the instance runs any more (the driver itself excepted).
+    `close()` closes the pipe and waits for the watchdog to end what is left.
+    So when it returns, no process of the instance runs any more (the driver itself excepted).
     """
 
     def __init__(self, marker: str, driver_pid: int | None = None) -> None:
@@ -187,9 +196,10 @@ def _started(pid: int) -> str | None:
 def _watch(marker: str, driver_pid: int, spare: dict[int, str], poll_s: float = 0.5) -> None:
     """The watchdog's body: wait until the pipe closes or the driver is gone, then end the instance.
 
-    End of file alone is not enough: a process the driver forked (without exec) keeps a copy
-    of the pipe's write end, so the pipe can stay open after a SIGKILL of the driver; the
-    driver's own liveness is polled too.
+    End of file alone is not enough.
+    A process the driver forked (without exec) keeps a copy of the pipe's write end.
+    So the pipe can stay open after a SIGKILL of the driver.
+    Hence the driver's own liveness is polled too.
     """
     import select
 

@@ -1,11 +1,13 @@
 """A Ray connection for the length of a block: a local instance of our own, or a cluster joined.
 
-What the zoo driver and the benchmark jobs share: `connected(address, num_cpus)` starts a
-local instance (marked and watched by `zoo.distributed.ray_cleanup`, so none of its processes outlives the
-caller, even one killed by SIGKILL) or joins the cluster `address` names (left running), and
-`interruptible()` turns SIGINT and SIGTERM into `Signalled` in the main thread while a long
-Ray call runs (Ray's native code otherwise defers or rewraps them). Ray is imported inside the
-functions only: importing this module is cheap.
+The zoo driver and the benchmark jobs share this module.
+`connected(address, num_cpus)` starts a local instance, or joins the cluster `address` names.
+A joined cluster is left running.
+A local instance is marked and watched by `zoo.distributed.ray_cleanup`.
+So none of its processes outlives the caller, even one killed by SIGKILL.
+`interruptible()` turns SIGINT and SIGTERM into `Signalled` in the main thread while a long Ray call runs.
+Otherwise Ray's native code defers or rewraps them.
+Ray is imported inside the functions only, so importing this module is cheap.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ class Signalled(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def interruptible():
-    """SIGINT and SIGTERM raise `Signalled` in the main thread while the block runs; yields
-    the list of signals received.
+    """SIGINT and SIGTERM raise `Signalled` in the main thread while the block runs.
 
-    SIGTERM, whose default ends the process without unwinding, is handled too, so that the Ray
-    instance is shut down and the trials cancelled. The old handlers come back after.
+    Yields the list of signals received.
+    SIGTERM's default ends the process without unwinding, so it is handled too.
+    Then the Ray instance is shut down and the trials cancelled.
+    The old handlers come back after.
     """
     received: list[int] = []  # Ray's native code may re-raise our exception as a plain KeyboardInterrupt
 
@@ -72,16 +75,17 @@ def package_root() -> Path:
 def connected(address: str | None, num_cpus: int | None):
     """Ray, connected for the block: a local instance of our own unless `address` names one.
 
-    An instance started here is marked and watched (`zoo.distributed.ray_cleanup`), so that no process
-    of it outlives the generation, whichever way the driver ends (even by SIGKILL). A cluster
-    joined with `address`, or a Ray the caller initialized already, is left running.
+    An instance started here is marked and watched (`zoo.distributed.ray_cleanup`).
+    So no process of it outlives the generation, whichever way the driver ends, even by SIGKILL.
+    A cluster joined with `address`, or a Ray the caller initialized already, is left running.
 
-    ``ray.init`` runs with the working directory set to the folder holding the real `zoo`
-    package: Ray puts the driver's working directory first on every worker's ``sys.path``
-    (``JobConfig._py_driver_sys_path``, ray/_private/worker.py), so an output folder named
-    ``zoo`` in it (no ``__init__.py``: a namespace package) shadowed the installed package
-    for workers started after the folder existed. Workers, whose working directory is then
-    that folder too, read the data locations (`PATH_VARIABLES`) made absolute first.
+    ``ray.init`` runs with the working directory set to the folder holding the real `zoo` package.
+    Ray puts the driver's working directory first on every worker's ``sys.path``.
+    (See ``JobConfig._py_driver_sys_path`` in ray/_private/worker.py.)
+    So an output folder named ``zoo`` there, a namespace package without ``__init__.py``, shadowed the package.
+    That hit workers started after the folder existed.
+    Workers then run in the package's folder too.
+    So they read the data locations (`PATH_VARIABLES`), made absolute first.
     """
     import ray
 

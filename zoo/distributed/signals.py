@@ -1,10 +1,11 @@
 """Holding signals back while something must not be cut in half.
 
-`deferred_signals` replaces the handlers of the given signals for the block, records what
-arrives, restores the handlers, and then raises the error made for the first signal. A pack
-swaps its shards, manifest and card under it (`zoo.dataset.pack`); the driver starts and stops Ray
-under it (`zoo.distributed.driver`: an exception in the middle of `ray.init` or `ray.shutdown` left a
-half-started instance, orphaned agents, and once a segmentation fault at exit).
+`deferred_signals` replaces the handlers of the given signals for the block and records what arrives.
+Then it restores the handlers and raises the error made for the first signal.
+A pack swaps its shards, manifest and card under it (`zoo.dataset.pack`).
+The driver starts and stops Ray under it (`zoo.distributed.driver`).
+An exception in the middle of `ray.init` or `ray.shutdown` left a half-started instance and orphaned agents.
+Once it even left a segmentation fault at exit.
 """
 
 from __future__ import annotations

@@ -1,21 +1,25 @@
-"""One trial, on whichever node of a Ray cluster runs it: a batch of runs trained, each finished
-checkpoint streamed back to the driver.
+"""One trial, on whichever node of a Ray cluster runs it: runs trained, checkpoints streamed back.
 
-Nodes share nothing but Ray. A trial never opens the driver's folders: the training data come
-as an argument (the driver loaded them once and put them in Ray's object store, so each node
-fetches them once), checked against the SHA-256 the driver computed; the checkpoints still
-missing are named by the driver; and each finished checkpoint goes back as the bytes of its
-staging file (`zoo.storage.staging.encode_staged`, checksum included) in the trial's stream of events,
-for the driver to check and write (`Staging.write_payload`). So a checkpoint is staged only on
-the driver's disk and only whole, whichever node trained it, and a trial that dies (its node
-lost) costs only the checkpoints it had not yet sent: the driver starts it again for those.
+Nodes share nothing but Ray, and a trial never opens the driver's folders.
+The training data come as an argument.
+The driver loaded them once and put them in Ray's object store, so each node fetches them once.
+The trial checks them against the SHA-256 the driver computed.
+The driver also names the checkpoints still missing.
+Each finished checkpoint goes back in the trial's stream of events.
+It travels as the bytes of its staging file, checksum included (`zoo.storage.staging.encode_staged`).
+The driver checks and writes it (`Staging.write_payload`).
+So a checkpoint is staged only on the driver's disk and only whole, whichever node trained it.
+A trial that dies with its node costs only the checkpoints it had not yet sent.
+The driver starts it again for those.
 
-The stream (a Ray generator task, ``num_returns="streaming"``) yields tuples:
-``("machine", description, node_id)`` first (`zoo.distributed.machine.describe_machine`: where the bytes were
-made; the Ray node's id, None outside Ray),
-``("checkpoint", model_id, payload)`` as each is trained, ``("run", run_id)`` when a run has
-every checkpoint out, and ``("done", busy_seconds)`` last. Framework-free of Ray: the generator
-runs and tests without it.
+The stream is a Ray generator task (``num_returns="streaming"``) that yields tuples.
+``("machine", description, node_id)`` comes first.
+Its description (`zoo.distributed.machine.describe_machine`) says where the bytes were made.
+The node id is the Ray node's, None outside Ray.
+``("checkpoint", model_id, payload)`` comes as each checkpoint is trained.
+``("run", run_id)`` comes when a run has every checkpoint out.
+``("done", busy_seconds)`` comes last.
+The module is free of Ray: the generator runs and tests without it.
 """
 
 from __future__ import annotations
@@ -59,9 +63,11 @@ def data_sha256(data) -> str:
 
 
 class Outbox:
-    """What a trial writes instead of the staging folder it cannot see: the checkpoints the
-    driver still misses, each sent as its staging file's bytes (the `Staging` interface that
-    `zoo.training.worker.train_runs` uses: `missing` and `write`)."""
+    """What a trial writes instead of the staging folder it cannot see.
+
+    It takes the checkpoints the driver still misses, each sent as its staging file's bytes.
+    It offers the `Staging` interface that `zoo.training.worker.train_runs` uses: `missing` and `write`.
+    """
 
     def __init__(self, missing_ids: Sequence[str], send: Callable[[tuple], None]) -> None:
         self.pending = set(missing_ids)
@@ -91,9 +97,10 @@ def trial(spec_data: dict, runs: list[Run], missing_ids: list[str], data, data_d
           population_size: int | None) -> Iterator[tuple]:
     """Trains `runs` (the checkpoints in `missing_ids` only) and yields the events above.
 
-    Training runs in a thread of this process and hands its events over a queue, so that this
-    generator can yield each checkpoint the moment it exists (the families train through a
-    callback). An error in training is raised here, after the events sent before it.
+    Training runs in a thread of this process and hands its events over a queue.
+    So this generator can yield each checkpoint the moment it exists.
+    (The families train through a callback.)
+    An error in training is raised here, after the events sent before it.
     """
     from zoo.distributed.machine import describe_machine
     from zoo.training.worker import train_runs
