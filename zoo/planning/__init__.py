@@ -1,3 +1,5 @@
-"""What to train: the spec (YAML validated against dataclasses), its search space, the
-planned runs with their content-hash ids and splits, and the cost estimate.
+"""What to train: the spec, its search space, the planned runs and the cost estimate.
+
+The spec is YAML validated against dataclasses.
+Planned runs carry their content-hash ids and splits.
 """

@@ -1,10 +1,11 @@
 """What a spec file declares, read before the spec is validated: its reproducibility mode.
 
-Validating a spec imports its family, and with it torch and NumPy. The portable mode refuses a
-processor without x86-64-v3 (`zoo.training.reproducibility.processor_problem`), and on a processor
-below NumPy's own baseline NumPy's import fails with a traceback. So `nfnzoo generate` reads the
-declared mode from the file's mappings alone (its `extends` chain and the profile merged, as
-`load_spec` merges them) and refuses first. This module imports no family, torch or NumPy.
+Validating a spec imports its family, and with it torch and NumPy.
+The portable mode refuses a processor without x86-64-v3 (`zoo.training.reproducibility.processor_problem`).
+On a processor below NumPy's own baseline, NumPy's import fails with a traceback.
+So `nfnzoo generate` reads the declared mode from the file's mappings alone, and refuses first.
+It merges the `extends` chain and the profile as `load_spec` merges them.
+This module imports no family, torch or NumPy.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from zoo.planning.spec import _merge, _read_spec_yaml, _resolve_extends, resolve
 def declared_mode(spec: str | Path, profile: str | None = None, *, allow_outside_extends: bool = False) -> str:
     """`training.reproducibility` of a spec (a path or a bundled spec's name) with `profile` applied.
 
-    The file is read and its `extends` resolved with `load_spec`'s checks, whose errors it raises;
-    what is not a mapping, or a profile that is not there, counts as declaring nothing (``native``):
-    `load_spec` reports those."""
+    The file is read and its `extends` resolved with `load_spec`'s checks, whose errors it raises.
+    What is not a mapping, or a profile that is not there, counts as declaring nothing (``native``).
+    `load_spec` reports those.
+    """
     path = resolve_spec_path(spec)
     where = str(path)
     raw = _resolve_extends(_read_spec_yaml(path, where), path, where, path.parent, allow_outside_extends)

@@ -1,9 +1,10 @@
 """Planning estimates of a spec: size, parameters, training FLOPs, bytes, without training.
 
-Computed from the spec by arithmetic, never by building a member or listing the plan: the
-member's parameters from `Family.member_size`, the runs and their FLOPs from
-`zoo.planning.plan_size` (runs grouped by the hyperparameters their FLOPs depend on), so a dry
-run of the largest plan a spec may declare takes the time and memory of a small one.
+They are computed from the spec by arithmetic, never by building a member or listing the plan.
+The member's parameters come from `Family.member_size`.
+The runs and their FLOPs come from `zoo.planning.plan_size`.
+It groups runs by the hyperparameters their FLOPs depend on.
+So a dry run of the largest plan a spec may declare takes the time and memory of a small one.
 """
 
 from __future__ import annotations

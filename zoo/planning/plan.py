@@ -1,15 +1,18 @@
 """Planning: a spec expands deterministically into runs and their checkpoints.
 
-Runs are the cross product of the grid axes (value lists or integer ranges), the sampled
-configurations (drawn with the sampled space's own seed) and the training seeds; with a union
-of grids (``search_space.grids``), the plan is each sub-grid's cross product in turn. A run's id
-is a content hash of what defines its training, ``content_hash({"definition": D, "hparams":
-..., "seed": ...})`` with D the 64-digit hash of (family, data set, architecture, training
-recipe); a checkpoint's id is ``sha256("<run_id>/<epoch>")[:20]``, and the best-validation
-checkpoint of a ``training.keep_best`` spec is ``sha256("<run_id>/best")[:20]``, planned after
-the run's regular checkpoints with the sentinel epoch `BEST_EPOCH` (its real epoch is known
-only after training, and recorded in its row). Planning twice gives the same ids, so a re-run
-skips what exists and never duplicates rows.
+Runs are the cross product of three things.
+They are the grid axes (value lists or integer ranges), the sampled configurations and the training seeds.
+The sampled configurations are drawn with the sampled space's own seed.
+With a union of grids (``search_space.grids``), the plan is each sub-grid's cross product in turn.
+
+A run's id is a content hash of what defines its training.
+It is ``content_hash({"definition": D, "hparams": ..., "seed": ...})``.
+Here D is the 64-digit hash of (family, data set, architecture, training recipe).
+A checkpoint's id is ``sha256("<run_id>/<epoch>")[:20]``.
+A ``training.keep_best`` spec also plans a best-validation checkpoint, ``sha256("<run_id>/best")[:20]``.
+It comes after the run's regular checkpoints, with the sentinel epoch `BEST_EPOCH`.
+Its real epoch is known only after training, and is recorded in its row.
+Planning twice gives the same ids, so a re-run skips what exists and never duplicates rows.
 """
 
 from __future__ import annotations
@@ -61,9 +64,12 @@ def run_definition(spec: ZooSpec) -> dict:
 
 
 def configurations(spec: ZooSpec) -> Iterator[dict[str, Any]]:
-    """Hyperparameter dicts in plan order: for each sub-grid in turn (one empty sub-grid without
-    `grids`), the points of `grid` + that sub-grid (axes crossed in sorted-name order) x the
-    sampled draws (the same draws for every sub-grid)."""
+    """Hyperparameter dicts in plan order.
+
+    Sub-grids come in turn; without `grids` there is one empty sub-grid.
+    Each gives the points of `grid` + that sub-grid, axes crossed in sorted-name order.
+    They are crossed with the sampled draws, the same draws for every sub-grid.
+    """
     space = spec.search_space
     if space.sampled is not None:
         rng = np.random.default_rng(space.sampled.seed)
@@ -108,8 +114,8 @@ def plan_runs(spec: ZooSpec) -> list[Run]:
 def assign_splits(run_ids: list[str], spec: ZooSpec, runs: Sequence[Run] | None = None) -> dict[str, str]:
     """Run id -> split: by the spec's index ranges (`splits.by`) or its seeded fractions.
 
-    Every checkpoint of a run lands in its run's split, so no run crosses splits. Index
-    ranges read each run's hyperparameters from `runs` (planned here when not given).
+    Every checkpoint of a run lands in its run's split, so no run crosses splits.
+    Index ranges read each run's hyperparameters from `runs`, planned here when not given.
     """
     if spec.splits.by is None:
         return _split_by_fractions(run_ids, spec)

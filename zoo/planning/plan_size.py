@@ -1,22 +1,28 @@
 """The size of a spec's plan, counted from the spec without listing its runs (`nfnzoo generate --dry-run`).
 
-`zoo.planning.plan.plan_runs` lists every run (a content hash each, repeated configurations
-trained once); a dry run only needs how many there are and what their FLOPs add up to, and a
-plan may hold `MAX_PLANNED_RUNS` runs. Here the plan is counted, in memory and time independent
-of its run count:
+`zoo.planning.plan.plan_runs` lists every run: a content hash each, repeated configurations trained once.
+A dry run only needs how many runs there are and what their FLOPs add up to.
+A plan may hold `MAX_PLANNED_RUNS` runs.
+So here the plan is counted, in memory and time independent of its run count.
 
-- the search space's sections name disjoint hyperparameters (`SearchSpace.validate`), so a run
-  is a (grid point, sampled draw, seed) triple and the distinct runs are the product of the
-  distinct grid points, distinct draws and distinct seeds; values are compared as the plan types
-  them (`1` for a float is `1.0`);
-- a grid is a product of axes: its distinct points are the product of each axis's distinct
-  values (a range's length from its bounds); the union of sub-grids (`grids`) is their sum where
-  no two overlap, and is listed (deduplicated) where they do;
-- sampled draws are made with the plan's own generator, in its order, up to
-  `MAX_DEDUPLICATED_DRAWS`: repeated draws are counted once; past that the rest are counted as
-  drawn, in the proportions of the first ones, and the size says it is not exact;
-- a run's FLOPs depend on a few hyperparameters (`Family.FLOPS_HPARAMS`): runs are grouped by
-  their values, and the estimate evaluates `run_flops` once per group.
+The search space's sections name disjoint hyperparameters (`SearchSpace.validate`).
+So a run is a (grid point, sampled draw, seed) triple.
+The distinct runs are the product of the distinct grid points, distinct draws and distinct seeds.
+Values are compared as the plan types them: `1` for a float is `1.0`.
+
+A grid is a product of axes.
+Its distinct points are the product of each axis's distinct values.
+A range's count of values comes from its bounds.
+The union of sub-grids (`grids`) is their sum where no two overlap.
+Where they do overlap, it is listed and deduplicated.
+
+Sampled draws are made with the plan's own generator, in its order, up to `MAX_DEDUPLICATED_DRAWS`.
+Repeated draws are counted once.
+Past that limit, the rest are counted as drawn, in the proportions of the first ones.
+The size then says it is not exact.
+
+A run's FLOPs depend on a few hyperparameters (`Family.FLOPS_HPARAMS`).
+Runs are grouped by their values, and the estimate evaluates `run_flops` once per group.
 """
 
 from __future__ import annotations
@@ -70,8 +76,10 @@ def _axis(typed: _Typed, name: str, values: Any) -> dict[str, Any] | int:
 
 
 def _box(typed: _Typed, axes: dict[str, Any], keys: Iterable[str]) -> collections.Counter:
-    """A grid's distinct points grouped by their values of `keys`: the relevant axes are crossed,
-    the others multiply the counts."""
+    """A grid's distinct points grouped by their values of `keys`.
+
+    The relevant axes are crossed; the others multiply the counts.
+    """
     groups: collections.Counter = collections.Counter({(): 1})
     for name in sorted(axes):
         distinct = _axis(typed, name, axes[name])
@@ -91,8 +99,10 @@ def _value_sets(typed: _Typed, axes: dict[str, Any]) -> dict[str, Any]:
 
 
 def _disjoint(first: dict[str, Any], second: dict[str, Any]) -> bool:
-    """Whether two sub-grids share no point: some axis has no value in common (ranges compared
-    by their spans, conservatively)."""
+    """Whether two sub-grids share no point: some axis has no value in common.
+
+    Ranges are compared by their spans, conservatively.
+    """
     for name, a in first.items():
         b = second[name]
         if isinstance(a, set) and isinstance(b, set):
@@ -111,8 +121,10 @@ def _disjoint(first: dict[str, Any], second: dict[str, Any]) -> bool:
 
 
 def _grid_groups(typed: _Typed, space: SearchSpace, keys: tuple[str, ...]) -> tuple[collections.Counter, bool]:
-    """Distinct grid points (the grid crossed with each sub-grid, their union) by group, and
-    whether the count is exact."""
+    """Distinct grid points by group, and whether the count is exact.
+
+    The points are the union of the grid crossed with each sub-grid.
+    """
     main = _box(typed, space.grid, keys)
     if not space.grids:
         return main, True
@@ -130,8 +142,10 @@ def _grid_groups(typed: _Typed, space: SearchSpace, keys: tuple[str, ...]) -> tu
 
 
 def _listed_union(typed: _Typed, subgrids: tuple[dict, ...], keys: tuple[str, ...]) -> tuple[collections.Counter, bool]:
-    """Overlapping sub-grids' distinct points, listed one by one up to MAX_DEDUPLICATED_DRAWS
-    (then summed without de-duplication: not exact)."""
+    """Overlapping sub-grids' distinct points, listed one by one up to MAX_DEDUPLICATED_DRAWS.
+
+    Past that they are summed without de-duplication, so the count is not exact.
+    """
     total = sum(math.prod(v.length() if isinstance(v, GridRange) else len(v) for v in s.values()) for s in subgrids)
     union: collections.Counter = collections.Counter()
     if total > MAX_DEDUPLICATED_DRAWS:
@@ -157,8 +171,10 @@ def _cross(first: collections.Counter, second: collections.Counter) -> collectio
 
 
 def _draw_groups(typed: _Typed, space: SearchSpace, keys: tuple[str, ...]) -> tuple[collections.Counter, int, int]:
-    """Distinct sampled draws by group, with the plan's generator and order
-    (`zoo.planning.plan.configurations`); (groups, draws asked for, draws made)."""
+    """Distinct sampled draws by group, with the plan's generator and order (`zoo.planning.plan.configurations`).
+
+    Returns (groups, draws asked for, draws made).
+    """
     sampled = space.sampled
     if sampled is None:
         return collections.Counter({(): 1}), 1, 1
@@ -192,8 +208,10 @@ def _draw_groups(typed: _Typed, space: SearchSpace, keys: tuple[str, ...]) -> tu
 
 
 def plan_size(spec, keys: tuple[str, ...] = ()) -> PlanSize:
-    """The spec's distinct runs and checkpoints, and its runs grouped by the values of `keys`
-    (hyperparameters); see the module docstring."""
+    """The spec's distinct runs and checkpoints, and its runs grouped by their values of `keys`.
+
+    `keys` are hyperparameters; see the module docstring.
+    """
     from zoo.families import get_family
 
     typed = _Typed(get_family(spec.family).HParams, f"spec {spec.name}")

@@ -1,18 +1,22 @@
 """The hyperparameter search space of a spec, and its checks against a family's HParams.
 
-Fixed values, grid axes (a list of values, or a compact integer range ``{range: [start,
-stop]}`` / ``{range: [start, stop, step]}``, Python's half-open `range`), a union of sub-grids
-(``grids``) and sampled axes with their own seed. `check_hyperparameters` checks every value
-the plan can give a hyperparameter against the family's declared type and domain
-(`zoo.validation.domains`): fixed values and grid values themselves, a range's first and last values, a
-choice's values and both bounds of a uniform or log-uniform axis (a draw is rounded to 6
-significant digits, so it can land on either bound).
+A search space holds fixed values, grid axes, a union of sub-grids (``grids``) and sampled axes.
+A grid axis is a list of values, or a compact integer range.
+A range is ``{range: [start, stop]}`` or ``{range: [start, stop, step]}``, half-open like Python's `range`.
+Sampled axes have their own seed.
 
-`check_plan_size` bounds the plan before anything is enumerated: the number of runs is
-computed arithmetically (grid axis lengths, a range's length from its bounds, sub-grids,
-the sampled count, the seeds) and refused past `MAX_PLANNED_RUNS`, so that a few bytes of
-spec (`sampled.count: 1e12`, `range: [0, 9223372036854775807]`) are a one-line error rather
-than a plan that never finishes or exhausts memory.
+`check_hyperparameters` checks every value the plan can give a hyperparameter.
+Each must have the family's declared type and lie in its domain (`zoo.validation.domains`).
+It checks fixed values and grid values themselves, and a range's first and last values.
+It also checks a choice's values and both bounds of a uniform or log-uniform axis.
+A draw is rounded to 6 significant digits, so it can land on either bound.
+
+`check_plan_size` bounds the plan before anything is enumerated.
+It computes the number of runs arithmetically.
+That takes grid axis lengths, range lengths, sub-grids, the sampled count and the seeds.
+Past `MAX_PLANNED_RUNS` it refuses the plan.
+So a few bytes of spec are a one-line error rather than a plan that never finishes or exhausts memory.
+Examples are `sampled.count: 1e12` and `range: [0, 9223372036854775807]`.
 """
 
 from __future__ import annotations
@@ -177,8 +181,10 @@ def _axis_length(values: Any) -> int:
 
 
 def check_plan_size(space: SearchSpace, seeds: int, checkpoints_per_run: int, where: str) -> None:
-    """The plan's size (runs before de-duplication) from the spec's numbers alone, within
-    `MAX_PLANNED_RUNS` runs and `MAX_PLANNED_CHECKPOINTS` checkpoints, else a `SchemaError`."""
+    """Checks the plan's size (runs before de-duplication) from the spec's numbers alone.
+
+    It must be within `MAX_PLANNED_RUNS` runs and `MAX_PLANNED_CHECKPOINTS` checkpoints, else a `SchemaError`.
+    """
     grid = math.prod(_axis_length(values) for values in space.grid.values())
     subgrids = sum(math.prod(_axis_length(values) for values in subgrid.values()) for subgrid in space.grids) \
         if space.grids else 1
@@ -210,8 +216,10 @@ def _check_axes(axes: dict[str, Any], where: str, key: str) -> None:
 
 
 def check_hyperparameters(hparams_cls: type, space: SearchSpace, where: str) -> None:
-    """Every hyperparameter of the family is set once, and every value the plan can give it has
-    its declared type and lies in its domain."""
+    """Every hyperparameter of the family is set once.
+
+    Every value the plan can give it has its declared type and lies in its domain.
+    """
     hints = type_hints(hparams_cls)
     required = {f.name for f in dataclasses.fields(hparams_cls)}
     for name in sorted(space.names() - required):
@@ -254,8 +262,10 @@ def _check_range(hint: Any, axis: GridRange, where: str, key: str) -> None:
 
 
 def _check_sampled(hint: Any, axis: SampledAxis, where: str, key: str) -> None:
-    """A choice's values, or both bounds of a uniform / log-uniform axis, as values of the
-    hyperparameter (a rounded draw can equal a bound); bounds also as they round."""
+    """A choice's values, or both bounds of a uniform / log-uniform axis, as values of the hyperparameter.
+
+    A rounded draw can equal a bound, so bounds are also checked as they round.
+    """
     distribution = axis.distribution
     if distribution != "choice" and base_type(hint) is not float:
         raise SchemaError(where, f"{key}.{distribution}", f"a {distribution} axis draws real numbers; "

@@ -1,28 +1,39 @@
 """Zoo specs: the YAML data file that defines one published zoo config.
 
-A spec names the family, the data set, the architecture, the hyperparameter search space
-(fixed values, grid axes, and sampled axes with their own seed), the training seeds, the
-epochs and checkpoint epochs, the dataset splits, and named profiles that override any of
-these (``tiny`` for tests and the demo). A grid axis is a list of values or a compact
-integer range, ``{range: [start, stop]}`` or ``{range: [start, stop, step]}`` (Python's
-half-open `range`: 70,000 image indices need not be a YAML list). A search space can also be a
-union of grids (``grids``): each sub-grid names the same hyperparameters with its own values
-(Adam's learning rates are not SGD's) and is crossed with ``grid`` and the sampled draws; the
-plan is the sub-grids' plans one after another. Runs go to splits by
-seeded fractions, or by half-open ranges of one integer hyperparameter (``splits.by``), the
-classic fixed splits of data sets whose runs are their images. Loading validates everything
-against the family, the base spec and every profile: an unknown key, a wrong type, a value
-outside its field's domain (`zoo.validation.domains`), a data set the family cannot load or an empty axis
-is a `SchemaError` naming the file (and profile), the key, what was expected and what was given.
+A spec names the family, the data set, the architecture and the hyperparameter search space.
+The search space holds fixed values, grid axes, and sampled axes with their own seed.
+A spec also names the training seeds, the epochs and checkpoint epochs, and the dataset splits.
+Named profiles override any of these (``tiny`` for tests and the demo).
+
+A grid axis is a list of values or a compact integer range.
+A range is ``{range: [start, stop]}`` or ``{range: [start, stop, step]}``, half-open like Python's `range`.
+So 70,000 image indices need not be a YAML list.
+A search space can also be a union of grids (``grids``).
+Each sub-grid names the same hyperparameters with its own values: Adam's learning rates are not SGD's.
+Each is crossed with ``grid`` and the sampled draws.
+The plan is the sub-grids' plans one after another.
+
+Runs go to splits by seeded fractions.
+Or they go by half-open ranges of one integer hyperparameter (``splits.by``).
+Those are the classic fixed splits of data sets whose runs are their images.
+
+Loading validates everything against the family, the base spec and every profile.
+Each of these is a `SchemaError`: an unknown key, a wrong type, or a value outside its field's domain
+(`zoo.validation.domains`).
+So are a data set the family cannot load and an empty axis.
+The error names the file (and profile), the key, what was expected and what was given.
 The search space and its checks are in `zoo.planning.search_space`.
 
-A spec is user input, so reading one is bounded (`zoo.validation.inputs`): every YAML file (the spec and
-each `extends` target) is read with a size cap and an alias-expansion bound, the `name` is a
-safe path component (it names files under the output folder: `specs/<name>.json`,
-`data/<name>/`), at most `MAX_PROFILES` profiles are merged, and the plan's size is bounded
-before anything is enumerated (`zoo.planning.search_space.check_plan_size`). `extends` names a bundled
-spec or a file inside the extending spec's own folder tree (symbolic links resolved), unless
-the caller allows files anywhere (`nfnzoo generate --allow-extends-anywhere`).
+A spec is user input, so reading one is bounded (`zoo.validation.inputs`).
+Every YAML file is read with a size cap and an alias-expansion bound.
+That covers the spec and each `extends` target.
+The `name` must be a safe path component.
+It names files under the output folder: `specs/<name>.json` and `data/<name>/`.
+At most `MAX_PROFILES` profiles are merged.
+The plan's size is bounded before anything is enumerated (`zoo.planning.search_space.check_plan_size`).
+`extends` names a bundled spec or a file inside the extending spec's own folder tree.
+Symbolic links are resolved first.
+The caller may allow files anywhere (`nfnzoo generate --allow-extends-anywhere`).
 """
 
 from __future__ import annotations
@@ -210,8 +221,11 @@ class ZooSpec:
         return to_data(self)
 
     def hash(self) -> str:
-        """The content hash of the resolved spec; options left at their defaults that older specs
-        did not have (`search_space.grids`, `LEGACY_TRAINING`) are left out, so their hashes stay."""
+        """The content hash of the resolved spec.
+
+        Some options are newer than older specs (`search_space.grids`, `LEGACY_TRAINING`).
+        Left at their defaults, they are left out, so older specs' hashes stay.
+        """
         data = self.to_data()
         if not data["search_space"]["grids"]:
             del data["search_space"]["grids"]
@@ -237,8 +251,10 @@ def content_hash(data: Any, length: int = 20) -> str:
 
 
 def check_member_size(family, architecture: dict, where: str) -> None:
-    """The member `architecture` declares, sized arithmetically (`Family.member_size`), within
-    `zoo.validation.bounds` (layers, each width, parameters) before anything builds it."""
+    """Checks the member `architecture` declares against `zoo.validation.bounds`, before anything builds it.
+
+    The member is sized arithmetically (`Family.member_size`): layers, each width, parameters.
+    """
     size = family.member_size(architecture)
     if not 0 < size.layers <= MAX_MEMBER_LAYERS:
         raise SchemaError(where, "architecture", f"declares {size.layers:,} layers; at most {MAX_MEMBER_LAYERS:,} "
@@ -328,9 +344,12 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def _extends_target(base: str, path: Path, root: Path, where: str, allow_anywhere: bool) -> Path:
-    """The file `extends: base` of spec `path` names: a file beside it, else a bundled spec (or,
-    with `allow_anywhere`, a path from the working directory). Without `allow_anywhere` it must lie
-    in `root` (the top spec's folder tree) or among the bundled specs, once symbolic links are resolved."""
+    """The file `extends: base` of spec `path` names: a file beside it, else a bundled spec.
+
+    With `allow_anywhere`, it may also be a path from the working directory.
+    Without it, the file must lie in `root` (the top spec's folder tree) or among the bundled specs.
+    That is checked once symbolic links are resolved.
+    """
     shown = ascii(base)[1:-1][:120]
     beside = path.parent / base
     if beside.is_file():
@@ -368,8 +387,10 @@ def _resolve_extends(raw: dict, path: Path, where: str, root: Path, allow_anywhe
 
 
 def _check_inherited_descriptions(base_raw: dict, raw: dict, base: str, where: str) -> None:
-    """A spec that describes its own data may not inherit a profile description of the base's:
-    it would name the base's data set in the card (inr-cifar10's `fast` described 70,000 MNIST images)."""
+    """A spec that describes its own data may not inherit a profile description of the base's.
+
+    It would name the base's data set in the card: MNIST images in a CIFAR-10 spec's card, say.
+    """
     if "description" not in raw or not isinstance(base_raw.get("profiles"), dict):
         return
     own = raw.get("profiles") if isinstance(raw.get("profiles"), dict) else {}
@@ -384,10 +405,10 @@ def _check_inherited_descriptions(base_raw: dict, raw: dict, base: str, where: s
 def load_spec(path: str | Path, profile: str | None = None, *, allow_outside_extends: bool = False) -> ZooSpec:
     """Reads and validates a spec file, applying the named profile.
 
-    The base spec and every profile are validated, whichever profile is asked for: a profile
-    that overrides a key must not hide an error in the base, nor one profile's error wait
-    until someone selects it. `extends` may name a file outside the spec's folder tree only
-    with `allow_outside_extends`.
+    The base spec and every profile are validated, whichever profile is asked for.
+    A profile that overrides a key must not hide an error in the base.
+    Nor may one profile's error wait until someone selects it.
+    `extends` may name a file outside the spec's folder tree only with `allow_outside_extends`.
     """
     path = resolve_spec_path(path)
     where = str(path)
