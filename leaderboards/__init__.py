@@ -1,18 +1,17 @@
 """Leaderboards: the submission schema and its validation, accepted entries, the renderer.
 
-`submit(results_path, root, dataset_dir)` validates a benchmark results file (SCHEMA.md)
-and stores it as a data file under `<root>/entries/`; `render(root, out_dir)` writes the
-ranked Markdown tables and plots.
+`submit(results_path, root, dataset_dir)` validates a benchmark results file (SCHEMA.md). It stores it as a
+data file under `<root>/entries/`. `render(root, out_dir)` writes the ranked Markdown tables and plots.
 
-Two kinds of board: a user's own (`default_root()`: `$NFNZOO_LEADERBOARD`, else
-`runs/leaderboard` under the working directory, beside the zoos `nfnzoo generate` writes
-to `runs/`), which is where `nfnzoo leaderboard submit` writes unless told otherwise, and
-the project's official board (`OFFICIAL_ROOT`, this package's folder), whose entries are
-data files committed by pull request: maintainers submit to it explicitly with
-`--root leaderboards`. Following README's product path must never edit tracked files.
+There are two kinds of board. A user's own is `default_root()`: `$NFNZOO_LEADERBOARD`, else
+`runs/leaderboard` under the working directory. That sits beside the zoos `nfnzoo generate` writes to
+`runs/`. It is where `nfnzoo leaderboard submit` writes unless told otherwise. The project's official board
+is `OFFICIAL_ROOT`, this package's folder. Its entries are data files committed by pull request. Maintainers
+submit to it explicitly with `--root leaderboards`. Following README's product path must never edit tracked
+files.
 
-The public names load lazily (PEP 562), so the CLI can register `nfnzoo leaderboard`
-without importing torch.
+The public names load lazily (PEP 562), so the CLI can register `nfnzoo leaderboard` without importing
+torch.
 """
 
 from __future__ import annotations

@@ -1,19 +1,22 @@
 """Rank agreement: does a standard suite's ranking at its budget predict the ranking at a larger one?
 
-A larger-budget suite (`benchmarks.standard.scaled`, e.g. `standard-v2-4x`) runs the same cells, zoos
-and seeds at more steps; its entries are a protocol of their own, ranked in their own table. For each
-cell both suites share, the models with a ranked entry (on the pinned zoo) in both are compared:
+A larger-budget suite (`benchmarks.standard.scaled`, e.g. `standard-v2-4x`) runs the same cells, zoos and
+seeds at more steps. Its entries are a protocol of their own, ranked in their own table. For each cell both
+suites share, it compares the models with a ranked entry on the pinned zoo in both. It reports three things.
 
-- each model's main metric at both budgets (the entries' means over seeds);
-- Kendall's tau-b between the two rankings of those means (1: the budget's order holds; 0: no relation);
-- a 95% percentile bootstrap interval for that tau: each resample draws the cell's test rows with
-  replacement (one draw for every model and both budgets, since they predict the same rows) and, per
-  model and budget, its seeds with replacement, and re-scores every model from its stored predictions
-  on the pinned test targets (`leaderboards.rescore`).
+(1) Each model's main metric at both budgets: the entries' means over seeds.
 
-The interval says how much of the agreement the test set and the seeds could move; it does not cover
-a seed the board does not hold. The resamples use a fixed generator seed, so a page renders the same
-numbers from the same entries.
+(2) Kendall's tau-b between the two rankings of those means. At 1 the budget's order holds; at 0 there is no
+relation.
+
+(3) A 95% percentile bootstrap interval for that tau. Each resample draws the cell's test rows with
+replacement. That is one draw for every model and both budgets, since they predict the same rows. Per model
+and budget, it also draws the seeds with replacement. Then it re-scores every model from its stored
+predictions on the pinned test targets (`leaderboards.rescore`).
+
+The interval says how much of the agreement the test set and the seeds could move. It does not cover a seed
+the board does not hold. The resamples use a fixed generator seed, so a page renders the same numbers from
+the same entries.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ class CellAgreement:
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """One model's run of a cell at one budget: its reported mean, and its predictions as a (seeds, test
-    rows) matrix aligned to the cell's test targets."""
+    """One model's run of a cell at one budget. It holds its reported mean, and its predictions as a (seeds,
+    test rows) matrix aligned to the cell's test targets."""
     mean: float
     predictions: np.ndarray
 

@@ -1,31 +1,34 @@
 """Auditing a board: every accepted entry file checked again, whole, as CI does for the official board.
 
-`audit(root)` re-reads each entry file under `<root>/entries` and reports, per entry, what no
-longer holds:
-- the file itself: it parses (within its size bound) and matches the schema; its seal
-  (`leaderboards.seal`: the sha256 of the whole entry as accepted) recomputes, so a hand edit of
-  the submission block (the code URL, the re-scoring record, the acceptance time) is caught as a
-  hand edit of the results is;
-- its structure: the id is the file's stem and `<model>-<content hash[:32]>`, the file sits at
-  `entries.entry_path(...)`, `verified` holds exactly when predictions are stored, the re-scoring
-  record is the task's (`re-scored: <RESCORING>`, or an `unverified: ...` reason on an unverified
-  entry), `accepted` is an ISO 8601 time, and the results' content hash recomputes;
-- for a verified entry, its stored predictions' sha256, the dataset's pinned test metadata and
-  its sha256, and the re-scoring itself (`leaderboards.rescore`) of every seed's metrics.
-An entry that was accepted unverified (no predictions) is listed as such, not as a problem;
-`require_verified` makes it one (the official board holds only verified entries). A file that
-cannot be read or parsed is a problem of that entry, not an error of the whole audit.
+`audit(root)` re-reads each entry file under `<root>/entries`. Per entry, it reports what no longer holds.
 
-Anything else under `entries/` is a problem of its own, one per path (`stray_audits`): only real
-folders `<task>/<12 hex digits>/` holding regular entry files (`*.json`) and the predictions of a
-verified entry beside it (`<id>.predictions.parquet`) belong there. An HTML page, a stray Parquet
-file, an extra folder, a FIFO or a symbolic link (never followed: a link to a system file is
-named, not read) fails the audit, as a hand-edited entry does.
+(1) The file itself. It parses within its size bound and matches the schema. Its seal recomputes
+(`leaderboards.seal`: the sha256 of the whole entry as accepted). So a hand edit of the submission block is
+caught, as a hand edit of the results is. That block holds the code URL, the re-scoring record and the
+acceptance time.
 
-Nothing is read through a link: an entry's stored predictions and the board's pinned files
-(`leaderboards.pinned.load_pinned`) are opened as regular files only (`open_regular(follow=False)`),
-a link among them is a problem naming it; `entries/` itself a link is a stray and no entry is
-read through it; `datasets.json` a link (or not a regular file) stops the audit with one line naming it.
+(2) Its structure. The id is the file's stem and `<model>-<content hash[:32]>`. The file sits at
+`entries.entry_path(...)`. `verified` holds exactly when predictions are stored. The re-scoring record is
+the task's: `re-scored: <RESCORING>`, or an `unverified: ...` reason on an unverified entry. `accepted` is
+an ISO 8601 time, and the results' content hash recomputes.
+
+(3) For a verified entry, its stored predictions' sha256 and the dataset's pinned test metadata and its
+sha256. Also the re-scoring itself (`leaderboards.rescore`) of every seed's metrics.
+
+An entry accepted unverified (no predictions) is listed as such, not as a problem. `require_verified` makes
+it one; the official board holds only verified entries. A file that cannot be read or parsed is a problem of
+that entry, not an error of the whole audit.
+
+Anything else under `entries/` is a problem of its own, one per path (`stray_audits`). Only real folders
+`<task>/<12 hex digits>/` belong there. They hold regular entry files (`*.json`), and beside a verified
+entry its predictions (`<id>.predictions.parquet`). An HTML page, a stray Parquet file or an extra folder
+fails the audit, as a hand-edited entry does. So do a FIFO and a symbolic link. A link is never followed: a
+link to a system file is named, not read.
+
+Nothing is read through a link. An entry's stored predictions and the board's pinned files
+(`leaderboards.pinned.load_pinned`) are opened as regular files only (`open_regular(follow=False)`). A link
+among them is a problem naming it. If `entries/` itself is a link, it is a stray, and no entry is read
+through it. If `datasets.json` is a link, or not a regular file, the audit stops with one line naming it.
 """
 
 from __future__ import annotations
@@ -134,7 +137,8 @@ def _stray(path: Path, why: str) -> EntryAudit:
 
 
 def _kind(entry: os.DirEntry) -> str | None:
-    """What is wrong with `entry` being here, by its type alone (never following a link), or None for a regular file."""
+    """What is wrong with `entry` being here, by its type alone, never following a link. None for a regular
+    file."""
     if entry.is_symlink():
         return f"a symbolic link (to {os.readlink(entry.path)[:200]})"
     if entry.is_dir(follow_symlinks=False):
@@ -177,8 +181,8 @@ def stray_audits(root: str | Path) -> list[EntryAudit]:
 
 
 def audit(root: str | Path, *, require_verified: bool = False) -> list[EntryAudit]:
-    """Every entry of the board, audited, and every stray path under its `entries/` as a problem of its own
-    (see the module docstring), sorted by path."""
+    """Every entry of the board, audited, and every stray path under its `entries/` as a problem of its own.
+    Sorted by path (see the module docstring)."""
     root = Path(root)
     if os.path.lexists(root / DATASETS_FILE):  # a board's file: never read through a link
         open_regular(root / DATASETS_FILE, "datasets file", follow=False).close()

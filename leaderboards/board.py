@@ -1,20 +1,25 @@
 """What a board shows, as data: per task, per dataset, per protocol, the ranked rows.
 
-`build_board(root)` groups the accepted entries by task, then by dataset hash (entries on
-different data never share a table; the hash fixes the config and the bytes), then by the
-task's evaluation protocol (`Task.evaluation_protocol`: the checkpoints, subset, threshold and
-test augmentation that define the test set), and ranks each group by the task's main metric.
-Ties are shown as ties: entries whose main metric's mean is equal at the shown precision
-(`TIE_DIGITS` decimals) share the better rank, shown `2=` (`ranks`). A table with sibling tables
-on its dataset carries a label, what sets its protocol apart from theirs (`protocol_label`).
-Each row holds the cells every view shows (`COLUMNS`: the metrics' mean ± std over seeds,
-parameters, train time and peak memory per seed, hardware, the model's version, seeds, whether the
-entry was re-scored, the code it came from at its commit, the entry id) and the raw values views sort by.
-The Markdown renderer (`leaderboards.renderer`), the HTML site (`leaderboards.site`) and the
-plots (`leaderboards.plots`) all read this, so they show the same numbers. Every text here is
-plain (unescaped, no markup): each view escapes it for its own format (`leaderboards.escape`).
-`board_of(entries, known)` builds the same from entries in memory: a submission builds its
-own board row with it before it is accepted, so an entry that cannot be shown is refused.
+`build_board(root)` groups the accepted entries by task, then by dataset hash. Entries on different data
+never share a table; the hash fixes the config and the bytes. Then it groups them by the task's evaluation
+protocol (`Task.evaluation_protocol`). That is the checkpoints, subset, threshold and test augmentation that
+define the test set. It ranks each group by the task's main metric.
+
+Ties are shown as ties (`ranks`). Entries whose main metric's mean is equal at the shown precision
+(`TIE_DIGITS` decimals) share the better rank, shown `2=`. A table with sibling tables on its dataset
+carries a label (`protocol_label`). It says what sets its protocol apart from theirs.
+
+Each row holds the cells every view shows (`COLUMNS`) and the raw values views sort by. The cells are the
+metrics' mean ± std over seeds, parameters, train time and peak memory per seed, and hardware. They also
+include the model's version, seeds, whether the entry was re-scored, the code at its commit, and the entry
+id.
+
+The Markdown renderer (`leaderboards.renderer`), the HTML site (`leaderboards.site`) and the plots
+(`leaderboards.plots`) all read this. So they show the same numbers. Every text here is plain (unescaped, no
+markup). Each view escapes it for its own format (`leaderboards.escape`).
+
+`board_of(entries, known)` builds the same from entries in memory. A submission builds its own board row
+with it before it is accepted, so an entry that cannot be shown is refused.
 """
 
 from __future__ import annotations
@@ -110,8 +115,8 @@ def _ranked(entries: list[Entry], metric: str, higher_is_better: bool) -> list[E
 
 
 def ranks(values: list[float], higher_is_better: bool) -> list[int]:
-    """Each value's rank (1 is best): one more than the values better than it at the shown precision
-    (`TIE_DIGITS` decimals), so values that show the same share the better rank."""
+    """Each value's rank, 1 being best: one more than the number of values better than it. Values compare at
+    the shown precision (`TIE_DIGITS` decimals), so values that show the same share the better rank."""
     shown = [round(value, TIE_DIGITS) for value in values]
     return [1 + sum((other > value) if higher_is_better else (other < value) for other in shown) for value in shown]
 
@@ -121,8 +126,9 @@ def rank_text(rank: int, tied: bool) -> str:
 
 
 def code_link(url: str | None, commit: str | None) -> str:
-    """The link to the code an entry names: the repository at its commit (`URL/tree/COMMIT`, which GitHub
-    and GitLab serve) where a commit is recorded and the URL does not already point into the tree."""
+    """The link to the code an entry names: the repository at its commit (`URL/tree/COMMIT`). GitHub and
+    GitLab serve that form. It applies where a commit is recorded and the URL does not already point into
+    the tree."""
     if not url:
         return ""
     if commit and not any(part in url for part in ("/tree/", "/commit/", "/blob/")):
@@ -134,8 +140,9 @@ UNCOMMITTED = "+ uncommitted changes (not reproducible)"  # after a commit ran w
 
 
 def uncommitted(results, commit: str | None) -> bool:
-    """Whether the run's model code had uncommitted changes on top of `commit` (the commit an entry links):
-    `model_source.dirty` of the checkout whose commit that is. Such an entry is not reproducible from it."""
+    """Whether the run's model code had uncommitted changes on top of `commit`, the commit an entry links.
+    It reads `model_source.dirty` of the checkout whose commit that is. Such an entry is not reproducible
+    from it."""
     source = results.model_source
     return bool(commit and source is not None and source.dirty is True and source.commit
                 and source.commit.startswith(commit))
@@ -155,10 +162,13 @@ def _code(entry: Entry) -> tuple[str, str]:
 
 
 def model_version(results) -> str:
-    """The model an entry ran, by package and version: `nfnzoo <package_version>` for a built-in (and for
-    results older than `model_source`, whose models nfnzoo shipped); for an outside model its package, the
-    distribution that provides it or else the top-level package of its import path (`nqpool 0.1.0`), with
-    the version the run recorded, or "version not recorded"."""
+    """The model an entry ran, by package and version.
+
+    A built-in shows `nfnzoo <package_version>`. So do results older than `model_source`, whose models
+    nfnzoo shipped. An outside model shows its package with the version the run recorded, or "version not
+    recorded". The package is the distribution that provides it, else the top-level package of its import
+    path (`nqpool 0.1.0`).
+    """
     source = results.model_source
     if source is None or source.kind == "built-in":
         return f"nfnzoo {results.package_version}"
@@ -167,9 +177,12 @@ def model_version(results) -> str:
 
 
 def claims_text(results) -> str:
-    """What an entry's Claims column shows: the groups its model claims, checked before training by the run
-    (`benchmarks.claims`), "(partly unmeasured)" or "(unmeasured)" where outputs broke the contract; "none
-    claimed", "not checked" (the check raised), "not recorded" (older results), or "—" for a track's learner."""
+    """What an entry's Claims column shows: the groups its model claims, checked before training by the run.
+
+    The check is `benchmarks.claims`. "(partly unmeasured)" or "(unmeasured)" mark outputs that broke the
+    contract. Otherwise it shows "none claimed", "not checked" (the check raised), or "not recorded" (older
+    results). A track's learner shows "—".
+    """
     claims = results.claims
     if claims is None:  # a track's learner reads no weight space: no group acts on its input
         return "—" if results.dataset.family == "track" else "not recorded"
@@ -283,8 +296,8 @@ def _identity(entry: Entry, ignored: str | None = None) -> str:
 
 
 def _model_labels(entries: list[Entry], ignored: str | None = None) -> dict[str, str]:
-    """Each entry's model name (by submission id), and where the same model runs under several
-    configs here, what sets this one apart: `transformer_nfn (epochs 100, warmup_epochs 10)`."""
+    """Each entry's model name, by submission id. Where the same model runs under several configs here, it
+    adds what sets this one apart: `transformer_nfn (epochs 100, warmup_epochs 10)`."""
     identity = {entry.submission.id: _identity(entry, ignored) for entry in entries}
     by_model: dict[str, set[str]] = defaultdict(set)
     for entry in entries:
@@ -298,8 +311,8 @@ def _model_labels(entries: list[Entry], ignored: str | None = None) -> dict[str,
 
 
 def _difference(identities: list[str], identity: str) -> str:
-    """What tells one of a model's rows from its others: the config values in which they differ
-    ("epochs 100, warmup_epochs 10"), and its seeds where those alone set it apart."""
+    """What tells one of a model's rows from its others: the config values in which they differ ("epochs
+    100, warmup_epochs 10"). Its seeds are added where those alone set it apart."""
     decoded = [json.loads(i) for i in identities]
 
     def differing(own: list) -> str:

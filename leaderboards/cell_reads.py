@@ -1,11 +1,11 @@
 """Which of a standard suite's cells a model can run, so a table tells "cannot read" from "no entry".
 
-A built-in model can run a cell when every rule of `READ_RULES` passes: its `weight_spaces` hold the kind
-of the cell's zoo members (`nfn_models.registry.weight_space_kind`: the transformer cell is read only by
-transformer readers), and the cell's task takes it (`Task.model_problem`: INR classification trains by
-gradient steps, so the fitted tree ensembles cannot run it). A model's coverage is the cells it entered
-over the cells it can run. The board never imports a submission's code, so for an outside model it
-cannot tell which cells it reads: None.
+A built-in model can run a cell when every rule of `READ_RULES` passes. Its `weight_spaces` must hold the
+kind of the cell's zoo members (`nfn_models.registry.weight_space_kind`). So only transformer readers read
+the transformer cell. And the cell's task must take it (`Task.model_problem`). For example, INR
+classification trains by gradient steps, so the fitted tree ensembles cannot run it. A model's coverage is
+the cells it entered over the cells it can run. The board never imports a submission's code. So for an
+outside model it cannot tell which cells it reads: None.
 """
 
 from __future__ import annotations

@@ -1,12 +1,20 @@
 """`nfnzoo leaderboard ...`: thin CLI wrappers over `leaderboards.submit` and `leaderboards.render`.
 
-    nfnzoo leaderboard submit RESULTS.json|SUITE_DIR [--root DIR] [--dataset DIR] [--code URL --commit SHA]
-    nfnzoo leaderboard render [--root DIR] --out DIR
-    nfnzoo leaderboard render --docs DIR [--readme FILE] [--check]   (the official board by default)
-    nfnzoo leaderboard pin DATASET_DIR [--config NAME] [--root DIR]
-    nfnzoo leaderboard audit [--root DIR] [--require-verified]
-    nfnzoo leaderboard migrate-ids [--root DIR]
-    nfnzoo leaderboard publish --repo ORG/NAME [--root DIR] [--revision BRANCH] [--private]
+`nfnzoo leaderboard submit RESULTS.json|SUITE_DIR [--root DIR] [--dataset DIR] [--code URL --commit SHA]`
+submits a results file or a suite's folder.
+
+`nfnzoo leaderboard render [--root DIR] --out DIR` renders a board.
+
+`nfnzoo leaderboard render --docs DIR [--readme FILE] [--check]` renders the docs' regions, from the
+official board by default.
+
+`nfnzoo leaderboard pin DATASET_DIR [--config NAME] [--root DIR]` pins a dataset's test metadata.
+
+`nfnzoo leaderboard audit [--root DIR] [--require-verified]` audits a board.
+
+`nfnzoo leaderboard migrate-ids [--root DIR]` renames an older board's entries.
+
+`nfnzoo leaderboard publish --repo ORG/NAME [--root DIR] [--revision BRANCH] [--private]` publishes a board.
 """
 
 from __future__ import annotations
@@ -36,9 +44,12 @@ def submit_command(args: argparse.Namespace) -> int:
 
 def _submit_suite_folder(args: argparse.Namespace) -> int:
     """A standard suite's folder (`bench suite standard-vN --out DIR`): every cell's results file its
-    `suite.json` lists, each from its own zoo (so --dataset, which names one zoo, does not apply).
-    Each cell is its own entry: a rejected cell does not stop the others, and a cell already on
-    the board is passed over, so the folder can be submitted again once the rejected ones are fixed."""
+    `suite.json` lists.
+
+    Each file is from its own zoo, so --dataset, which names one zoo, does not apply. Each cell is its own
+    entry. A rejected cell does not stop the others. A cell already on the board is passed over. So the
+    folder can be submitted again once the rejected ones are fixed.
+    """
     from benchmarks.files import read_json
     from benchmarks.standard import read_manifest
     from leaderboards import SubmissionRejected, submit
@@ -82,15 +93,16 @@ def _submit_suite_folder(args: argparse.Namespace) -> int:
 
 
 def _zoo_folder(cell: dict) -> str | None:
-    """The local zoo folder a suite cell read (its `--data`, kept in the folder's suite.json, never in the
-    results): what verifies a zoo the board does not know yet. None for a Hub repo (the results name it)."""
+    """The local zoo folder a suite cell read: its `--data`, kept in the folder's suite.json, never in the
+    results. That folder verifies a zoo the board does not know yet. None for a Hub repo, which the results
+    name."""
     data = cell.get("data")
     return data if isinstance(data, str) and data and Path(data).is_dir() else None
 
 
 def _placements(root, suite: str, read: dict[str, tuple[str, str]]) -> str:
-    """Where the rendered board's suite tables (`suites.md`) show each submitted cell: ranked, in a
-    stand-in table (not ranked), or in none; {cell: (model, dataset hash it read)}."""
+    """Where the rendered board's suite tables (`suites.md`) show each submitted cell, as {cell: (model,
+    dataset hash it read)}. A cell shows ranked, in a stand-in table (not ranked), or in none."""
     from benchmarks.standard import STANDARD_SUITES
     from leaderboards.suite_board import board_heading, board_suite_boards, showing
 

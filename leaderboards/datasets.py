@@ -1,24 +1,33 @@
 """The datasets a leaderboard knows: `<root>/datasets.json`, a data file of dataset records.
 
 Format: `{"datasets": [{"name", "config", "dataset_hash", "family", "source", "test_metadata",
-"test_metadata_sha256", "split_sets"}, ...]}`. A submission must name a known `dataset_hash`, or point at a
-local dataset folder (or a Hub snapshot) whose checked shards give that hash; the latter is then
-registered here with its `source`, so the board records where its data came from, and its test
-split's metadata is pinned (`leaderboards.pinned`): `test_metadata` is the pinned file, relative to
-the board, and `test_metadata_sha256` its hash.
+"test_metadata_sha256", "split_sets"}, ...]}`. A submission must name a known `dataset_hash`. Or it points
+at a local dataset folder (or a Hub snapshot) whose checked shards give that hash. That dataset is then
+registered here with its `source`, so the board records where its data came from. Its test split's metadata
+is pinned (`leaderboards.pinned`). `test_metadata` is the pinned file, relative to the board, and
+`test_metadata_sha256` its hash.
 
-A source says how anyone gets the same bytes, never where one machine keeps them (`SOURCE_FORMS`):
-`ORG/NAME@<40-hex commit>` (a Hub dataset at a revision), `regenerated from spec SPEC (PROFILE)` (a
-zoo any machine regenerates with `nfnzoo generate SPEC --profile PROFILE`: the spec and profile its
-manifest records), `imported from URL` (a zoo imported from a paper's release), `track:NAME` (a
-track's benchmark definition) or an https URL. A local path, absolute or relative, is refused
-(`source_problem`); `zoo_source` derives the source of a zoo folder from its manifest.
+A source says how anyone gets the same bytes, never where one machine keeps them (`SOURCE_FORMS`). It takes
+one of these forms:
 
-The file is read within `MAX_DATASETS_BYTES` (regular files only), and every record's fields
-are bounded (a display name of `leaderboards.names.DATASET_NAME`'s characters and at most
-`MAX_NAME` of them, a config and family that are names, a sha256, a one-line source). Writers
-hold the board's lock (`leaderboards.lock`), so two submissions registering datasets at once
-cannot lose either record.
+(1) `ORG/NAME@<40-hex commit>`: a Hub dataset at a revision.
+
+(2) `regenerated from spec SPEC (PROFILE)`: a zoo any machine regenerates with `nfnzoo generate SPEC
+--profile PROFILE`. The spec and profile are those its manifest records.
+
+(3) `imported from URL`: a zoo imported from a paper's release.
+
+(4) `track:NAME`: a track's benchmark definition.
+
+(5) An https URL.
+
+A local path, absolute or relative, is refused (`source_problem`). `zoo_source` derives the source of a zoo
+folder from its manifest.
+
+The file is read within `MAX_DATASETS_BYTES`, regular files only. Every record's fields are bounded. A
+display name has `leaderboards.names.DATASET_NAME`'s characters, at most `MAX_NAME` of them. The config and
+family are names, the hash a sha256, and the source one line. Writers hold the board's lock
+(`leaderboards.lock`). So two submissions registering datasets at once cannot lose either record.
 """
 
 from __future__ import annotations
@@ -61,9 +70,9 @@ def source_problem(source: str) -> str | None:
 
 
 def zoo_source(folder: str | Path, config: str) -> str:
-    """The source of the zoo `folder` holds (`config` of its manifest): the Hub repo and commit of a Hub
-    cache snapshot, else the paper's release it was imported from, else the spec and profile it was
-    generated from (`SOURCE_FORMS`). An error when the manifest records none of them."""
+    """The source of the zoo `folder` holds (`config` of its manifest). That is the Hub repo and commit of a
+    Hub cache snapshot. Else it is the paper's release it was imported from. Else it is the spec and profile
+    it was generated from (`SOURCE_FORMS`). An error when the manifest records none of them."""
     from zoo.reader import config_record, config_sources
 
     folder = Path(folder).resolve()
@@ -156,9 +165,9 @@ def load_datasets(root: str | Path) -> dict[str, KnownDataset]:
 
 def register_dataset(root: str | Path, dataset: KnownDataset, *, replace: bool = False,
                      lock: FolderLock | None = None) -> None:
-    """Adds a dataset record to `<root>/datasets.json` (an error if its hash is already known),
-    or with `replace` updates the record of its hash (e.g. to add the pinned test metadata).
-    `lock`: the board's lock, held by the caller; without it, it is taken here."""
+    """Adds a dataset record to `<root>/datasets.json`; an error if its hash is already known. With
+    `replace` it updates the record of its hash instead, e.g. to add the pinned test metadata. `lock`: the
+    board's lock, held by the caller; without it, it is taken here."""
     from leaderboards.lock import board_lock
 
     if lock is None or not lock.held:

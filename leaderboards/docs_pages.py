@@ -1,37 +1,35 @@
 """The documentation's results tables, rendered from a board into marked regions of Markdown pages.
 
-Result pages mix tables (data) with analysis (prose, written by hand). The tables must never be
-copied by hand, so each one lives in a marked region that `nfnzoo leaderboard render --docs DIR`
-rewrites from the board, leaving everything outside the markers as its author wrote it:
+Result pages mix tables (data) with analysis (prose, written by hand). The tables must never be copied by
+hand. So each one lives in a marked region that `nfnzoo leaderboard render --docs DIR` rewrites from the
+board. Everything outside the markers stays as its author wrote it. There are four kinds of region.
 
-    <!-- nfnzoo:board task=generalization dataset=6e211693486a -->
-    (generated: the dataset's sweep tables and one ranked table per evaluation protocol)
-    <!-- /nfnzoo:board -->
+A board region opens with `<!-- nfnzoo:board task=generalization dataset=6e211693486a -->` and closes with
+`<!-- /nfnzoo:board -->`. It holds the dataset's sweep tables and one ranked table per evaluation protocol.
 
-    <!-- nfnzoo:teaser -->
-    (generated: one row per ranked table of the board, its top two entries)
-    <!-- /nfnzoo:teaser -->
+The teaser region lies between `<!-- nfnzoo:teaser -->` and `<!-- /nfnzoo:teaser -->`. It holds one row per
+ranked table of the board, with its top two entries.
 
-    <!-- nfnzoo:suite name=standard-v1 -->
-    (generated: the standard suite's ranked table, then one per set of stand-in zoos)
-    <!-- /nfnzoo:suite -->
+A suite region opens with `<!-- nfnzoo:suite name=standard-v1 -->` and closes with `<!-- /nfnzoo:suite -->`.
+It holds the standard suite's ranked table, then one per set of stand-in zoos.
 
-    <!-- nfnzoo:agreement base=standard-v2 larger=standard-v2-4x -->
-    (generated: each cell's rank agreement between the two suites, and every model's two scores)
-    <!-- /nfnzoo:agreement -->
+An agreement region opens with `<!-- nfnzoo:agreement base=standard-v2 larger=standard-v2-4x -->` and closes
+with `<!-- /nfnzoo:agreement -->`. It holds each cell's rank agreement between the two suites, and every
+model's two scores.
 
-`board` regions name a task and a dataset (its hash, or the first 12 hex digits of it); under
-each table they print the protocol, the seeds, the full dataset hash and, where the task ranks,
-the tau-b ceiling the test targets' ties allow, and below the dataset the suite entries recorded
-as skipped on it (`leaderboards/skipped.json`: an entry whose protocol leaves its data no test
-rows, so no result can exist). `render_docs(root, docs_dir, readme)` rewrites the regions of the
-pages (a page that is a symbolic link, or lies below one, or is not a regular file is refused in one
-line before anything is read or written); `stale_pages` says which pages differ from what the board
-renders now (the docs test runs it on the official board); both also list the board's datasets that
-no region shows.
+`board` regions name a task and a dataset, by its hash or the hash's first 12 hex digits. Under each table
+they print the protocol, the seeds and the full dataset hash. Where the task ranks, they add the tau-b
+ceiling the test targets' ties allow. Below the dataset they list the suite entries recorded as skipped on
+it (`leaderboards/skipped.json`). Such an entry's protocol leaves its data no test rows, so no result can
+exist.
 
-Every free text from the board (model labels, dataset names, protocol lines, skip reasons) goes
-through `leaderboards.escape.markdown_cell` / `markdown_text`.
+`render_docs(root, docs_dir, readme)` rewrites the regions of the pages. It refuses, in one line, a page
+that is a symbolic link, lies below one, or is not a regular file. That happens before anything is read or
+written. `stale_pages` says which pages differ from what the board renders now; the docs test runs it on the
+official board. Both also list the board's datasets that no region shows.
+
+Every free text from the board goes through `leaderboards.escape.markdown_cell` / `markdown_text`. That is
+model labels, dataset names, protocol lines and skip reasons.
 """
 
 from __future__ import annotations
@@ -300,8 +298,8 @@ def rewrite(text: str, where: str, rendered: Rendered) -> tuple[str, set[tuple[s
 
 
 def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], list[str]]:
-    """Each page's text with its regions rendered from the board at `root`, and the board's
-    (task, dataset) sections that no region shows, as `task dataset_hash[:12]`."""
+    """Each page's text with its regions rendered from the board at `root`. Also the board's (task, dataset)
+    sections that no region shows, as `task dataset_hash[:12]`."""
     from leaderboards.suite_board import board_suite_boards
 
     rendered = Rendered(build_board(root), load_skipped(root), board_suite_boards(root), Path(root))
@@ -324,8 +322,8 @@ def docs_pages(docs_dir: str | Path, readme: str | Path | None = None) -> list[P
 
 
 def _markdown_files(docs_dir: Path) -> list[Path]:
-    """Every `*.md` entry under `docs_dir`, walked without following links; a linked folder is one too (it would
-    otherwise be skipped in silence), so that `_checked_page` refuses it."""
+    """Every `*.md` entry under `docs_dir`, walked without following links. A linked folder counts too, so
+    that `_checked_page` refuses it; it would otherwise be skipped in silence."""
     found = []
     for folder, dirs, files in os.walk(docs_dir):
         found += [Path(folder, name) for name in files if name.endswith(".md")]
@@ -334,9 +332,13 @@ def _markdown_files(docs_dir: Path) -> list[Path]:
 
 
 def _checked_page(root: Path, page: Path) -> Path:
-    """`page` once neither it nor a folder between `root` and it is a symbolic link, and it is a regular file:
-    checked before anything is read or written, so a planted link is refused (never read through, never
-    replaced by a regular file) and a FIFO never blocks the render. One `InputError` line naming the page."""
+    """`page` once neither it nor a folder between `root` and it is a symbolic link, and it is a regular
+    file.
+
+    The check runs before anything is read or written. So a planted link is refused: never read through,
+    never replaced by a regular file. And a FIFO never blocks the render. One `InputError` line names the
+    page.
+    """
     nofollow.check(root, page)  # a link: `LinkRefused`, naming it
     mode = os.lstat(page).st_mode
     if not stat.S_ISREG(mode):
@@ -346,8 +348,8 @@ def _checked_page(root: Path, page: Path) -> Path:
 
 def stale_pages(root: str | Path, docs_dir: str | Path,
                 readme: str | Path | None = None) -> tuple[list[Path], list[str]]:
-    """The pages whose regions differ from what the board at `root` renders now, and the board's
-    sections that no region shows; writes nothing."""
+    """The pages whose regions differ from what the board at `root` renders now. Also the board's sections
+    that no region shows. Writes nothing."""
     texts, unshown = render_pages(root, docs_pages(docs_dir, readme))
     return [page for page, text in texts.items() if page.read_text(encoding="utf-8") != text], unshown
 

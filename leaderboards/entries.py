@@ -1,28 +1,31 @@
 """Accepted submissions as data files: `<root>/entries/<task>/<hash12>/<model>-<id32>.json`.
 
-An entry holds the submitted results unchanged plus a `submission` block: its id, the
-sha256 of the results' canonical JSON (the content hash), the acceptance time, the file name
-it was submitted from, whether it was re-scored (`verified`, `rescoring`) and, when it was,
-its predictions' file beside it (`<model>-<id32>.predictions.parquet`) and their sha256, and the
-entry's seal (`leaderboards.seal`: the sha256 of the whole entry as written). `hash12` is the
-first 12 characters of the dataset hash, `id32` the first `ID_HEX` (32) hex digits of the content
-hash: 128 bits, so that two different results sharing an id (a birthday pair) would take about
-2**64 tries to find, where the 8 digits of older boards took seconds (`leaderboards.migrate_ids`
-renames an older board's entries). An entry file is created exclusively (`write_new_entry_file`):
-an existing file is never overwritten, and a second entry at the same path is an error naming both.
+An entry holds the submitted results unchanged plus a `submission` block. The block holds its id and the
+sha256 of the results' canonical JSON (the content hash). It holds the acceptance time and the file name it
+was submitted from. It says whether it was re-scored (`verified`, `rescoring`). When it was, it names its
+predictions' file beside it (`<model>-<id32>.predictions.parquet`) and their sha256. Last is the entry's
+seal (`leaderboards.seal`): the sha256 of the whole entry as written.
 
-Two submissions are duplicates when they have the same content hash, or the same task, model,
-model config, task config (the protocol: a model on the ReLU subset and on the tanh subset are two
-experiments), dataset hash and set of seeds, the configs compared in their canonical form
-(`canonical_config`: strings NFKC-normalised with invisible characters dropped, numbers compared
-by value so `256.0` is `256` and the string `"256"` (the canonical text of a number) is `256`, keys
-sorted), the task config first completed with the task's defaults (a key left out is its default, so
-omitting `"x": null` where x defaults to null is the same protocol): a resubmission cannot pass as a new experiment by
-writing the same config differently.
+`hash12` is the first 12 characters of the dataset hash. `id32` is the first `ID_HEX` (32) hex digits of the
+content hash. Those 128 bits mean that two different results sharing an id (a birthday pair) would take
+about 2**64 tries to find. Older boards used 8 digits, which were far too few; `leaderboards.migrate_ids`
+renames their entries. An entry file is created exclusively (`write_new_entry_file`). An existing file is
+never overwritten, and a second entry at the same path is an error naming both.
 
-Entry files are read within `MAX_ENTRY_BYTES` (a results file's bound and room for the
-submission block), regular files only (`zoo.validation.inputs.read_json_file`); `entry_files` lists
-the regular `*.json` files of real folders (a link is never followed: `leaderboards.audit` reports it).
+Two submissions are duplicates when they have the same content hash. They are also duplicates when they
+share task, model, model config, task config, dataset hash and set of seeds. The task config is the
+protocol: a model on the ReLU subset and on the tanh subset are two experiments. So a resubmission cannot
+pass as a new experiment by writing the same config differently.
+
+The configs are compared in their canonical form (`canonical_config`). Strings are NFKC-normalised with
+invisible characters dropped, and keys are sorted. Numbers compare by value: `256.0` is `256`. The string
+`"256"`, the canonical text of a number, is `256` too. The task config is first completed with the task's
+defaults. A key left out is its default, so omitting `"x": null` where x defaults to null is the same
+protocol.
+
+Entry files are read within `MAX_ENTRY_BYTES`: a results file's bound and room for the submission block.
+Only regular files are read (`zoo.validation.inputs.read_json_file`). `entry_files` lists the regular
+`*.json` files of real folders. A link is never followed; `leaderboards.audit` reports it.
 """
 
 from __future__ import annotations
@@ -108,12 +111,15 @@ def content_hash(data: Any) -> str:
 
 
 def canonical_config(value: Any) -> Any:
-    """`value` (plain JSON data) in the form two equal configs share: strings NFKC-normalised with their
-    invisible and control characters dropped (keys too), a float with an integer value as that integer
-    (`256.0` is `256`, `-0.0` is `0`), a string that is the canonical text of a finite number (`_number_text`:
-    `"256"`, `"0.1"`, `"1e-05"`) as that number (a config that is not type-checked, like lightgbm's, may
-    record `num_leaves` as `"256"`), lists in order; `canonical_json` then sorts the keys (keys stay text).
-    Booleans stay booleans (`true` is not `1`). Walked without recursion."""
+    """`value` (plain JSON data) in the form two equal configs share. Walked without recursion.
+
+    Strings are NFKC-normalised, with their invisible and control characters dropped (keys too). A float
+    with an integer value becomes that integer: `256.0` is `256`, `-0.0` is `0`. A string that is the
+    canonical text of a finite number becomes that number (`_number_text`: `"256"`, `"0.1"`, `"1e-05"`). A
+    config that is not type-checked, like lightgbm's, may record `num_leaves` as `"256"`. Lists stay in
+    order. `canonical_json` then sorts the keys, which stay text. Booleans stay booleans (`true` is not
+    `1`).
+    """
     def text(item: str) -> str:
         return "".join(c for c in unicodedata.normalize("NFKC", item) if not unsafe_character(c))
 
@@ -150,9 +156,12 @@ MAX_NUMBER_TEXT = 40  # characters of a string read as a number: repr of any flo
 
 
 def _number_text(item: str) -> Any:
-    """The number `item` is the canonical text of (`str(int)` for an integer: no sign `+`, no leading zeros,
-    no `-0`; `repr(float)` for a finite float: `"0.1"`, `"1e-05"`, `"256.0"`), else `item` unchanged:
-    `"1e5"`, `"0256"`, `" 256"`, `"nan"` and `"inf"` stay strings."""
+    """The number `item` is the canonical text of, else `item` unchanged.
+
+    For an integer that text is `str(int)`: no sign `+`, no leading zeros, no `-0`. For a finite float it is
+    `repr(float)`: `"0.1"`, `"1e-05"`, `"256.0"`. So `"1e5"`, `"0256"`, `" 256"`, `"nan"` and `"inf"` stay
+    strings.
+    """
     if not 0 < len(item) <= MAX_NUMBER_TEXT or not item.isascii():
         return item
     try:
@@ -168,10 +177,12 @@ def _number_text(item: str) -> Any:
 
 
 def completed_task_config(task: str, task_config: Any) -> Any:
-    """`task_config` with every field of task `task`'s Config that it leaves out set to its default
-    (`benchmarks.tasks.registry`), so a results file that omits a key defaulting to null and one that writes
-    it are the same experiment; a task that is not registered (a plugin not installed) or a config that is
-    not a mapping is returned as it is."""
+    """`task_config` with every field of task `task`'s Config that it leaves out set to its default.
+
+    The defaults come from `benchmarks.tasks.registry`. So a results file that omits a key defaulting to
+    null, and one that writes it, are the same experiment. A task that is not registered (a plugin not
+    installed) is returned as it is. So is a config that is not a mapping.
+    """
     if not isinstance(task_config, dict):
         return task_config
     from benchmarks.tasks.registry import get_task_class
@@ -184,8 +195,8 @@ def completed_task_config(task: str, task_config: Any) -> Any:
 
 
 def duplicate_key(results: Results) -> tuple:
-    """What makes two submissions the same experiment (canonical configs, the task config completed with the
-    task's defaults; the seeds' order does not matter)."""
+    """What makes two submissions the same experiment. The configs are canonical, and the task config is
+    completed with the task's defaults. The seeds' order does not matter."""
     return (results.task, results.model, canonical_json(canonical_config(results.model_config)),
             canonical_json(canonical_config(completed_task_config(results.task, results.task_config))),
             results.dataset.dataset_hash, tuple(sorted(results.seeds)))
@@ -217,7 +228,7 @@ def _real_folders(folder: Path) -> list[Path]:
 
 def entry_files(root: str | Path) -> list[Path]:
     """The entry files under `root`, sorted by path: regular `*.json` files in real folders
-    `entries/<task>/<hash12>/` (a link, file or folder out of place is skipped here, reported by audit)."""
+    `entries/<task>/<hash12>/`. A link, file or folder out of place is skipped here; audit reports it."""
     found = []
     for task in _real_folders(Path(root) / ENTRIES_DIR):
         for dataset in _real_folders(task):
@@ -231,10 +242,13 @@ class EntryCollision(ValueError):
 
 
 def write_new_entry_file(root: str | Path, path: str | Path, data: bytes, new_entry: str) -> Path:
-    """Writes `data` to `path` below board `root`, created exclusively: its folders made without following
-    a link (`zoo.storage.nofollow`), written to a fresh temporary file beside it, then hard-linked into
-    place (`link` fails when anything, even a dangling link, holds the name, and the file appears
-    whole); an existing file is an `EntryCollision` naming it and `new_entry`."""
+    """Writes `data` to `path` below board `root`, created exclusively.
+
+    Its folders are made without following a link (`zoo.storage.nofollow`). It is written to a fresh
+    temporary file beside it, then hard-linked into place. `link` fails when anything, even a dangling link,
+    holds the name. And the file appears whole. An existing file is an `EntryCollision` naming it and
+    `new_entry`.
+    """
     path = Path(path)
     nofollow.makedirs(root, path.parent)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.new")

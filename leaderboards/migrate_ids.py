@@ -1,26 +1,26 @@
 """Renaming a board's entries from the 8-hex-digit ids of older boards to `<model>-<32 hex digits>`.
 
-An older board named an entry `<model>-<content hash[:8]>`: 32 bits, so two different results with
-one id (a birthday pair) took seconds to find, and the second overwrote the first. `migrate(root)`
-gives every entry whose id is not `entries.entry_id(model, content_hash)` that id: its file (and its
-stored predictions) renamed to the new stem, `submission.id` and `submission.predictions` set to
-match, and the entry sealed again (`leaderboards.seal`: the seal covers the id, and the migration is
-the board's own edit, as the acceptance was). Nothing else changes: the results, their content hash,
-the predictions' bytes and sha256, the acceptance time.
+An older board named an entry `<model>-<content hash[:8]>`. With 32 bits, two different results with one id
+(a birthday pair) took seconds to find, and the second overwrote the first. `migrate(root)` gives every
+entry whose id is not `entries.entry_id(model, content_hash)` that id. Its file and its stored predictions
+are renamed to the new stem. `submission.id` and `submission.predictions` are set to match. The entry is
+sealed again (`leaderboards.seal`). The seal covers the id, and the migration is the board's own edit, as
+the acceptance was. Nothing else changes: the results, their content hash, the predictions' bytes and
+sha256, the acceptance time.
 
-An old entry is untrusted (it arrives with the board, and a seal is an unkeyed sha256 anyone can
-recompute), so every entry is checked before anything is written, and one that fails refuses the
-whole board in one line naming its file and field: its seal and content hash hold (a hand-edited
-entry is not laundered by a fresh seal), its id is its file's stem, its predictions (if any) are its
-own file `<old id><PREDICTIONS_SUFFIX>` (never another file of the board) and hash to the recorded
-sha256, read without following a link, and the renamed entry parses as an entry of this board.
+An old entry is untrusted. It arrives with the board, and a seal is an unkeyed sha256 anyone can recompute.
+So every entry is checked before anything is written. One that fails refuses the whole board, in one line
+naming its file and field. The checks are these. Its seal and content hash hold, so a fresh seal does not
+launder a hand-edited entry. Its id is its file's stem. Its predictions, if any, are its own file `<old
+id><PREDICTIONS_SUFFIX>`, never another file of the board. They hash to the recorded sha256, read without
+following a link. And the renamed entry parses as an entry of this board.
 
-Each new file is created exclusively, predictions before the entry; the old files are removed only
-once the new ones exist. A migration interrupted at any point resumes when run again: a new file
-already there is kept when it holds exactly what this migration writes (the predictions' recorded
-sha256, the entry's bytes), a temporary file of the crashed write is removed, and the old files are
-removed last. A new file that holds anything else is refused, never overwritten.
-Run under the board's lock: `nfnzoo leaderboard migrate-ids`.
+Each new file is created exclusively, predictions before the entry. The old files are removed only once the
+new ones exist. A migration interrupted at any point resumes when run again. A new file already there is
+kept when it holds exactly what this migration writes (the predictions' recorded sha256, the entry's bytes).
+A temporary file of the crashed write is removed, and the old files are removed last. A new file that holds
+anything else is refused, never overwritten. It runs under the board's lock: `nfnzoo leaderboard
+migrate-ids`.
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def _old_entry(path: Path) -> dict:
 
 
 def _predictions_to_copy(entry: Path, old: Path, new: Path, recorded: object) -> bool:
-    """Whether the entry's predictions are still to be copied from `old` to `new` (an interrupted migration
-    may have copied them); the file that holds them (never read through a link) must hash to `recorded`."""
+    """Whether the entry's predictions are still to be copied from `old` to `new`. An interrupted migration
+    may have copied them. The file that holds them, never read through a link, must hash to `recorded`."""
     copy = not os.path.lexists(new)
     source = old if copy else new
     try:
@@ -168,8 +168,8 @@ def _apply(root: Path, move: _Move) -> Renamed:
 
 
 def migrate(root: str | Path) -> list[Renamed]:
-    """Renames every entry under `root` whose id is not `<model>-<content hash[:32]>` (module docstring):
-    every entry is checked first, so a refused board is left as it was."""
+    """Renames every entry under `root` whose id is not `<model>-<content hash[:32]>` (module docstring).
+    Every entry is checked first, so a refused board is left as it was."""
     root = Path(root)
     with board_lock(root):
         nofollow.check(root, root / ENTRIES_DIR)  # its listing would read through a link

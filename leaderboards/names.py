@@ -1,26 +1,31 @@
 """The names a board shows, and which two of them a reader could not tell apart.
 
-A board shows names its submitters chose (a model's name, a dataset's display name), and two rows
-whose names look the same are a forgery waiting to happen. So:
+A board shows names its submitters chose: a model's name, a dataset's display name. Two rows whose names
+look the same are a forgery waiting to happen. So each kind of name has its characters.
 
-- a model name is `MODEL_NAME`: 1-64 ASCII letters, digits and `._+-`, starting with a letter or
-  digit (the characters `zoo.validation.inputs.NAME` allows in a path component; an entry's id is
-  `<model>-<32 hex digits>`, also its file's stem). No invisible character (U+3164, U+2800, a
-  variation selector) and no look-alike letter from another script can be in one;
-- a dataset's display name is `DATASET_NAME`: the same characters plus `/`, `:` and `@` (a Hub
-  repo `ORG/NAME`, a track's `track:<name>/<dataset>`, a pinned `ORG/NAME@<commit>`), at most 200;
-- a key of a model config (shown in a row's label where two configs of one model differ: "epochs
-  100, warmup_epochs 10") is `CONFIG_KEY`: 1-128 ASCII letters, digits and `._+-`, starting with a
-  letter, digit or `_` (`config_key_problem`, every level of the config). The values are free text
-  (a task's alphabet may hold any letter), without control or invisible characters (the schema);
-- within those characters some still look alike. The one rule for that is
-  `zoo.validation.names.look_alike` (letter case, `-` and `_` aside, and the small table
-  `CONFUSABLE`: `rn` as `m`, `vv` as `w`, `cl` as `d`, `1`, `I` and `|` as `l`, `0` and `o` as
-  `O`): a new name that looks like a different name already on the board is refused
-  (`confusable_problem`): `rnlp` beside `mlp`, `resnet-l8` beside `resnet-18`, `LayerSets` beside
-  `layersets`; and a model name that looks like a built-in model's without being it
-  (`builtin_model_problem`): `StatNN`, `stat_nn` beside `statnn`, the line plugin registration and
-  `bench run --name` give. The same name again is not a confusion.
+A model name is `MODEL_NAME`: 1-64 ASCII letters, digits and `._+-`, starting with a letter or digit. These
+are the characters `zoo.validation.inputs.NAME` allows in a path component. An entry's id is `<model>-<32
+hex digits>`, also its file's stem. No invisible character (U+3164, U+2800, a variation selector) can be in
+one. Nor can a look-alike letter from another script.
+
+A dataset's display name is `DATASET_NAME`, at most 200 characters. It allows the same characters plus `/`,
+`:` and `@`. These serve a Hub repo `ORG/NAME`, a track's `track:<name>/<dataset>`, and a pinned
+`ORG/NAME@<commit>`.
+
+A key of a model config is `CONFIG_KEY` (`config_key_problem`, every level of the config). It is shown in a
+row's label where two configs of one model differ: "epochs 100, warmup_epochs 10". It has 1-128 ASCII
+letters, digits and `._+-`, starting with a letter, digit or `_`. The values are free text, since a task's
+alphabet may hold any letter. The schema keeps control and invisible characters out of them.
+
+Within those characters some still look alike. The one rule for that is `zoo.validation.names.look_alike`.
+It sets letter case, `-` and `_` aside, and applies the small table `CONFUSABLE`. That table reads `rn` as
+`m`, `vv` as `w` and `cl` as `d`. It reads `1`, `I` and `|` as `l`, and `0` and `o` as `O`.
+
+A new name that looks like a different name already on the board is refused (`confusable_problem`). Examples
+are `rnlp` beside `mlp`, `resnet-l8` beside `resnet-18`, and `LayerSets` beside `layersets`. So is a model
+name that looks like a built-in model's without being it (`builtin_model_problem`). Examples are `StatNN`
+and `stat_nn` beside `statnn`. That is the line plugin registration and `bench run --name` give. The same
+name again is not a confusion.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ def confusable_problem(what: str, name: str, existing: Iterable[str]) -> str | N
 
 
 def builtin_model_problem(name: str) -> str | None:
-    """Why a results file's model `name` may not be on the board beside the built-in models: it looks like
-    one without being it (the line `zoo.registry` and `benchmarks.model_identity.board_name` give), or None."""
+    """Why a results file's model `name` may not be on the board beside the built-in models, or None. It may
+    not when it looks like one without being it. That is the line `zoo.registry` and
+    `benchmarks.model_identity.board_name` give."""
     return builtin_problem(MODELS.kind, name, MODELS.builtin_names(), own=name)

@@ -1,20 +1,20 @@
 """A board's pinned test metadata: what re-scoring reads instead of a submission's own targets.
 
-When a board registers a dataset (a checked local folder or Hub snapshot), it stores that
-dataset's test split's metadata columns (every column but the weights: model_id, status,
-epoch, the hyperparameters, the targets) as `<root>/pinned/<hash12>.test.parquet`, and its
-sha256 in the dataset's record (`leaderboards.datasets`). Re-scoring (`leaderboards.rescore`)
-takes the protocol's test rows and their targets from this file, so a board re-scores every
-entry without the zoo at hand (CI has no zoo), and a changed file fails its recorded hash.
-`pin_dataset` pins an already registered dataset; run again on a pinned one, it checks that
-the dataset's test split still equals the pinned file.
+A board registers a dataset from a checked local folder or Hub snapshot. Then it stores that dataset's test
+split's metadata columns as `<root>/pinned/<hash12>.test.parquet`. That is every column but the weights:
+model_id, status, epoch, the hyperparameters and the targets. The file's sha256 goes in the dataset's record
+(`leaderboards.datasets`). Re-scoring (`leaderboards.rescore`) takes the protocol's test rows and their
+targets from this file. So a board re-scores every entry without the zoo at hand, since CI has no zoo. A
+changed file fails its recorded hash. `pin_dataset` pins an already registered dataset. Run again on a
+pinned one, it checks that the dataset's test split still equals the pinned file.
 
-A zoo with named split sets (an imported zoo's papers' splits, `zoo.split_set_loader.load_split_set`) has
-each set's test split pinned too, as `<root>/pinned/<hash12>.<set>.test.parquet` with its sha256
-in the record's `split_sets`; a result on a split set (its `task_config.splits`) is re-scored
-from that file (`split_set_of`). A pinned file is read within
-`MAX_PINNED_BYTES`, a regular file only: a symbolic link (the file, or `pinned/` itself) is refused
-in one line naming it, never read through; pinning holds the board's lock.
+Some zoos have named split sets: an imported zoo's papers' splits (`zoo.split_set_loader.load_split_set`).
+Each set's test split is pinned too, as `<root>/pinned/<hash12>.<set>.test.parquet`. Its sha256 goes in the
+record's `split_sets`. A result on a split set (its `task_config.splits`) is re-scored from that file
+(`split_set_of`).
+
+A pinned file is read within `MAX_PINNED_BYTES`, and only as a regular file. A symbolic link, the file or
+`pinned/` itself, is refused in one line naming it, never read through. Pinning holds the board's lock.
 """
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ def missing_pins(record: KnownDataset, folder: str | Path) -> dict[str, bytes]:
 
 
 def with_pins(record: KnownDataset, pins: dict[str, bytes], files: Mapping[str, str] | None = None) -> KnownDataset:
-    """The record naming `pins` (split set -> bytes) as pinned, beside what it pinned already; with the
-    zoo's split sets' `files` (`zoo.reader.split_set_files`), each pinned set's file hash too (where the
-    record lacks it)."""
+    """The record naming `pins` (split set -> bytes) as pinned, beside what it pinned already. Given the
+    zoo's split sets' `files` (`zoo.reader.split_set_files`), it also records each pinned set's file hash
+    where it lacks one."""
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in pins.items()}
     if DEFAULT in digests:
         record = dataclasses.replace(record, test_metadata=pinned_name(record.dataset_hash),
@@ -96,10 +96,12 @@ def with_pins(record: KnownDataset, pins: dict[str, bytes], files: Mapping[str, 
 
 def split_set_file_problem(record: KnownDataset, split_set: str, recorded: str | None,
                            files: Mapping[str, str] | None = None) -> str | None:
-    """Why a result on `split_set` whose set file had sha256 `recorded` is not on the board's pinned set (or,
-    where the board has not pinned it yet, the set of the zoo being pinned, whose `files` are `set_files`'),
-    or None. The dataset hash covers the shards, not a set's file: an edited set (a test row moved into
-    train) keeps it."""
+    """Why a result on `split_set` is not on the board's pinned set, or None.
+
+    The result's set file had sha256 `recorded`. Where the board has not pinned the set yet, it is compared
+    with the set of the zoo being pinned, whose `files` are `set_files`. The dataset hash covers the shards,
+    not a set's file. So an edited set, e.g. a test row moved into train, keeps it.
+    """
     if split_set == DEFAULT:
         return None
     expected = record.split_set_files.get(split_set) or (files or {}).get(split_set)
@@ -202,14 +204,18 @@ def load_pinned(root: str | Path, record: KnownDataset, split_set: str = DEFAULT
 
 
 def same_runs(root: str | Path):
-    """`(hash_a, hash_b) -> bool | None`: whether two registered datasets hold the same runs (their pinned
-    test splits list the same model_ids), e.g. a zoo regenerated from the same spec on a machine whose
-    arithmetic gives other bytes. None when `hash_b` has no pinned test metadata on this board (an author's
-    own board, which never registered the official pinned zoo: whether `a` holds its runs cannot be
-    checked here), unless `hash_b` is a standard suite's zoo and `a` was regenerated from another recipe
-    (`benchmarks.standard.ZooRef`'s spec and profile; a standard-v1 zoo is no stand-in for standard-v2's,
-    though their CNN cells' protocols agree): False; otherwise a dataset without pinned test metadata
-    holds the same runs as none."""
+    """`(hash_a, hash_b) -> bool | None`: whether two registered datasets hold the same runs.
+
+    They do when their pinned test splits list the same model_ids. An example is a zoo regenerated from the
+    same spec on a machine whose arithmetic gives other bytes. The answer is None when `hash_b` has no
+    pinned test metadata on this board. That is an author's own board, which never registered the official
+    pinned zoo, so whether `a` holds its runs cannot be checked here.
+
+    There is one exception. If `hash_b` is a standard suite's zoo and `a` was regenerated from another
+    recipe, the answer is False. The recipe is `benchmarks.standard.ZooRef`'s spec and profile. So a
+    standard-v1 zoo is no stand-in for standard-v2's, though their CNN cells' protocols agree. Otherwise a
+    dataset without pinned test metadata holds the same runs as none.
+    """
     from benchmarks.standard import STANDARD_SUITES
 
     datasets, seen = load_datasets(root), {}

@@ -1,11 +1,11 @@
 """The layout the board's plots share: a grid of panels that no text overlaps or overruns.
 
-A figure is a grid of matplotlib subfigures under constrained layout, one per panel (a board
-table), each titled by its own suptitle (centred on its cell, wrapped to the cell's width), so
-a figure's title, the panels' titles and the axes' labels never overlap, and none is cut by the
-figure's edge. A panel's title names its dataset and its protocol: what sets it apart from the
-figure's other panels (`Panel`); what every panel shares is said once, under the figure's title.
-The sizes below are typographic (points and inches of text), not measurements of any result.
+A figure is a grid of matplotlib subfigures under constrained layout, one per panel (a board table). Each is
+titled by its own suptitle, centred on its cell and wrapped to the cell's width. So a figure's title, the
+panels' titles and the axes' labels never overlap, and the figure's edge cuts none. A panel's title names
+its dataset and its protocol: what sets it apart from the figure's other panels (`Panel`). What every panel
+shares is said once, under the figure's title. The sizes below are typographic (points and inches of text),
+not measurements of any result.
 """
 
 from __future__ import annotations
@@ -42,12 +42,15 @@ def _protocol_parts(protocol_lines: tuple[str, ...]) -> list[str]:
 
 
 def panels(board: TaskBoard) -> tuple[list[Panel], list[str]]:
-    """The board's tables as panels, in the board's order (the `MAX_PANELS` largest), and the protocol
-    parts every panel shares (said once, under the figure's title; none when there is one panel).
+    """The board's tables as panels, in the board's order, and the protocol parts every panel shares.
 
-    A panel's title is its dataset's (name, config and hash: two datasets never share one), then
-    `Protocol N:` where its dataset has several tables (as its table's heading) and the parts of its
-    protocol that some other panel does not share: two panels never carry the same title."""
+    Only the `MAX_PANELS` largest tables become panels. The shared parts are said once, under the figure's
+    title; there are none when there is one panel.
+
+    A panel's title is its dataset's name, config and hash, so two datasets never share one. Then comes
+    `Protocol N:` where its dataset has several tables, as in its table's heading. Last come the parts of
+    its protocol that some other panel does not share. So two panels never carry the same title.
+    """
     tables = [(section, table) for section in board.sections for table in section.tables]
     kept = sorted(sorted(range(len(tables)), key=lambda index: -len(tables[index][1].rows))[:MAX_PANELS])
     tables = [tables[index] for index in kept]
@@ -83,8 +86,8 @@ def height(text_lines: int, size: float = TEXT_SIZE) -> float:
 
 
 def label(row: Row) -> str:
-    """A row's model as the board names it (`Model`: the config that sets two rows of one model apart), wrapped;
-    a long one breaks before its config, so the model's name stays on one line."""
+    """A row's model as the board names it, wrapped. The name (`Model`) includes the config that sets two
+    rows of one model apart. A long one breaks before its config, so the model's name stays on one line."""
     text = row.cells["Model"]
     name, bracket, config = text.partition(" (")
     if len(text) <= LABEL_CHARS or not bracket:
@@ -103,9 +106,12 @@ def score_limits(lows: list[float], highs: list[float]) -> tuple[float, float]:
 
 def figure_grid(titles: list[str], heights: list[float], column_width: float, columns: int,
                 figure_title: str, subtitle: str = ""):
-    """A constrained-layout figure of one subfigure per panel, `columns` wide; each grid row as high as its
-    tallest panel's `heights` (inches of axes) plus its title. Returns (figure, subfigures): each subfigure is
-    titled (wrapped to its width) and has one axes, `subfigure.axes[0]`."""
+    """A constrained-layout figure of one subfigure per panel, `columns` wide.
+
+    Each grid row is as high as its tallest panel's `heights` (inches of axes) plus its title. Returns
+    (figure, subfigures). Each subfigure is titled (wrapped to its width) and has one axes,
+    `subfigure.axes[0]`.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,10 +140,14 @@ def figure_grid(titles: list[str], heights: list[float], column_width: float, co
 
 
 def place_labels(figure, points: list[tuple], labels: list[list[str]]) -> None:
-    """Labels each point beside it: `points` holds per axes `(axis, [(x, y, spread), ...])`, a point drawn with
-    a vertical error bar of ± its spread. A label goes at the first of a few offsets where it stays inside its
-    axes and covers no label placed before it, no point and no error bar; else at the offset that covers
-    least. The figure's layout is settled first (labels take no part in it, so placing them moves nothing)."""
+    """Labels each point beside it.
+
+    `points` holds per axes `(axis, [(x, y, spread), ...])`, a point drawn with a vertical error bar of ±
+    its spread. A label goes at the first of a few offsets where it stays inside its axes. There it must
+    cover no label placed before it, no point and no error bar. Failing that, it goes at the offset that
+    covers least. The figure's layout is settled first. Labels take no part in it, so placing them moves
+    nothing.
+    """
     figure.draw_without_rendering()
     renderer = figure.canvas.get_renderer()
     for (axis, drawn), texts in zip(points, labels):
@@ -190,6 +200,6 @@ def _overlap(first, second) -> float:
 
 
 def save(figure, path: Path) -> Path:
-    """Writes `figure` as a PNG atomically at `DPI` and closes it, keeping the constrained layout that keeps
-    these figures' texts apart (a tight layout would replace it)."""
+    """Writes `figure` as a PNG atomically at `DPI` and closes it. It keeps the constrained layout that
+    keeps these figures' texts apart; a tight layout would replace it."""
     return save_figure(figure, path, DPI, tight=False)

@@ -1,20 +1,22 @@
 """A board's plots (PNG, matplotlib's Agg backend), one figure per task and kind.
 
-- `<task>.png`: the main metric's mean ± std (the tables' interval) per entry, a dot per entry,
-  best on top, one panel per table, on a score axis fitted to the intervals (not from 0, so
-  close scores stay apart);
-- `<task>-params.png` and `<task>-time.png`: the main metric against the parameter count and
-  against the training time per seed (log x), one panel per table, a labelled point per entry;
-- `<task>-predictions.png`: predicted against true on the test split for each table's top
-  entry (its first seed, from the stored predictions and the pinned targets: what re-scoring
-  read), a confusion matrix where both are classes; tables whose targets are not metadata
-  (INR editing) or whose top entry is unverified have no panel.
-Entries are labelled by their board name (`Model`: with the config that sets two rows of one model
-apart), panels by their dataset and protocol (`leaderboards.plot_layout`, which also keeps every
-text inside the figure and apart from the others). Each `*_figure` builds a figure; the function
-of the same kind saves it and returns the file, or None when there was nothing to draw. Every text
-drawn from an entry or a dataset goes through `leaderboards.escape.plot_text` (never mathtext, cut
-short), so a label such as `$\\undefinedmacro{$` is drawn as written.
+(1) `<task>.png` shows the main metric's mean ± std (the tables' interval), a dot per entry, best on top. It
+has one panel per table. The score axis is fitted to the intervals, not from 0, so close scores stay apart.
+
+(2) `<task>-params.png` and `<task>-time.png` show the main metric against the parameter count and against
+the training time per seed (log x). They have one panel per table and a labelled point per entry.
+
+(3) `<task>-predictions.png` shows predicted against true on the test split for each table's top entry. That
+is its first seed, from the stored predictions and the pinned targets: what re-scoring read. Where both are
+classes it shows a confusion matrix. Tables whose targets are not metadata (INR editing) have no panel. Nor
+do tables whose top entry is unverified.
+
+Entries are labelled by their board name (`Model`, with the config that sets two rows of one model apart).
+Panels are labelled by their dataset and protocol (`leaderboards.plot_layout`). That module also keeps every
+text inside the figure and apart from the others. Each `*_figure` builds a figure. The function of the same
+kind saves it and returns the file, or None when there was nothing to draw. Every text drawn from an entry
+or a dataset goes through `leaderboards.escape.plot_text`: never mathtext, and cut short. So a label such as
+`$\\undefinedmacro{$` is drawn as written.
 """
 
 from __future__ import annotations

@@ -1,26 +1,28 @@
 """Publishing a board to a Hugging Face Hub dataset repository, as one tagged commit.
 
-The board is audited first (`leaderboards.audit`: a board whose entries do not re-score is
-not published). The upload set, built in memory:
+The board is audited first (`leaderboards.audit`). A board whose entries do not re-score is not published.
+The upload set is built in memory.
 
-- `data/<task>/entries.parquet`: one row per accepted entry (`entry_rows`): ids, model,
-  dataset (hash, name, config, source), the protocol (JSON and its description), the configs
-  (JSON), seeds, each metric's mean and std and its per-seed values, parameters, time, memory,
-  hardware, version, verified, code; the card's `configs` make each task a config that
-  `datasets.load_dataset(repo, task, split="entries")` reads;
-- `board/`: the board's own files (`datasets.json`, `pinned/`, `entries/` with their stored
-  predictions), so the published board can be audited and rendered again from the repo alone;
-- `site/`: the rendered Markdown, plots and HTML site (`leaderboards.render`);
-- `board.json`: the upload's file list with sha256 (what marks the repo as an nfnzoo board),
-  and the card `README.md`.
+(1) `data/<task>/entries.parquet` has one row per accepted entry (`entry_rows`). A row holds the ids, model,
+and dataset (hash, name, config, source). It holds the protocol (JSON and its description), the configs
+(JSON) and the seeds. It holds each metric's mean, std and per-seed values. It also holds parameters, time,
+memory, hardware, version, verified and code. The card's `configs` make each task a config that
+`datasets.load_dataset(repo, task, split="entries")` reads.
 
-As for zoos (`zoo.hub.publish`): one `create_commit` whose parent is the head that was read, so a
-concurrent publish is refused rather than merged silently; it deletes every file under
-`data/`, `board/` and `site/` the upload does not hold (a board republished with fewer
-entries leaves no stale ones for the card's globs to read); a repo with a card but no
-`board.json` (a zoo, or anything else) is refused; the commit is tagged
-`board-<hash of board.json[:12]>`, an existing tag (same content) kept. Offline mode, a
-missing token, an unreachable Hub and a refused request are each one line (`PublishError`).
+(2) `board/` holds the board's own files: `datasets.json`, `pinned/`, and `entries/` with their stored
+predictions. So the published board can be audited and rendered again from the repo alone.
+
+(3) `site/` holds the rendered Markdown, plots and HTML site (`leaderboards.render`).
+
+(4) `board.json` is the upload's file list with sha256, which marks the repo as an nfnzoo board. Beside it
+is the card `README.md`.
+
+The commit works as for zoos (`zoo.hub.publish`). One `create_commit` has as parent the head that was read.
+So a concurrent publish is refused rather than merged silently. It deletes every file under `data/`,
+`board/` and `site/` that the upload does not hold. So a board republished with fewer entries leaves no
+stale ones for the card's globs to read. A repo with a card but no `board.json` (a zoo, or anything else) is
+refused. The commit is tagged `board-<hash of board.json[:12]>`; an existing tag (same content) is kept.
+Offline mode, a missing token, an unreachable Hub and a refused request are each one line (`PublishError`).
 """
 
 from __future__ import annotations
@@ -150,8 +152,8 @@ def board_tag(files: dict[str, bytes]) -> str:
 
 
 def _card(by_task: dict[str, list[Entry]], manifest: dict, datasets: dict) -> str:
-    """The repo's card: YAML front matter (every value a quoted YAML string), then Markdown whose free
-    text (dataset names and sources) is escaped (`leaderboards.escape`)."""
+    """The repo's card: YAML front matter, every value a quoted YAML string. Then Markdown whose free text
+    (dataset names and sources) is escaped (`leaderboards.escape`)."""
     configs = "\n".join(f"- config_name: {yaml_string(task)}\n  data_files:\n  - split: entries\n"
                         f"    path: {yaml_string(f'data/{task}/*.parquet')}" for task in sorted(by_task))
     rows = "\n".join(f"| `{task}` | {len(entries)} | {sum(e.submission.verified for e in entries)} | "

@@ -1,13 +1,13 @@
 """The render check of a submission: an entry is accepted only if the board can show it.
 
-"An entry that renders is the test": a submission that passes every schema check may still hold
-something the views choke on (a task config its task's protocol description cannot read, a
-value no table cell can format). `render_problems(root, entry, record)` builds, in memory, what
-`nfnzoo leaderboard render` would build for the new entry's task: the board rows of the entry
-beside the accepted entries it would share tables with (ranking, labels, sweeps, protocol lines),
-the task's Markdown page and its HTML page. Any failure there is a rejection naming the error, so
-one accepted entry can never break the rendering of the whole board. The plots draw only what
-these tables hold, through `leaderboards.escape.plot_text`.
+"An entry that renders is the test". A submission that passes every schema check may still hold something
+the views choke on. Examples are a task config its task's protocol description cannot read, or a value no
+table cell can format. `render_problems(root, entry, record)` builds, in memory, what `nfnzoo leaderboard
+render` would build for the new entry's task. That is the entry's board rows beside the accepted entries it
+would share tables with (ranking, labels, sweeps, protocol lines). It also builds the task's Markdown page
+and its HTML page. Any failure there is a rejection naming the error. So one accepted entry can never break
+the rendering of the whole board. The plots draw only what these tables hold, through
+`leaderboards.escape.plot_text`.
 """
 
 from __future__ import annotations

@@ -1,25 +1,30 @@
 """Rendering a leaderboard: Markdown tables, plots and a static HTML site, from `leaderboards.board`.
 
-`render(root, out_dir)` reads the accepted entries under `root` and writes:
-- `<out_dir>/<task>.md`: per dataset, first a table per swept protocol field (the task's
-  `SWEEPS`: the generalization task's accuracy threshold, one column per value), then one
-  table per evaluation protocol (entries on different test sets, e.g. the ReLU subset and the
-  whole zoo, are never ranked together), ranked by the task's main metric, with the board's
-  columns (`leaderboards.board.COLUMNS`), and under each table its protocol line and what the
-  test targets' ties allow a ranking to reach;
-- the plots of `leaderboards.plots` (`<task>.png`, `<task>-params.png`, `<task>-time.png`,
-  `<task>-predictions.png`);
-- `<out_dir>/suites.md` when a standard suite has entries (`leaderboards.suite_board`: one row per
-  model, each cell's metric, its coverage and mean rank, in the order of `leaderboards.table_order`),
-  linked from the index;
-- `<out_dir>/index.md`, and the HTML site (`leaderboards.site`: `index.html`, `<task>.html`).
+`render(root, out_dir)` reads the accepted entries under `root` and writes four things.
+
+(1) `<out_dir>/<task>.md`. Per dataset, it first holds a table per swept protocol field: the task's
+`SWEEPS`, e.g. the generalization task's accuracy threshold, one column per value. Then comes one table per
+evaluation protocol, ranked by the task's main metric. Entries on different test sets are never ranked
+together, e.g. the ReLU subset and the whole zoo. The tables have the board's columns
+(`leaderboards.board.COLUMNS`). Under each table is its protocol line and what the test targets' ties allow
+a ranking to reach.
+
+(2) The plots of `leaderboards.plots`: `<task>.png`, `<task>-params.png`, `<task>-time.png`,
+`<task>-predictions.png`.
+
+(3) `<out_dir>/suites.md` when a standard suite has entries, linked from the index
+(`leaderboards.suite_board`). It has one row per model, with each cell's metric, its coverage and mean rank.
+Rows follow `leaderboards.table_order`.
+
+(4) `<out_dir>/index.md`, and the HTML site (`leaderboards.site`: `index.html`, `<task>.html`).
+
 It returns the Markdown of the task pages. matplotlib is imported only to draw the plots.
 
-Every free text (a device, a model's config values in its label, a dataset's name, a protocol
-line) is escaped for Markdown (`leaderboards.escape`). Everything is built in a temporary folder
-beside `out_dir` and moved into place only once all of it was written, so a failure leaves
-`out_dir` as it was, never half-written; `out_dir` being a file is an error. No link inside
-`out_dir` is followed or replaced (`zoo.storage.nofollow`); `out_dir` itself may be one.
+Every free text is escaped for Markdown (`leaderboards.escape`). That is a device, a model's config values
+in its label, a dataset's name and a protocol line. Everything is built in a temporary folder beside
+`out_dir`. It is moved into place only once all of it was written. So a failure leaves `out_dir` as it was,
+never half-written. `out_dir` being a file is an error. No link inside `out_dir` is followed or replaced
+(`zoo.storage.nofollow`); `out_dir` itself may be one.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """Re-scoring a submission: its metrics recomputed from its predictions and the pinned targets.
 
-A submission's predictions sidecar (`seed,model_id,prediction`, plus the harness's `target`
-column, which is ignored) is read as plain CSV, never evaluated. For each seed the board takes
-the protocol's test rows and their targets from its pinned test metadata
-(`leaderboards.pinned`, through the task's `test_targets`), requires the seed's model_ids to
-be exactly those rows, and recomputes the task's metrics (`score`, the same function the task's
-run reports with). A reported metric that differs from the recomputed one by more than
-`TOLERANCE` (absolute) rejects the submission; so do missing, extra or repeated model_ids.
-What each task can recompute is its `RESCORING` (INR editing: the rows and the mean of the
-submitted per-SIREN errors, since the edited renders need the model).
+A submission's predictions sidecar (`seed,model_id,prediction`) is read as plain CSV, never evaluated. The
+harness's `target` column is ignored. For each seed the board takes the protocol's test rows and their
+targets from its pinned test metadata. It reads them through the task's `test_targets`
+(`leaderboards.pinned`). It requires the seed's model_ids to be exactly those rows. Then it recomputes the
+task's metrics with `score`, the same function the task's run reports with.
+
+A reported metric that differs from the recomputed one by more than `TOLERANCE` (absolute) rejects the
+submission. So do missing, extra or repeated model_ids. What each task can recompute is its `RESCORING`. For
+INR editing that is the rows and the mean of the submitted per-SIREN errors, since the edited renders need
+the model.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def read_predictions(path: str | Path) -> tuple[pandas.DataFrame | None, list[st
 
 
 def _listing(ids: set[str]) -> str:
-    """A count and the first few ids, each shown as ASCII and cut short (an id from a CSV may hold anything)."""
+    """A count and the first few ids, each shown as ASCII and cut short. An id from a CSV may hold anything."""
     shown = [ascii(model_id)[1:-1][:60] for model_id in sorted(ids)[:SHOWN]]
     return f"{len(ids)} ({', '.join(shown)}{', …' if len(ids) > SHOWN else ''})"
 

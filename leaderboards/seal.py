@@ -1,12 +1,11 @@
 """An entry file's seal: the sha256 of the whole entry as the board wrote it.
 
-An entry's `submission.content_hash` covers only its results; the rest of the file (the code
-URL and commit, the re-scoring record, the acceptance time, the stored predictions' hash) is the
-board's own record, and a hand edit of it must not audit clean. At submission the board writes
-`submission.seal`: the sha256 of the canonical JSON (`entries.canonical_json`) of the entry
-without its seal; `leaderboards.audit` recomputes it. A seal is not a signature (anyone may
-recompute one); it makes every edit that bypasses `nfnzoo leaderboard submit` visible, as the
-content hash does for the results.
+An entry's `submission.content_hash` covers only its results. The rest of the file is the board's own
+record: the code URL and commit, the re-scoring record, the acceptance time, the stored predictions' hash. A
+hand edit of it must not audit clean. At submission the board writes `submission.seal`. That is the sha256
+of the canonical JSON (`entries.canonical_json`) of the entry without its seal. `leaderboards.audit`
+recomputes it. A seal is not a signature, since anyone may recompute one. It makes every edit that bypasses
+`nfnzoo leaderboard submit` visible, as the content hash does for the results.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """The board as a static HTML site: one folder that opens from disk or any static host.
 
-`write_site(boards, out_dir, plots)` writes `index.html` (the tasks, with their entry counts),
-`<task>.html` per task and the shared `site.css` and `site.js`. A task page holds, per dataset
-(title, hash, source), the sweep tables and one table per protocol with the board's columns
-(`leaderboards.board`), the protocol lines under it, and the task's plots. Tables sort by a
-click on any column header (numbers by value, an empty cell last; a second click reverses),
-and three filters narrow the page: the dataset, a text the protocol must contain, and verified
-entries only. Every text from an entry is HTML-escaped; a code link is shown only for the
-https URLs the board accepts. No server, no external scripts or fonts.
+`write_site(boards, out_dir, plots)` writes `index.html`, which lists the tasks with their entry counts. It
+writes `<task>.html` per task and the shared `site.css` and `site.js`. A task page holds, per dataset
+(title, hash, source), the sweep tables and one table per protocol. Those have the board's columns
+(`leaderboards.board`), the protocol lines under them, and the task's plots.
+
+Tables sort by a click on any column header: numbers by value, an empty cell last; a second click reverses.
+Three filters narrow the page: the dataset, a text the protocol must contain, and verified entries only.
+Every text from an entry is HTML-escaped. A code link is shown only for the https URLs the board accepts. No
+server, no external scripts or fonts.
 """
 
 from __future__ import annotations
@@ -106,8 +107,8 @@ def _page(title: str, body: Sequence[str]) -> str:
 
 
 def short_entry(entry_id: str) -> str:
-    """An entry id as a table shows it: the model name and the first 8 of its 32 hex digits (the whole
-    id is the cell's tooltip and the row's `data-entry`), so the column stays narrow."""
+    """An entry id as a table shows it: the model name and the first 8 of its 32 hex digits. So the column
+    stays narrow. The whole id is the cell's tooltip and the row's `data-entry`."""
     model, _, digits = entry_id.rpartition("-")
     return f"{model}-{digits[:8]}…" if model and len(digits) > 8 else entry_id
 

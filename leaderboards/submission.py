@@ -1,37 +1,42 @@
 """Submitting a results file to a leaderboard: validate it, then store it as an entry.
 
-`submit(results_path, root, dataset_dir)` runs every check and raises `SubmissionRejected`
-listing all problems found, or writes the entry and returns what it did. Checks beyond the
-file itself (`leaderboards.validate`): the dataset hash must be known to the board
-(`<root>/datasets.json`) or verified against a local dataset folder, or against the Hub
-repo and commit the results recorded (`dataset.repo`, `dataset.revision`), which is then
-registered; and the submission must not duplicate an accepted entry. A submission whose
-results name a predictions sidecar is re-scored (`leaderboards.rescore`) on the dataset's
-pinned test metadata (`leaderboards.pinned`; pinned from the checked data when the dataset is
-first registered, or given with --dataset) and rejected when its metrics or model_ids do not
-agree; its entry is marked verified and keeps the predictions as Parquet beside it. Without
-predictions an entry is accepted as unverified, and shown so.
+`submit(results_path, root, dataset_dir)` runs every check. It raises `SubmissionRejected` listing all
+problems found, or writes the entry and returns what it did.
 
-Bounds: a results file of at most `MAX_RESULTS_BYTES`, a regular file read up to that cap (a
-FIFO or /dev/zero is refused, never waited on), plain JSON (NaN, Infinity, numbers overflowing to
-infinity, repeated keys and nesting past `zoo.validation.inputs.MAX_DEPTH` are refused), a predictions file
-of at most `leaderboards.rescore.MAX_PREDICTIONS_BYTES`, plain CSV, named by a bare file name
-beside the results (no folders, no links). Nothing is written unless the submission is accepted,
-and only under the board's folder: an entry's path is made of the registered task, the dataset's
-sha256 and the checked model name.
+Checks beyond the file itself (`leaderboards.validate`) come first. The board must know the dataset hash
+(`<root>/datasets.json`). Otherwise it is verified against a local dataset folder, or against the Hub repo
+and commit the results recorded (`dataset.repo`, `dataset.revision`). A verified dataset is then registered.
+The submission must not duplicate an accepted entry.
 
-Before anything is written, the new entry is shown the way `render` shows it (its board rows
-beside the entries it would share tables with, their Markdown, the protocol lines): an entry the
-board cannot show is a rejection, never a broken board. The board's state is read and written
-under its lock (`leaderboards.lock`): the duplicate check, the dataset's registration and the
-writes of concurrent submissions never interleave. The entry is written last, sealed
-(`leaderboards.seal`), and created exclusively (`leaderboards.entries.write_new_entry_file`): an
-existing file, even at a colliding id, is never overwritten. A model name must not be mistakable
-for a built-in model's (unless it is that built-in's own) nor for a different model's name already
-on the board, nor a new dataset's display name for another dataset's (`leaderboards.names`, the rule
-of `zoo.validation.names`: letter case, `-` and `_` aside, and look-alike letters; `StatNN` and
-`rnlp` beside `statnn` and `mlp` are refused). A claims block must be one `benchmarks.claims`
-writes (`leaderboards.validate`), and not a false claim.
+A submission whose results name a predictions sidecar is re-scored (`leaderboards.rescore`). That uses the
+dataset's pinned test metadata (`leaderboards.pinned`). It is pinned from the checked data when the dataset
+is first registered, or given with --dataset. The submission is rejected when its metrics or model_ids do
+not agree. Its entry is marked verified and keeps the predictions as Parquet beside it. Without predictions
+an entry is accepted as unverified, and shown so.
+
+Bounds. A results file holds at most `MAX_RESULTS_BYTES`. It must be a regular file, read up to that cap; a
+FIFO or /dev/zero is refused, never waited on. It must be plain JSON. NaN, Infinity, numbers overflowing to
+infinity and repeated keys are refused. So is nesting past `zoo.validation.inputs.MAX_DEPTH`. A predictions
+file holds at most `leaderboards.rescore.MAX_PREDICTIONS_BYTES` of plain CSV. It is named by a bare file
+name beside the results, with no folders and no links. Nothing is written unless the submission is accepted,
+and only under the board's folder. An entry's path is made of the registered task, the dataset's sha256 and
+the checked model name.
+
+Before anything is written, the new entry is shown the way `render` shows it. That means its board rows
+beside the entries it would share tables with, their Markdown, and the protocol lines. An entry the board
+cannot show is a rejection, never a broken board.
+
+The board's state is read and written under its lock (`leaderboards.lock`). So the duplicate check, the
+dataset's registration and the writes of concurrent submissions never interleave. The entry is written last,
+sealed (`leaderboards.seal`). It is created exclusively (`leaderboards.entries.write_new_entry_file`), so an
+existing file is never overwritten, even at a colliding id.
+
+Names (`leaderboards.names`) follow the rule of `zoo.validation.names`: letter case, `-` and `_` aside, and
+look-alike letters. A model name must not be mistakable for a built-in model's, unless it is that built-in's
+own. Nor may it be mistakable for a different model's name already on the board. A new dataset's display
+name must not be mistakable for another dataset's. For example, `StatNN` and `rnlp` beside `statnn` and
+`mlp` are refused. A claims block must be one `benchmarks.claims` writes (`leaderboards.validate`), and not
+a false claim.
 """
 
 from __future__ import annotations
@@ -181,8 +186,8 @@ def _check_local(results: Results, local: Path) -> tuple[list[str], KnownDataset
 def _check_hub_dataset(results: Results) -> tuple[list[str], KnownDataset | None, Path | None]:
     """Verifies a dataset the results read from a Hub repo, at the commit they recorded.
 
-    The snapshot comes from the Hub cache (offline) or the Hub; its shards are checked like a
-    local folder's, and it is registered as `ORG/NAME@<commit>`, which pins the bytes.
+    The snapshot comes from the Hub cache (offline) or the Hub. Its shards are checked like a local
+    folder's. It is registered as `ORG/NAME@<commit>`, which pins the bytes.
     """
     from zoo.hub.resolve import resolve_data
     from zoo.storage.integrity import verified_dataset_hash
@@ -249,9 +254,12 @@ def _predictions(results_path: Path, results: Results) -> tuple[pandas.DataFrame
 
 def _verification(results: Results, predictions: pandas.DataFrame | None, check: _DatasetCheck,
                   root: Path) -> tuple[list[str], str, dict[str, bytes]]:
-    """Re-scores the predictions on the pinned test metadata of the results' split set: (problems,
-    what was checked or why not, test metadata to pin with the entry, split set -> bytes, where the
-    dataset lacks it: with a checked folder, every split set it records)."""
+    """Re-scores the predictions on the pinned test metadata of the results' split set.
+
+    Returns (problems, what was checked or why not, test metadata to pin with the entry, split set ->
+    bytes). The last is filled where the dataset lacks it: with a checked folder, every split set it
+    records.
+    """
     task_class = get_task_class(results.task)
     record, split_set = check.record, split_set_of(results.task_config)
     problem = split_set_file_problem(record, split_set, results.dataset.split_set_sha256, check.set_files)
@@ -276,8 +284,8 @@ def _verification(results: Results, predictions: pandas.DataFrame | None, check:
 
 
 def stored_results(data: dict) -> dict:
-    """The results as a board stores (and hashes) them: without the folder older results recorded as
-    `dataset.path` (a track's benchmark id, `track:<track>/<benchmark>`, is no folder and stays)."""
+    """The results as a board stores (and hashes) them. That drops the folder older results recorded as
+    `dataset.path`. A track's benchmark id (`track:<track>/<benchmark>`) is no folder and stays."""
     dataset = data.get("dataset")
     if not isinstance(dataset, dict) or "path" not in dataset or str(dataset["path"]).startswith("track:"):
         return data
@@ -302,8 +310,8 @@ def _claims_problems(results: Results) -> list[str]:
 
 
 def _commit_of(results: Results, code_commit: str | None) -> tuple[str | None, list[str]]:
-    """The code commit an entry links: --commit, else the one the results recorded (`model_source.commit`);
-    a --commit that contradicts the recorded one is a problem."""
+    """The code commit an entry links: --commit, else the one the results recorded (`model_source.commit`).
+    A --commit that contradicts the recorded one is a problem."""
     recorded = results.model_source.commit if results.model_source is not None else None
     if code_commit is None or recorded is None:
         return code_commit or recorded, []
@@ -329,14 +337,17 @@ def submit(results_path: str | Path, root: str | Path | None = None,
            code_commit: str | None = None) -> Accepted:
     """Validates a results file and stores it as an accepted entry under `root`.
 
-    `root` defaults to the user's own board (`leaderboards.default_root()`). Raises
-    `SubmissionRejected` listing every problem. `dataset_dir` is a local dataset folder to verify an
-    unknown dataset hash against (default: an older results file's `dataset.path`, which the entry
-    never stores: `stored_results`), or to pin a known one's test metadata from. With its
-    predictions the entry is re-scored and marked verified; without them it is accepted as
-    unverified. `code_url` and `code_commit` name the code that produced the results (shown as the
-    entry's link; the commit defaults to the one the results recorded for the model's code). Results
-    whose model made a false symmetry claim (their `claims`, checked before training) are refused.
+    `root` defaults to the user's own board (`leaderboards.default_root()`). Raises `SubmissionRejected`
+    listing every problem.
+
+    `dataset_dir` is a local dataset folder. With it an unknown dataset hash is verified, or a known one's
+    test metadata pinned. It defaults to an older results file's `dataset.path`, which the entry never
+    stores (`stored_results`). With its predictions the entry is re-scored and marked verified. Without them
+    it is accepted as unverified.
+
+    `code_url` and `code_commit` name the code that produced the results, shown as the entry's link. The
+    commit defaults to the one the results recorded for the model's code. Results whose model made a false
+    symmetry claim are refused. Those are their `claims`, checked before training.
     """
     root = Path(root) if root is not None else default_root()
     results_path = Path(results_path)
@@ -364,9 +375,12 @@ def submit(results_path: str | Path, root: str | Path | None = None,
 def _accept(results_path: Path, data: dict, results: Results, predictions: pandas.DataFrame | None,
             problems: list[str], root: Path, dataset_dir: str | Path | None, code_url: str | None,
             code_commit: str | None, lock: FolderLock | None) -> Accepted:
-    """The checks against the board's state (beside the file's own `problems`: every problem is listed),
-    the render check, and the writes; under the board's `lock` (None only when `problems` already
-    rejects the submission, so that nothing is written, not even the lock file)."""
+    """The checks against the board's state, the render check, and the writes.
+
+    Every problem is listed, beside the file's own `problems`. It all runs under the board's `lock`. The
+    lock is None only when `problems` already rejects the submission. Then nothing is written, not even the
+    lock file.
+    """
     hash_of_content = content_hash(data)
     check = _check_dataset(results, root, dataset_dir, None if predictions is None else len(predictions))
     problems = (problems + check.problems + _check_dataset_name(check, root)

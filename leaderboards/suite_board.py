@@ -1,13 +1,14 @@
 """A standard suite's entries together: one row per model, each cell's metric and the suite's mean rank.
 
-An entry is a cell's when it is exactly that cell's run: the cell's task, the pinned dataset hash
-(a stand-in zoo with other bytes never matches, so it is never ranked here), the cell's seeds, and
-the task config the cell's protocol resolves to. Within a cell the models are ranked by the task's
-main metric (means equal at the shown precision tie and share the better rank, `leaderboards.board.ranks`).
-The rows are ordered by `leaderboards.table_order`: no model above one that beats it in every cell both
-have, then by win share. Each row shows its coverage (cells entered over the cells it can run,
-`leaderboards.cell_reads`) and its mean rank over the cells it has. A row is a model's name (its config
-differs from cell to cell: the task sets its outputs, the zoo its input sizes); of several entries for
+An entry is a cell's when it is exactly that cell's run. It has the cell's task, the pinned dataset hash,
+the cell's seeds, and the task config the cell's protocol resolves to. A stand-in zoo with other bytes never
+matches, so it is never ranked here. Within a cell the models are ranked by the task's main metric. Means
+equal at the shown precision tie and share the better rank (`leaderboards.board.ranks`).
+
+The rows are ordered by `leaderboards.table_order`. No model sits above one that beats it in every cell both
+have. Then rows go by win share. Each row shows its coverage: cells entered over the cells it can run
+(`leaderboards.cell_reads`). It also shows its mean rank over the cells it has. A row is a model's name. Its
+config differs from cell to cell: the task sets its outputs, the zoo its input sizes. Of several entries for
 one model and cell, the latest accepted is shown.
 """
 
@@ -68,9 +69,9 @@ class SuiteBoard:
 
 
 def run_cell(entry: Entry, cells: tuple[Cell, ...]) -> Cell | None:
-    """The cell `entry` is a run of, on whatever bytes (the cell's task, zoo config, seeds, the task
-    config its protocol resolves to and, for a built-in model, the model fields its presets and group
-    fix), or None."""
+    """The cell `entry` is a run of, on whatever bytes, or None. The run must match the cell's task, zoo
+    config and seeds, and the task config its protocol resolves to. For a built-in model it must also match
+    the model fields its presets and group fix."""
     results = entry.results
     for cell in cells:
         if (results.task == cell.task and results.dataset.config == cell.zoo.config
@@ -98,15 +99,19 @@ def _task_config(cell: Cell) -> Any:
 
 def suite_boards(entries: list[Entry], same_runs: Callable[[str, str], bool | None] | None = None,
                  names: dict[str, str] | None = None) -> list[SuiteBoard]:
-    """Every standard suite with at least one run of one of its cells: its ranked table (the runs on the
-    pinned zoos) first, then a table per set of stand-in zoos. A stand-in is a zoo with other bytes that
-    holds the same runs as the cell's pinned zoo (`same_runs(hash, pinned hash)`, e.g.
-    `leaderboards.pinned.same_runs`: the zoo regenerated elsewhere; where it answers None, the board
-    cannot check, the run is shown in a stand-in table that says so); without `same_runs` there are no
-    stand-in tables. `names`: dataset hash -> its name on the board, shown with each column's hash.
-    Within a table every column's runs read the same bytes, so its ranks compare like with like; a
-    stand-in run is never ranked against the pinned ones. A newer entry of a model for a cell on the
-    same bytes replaces the older."""
+    """Every standard suite with at least one run of one of its cells.
+
+    Its ranked table (the runs on the pinned zoos) comes first, then a table per set of stand-in zoos. A
+    stand-in is a zoo with other bytes that holds the same runs as the cell's pinned zoo. `same_runs(hash,
+    pinned hash)` decides, e.g. `leaderboards.pinned.same_runs`: the zoo regenerated elsewhere. Where it
+    answers None, the board cannot check. Then the run is shown in a stand-in table that says so. Without
+    `same_runs` there are no stand-in tables. `names` maps a dataset hash to its name on the board, shown
+    with each column's hash.
+
+    Within a table every column's runs read the same bytes, so its ranks compare like with like. A stand-in
+    run is never ranked against the pinned ones. A newer entry of a model for a cell on the same bytes
+    replaces the older.
+    """
     boards = []
     for name in STANDARD_SUITES.names():
         suite = STANDARD_SUITES.get(name)()
@@ -136,8 +141,8 @@ def board_suite_boards(root) -> list[SuiteBoard]:
 
 
 def _same_bytes_groups(runs: list[tuple[Entry, Cell]]) -> list[list[tuple[Entry, Cell]]]:
-    """The runs (newest first) split into groups in which each zoo is one set of bytes and each model
-    has at most one run per cell: each run joins the first group that fits it."""
+    """The runs (newest first) split into groups in which each zoo is one set of bytes. In each group a
+    model has at most one run per cell. Each run joins the first group that fits it."""
     groups: list[tuple[dict[str, str], set[tuple[str, str]], list]] = []  # zoo -> hash, (model, cell), runs
     for entry, cell in runs:
         digest, slot = entry.results.dataset.dataset_hash, (entry.results.model, cell.name)
@@ -155,7 +160,7 @@ def _same_bytes_groups(runs: list[tuple[Entry, Cell]]) -> list[list[tuple[Entry,
 
 def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool, names: dict[str, str] | None = None,
            checked: bool = True) -> SuiteBoard:
-    """One table: a row per model with each cell's metric, rank, coverage and mean rank, in the order of
+    """One table: a row per model with each cell's metric, rank, coverage and mean rank. Rows follow
     `leaderboards.table_order` (runs newest first)."""
     chosen: dict[str, dict[str, Entry]] = {}  # model -> cell -> its newest entry
     for entry, cell in runs:
@@ -186,9 +191,12 @@ def _board(suite, runs: list[tuple[Entry, Cell]], stand_in: bool, names: dict[st
 
 
 def showing(boards: list[SuiteBoard], suite: str, cell: str, model: str, digest: str) -> SuiteBoard | None:
-    """The table of `boards` that shows `model`'s run of `suite`'s `cell` on the bytes `digest`: the ranked one
-    (`stand_in` false) or a stand-in's; None where no table shows it. What `leaderboard submit` says of a suite
-    folder's cells is read from here, so it never contradicts the rendered board."""
+    """The table of `boards` that shows `model`'s run of `suite`'s `cell` on the bytes `digest`.
+
+    That is the ranked one (`stand_in` false) or a stand-in's; None where no table shows it. What
+    `leaderboard submit` says of a suite folder's cells is read from here. So it never contradicts the
+    rendered board.
+    """
     for board in boards:
         names = [c.name for c in board.cells]
         if board.suite != suite or cell not in names:
@@ -258,8 +266,8 @@ def suite_markdown(boards: list[SuiteBoard]) -> str:
 
 
 def suite_section(board: SuiteBoard, heading: str) -> list[str]:
-    """One table as Markdown lines: its heading (at level `heading`, e.g. "##"), what its bytes are, the
-    cells and one row per model."""
+    """One table as Markdown lines: its heading (at level `heading`, e.g. "##") and what its bytes are. Then
+    the cells and one row per model."""
     title, note = board_heading(board)
     lines = [f"{heading} {markdown_cell(title)}", "", markdown_cell(board.description), "", note, ""]
     lines += [f"- {cell.name}{kind_label(board, column)}: {cell.task} on {cell.zoo.name} "

@@ -1,23 +1,26 @@
-"""The row order of a standard suite's table: no model is listed above one that beats it in every cell both have.
+"""The row order of a standard suite's table: no model is listed above one that beats it in every cell both
+have.
 
-Model A *dominates* model B when they share at least one cell and A's rank is better (lower) in each
-cell they share. Listing the rows with every cell first breaks this: a model that reads more cells is
-listed above one that beats it wherever they meet. So `table_order` lists the rows like this:
+Model A *dominates* model B when they share at least one cell and A ranks better (lower) in each of them.
+Listing the rows with every cell first breaks this. A model that reads more cells is then listed above one
+that beats it wherever they meet. So `table_order` lists the rows in three steps.
 
 1. The dominance graph is split into strongly connected components. With every model in every cell,
-   dominance is the strict Pareto order and has no cycle. With missing cells it can have one: A beats B
-   in the one cell they share, B beats C in theirs, C beats A in theirs. No list puts each of these below
-   its dominator, so a cycle's models stay together, ordered by the tie-break, and the table names them.
-2. The components go in a topological order of the graph between them (Kahn's algorithm). Of the
-   components whose dominators are all listed, the next is the one whose best member has the best key.
-3. The key: the higher win share, then the lower mean rank, then the name. A model's win share is
-   the mean, over its cells, of the share of that cell's other models it ranks above; a tie counts half.
-   It uses the cells the model has, so a cell its weight space cannot read counts neither for nor
-   against it, and a cell with few entries weighs the same as a full one.
+   dominance is the strict Pareto order and has no cycle. With missing cells it can have one. A beats B in
+   the one cell they share, B beats C in theirs, C beats A in theirs. No list puts each of these below its
+   dominator. So a cycle's models stay together, ordered by the tie-break, and the table names them.
 
-Why the rule holds: each dominance edge between two components leads from an earlier component to a
-later one, since a component is listed only after every component with an edge into it. So a model
-is listed below every model that dominates it, except a member of its own cycle.
+2. The components go in a topological order of the graph between them (Kahn's algorithm). Next comes the
+   component whose best member has the best key, among those whose dominators are all listed.
+
+3. The key is the higher win share, then the lower mean rank, then the name. A model's win share is a mean
+   over its cells. In each cell it is the share of the other models it ranks above; a tie counts half. It
+   uses only the cells the model has. So a cell its weight space cannot read counts neither for nor against
+   it. A cell with few entries weighs the same as a full one.
+
+Why the rule holds: each dominance edge between two components leads from an earlier component to a later
+one. That is because a component is listed only after every component with an edge into it. So a model is
+listed below every model that dominates it, except a member of its own cycle.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ def dominates(a: Ranks, b: Ranks) -> bool:
 
 
 def win_shares(table: Sequence[Ranks]) -> list[float]:
-    """Each row's mean, over its cells, of the share of the cell's other rows it ranks above (a tie
-    counts half); 0.5 for a row alone in every cell it has."""
+    """Each row's mean, over its cells, of the share of the cell's other rows it ranks above. A tie counts
+    half. A row alone in every cell it has gets 0.5."""
     shares = []
     for index, ranks in enumerate(table):
         per_cell = []

@@ -1,18 +1,19 @@
 """Datasets of the continual-learning tracks on a board: a benchmark's definition, checked by its hash.
 
-A track's results (`benchmarks.tracks.reporting`) name as their dataset the benchmark's
-definition, carried whole in `task_config["definition"]` (the task sequence, the backbone's
-config and checksum); the dataset hash is that definition's canonical-JSON sha256. The board
-accepts such a dataset when the hash recomputes from the definition, registers it with the
-source `track:<track>`, and pins as its test metadata the cells the definition allows, which the
-re-scoring then reads: the task's `definition_cells` (the continual-learning tracks' accuracy
-matrix cells, `benchmarks.tasks.continual_learning`; the token-dynamics track's per-example
-cells, `benchmarks.tasks.token_dynamics`).
+A track's results (`benchmarks.tracks.reporting`) name as their dataset the benchmark's definition. It is
+carried whole in `task_config["definition"]`: the task sequence, the backbone's config and checksum. The
+dataset hash is that definition's canonical-JSON sha256.
 
-The definition's declared size (tasks, test examples) is checked before any cell is built: against
-the task's documented limit (`cell_count`), and, when the results name predictions, against the
-rows the predictions file actually holds (at least one seed's `predicted_cells`): a few bytes
-declaring `tasks: 10000` would otherwise build 50 million rows.
+The board accepts such a dataset when the hash recomputes from the definition. It registers it with the
+source `track:<track>`. As its test metadata it pins the cells the definition allows, which re-scoring then
+reads. Those are the task's `definition_cells`. For the continual-learning tracks they are the accuracy
+matrix's cells (`benchmarks.tasks.continual_learning`). For the token-dynamics track they are per-example
+cells (`benchmarks.tasks.token_dynamics`).
+
+The definition's declared size (tasks, test examples) is checked before any cell is built. It is checked
+against the task's documented limit (`cell_count`). When the results name predictions, it is also checked
+against the rows the predictions file holds (at least one seed's `predicted_cells`). Otherwise a few bytes
+declaring `tasks: 10000` would build 50 million rows.
 """
 
 from __future__ import annotations

@@ -1,20 +1,29 @@
 """The leaderboard's checks of a results file on its own (without the board's state).
 
-A submission is a results JSON written by `benchmarks.harness` (schema:
-`benchmarks.results.Results`, documented in SCHEMA.md). Beyond the schema we require: a
-registered task whose metrics are all reported (its `required_metrics` where it names them),
-at least `MIN_SEEDS` unique seeds that match the per-seed entries, the same metrics for every
-seed, a summary whose mean and std agree with the per-seed metrics to `TOLERANCE`, a parameter
-count from 1 to `MAX_PARAMS`, a sha256 dataset hash, a model name of the board's names'
-characters that is a built-in model's own or looks like none (`leaderboards.names`), a `claims`
-block as `benchmarks.claims` writes it (`block_problem`: every verdict from its set and agreeing
-with its check's numbers, "holds" only with a passing check of each claimed group), and a
-`task_config` that is the task's own: its `Config` dataclass (`zoo.validation.schema.from_data`:
-no unknown key, every value of its declared type), or for a track's task the fields
-`benchmarks.tracks.reporting` writes (`TrackResultsConfig`). The schema's value checks (finite
-numbers, 64-bit integers, plain bounded text) hold for every field. Every problem found is
-reported, not just the first; a file that does not match the schema reports that alone, since
-the other checks need its structure.
+A submission is a results JSON written by `benchmarks.harness`. Its schema is `benchmarks.results.Results`,
+documented in SCHEMA.md. Beyond the schema we require the following.
+
+(1) A registered task whose metrics are all reported (its `required_metrics` where it names them).
+
+(2) At least `MIN_SEEDS` unique seeds that match the per-seed entries, and the same metrics for every seed.
+
+(3) A summary whose mean and std agree with the per-seed metrics to `TOLERANCE`.
+
+(4) A parameter count from 1 to `MAX_PARAMS`, and a sha256 dataset hash.
+
+(5) A model name of the board's names' characters, a built-in model's own or looking like none
+(`leaderboards.names`).
+
+(6) A `claims` block as `benchmarks.claims` writes it (`block_problem`). Every verdict is from its set and
+agrees with its check's numbers. "holds" comes only with a passing check of each claimed group.
+
+(7) A `task_config` that is the task's own. That is its `Config` dataclass
+(`zoo.validation.schema.from_data`): no unknown key, every value of its declared type. For a track's task it
+is the fields `benchmarks.tracks.reporting` writes (`TrackResultsConfig`).
+
+The schema's value checks hold for every field: finite numbers, 64-bit integers, plain bounded text. Every
+problem found is reported, not just the first. A file that does not match the schema reports that alone,
+since the other checks need its structure.
 """
 
 from __future__ import annotations
