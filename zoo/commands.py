@@ -74,7 +74,7 @@ def _modes(folder: Path) -> set[str]:
 
     A config made before the modes existed counts as native.
     """
-    from zoo.loader import read_manifest
+    from zoo.storage.folder import read_manifest
     from zoo.training.reproducibility import mode_of
 
     try:

@@ -1,11 +1,12 @@
 """One entry point for reading a zoo's rows: `read_zoo(data, config, split_set, keep=...)`.
 
-`data` is a folder or a Hub dataset repo `ORG/NAME[@REVISION]` (`zoo.hub.resolve.resolve_data`: an
-existing path wins). `read_zoo` owns the manifest: it picks the config, chooses the reader (the
-config's own run-disjoint split, `zoo.loader.load_split`, or a split set the config records,
-`zoo.split_set_loader.load_split_set`), narrows each split to the rows `keep` names before any weight
-is decoded, and returns the rows with the hash they were checked against and what a result records
-about the zoo (`ZooRead`). Nothing above `zoo/` reads a manifest key for a run.
+`data` is a folder or a Hub dataset repo `ORG/NAME[@REVISION]` (`zoo.hub.resolve.resolve_data`).
+An existing path wins. `read_zoo` parses the manifest once (`zoo.storage.listing.Listing`) and
+picks the config. It chooses the reader: the config's own run-disjoint split
+(`zoo.loader.load_listed`) or a split set the config records (`zoo.split_set_loader`). Each split
+is narrowed to the rows `keep` names before any weight is decoded. It returns the rows, the hash
+they were checked against, and what a result records about the zoo (`ZooRead`). Nothing above
+`zoo/` reads a manifest key for a run.
 
 The hash is one the returned rows were checked against: for the config's own split, every shard is
 checked in the pass that reads it and the listing's hash is recomputed; for a split set, the shards
@@ -70,17 +71,16 @@ def config_source(record: dict[str, Any], repo: str | None = None, revision: str
 
 def config_name(folder: str | Path, config: str | None = None) -> str:
     """`config` checked against the manifest in `folder` (parsed, its names checked), or its only config."""
-    from zoo.storage.folder import read_manifest, resolve_config
+    from zoo.storage.listing import Listing
 
-    return resolve_config(read_manifest(folder), config, folder)
+    return Listing.read(folder, config).config
 
 
 def config_record(folder: str | Path, config: str | None = None) -> dict[str, Any]:
     """`config`'s entry (the only config's when None) of the manifest in `folder`, checked where it is read."""
-    from zoo.storage.folder import read_manifest, resolve_config
+    from zoo.storage.listing import Listing
 
-    manifest = read_manifest(folder)
-    return manifest["configs"][resolve_config(manifest, config, folder)]
+    return Listing.read(folder, config).record
 
 
 def split_set_files(folder: str | Path, config: str | None = None) -> dict[str, str]:
@@ -96,7 +96,8 @@ def read_zoo(data: str | Path, config: str | None = None, split_set: str = DEFAU
     from zoo import loader  # pyarrow: imported when a zoo is read, not when the CLI starts
     from zoo.hub.resolve import resolve_data
     from zoo.split_set_loader import load_split_set
-    from zoo.storage.integrity import checked_listing_hash, verified_dataset_hash
+    from zoo.storage.integrity import verified_dataset_hash
+    from zoo.storage.listing import Listing
 
     source = resolve_data(data, config=config)
     path = source.folder
@@ -104,30 +105,24 @@ def read_zoo(data: str | Path, config: str | None = None, split_set: str = DEFAU
         shown = ascii(str(path)[:200])[1:-1] + (f"… ({len(str(path)):,} characters)" if len(str(path)) > 200 else "")
         raise FileNotFoundError(f"dataset folder {shown} does not exist; generate or download a zoo first "
                                 "(or give a Hub dataset repo ORG/NAME[@REVISION])")
-    configs = loader.read_manifest(path)["configs"]
-    if config is None:
-        if len(configs) != 1:
-            raise ValueError(f"{path} holds the configs {sorted(configs)}; choose one with --config")
-        config = next(iter(configs))
-    elif config not in configs:
-        raise ValueError(f"{path} has no config {config!r}; it holds {sorted(configs)}")
-    record = configs[config]
+    listing = Listing.read(path, config)  # the manifest, parsed once for the whole read
+    record = listing.record
     sets = record.get("split_sets", {})
     try:
         if split_set == DEFAULT_SPLITS:
-            read = {shard["path"] for shard in record["files"] if shard["split"] in SPLITS}
-            splits = {name: loader.load_split(path, config, name,
-                                              keep=None if keep is None else functools.partial(keep, name))
+            read = {shard["path"] for shard in listing.files if shard["split"] in SPLITS}
+            splits = {name: loader.load_listed(listing, name,
+                                               keep=None if keep is None else functools.partial(keep, name))
                       for name in SPLITS}
-            checked_hash = verified_dataset_hash(path, config, skip=read)  # each shard checked as it was read
+            checked_hash = verified_dataset_hash(listing, skip=read)  # each shard checked as it was read
         else:
-            splits = load_split_set(path, config, split_set, keep=keep)
-            checked_hash = checked_listing_hash(path, config)
+            splits = load_split_set(listing, None, split_set, keep=keep)
+            checked_hash = listing.checked_hash()
     except MemoryError as error:  # refused before the copy (`zoo.memory_budget`): say what would fit
         raise MemoryError(f"{error}; a split set reads fewer rows (--set task.splits=NAME; "
                           f"{'this zoo records: ' + ', '.join(sorted(sets)) if sets else 'this zoo records none'}), "
                           "or a subset (--set task.subset=...), or a machine with more memory") from None
-    return ZooRead(splits, config, checked_hash, record["family"], config_source(record, source.repo, source.revision),
-                   source.repo, source.revision, split_set,
+    return ZooRead(splits, listing.config, checked_hash, record["family"],
+                   config_source(record, source.repo, source.revision), source.repo, source.revision, split_set,
                    sets[split_set]["sha256"] if split_set != DEFAULT_SPLITS else None,
                    dict(record.get("architectures", {})), record.get("spec"))

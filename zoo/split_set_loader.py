@@ -5,13 +5,13 @@ A config's manifest entry lists its sets (`split_sets`: name -> file, sha256 and
 holding the set's rows); the file holds train, validation and test lists of model ids. A load reads
 and checks only those shards: the set's file (sha256), then each holding shard against the manifest
 (`zoo.storage.integrity.check_shards`), then the rows, a shard at a time, straight into one output per
-split, so memory holds the set's rows and one shard's share of them. (A manifest written before
-`shards` existed: the holders are found from each shard's `model_id` column, read within
-`zoo.storage.integrity.read_named`'s bounds; every holder is then checked as above.)
+split, so memory holds the set's rows and one shard's share of them. Each holder is opened once
+(`zoo.storage.open_shard`). A manifest written before `shards` existed: the holders are found from
+each shard's `model_id` column, read within the same bounds; every holder is then checked as above.
 
 Why the dataset hash a result records is still one its data was checked against, though other
 shards are never read: a config's dataset hash is sha256 of the sorted (path, sha256) listing of
-all its shards (`zoo.storage.integrity.dataset_hash_of`). `checked_listing_hash` recomputes it from
+all its shards (`zoo.storage.listing.dataset_hash_of`). `Listing.checked_hash` recomputes it from
 the manifest's listing and refuses a manifest whose recorded hash differs, and every shard whose
 rows a load returns is checked against its own entry of that same listing before a row is used. So
 every byte a result used is a byte of the dataset the hash names; a shard it did not read cannot
@@ -29,12 +29,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import torch
 
 from zoo.loader import ZooSplit, decode_weights, metadata_columns
-from zoo.storage.folder import read_manifest, resolve_config
-from zoo.storage.integrity import check_shards, entry_paths, read_named
+from zoo.storage.integrity import check_shards
+from zoo.storage.listing import Listing
+from zoo.storage.open_shard import OpenShard, open_shards
 from zoo.weightspace import WeightBatch
 
 SPLITS = ("train", "validation", "test")
@@ -43,21 +43,17 @@ Keep = Callable[[str, pd.DataFrame], "np.ndarray | None"]  # (split, its metadat
 
 def split_set_names(folder: str | Path, config: str | None = None) -> list[str]:
     """The named split sets a config records besides its own split (an import's papers' splits)."""
-    manifest = read_manifest(folder)
-    return sorted(manifest["configs"][resolve_config(manifest, config, folder)].get("split_sets", {}))
+    return sorted(Listing.read(folder, config).record.get("split_sets", {}))
 
 
-def _split_set_ids(folder: Path, config: str | None, name: str, check: bool
-                   ) -> tuple[str, dict, dict[str, list], list[dict]]:
-    """(config, its manifest entry, split -> model ids, the entries of the shards holding them) of split
-    set `name`; with `check`, its file and those shards are checked against the manifest."""
+def _split_set_ids(listing: Listing, name: str, check: bool) -> tuple[dict[str, list], list[OpenShard]]:
+    """(split -> model ids, the open shards holding them) of split set `name`; with `check`, its file
+    and those shards are checked against the manifest first."""
     from zoo.storage.manifest import shard_path
     from zoo.validation.inputs import InputError, load_json_bytes, read_capped
 
-    manifest = read_manifest(folder)
-    config = resolve_config(manifest, config, folder)
-    entry = manifest["configs"][config]
-    sets = entry.get("split_sets", {})
+    folder, config = listing.folder, listing.config
+    sets = listing.record.get("split_sets", {})
     if name not in sets:
         raise ValueError(f"{folder} config {config!r} has no split set {name!r}; it has "
                          f"{sorted(sets) or 'none'} besides its own split (the default)")
@@ -70,68 +66,65 @@ def _split_set_ids(folder: Path, config: str | None, name: str, check: bool
     if not isinstance(wanted, dict) or not all(
             isinstance(wanted.get(s), list) and all(isinstance(m, str) for m in wanted[s]) for s in SPLITS):
         raise InputError(f"{path}: expected train, validation and test lists of model ids (strings)")
-    holders = _holders(folder, config, entry, name, {m for s in SPLITS for m in wanted[s]})
-    if check:
-        check_shards(folder, holders)
-    return config, entry, wanted, holders
-
-
-def _holders(folder: Path, config: str, entry: dict, name: str, needed: set) -> list[dict]:
-    """The manifest entries of the shards holding split set `name`'s rows, in manifest order."""
-    listed = entry["split_sets"][name].get("shards")  # each one of `files` (`zoo.storage.manifest`)
+    listed = described.get("shards")  # each one of `files` (`zoo.storage.manifest`)
     if listed is not None:
         chosen = set(listed)
-        return [shard for shard in entry["files"] if shard["path"] in chosen]
-    wanted, holders = pa.array(sorted(needed)), []
-    for shard, path in zip(entry["files"], entry_paths(folder, entry["files"])):
-        ids = read_named(path, lambda: pq.read_table(path, columns=["model_id"]))["model_id"]
-        if pc.any(pc.is_in(ids, value_set=wanted)).as_py():
-            holders.append(shard)
-    return holders
+        holders = [shard for shard in listing.files if shard["path"] in chosen]
+        if check:
+            check_shards(folder, holders)
+        return wanted, open_shards(listing.paths(holders))
+    needed, holders, opened = pa.array(sorted({m for s in SPLITS for m in wanted[s]})), [], []
+    for entry, shard in zip(listing.files, open_shards(listing.paths(listing.files))):
+        if pc.any(pc.is_in(shard.table(["model_id"])["model_id"], value_set=needed)).as_py():
+            holders.append(entry)
+            opened.append(shard)
+    if check:
+        check_shards(folder, holders)
+    return wanted, opened
 
 
-def _rows(folder: Path, holders: list[dict], needed: set, columns: list[str]):
-    """(shard path, its rows of the `needed` model ids, only `columns`) for each holder holding any."""
+def _rows(shards: list[OpenShard], needed: set, columns: list[str]):
+    """(shard, its rows of the `needed` model ids, only `columns`) for each shard holding any."""
     wanted = pa.array(sorted(needed))
-    for path in entry_paths(folder, holders):
-        table = read_named(path, lambda: pq.read_table(path, columns=["model_id", *columns], memory_map=True))
+    for shard in shards:
+        table = shard.table(["model_id", *columns])
         keep = pc.is_in(table["model_id"], value_set=wanted)
         if pc.any(keep).as_py():
-            yield path, table.filter(keep)
+            yield shard, table.filter(keep)
 
 
-def _set_metadata(folder: Path, config: str, holders: list[dict], name: str, wanted: dict[str, list],
+def _set_metadata(listing: Listing, shards: list[OpenShard], name: str, wanted: dict[str, list],
                   splits: tuple[str, ...]) -> dict[str, pd.DataFrame]:
     """Each of `splits`' metadata, its rows in the set's order (a listed row repeated where it repeats)."""
     needed = {m for s in splits for m in wanted[s]}
-    files = entry_paths(folder, holders)
-    if not files:
-        raise ValueError(f"split set {name!r}: none of its models is in config {config!r}")
-    columns = [c for c in metadata_columns(files[0]) if c != "model_id"]
-    tables = [table for _, table in _rows(folder, holders, needed, columns)]
+    if not shards:
+        raise ValueError(f"split set {name!r}: none of its models is in config {listing.config!r}")
+    names = metadata_columns(shards[0])
+    tables = [table for _, table in _rows(shards, needed, [c for c in names if c != "model_id"])]
     if not tables:
-        raise ValueError(f"split set {name!r}: none of its models is in config {config!r}")
-    metadata = pa.concat_tables(tables).select(metadata_columns(files[0])).to_pandas()
+        raise ValueError(f"split set {name!r}: none of its models is in config {listing.config!r}")
+    metadata = pa.concat_tables(tables).select(names).to_pandas()
     position = {model_id: i for i, model_id in enumerate(metadata["model_id"])}
     missing = next((m for m in needed if m not in position), None)
     if missing is not None:
-        raise ValueError(f"split set {name!r} lists model {missing}, which config {config!r} does not hold")
+        raise ValueError(f"split set {name!r} lists model {missing}, which config {listing.config!r} does not hold")
     return {s: metadata.iloc[[position[m] for m in wanted[s]]].reset_index(drop=True) for s in splits}
 
 
-def load_split_set(folder: str | Path, config: str | None, name: str, *, check: bool = True,
+def load_split_set(folder: str | Path | Listing, config: str | None, name: str, *, check: bool = True,
                    keep: Keep | None = None) -> dict[str, ZooSplit]:
     """The train, validation and test splits of the named split set `name` (`zoo.imports.writer.SplitSet`):
     each split's rows in the set's order, a row repeated where the set repeats it.
 
-    With `check`, the set's file and the shards holding its rows are checked against the manifest
-    (the module docstring says why that suffices). `keep(split, metadata)` narrows a split to the
-    rows it marks before any weight is decoded. Rows go a shard at a time straight into each split's
-    output: memory holds the rows returned and one shard's share of them.
+    `folder` is a zoo folder (its `config` is read) or a parsed `Listing`. With `check`, the set's file
+    and the shards holding its rows are checked against the manifest (the module docstring says why
+    that suffices). `keep(split, metadata)` narrows a split to the rows it marks before any weight is
+    decoded. Rows go a shard at a time straight into each split's output: memory holds the rows
+    returned and one shard's share of them.
     """
-    folder = Path(folder)
-    config, entry, wanted, holders = _split_set_ids(folder, config, name, check)
-    metadata = _set_metadata(folder, config, holders, name, wanted, SPLITS)
+    listing = folder if isinstance(folder, Listing) else Listing.read(folder, config)
+    wanted, shards = _split_set_ids(listing, name, check)
+    metadata = _set_metadata(listing, shards, name, wanted, SPLITS)
     wanted = dict(wanted)
     for split in SPLITS:
         chosen = keep(split, metadata[split]) if keep is not None else None
@@ -142,7 +135,7 @@ def load_split_set(folder: str | Path, config: str | None, name: str, *, check: 
     needed = {m for s in SPLITS for m in wanted[s]}
     outputs: dict[str, list[torch.Tensor]] = {}
     space = None
-    for _, table in _rows(folder, holders, needed, ["weights"]):
+    for _, table in _rows(shards, needed, ["weights"]):
         piece = decode_weights(table["weights"])  # this shard's rows of the set: the only transient copy
         space = space or piece.space
         local = {m: i for i, m in enumerate(table["model_id"].to_pylist())}
@@ -162,9 +155,8 @@ def load_split_set(folder: str | Path, config: str | None, name: str, *, check: 
 def read_split_set_metadata(folder: str | Path, config: str | None, name: str, split: str = "test", *,
                             check: bool = True) -> pd.DataFrame:
     """One split of split set `name` as `load_split_set` gives it, metadata columns only (no weights read)."""
-    folder = Path(folder)
-    config, entry, wanted, holders = _split_set_ids(folder, config, name, check)
+    listing = Listing.read(folder, config)
+    wanted, shards = _split_set_ids(listing, name, check)
     if split not in wanted:
         raise ValueError(f"split set {name!r} has no split {split!r}")
-    return _set_metadata(folder, config, holders, name, wanted, (split,))[split]
-
+    return _set_metadata(listing, shards, name, wanted, (split,))[split]

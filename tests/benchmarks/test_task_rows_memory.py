@@ -73,15 +73,16 @@ def test_a_narrowed_run_gives_the_same_results_bit_for_bit(tiny_zoo, tmp_path):
 
 
 def test_a_benchmark_reads_each_shard_of_the_zoos_own_split_once(tiny_zoo, tmp_path, monkeypatch):
-    """The loader's real reads, counted: one `read_weights` per split, each shard in exactly one,
+    """The loader's real reads, counted: one `_read_weights` per split, each shard in exactly one,
     and no other pass over the shards (`verified_dataset_hash` skips what the reads checked)."""
     import zoo.loader
     import zoo.storage.integrity
     from zoo.storage.folder import read_manifest
 
     read, checked = [], []
-    real_read, real_check = zoo.loader.read_weights, zoo.storage.integrity.check_shards
-    monkeypatch.setattr(zoo.loader, "read_weights", lambda files, **kw: read.extend(files) or real_read(files, **kw))
+    real_read, real_check = zoo.loader._read_weights, zoo.storage.integrity.check_shards
+    monkeypatch.setattr(zoo.loader, "_read_weights",
+                        lambda shards, **kw: read.extend(s.path for s in shards) or real_read(shards, **kw))
     monkeypatch.setattr(zoo.storage.integrity, "check_shards",
                         lambda folder, entries, **kw: checked.extend(entries) or real_check(folder, entries, **kw))
     run_benchmark("generalization", "mlp", tiny_zoo, None,

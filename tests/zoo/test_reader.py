@@ -80,3 +80,34 @@ def test_the_manifest_check_can_fail():
         "imports read_manifest from zoo.storage.folder"]
     assert _manifest_reads("entry = manifest['configs'][config]\n") == ["line 1: a manifest's ['configs']"]
     assert _manifest_reads("from benchmarks.standard import read_manifest\n") == []  # a suite folder's own file
+
+
+def _opens(folder: Path, script: str, tmp_path: Path) -> dict[str, int]:
+    """How many times `script` (Python run in a child under strace) opened each file of `folder`."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "strace.log"
+    subprocess.run(["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(log), sys.executable, "-c", script],
+                   check=True, cwd=REPO, timeout=300)
+    counts: dict[str, int] = {}
+    for line in log.read_text().splitlines():
+        if " = -1 " in line or str(folder) not in line:  # a failed open, or another file
+            continue
+        name = line.split('"')[1].removeprefix(f"{folder}/")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+@pytest.mark.skipif(__import__("shutil").which("strace") is None, reason="strace is not installed")
+def test_a_read_parses_the_manifest_once_and_opens_each_shard_once(tiny_zoo, tmp_path):
+    """Counted by the system calls themselves: Arrow's own opens included. The negative control is
+    a reader that goes back to the folder per split (`load_split` three times, then the hash)."""
+    once = _opens(tiny_zoo, f"from zoo.reader import read_zoo; read_zoo({str(tiny_zoo)!r})", tmp_path)
+    shards = [name for name in once if name.endswith(".parquet")]
+    assert once.get("manifest.json") == 1 and len(shards) >= 3, once
+    assert all(once[name] == 1 for name in shards), once
+    per_split = _opens(tiny_zoo, "from zoo.loader import load_split; from zoo.storage.integrity import "
+                       f"verified_dataset_hash as v; [load_split({str(tiny_zoo)!r}, None, s) for s in "
+                       f"('train', 'validation', 'test')]; v({str(tiny_zoo)!r})", tmp_path)
+    assert per_split.get("manifest.json") == 4 and all(per_split[name] >= 2 for name in shards), per_split

@@ -2,7 +2,7 @@
 
 The importer writes a set's rows in shards of their own and lists them (`split_sets.<name>.shards`);
 the other shards can be corrupted or gone and the set still loads, with the config's dataset hash
-recomputed from the listing (`zoo.storage.integrity.checked_listing_hash`). A corrupted shard that
+recomputed from the listing (`zoo.storage.listing.Listing.checked_hash`). A corrupted shard that
 holds the set's rows is refused, naming the file (the negative control).
 """
 

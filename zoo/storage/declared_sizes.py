@@ -1,12 +1,12 @@
 """The sizes a Parquet shard declares, bounded before anything is decoded.
 
-A few hundred KB of compressed repeated strings can declare gigabytes a column. Every reader
-(`zoo.storage.integrity.read_named`: `nfnzoo info`, the loaders, `bench run`) and every check
-(`zoo.storage.integrity.shard_problem`: `nfnzoo verify`, `check_shards`) first asks
-`declared_size_problem`: each column chunk's uncompressed size, from the footer and from its page
-headers (Arrow allocates by the latter), is bounded per row (`zoo.validation.bounds`: the weights
-column by what one member may be, every other column by what a row's metadata is) and per chunk;
-the footer's length and a row group's rows are bounded too, and a dictionary page's declared values.
+A few hundred KB of compressed repeated strings can declare gigabytes a column. So every reader
+and every check asks first: the loaders through `zoo.storage.open_shard`, `nfnzoo info` through
+`zoo.storage.integrity.read_named`, and `nfnzoo verify` through `shard_problem`. Each column
+chunk's uncompressed size, from the footer and from its page headers (Arrow allocates by the
+latter), is bounded per row and per chunk (`zoo.validation.bounds`). The weights column is bounded
+by what one member may be, every other column by what a row's metadata is. The footer's length,
+a row group's rows and a dictionary page's declared values are bounded too.
 """
 
 from __future__ import annotations
@@ -57,9 +57,8 @@ def _footer(path: str, size: int, mtime_ns: int, inode: int) -> tuple[str | None
     footer = _footer_length(path, size)
     if footer is None:
         return None, None  # not Parquet: the reader says so, naming the file
-    if footer > MAX_PARQUET_FOOTER_BYTES:
-        return (f"declares a {footer:,}-byte footer; at most {MAX_PARQUET_FOOTER_BYTES:,} "
-                "(zoo.validation.bounds.MAX_PARQUET_FOOTER_BYTES)"), None
+    if footer_problem(footer) is not None:
+        return footer_problem(footer), None
     try:
         return None, pq.read_metadata(path)
     except (pa.ArrowInvalid, OSError):
@@ -68,43 +67,60 @@ def _footer(path: str, size: int, mtime_ns: int, inode: int) -> tuple[str | None
 
 @functools.lru_cache(maxsize=256)
 def _declared_size_problem(path: str, size: int, mtime_ns: int, inode: int) -> str | None:
+    import mmap
+
     problem, metadata = _footer(path, size, mtime_ns, inode)
     if metadata is None:
         return problem
-    problem = _page_problem(path, metadata)
-    return problem if problem is not None else _dictionary_problem(path, metadata)
+    with open_regular(path) as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        return mapped_size_problem(mapped, metadata, path)
 
 
-def _page_problem(path: str, metadata: pq.FileMetaData) -> str | None:
+def footer_problem(footer: int) -> str | None:
+    """Why a footer of `footer` bytes is not read (beyond the bound), or None."""
+    if footer > MAX_PARQUET_FOOTER_BYTES:
+        return (f"declares a {footer:,}-byte footer; at most {MAX_PARQUET_FOOTER_BYTES:,} "
+                "(zoo.validation.bounds.MAX_PARQUET_FOOTER_BYTES)")
+    return None
+
+
+def mapped_size_problem(mapped, metadata: pq.FileMetaData, source) -> str | None:
+    """What a mapped Parquet file declares beyond the bounds, or None.
+
+    `metadata` is its footer's; `source` (a path or an Arrow buffer of the same bytes) is read for
+    the dictionary check. An already open shard is checked here without opening it again.
+    """
+    problem = _page_problem(mapped, metadata)
+    return problem if problem is not None else _dictionary_problem(source, metadata)
+
+
+def _page_problem(mapped, metadata: pq.FileMetaData) -> str | None:
     """A column chunk whose footer or page headers declare more than the bounds allow, or None."""
-    import mmap
-
     from zoo.storage.parquet_pages import declared_page_bytes
 
-    with open_regular(path) as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        for g in range(metadata.num_row_groups):
-            group = metadata.row_group(g)
-            rows = group.num_rows
-            for c in range(group.num_columns):
-                chunk = group.column(c)
-                name = chunk.path_in_schema
-                per_row, bound = _row_bound(name)
-                where = f"column {ascii(name)[1:-1][:80]!r} of row group {g} ({rows:,} rows)"
-                start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-                if rows > MAX_PARQUET_ROWS_PER_GROUP:
-                    return (f"row group {g} declares {rows:,} rows; at most {MAX_PARQUET_ROWS_PER_GROUP:,} "
-                            "(zoo.validation.bounds.MAX_PARQUET_ROWS_PER_GROUP)")
-                try:
-                    paged, values = declared_page_bytes(mapped, start, chunk.total_compressed_size)
-                except ValueError as error:
-                    return f"{where}: {error}"
-                if "." not in name and max(values, chunk.num_values) > rows:  # a flat column: a value a row
-                    return f"{where} declares {max(values, chunk.num_values):,} values in its pages for {rows:,} rows"
-                # values decode to at least 8 bytes each (a fixed-width value or an offset), whatever their pages hold
-                declared = max(chunk.total_uncompressed_size, paged, 8 * max(values, chunk.num_values))
-                problem = _size_problem(where, "declares", declared, rows, per_row, bound)
-                if problem is not None:
-                    return problem
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        rows = group.num_rows
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            name = chunk.path_in_schema
+            per_row, bound = _row_bound(name)
+            where = f"column {ascii(name)[1:-1][:80]!r} of row group {g} ({rows:,} rows)"
+            start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+            if rows > MAX_PARQUET_ROWS_PER_GROUP:
+                return (f"row group {g} declares {rows:,} rows; at most {MAX_PARQUET_ROWS_PER_GROUP:,} "
+                        "(zoo.validation.bounds.MAX_PARQUET_ROWS_PER_GROUP)")
+            try:
+                paged, values = declared_page_bytes(mapped, start, chunk.total_compressed_size)
+            except ValueError as error:
+                return f"{where}: {error}"
+            if "." not in name and max(values, chunk.num_values) > rows:  # a flat column: a value a row
+                return f"{where} declares {max(values, chunk.num_values):,} values in its pages for {rows:,} rows"
+            # values decode to at least 8 bytes each (a fixed-width value or an offset), whatever their pages hold
+            declared = max(chunk.total_uncompressed_size, paged, 8 * max(values, chunk.num_values))
+            problem = _size_problem(where, "declares", declared, rows, per_row, bound)
+            if problem is not None:
+                return problem
     return None
 
 
@@ -124,7 +140,7 @@ def _size_problem(where: str, verb: str, size: int, rows: int, per_row: int, bou
     return None
 
 
-def _dictionary_problem(path: str, metadata: pq.FileMetaData) -> str | None:
+def _dictionary_problem(source, metadata: pq.FileMetaData) -> str | None:
     """A dictionary-encoded string column is small on disk and in its pages, and as large as its
     rows times their values once decoded (one 60 KB value repeated 100,000 times is 6 GB): each
     such chunk is read as a dictionary (its pages, bounded above, and an index a row) and the
@@ -139,7 +155,8 @@ def _dictionary_problem(path: str, metadata: pq.FileMetaData) -> str | None:
     if not names:
         return None
     try:
-        parquet = pq.ParquetFile(path, read_dictionary=names)
+        parquet = pq.ParquetFile(pa.BufferReader(source) if isinstance(source, pa.Buffer) else source,
+                                 read_dictionary=names)
         for g in range(metadata.num_row_groups):
             rows = metadata.row_group(g).num_rows
             for name in names:

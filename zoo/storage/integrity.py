@@ -1,31 +1,24 @@
 """Checksums of a packed zoo: what a reader checks before it trusts a shard.
 
-`manifest.json` records every shard's size and sha256, and a config's dataset hash is the
-hash of its shards' (path, sha256) listing (`dataset_hash_of`). `check_shards` compares the
-files on disk with those records and raises `CorruptShardError` naming the first bad file;
-`verified_dataset_hash` checks every shard of a config and recomputes its hash from the
-listing (`checked_listing_hash`), so a hash that a benchmark result records is one the bytes were
-checked against, not just a string copied from the manifest. A reader that checks each shard it
-reads against that listing may record `checked_listing_hash` alone: a split set does
-(`zoo.split_set_loader` says why that suffices).
+`manifest.json` records every shard's size, sha256 and fast checksum (`xxh3_128`, written in the
+same read as the sha256 by `file_checksums`). `check_shards` compares the files on disk with those
+records and raises `CorruptShardError` naming the first bad file. `verified_dataset_hash` checks
+every shard of a config and recomputes its hash from the listing (`zoo.storage.listing`). So a hash
+a benchmark result records is one the bytes were checked against, not a string copied from the
+manifest. A reader that checks each shard it reads may record the listing's hash alone: a split
+set does (`zoo.split_set_loader` says why that suffices).
 
-Every shard also has a fast checksum, `xxh3_128` (XXH3's 128-bit hash, ~20 GiB/s a core against
-sha256's ~1.4 here), written in the same read as its sha256 (`file_checksums`). A load checks that
-one: `zoo.loader.load_split` hashes each shard in the same pass that copies its pages, block by
-block while they are in cache (`hash_while_using`), and returns nothing unless every digest
-matches; otherwise, and for any other reader, `check_shards` hashes first. Either way a checked load
-runs near the unchecked one's speed (`make bench-loading`). sha256 stays the checksum of record: the
-dataset hash is made of it, `nfnzoo verify --full` and `nfnzoo publish` check it, and a manifest
-written before the fast checksum existed is checked by sha256 alone. XXH3 catches any corruption,
-truncation or replacement by accident; it is not a cryptographic hash, so a shard crafted to collide
-with another's xxh3 would pass a load and fail `verify --full`. Every benchmark load checks every
-shard it reads and nothing is cached. `zoo.loader.load_split(..., check=False)` skips it for callers
-that have just checked. `read_named` turns Arrow's errors on an unreadable shard ("Parquet magic
-bytes not found"), which do not say which file, into one that does.
+A load checks the fast checksum in the pass that copies the pages (`hash_while_using`), block by
+block while they are in cache; `zoo.loader` returns nothing unless every digest matches. Any
+other reader runs `check_shards` first. sha256 stays the checksum of record: the dataset hash is
+made of it, `nfnzoo verify --full` and `nfnzoo publish` check it, and an old manifest without the
+fast checksum is checked by it alone. XXH3 catches corruption, truncation or replacement by
+accident; it is not cryptographic, so a shard crafted to collide would pass a load and fail
+`verify --full`. Nothing is cached: every benchmark load checks every shard it reads.
 
-`read_named` is also where every reader (`nfnzoo info`, the loaders, `bench run`) opens a shard,
-and `shard_problem` where `nfnzoo verify` and `check_shards` check one: both first check the
-sizes the shard declares (`zoo.storage.declared_sizes`) before anything is decoded.
+`shard_problem` checks the sizes a shard declares (`zoo.storage.declared_sizes`) before anything
+is decoded. `read_named` does the same for a reader that opens shards by path (`nfnzoo info`),
+and names the file in Arrow's errors; the loaders open each shard once (`zoo.storage.open_shard`).
 """
 
 from __future__ import annotations
@@ -40,12 +33,11 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
 from zoo.storage.declared_sizes import (check_declared_sizes, declared_rows,
                                         declared_size_problem)
 from zoo.storage.shard_file import (CorruptShardError, open_regular,
                                     regular_file_problem)
-from zoo.storage.manifest import shard_path
+from zoo.storage.listing import Listing, dataset_hash_of, entry_paths  # noqa: F401 (dataset_hash_of re-exported)
 
 
 FAST = "xxh3_128"  # the manifest key of a shard's fast checksum
@@ -126,12 +118,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def dataset_hash_of(files: Iterable[dict]) -> str:
-    """A config's content hash: its shards' paths and checksums (not versions or times)."""
-    listing = sorted((f["path"], f["sha256"]) for f in files)
-    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
-
-
 def shard_problem(path: Path, entry: dict, *, full: bool = False) -> str | None:
     """What is wrong with the shard at `path` against its manifest entry, or None when it matches:
     by its fast checksum where the entry has one, by sha256 with `full` or where it has none; then
@@ -154,12 +140,6 @@ def shard_problem(path: Path, entry: dict, *, full: bool = False) -> str | None:
     return problem
 
 
-def entry_paths(folder: str | Path, entries: list[dict]) -> list[Path]:
-    """The files of manifest shard entries, each confined to `folder` (`zoo.storage.manifest.shard_path`)."""
-    return [shard_path(folder, entry["path"], f"{Path(folder) / MANIFEST}: shard {ascii(entry['path'])[:80]}")
-            for entry in entries]
-
-
 def check_shards(folder: str | Path, entries: list[dict], *, threads: int = 2, full: bool = False) -> None:
     """Raises `CorruptShardError` naming the first shard (in manifest order) that does not match
     (`shard_problem`: the fast checksum, or sha256 with `full`)."""
@@ -174,33 +154,19 @@ def check_shards(folder: str | Path, entries: list[dict], *, threads: int = 2, f
                                 "re-pack or re-download the zoo")
 
 
-def checked_listing_hash(folder: str | Path, config: str | None = None) -> str:
-    """The dataset hash of `config`, recomputed from the manifest's shard listing (path, sha256) and
-    checked against the hash it records; no shard is read. A reader that checks every shard it reads
-    against that listing (`check_shards`, or `zoo.loader.load_split`'s one-pass check) may record this
-    hash: what it read is then part of the data the hash names (`zoo.split_set_loader`)."""
-    manifest = read_manifest(folder)
-    config = resolve_config(manifest, config, folder)
-    entry = manifest["configs"][config]
-    recorded = dataset_hash_of(entry["files"])
-    if recorded != entry["dataset_hash"]:
-        raise CorruptShardError(f"{Path(folder) / 'manifest.json'}: config {config!r} records dataset hash "
-                                f"{entry['dataset_hash'][:12]}…, but its shards' checksums give {recorded[:12]}…")
-    return recorded
+def verified_dataset_hash(listing: Listing | str | Path, config: str | None = None, *,
+                          skip: Iterable[str] = ()) -> str:
+    """The dataset hash of a config, after checking each of its shards against the manifest.
 
-
-def verified_dataset_hash(folder: str | Path, config: str | None = None, *, skip: Iterable[str] = ()) -> str:
-    """The dataset hash of `config`, after checking every shard of it against the manifest
-    (but those whose manifest paths are in `skip`: a caller that checks them as it reads them).
-
-    Also recomputes the hash from the manifest's shard listing (`checked_listing_hash`), so an edited
-    `dataset_hash` in the manifest is caught too.
+    `listing` is a parsed `Listing`, or a folder whose `config` is read. Shards whose manifest paths
+    are in `skip` are left out: the caller checked them as it read them. The hash is also recomputed
+    from the listing (`Listing.checked_hash`), so an edited `dataset_hash` is caught too.
     """
-    manifest = read_manifest(folder)
-    config = resolve_config(manifest, config, folder)
+    if not isinstance(listing, Listing):
+        listing = Listing.read(listing, config)
     skipped = set(skip)
-    check_shards(folder, [shard for shard in manifest["configs"][config]["files"] if shard["path"] not in skipped])
-    return checked_listing_hash(folder, config)
+    check_shards(listing.folder, [shard for shard in listing.files if shard["path"] not in skipped])
+    return listing.checked_hash()
 
 
 def release_hash(manifest: dict) -> str:

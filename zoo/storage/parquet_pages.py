@@ -159,12 +159,18 @@ class _Compact:
 def fixed_width_pages(path: Path, column: str) -> tuple[mmap.mmap, list[np.ndarray]] | None:
     """The column's values as (values, 4 + length) uint8 views into the mapped file, or None."""
     parquet = pq.ParquetFile(path)
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    pages = mapped_pages(mapped, parquet, column)
+    return None if pages is None else (mapped, pages)
+
+
+def mapped_pages(mapped, parquet: pq.ParquetFile, column: str) -> list[np.ndarray] | None:
+    """`fixed_width_pages` of a file already mapped and opened: its pages as views into `mapped`, or None."""
     metadata = parquet.metadata
     index = parquet.schema_arrow.get_field_index(column)
     if index < 0 or parquet.schema.column(index).max_definition_level != 0:
         return None  # nullable: pages would carry definition levels
-    with open(path, "rb") as handle:
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     buffer = np.frombuffer(mapped, dtype=np.uint8)
     pages: list[np.ndarray] = []
     width = None
@@ -209,7 +215,7 @@ def fixed_width_pages(path: Path, column: str) -> tuple[mmap.mmap, list[np.ndarr
             position = body + size
         if rows != chunk.num_values:
             return None
-    return mapped, pages
+    return pages
 
 
 def declared_page_bytes(mapped, start: int, length: int) -> tuple[int, int]:
