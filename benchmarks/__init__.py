@@ -1,11 +1,10 @@
 """Benchmarks: tasks for NFN models, the harness that runs them over seeds, result plots.
 
 `benchmarks.evaluate(model, task=..., data=...)` benchmarks any model from Python
-(`benchmarks.api`); `benchmarks.tasks` holds the task registry, `benchmarks.harness.run_benchmark`
-runs a model on a task over seeds and writes a results JSON, `benchmarks.check_model` checks a
+(`benchmarks.api`). `benchmarks.tasks` holds the task registry. `benchmarks.harness.run_benchmark`
+runs a model on a task over seeds, and writes a results JSON. `benchmarks.check_model` checks a
 model's symmetry claims, and `benchmarks.plots` draws results. The performance benchmarks of the
-system itself live in `benchmarks.perf`.
-"""
+system itself live in `benchmarks.perf`."""
 
 from typing import Any
 

@@ -1,21 +1,23 @@
 """The Python API for benchmarking any model: `benchmarks.evaluate(model, task=..., data=...)`.
 
-`model` is whatever names a model: a registered name (`"statnn"`), an import path
-(`"mypkg.models:MyNFN"`), an installed package's `nfnzoo.models` entry point, a model class with
-the registry's contract (`nfn_models.registry.check_model_contract`), or a factory
-`weight_space -> nn.Module`. A class or a factory is registered as a plugin under `name` (default:
-its import path `module:QualifiedName`). The results record the model's board name as their `model`:
-`name` where given (with any form of `model`), else the registered name of a built-in or an entry
-point, else the class's `BOARD_NAME` or its own name (a factory's function name); and how it was
-loaded in their `model_source` (`benchmarks.model_identity`).
+`model` is whatever names a model. It may be a registered name (`"statnn"`) or an import path
+(`"mypkg.models:MyNFN"`). It may be an installed package's `nfnzoo.models` entry point. It may be a
+model class with the registry's contract (`nfn_models.registry.check_model_contract`). It may be a
+factory `weight_space -> nn.Module`. A class or a factory is registered as a plugin under `name`.
+By default that is its import path `module:QualifiedName`.
 
-The run is `benchmarks.harness.run_benchmark`'s, as `nfnzoo bench run` does it: the same
-protocol, the same results file with its predictions sidecar, the same resumable seed records
-(a re-run after an interruption runs only the missing seeds; the records are keyed by the model's
-name and config, so give each different model its own `name`). A class or a factory defined in a
-notebook runs in this process; Ray workers (`workers > 1`, `address`) import the model by its
-name, so give them an import path or an entry point.
-"""
+The results record the model's board name as their `model`. That is `name` where given, with any
+form of `model`. Else it is the registered name of a built-in or an entry point. Else it is the
+class's `BOARD_NAME`, or its own name (a factory's function name). How the model was loaded goes in
+their `model_source` (`benchmarks.model_identity`).
+
+The run is `benchmarks.harness.run_benchmark`'s, as `nfnzoo bench run` does it. It follows the same
+protocol, and writes the same results file with its predictions sidecar. It keeps the same
+resumable seed records. A re-run after an interruption runs only the missing seeds. The records are
+keyed by the model's name and config, so give each different model its own `name`.
+
+A class or a factory defined in a notebook runs in this process. Ray workers (`workers > 1`,
+`address`) import the model by its name. So give them an import path or an entry point."""
 
 from __future__ import annotations
 
@@ -46,11 +48,10 @@ class FactoryConfig:
 
 def factory_model(factory: Callable[..., nn.Module], symmetries: Sequence[str] = (),
                   weight_spaces: Sequence[str] = tuple(SPACE_GROUPS)) -> type:
-    """A model class (the registry's contract) whose models are `factory(weight_space)`.
+    """A model class, with the registry's contract, whose models are `factory(weight_space)`.
 
-    A factory that takes `out_features` gets the task's; one that does not serves the tasks
-    with one output per checkpoint. `symmetries` are what its models claim (see `check_model`).
-    """
+    A factory that takes `out_features` gets the task's. One that does not serves the tasks with one
+    output per checkpoint. `symmetries` are what its models claim (see `check_model`)."""
     takes_outputs = _takes(factory, "out_features")
     label = getattr(factory, "__qualname__", type(factory).__name__)
 
@@ -87,7 +88,9 @@ def _takes(function: Callable, parameter: str) -> bool:
 
 
 def _importable(item: Any) -> bool:
-    """Whether `item` is what its import path names (a class in a module, not one made in `__main__` or a function)."""
+    """Whether `item` is what its import path names.
+
+    That means a class in a module, not one made in `__main__`, and not a function."""
     module = sys.modules.get(getattr(item, "__module__", None) or "")
     if module is None or module.__name__ == "__main__":
         return False
@@ -98,8 +101,9 @@ def _importable(item: Any) -> bool:
 
 
 def register(model: ModelLike, name: str | None = None, symmetries: Sequence[str] = ()) -> str:
-    """The registered name of `model` (any form `evaluate` takes), registering a class or a factory (under
-    `name` where given, else its import path)."""
+    """The registered name of `model`, in any form `evaluate` takes.
+
+    A class or a factory is registered, under `name` where given, else its import path."""
     if isinstance(model, str):
         return MODELS.resolve(model)
     if isinstance(model, type):
@@ -122,25 +126,22 @@ def evaluate(model: ModelLike, task: str = "generalization", data: str | Path | 
              progress: bool = True) -> Results:
     """Trains and evaluates `model` on `task` over `seeds` on the zoo `data`; returns the results.
 
-    Args:
-        model: a registered name, an import path, an entry point's name, a model class, or a factory
-            `weight_space -> nn.Module` (see the module docstring).
-        task: a registered task (or a task plugin's import path or entry point).
-        data: a zoo folder or a Hub dataset repo `ORG/NAME[@REVISION]`.
-        seeds: the seeds; each is one resumable job.
-        out: the results JSON to write (its predictions sidecar beside it), as `nfnzoo bench run --out`.
-        config: the dataset config (default: the dataset's only one).
-        model_overrides: the model's hyperparameters (`--set model.KEY=VALUE`).
-        task_overrides: the task's hyperparameters (`--set task.KEY=VALUE`).
-        name: the model's board name, which the results record (default: see the module docstring); a
-            class or a factory is registered under it too.
-        symmetries: what a factory's models claim (a class states its own).
-        device: the torch device (default: CUDA when available); `workers`, `address`, `gpus_per_job`
-            and `progress` are `benchmarks.harness.run_benchmark`'s.
+    `model` is a registered name, an import path, an entry point's name, a model class, or a factory
+    `weight_space -> nn.Module` (see the module docstring). `task` is a registered task, or a task
+    plugin's import path or entry point. `data` is a zoo folder, or a Hub dataset repo
+    `ORG/NAME[@REVISION]`. Each of the `seeds` is one resumable job.
 
-    Returns:
-        The `benchmarks.results.Results` that `out` holds.
-    """
+    `out` is the results JSON to write, with its predictions sidecar beside it, as
+    `nfnzoo bench run --out`. `config` is the dataset config; by default, the dataset's only one.
+    `model_overrides` are the model's hyperparameters (`--set model.KEY=VALUE`). `task_overrides` are
+    the task's (`--set task.KEY=VALUE`).
+
+    `name` is the model's board name, which the results record (default: see the module docstring). A
+    class or a factory is registered under it too. `symmetries` are what a factory's models claim; a
+    class states its own. `device` is the torch device, by default CUDA when available. `workers`,
+    `address`, `gpus_per_job` and `progress` are `benchmarks.harness.run_benchmark`'s.
+
+    Returns the `benchmarks.results.Results` that `out` holds."""
     if data is None:
         raise ValueError("data: expected a zoo folder or a Hub dataset repo ORG/NAME[@REVISION], got None")
     registered = register(model, name, symmetries)

@@ -1,18 +1,23 @@
-"""The random members `benchmarks.check_model` acts on: their magnitudes, the tolerance of a claim at each,
-and how a model's output on them is measured (a copy handed to the model, the output against the contract).
+"""The random members `benchmarks.check_model` acts on, their magnitudes, and a claim's tolerance at each.
 
-A claim must hold on members of every magnitude, not only on standard normal ones: a model that
-clamps or branches on large weights (|w| > 20), or that overflows on them, is only caught there.
-`MAGNITUDES` names them: "unit" (N(0, 1) entries, where the negative controls are measured too),
-"realistic" (as trained members hold them), "outliers" (realistic, bar a few entries beyond 20),
-"large" (100x) and "small" (every entry N(0, 1e-3^2), as a fresh zoo's epoch-0 members with
-init_std 1e-3 hold them: a model that branches on small weights breaks its claim only there). The
-tolerances are relative, max |f(g . w) - f(w)| / (1 + |f(w)|) for invariance and relative to each
-output tensor's largest entry for equivariance; float32 sums of terms 100x larger round 100x larger
-in absolute terms, hence `LARGE_RTOL` there. At "small" an output may be as small as its members, so
-the invariance deviation is relative to the output's own size, max |f(g . w) - f(w)| / min(1, max |f(w)|)
-(`Magnitude.own_scale`): a tiny output cannot pass by being tiny.
-"""
+It also measures a model's output on them: a copy is handed to the model, and the output is held to
+the contract.
+
+A claim must hold on members of every magnitude, not only on standard normal ones. A model may clamp
+or branch on large weights (|w| > 20), or overflow on them. Only large members catch that.
+
+`MAGNITUDES` names them. `unit` has N(0, 1) entries; the negative controls are measured there too.
+`realistic` is as trained members hold them. `outliers` is realistic, bar a few entries beyond 20.
+`large` is 100x. `small` has every entry N(0, 1e-3^2), as a fresh zoo's epoch-0 members with
+init_std 1e-3 hold them. A model that branches on small weights breaks its claim only there.
+
+The tolerances are relative. For invariance the deviation is max |f(g . w) - f(w)| / (1 + |f(w)|).
+For equivariance it is relative to each output tensor's largest entry. Float32 sums of terms 100x
+larger round 100x larger in absolute terms. Hence `LARGE_RTOL` there.
+
+At `small` an output may be as small as its members. So the invariance deviation is relative to
+the output's own size: max |f(g . w) - f(w)| / min(1, max |f(w)|) (`Magnitude.own_scale`). A tiny
+output cannot pass by being tiny."""
 
 from __future__ import annotations
 
@@ -60,8 +65,9 @@ MAGNITUDES = {
 
 def random_weights(weight_space: WeightSpace, size: int, seed: int, denormal: bool = False,
                    magnitude: str = "unit") -> WeightBatch:
-    """Members drawn at `magnitude` (`MAGNITUDES`; "unit": standard normal); with `denormal`, 10% of the
-    entries denormals of the same sign."""
+    """Members drawn at `magnitude` (`MAGNITUDES`; "unit": standard normal).
+
+    With `denormal`, 10% of the entries are denormals of the same sign."""
     generator = torch.Generator().manual_seed(seed)
     drawn = MAGNITUDES[magnitude]
     tensors = []
@@ -90,9 +96,10 @@ def deviation(moved: torch.Tensor, output: torch.Tensor, magnitude: str = "unit"
 
 
 def called(model: torch.nn.Module, weights: WeightBatch, role: str, seed: int) -> tuple[Any, tuple[str, str] | None]:
-    """The model's output on a copy of `weights`, and ("modifies its input", which tensor) when the call
-    changed that copy in place (a model that mutates its input corrupts the batch it is given: its own
-    verdict, never one on a claim)."""
+    """The model's output on a copy of `weights`, and whether the call changed that copy in place.
+
+    A change gives ("modifies its input", which tensor). A model that mutates its input corrupts the
+    batch it is given. That is its own verdict, never one on a claim."""
     given = WeightBatch(weights.space, tuple(t.clone() for t in weights.tensors))
     versions = [t._version for t in given.tensors]
     with torch.no_grad():

@@ -1,51 +1,59 @@
 """Checks a model's symmetry claims with random group elements: `nfnzoo bench check-model MODEL`.
 
-Any model, built-in or plugin (`nfn_models.registry`: a name, an import path or an entry point),
-is built small (its Config's size fields shrunk; `group` set to the space's group where the model
-has one; a transformer's `num_heads` and `residual` from the space's architecture; a fitted model
-fitted on random rows) for each weight space it reads: CNN-ReLU, CNN-tanh and SIREN members
-(feedforward), a 2-block 2-head transformer without residuals and a 3-block 4-head one with them.
-Its parameters there are counted on the meta device first (`benchmarks.tasks.limits.model_size_problem`,
-as `bench run` counts them): one too large is refused in that line, never allocated (`sized`, `Size`).
-For each group of the space the families' own random elements (`zoo.symmetry`) act on random
-weights, and the deviation max |f(g . w) - f(w)| / (1 + |f(w)|) (elementwise, so `RTOL` is
-`torch.testing.assert_close` with rtol = atol) is measured over seeds:
+Any model, built-in or plugin, can be checked (`nfn_models.registry`: a name, an import path or an
+entry point). It is built small for each weight space it reads. Its Config's size fields are
+shrunk, and `group` is set to the space's group where the model has one. A transformer model takes
+`num_heads` and `residual` from the space's architecture. A fitted model is fitted on random rows.
 
-- the output itself first (`benchmarks.outputs`, the model contract): a tensor (B, out_features),
-  every value finite. One that is not is reported as such ("NOT FINITE" / "WRONG SHAPE" /
-  "WRONG DTYPE", naming the space, the magnitude, the seed and which output), and nothing is
-  measured on it: a NaN is never a verdict on a claim. The model is handed a copy of the members and
-  a call that changes it in place is reported as "MODIFIES ITS INPUT" (naming the tensor), likewise
-  never a verdict on a claim;
-- a claimed group must leave the output unchanged at every magnitude of the members
-  (`benchmarks.check_members.MAGNITUDES`: standard normal, as trained members hold them
-  (He-initialised), realistic with 2% outliers beyond 20, 100x, and 1e-3 as epoch-0 members), within that magnitude's
-  tolerance (`RTOL` in float32; `LARGE_RTOL` where entries reach 100), also on members holding
-  denormal weights (power-of-two scalings, which act exactly; `DENORMAL_RTOL`: the action itself
-  rounds there): a model that clamps or branches on large weights breaks its claim only there;
-- an unclaimed group is expected to change it (deviation > `MOVES`, on the standard normal
-  members): that shows the check can fail. An unclaimed group that leaves it unchanged is a claim
-  the model could make, reported, not an error.
+The spaces are CNN-ReLU, CNN-tanh and SIREN members (feedforward). They also include a 2-block
+2-head transformer without residuals, and a 3-block 4-head one with them. The model's parameters
+there are first counted on the meta device (`benchmarks.tasks.limits.model_size_problem`), as
+`bench run` counts them. One too large is refused in that line, and never allocated (`sized`,
+`Size`).
 
-Feedforward groups: "permutation", "scale", "sign" (`zoo.symmetry.feedforward`, scales
-log-uniform in [1e-3, 1e3]). Transformer groups (`zoo.symmetry.attention`): "attention", the
-paper's group; "attention-permutation", its subgroup of neuron relabellings; and as negative
-controls the paper's group with the MLP units' positive scalings ("attention+scale"), with the
-block-output permutations ("attention+block-output"), and on the residual space the
-model-dimension permutations that are no symmetry of a residual member ("attention+model-dimension").
+For each group of the space, the families' own random elements (`zoo.symmetry`) act on random
+weights. The deviation max |f(g . w) - f(w)| / (1 + |f(w)|) is measured over seeds. It is taken
+elementwise, so `RTOL` is `torch.testing.assert_close` with rtol = atol. Three things are checked.
 
-A model with a weight-space output (INR editing's weight delta) is checked for equivariance the
-same way: f(g . w) = g . f(w) relative to the output's size (< 1e-4 claimed on standard normal
-members, < 1e-3 at the other magnitudes, > 1e-3 unclaimed), in float32 unless the model class sets
-`EXACTNESS_DTYPE` (NG-GNN: float64, because PNA's standard deviation aggregator amplifies float32
-rounding at the first hidden layer's in-degree-2 neurons); the invariance checks (not the denormal
-one, whose point is float32's denormals) use it too.
-A model class may also set `EXACTNESS_PARAMETER_NOISE` = s: every parameter of the checked model
-is moved by N(0, s^2) off its initial value first (seeded), as training moves it. NG-GNN sets 0.5:
-at initialisation its output hardly depends on its input (it varies by ~1e-4 across random
-members, and by ~5e-6 under a transformer's GL factors), too little for a negative control.
-`tests/nfn_models/test_exactness.py` runs these same functions over the registry.
-"""
+1. The output itself comes first (`benchmarks.outputs`, the model contract). It must be a tensor
+   (B, out_features), every value finite. One that is not is reported as such: "NOT FINITE",
+   "WRONG SHAPE" or "WRONG DTYPE". The report names the space, the magnitude, the seed and which
+   output. Nothing is measured on it, since a NaN is never a verdict on a claim. The model is
+   handed a copy of the members. A call that changes it in place is reported as "MODIFIES ITS
+   INPUT", naming the tensor. That too is never a verdict on a claim.
+2. A claimed group must leave the output unchanged at every magnitude of the members
+   (`benchmarks.check_members.MAGNITUDES`). The magnitudes are standard normal, and realistic, as
+   trained (He-initialised) members hold them. Then come realistic with 2% outliers beyond 20,
+   100x, and 1e-3 as epoch-0 members. Each magnitude has its tolerance: `RTOL` in float32, and
+   `LARGE_RTOL` where entries reach 100. The claim must also hold on members holding denormal
+   weights. Their scalings are powers of two, which act exactly. `DENORMAL_RTOL` applies there,
+   since the action itself rounds. A model that clamps or branches on large weights breaks its
+   claim only there.
+3. An unclaimed group is expected to change the output, on the standard normal members. Its
+   deviation must exceed `MOVES`, which shows the check can fail. An unclaimed group that leaves
+   the output unchanged is a claim the model could make. It is reported, not an error.
+
+Feedforward groups are `permutation`, `scale` and `sign` (`zoo.symmetry.feedforward`). Scales are
+log-uniform in [1e-3, 1e3]. Transformer groups come from `zoo.symmetry.attention`. `attention` is
+the paper's group, and `attention-permutation` its subgroup of neuron relabellings. Three negative
+controls follow. `attention+scale` adds the MLP units' positive scalings to the paper's group.
+`attention+block-output` adds the block-output permutations. `attention+model-dimension`, on the
+residual space, adds the model-dimension permutations, which are no symmetry of a residual member.
+
+A model with a weight-space output is checked for equivariance the same way. INR editing's weight
+delta is one. The check is f(g . w) = g . f(w), relative to the output's size. A claim must stay
+below 1e-4 on standard normal members, and below 1e-3 at the other magnitudes. An unclaimed group
+must exceed 1e-3. The check runs in float32, unless the model class sets `EXACTNESS_DTYPE`. NG-GNN
+sets float64. Its PNA standard deviation aggregator amplifies float32 rounding at the first hidden
+layer's in-degree-2 neurons. The invariance checks use that dtype too. The denormal check does not,
+since its point is float32's denormals.
+
+A model class may also set `EXACTNESS_PARAMETER_NOISE` = s. Every parameter of the checked model is
+then moved by N(0, s^2) off its initial value first (seeded), as training moves it. NG-GNN sets 0.5.
+At initialisation its output hardly depends on its input. It varies by ~1e-4 across random members,
+and by ~5e-6 under a transformer's GL factors. That is too little for a negative control.
+
+`tests/nfn_models/test_exactness.py` runs these same functions over the registry."""
 
 from __future__ import annotations
 
@@ -286,8 +294,10 @@ def check_denormal(name: str, space_name: str, group: str, overrides: Mapping[st
 
 def check_equivariance(name: str, space_name: str, group: str, seeds: Sequence[int] = SEEDS,
                        overrides: Mapping[str, Any] | None = None, magnitude: str = "unit") -> Check:
-    """A weight output: g . f(w) against f(g . w), relative to the output's size, on members at
-    `magnitude`; in the model's `EXACTNESS_DTYPE` (float32 unless it says otherwise, see the module docstring)."""
+    """A weight output: g . f(w) against f(g . w), relative to the output's size, on members at `magnitude`.
+
+    It runs in the model's `EXACTNESS_DTYPE`: float32 unless it says otherwise (see the module
+    docstring)."""
     acting = symmetry(space_name, group)
     claimed = group in claimed_symmetries(build_model(name, space_name, 0, "weights", overrides))
     worst = 0.0
@@ -312,8 +322,9 @@ def _nan_first(value: float) -> float:
 
 
 def weight_output_spaces(name: str) -> list[str]:
-    """The spaces whose weight output is checked: those read, less MAGEP-NFN's kernel CNNs (refused:
-    its weight output lives on the dense description)."""
+    """The spaces whose weight output is checked: those read, less MAGEP-NFN's kernel CNNs.
+
+    Those are refused, since its weight output lives on the dense description."""
     if "weights" not in model_outputs(name):
         return []
     return [s for s in sorted(SPACES) if reads(name, s)
@@ -322,16 +333,20 @@ def weight_output_spaces(name: str) -> list[str]:
 
 def check_model(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str, Any] | None = None,
                 spaces: Sequence[str] | None = None) -> list[Check]:
-    """Every check of model `name` (a registered name, an import path or an entry point), on the
-    weight spaces it reads, or on those of `spaces` (e.g. a setting that reads SIRENs only)."""
+    """Every check of model `name`, on the weight spaces it reads, or on those of `spaces`.
+
+    `name` is a registered name, an import path or an entry point. `spaces` suits e.g. a setting that
+    reads SIRENs only."""
     return [value for kind, value in check_steps(name, seeds, overrides, spaces) if kind == "check"]
 
 
 def check_steps(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str, Any] | None = None,
                 spaces: Sequence[str] | None = None) -> Iterator[tuple[str, Any]]:
-    """`check_model`'s steps as they run: ("start", a label) before each step that runs the model's code,
-    then that step's one record: ("loaded", the resolved name), ("size", `Size`) or ("check", `Check`)
-    (`benchmarks.check_process` holds a step without its record as not finished)."""
+    """`check_model`'s steps as they run.
+
+    ("start", a label) comes before each step that runs the model's code. Then comes that step's one
+    record: ("loaded", the resolved name), ("size", `Size`) or ("check", `Check`).
+    `benchmarks.check_process` holds a step without its record as not finished."""
     unknown = sorted(set(spaces or ()) - set(SPACES))
     if unknown or spaces == []:
         raise ValueError(f"--spaces: expected some of {', '.join(sorted(SPACES))}, got {list(spaces or [])}")
@@ -376,8 +391,10 @@ def _step(label: str, kind: str, run: Callable[..., Any], *arguments: Any) -> It
 
 
 def sized(name: str, space_name: str, output: str, overrides: Mapping[str, Any] | None = None) -> Size:
-    """The size model `name` is checked at on the space, counted on the meta device before it is built
-    (`model_size_problem`, `bench run`'s count): a model too large is refused in that one line, unallocated."""
+    """The size model `name` is checked at on the space, counted on the meta device before it is built.
+
+    The count is `model_size_problem`'s, as `bench run` counts. A model too large is refused in that
+    one line, unallocated."""
     given = dict(overrides or {})
     with _on_space(name, space_name):
         chosen = _settings(MODELS.get(name), name, space_name, output, given)
@@ -392,8 +409,10 @@ def sized(name: str, space_name: str, output: str, overrides: Mapping[str, Any] 
 
 @contextlib.contextmanager
 def _on_space(name: str, space_name: str) -> Iterator[None]:
-    """A model that raises while built or called on a space (a plugin's bug, a setting it refuses): one
-    line naming the model and the space (a ValueError, which the CLI prints), not a traceback."""
+    """A model that raises while built or called on a space gives one line, not a traceback.
+
+    Causes are a plugin's bug, or a setting it refuses. The line names the model and the space. It is a
+    ValueError, which the CLI prints."""
     try:
         yield
     except SchemaError:

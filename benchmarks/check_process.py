@@ -1,19 +1,24 @@
 """`nfnzoo bench check-model`'s checks run in a child process: a verdict only on checks that finished.
 
-A model's forward pass can end the process that runs it (`os._exit(0)`, a signal, the kernel's
-out-of-memory killer) or raise `SystemExit` or `KeyboardInterrupt`; run in the command's own
-process, the first would end it with exit status 0 and no verdict, as if it had passed. So
-`run_checks` runs `benchmarks.check_model.check_steps` in a child (`python -P`: the working folder is
-not put on its path; its `sys.path` is this process's) and reads, on a pipe of its own (the model may
-print), one JSON record per line: `("start", label)` before each step that runs the model's code,
-then that step's record (the model loaded, its `Size` on a space, a `Check`), and `done` last. The
-checks count only when every started step has its record and `done` came: a child that ends
-without them (whatever its exit status) or that reports a `BaseException` from the model's code is
-`CheckNotFinished`, one line naming the model, the step that did not finish and how it ended. An
-error check-model itself raises (a `ValueError`: an unknown model or space, a model too large, a
-model that raises) is raised here with its own message, as when it ran in process. The child runs on
-this process's torch thread count (`benchmarks.threads`: the command chose it), not one per CPU.
-"""
+A model's forward pass can end the process that runs it: `os._exit(0)`, a signal, the kernel's
+out-of-memory killer. It can also raise `SystemExit` or `KeyboardInterrupt`. In the command's own
+process, `os._exit(0)` would end it with exit status 0 and no verdict, as if it had passed.
+
+So `run_checks` runs `benchmarks.check_model.check_steps` in a child. The child is `python -P`, so
+the working folder is not put on its path; its `sys.path` is this process's. The parent reads one
+JSON record per line, on a pipe of its own, since the model may print. `("start", label)` comes
+before each step that runs the model's code. Then comes that step's record: the model loaded, its
+`Size` on a space, or a `Check`. `done` comes last.
+
+The checks count only when every started step has its record and `done` came. Some children end
+without them, whatever their exit status. Others report a `BaseException` from the model's code.
+Either gives `CheckNotFinished`: one line naming the model, the step that did not finish and how it
+ended.
+
+An error check-model itself raises is raised here with its own message, as when it ran in process.
+That is a `ValueError`: an unknown model or space, a model too large, a model that raises. The
+child runs on this process's torch thread count, not one per CPU. The command chose that count
+(`benchmarks.threads`)."""
 
 from __future__ import annotations
 
@@ -42,8 +47,9 @@ class CheckNotFinished(ValueError):
 
 def run_checks(model: str, seeds: Sequence[int], overrides: Mapping[str, Any] | None = None,
                spaces: Sequence[str] | None = None) -> tuple[list[Check], list[Size]]:
-    """`check_model`'s checks of `model`, and the sizes it was checked at, run in a child process
-    (module docstring); a `CheckNotFinished` unless every step finished."""
+    """`check_model`'s checks of `model`, and the sizes it was checked at, run in a child process.
+
+    See the module docstring. It raises `CheckNotFinished` unless every step finished."""
     read, write = os.pipe()
     request = {"model": model, "seeds": list(seeds), "overrides": dict(overrides or {}),
                "spaces": None if spaces is None else list(spaces), "path": list(sys.path), "fd": write,

@@ -1,10 +1,12 @@
-"""What `nfnzoo bench check-model` prints of `benchmarks.check_model`'s checks: the Markdown table (one
-row per measurement: the weight space, the members' magnitude, the group, the test, the deviation, the
-tolerance and the verdict), the notes under it (the size the model was checked at on each space, each
-magnitude's members and tolerances, claims the model could make) and the one-line error: an output
-that broke the contract (not finite, or of the wrong shape: a verdict of its own, never one on a
-claim) and the false claims.
-"""
+"""What `nfnzoo bench check-model` prints of `benchmarks.check_model`'s checks.
+
+It prints a Markdown table with one row per measurement. A row holds the weight space, the
+members' magnitude, the group, the test, the deviation, the tolerance and the verdict. Notes go
+under the table. They give the size the model was checked at on each space, and each magnitude's
+members and tolerances. They also list claims the model could make.
+
+Then comes the one-line error. It names any output that broke the contract: not finite, or of the
+wrong shape. That is a verdict of its own, never one on a claim. It also names the false claims."""
 
 from __future__ import annotations
 
@@ -30,8 +32,9 @@ def format_table(checks: Sequence[Check]) -> str:
 
 
 def sizes_note(sizes: Sequence[Size]) -> str:
-    """One line: the parameters the model was checked with on each space, and the size fields shrunk
-    (as `--set` takes them), or that it was checked at its own size."""
+    """One line: the parameters the model was checked with on each space, and the size fields shrunk.
+
+    The fields are given as `--set` takes them. Otherwise it says the model was checked at its own size."""
     return "checked at: " + "; ".join(
         f"{s.space}{' (weight output)' if s.output == 'weights' else ''}: {s.parameters:,} parameters, "
         + (f"shrunk to {', '.join(f'model.{k}={json.dumps(v)}' for k, v in s.shrunk.items())}" if s.shrunk
@@ -44,8 +47,10 @@ def _magnitudes(names: Sequence[str]) -> str:
 
 
 def summary(name: str, checks: Sequence[Check]) -> tuple[list[str], str | None]:
-    """What the table means: notes (the magnitudes and their tolerances, claims the model could make), and
-    the error (None when every claim holds and every output keeps the contract)."""
+    """What the table means: notes, and the error.
+
+    Notes give the magnitudes and their tolerances, and claims the model could make. The error is None
+    when every claim holds and every output keeps the contract."""
     shown = sorted({c.magnitude for c in checks if c.magnitude in MAGNITUDES}, key=list(MAGNITUDES).index)
     notes = ["magnitudes: " + "; ".join(f"{m}: {MAGNITUDES[m].description}, claims within "
                                         f"{MAGNITUDES[m].tolerance:.0e} (equivariance "

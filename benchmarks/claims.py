@@ -1,37 +1,42 @@
 """A model's symmetry claims on the record: checked before a benchmark trains, kept in its results.
 
-Every benchmark run (`nfnzoo bench run`, `benchmarks.evaluate`, the suites) first runs the
-registry's exactness checks (`benchmarks.check_model`, what `nfnzoo bench check-model` runs: the
-model built small, random members at every magnitude, the families' own random group elements,
-negative controls) on the weight spaces of the zoo's family (CNN: the ReLU and tanh members; INR:
-SIRENs; transformer: both transformer spaces), with the run's own model hyperparameters except its
-sizes (`benchmarks.check_model.SMALL`), the members' architecture and the output kind, which the
-check sets itself. It costs a second or a few for most models on 2 CPUs (NG-GNN on the
-transformers about 25 s), once per model, family and configuration in a process.
+Every benchmark run first runs the registry's exactness checks. That covers `nfnzoo bench run`,
+`benchmarks.evaluate` and the suites. The checks are `benchmarks.check_model`'s, what
+`nfnzoo bench check-model` runs. They build the model small and draw random members at every
+magnitude. They use the families' own random group elements, and negative controls.
 
-The results' `claims` block (`benchmarks.results.Claims`) records the groups the model claims, one
-verdict, the seeds and the hyperparameters checked, and every check with its deviation and
-tolerance:
+They run on the weight spaces of the zoo's family. For a CNN these are the ReLU and tanh members,
+for an INR SIRENs, and for a transformer both transformer spaces. They use the run's own model
+hyperparameters, with three exceptions the check sets itself. These are its sizes
+(`benchmarks.check_model.SMALL`), the members' architecture, and the output kind. The check runs
+once per model, family and configuration in a process. Its cost is on docs/bring-your-own-nfn.md.
 
-- "holds": every claimed group left the output unchanged within its tolerance at every magnitude;
-- "false claim": a claimed group moved the output past its tolerance. The run still trains (its
-  numbers are real) and says so on stderr; `nfnzoo leaderboard submit` refuses the results;
-- "unmeasured": no claim failed, but some checks measured nothing because the output broke the
-  contract there (not finite at a magnitude, e.g. MAGEP-NFN at 100x weights in float32);
-- "not checked": the check itself raised (a plugin that cannot be built small); the error is kept.
+The results' `claims` block (`benchmarks.results.Claims`) records the groups the model claims and
+one verdict. It also records the seeds and the hyperparameters checked, and every check with its
+deviation and tolerance. The verdict is one of four.
 
-Each check's verdict is one of `CHECK_VERDICTS` (what `benchmarks.check_model.Check.verdict` writes).
-`groups` are the groups the model claims (`declared_groups`: its `symmetries` on the checked spaces),
-not only those a check measured: where every output breaks the contract, no group is checked, and the
-line says what is claimed and that none of it was measured. A false claim's line counts every failing
-check and names the worst (`listed`).
+`holds`: every claimed group left the output unchanged within its tolerance, at every magnitude.
 
-A results file's block is taken only as this module writes it (`block_problem`, at submit): every
-verdict from its set and agreeing with its check's numbers, the groups those of the claimed checks
-and, only beside a check that measured nothing, others the model claims, "holds" only with a passing
-check of each claimed group and nothing unmeasured, "unmeasured" only with a check that measured
-nothing, "not checked" with no check.
-"""
+`false claim`: a claimed group moved the output past its tolerance. The run still trains, since its
+numbers are real, and says so on stderr. `nfnzoo leaderboard submit` refuses the results.
+
+`unmeasured`: no claim failed, but some checks measured nothing. There the output broke the
+contract, e.g. not finite at a magnitude. MAGEP-NFN at 100x weights in float32 is an example.
+
+`not checked`: the check itself raised, e.g. for a plugin that cannot be built small. The error is
+kept.
+
+Each check's verdict is one of `CHECK_VERDICTS`, as `benchmarks.check_model.Check.verdict` writes
+it. `groups` are the groups the model claims (`declared_groups`: its `symmetries` on the checked
+spaces). They include groups no check measured. Where every output breaks the contract, no group is
+checked. The line then says what is claimed, and that none of it was measured. A false claim's line
+counts every failing check, and names the worst (`listed`).
+
+A results file's block is taken only as this module writes it (`block_problem`, at submit). Every
+verdict must come from its set, and agree with its check's numbers. The groups must be those of the
+claimed checks. Others the model claims may appear only beside a check that measured nothing.
+`holds` needs a passing check of each claimed group, and nothing unmeasured. `unmeasured` needs a
+check that measured nothing. `not checked` needs no check."""
 
 from __future__ import annotations
 
@@ -61,15 +66,18 @@ def family_spaces(family: str) -> tuple[str, ...]:
 
 
 def checked_overrides(model: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's model hyperparameters the check keeps: all but the sizes (shrunk), the members'
-    architecture (each checked space has its own) and the output kind (each output is checked)."""
+    """The run's model hyperparameters the check keeps.
+
+    It keeps all but three. The sizes are shrunk. Each checked space has its own members'
+    architecture. Each output kind is checked."""
     dropped = set(SMALL) | set(getattr(MODELS.get(model), "ARCHITECTURE_FIELDS", ())) | {"output"}
     return {key: value for key, value in overrides.items() if key not in dropped}
 
 
 def check_claims(model: str, overrides: Mapping[str, Any], family: str) -> dict[str, Any] | None:
-    """The `claims` block for model `model` run with `overrides` on a zoo of `family` (None where no
-    checked space is of that family or the model reads none of them)."""
+    """The `claims` block for model `model` run with `overrides` on a zoo of `family`.
+
+    None where no checked space is of that family, or the model reads none of them."""
     model = MODELS.resolve(model)
     kept = checked_overrides(model, overrides)
     return _checked(MODELS.get(model), model, json.dumps(kept, sort_keys=True, default=str), family)
@@ -100,8 +108,10 @@ def _checked(cls: type, model: str, overrides: str, family: str) -> dict[str, An
 
 
 def declared_groups(model: str, spaces: Sequence[str], overrides: Mapping[str, Any]) -> set[str]:
-    """The groups model `model` claims (`claimed_symmetries` of the model as checked) on the checked spaces,
-    each among its space's groups: of its invariant output, and of its weight output where that is checked."""
+    """The groups model `model` claims on the checked spaces, each among its space's groups.
+
+    They are the `claimed_symmetries` of the model as checked. They cover its invariant output, and its
+    weight output where that is checked."""
     from benchmarks.check_model import build_model, groups, weight_output_spaces
     from nfn_models import claimed_symmetries
 
@@ -138,8 +148,9 @@ def verdict_kind(verdict: str) -> str | None:
 
 
 def _check_problem(check: ClaimCheck) -> tuple[str, str] | None:
-    """(field, why) where a recorded check is not one the checker writes: its test and verdict from their
-    sets, and its verdict what its numbers say."""
+    """(field, why) where a recorded check is not one the checker writes.
+
+    Its test and verdict must come from their sets. Its verdict must be what its numbers say."""
     if check.test not in CHECK_TESTS:
         return "test", f"expected one of {', '.join(CHECK_TESTS)}, got {ascii(check.test[:60])}"
     kind = verdict_kind(check.verdict)
@@ -162,8 +173,9 @@ def _check_problem(check: ClaimCheck) -> tuple[str, str] | None:
 
 
 def block_problem(claims: Claims) -> tuple[str, str] | None:
-    """(key within the block, why) where a results file's claims block is not one `check_claims` writes (see
-    the module docstring), or None. Keys like `checks[3].verdict`."""
+    """(key within the block, why) where a claims block is not one `check_claims` writes, or None.
+
+    See the module docstring. Keys look like `checks[3].verdict`."""
     for index, check in enumerate(claims.checks):
         problem = _check_problem(check)
         if problem is None and check.space not in claims.spaces:
@@ -201,7 +213,9 @@ MAX_LISTED = 3  # failing checks a one-line summary names; the rest are counted
 
 
 def listed(items: Sequence[str], what: str) -> str:
-    """`items` (worst first) in one line: all of them up to `MAX_LISTED`, else the worst and a count of the rest."""
+    """`items` (worst first) in one line.
+
+    It lists all of them up to `MAX_LISTED`, else the worst and a count of the rest."""
     counted = f"{len(items)} {what}{'' if len(items) == 1 else 's'}"
     if len(items) <= MAX_LISTED:
         return f"{counted}: {'; '.join(items)}"
@@ -209,8 +223,9 @@ def listed(items: Sequence[str], what: str) -> str:
 
 
 def describe(claims: Mapping[str, Any] | None) -> str:
-    """One line: what a run's claims are and how their check ended (progress lines, the false-claim warning,
-    the submit refusal), every failing check counted."""
+    """One line: what a run's claims are and how their check ended, every failing check counted.
+
+    Progress lines, the false-claim warning and the submit refusal print it."""
     if claims is None:
         return "claims not checked (no checked weight space of this family)"
     groups = ", ".join(claims["groups"]) or "no group"

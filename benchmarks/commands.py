@@ -1,18 +1,23 @@
 """`nfnzoo bench ...`: thin CLI wrappers over `benchmarks.harness` and `benchmarks.plots`.
 
-    nfnzoo bench run --task generalization --model statnn --data runs/cnn-mnist \
-        [--config NAME] --seeds 0,1,2 --out results/statnn.json [--set KEY=VALUE ...]
-    nfnzoo bench run ... --data ORG/NAME@v0.1.0-1a2b3c4d     # a Hub dataset repo at a tag
-    nfnzoo bench scatter RESULTS... --out plot.png
-    nfnzoo bench plot-edits RESULTS... --out edits.png
-    nfnzoo bench suite cnn-generalization --data runs/cnn-mnist-bench --out runs/suite [--set task.epochs=50]
-    nfnzoo bench suite standard-v1 --model mypkg.models:MyNFN --out runs/std [--data ZOO=FOLDER ...]
-    nfnzoo bench check-model mypkg.models:MyNFN [--seeds 0,1,2] [--set model.KEY=VALUE]
+`nfnzoo bench run --task generalization --model statnn --data runs/cnn-mnist [--config NAME]
+--seeds 0,1,2 --out results/statnn.json [--set KEY=VALUE ...]` trains and scores one model.
+`--data` may also be a Hub dataset repo at a tag, e.g. `--data ORG/NAME@v0.1.0-1a2b3c4d`.
 
-`--set` overrides a hyperparameter: `model.KEY=VALUE` or `task.KEY=VALUE`, or a bare `KEY`
-when only one of the model and the task has it. VALUE is read as JSON when it parses
-(`3`, `1e-3`, `[64,64]`, `true`), else taken as a string (`relu`).
-"""
+`nfnzoo bench scatter RESULTS... --out plot.png` draws predictions against targets.
+`nfnzoo bench plot-edits RESULTS... --out edits.png` draws INR editing's renders side by side.
+
+`nfnzoo bench suite cnn-generalization --data runs/cnn-mnist-bench --out runs/suite
+[--set task.epochs=50]` runs a suite of many models on one zoo.
+`nfnzoo bench suite standard-v1 --model mypkg.models:MyNFN --out runs/std [--data ZOO=FOLDER ...]`
+runs a standard suite for one model.
+
+`nfnzoo bench check-model mypkg.models:MyNFN [--seeds 0,1,2] [--set model.KEY=VALUE]` checks a
+model's symmetry claims.
+
+`--set` overrides a hyperparameter: `model.KEY=VALUE` or `task.KEY=VALUE`. A bare `KEY` works when
+only one of the model and the task has it. VALUE is read as JSON when it parses (`3`, `1e-3`,
+`[64,64]`, `true`). Otherwise it is taken as a string (`relu`)."""
 
 from __future__ import annotations
 
@@ -39,9 +44,10 @@ _SEED_PART = re.compile(r"(\d{1,20})(?:\s*-\s*(\d{1,20}))?")
 
 
 def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
-    """"0,1,2" -> [0, 1, 2]; also accepts ranges like "0-4". At most `MAX_SEEDS` distinct seeds,
-    each in 0..`MAX_SEED`: a range's length is computed before its seeds are listed, so
-    `0-1000000000` is an error, not a list of a billion integers."""
+    """"0,1,2" -> [0, 1, 2]; also accepts ranges like "0-4".
+
+    It takes at most `MAX_SEEDS` distinct seeds, each in 0..`MAX_SEED`. A range's length is computed
+    before its seeds are listed. So `0-1000000000` is an error, not a list of a billion integers."""
     shown = ascii(text[:60]) + ("…" if len(text) > 60 else "")
     spans, count = [], 0
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -134,8 +140,9 @@ def image_rows(text: str) -> int:
 
 
 def _scoped_overrides(assignments: list[str], scope: str, expected: str) -> dict[str, Any]:
-    """`--set SCOPE.KEY=VALUE` (or `KEY=VALUE`) for a command that takes one scope only; anything
-    else is a one-line error saying `expected`."""
+    """`--set SCOPE.KEY=VALUE` (or `KEY=VALUE`) for a command that takes one scope only.
+
+    Anything else is a one-line error saying `expected`."""
     overrides: dict[str, Any] = {}
     for assignment in assignments:
         key, equals, value = assignment.partition("=")
@@ -351,8 +358,9 @@ def _listing() -> str:
 
 def _add_common_arguments(parser: argparse.ArgumentParser, set_metavar: str, set_help: str,
                           suite: bool = False) -> None:
-    """--data, --seeds, --set, --device, --workers, --address and --gpus-per-job, which `run` and `suite` share
-    (a `suite`'s --data repeats: a standard suite takes ZOO=FOLDER per zoo, and fixes its seeds)."""
+    """--data, --seeds, --set, --device, --workers, --address and --gpus-per-job, which `run` and `suite` share.
+
+    A `suite`'s --data repeats: a standard suite takes ZOO=FOLDER per zoo, and fixes its seeds."""
     if suite:
         parser.add_argument("--data", action="append", metavar="DATA", help=_data_help() + "; for a standard "
                             "suite, ZOO=FOLDER for each of its zoos (repeatable; the zoos are listed below; a cell "

@@ -1,15 +1,17 @@
 """The end-to-end demo behind `make demo`: zoo -> dataset -> baselines -> leaderboard.
 
-On the default (the `demo` profile of the bundled cnn-mnist spec, 2 CPUs) it
-1. trains a Small CNN Zoo on real MNIST with a local Ray instance and packs it,
-2. loads the packed folder with `datasets.load_dataset` and verifies it (recomputing metrics),
-3. benchmarks the MLP and STATNN baselines on generalization prediction over 3 seeds,
-4. submits both results to a leaderboard (which pins the zoo's test metadata and re-scores
-   them), renders it (Markdown, plots, the HTML site), with a predicted-vs-true scatter plot,
-   and audits it,
-and prints the leaderboard table and the wall time. Every step is the same `nfnzoo`
-subcommand a user would type; everything it writes goes under `runs/demo/` (git-ignored).
-"""
+By default it runs the `demo` profile of the bundled cnn-mnist spec, on 2 CPUs. It takes four
+steps.
+
+1. It trains a Small CNN Zoo on real MNIST with a local Ray instance, and packs it.
+2. It loads the packed folder with `datasets.load_dataset`, and verifies it by recomputing metrics.
+3. It benchmarks the MLP and STATNN baselines on generalization prediction over 3 seeds.
+4. It submits both results to a leaderboard, which pins the zoo's test metadata and re-scores
+   them. It renders the board (Markdown, plots, the HTML site) with a predicted-vs-true scatter
+   plot, and audits it.
+
+It prints the leaderboard table and the wall time. Every step is the same `nfnzoo` subcommand a
+user would type. Everything it writes goes under `runs/demo/` (git-ignored)."""
 
 from __future__ import annotations
 

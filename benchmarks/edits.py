@@ -1,19 +1,20 @@
 """Image edits for INR editing (Zhou et al. 2023, "Permutation Equivariant Neural Functionals",
 Sec. 5.3): the image that an edited SIREN should render.
 
-The target is computed from the original image the SIREN was fitted to, never from its
-render. We use OpenCV (`opencv-python-headless`), the library the authors' code calls
-(experiments/stylize_siren.py in github.com/AllanYangZhou/nfn), on the 8-bit image as they do:
-- "dilate" (MNIST): `cv2.dilate(image, np.ones((3, 3), np.uint8), iterations=1)`, a 3x3 grey
-  dilation (a 3x3 maximum filter; pixels outside the image do not count);
-- "contrast" (CIFAR-10): CLAHE (`cv2.createCLAHE(clipLimit=1.0, tileGridSize=(3, 3))`) on the L
-  channel of `cv2.cvtColor(image, cv2.COLOR_BGR2LAB)` and back with `COLOR_LAB2BGR`. Their code
-  passes the RGB array as if it were BGR, and so do we: the target is the reference's.
+The target is computed from the original image the SIREN was fitted to, never from its render. We
+use OpenCV (`opencv-python-headless`), the library the authors' code calls. That code is
+experiments/stylize_siren.py in github.com/AllanYangZhou/nfn. Like it, we edit the 8-bit image.
+
+`dilate` (MNIST) is `cv2.dilate(image, np.ones((3, 3), np.uint8), iterations=1)`. That is a 3x3
+grey dilation: a 3x3 maximum filter, where pixels outside the image do not count.
+
+`contrast` (CIFAR-10) is CLAHE (`cv2.createCLAHE(clipLimit=1.0, tileGridSize=(3, 3))`). It runs on
+the L channel of `cv2.cvtColor(image, cv2.COLOR_BGR2LAB)`, and converts back with `COLOR_LAB2BGR`.
+Their code passes the RGB array as if it were BGR, and so do we. So the target is the reference's.
 
 `apply_edit(name, images)` takes and returns float images (N, C, H, W) in [0, 1]. The image
-sources store 8-bit images exactly (`zoo.data.images`), so they are quantized back to uint8 first
-(checked: a value that is not a multiple of 1/255 is an error, not a silent rounding).
-"""
+sources store 8-bit images exactly (`zoo.data.images`). So images are quantized back to uint8
+first. This is checked: a value that is not a multiple of 1/255 is an error, not a silent rounding."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
 """Atomic file writes (`zoo.storage.atomic`) and bounded JSON reading with errors that name the file.
 
-A results file, a plot or a leaderboard entry is either complete or absent: it is written to
-a temporary file in the target folder and renamed over the target, with the user's normal
-file mode. A results file and its sidecars (predictions, figure arrays) commit together
-(`write_with_sidecars`), never through a link in the results folder (`zoo.storage.nofollow`).
-Every JSON or .npz read here is bounded (`zoo.validation.inputs`): a regular
-file, a capped size, a bounded nesting depth, array shapes checked against the bytes.
-"""
+A results file, a plot or a leaderboard entry is either complete or absent. It is written to a
+temporary file in the target folder, and renamed over the target, with the user's normal file
+mode. A results file and its sidecars (predictions, figure arrays) commit together
+(`write_with_sidecars`). They are never written through a link in the results folder
+(`zoo.storage.nofollow`). Every JSON or .npz read here is bounded (`zoo.validation.inputs`): a
+regular file, a capped size, a bounded nesting depth, array shapes checked against the bytes."""
 
 from __future__ import annotations
 
@@ -36,8 +35,10 @@ __all__ = ["check_targets", "npz_bytes", "read_json",
 
 
 def save_figure(figure, path: str | Path, dpi: int = 110, *, tight: bool = True) -> Path:
-    """Writes a matplotlib figure as a PNG atomically (after `tight_layout`, unless the figure lays itself
-    out: `tight=False` keeps a constrained layout) and closes it."""
+    """Writes a matplotlib figure as a PNG atomically, and closes it.
+
+    It calls `tight_layout` first, unless the figure lays itself out; `tight=False` keeps a
+    constrained layout."""
     import matplotlib.pyplot as plt
 
     if tight:
@@ -67,12 +68,12 @@ def write_npz_atomic(path: str | Path, arrays: Mapping[str, Any]) -> Path:
 
 
 def read_npz(path: str | Path, *, limit: int = MAX_NPZ_BYTES) -> dict[str, np.ndarray]:
-    """The arrays of an .npz written by `write_npz_atomic` (pickled content is refused).
+    """The arrays of an .npz written by `write_npz_atomic`; pickled content is refused.
 
-    Read with a cap (`zoo.validation.inputs.read_capped`: a regular file, at most `limit` bytes), and each
-    member's declared shape checked against the bytes the archive says it holds before numpy
-    allocates it: a header declaring a 200000 x 200000 array is an error naming the member, not
-    a 320 GB allocation."""
+    It is read with a cap (`zoo.validation.inputs.read_capped`): a regular file, at most `limit`
+    bytes. Each member's declared shape is checked against the bytes the archive says it holds, before
+    numpy allocates it. So a header declaring a 200000 x 200000 array is an error naming the member,
+    not a 320 GB allocation."""
     data = read_capped(path, limit, ".npz file")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -100,10 +101,10 @@ def read_npz(path: str | Path, *, limit: int = MAX_NPZ_BYTES) -> dict[str, np.nd
 def read_json(path: str | Path, *, strict: bool = False, limit: int = MAX_JSON_BYTES) -> Any:
     """Reads a JSON file; a missing, unreadable, oversized or malformed file raises ValueError naming it.
 
-    Read through `zoo.validation.inputs`: a regular file only (a FIFO or a device is refused, not waited on),
-    at most `limit` bytes actually read, nesting at most `zoo.validation.inputs.MAX_DEPTH` deep. `strict` also
-    refuses NaN and Infinity, numbers that overflow to infinity (`1e999`) and an object with a
-    repeated key (a submission)."""
+    It reads through `zoo.validation.inputs`. Only a regular file is read; a FIFO or a device is
+    refused, not waited on. At most `limit` bytes are actually read, nested at most
+    `zoo.validation.inputs.MAX_DEPTH` deep. `strict` also refuses NaN and Infinity, and numbers that
+    overflow to infinity (`1e999`). It refuses an object with a repeated key too, as for a submission."""
     path = Path(path)
     if not os.path.lexists(path):
         raise InputError(f"{path}: no such file")
@@ -124,10 +125,12 @@ def _staged_pattern(name: str) -> re.Pattern:
 
 
 def check_targets(path: str | Path, names: Sequence[str]) -> Path:
-    """Refuses (`zoo.storage.nofollow.LinkRefused`, one line naming it) any link among the names a results
-    file at `path` and its sidecars `names` would write: the results file, each sidecar's usual name,
-    and an existing entry with a sidecar's staged name (`mlp.predictions.<sha>.csv`). Called before
-    anything is trained or written, so a refused link leaves nothing written."""
+    """Refuses any link among the names a results file at `path` and its sidecars `names` would write.
+
+    The refusal is `zoo.storage.nofollow.LinkRefused`, one line naming it. The names are the results
+    file and each sidecar's usual name. They include an existing entry with a sidecar's staged name
+    (`mlp.predictions.<sha>.csv`). It is called before anything is trained or written. So a refused
+    link leaves nothing written."""
     path = Path(path)
     folder = path.parent
     for target in [path, *(path.with_name(name) for name in names)]:
@@ -147,14 +150,18 @@ def write_with_sidecars(path: str | Path, document: Mapping[str, Any], sidecars:
                         ) -> Path:
     """Writes a results JSON and the sidecar files it names as one commit.
 
-    `sidecars` maps a field of `document` to (file name beside `path`, bytes); the document
-    names the file in that field. Two renames cannot be one, so the sidecars are first written
-    under names made of their content's hash (`mlp.predictions.<sha>.csv`, never the current
-    one) and the document naming those is written (the commit point); then the sidecars are
-    written under their usual names and the document naming those replaces it; then the hashed
-    copies (and any a killed run left) are removed. Killed at any point, the JSON at `path` is
-    the old one with its old sidecars or the new one with files holding exactly the new sidecars'
-    bytes: never a results file beside another run's predictions."""
+    `sidecars` maps a field of `document` to (file name beside `path`, bytes). The document names the
+    file in that field. Two renames cannot be one, so it goes in three steps.
+
+    1. The sidecars are written under names made of their content's hash
+       (`mlp.predictions.<sha>.csv`), never the current one. Then the document naming those is
+       written: the commit point.
+    2. The sidecars are written under their usual names. The document naming those replaces it.
+    3. The hashed copies are removed, with any a killed run left.
+
+    Killed at any point, the JSON at `path` is one of two. It is the old one with its old sidecars. Or
+    it is the new one, with files holding exactly the new sidecars' bytes. It is never a results file
+    beside another run's predictions."""
     path = Path(path)
     folder = path.parent  # the results folder: no link in it is written through or removed
     check_targets(path, [name for name, _ in sidecars.values()])  # every target first: a refusal writes nothing

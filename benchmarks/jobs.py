@@ -1,34 +1,37 @@
 """Resumable jobs: one JSON record per finished job, run as Ray tasks (or in this process).
 
-A long study is split into jobs (a track's method on one benchmark with one seed; a benchmark
-run's seed, `benchmarks.harness`; a suite's entries' seeds), each a module-level function and
-its arguments, with a fingerprint: the hash of everything that decides the outcome (the
-settings, the data's or the backbone's checksum, the seed, the device type). `run_jobs` writes
-each finished job's record to `<folder>/<job key>.json` at once (atomically) and, on a re-run,
-takes a record whose fingerprint matches instead of running the job again; a record with
-another fingerprint (the settings changed) is run again and replaced. So an interrupted study
-loses at most the jobs in flight, and the same command on the same folder resumes. Without a
-folder nothing is recorded.
+A long study is split into jobs. A job is a track's method on one benchmark with one seed, a
+benchmark run's seed (`benchmarks.harness`), or one seed of a suite's entry. Each is a module-level
+function and its arguments, with a fingerprint. The fingerprint hashes everything that decides the
+outcome: the settings, the data's or the backbone's checksum, the seed, the device type.
+
+`run_jobs` writes each finished job's record to `<folder>/<job key>.json` at once, atomically. On a
+re-run, it takes a record whose fingerprint matches instead of running the job again. A record with
+another fingerprint (the settings changed) is run again and replaced. So an interrupted study loses
+at most the jobs in flight, and the same command on the same folder resumes. Without a folder
+nothing is recorded.
 
 Where the jobs run:
-- `workers == 1` and no `address`: one after another in this process. No Ray is started
-  (seconds saved on every small run), a debugger and a profiler see the job (the first error
-  is chained to `JobsFailed` with its traceback), and a test can patch a job function.
-- otherwise: each job is a Ray task (`num_cpus=1`, `num_gpus=gpus_per_job`, one torch thread)
-  on a local instance with `workers` CPUs (`zoo.distributed.ray_session.connected`), or on the cluster at
-  `address`, whose resources then decide how many run at once. The driver gathers each outcome
-  as it finishes (`ray.wait`) and writes its record itself: a worker node writes nothing and
-  needs none of the driver's folders. Arguments travel through Ray's object store, an object
-  shared by several jobs (a dataset's splits, a track's data) once; so a job's function must
-  take its data as arguments, never as a path only the driver can read. Each task runs in a
-  fresh worker process (`max_calls=1`): the job's peak memory is its own (`benchmarks.memory`)
-  and nothing cached by an earlier job leaks into it (docs/cluster.md has what that costs). A
-  worker lost with its node is retried by Ray.
-Either way a failed job does not stop the others: they finish and are kept, then `JobsFailed`
-is raised (with the finished outcomes, and the first error as its cause).
-The outcomes do not depend on where a job ran beyond float summation order: every job runs
-on one torch thread on Ray; in this process, on the caller's.
-"""
+
+With `workers == 1` and no `address`, they run one after another in this process. No Ray is
+started, which saves its start on every small run. A debugger and a profiler see the job. The first
+error is chained to `JobsFailed` with its traceback. A test can patch a job function.
+
+Otherwise each job is a Ray task (`num_cpus=1`, `num_gpus=gpus_per_job`, one torch thread). It runs
+on a local instance with `workers` CPUs (`zoo.distributed.ray_session.connected`). Or it runs on
+the cluster at `address`, whose resources then decide how many run at once. The driver gathers each
+outcome as it finishes (`ray.wait`), and writes its record itself. So a worker node writes nothing,
+and needs none of the driver's folders. Arguments travel through Ray's object store. An object
+shared by several jobs, such as a dataset's splits or a track's data, travels once. So a job's
+function must take its data as arguments, never as a path only the driver can read. Each task runs
+in a fresh worker process (`max_calls=1`). So the job's peak memory is its own (`benchmarks.memory`).
+Nothing cached by an earlier job leaks into it; docs/cluster.md has what that costs. Ray retries a
+worker lost with its node.
+
+Either way a failed job does not stop the others. They finish and are kept. Then `JobsFailed` is
+raised, with the finished outcomes, and the first error as its cause. The outcomes do not depend on
+where a job ran, beyond float summation order. Every job runs on one torch thread on Ray; in this
+process, on the caller's."""
 
 from __future__ import annotations
 
@@ -100,12 +103,12 @@ def check_gpus_per_job(gpus_per_job: float) -> float:
 
 
 def job_device(device: str | None, workers: int, address: str | None, gpus_per_job: float) -> str:
-    """The torch device type the jobs run on, decided on the driver (it is part of every fingerprint).
+    """The torch device type the jobs run on, decided on the driver; it is part of every fingerprint.
 
-    On Ray a job sees the GPUs Ray gives it (`gpus_per_job`) and no other: "cuda" with GPUs,
-    "cpu" without; asking for CUDA without GPUs per job, or GPUs for a CPU run, is an error. In
-    this process: `device`, else CUDA when this machine has it; GPUs per job need CUDA here.
-    """
+    On Ray a job sees the GPUs Ray gives it (`gpus_per_job`), and no other. That is "cuda" with GPUs,
+    and "cpu" without. Asking for CUDA without GPUs per job is an error, and so is asking GPUs for a CPU
+    run. In this process, it is `device`, else CUDA when this machine has it. GPUs per job need CUDA
+    here."""
     gpus_per_job = check_gpus_per_job(gpus_per_job)
     wanted = None if device is None else str(device).split(":")[0]
     if wanted not in (None, "cpu", "cuda"):
@@ -154,8 +157,10 @@ def _execute(function: Callable[..., dict], arguments: tuple) -> dict:
 
 
 def _remote_job(function: Callable[..., dict], *arguments: Any) -> dict:
-    """A Ray task's body: the job on one torch thread; an error comes back as a value (its own type
-    and message, not Ray's wrapper with a remote traceback), so the driver reports it in one line."""
+    """A Ray task's body: the job on one torch thread.
+
+    An error comes back as a value, with its own type and message, not Ray's wrapper with a remote
+    traceback. So the driver reports it in one line."""
     import ray
     import torch
 
@@ -188,9 +193,10 @@ def _check_gpus(gpus_per_job: float, address: str | None) -> None:
 
 
 def stderr_printer(label: str) -> Callable[[str], None]:
-    """A `progress` callback: each message to stderr as `<label>: <message>`, flushed, above any
-    progress bar on the terminal (tqdm's external write mode clears the bars and redraws them after),
-    so that a seed's epoch lines printed in-process do not run into `run_jobs`' bar."""
+    """A `progress` callback: each message to stderr as `<label>: <message>`, flushed.
+
+    It writes above any progress bar on the terminal. The bars are cleared and redrawn after, by
+    tqdm's external write mode. So a seed's epoch lines printed in-process do not run into `run_jobs`' bar."""
     def say(message: str) -> None:
         from tqdm import tqdm
 
@@ -214,11 +220,10 @@ def run_jobs(jobs: Sequence[Job], folder: str | Path | None, workers: int = 1,
              address: str | None = None, gpus_per_job: float = 0.0) -> dict[str, dict]:
     """Every job's outcome by key: stored records whose fingerprint matches, the rest run now.
 
-    `folder` None: nothing is read or written. `workers == 1` without `address` runs the jobs in
-    this process; otherwise they are Ray tasks on a local instance of `workers` CPUs or on the
-    cluster at `address`, each with `gpus_per_job` GPUs (see the module docstring). `progress`
-    gets a line per finished job, and a progress bar shows on stderr while it is given.
-    """
+    With `folder` None, nothing is read or written. `workers == 1` without `address` runs the jobs in
+    this process. Otherwise they are Ray tasks on a local instance of `workers` CPUs, or on the cluster
+    at `address`. Each gets `gpus_per_job` GPUs (see the module docstring). `progress` gets a line per
+    finished job. While it is given, a progress bar shows on stderr."""
     folder = None if folder is None else Path(folder)
     keys = [job.key for job in jobs]
     if len(set(keys)) != len(keys):
@@ -304,8 +309,10 @@ def _record(finished: Callable[[Job, dict], None], job: Job, result: dict, failu
 
 def _run_on_ray(pending: Sequence[Job], workers: int, address: str | None, gpus_per_job: float,
                 finished: Callable[[Job, dict], None], failures: list, say: Callable[[str], None]) -> None:
-    """Submits the jobs as Ray tasks and hands each result to `finished` as it comes (a failure to
-    `failures`); an interruption cancels what is in flight (its records were never written)."""
+    """Submits the jobs as Ray tasks, and hands each result to `finished` as it comes.
+
+    A failure goes to `failures`. An interruption cancels what is in flight; its records were never
+    written."""
     import ray
     from ray.exceptions import RayError
 

@@ -1,24 +1,25 @@
 """A job's own peak memory: the resident set's high-water mark reset when the job starts.
 
-`reset_peak(device)` marks the start of a job and `peak_mb(device)` reads the peak since then.
-On the CPU that is Linux's per-process high-water mark of the resident set (`VmHWM` in
-`/proc/self/status`), which writing "5" to `/proc/self/clear_refs` resets to the current
-resident set (proc(5), since Linux 4.0): a job's peak, not the peak of whatever ran in the
-process before it (the harness process of a suite reported its largest entry's 5.8 GB for every
-later one). What the process holds when the job starts (the interpreter, torch, the job's
-arguments) is part of the peak, as it is in a fresh process. Where the reset is not available
-(not Linux, or /proc read-only) the peak is the process's since it started (`ru_maxrss`),
-which a fresh process per job (`benchmarks.jobs` on Ray) makes the job's own again. On CUDA
-it is `torch.cuda.max_memory_allocated` since `reset_peak_memory_stats`.
+`reset_peak(device)` marks the start of a job, and `peak_mb(device)` reads the peak since then.
 
-`keep_freed_memory()` tells glibc's malloc to serve every block from its heap and keep freed
-blocks there (mallopt(3): M_MMAP_MAX 0, M_TRIM_THRESHOLD 2 GiB) instead of mapping each large
-tensor afresh and unmapping it when freed: a CPU training step of the graph models allocates and
-frees tensors of tens of MB by the dozen, and each fresh mapping is paid again in page faults (a
-quarter to a third of an NG-GNN step on a transformer's neural graph; docs/performance.md). A job
-calls it before `reset_peak`, which hands what the heap keeps free back to the system
-(malloc_trim(3)), so that a job's peak does not start from what an earlier job freed.
-"""
+On the CPU that is Linux's per-process high-water mark of the resident set (`VmHWM` in
+`/proc/self/status`). Writing "5" to `/proc/self/clear_refs` resets it to the current resident set
+(proc(5), since Linux 4.0). So it is a job's peak, not the peak of whatever ran in the process
+before it. Without the reset, a suite's harness process would report its largest entry's peak for
+every later one. What the process holds when the job starts is part of the peak, as it is in a
+fresh process: the interpreter, torch, the job's arguments.
+
+Where the reset is not available (not Linux, or /proc read-only), the peak is the process's since
+it started (`ru_maxrss`). A fresh process per job (`benchmarks.jobs` on Ray) makes that the job's
+own again. On CUDA it is `torch.cuda.max_memory_allocated` since `reset_peak_memory_stats`.
+
+`keep_freed_memory()` tells glibc's malloc to serve every block from its heap, and keep freed blocks
+there (mallopt(3): M_MMAP_MAX 0, M_TRIM_THRESHOLD 2 GiB). Otherwise it maps each large tensor afresh
+and unmaps it when freed. A CPU training step of the graph models allocates and frees tensors of
+tens of MB by the dozen. Each fresh mapping is paid again in page faults, a large share of an
+NG-GNN step (docs/performance.md). A job calls it before `reset_peak`. That hands what the heap
+keeps free back to the system (malloc_trim(3)). So a job's peak does not start from what an earlier
+job freed."""
 
 from __future__ import annotations
 
@@ -44,8 +45,9 @@ def _glibc():
 
 
 def keep_freed_memory() -> bool:
-    """Large blocks from the heap, freed ones kept for reuse (module docstring); False where the
-    C library is not glibc or refused a setting."""
+    """Large blocks from the heap, and freed ones kept for reuse (module docstring).
+
+    False where the C library is not glibc, or refused a setting."""
     libc = _glibc()
     if libc is None:
         return False
@@ -63,8 +65,9 @@ def _is_cuda(device) -> bool:
 
 
 def reset_peak(device=None) -> bool:
-    """Starts a job's peak here (and on `device` when it is CUDA); False when the CPU peak could
-    not be reset (it then counts from the process's start)."""
+    """Starts a job's peak here, and on `device` when it is CUDA.
+
+    Returns False when the CPU peak could not be reset; it then counts from the process's start."""
     if _is_cuda(device):
         import torch
 

@@ -1,9 +1,8 @@
 """Regression and ranking metrics for predicted-vs-true scores (numpy in, float out).
 
 Kendall's tau is the headline metric of generalization prediction (Unterthiner et al. 2020,
-arXiv:2002.11448; Zhou et al. 2023, "Permutation Equivariant Neural Functionals"): it scores
-how well a predictor ranks checkpoints, which is what model selection needs.
-"""
+arXiv:2002.11448; Zhou et al. 2023, "Permutation Equivariant Neural Functionals"). It scores how
+well a predictor ranks checkpoints, which is what model selection needs."""
 
 from __future__ import annotations
 
@@ -16,9 +15,8 @@ from scipy import stats
 def kendall_tau(targets: np.ndarray, predictions: np.ndarray) -> float:
     """Kendall's tau-b between targets and predictions.
 
-    scipy returns NaN when either side is constant; constant predictions carry no ranking
-    information, so we report 0 (no rank agreement) and keep metrics finite for JSON files.
-    """
+    scipy returns NaN when either side is constant. Constant predictions carry no ranking information.
+    So we report 0 (no rank agreement), and keep metrics finite for JSON files."""
     tau = stats.kendalltau(targets, predictions).statistic
     return 0.0 if math.isnan(tau) else float(tau)
 

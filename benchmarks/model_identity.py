@@ -1,29 +1,33 @@
 """Which model a run ran, as its results record it: the model's board name, and where its code came from.
 
-A model is loaded by however the user names it: a built-in's name (`statnn`), an import path
-(`mypkg.models:LayerSets`), an installed package's `nfnzoo.models` entry point, or a class or a
-factory handed to `benchmarks.evaluate`. The board shows it by a *name*, which the results record
-as their `model`, apart from how it was loaded (their `model_source`):
+A model is loaded however the user names it. That may be a built-in's name (`statnn`) or an import
+path (`mypkg.models:LayerSets`). It may be an installed package's `nfnzoo.models` entry point, or a
+class or factory handed to `benchmarks.evaluate`. The board shows it by a *name*. The results record
+that name as their `model`, apart from how it was loaded (their `model_source`).
 
-- the name (`board_name`) is `--name` (`evaluate(name=...)`) where given; else a built-in's or an
-  entry point's registered name; else, for an import path or an object, the class's `BOARD_NAME`
-  where it sets one, else the class's own name (`LayerSets`), or a factory's function name. It must
-  be a `MODEL_NAME` (1-64 ASCII letters, digits and `._+-`, starting with a letter or digit: it is
-  shown on the board and is part of an entry's file name) and must neither be a different built-in
-  model's name nor look like a built-in's (`zoo.validation.names.builtin_problem`: letter case, `-`
-  and `_` aside, and look-alike letters: `StatNN`, `stat_nn`, `rnlp` beside `statnn` and `mlp`; the
-  same rule and line as plugin registration and `leaderboard submit`). Both are checked before
-  anything trains (and before any data is read), so a run never ends in results the board refuses
-  by their name.
-- the source (`model_source`): how it was loaded (`kind`: built-in, import path, entry point or
-  object; `loaded_as`: what the user gave), the import path of the class (or of the factory), the
-  installed distribution that provides its top-level package and that distribution's version (else
-  null and the package's `__version__`: the board then names the model's package by its import
-  path's top-level package, `leaderboards.board.model_version`), and the code's commit: the VCS
-  commit pip recorded when it installed the distribution from a repository (PEP 610's
-  `direct_url.json`), else the commit of the git checkout that tracks the module's file, `dirty`
-  when that checkout has uncommitted changes to tracked files. No path of this machine is recorded.
-"""
+The name (`board_name`) is `--name` (`evaluate(name=...)`) where given. Else it is a built-in's or
+an entry point's registered name. Else, for an import path or an object, it is the class's
+`BOARD_NAME` where it sets one. Failing that, it is the class's own name (`LayerSets`), or a
+factory's function name.
+
+It must be a `MODEL_NAME`: 1-64 ASCII letters, digits and `._+-`, starting with a letter or digit.
+It is shown on the board, and is part of an entry's file name. It must not be a different built-in
+model's name. Nor may it look like a built-in's (`zoo.validation.names.builtin_problem`). Letter
+case, `-` and `_` are set aside, and look-alike letters count. So `StatNN`, `stat_nn` and `rnlp`
+clash with `statnn` and `mlp`. Plugin registration and `leaderboard submit` apply the same rule and
+line. Both checks run before anything trains, and before any data is read. So a run never ends in
+results the board refuses by their name.
+
+The source (`model_source`) says how it was loaded. `kind` is built-in, import path, entry point or
+object, and `loaded_as` is what the user gave. It holds the import path of the class, or of the
+factory. It holds the installed distribution that provides its top-level package, and that
+distribution's version. Else these are null, with the package's `__version__`. The board then names
+the model's package by its import path's top-level package (`leaderboards.board.model_version`).
+
+It also holds the code's commit. That is the VCS commit pip recorded when it installed the
+distribution from a repository (PEP 610's `direct_url.json`). Else it is the commit of the git
+checkout that tracks the module's file. `dirty` marks a checkout with uncommitted changes to
+tracked files. No path of this machine is recorded."""
 
 from __future__ import annotations
 
@@ -53,8 +57,10 @@ class ModelNameError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ResolvedModel:
-    """A model as one run uses it, resolved once where the run starts (`resolve_model`): the harness,
-    the results, the suites and the board read these fields instead of asking the registry again."""
+    """A model as one run uses it, resolved once where the run starts (`resolve_model`).
+
+    The harness, the results, the suites and the board read these fields, instead of asking the
+    registry again."""
 
     registered: str  # the registry's spelling: a built-in's or an entry point's name, or the import path
     name: str  # the board name the results record as their `model` (`board_name`)
@@ -63,9 +69,11 @@ class ResolvedModel:
 
 
 def resolve_model(model: "str | ResolvedModel", name: str | None = None) -> ResolvedModel:
-    """`model` (a registered name, an import path or an entry point's name) resolved once: the registry's
-    lookup, the board name's rules (an error before any data is read) and its source. A `ResolvedModel`
-    is returned as it is, or renamed where `name` differs."""
+    """`model` resolved once: the registry's lookup, the board name's rules and its source.
+
+    `model` is a registered name, an import path or an entry point's name. A name the board would refuse
+    is an error before any data is read. A `ResolvedModel` is returned as it is, or renamed where `name`
+    differs."""
     if isinstance(model, ResolvedModel):
         return model if name is None or name == model.name else dataclasses.replace(
             model, name=board_name(model.registered, name))
@@ -120,14 +128,17 @@ def model_source(registered: str, loaded_as: str | None = None) -> dict[str, Any
 
 @functools.lru_cache(maxsize=8)
 def _packages(path: tuple[str, ...]) -> dict[str, list[str]]:
-    """Top-level package -> distributions, read once per `sys.path` (half a second: every installed
-    distribution's file list); a folder put on the path (a package made visible since) reads it again."""
+    """Top-level package -> distributions, read once per `sys.path`.
+
+    Reading it is slow: every installed distribution's file list. A folder put on the path, such as a
+    package made visible since, reads it again."""
     return importlib.metadata.packages_distributions()
 
 
 def _distribution(package: str, declared: str | None = None) -> tuple[str | None, str | None]:
-    """(the installed distribution providing `package` (`declared` where known), its version), else (None,
-    the package's `__version__`)."""
+    """(the installed distribution providing `package`, its version), else (None, the package's `__version__`).
+
+    The distribution is `declared` where known."""
     names = [declared] if declared else _packages(tuple(sys.path)).get(package, [])
     for name in names:
         try:

@@ -1,19 +1,18 @@
 """A model's output against the model contract: a tensor of the stated shape, every value finite.
 
-The contract (docs/bring-your-own-nfn.md): a model called on a `WeightBatch` of B members returns
-a floating tensor of shape (B, out_features), `out_features` being its Config's (the task sets it:
-1 for generalization, the number of classes for INR classification); a model with a weight-space
-output returns a `WeightBatch` of its input's weight space. Nothing in a benchmark can use a
-value that is NaN or infinite, nor can a results file hold one, so a non-finite output or loss is
-an error where it happens, not a metric later.
+The contract is on docs/bring-your-own-nfn.md. A model called on a `WeightBatch` of B members
+returns a floating tensor of shape (B, out_features). `out_features` is its Config's, and the task
+sets it: 1 for generalization, the number of classes for INR classification. A model with a
+weight-space output returns a `WeightBatch` of its input's weight space. Nothing in a benchmark can
+use a value that is NaN or infinite, nor can a results file hold one. So a non-finite output or
+loss is an error where it happens, not a metric later.
 
-The functions here say in words what is wrong (None when nothing is): the training loop
+The functions here say in words what is wrong, or None when nothing is. The training loop
 (`benchmarks.tasks.learners`), the predictions and `benchmarks.check_model` all use them. A run
-raises `ModelOutputError` with the epoch and step (`FiniteWatch` finds the first non-finite
-training step; on a GPU it looks once per epoch, so training never waits on the device per
-step); `benchmarks.harness` adds the model and the seed, so the user reads one line like
-`model mypkg:MyNFN, seed 1, epoch 2 step 5: output is not finite (3 of 16 values NaN); expected ...`.
-"""
+raises `ModelOutputError` with the epoch and step. `FiniteWatch` finds the first non-finite
+training step. On a GPU it looks once per epoch, so training never waits on the device per step.
+`benchmarks.harness` adds the model and the seed. So the user reads one line like
+`model mypkg:MyNFN, seed 1, epoch 2 step 5: output is not finite (3 of 16 values NaN); expected ...`."""
 
 from __future__ import annotations
 
@@ -29,8 +28,8 @@ FINITE = "expected finite values (a NaN or an overflow in the model, or a traini
 class ModelOutputError(RuntimeError):
     """A model's output (or the loss on it) broke the contract; the message says where and what.
 
-    Not a ValueError: a suite records a ValueError as data that cannot serve an entry and skips it
-    for good, while a model's NaN is for its author to fix, and the same command then resumes."""
+    It is not a ValueError. A suite records a ValueError as data that cannot serve an entry, and skips
+    it for good. A model's NaN is for its author to fix, and the same command then resumes."""
 
 
 def count_nonfinite(values: torch.Tensor) -> str | None:
@@ -70,8 +69,9 @@ def weights_shape_problem(output: object, weights: WeightBatch) -> str | None:
 
 
 def weights_output_problem(output: object, weights: WeightBatch) -> str | None:
-    """Why a weight-space output breaks the contract (its space, then its values: the first tensor with a
-    non-finite value, by name), or None."""
+    """Why a weight-space output breaks the contract, or None.
+
+    It checks its space, then its values, naming the first tensor with a non-finite value."""
     problem = weights_shape_problem(output, weights)
     if problem is not None:
         return problem
@@ -85,11 +85,11 @@ def weights_output_problem(output: object, weights: WeightBatch) -> str | None:
 class FiniteWatch:
     """Finds the first training step of an epoch whose output or loss was not finite.
 
-    `add` keeps three numbers per step on the device (the output's NaN and non-finite counts, and
-    whether the loss is finite); `check` reads them, once: after every step on the CPU (where reading
-    costs nothing and a NaN stops training at once), at the epoch's end on a GPU (one sync, beside
-    the validation pass's). `check` raises `ModelOutputError` naming the epoch and the step (1-based).
-    """
+    `add` keeps three numbers per step on the device: the output's NaN and non-finite counts, and
+    whether the loss is finite. `check` reads them once. On the CPU it reads after every step, where
+    reading costs nothing and a NaN stops training at once. On a GPU it reads at the epoch's end: one
+    sync, beside the validation pass's. `check` raises `ModelOutputError` naming the epoch and the step
+    (1-based)."""
 
     def __init__(self, device: torch.device, every_step: bool | None = None):
         self.every_step = torch.device(device).type == "cpu" if every_step is None else every_step

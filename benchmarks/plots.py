@@ -1,8 +1,7 @@
 """Plots of benchmark results: predicted versus true test accuracy.
 
-matplotlib is imported inside the plotting function (with the Agg backend), so importing
-this module, and the CLI, stays fast and needs no display.
-"""
+The plotting functions import matplotlib themselves, with the Agg backend. So importing this
+module, and the CLI, stays fast and needs no display."""
 
 from __future__ import annotations
 
@@ -89,9 +88,10 @@ def _load_examples(results_path: Path, sidecar: str | None) -> dict:
 
 def edit_grid(results_paths: Sequence[str | Path], out_path: str | Path, *, images: int = 6,
               dpi: int = 120) -> Path:
-    """INR editing side by side: per test SIREN (a row) its original render, the target, and
-    the edited render of each results file's model (columns, titled with the model and its
-    test MSE). The files must hold the same test SIRENs first (the same zoo and protocol)."""
+    """INR editing side by side: per test SIREN (a row), its original render, the target, and edits.
+
+    Each results file's model adds a column of edited renders, titled with the model and its test MSE.
+    The files must hold the same test SIRENs first: the same zoo and protocol."""
     if not results_paths:
         raise ValueError("give at least one inr-editing results file to plot")
     panels = []

@@ -1,27 +1,30 @@
 """The generalization task's evaluation protocol: which rows of a split count, and augmentation.
 
-Each step is a pure function of a split's metadata (and, for augmentation, its weights and an
-explicit `torch.Generator`), so the task (`benchmarks.tasks.generalization`) composes them and
-records the choices in its config, hence in every results file:
+Each step is a pure function of a split's metadata. Augmentation also takes its weights and an
+explicit `torch.Generator`. So the task (`benchmarks.tasks.generalization`) composes them, and
+records the choices in its config, hence in every results file.
 
-- checkpoints: every stored epoch (this package's default), or each run's final epoch, as
-  Monomial-NFN (Tran et al. NeurIPS 2024), ScaleGMN (Kalogeropoulos et al. NeurIPS 2024) and
-  Transformer-NFN (Tran et al. ICLR 2025) use the CNN zoos of Unterthiner et al. 2020, or a
-  list of epochs. A run's "best" checkpoint (`zoo.planning.plan`, `training.keep_best`) is not a final
-  one, and a run whose final checkpoint diverged contributes no row;
-- a metadata subset, e.g. `{activation: relu}`: the ReLU and tanh subsets of the Small CNN Zoo
-  on which Monomial-NFN and ScaleGMN report separately;
-- an accuracy threshold: members whose target is below it are dropped, as Transformer-NFN
-  drops the untrained-looking members of its zoo;
-- group augmentation: K random elements of each row's weight-space group (`zoo.symmetry`,
-  from `Family.symmetry(architecture, hparams)`) applied to a split, as Monomial-NFN augments
-  its training set and, to test robustness, its test set with scalings drawn from U[1, 10^k].
+Checkpoints: every stored epoch (this package's default), each run's final epoch, or a list of
+epochs. Monomial-NFN (Tran et al. NeurIPS 2024), ScaleGMN (Kalogeropoulos et al. NeurIPS 2024) and
+Transformer-NFN (Tran et al. ICLR 2025) use final epochs of the CNN zoos of Unterthiner et al.
+2020. A run's "best" checkpoint (`zoo.planning.plan`, `training.keep_best`) is not a final one. A
+run whose final checkpoint diverged contributes no row.
 
-A row's group depends on its family, its architecture and its discrete hyperparameters (the
-activation: ReLU rows get positive scalings, tanh rows sign flips); the loader's metadata
-carries the architecture's id, and the manifest maps ids to architectures, which
-`with_architectures` attaches to a split's metadata (`benchmarks.harness.load_splits` does so).
-"""
+A metadata subset, e.g. `{activation: relu}`. Monomial-NFN and ScaleGMN report separately on the
+ReLU and tanh subsets of the Small CNN Zoo.
+
+An accuracy threshold: members whose target is below it are dropped. Transformer-NFN drops the
+untrained-looking members of its zoo this way.
+
+Group augmentation: K random elements of each row's weight-space group, applied to a split. The
+group is `zoo.symmetry`'s, from `Family.symmetry(architecture, hparams)`. Monomial-NFN augments its
+training set this way. To test robustness it augments its test set too, with scalings drawn from
+U[1, 10^k].
+
+A row's group depends on its family, its architecture and its discrete hyperparameters. Take the
+activation: ReLU rows get positive scalings, and tanh rows sign flips. The loader's metadata carries
+the architecture's id, and the manifest maps ids to architectures. `with_architectures` attaches
+them to a split's metadata, as `benchmarks.harness.load_splits` does."""
 
 from __future__ import annotations
 
@@ -44,12 +47,11 @@ SPEC_ATTR = "spec"  # metadata.attrs key: the zoo spec's data (its dataset: wher
 
 def with_architectures(split: "ZooSplit", architectures: Mapping[str, Mapping[str, Any]],
                        spec: Mapping[str, Any] | None = None) -> "ZooSplit":
-    """A split whose metadata knows its architectures (manifest `architectures`: id -> entry)
-    and, when given, the spec it was generated from (the manifest config's `spec`).
+    """A split whose metadata knows its architectures (manifest `architectures`: id -> entry).
 
-    An entry is the manifest's `{"family", "architecture", ...}`; the split is not changed (and
-    is returned as it is when there is nothing to attach).
-    """
+    When given, it also knows the spec it was generated from (the manifest config's `spec`). An entry
+    is the manifest's `{"family", "architecture", ...}`. The split is not changed. It is returned as it
+    is when there is nothing to attach."""
     from zoo.loader import ZooSplit
 
     if not architectures and not spec:
@@ -70,8 +72,9 @@ def _require(metadata: pandas.DataFrame, columns: Sequence[str], where: str, why
 
 def checkpoint_mask(metadata: pandas.DataFrame, checkpoints: str, epochs: Sequence[int], where: str,
                     fraction: float = 0.75) -> np.ndarray:
-    """Rows kept by the checkpoint choice: "all", "final" (each run's last epoch), "epochs", or
-    "fraction" (each run's epoch at `fraction` of its last: Transformer-NFN's 75 of 100)."""
+    """Rows kept by the checkpoint choice: "all", "final" (each run's last epoch), "epochs", or "fraction".
+
+    The "fraction" choice keeps each run's epoch at `fraction` of its last: Transformer-NFN's 75 of 100."""
     if checkpoints == "all":
         return np.ones(len(metadata), dtype=bool)
     _require(metadata, ["run_id", "epoch"], where, f"checkpoints: {checkpoints}")
@@ -140,10 +143,9 @@ def _python(value: Any) -> Any:
 def symmetry_groups(metadata: pandas.DataFrame, weights: WeightBatch, where: str) -> list[RowGroup]:
     """Each row's group, from `create_family(family).symmetry(architecture, hparams)`.
 
-    Rows are grouped by family, architecture id and the family's discrete (non-float)
-    hyperparameter columns, such as the activation; continuous hyperparameters (learning
-    rate, init scale) never change which transformations preserve a network's function.
-    """
+    Rows are grouped by family, architecture id and the family's discrete (non-float) hyperparameter
+    columns, such as the activation. Continuous hyperparameters, like learning rate or init scale,
+    never change which transformations preserve a network's function."""
     from zoo.families import create_family
 
     architectures = metadata.attrs.get(ARCHITECTURES_ATTR)
@@ -221,10 +223,9 @@ def architecture_overrides(model_class: type, overrides: Mapping[str, Any],
                            metadata: pandas.DataFrame, where: str) -> dict[str, Any]:
     """`overrides` with the model's `ARCHITECTURE_FIELDS` filled in from the zoo's architecture.
 
-    Those hyperparameters describe the members, not the model (a transformer's head count is not
-    visible in its tensors' shapes); a field the overrides leave out takes the architecture's
-    value, and one they give must agree with it.
-    """
+    Those hyperparameters describe the members, not the model. A transformer's head count is not
+    visible in its tensors' shapes. A field the overrides leave out takes the architecture's value. One
+    they give must agree with it."""
     fields = tuple(getattr(model_class, "ARCHITECTURE_FIELDS", ()))
     architectures = metadata.attrs.get(ARCHITECTURES_ATTR) or {}
     if not fields:
@@ -256,10 +257,12 @@ def architecture_overrides(model_class: type, overrides: Mapping[str, Any],
 
 def hparam_overrides(model_class: type, overrides: Mapping[str, Any], splits: Mapping[str, Any],
                      subset: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """`overrides` with the model's `HPARAM_FIELDS` (config field -> the rows' hyperparameter column, e.g.
-    ProbeGen's `member_activation` <- `activation`) filled in from the rows the task reads: every split's,
-    within the task's `subset` where it names that column. One value is taken (a given one must agree);
-    several are an error asking for a subset; a zoo without the column leaves the field as it is."""
+    """`overrides` with the model's `HPARAM_FIELDS` filled in from the rows the task reads.
+
+    `HPARAM_FIELDS` maps a config field to the rows' hyperparameter column, e.g. ProbeGen's
+    `member_activation` <- `activation`. The rows are every split's, within the task's `subset` where
+    it names that column. One value is taken, and a given one must agree. Several are an error asking
+    for a subset. A zoo without the column leaves the field as it is."""
     fields = dict(getattr(model_class, "HPARAM_FIELDS", {}))
     filled = dict(overrides)
     for field, column in fields.items():

@@ -1,16 +1,17 @@
-"""The results file of a benchmark run: its schema, its summary statistics, and loading; and the
-skip record a suite writes for a run its data cannot serve (`<out>/<name>.skipped`, its reason).
+"""The results file of a benchmark run: its schema, its summary statistics, and loading.
 
-A results JSON is what `run_benchmark` writes and what the leaderboard validates; it is
-documented field by field in `leaderboards/SCHEMA.md`. The dataclasses here are the one
-definition of its structure: `load_results` checks a file against them with `zoo.validation.schema`
-(unknown, missing or mistyped keys are errors naming the file and the key).
+It also holds the skip record a suite writes for a run its data cannot serve:
+`<out>/<name>.skipped`, with its reason.
 
-Beyond types, every field is bounded where a board shows it: a `ranking` block holds all of
-`benchmarks.ranking`'s tau-ceiling statistics or none of them, each in its range; the hardware and version strings
-are one line of at most `MAX_LINE` characters; `created` is an ISO 8601 time; the dataset's
-config and family are names (`zoo.validation.inputs.NAME`).
-"""
+A results JSON is what `run_benchmark` writes and what the leaderboard validates.
+`leaderboards/SCHEMA.md` documents it field by field. The dataclasses here are the one definition of
+its structure. `load_results` checks a file against them with `zoo.validation.schema`. Unknown,
+missing or mistyped keys are errors naming the file and the key.
+
+Beyond types, every field is bounded where a board shows it. A `ranking` block holds all of
+`benchmarks.ranking`'s tau-ceiling statistics or none of them, each in its range. The hardware and
+version strings are one line of at most `MAX_LINE` characters. `created` is an ISO 8601 time. The
+dataset's config and family are names (`zoo.validation.inputs.NAME`)."""
 
 from __future__ import annotations
 
@@ -301,8 +302,9 @@ def load_results(path: str | Path) -> Results:
 
 
 def read_results(path: str | Path) -> dict:
-    """A results file as plain data, read bounded and checked against the schema (a hand-edited or
-    damaged file is an error naming it and the key, not a KeyError later)."""
+    """A results file as plain data, read bounded and checked against the schema.
+
+    A hand-edited or damaged file is an error naming it and the key, not a KeyError later."""
     data = read_json(path)
     from_data(Results, data, where=str(path))
     return data

@@ -16,8 +16,10 @@ from benchmarks.seeds import check_seeds
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
-    """Where a run's jobs run: `device` (None: CUDA when there is one), in this process when
-    `workers` is 1 and there is no Ray `address`, else as Ray tasks with `gpus_per_job` each."""
+    """Where a run's jobs run, on `device` (None: CUDA when there is one).
+
+    They run in this process when `workers` is 1 and there is no Ray `address`. Otherwise they are Ray
+    tasks, with `gpus_per_job` each."""
 
     device: str | None = None
     workers: int = 1
@@ -38,8 +40,10 @@ class Placement:
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
-    """One run's seeds, its model's and task's overrides (`--set model.K=V`, `--set task.K=V`),
-    where its jobs run, and whether it prints progress to stderr."""
+    """One run's seeds, its model's and task's overrides, and where its jobs run.
+
+    Overrides come from `--set model.K=V` and `--set task.K=V`. It also says whether the run prints
+    progress to stderr."""
 
     seeds: Sequence[int] = (0,)
     model_overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)

@@ -1,11 +1,11 @@
 """Which seeds a benchmark run may take: the one rule for `--seeds`, the harness and the tracks.
 
-Seeds go to torch, numpy and scikit-learn, whose `random_state` takes at most 2**32 - 1, so a
-seed is an integer from 0 to `MAX_SEED`; a run takes at most `MAX_SEEDS` of them (a thousand
-seeds is already days of work, and each seed's record is kept until the results are written).
-`benchmarks.commands.parse_seeds` checks a range's length arithmetically against the same
-bound before it lists any seed. This module imports nothing, so the CLI can use it cheaply.
-"""
+Seeds go to torch, numpy and scikit-learn. scikit-learn's `random_state` takes at most 2**32 - 1.
+So a seed is an integer from 0 to `MAX_SEED`. A run takes at most `MAX_SEEDS` of them. A thousand
+seeds is already days of work, and each seed's record is kept until the results are written.
+
+`benchmarks.commands.parse_seeds` checks a range's length arithmetically against the same bound,
+before it lists any seed. This module imports nothing, so the CLI can use it cheaply."""
 
 from __future__ import annotations
 

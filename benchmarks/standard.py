@@ -1,23 +1,31 @@
 """Standard suites: a fixed, versioned list of cells (task, zoo, protocol, seeds) that any one model runs.
 
+Run:
+
     nfnzoo bench suite standard-v1 --model MODEL --out DIR [--data ZOO=FOLDER ...]
 
-A cell names its zoo as the official board pins it (`leaderboards/datasets.json`: the dataset's
-name and its sha256 `dataset_hash`), so a run anywhere states whether it read the same bytes. Our
-zoos' bytes can differ between machines: `--data ZOO=FOLDER` maps a cell's zoo to a local folder (or
-a Hub repo `ORG/NAME[@REVISION]`), and a cell whose run read the pinned hash is ranked in the suite's
-table; a cell on other bytes is a *stand-in* (`stand_in: true`, `ranked: false` in `DIR/suite.json`),
-left out of the suite's ranking. "Stand-in" names only such an unranked run, never a ranked one.
+A cell names its zoo as the official board pins it (`leaderboards/datasets.json`). That is the
+dataset's name and its sha256 `dataset_hash`. So a run anywhere states whether it read the same
+bytes.
 
-The folder holds one results file per cell (`DIR/<cell>.json`, predictions beside it; a cell the
-model cannot serve, e.g. a weight space it does not read, is `DIR/<cell>.skipped` with the reason),
-`DIR/suite.json` (the suite, its version, the model, every cell's zoo, hash and status, and the `--data`
-it read: this machine's record, from which `leaderboard submit DIR` verifies a zoo new to the board; no
-results file or entry holds it) and `DIR/table.md`. `nfnzoo leaderboard submit DIR` takes the folder
-whole. A finished cell is kept, so an interrupted run resumes (inside a cell, from its finished seeds).
+Our zoos' bytes can differ between machines. `--data ZOO=FOLDER` maps a cell's zoo to a local
+folder, or to a Hub repo `ORG/NAME[@REVISION]`. A cell whose run read the pinned hash is ranked in
+the suite's table. A cell on other bytes is a *stand-in*, left out of the suite's ranking. In
+`DIR/suite.json` it has `stand_in: true` and `ranked: false`. "Stand-in" names only such an unranked
+run, never a ranked one.
 
-A suite's cells never change: changing one makes the next version (`standard-v2`), and every
-earlier version stays runnable as it was (`tests/benchmarks/test_standard_suite.py` pins v1).
+The folder holds one results file per cell, `DIR/<cell>.json`, with predictions beside it. A cell
+the model cannot serve, e.g. on a weight space it does not read, is `DIR/<cell>.skipped` with the
+reason. The folder also holds `DIR/table.md` and `DIR/suite.json`. That file records the suite, its
+version, the model, and every cell's zoo, hash and status. It also records the `--data` it read:
+this machine's record. From it, `leaderboard submit DIR` verifies a zoo new to the board. No results
+file or entry holds it.
+
+`nfnzoo leaderboard submit DIR` takes the folder whole. A finished cell is kept, so an interrupted
+run resumes. Inside a cell, it resumes from its finished seeds.
+
+A suite's cells never change. Changing one makes the next version (`standard-v2`). Every earlier
+version stays runnable as it was; `tests/benchmarks/test_standard_suite.py` pins v1.
 """
 
 from __future__ import annotations
@@ -37,8 +45,10 @@ from zoo.registry import Registry
 
 @dataclasses.dataclass(frozen=True)
 class ZooRef:
-    """A zoo as the official board pins it: the same name and hash on every machine that has its bytes,
-    and the spec and profile that plan its runs (how to make a stand-in where it cannot be fetched)."""
+    """A zoo as the official board pins it: the same name and hash on every machine that has its bytes.
+
+    It also holds the spec and profile that plan its runs. They say how to make a stand-in where the
+    zoo cannot be fetched."""
     name: str  # the board's dataset name (leaderboards/datasets.json)
     config: str  # the dataset config inside the zoo
     dataset_hash: str  # sha256 of the config's data (its manifest.json)
@@ -74,8 +84,10 @@ class Cell:
 
 
 def cell_model_overrides(cell: Cell, model: str) -> dict[str, Any]:
-    """What model `model` runs with in `cell`: its first preset of `cell.model_presets`, and the cell's
-    group on the model's group field (`group`, or the field its class names in `GROUP_FIELD`)."""
+    """What model `model` runs with in `cell`.
+
+    That is its first preset of `cell.model_presets`, and the cell's group on the model's group field.
+    The field is `group`, or the one its class names in `GROUP_FIELD`."""
     from nfn_models import model_config
     from nfn_models.registry import MODELS
 
@@ -97,16 +109,19 @@ def cell_preset(cell: Cell, model: str) -> str | None:
 
 
 def cell_protocol(cell: Cell, model: str) -> str:
-    """`cell`'s protocol line as `model` ran it: the task's protocol (the label, less its closing "; ...
-    presets", which speaks for every model), then the model's preset, or "its defaults"."""
+    """`cell`'s protocol line as `model` ran it.
+
+    It is the task's protocol, then the model's preset, or "its defaults". The label's closing
+    "; ... presets" is dropped, since it speaks for every model."""
     preset = cell_preset(cell, model)
     task_protocol = cell.label.rsplit("; ", 1)[0] if cell.model_presets else cell.label
     return f"{task_protocol}; model at {f'preset {preset}' if preset is not None else 'its defaults'}"
 
 
 def cell_model_fields(cell: Cell, model: str) -> dict[str, Any]:
-    """The model config fields `cell` fixes for `model` (its preset's values and the group field), as data:
-    what a run of the cell must have recorded in its `model_config`."""
+    """The model config fields `cell` fixes for `model`, as data: its preset's values and the group field.
+
+    A run of the cell must have recorded these in its `model_config`."""
     from nfn_models.registry import MODELS
     from zoo.validation.schema import to_data
 
@@ -142,9 +157,10 @@ TRANSFORMER_MNIST_BENCH = ZooRef("transformer-mnist-bench", "transformer-mnist",
 
 @STANDARD_SUITES.register("standard-v1")
 def standard_v1() -> StandardSuite:
-    """Budgets from the existing suites' recorded timings on 2 CPUs: a CNN cell at the papers'
-    protocol with 10 epochs is about a minute a seed for NP, an INR cell at the `budget` preset (5
-    epochs) on a fifth of inr-mnist a few minutes a seed, the transformer cell at 10 epochs a few."""
+    """Budgets are sized from the existing suites' recorded timings on a small CPU machine.
+
+    A CNN cell runs the papers' protocol with 10 epochs. An INR cell runs the `budget` preset (5
+    epochs) on a fifth of inr-mnist. The transformer cell runs 10 epochs."""
     cells = tuple(
         Cell(f"cnn-generalization-{activation}", "generalization", CNN_MNIST_BENCH,
              {**PAPERS_PROTOCOL, "subset": {"activation": activation}}, (0, 1, 2),
@@ -165,8 +181,8 @@ def standard_v1() -> StandardSuite:
 
 
 # standard-v2's zoos: bundled specs' `suite-v2` profiles, made in the portable reproducibility mode
-# (zoo/training/reproducibility.py), so any x86-64-v3 machine regenerates these bytes and is ranked (made
-# on a quiet 2-core machine in about 13, 14 and 15 min: `nfnzoo generate <spec> --profile suite-v2`).
+# (zoo/training/reproducibility.py), so any x86-64-v3 machine regenerates these bytes and is ranked
+# (`nfnzoo generate <spec> --profile suite-v2`; times on docs/reproducibility.md).
 CNN_MNIST_SUITE_V2 = ZooRef("cnn-mnist-suite-v2", "cnn-mnist",
                             "391f00067b9d483b6c81ea23392583ec6fb026cb2b486738441a3d9e8fd986a9", "cnn-mnist", "suite-v2")
 INR_MNIST_SUITE_V2 = ZooRef("inr-mnist-suite-v2", "inr-mnist",
@@ -186,18 +202,19 @@ INR_V2_PROTOCOL = {"preset": "budget", "epochs": 10, "warmup_steps": 300}
 # members x 10 epochs at batch 16: 910; here 336 members x 40: 840). At 10 epochs (210 steps) every
 # Transformer-NFN seed was still improving at its last epoch (test tau 0.07-0.29, behind STATNN's 0.50).
 # Every evaluation batch at 64 members (no result depends on it): the graph models' edge tensors over
-# 1,024 members' neural graphs outgrow this machine's memory (benchmarks.suite).
+# 1,024 members' neural graphs outgrow a small machine's memory (benchmarks.suite).
 TRANSFORMER_V2_PROTOCOL = {"preset": "transformer-nfn", "epochs": 40, "warmup_epochs": 4, "threshold": 0.0,
                            "eval_batch_size": 64}
 
 
 @STANDARD_SUITES.register("standard-v2")
 def standard_v2() -> StandardSuite:
-    """standard-v1's four weight-reading cells on zoos any x86-64 machine regenerates (the portable mode),
-    each model at its budget preset for the cell's task where it has one (`Cell.model_presets`; the graph
-    models' papers' widths take 0.3-16 s a Small CNN step here) and the members' group on the field of
-    a model that takes one. INR editing is left out: its cost per seed is classification's, and the
-    four cells already cover the three families; standard-v1 keeps it."""
+    """standard-v1's four weight-reading cells, on zoos any x86-64 machine regenerates (the portable mode).
+
+    Each model runs at its budget preset for the cell's task, where it has one (`Cell.model_presets`).
+    The graph models' paper widths take seconds a Small CNN step on a CPU (docs/performance.md). The members' group
+    goes on the field of a model that takes one. INR editing is left out, since its cost per seed is
+    classification's. The four cells already cover the three families; standard-v1 keeps it."""
     cells = tuple(
         Cell(f"cnn-generalization-{activation}", "generalization", CNN_MNIST_SUITE_V2,
              {**PAPERS_PROTOCOL, "subset": {"activation": activation}}, (0, 1, 2),
@@ -218,8 +235,9 @@ def standard_v2() -> StandardSuite:
 
 
 def scaled(suite: StandardSuite, factor: int) -> StandardSuite:
-    """`suite` with every cell trained for `factor` times its steps (its epochs; warm-up and all else kept):
-    a protocol of its own, whose ranking `leaderboards.agreement` sets beside the suite's."""
+    """`suite` with every cell trained for `factor` times its steps: its epochs, with warm-up and all else kept.
+
+    This is a protocol of its own. `leaderboards.agreement` sets its ranking beside the suite's."""
     cells = tuple(dataclasses.replace(
         cell, task_overrides={**cell.task_overrides, "epochs": cell.task_overrides["epochs"] * factor},
         label=cell.label.replace(f"{cell.task_overrides['epochs']} epochs",
@@ -276,16 +294,17 @@ def run_standard(name: str, model: str, out_dir: str | Path, data: Mapping[str, 
                  model_name: str | None = None) -> dict:
     """Runs every missing cell of the standard suite `name` with `model`; returns (and writes) `suite.json`.
 
-    `data` maps a zoo's name to the folder or Hub repo to read it from: a cell whose run reads the
-    pinned hash is ranked, one on other bytes is a stand-in; a zoo not in `data` has no published
-    location yet, so the cell cannot run and the error says which `--data` to give. Every cell's zoo
-    is checked before any cell runs.
-    `only` names the cells to run now (e.g. those whose zoos are ready); the others keep what an
-    earlier run left (a finished cell stays in `suite.json`) or are recorded as not run, and a later
+    `data` maps a zoo's name to the folder or Hub repo to read it from. A cell whose run reads the
+    pinned hash is ranked; one on other bytes is a stand-in. A zoo not in `data` has no published
+    location yet. Such a cell cannot run, and the error says which `--data` to give. Every cell's zoo is
+    checked before any cell runs.
+
+    `only` names the cells to run now, e.g. those whose zoos are ready. The others keep what an earlier
+    run left; a finished cell stays in `suite.json`. Otherwise they are recorded as not run, and a later
     run of the same folder fills them in.
-    `placement` is where the cells' jobs run (a cell's seeds are its jobs; the cells fix seeds and
-    overrides); `model_name` is the model's board name (its `name`).
-    """
+
+    `placement` is where the cells' jobs run. A cell's seeds are its jobs, and the cells fix seeds and
+    overrides. `model_name` is the model's board name (its `name`)."""
     from benchmarks.api import register
     from benchmarks.harness import run_benchmark
     from benchmarks.model_identity import resolve_model
@@ -388,8 +407,10 @@ def standard_table(manifest: dict) -> str:
 
 
 def read_manifest(folder: str | Path) -> dict:
-    """A standard suite's `suite.json`, read bounded and checked: every cell a record with its name and
-    status, and a finished cell's results a `.json` file name inside `folder` (never a path out of it)."""
+    """A standard suite's `suite.json`, read bounded and checked.
+
+    Every cell must be a record with its name and status. A finished cell's results must be a `.json`
+    file name inside `folder`, never a path out of it."""
     from benchmarks.files import read_json
 
     path = Path(folder) / "suite.json"

@@ -1,41 +1,43 @@
 """Benchmark suites: a named matrix of (model, model config, task protocol) entries, as data.
 
-`nfnzoo bench suite NAME --data ZOO --out DIR` runs every entry of a suite over the seeds and writes
-one results file per entry (`DIR/<entry>.json`, with its predictions beside it), skipping entries
-whose results file is already there, so an interrupted suite resumes where it stopped (within an
-entry, from its finished seeds: `benchmarks.harness`). An entry its data cannot serve (a threshold
-that leaves fewer than two test rows) is recorded as `DIR/<entry>.skipped` with the reason, and the
-others go on. It then prints (and writes to `DIR/table.md`) the Kendall tau-b table: mean +- std
-over the seeds, with the tie ceiling of the test targets. Submitting the files to a leaderboard is
-`nfnzoo leaderboard submit DIR/*.json`.
+`nfnzoo bench suite NAME --data ZOO --out DIR` runs every entry of a suite over the seeds. It writes
+one results file per entry, `DIR/<entry>.json`, with its predictions beside it. It skips entries
+whose results file is already there. So an interrupted suite resumes where it stopped; within an
+entry, it resumes from its finished seeds (`benchmarks.harness`).
 
-These suites run many models on one zoo; a standard suite (`standard-v1`, `benchmarks.standard`)
-runs one model, any model, over fixed cells each on its own pinned zoo.
+An entry its data cannot serve is recorded as `DIR/<entry>.skipped` with the reason, and the others
+go on. An example is a threshold that leaves fewer than two test rows. The suite then prints the
+Kendall tau-b table, and writes it to `DIR/table.md`. It shows mean +- std over the seeds, with the
+tie ceiling of the test targets. `nfnzoo leaderboard submit DIR/*.json` submits the files to a
+leaderboard.
 
-The `transformer-generalization` suite: MLP, STATNN, XGBoost, LightGBM, a random
-forest and Transformer-NFN on a transformer zoo with Transformer-NFN's protocol (Tran et al.
-2025: the checkpoint at three quarters of training, each model retrained at each accuracy
-threshold 0, 0.2, 0.4, 0.6, 0.8; 10 epochs here, see `TRANSFORMER_PROTOCOL`, and in the
-`*-paper-t*` entries of MLP, STATNN and Transformer-NFN the paper's 100); `--only MODEL` runs every entry of
-one model, one results file per threshold.
+These suites run many models on one zoo. A standard suite (`standard-v1`, `benchmarks.standard`)
+runs one model, any model, over fixed cells, each on its own pinned zoo.
 
-The `inr-classification` and `inr-editing` suites: every model each INR task lists,
-at budget presets, on the inr-mnist zoo (`INR_CLASSIFIERS`, `INR_EDITORS`).
+The `transformer-generalization` suite runs MLP, STATNN, XGBoost, LightGBM, a random forest and
+Transformer-NFN on a transformer zoo. It follows Transformer-NFN's protocol (Tran et al. 2025). That
+takes the checkpoint at three quarters of training. Each model is retrained at each accuracy
+threshold: 0, 0.2, 0.4, 0.6 and 0.8. It trains 10 epochs here (see `TRANSFORMER_PROTOCOL`). The
+`*-paper-t*` entries of MLP, STATNN and Transformer-NFN train the paper's 100. `--only MODEL` runs
+every entry of one model, one results file per threshold.
 
-The `inr-augmentation` suite asks whether group-augmented training SIRENs help NP at an equal
-number of optimizer steps, the NFN paper's comparison of its augmented INR copies.
+The `inr-classification` and `inr-editing` suites run every model each INR task lists. They run at
+budget presets, on the inr-mnist zoo (`INR_CLASSIFIERS`, `INR_EDITORS`).
 
-The `cnn-generalization` suite: every feedforward model on the ReLU and the tanh
-subsets of a CNN zoo's final checkpoints, with the NFN papers' protocol (sigmoid + BCE on
-the test accuracy, Adam 1e-3 without weight decay, batch 8; Zhou et al. 2023 App. and
-Tran et al. 2024, Sec. 6: 50 epochs, which `--set task.epochs=50` restores; the default
-here is 10, the budget a CPU run affords), plus Monomial-NFN and HNP
-evaluated on a test split scaled by U[1, 1e3] per hidden unit (Tran et al. 2024, Table 2's
-augmentation experiment). The graph metanetworks and probing (NG-GNN, NG-T, ScaleGMN with the
-subset's group as its mode, ProbeGen) run the same protocol at their
-`generalization-budget` presets, on both subsets and the scaled test, and ScaleGMN in mode
-"permutation" (GMN) on both subsets; `--only ng_gnn` runs one model's entries.
-"""
+The `inr-augmentation` suite asks whether group-augmented training SIRENs help NP, at an equal
+number of optimizer steps. This is the NFN paper's comparison of its augmented INR copies.
+
+The `cnn-generalization` suite runs every feedforward model on the ReLU and the tanh subsets of a
+CNN zoo's final checkpoints. It follows the NFN papers' protocol: sigmoid + BCE on the test
+accuracy, Adam 1e-3 without weight decay, batch 8. Zhou et al. 2023 (App.) and Tran et al. 2024
+(Sec. 6) train 50 epochs, which `--set task.epochs=50` restores. The default here is 10, the budget
+a CPU run affords.
+
+It adds Monomial-NFN and HNP, evaluated on a test split scaled by U[1, 1e3] per hidden unit. That
+is the augmentation experiment of Tran et al. 2024, Table 2. The graph metanetworks and probing run
+the same protocol at their `generalization-budget` presets, on both subsets and the scaled test.
+They are NG-GNN, NG-T, ScaleGMN with the subset's group as its mode, and ProbeGen. ScaleGMN also
+runs in mode "permutation" (GMN) on both subsets. `--only ng_gnn` runs one model's entries."""
 
 from __future__ import annotations
 
@@ -81,8 +83,8 @@ FEEDFORWARD_MODELS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn")
 # The config field each model that takes one sets to the subset's group.
 GROUP_FIELDS = {"monomial_nfn": "group", "magep_nfn": "group", "scalegmn": "mode"}
 TREE_MODELS = ("xgboost", "lightgbm", "random_forest")  # fitted on flattened weights (nfn_models.trees)
-# The graph metanetworks and probing, at their `generalization-budget` presets (the
-# papers' widths take 0.3-16 s a Small CNN step on a 2-core CPU); ScaleGMN's mode is the subset's group.
+# The graph metanetworks and probing, at their `generalization-budget` presets (the papers' widths
+# take seconds a Small CNN step on a CPU: docs/performance.md); ScaleGMN's mode is the subset's group.
 GRAPH_MODELS = ("ng_gnn", "ng_t", "scalegmn", "probegen")
 SCALED_TEST = {"augment_copies": 1, "augment_splits": ["test"], "augment_keep_original": False,
                "augment_scale_range": [1.0, 1000.0]}
@@ -123,8 +125,10 @@ def cnn_generalization() -> Suite:
 
 
 def _model_overrides(model: str, activation: str) -> dict[str, Any]:
-    """A model's overrides on a subset: a graph model's budget preset, and the subset's group in the
-    field of a model that takes one (`GROUP_FIELDS`)."""
+    """A model's overrides on a subset.
+
+    A graph model gets its budget preset. A model that takes a group gets the subset's group, in the
+    field `GROUP_FIELDS` names."""
     overrides: dict[str, Any] = {"preset": "generalization-budget"} if model in GRAPH_MODELS else {}
     if model in GROUP_FIELDS:
         overrides[GROUP_FIELDS[model]] = GROUPS[activation]
@@ -133,18 +137,18 @@ def _model_overrides(model: str, activation: str) -> dict[str, Any]:
 
 # Transformer-NFN's protocol (the task's `transformer-nfn` preset: the checkpoint at 3/4 of
 # training, sigmoid + BCE, batch 16, Adam 1e-3, warm-up then cosine to 1e-5) with 10 epochs and
-# one warm-up epoch instead of 100 and 10, so these 30 entries fit a few hours on 2 CPUs; the
-# `-paper-` entries below keep the paper's.
+# one warm-up epoch instead of 100 and 10, so these 30 entries fit a CPU run; the `-paper-` entries
+# below keep the paper's.
 TRANSFORMER_PROTOCOL = {"preset": "transformer-nfn", "epochs": 10, "warmup_epochs": 1}
 THRESHOLDS = (0.0, 0.2, 0.4, 0.6, 0.8)  # the paper's accuracy cut-offs
 TRANSFORMER_MODELS = ("mlp", "statnn", "xgboost", "lightgbm", "random_forest", "transformer_nfn")
 PAPER_SCHEDULE_MODELS = ("mlp", "statnn", "transformer_nfn")  # those trained by gradient steps
 # The graph models that read transformer members, at d 32 (a step of 16 members' 523-node graphs
-# takes NG-GNN ~200x, GMN ~90x Transformer-NFN's on a 2-core CPU, docs/performance.md), threshold 0
-# only. NG-T does not read them: its dense attention over 523^2 node pairs holds 1.1 GB a tensor.
+# costs them far more than Transformer-NFN's: docs/performance.md), threshold 0 only. NG-T does not
+# read them: its dense attention over 523^2 node pairs holds 1.1 GB a tensor.
 GRAPH_TRANSFORMER_MODELS = {"ng_gnn": "generalization-budget", "scalegmn": "transformer-generalization-budget"}
 # Their evaluation batches (no result depends on it): the task's 1,024 members' graphs hold 2.5 GB an
-# edge tensor at d 32, and NG-GNN's test pass outgrew 24 GB (killed after its first seed, 2026-12-05).
+# edge tensor at d 32, so a test pass over all of them at once runs out of memory.
 GRAPH_TRANSFORMER_EVAL_BATCH = 64
 
 
@@ -174,7 +178,7 @@ def transformer_generalization() -> Suite:
 
 # The INR tasks on the full inr-mnist zoo, each model at its `-budget` preset and the
 # task's `budget` preset (5 epochs of 45,000 SIRENs: ~7,000 steps, the paper's 200,000 and
-# 50,000; channels cut where a step would take seconds): an hour or two per suite on 2 CPUs.
+# 50,000; channels cut where a step would take seconds), so a suite fits a CPU run.
 # `--set task.preset=nfn` and the models' paper presets are the papers' settings (README).
 INR_CLASSIFIERS = ("mlp", "statnn", "np", "hnp", "monomial_nfn", "magep_nfn",
                    "dwsnet", "probegen", "ng_gnn", "ng_t", "scalegmn")  # the last five: graph metanetworks, probing
@@ -237,9 +241,10 @@ def _field(task: str, key: str) -> str:
 
 
 def select_entries(suite: Suite, only: list[str] | None) -> list[SuiteEntry]:
-    """The entries `--only` names: an entry's own name picks that entry alone (`np` in a suite that
-    also has `np-aug1`); a model's name that is no entry's picks every entry of that model (a
-    threshold sweep); nothing given, every entry."""
+    """The entries `--only` names; nothing given, every entry.
+
+    An entry's own name picks that entry alone, e.g. `np` in a suite that also has `np-aug1`. A model's
+    name that is no entry's picks every entry of that model, e.g. a threshold sweep."""
     names, models = {e.name for e in suite.entries}, {e.model for e in suite.entries}
     wanted = [n.replace("-", "_") if n not in names and n.replace("-", "_") in models else n for n in (only or [])]
     entries = [e for e in suite.entries
@@ -252,14 +257,15 @@ def select_entries(suite: Suite, only: list[str] | None) -> list[SuiteEntry]:
 
 def run_suite(name: str, data_path: str | Path, out_dir: str | Path, options: RunOptions,
               only: list[str] | None = None) -> list[tuple[SuiteEntry, dict]]:
-    """Runs the suite's missing entries (the data loaded once); returns every chosen entry's results.
+    """Runs the suite's missing entries, with the data loaded once; returns every chosen entry's results.
 
-    `options.task_overrides` apply to every entry (e.g. {"epochs": 50}); the entries fix their
-    models' overrides. `only` keeps the entries with those names, and every entry of a model named
-    that is not itself an entry's name. Every missing entry's seeds are jobs of one pool
-    (`benchmarks.jobs`: Ray tasks unless `options.placement` has one worker and no `address`), their
-    records under `<out_dir>/<entry>.seeds/` until the entry's results file is written.
-    """
+    `options.task_overrides` apply to every entry, e.g. {"epochs": 50}. The entries fix their models'
+    overrides. `only` keeps the entries with those names. It also keeps every entry of a model named
+    that is not itself an entry's name.
+
+    Every missing entry's seeds are jobs of one pool (`benchmarks.jobs`). They are Ray tasks, unless
+    `options.placement` has one worker and no `address`. Their records stay under
+    `<out_dir>/<entry>.seeds/` until the entry's results file is written."""
     from benchmarks.harness import describe_seed, load_splits, prepare_run, raise_unservable, split_set_of
     from benchmarks.jobs import JobsFailed, run_jobs
     from benchmarks.tasks import create_task
@@ -369,8 +375,9 @@ def suite_table(rows: list[tuple[SuiteEntry, dict]]) -> str:
 
 
 def tau_table(rows: list[tuple[SuiteEntry, dict]]) -> str:
-    """Markdown: entry, model, protocol, Kendall tau-b mean +- std over the seeds, the mean tie
-    ceiling of the test targets, test-set size and training time per seed."""
+    """Markdown: entry, model, protocol, and Kendall tau-b mean +- std over the seeds.
+
+    It adds the mean tie ceiling of the test targets, the test-set size and the training time per seed."""
     lines = ["| entry | model | subset / protocol | Kendall tau-b | tie ceiling | test rows | s per seed |",
              "|---|---|---|---|---|---|---|"]
     for entry, r in rows:

@@ -1,13 +1,13 @@
 """A synthetic zoo with a known accuracy function, for tests and smoke runs of NFN models.
 
-Members live in the Small CNN Zoo's weight space (Unterthiner et al. 2020, Sec. 3: three 3x3
-convolutions of 16 channels and a dense layer to 10 classes, 4,970 parameters). Each member
-draws one scale per layer, its weights are Gaussian with those scales, and its "test
-accuracy" is a smooth function of the scales plus a little noise. Weight statistics (what
-STATNN reads) determine the scales, so a working predictor ranks these members well; nothing
-here involves training a CNN, which keeps tests fast. The splits follow the loader's
-`ZooSplit` contract, including diverged rows whose metrics are NaN.
-"""
+Members live in the Small CNN Zoo's weight space (Unterthiner et al. 2020, Sec. 3). That is three
+3x3 convolutions of 16 channels and a dense layer to 10 classes: 4,970 parameters. Each member draws
+one scale per layer, and its weights are Gaussian with those scales. Its "test accuracy" is a smooth
+function of the scales, plus a little noise.
+
+Weight statistics, which STATNN reads, determine the scales. So a working predictor ranks these
+members well. Nothing here trains a CNN, which keeps tests fast. The splits follow the loader's
+`ZooSplit` contract, including diverged rows whose metrics are NaN."""
 
 from __future__ import annotations
 

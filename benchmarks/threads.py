@@ -1,28 +1,29 @@
 """How many torch threads a benchmark process runs on: chosen from the CPUs it may use, never inherited.
 
-torch starts one OpenMP thread per CPU it may run on, whatever else runs there and whatever its
-cgroup's CPU quota allows. On a busy machine that oversubscribes the cores: a training step is
-thousands of small parallel regions, and each one waits (spinning, under OpenMP's default policy)
-for its slowest thread, which waits for a core another process holds; the step then takes many
-times what one thread alone takes (docs/performance.md, "Threads on a busy machine", has
-the figures). So every benchmark process
-(`nfnzoo bench run`, `bench suite`, `bench check-model` and the child that runs its checks) takes
-its count from `choose_threads`:
+By default torch starts one OpenMP thread per CPU it may run on. It ignores whatever else runs
+there, and whatever its cgroup's CPU quota allows. On a busy machine that oversubscribes the cores.
+A training step is thousands of small parallel regions. Each one waits for its slowest thread,
+spinning under OpenMP's default policy. That thread waits for a core another process holds. The
+step then takes many times what one thread alone takes. The figures are on docs/performance.md,
+"Threads on a busy machine".
 
-1. `NFNZOO_THREADS`, when set: that many (1 to the machine's CPUs);
-2. else `OMP_NUM_THREADS`, when the user set it: that many (its first level, as OpenMP reads it, at
-   most the machine's CPUs);
-3. else the CPUs this process may use: its affinity mask (`os.sched_getaffinity`), bounded by its
-   cgroup's CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`) and by how many of
-   the mask's CPUs are idle now (`/proc/stat` over `LOAD_WINDOW_S`; a CPU counts when mostly idle:
-   a thread fewer costs a fraction of the speed, a thread too many a multiple), never more than the
-   process already runs (a caller that set fewer keeps them), divided among the `shares` runs that
-   use them side by side (at least one each).
+So every benchmark process takes its count from `choose_threads`. That covers `nfnzoo bench run`,
+`bench suite`, `bench check-model`, and the child that runs its checks. The count is chosen in this
+order.
 
-The choice is made once, when the command starts: load that comes later is not seen
-(`NFNZOO_THREADS=1` then). Only intra-op threads are set: nothing here runs inter-op work
-(`torch.jit.fork`), whose pool starts idle. Ray tasks set their own (`benchmarks.jobs`: one each).
-"""
+1. `NFNZOO_THREADS`, when set, gives that many, from 1 to the machine's CPUs.
+2. Else `OMP_NUM_THREADS`, when the user set it, gives that many. Its first level counts, as OpenMP
+   reads it, at most the machine's CPUs.
+3. Else it takes the CPUs this process may use: its affinity mask (`os.sched_getaffinity`). Its
+   cgroup's CPU quota bounds them: v2 `cpu.max`, or v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`.
+   So does how many of the mask's CPUs are idle now (`/proc/stat` over `LOAD_WINDOW_S`). A CPU
+   counts when mostly idle, since a thread fewer costs a fraction of the speed, and a thread too
+   many a multiple. It never exceeds what the process already runs, so a caller that set fewer
+   keeps them. It is divided among the `shares` runs that use them side by side, at least one each.
+
+The choice is made once, when the command starts. Load that comes later is not seen; set
+`NFNZOO_THREADS=1` then. Only intra-op threads are set. Nothing here runs inter-op work
+(`torch.jit.fork`), whose pool starts idle. Ray tasks set their own (`benchmarks.jobs`: one each)."""
 
 from __future__ import annotations
 
@@ -130,8 +131,9 @@ def quota_cpus(root: Path = CGROUP_ROOT, own_cgroup: Path = OWN_CGROUP) -> float
 
 
 def available_cpus(mask: set[int] | None = None, quota: float | None = None) -> int:
-    """The CPUs a process may keep busy: its affinity `mask` (default: its own), bounded by a cgroup
-    `quota` in CPUs (rounded down: a thread beyond it is throttled), at least 1."""
+    """The CPUs a process may keep busy: its affinity `mask` (default: its own), at least 1.
+
+    A cgroup `quota` in CPUs bounds it, rounded down, since a thread beyond it is throttled."""
     cpus = len(affinity_cpus() if mask is None else mask)
     if quota is not None:
         cpus = min(cpus, math.floor(quota))
@@ -190,11 +192,13 @@ def choose_threads(shares: int = 1, *, environ: Mapping[str, str] | None = None,
                    idle: float | None = None, measure: bool = True, current: int | None = None) -> ThreadChoice:
     """The thread count for a process whose CPUs `shares` runs use side by side (module docstring).
 
-    `environ` defaults to `os.environ`; `cpus` to `available_cpus()` (this process's affinity and
-    quota); `idle` to the idle CPUs measured now (`measure=False`: not measured); `current` to
-    torch's count now. A malformed `NFNZOO_THREADS` is a `ValueError` saying what is expected; an
-    `OMP_NUM_THREADS` OpenMP cannot read is ignored, as OpenMP ignores it, and one beyond the
-    machine's CPUs is taken as its CPUs."""
+    `environ` defaults to `os.environ`. `cpus` defaults to `available_cpus()`, this process's affinity
+    and quota. `idle` defaults to the idle CPUs measured now; with `measure=False` they are not
+    measured. `current` defaults to torch's count now.
+
+    A malformed `NFNZOO_THREADS` is a `ValueError` saying what is expected. An `OMP_NUM_THREADS`
+    OpenMP cannot read is ignored, as OpenMP ignores it. One beyond the machine's CPUs is taken as its
+    CPUs."""
     environ = os.environ if environ is None else environ
     if shares < 1:
         raise ValueError(f"shares must be at least 1, got {shares}")
@@ -234,8 +238,9 @@ def benchmark_threads(shares: int = 1) -> Iterator[ThreadChoice]:
 
 
 def threads_line() -> str:
-    """What torch runs on in this process, for a run's first progress line: the command's choice and
-    why, else (a library caller's process) the count it set."""
+    """What torch runs on in this process, for a run's first progress line.
+
+    That is the command's choice and why. In a library caller's process, it is the count it set."""
     import torch
 
     threads = torch.get_num_threads()
