@@ -5,6 +5,12 @@ splits as `bench run` does for a task keeping each run's final checkpoint (one r
 limit of the child's import floor plus half the zoo's weights. It must finish; the same load of every
 row under the same limit must not fit (the negative control: the limit binds), and is refused before
 its copy in one line that says what it needs and what would fit (`zoo.memory_budget`).
+
+The shards are read into the page cache by this process just before each limited child runs. A
+child that faults them in itself is charged for them: its group then sits at the limit, and the
+load depends on the kernel reclaiming mapped pages in time. That is why this test once failed in a
+full run, where other tests had pushed the zoo's pages out of memory. Measured here: the kept load
+peaks 32-34 MB over the floor with the pages resident, and at the limit (+60 MB) without.
 """
 
 from __future__ import annotations
@@ -32,6 +38,12 @@ print(sum(len(split) for split in splits.values()))
 """
 
 
+def _resident(folder: Path) -> None:
+    """The zoo's shards read into the page cache, charged to this process's group, not a child's."""
+    for path in sorted(folder.rglob("*.parquet")):
+        path.read_bytes()
+
+
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory) -> Path:
     from zoo.imports.small_cnn_zoo import import_zoo
@@ -51,11 +63,13 @@ def test_a_benchmark_load_of_the_kept_rows_fits_where_the_whole_zoo_does_not(zoo
     assert floor.returncode == 0, floor.describe()
     weights = RUNS * 9 * 4970 * 4
     limit = floor.peak_bytes + weights // 2
+    _resident(zoo)
     kept = run_limited([sys.executable, "-c", LOAD, str(zoo), "kept"], limit_bytes=limit, env=environment, cwd=root)
     # what a failure needs to be explained: the floor and limit it ran under, beside the group's own peak
     where = f"limit {limit:,} B = floor {floor.peak_bytes:,} B + half the weights {weights // 2:,} B"
     assert kept.returncode == 0 and not kept.oom_killed, f"{where}; {kept.describe()}"
     assert int(kept.stdout.split()[-1]) == RUNS  # one checkpoint a run
+    _resident(zoo)
     whole = run_limited([sys.executable, "-c", LOAD, str(zoo), "all"], limit_bytes=limit, env=environment, cwd=root)
     # the limit binds: every row does not fit, and the load says so before it copies (zoo.memory_budget),
     # naming what would fit, instead of being killed halfway
