@@ -1,17 +1,20 @@
 """Atomic file writes: a file is either complete or absent, never half written.
 
-Each write goes to a uniquely named temporary file beside the target and is renamed over it
-(`os.replace`), so an interrupted run never leaves half a file for the next reader; with
-`durable=True` the bytes are fsynced first (staged checkpoints, which a resumed job trusts).
-`tempfile.mkstemp` creates its file with mode 0600; the result is given the mode a plain
-`open()` would give it (0666 less the user's umask), so a shared results folder or a
-leaderboard entry is as readable as any other file the user writes. An `OSError` that names
-no file (a write on a full disk) is raised again naming the target, so the one line a user sees
-says which file could not be written.
+Each write goes to a uniquely named temporary file beside the target. It is then renamed over the
+target (`os.replace`). So an interrupted run never leaves half a file for the next reader. With
+`durable=True` the bytes are fsynced first. Staged checkpoints use it, since a resumed job trusts
+them.
 
-Inside a folder a user named (`root`, or a folder whose `zoo.storage.lock.FolderLock` this process
-holds), no link is followed (`zoo.storage.nofollow`): the parent folders are created without
-following one, and a link on the way or at the target is refused with one line naming it.
+`tempfile.mkstemp` creates its file with mode 0600. The result gets the mode a plain `open()`
+would give it: 0666 less the user's umask. So a shared results folder or a leaderboard entry is as
+readable as any other file the user writes.
+
+An `OSError` that names no file (a write on a full disk) is raised again naming the target. So the
+one line a user sees says which file could not be written.
+
+No link is followed inside a folder the user named (`zoo.storage.nofollow`). That folder is `root`,
+or one whose `zoo.storage.lock.FolderLock` this process holds. Parent folders are created without
+following a link. A link on the way or at the target is refused with one line naming it.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def default_file_mode() -> int:
 
 @contextlib.contextmanager
 def replacing(path: str | Path, *, durable: bool = False, root: str | Path | None = None) -> Iterator[Path]:
-    """Yields a temporary path beside `path`; on success it replaces `path`, on error it is removed.
+    """Yields a temporary path beside `path`. On success it replaces `path`; on error it is removed.
 
     Below `root` (or a held lock's folder: `zoo.storage.nofollow.root_for`) no link is followed."""
     path = Path(path)

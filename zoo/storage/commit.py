@@ -1,31 +1,33 @@
-"""Atomic commit of a pack: after a SIGKILL or a full disk at any point, the folder holds one
-complete pack, the old one or the new one.
+"""Atomic commit of a pack: after a SIGKILL or a full disk, one complete pack remains.
 
-Shard names carry a content tag (`<split>-NNNNN-of-MMMMM-<sha256[:8]>.parquet`, `zoo.dataset.pack`),
-so the old and the new pack's shards can sit side by side in `data/<config>/`, and a
-same-named file there holds the same bytes. The commit, in order:
+At any point the folder holds the old pack or the new one, never a mix.
 
-1. fsync every shard built in `data/.<config>.building/`, move it into `data/<config>/`
-   (replacing a same-named file, which has the same bytes), fsync the folder;
-2. write `manifest.json` atomically and durably: the commit point for nfnzoo's readers,
-   which read only the shards a manifest lists;
-3. write `README.md` atomically: the card, whose YAML `data_files` name the exact shard files
-   of each split, so `datasets.load_dataset` reads the pack the card describes and never a
-   leftover;
-4. only then delete the files in `data/<config>/` that the new manifest does not list, and
-   the scratch folders of interrupted packs (`remove_leftovers`).
+Shard names carry a content tag: `<split>-NNNNN-of-MMMMM-<sha256[:8]>.parquet` (`zoo.dataset.pack`).
+So the old and the new pack's shards can sit side by side in `data/<config>/`. A same-named file
+there holds the same bytes.
 
-A kill before step 2 leaves the old manifest and card with their shards untouched, plus
-unlisted new shards (`nfnzoo verify` warns about them; nothing reads them); a kill between 2
-and 3 leaves the new manifest with the old card, each naming shards that are all present; a
-kill during 4 leaves only unlisted leftovers. A failure before the manifest is written (a full
-disk) removes the shards this commit added, so the old pack stays as it was. The next pack
-removes every leftover. Only files a manifest listed are ever replaced, and only by the same bytes.
+The commit runs these steps in order.
 
-No link below the folder is followed (`zoo.storage.nofollow`): before anything moves,
-`check_no_links` refuses a link at `data/`, at any config's `data/<config>/` or scratch folder, or
-among the files there, so shards never move into, and leftovers are never deleted from, a folder
-a link leads to (another dataset's).
+1. Fsync every shard built in `data/.<config>.building/` and move it into `data/<config>/`.
+   A same-named file there is replaced; it has the same bytes. Then fsync the folder.
+2. Write `manifest.json` atomically and durably. This is the commit point for nfnzoo's readers,
+   which read only the shards a manifest lists.
+3. Write `README.md`, the card, atomically. Its YAML `data_files` name the exact shard files of
+   each split. So `datasets.load_dataset` reads the pack the card describes, never a leftover.
+4. Only then delete the files in `data/<config>/` that the new manifest does not list. Delete the
+   scratch folders of interrupted packs too (`remove_leftovers`).
+
+A kill before step 2 leaves the old manifest and card with their shards untouched. It also leaves
+unlisted new shards; `nfnzoo verify` warns about them, and nothing reads them. A kill between 2 and
+3 leaves the new manifest with the old card. Each names shards that are all present. A kill during
+4 leaves only unlisted leftovers. A failure before the manifest is written (a full disk) removes the
+shards this commit added. So the old pack stays as it was. The next pack removes every leftover.
+Only files a manifest listed are ever replaced, and only by the same bytes.
+
+No link below the folder is followed (`zoo.storage.nofollow`). Before anything moves,
+`check_no_links` refuses a link at `data/`. It also refuses one at any config's `data/<config>/` or
+scratch folder, or among the files there. So shards never move into a folder a link leads to, such
+as another dataset's. Nor are leftovers ever deleted from one.
 """
 
 from __future__ import annotations
@@ -64,8 +66,10 @@ def _named(error: OSError, path: Path) -> OSError:
 
 
 def check_no_links(folder: str | Path, names) -> None:
-    """No link at `data/`, `data/<name>/` and its scratch folder, or among the files directly in
-    them, for each config name; a `LinkRefused` naming the first one met (see the module)."""
+    """For each config name: no link at `data/`, `data/<name>/` or its scratch folder.
+
+    No link among the files directly in them either. A `LinkRefused` names the first one met (see
+    the module)."""
     folder = Path(folder)
     nofollow.check(folder, folder / MANIFEST)
     nofollow.check(folder, folder / CARD)

@@ -1,12 +1,14 @@
 """The sizes a Parquet shard declares, bounded before anything is decoded.
 
 A few hundred KB of compressed repeated strings can declare gigabytes a column. So every reader
-and every check asks first: the loaders through `zoo.storage.open_shard`, `nfnzoo info` through
-`zoo.storage.integrity.read_named`, and `nfnzoo verify` through `shard_problem`. Each column
-chunk's uncompressed size, from the footer and from its page headers (Arrow allocates by the
-latter), is bounded per row and per chunk (`zoo.validation.bounds`). The weights column is bounded
-by what one member may be, every other column by what a row's metadata is. The footer's length,
-a row group's rows and a dictionary page's declared values are bounded too.
+and every check asks first. The loaders ask through `zoo.storage.open_shard`. `nfnzoo info` asks
+through `zoo.storage.integrity.read_named`, and `nfnzoo verify` through `shard_problem`.
+
+Each column chunk's uncompressed size is bounded per row and per chunk (`zoo.validation.bounds`).
+That size comes from the footer and from the chunk's page headers; Arrow allocates by the latter.
+The weights column is bounded by what one member may be. Every other column is bounded by what a
+row's metadata is. The footer's length, a row group's rows and a dictionary page's declared values
+are bounded too.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from zoo.validation.bounds import (MAX_PARQUET_COLUMN_CHUNK_BYTES, MAX_PARQUET_F
 
 
 def declared_size_problem(path: Path) -> str | None:
-    """What the Parquet file at `path` declares beyond `zoo.validation.bounds` (a column chunk's
-    uncompressed bytes per row of its row group, or in all), or None: from the footer's metadata
-    and the chunks' page headers, before any column is decoded. A file Arrow cannot open is left to
-    the reader's own error (None here), but one that is not a regular file is named as such
-    (`regular_file_problem`): a FIFO is never opened."""
+    """What the Parquet file at `path` declares beyond `zoo.validation.bounds`, or None.
+
+    That is a column chunk's uncompressed bytes, per row of its row group or in all. They are read
+    from the footer's metadata and the chunks' page headers, before any column is decoded. A file
+    Arrow cannot open is left to the reader's own error (None here). A file that is not regular is
+    named as such (`regular_file_problem`): a FIFO is never opened."""
     problem = regular_file_problem(path)
     if problem is not None:
         return None if problem == "missing" else problem
@@ -40,8 +43,10 @@ def declared_size_problem(path: Path) -> str | None:
 
 
 def declared_rows(path: Path) -> int | None:
-    """The rows the Parquet file at `path` declares in its footer (None: not readable as Parquet, or a footer
-    beyond the bound, which `declared_size_problem` names)."""
+    """The rows the Parquet file at `path` declares in its footer, or None.
+
+    None means it is not readable as Parquet, or its footer is beyond the bound. `declared_size_problem`
+    names the latter."""
     try:
         status = path.stat()
     except OSError:
@@ -52,8 +57,9 @@ def declared_rows(path: Path) -> int | None:
 
 @functools.lru_cache(maxsize=256)
 def _footer(path: str, size: int, mtime_ns: int, inode: int) -> tuple[str | None, pq.FileMetaData | None]:
-    """(why the footer is not read, or None; its metadata where it was read): once per version of a file,
-    for the sizes and the row count it declares."""
+    """(why the footer is not read, or None; its metadata where it was read).
+
+    Read once per version of a file, for the sizes and the row count it declares."""
     footer = _footer_length(path, size)
     if footer is None:
         return None, None  # not Parquet: the reader says so, naming the file
@@ -141,10 +147,12 @@ def _size_problem(where: str, verb: str, size: int, rows: int, per_row: int, bou
 
 
 def _dictionary_problem(source, metadata: pq.FileMetaData) -> str | None:
-    """A dictionary-encoded string column is small on disk and in its pages, and as large as its
-    rows times their values once decoded (one 60 KB value repeated 100,000 times is 6 GB): each
-    such chunk is read as a dictionary (its pages, bounded above, and an index a row) and the
-    bytes its rows expand to are bounded as a declared size is."""
+    """A dictionary-encoded string column whose decoded rows exceed the bounds, or None.
+
+    Such a column is small on disk and in its pages. Decoded, it is as large as its rows times their
+    values. One 60 KB value repeated 100,000 times is 6 GB. So each such chunk is read as a
+    dictionary: its pages (bounded above) and an index a row. The bytes its rows expand to are
+    bounded as a declared size is."""
     import pyarrow.compute as pc
 
     names = sorted({metadata.row_group(g).column(c).path_in_schema
@@ -190,8 +198,9 @@ def _footer_length(path: str, size: int) -> int | None:
 
 
 def check_declared_sizes(paths: Path | list[Path]) -> None:
-    """Raises `CorruptShardError` naming the first of `paths` whose declared sizes exceed the
-    bounds (`declared_size_problem`)."""
+    """Raises `CorruptShardError` naming the first of `paths` whose declared sizes exceed the bounds.
+
+    The sizes are those `declared_size_problem` checks."""
     for path in [paths] if isinstance(paths, Path) else paths:
         problem = declared_size_problem(Path(path))
         if problem is not None:

@@ -1,10 +1,10 @@
 """The layout of a zoo output folder, and its small JSON files.
 
-    specs/<config>.json   the resolved spec of every config generated into the folder
-    staging/              one safetensors file per finished checkpoint (`zoo.storage.staging`)
-    data/<config>/        the packed Parquet shards (`zoo.dataset.pack`)
-    manifest.json         checksums, counts and hashes of the packed shards
-    README.md             the dataset card (`zoo.dataset.card`)
+`specs/<config>.json` holds the resolved spec of every config generated into the folder.
+`staging/` holds one safetensors file per finished checkpoint (`zoo.storage.staging`).
+`data/<config>/` holds the packed Parquet shards (`zoo.dataset.pack`).
+`manifest.json` holds the checksums, counts and hashes of the packed shards.
+`README.md` is the dataset card (`zoo.dataset.card`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def _spec_path(folder: str | Path, name: str) -> Path:
 
 
 def _read_saved_spec(path: Path) -> ZooSpec:
-    """A saved spec, read within bounds; its `name` must be its file's stem (the name is what
-    `pack` turns into data/<name>/: a hand-edited file may not point it elsewhere)."""
+    """A saved spec, read within bounds, whose `name` must be its file's stem.
+
+    `pack` turns the name into data/<name>/, so a hand-edited file may not point it elsewhere."""
     spec = spec_from_data(read_json_file(path, MAX_SPEC_JSON_BYTES, strict=True, what="saved spec"), str(path))
     if spec.name != path.stem:
         raise InputError(f"{path}: name: {ascii(spec.name)[:80]} is not the file's name {path.stem!r}; "
@@ -61,8 +62,10 @@ def save_spec(spec: ZooSpec, folder: Path) -> Path:
 
 
 def load_saved_specs(folder: str | Path) -> list[ZooSpec]:
-    """Every spec saved in the folder (specs/*.json), each checked as `_read_saved_spec` says; read with the
-    readers' rule (`zoo.storage.nofollow.confine`): a link (of the file or of specs/) may not lead outside."""
+    """Every spec saved in the folder (specs/*.json), each checked as `_read_saved_spec` says.
+
+    They are read with the readers' rule (`zoo.storage.nofollow.confine`). A link, of the file or of
+    specs/, may not lead outside."""
     return [_read_saved_spec(nofollow.confine(folder, f"{SPECS_FOLDER}/{p.name}", str(p), follow=True))
             for p in sorted((Path(folder) / SPECS_FOLDER).glob("*.json"))]
 
@@ -110,12 +113,13 @@ def resolve_config(manifest: dict, config: str | None, folder: str | Path = "") 
 def check_writable(path: str | Path, root: str | Path | None = None) -> Path:
     """Makes folder `path` (and its parents) if missing and proves it writable, or raises.
 
-    Run before any expensive work (`nfnzoo generate` checks its output folders before Ray
-    starts), so that a read-only folder, a path below a regular file, or a folder that cannot be
-    created is a one-line `InputError` (a `ValueError`) naming the path and the operating system's
-    reason, not a traceback later. The probe writes and removes a file: permission bits alone do
-    not tell (root, ACLs, read-only mounts). Below `root` (or a held lock's folder) no link is
-    followed (`zoo.storage.nofollow`); `path` itself, the folder a user named, may be one.
+    Run it before any expensive work; `nfnzoo generate` checks its output folders before Ray starts.
+    Then a failure is a one-line `InputError` (a `ValueError`), not a traceback later. It names the
+    path and the operating system's reason. Such failures are a read-only folder, a path below a
+    regular file, or a folder that cannot be created. The probe writes and removes a file:
+    permission bits alone do not tell (root, ACLs, read-only mounts). Below `root` (or a held lock's
+    folder) no link is followed (`zoo.storage.nofollow`). `path` itself, the folder a user named,
+    may be one.
     """
     path = Path(path)
     base = nofollow.root_for(path, root)

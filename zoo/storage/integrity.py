@@ -1,24 +1,26 @@
 """Checksums of a packed zoo: what a reader checks before it trusts a shard.
 
-`manifest.json` records every shard's size, sha256 and fast checksum (`xxh3_128`, written in the
-same read as the sha256 by `file_checksums`). `check_shards` compares the files on disk with those
-records and raises `CorruptShardError` naming the first bad file. `verified_dataset_hash` checks
-every shard of a config and recomputes its hash from the listing (`zoo.storage.listing`). So a hash
-a benchmark result records is one the bytes were checked against, not a string copied from the
-manifest. A reader that checks each shard it reads may record the listing's hash alone: a split
-set does (`zoo.split_set_loader` says why that suffices).
+`manifest.json` records every shard's size, sha256 and fast checksum (`xxh3_128`). `file_checksums`
+computes the sha256 and the fast checksum in one read. `check_shards` compares the files on disk
+with those records. It raises `CorruptShardError` naming the first bad file.
+`verified_dataset_hash` checks every shard of a config and recomputes its hash from the listing
+(`zoo.storage.listing`). So a hash a benchmark result records is one the bytes were checked
+against. It is not a string copied from the manifest. A reader that checks each shard it reads may
+record the listing's hash alone. A split set does; `zoo.split_set_loader` says why that suffices.
 
-A load checks the fast checksum in the pass that copies the pages (`hash_while_using`), block by
-block while they are in cache; `zoo.loader` returns nothing unless every digest matches. Any
-other reader runs `check_shards` first. sha256 stays the checksum of record: the dataset hash is
-made of it, `nfnzoo verify --full` and `nfnzoo publish` check it, and an old manifest without the
-fast checksum is checked by it alone. XXH3 catches corruption, truncation or replacement by
-accident; it is not cryptographic, so a shard crafted to collide would pass a load and fail
-`verify --full`. Nothing is cached: every benchmark load checks every shard it reads.
+A load checks the fast checksum in the pass that copies the pages (`hash_while_using`). It hashes
+block by block while the pages are in cache. `zoo.loader` returns nothing unless every digest
+matches. Any other reader runs `check_shards` first.
 
-`shard_problem` checks the sizes a shard declares (`zoo.storage.declared_sizes`) before anything
-is decoded. `read_named` does the same for a reader that opens shards by path (`nfnzoo info`),
-and names the file in Arrow's errors; the loaders open each shard once (`zoo.storage.open_shard`).
+The sha256 stays the checksum of record. The dataset hash is made of it, and `nfnzoo verify --full`
+and `nfnzoo publish` check it. An old manifest without the fast checksum is checked by sha256
+alone. XXH3 catches corruption, truncation or replacement by accident. It is not cryptographic, so
+a shard crafted to collide would pass a load and fail `verify --full`. Nothing is cached: every
+benchmark load checks every shard it reads.
+
+`shard_problem` checks the sizes a shard declares (`zoo.storage.declared_sizes`) before anything is
+decoded. `read_named` does the same for a reader that opens shards by path (`nfnzoo info`). It also
+names the file in Arrow's errors. The loaders open each shard once (`zoo.storage.open_shard`).
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ CHUNK = 2**22
 
 
 def xxh3_file(path: Path) -> str:
-    """Hashed through a memory map: the page cache's pages are read in place, never copied (~25 GiB/s
-    a core here, faster than a copy; 4 MiB reads and a copy each ran at ~6)."""
+    """Hashed through a memory map: the page cache's pages are read in place, never copied.
+
+    That beats 4 MiB reads with a copy each; docs/performance.md has the figures."""
     import mmap
 
     import xxhash
@@ -62,11 +65,12 @@ HASH_BLOCK_BYTES = 2**21  # a fused load hashes and copies ~2 MiB at a time: the
 
 
 def hash_while_using(files: list[tuple[object, list[tuple[int, object]]]], use, threads: int = 2) -> list[str]:
-    """The xxh3-128 of each mapped file, computed in the same pass that consumes it: for each
-    file (one thread each, up to `threads`), its (end offset, job) list in file order is walked,
-    hashing the bytes up to each job's end and then calling `use(job)` while they are in cache;
-    the tail after the last job is hashed last. A caller trusts what `use` produced only once
-    every digest matches its manifest (`zoo.loader.read_weights(..., checksums=...)`)."""
+    """The xxh3-128 of each mapped file, computed in the same pass that consumes it.
+
+    Each file gets one thread, up to `threads`. Its (end offset, job) list is walked in file order.
+    The bytes up to each job's end are hashed, then `use(job)` runs while they are in cache. The
+    tail after the last job is hashed last. A caller trusts what `use` produced only once every
+    digest matches its manifest (`zoo.loader.read_weights(..., checksums=...)`)."""
     import xxhash
 
     def digest(item: tuple[object, list[tuple[int, object]]]) -> str:
@@ -86,9 +90,11 @@ def hash_while_using(files: list[tuple[object, list[tuple[int, object]]]], use, 
 
 
 def _release(mapped: object, start: int, end: int) -> int:
-    """Drops the pages of `mapped` in [start, end) (page-aligned down) from this process's resident set
-    once they are used: the page cache keeps them, so a later touch reads them again, but a load's RSS
-    holds the rows it copied, not every shard page it mapped. Returns where the next release starts."""
+    """Drops the used pages of `mapped` in [start, end) from this process's resident set.
+
+    `end` is page-aligned down first. The page cache keeps the pages, so a later touch reads them
+    again. But a load's RSS holds the rows it copied, not every shard page it mapped. Returns where
+    the next release starts."""
     import mmap
 
     end -= end % mmap.PAGESIZE
@@ -119,9 +125,11 @@ def sha256_file(path: Path) -> str:
 
 
 def shard_problem(path: Path, entry: dict, *, full: bool = False) -> str | None:
-    """What is wrong with the shard at `path` against its manifest entry, or None when it matches:
-    by its fast checksum where the entry has one, by sha256 with `full` or where it has none; then
-    the sizes it declares (`declared_size_problem`) and its row count against the entry's."""
+    """What is wrong with the shard at `path` against its manifest entry, or None when it matches.
+
+    It checks the fast checksum where the entry has one. With `full`, or where the entry has none, it
+    checks sha256 instead. Then it checks the sizes the shard declares (`declared_size_problem`) and
+    its row count against the entry's."""
     problem = regular_file_problem(path)
     if problem is not None:
         return problem
@@ -141,8 +149,9 @@ def shard_problem(path: Path, entry: dict, *, full: bool = False) -> str | None:
 
 
 def check_shards(folder: str | Path, entries: list[dict], *, threads: int = 2, full: bool = False) -> None:
-    """Raises `CorruptShardError` naming the first shard (in manifest order) that does not match
-    (`shard_problem`: the fast checksum, or sha256 with `full`)."""
+    """Raises `CorruptShardError` naming the first shard, in manifest order, that does not match.
+
+    A match is as `shard_problem` says: the fast checksum, or sha256 with `full`."""
     folder = Path(folder)
     paths = entry_paths(folder, entries)  # before any file is touched
     with ThreadPoolExecutor(max(1, threads)) as pool:
@@ -172,9 +181,9 @@ def verified_dataset_hash(listing: Listing | str | Path, config: str | None = No
 def release_hash(manifest: dict) -> str:
     """The hash a release tag names: a lone config's dataset hash; for several, a hash of all.
 
-    The combined hash is sha256 of the sorted `[config, dataset_hash]` pairs (compact JSON),
-    so it depends only on what the repo holds, not on the order or the folders it came from;
-    with one config the tag shows the same prefix as `nfnzoo info` and the results files.
+    The combined hash is sha256 of the sorted `[config, dataset_hash]` pairs, as compact JSON. So it
+    depends only on what the repo holds, not on the order or the folders it came from. With one
+    config the tag shows the same prefix as `nfnzoo info` and the results files.
     """
     configs = manifest["configs"]
     if len(configs) == 1:
@@ -189,9 +198,10 @@ def release_tag(manifest: dict) -> str:
 
 
 def read_named(paths: Path | list[Path], read):
-    """Runs `read()` of the Parquet files `paths`, once each file is a regular file (a FIFO is never
-    opened) whose declared sizes are within bounds (`check_declared_sizes`); an unreadable one
-    becomes an error naming it."""
+    """Runs `read()` of the Parquet files `paths`, once each is safe to open.
+
+    Each must be a regular file (a FIFO is never opened) whose declared sizes are within bounds
+    (`check_declared_sizes`). An unreadable one becomes an error naming it."""
     check_declared_sizes(paths)
     try:
         return read()

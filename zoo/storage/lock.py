@@ -1,25 +1,25 @@
 """Advisory folder locks: one writer of a zoo folder or a leaderboard at a time.
 
-A lock is an exclusive `flock` on a lock file inside the folder (`.nfnzoo.lock`). The kernel
-drops it when its holder exits, however it exits (SIGKILL included), so a lock left by a
-killed process is stale by construction and the next writer simply takes it; the file's
-content (the holder's PID, command and start time) is only what the error message quotes.
+A lock is an exclusive `flock` on a lock file inside the folder (`.nfnzoo.lock`). The kernel drops
+it when its holder exits, however it exits (SIGKILL included). So a lock left by a killed process is
+stale by construction, and the next writer simply takes it. The file holds the holder's PID, command
+and start time. That content is only what the error message quotes.
 
-- `FolderLock(folder, command).acquire()` fails at once with `FolderInUse` ("in use by PID
-  N (nfnzoo generate since ...)"): two `generate` or `pack` runs on one output folder would
-  train the same runs twice or delete each other's shards.
-- `acquire(wait_s=...)` waits up to that long instead: the leaderboard's writers serialize on
-  their board's lock (a submission takes a second), and a writer that waited too long fails
-  with the same message.
+`FolderLock(folder, command).acquire()` fails at once with `FolderInUse` ("in use by PID N (nfnzoo
+generate since ...)"). Two `generate` or `pack` runs on one output folder would train the same runs
+twice or delete each other's shards.
 
-The lock file is opened through `zoo.storage.nofollow.open_lock`: created exclusively without
-following a link, or an existing regular file with a single link, so a planted
-`.nfnzoo.lock -> ../victim` (or a hard link to a victim, or a FIFO) is refused with one line
-before anything is written. While held, the folder is a root of `zoo.storage.nofollow`: every
-atomic write below it refuses links too.
+`acquire(wait_s=...)` waits up to that long instead. The leaderboard's writers serialize on their
+board's lock; a submission takes a second. A writer that waited too long fails with the same message.
+
+The lock file is opened through `zoo.storage.nofollow.open_lock`. It is created exclusively without
+following a link, or is an existing regular file with a single link. So a planted
+`.nfnzoo.lock -> ../victim` is refused with one line before anything is written. So is a hard link
+to a victim, or a FIFO. While held, the folder is a root of `zoo.storage.nofollow`: every atomic
+write below it refuses links too.
 
 Within one process, a lock is taken once and handed down (`pack(..., lock=held)`), never
-re-acquired: `flock` on a second descriptor of the same file would block on our own lock.
+re-acquired. `flock` on a second descriptor of the same file would block on our own lock.
 """
 
 from __future__ import annotations

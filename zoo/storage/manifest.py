@@ -1,20 +1,23 @@
 """The structure of `manifest.json`, checked once where it is read, and its shard paths confined.
 
-A manifest comes from a local folder or from a Hub snapshot, so it is input like any other:
-`check_manifest` holds it to a small schema (every config a safe name mapping to an entry
-whose `files` are {path, split, rows, bytes, sha256}, non-negative counts, a `complete`
-flag, per-split row counts that are its shards' sums, `split_sets` of safe names whose files and
-holding shards are confined like the shards and, where present, `machines` as
-`zoo.distributed.machine` checks them) so
-that every reader gets a one-line `InputError` naming the key instead of a `KeyError` or
-`TypeError` deep inside. `shard_path` is the only way a manifest's `files[].path` becomes a
-file to open: a relative path of safe names that stays inside the folder
-(`zoo.storage.nofollow.confine`, the rule its writers follow too, here as a reader), so `../x`
-or `/etc/passwd` is refused before anything outside is touched.
+A manifest comes from a local folder or from a Hub snapshot, so it is input like any other.
+`check_manifest` holds it to a small schema. So every reader gets a one-line `InputError` naming
+the key, not a `KeyError` or `TypeError` deep inside.
 
-A Hub snapshot's files are symbolic links into the cache's `blobs/` (huggingface_hub's
-layout, `.../datasets--ORG--NAME/snapshots/<commit>/<path>`), so there the links may lead
-anywhere inside the repo's cache folder, and nowhere else.
+The schema is small. Every config is a safe name mapping to an entry. Its `files` are {path, split,
+rows, bytes, sha256}, with non-negative counts. It has a `complete` flag, and per-split row counts
+that are its shards' sums. Its `split_sets` have safe names, and their files and holding shards are
+confined like the shards. Where present, its `machines` are checked as `zoo.distributed.machine`
+checks them.
+
+`shard_path` is the only way a manifest's `files[].path` becomes a file to open. The path must be
+relative, made of safe names, and stay inside the folder. That is `zoo.storage.nofollow.confine`,
+the rule its writers follow too, here as a reader. So `../x` or `/etc/passwd` is refused before
+anything outside is touched.
+
+A Hub snapshot's files are symbolic links into the cache's `blobs/`. That is huggingface_hub's
+layout, `.../datasets--ORG--NAME/snapshots/<commit>/<path>`. So there the links may lead anywhere
+inside the repo's cache folder, and nowhere else.
 """
 
 from __future__ import annotations
@@ -65,8 +68,9 @@ def _mapping(value: Any, where: str) -> dict:
 
 
 def _check_listed_file(entry: Any, where: str, folder: Path | None, keys: tuple[str, ...]) -> None:
-    """A file the manifest lists (a shard, a split set's file): `keys` present, its path confined (to
-    `folder`, or by its form alone), its sha256 64 hex digits."""
+    """A file the manifest lists (a shard, a split set's file): `keys` present, a 64-hex-digit sha256.
+
+    Its path is confined to `folder`, or without one checked by its form alone."""
     _mapping(entry, where)
     for key in keys:
         if key not in entry:
@@ -101,8 +105,10 @@ def _lexical(relative: Any, where: str) -> None:
 
 
 def _check_split_set(name: Any, described: Any, where: str, folder: Path | None, shards: set[str]) -> None:
-    """A `split_sets` entry: a safe name; its file (path, sha256, bytes); rows per split; the shards holding its
-    rows, each one of the config's own (`zoo.imports.writer` writes them; `zoo.split_set_loader` reads them)."""
+    """A `split_sets` entry: a safe name, its file (path, sha256, bytes) and rows per split.
+
+    It may list the shards holding its rows, each one of the config's own. `zoo.imports.writer`
+    writes them; `zoo.split_set_loader` reads them."""
     problem = name_problem(name)
     if problem is not None:
         raise InputError(f"{where}: {problem}")
@@ -128,8 +134,10 @@ def _check_split_set(name: Any, described: Any, where: str, folder: Path | None,
 
 
 def _check_counts(entry: dict, where: str) -> None:
-    """Each split's row count is the sum of its shards' (a shard's own count is checked against its file
-    when it is read: `zoo.storage.integrity.shard_problem`)."""
+    """Each split's row count is the sum of its shards'.
+
+    A shard's own count is checked against its file when it is read
+    (`zoo.storage.integrity.shard_problem`)."""
     counted: dict[str, int] = {}
     for file_entry in entry["files"]:
         counted[file_entry["split"]] = counted.get(file_entry["split"], 0) + file_entry["rows"]

@@ -1,33 +1,38 @@
 """Writes that never follow a symbolic link: the one way to change a folder a user named.
 
-A zoo folder, a staging folder, an import's scratch folder or a leaderboard arrives from
-elsewhere (a copy, an archive, a pull request), so anything below its root may be a planted
-link: `OUT/.nfnzoo.lock -> ../victim.txt` would have the lock's JSON written into the victim,
-`OUT/data/<config> -> /other/zoo/data/<config>` would have `pack` move shards into another
-dataset and delete its files. Every mkdir, write, rename and delete inside such a folder goes
-through here, relative to the folder's root:
+A zoo folder, a staging folder, an import's scratch folder or a leaderboard arrives from elsewhere.
+It may come from a copy, an archive or a pull request. So anything below its root may be a planted
+link. `OUT/.nfnzoo.lock -> ../victim.txt` would have the lock's JSON written into the victim.
+`OUT/data/<config> -> /other/zoo/data/<config>` would have `pack` move shards into another dataset
+and delete its files. So every mkdir, write, rename and delete inside such a folder goes through
+here. Each works relative to the folder's root.
 
-- `check(root, path)`: an `lstat` of every existing component of `path` below `root`; a
-  symbolic link is refused (`LinkRefused`, an `InputError`: one line naming the link), and so
-  is a file where a folder must be. The root itself may be a link: that is the user's choice.
-- `makedirs`, `replace`, `unlink`, `rmtree`, `write_new`: the operations, each after `check`.
-  `rmtree` removes a real folder with the standard library's file-descriptor walk, which never
-  descends through a link (it removes the link itself); a link given to it is refused.
-- `open_lock(root, path)`: a lock file created exclusively without following a link
-  (`O_CREAT | O_EXCL | O_NOFOLLOW`); an existing one is opened `O_NOFOLLOW | O_NONBLOCK` and
-  must be a regular file with one link (no FIFO to block on, no hard link to a victim) before
-  anything is written into it.
-- `confine(root, relative, what, follow=...)`: the one rule for a relative path read from a
-  file (a manifest's shard path). Writers (`follow=False`) refuse every link below the root;
-  readers (`follow=True`) accept a link only when it resolves inside the root, since a Hub
-  snapshot's files are links into its cache.
-- `hold(root)` / `release(root)` (`zoo.storage.lock.FolderLock` calls them): while a folder's lock is
-  held, every atomic write (`zoo.storage.atomic`) and `check_writable` below it is checked against
-  it (`root_for`), so a writer that only knows a path (a leaderboard's entry, `machines.json`, a
-  staged checkpoint) is held to the rule too.
+`check(root, path)` runs an `lstat` of every existing component of `path` below `root`. A symbolic
+link is refused with `LinkRefused`, an `InputError`: one line naming the link. So is a file where a
+folder must be. The root itself may be a link: that is the user's choice.
 
-The checks are `lstat` walks, not `openat` chains: they stop what arrives planted in a folder,
-not a process racing the writer with the same user's rights (which could write the victim itself).
+`makedirs`, `replace`, `unlink`, `rmtree` and `write_new` are the operations, each run after
+`check`. `rmtree` removes a real folder with the standard library's file-descriptor walk. That walk
+never descends through a link; it removes the link itself. A link given to `rmtree` is refused.
+
+`open_lock(root, path)` creates a lock file exclusively without following a link
+(`O_CREAT | O_EXCL | O_NOFOLLOW`). An existing one is opened `O_NOFOLLOW | O_NONBLOCK`. It must be a
+regular file with one link before anything is written into it. So there is no FIFO to block on, and
+no hard link to a victim.
+
+`confine(root, relative, what, follow=...)` is the one rule for a relative path read from a file,
+such as a manifest's shard path. Writers (`follow=False`) refuse every link below the root. Readers
+(`follow=True`) accept a link only when it resolves inside the root. They must, since a Hub
+snapshot's files are links into its cache.
+
+`hold(root)` and `release(root)` are called by `zoo.storage.lock.FolderLock`. While a folder's lock
+is held, writes below it are checked against it (`root_for`). That covers every atomic write
+(`zoo.storage.atomic`) and `check_writable`. So a writer that only knows a path is held to the rule
+too: a leaderboard's entry, `machines.json`, a staged checkpoint.
+
+The checks are `lstat` walks, not `openat` chains. They stop what arrives planted in a folder. They
+do not stop a process racing the writer with the same user's rights, which could write the victim
+itself.
 """
 
 from __future__ import annotations
@@ -68,8 +73,10 @@ def _parts(root: Path, path: Path) -> list[str]:
 
 
 def check(root: str | Path, path: str | Path) -> Path:
-    """`path` once no existing component of it below `root` is a link, and every one but the last
-    is a folder; a missing component ends the walk (nothing below it exists yet)."""
+    """`path`, once no existing component of it below `root` is a link.
+
+    Every component but the last must be a folder. A missing component ends the walk, since nothing
+    below it exists yet."""
     root, path = Path(root), Path(path)
     current = root
     parts = _parts(root, path)
@@ -87,8 +94,9 @@ def check(root: str | Path, path: str | Path) -> Path:
 
 
 def check_entries(root: str | Path, folder: str | Path) -> Path:
-    """`check(root, folder)`, and no entry directly inside `folder` is a link (a folder whose files
-    a writer may replace or delete: `data/<config>/`)."""
+    """`check(root, folder)`, and no entry directly inside `folder` is a link.
+
+    It guards a folder whose files a writer may replace or delete, such as `data/<config>/`."""
     folder = check(root, folder)
     try:
         with os.scandir(folder) as entries:
@@ -101,8 +109,9 @@ def check_entries(root: str | Path, folder: str | Path) -> Path:
 
 
 def makedirs(root: str | Path, path: str | Path) -> Path:
-    """Creates `path` and its missing parents below `root` (the root as `mkdir -p` would), never
-    through a link; an existing folder is fine."""
+    """Creates `path` and its missing parents below `root`, never through a link.
+
+    The root is made as `mkdir -p` would make it. An existing folder is fine."""
     root, path = Path(root), Path(path)
     root.mkdir(parents=True, exist_ok=True)
     current = root
@@ -128,15 +137,18 @@ def replace(root: str | Path, source: str | Path, target: str | Path) -> Path:
 
 
 def unlink(root: str | Path, path: str | Path) -> None:
-    """Removes file `path` below `root` (absent is fine); a link on the way, or the file a link, is refused."""
+    """Removes file `path` below `root` (absent is fine).
+
+    A link on the way, or a file that is itself a link, is refused."""
     check(root, path)
     Path(path).unlink(missing_ok=True)
 
 
 def rmtree(root: str | Path, path: str | Path, *, ignore_errors: bool = False) -> None:
-    """Removes folder `path` below `root` and everything in it (absent is fine), never through a link:
-    a link on the way or at `path` is refused (left alone with `ignore_errors`), links inside are
-    removed, not followed."""
+    """Removes folder `path` below `root` and everything in it (absent is fine), never through a link.
+
+    A link on the way or at `path` is refused; `ignore_errors` leaves it alone instead. Links inside
+    are removed, not followed."""
     try:
         check(root, path)
     except InputError:
@@ -161,8 +173,10 @@ def write_new(root: str | Path, path: str | Path, data: bytes) -> Path:
 
 
 def open_lock(root: str | Path, path: str | Path) -> int:
-    """A read-write descriptor of lock file `path` below `root` (see the module): created exclusively,
-    or an existing regular file with a single link; anything else is refused before a byte is written."""
+    """A read-write descriptor of lock file `path` below `root` (see the module).
+
+    The file is created exclusively, or is an existing regular file with a single link. Anything else
+    is refused before a byte is written."""
     check(root, path)
     for _ in range(100):  # another process may create or remove it between our two opens
         try:
@@ -196,7 +210,7 @@ def open_lock(root: str | Path, path: str | Path) -> int:
 def confine(root: str | Path, relative: object, what: str, *, follow: bool) -> Path:
     """`root / relative` for a relative POSIX path of safe names (`zoo.validation.inputs.NAME`) inside `root`.
 
-    With `follow` (readers), links are resolved and must stay inside `root`; without (writers), no
+    With `follow` (readers), links are resolved and must stay inside `root`. Without it (writers), no
     existing component below `root` may be a link. Anything else is an `InputError` naming `what`."""
     if not isinstance(relative, str) or not relative or relative.startswith("/") or "\\" in relative:
         raise InputError(f"{what}: {ascii(relative)[:80]} is not a relative path inside {root}")
@@ -221,7 +235,9 @@ _held_guard = threading.Lock()
 
 
 def hold(root: str | Path) -> None:
-    """From now on, writes below `root` by path alone are checked against it (`root_for`); undone by `release`."""
+    """From now on, writes below `root` by path alone are checked against it (`root_for`).
+
+    `release` undoes it."""
     key = os.path.abspath(root)
     with _held_guard:
         named, count = _held.get(key, (Path(root), 0))

@@ -1,11 +1,11 @@
 """Direct reading of fixed-length PLAIN byte-array pages from a memory-mapped Parquet file.
 
-The `weights` column is written REQUIRED, PLAIN-encoded and uncompressed, so each data page
-is a Thrift page header followed by the values, each a 4-byte length and the bytes. When
-all values share one length, a page is a (values, 4 + length) byte matrix inside the file,
-and the fast loader copies each tensor's byte range straight from the page cache into its
-output: one copy, where going through Arrow costs two. Anything else (compression,
-dictionary pages, nulls, unequal lengths) returns None and the caller takes the Arrow path.
+The `weights` column is written REQUIRED, PLAIN-encoded and uncompressed. So each data page is a
+Thrift page header followed by the values. Each value is a 4-byte length and the bytes. When all
+values share one length, a page is a (values, 4 + length) byte matrix inside the file. The fast
+loader then copies each tensor's byte range straight from the page cache into its output. That is
+one copy, where going through Arrow costs two. Anything else returns None, and the caller takes the
+Arrow path: compression, dictionary pages, nulls or unequal lengths.
 
 Thrift compact protocol and page layout: the Apache Parquet format specification
 (parquet.thrift: PageHeader, DataPageHeader, DataPageHeaderV2).
@@ -23,9 +23,11 @@ DATA_PAGE, DATA_PAGE_V2 = 0, 3
 
 
 class ThriftError(ValueError):
-    """A Thrift compact-protocol structure that cannot be what it claims: it runs past the bytes
-    left, declares a container larger than those bytes (or `MAX_THRIFT_CONTAINER_ELEMENTS`), nests
-    deeper than `MAX_THRIFT_NESTING`, or holds an unknown type."""
+    """A Thrift compact-protocol structure that cannot be what it claims.
+
+    It runs past the bytes left, or declares a container larger than those bytes or
+    `MAX_THRIFT_CONTAINER_ELEMENTS`. Or it nests deeper than `MAX_THRIFT_NESTING`, or holds an
+    unknown type."""
 
 
 _TYPE_NAMES = {1: "booleans", 2: "booleans", 3: "bytes", 4: "i16s", 5: "i32s", 6: "i64s", 7: "doubles",
@@ -33,18 +35,21 @@ _TYPE_NAMES = {1: "booleans", 2: "booleans", 3: "bytes", 4: "i16s", 5: "i32s", 6
 
 
 def _least_bytes(kind: int) -> int:
-    """The fewest bytes one value of a compact type takes as a container element: a double is 8,
-    anything else at least 1 (a varint, a length, a size or a struct's stop byte)."""
+    """The fewest bytes one value of a compact type takes as a container element.
+
+    A double is 8; anything else is at least 1 (a varint, a length, a size or a struct's stop byte)."""
     if kind not in _TYPE_NAMES:
         raise ThriftError(f"unknown Thrift compact type {kind}")
     return 8 if kind == 7 else 1
 
 
 class _Compact:
-    """Just enough of Thrift's compact protocol to read a PageHeader. Every value consumes the
-    bytes its type takes, never reading past `end` (the buffer's end by default); a container's
-    declared size is bounded by the bytes left and `MAX_THRIFT_CONTAINER_ELEMENTS`, and nesting by
-    `MAX_THRIFT_NESTING`, so any header is read in time and memory linear in its own bytes."""
+    """Just enough of Thrift's compact protocol to read a PageHeader.
+
+    Every value consumes the bytes its type takes, never reading past `end` (the buffer's end by
+    default). A container's declared size is bounded by the bytes left and
+    `MAX_THRIFT_CONTAINER_ELEMENTS`. Nesting is bounded by `MAX_THRIFT_NESTING`. So any header is
+    read in time and memory linear in its own bytes."""
 
     def __init__(self, buffer, position: int, end: int | None = None):
         self.buffer, self.position = buffer, position
@@ -219,11 +224,12 @@ def mapped_pages(mapped, parquet: pq.ParquetFile, column: str) -> list[np.ndarra
 
 
 def declared_page_bytes(mapped, start: int, length: int) -> tuple[int, int]:
-    """The uncompressed bytes and the values the page headers of one column chunk declare
-    (dictionary and data pages), read from the headers alone: `start` and `length` are the chunk's
-    first page and its total compressed size. Arrow allocates each page by its header's
-    `uncompressed_page_size` and decodes its `num_values`, which a footer's totals need not agree
-    with. A header that cannot be read, or a negative size, is a `ValueError`."""
+    """The uncompressed bytes and the values the page headers of one column chunk declare.
+
+    Both dictionary and data pages count, read from the headers alone. `start` and `length` are the
+    chunk's first page and its total compressed size. Arrow allocates each page by its header's
+    `uncompressed_page_size` and decodes its `num_values`. A footer's totals need not agree with
+    those. A header that cannot be read, or a negative size, is a `ValueError`."""
     total, values, position, end = 0, 0, start, start + length
     if not 0 <= start <= end <= len(mapped):
         raise ValueError(f"a column chunk at byte {start:,} of {length:,} bytes lies outside the "

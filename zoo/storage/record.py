@@ -1,10 +1,12 @@
 """The checkpoint record: one zoo member at one epoch, and its Arrow row.
 
-A record holds identity (model, run, family, config, architecture, epoch, seed), the run's
-hyperparameters, the metrics, the status and the weights. It converts to and from an Arrow
-row here and only here. The `weights` column is `large_binary` holding a complete
-safetensors file whose only metadata is the architecture (layer order, shapes, family
-settings), so same-architecture rows share one header byte for byte.
+A record holds identity: model, run, family, config, architecture, epoch and seed. It also holds
+the run's hyperparameters, the metrics, the status and the weights. It converts to and from an
+Arrow row here and only here.
+
+The `weights` column is `large_binary`, holding a complete safetensors file. Its only metadata is
+the architecture: layer order, shapes and family settings. So same-architecture rows share one
+header byte for byte.
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ def weights_metadata(family: str, architecture: dict, space: WeightSpace) -> dic
 
 
 def parse_weights_metadata(metadata: dict[str, str]) -> tuple[str, dict, WeightSpace]:
-    """(family, architecture, weight space) of a row's safetensors metadata; a malformed one is a
-    one-line `ValueError` (its JSON depth-bounded: it comes from a file)."""
+    """(family, architecture, weight space) of a row's safetensors metadata.
+
+    A malformed one is a one-line `ValueError`. Its JSON is depth-bounded, since it comes from a file."""
     if not isinstance(metadata, dict) or not isinstance(metadata.get(METADATA_KEY), str):
         raise ValueError(f"no `{METADATA_KEY}` entry in the safetensors metadata (not an nfnzoo checkpoint)")
     try:

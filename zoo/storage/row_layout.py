@@ -42,8 +42,10 @@ class RowLayout:
 
     @classmethod
     def of(cls, row: bytes, where: str = "row 0") -> "RowLayout":
-        """The layout of `row`, every declared shape checked against the row's real bytes first
-        (`safetensors_io.read_header`): nothing is allocated by a size the row does not hold."""
+        """The layout of `row`, every declared shape checked first against the row's real bytes.
+
+        `safetensors_io.read_header` does the check, so nothing is allocated by a size the row does
+        not hold."""
         try:
             header, start = safetensors_io.read_header(row)
             _, _, space = parse_weights_metadata(header.get("__metadata__") or {})

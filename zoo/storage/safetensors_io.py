@@ -1,18 +1,20 @@
 """Deterministic safetensors encoding and decoding, without a per-tensor framework round trip.
 
-The format (https://github.com/huggingface/safetensors): an 8-byte little-endian header
-length, a JSON header mapping tensor names to dtype, shape and byte offsets (plus an
-optional ``__metadata__`` of strings), padded with spaces to 8 bytes, then the raw data.
-Writing it here fixes two things the library leaves open: the header's key order (so every
-checkpoint of one architecture has byte-identical headers, and each tensor is a fixed byte
-range of every row) and the data order (layer order, so a row's data section is the
-flattened weight vector). `safetensors.torch.load` reads what this writes.
+The format is at https://github.com/huggingface/safetensors. A file starts with an 8-byte
+little-endian header length. Then comes a JSON header mapping tensor names to dtype, shape and byte
+offsets. It may hold an optional ``__metadata__`` of strings, and is padded with spaces to 8 bytes.
+Then comes the raw data. `safetensors.torch.load` reads what this writes.
+
+Writing it here fixes two things the library leaves open. One is the header's key order. So every
+checkpoint of one architecture has byte-identical headers, and each tensor is a fixed byte range of
+every row. The other is the data order, which is layer order. So a row's data section is the
+flattened weight vector.
 
 A safetensors file declares its own size: 8 bytes, the header, and the data its tensors' offsets
-span. `read_safetensors_file` reads the header first and checks the file against it (its size on
-disk equal to the implied one, its tensors within what a member may be) before reading the body,
-so a file truncated to a sparse 4 GiB, or a header declaring a giant tensor, is refused without
-reading it.
+span. `read_safetensors_file` reads the header first and checks the file against it before reading
+the body. Its size on disk must equal the implied one, and its tensors stay within what a member
+may be. So a file truncated to a sparse 4 GiB, or a header declaring a giant tensor, is refused
+without reading it.
 """
 
 from __future__ import annotations
@@ -78,11 +80,11 @@ def _tensor_problem(name: str, info, data_bytes: int) -> str | None:
 def read_header(buffer: bytes | memoryview, max_header_bytes: int = MAX_HEADER_BYTES) -> tuple[dict, int]:
     """The parsed header and the byte position where the data section starts.
 
-    Everything the header declares is checked against the buffer before anyone allocates by
-    it: the header's length (at most `max_header_bytes` and within the buffer), its JSON
-    (depth-bounded), and every tensor (a known dtype, a shape of non-negative integers, data
-    offsets inside the data section that match shape x itemsize, no two overlapping). A bad
-    one is a one-line `ValueError` saying what; callers add the file and row.
+    Everything the header declares is checked against the buffer before anyone allocates by it.
+    The header's length must be at most `max_header_bytes` and within the buffer. Its JSON is
+    depth-bounded. Every tensor needs a known dtype and a shape of non-negative integers. Its data
+    offsets lie inside the data section, match shape x itemsize, and overlap no other tensor's. A
+    bad one is a one-line `ValueError` saying what; callers add the file and row.
     """
     if len(buffer) < 8:
         raise ValueError("not a safetensors buffer: shorter than its 8-byte header length")
@@ -134,11 +136,12 @@ def decode(buffer: bytes | memoryview) -> tuple[dict[str, torch.Tensor], dict[st
 
 
 def read_safetensors_file(path: str | Path, what: str = "safetensors file") -> bytes:
-    """The bytes of the safetensors file at `path`, read only once its header vouches for them: a
-    regular file (no link followed), a header of at most `MAX_HEADER_BYTES`, every tensor well
-    formed (`read_header`'s checks) and in all at most `MAX_MEMBER_PARAMETERS` elements, and a size
-    on disk equal to 8 + header + the largest data offset, itself at most `MAX_STAGED_BYTES`.
-    Anything else is an `InputError` naming the file, before its body is read."""
+    """The bytes of the safetensors file at `path`, read only once its header vouches for them.
+
+    It must be a regular file, with no link followed. Its header is at most `MAX_HEADER_BYTES`. Every
+    tensor is well formed (`read_header`'s checks), with at most `MAX_MEMBER_PARAMETERS` elements in
+    all. Its size on disk equals 8 + header + the largest data offset, itself at most
+    `MAX_STAGED_BYTES`. Anything else is an `InputError` naming the file, before its body is read."""
     with open_regular(path, what, follow=False) as handle:
         status = os.fstat(handle.fileno())
         size = status.st_size
@@ -161,8 +164,9 @@ def read_safetensors_file(path: str | Path, what: str = "safetensors file") -> b
 
 
 def _implied_size(path, header_bytes: bytes, data_bytes: int) -> int:
-    """8 + header + the end of the last tensor's data, once every tensor entry is checked and the
-    tensors hold at most MAX_MEMBER_PARAMETERS elements together."""
+    """8 + header + the end of the last tensor's data, once every tensor entry is checked.
+
+    The tensors must hold at most MAX_MEMBER_PARAMETERS elements together."""
     try:
         header = load_json_bytes(header_bytes, "header", strict=True)
     except InputError as error:

@@ -1,7 +1,7 @@
 """Opening a shard: a regular file only, never blocking, and an error that names it.
 
-`zoo.storage.integrity` (checksums) and `zoo.storage.declared_sizes` (the sizes a shard declares) both
-open shards through here; a FIFO swapped in for a shard would otherwise hang a reader forever.
+`zoo.storage.integrity` (checksums) and `zoo.storage.declared_sizes` (declared sizes) open shards
+through here. Otherwise a FIFO swapped in for a shard would hang a reader forever.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ NOT_REGULAR = "not a regular file (a pipe, socket or device)"
 
 
 def regular_file_problem(path: Path) -> str | None:
-    """Why `path` cannot be read as a shard without blocking, or None for a regular file: "missing",
-    "a folder, not a file", or `NOT_REGULAR` (a FIFO's open would wait for a writer forever)."""
+    """Why `path` cannot be read as a shard without blocking, or None for a regular file.
+
+    The reasons are "missing", "a folder, not a file", or `NOT_REGULAR`. A FIFO's open would wait for
+    a writer forever."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -33,9 +35,10 @@ def regular_file_problem(path: Path) -> str | None:
 
 
 def open_regular(path: Path):
-    """`path` opened for binary reading, never blocking: opened non-blocking and checked to be a
-    regular file by its descriptor (a FIFO swapped in after a check is refused, not waited on);
-    anything else is `CorruptShardError` naming the file."""
+    """`path` opened for binary reading, never blocking.
+
+    It is opened non-blocking, then checked to be a regular file by its descriptor. So a FIFO swapped
+    in after a check is refused, not waited on. Anything else is `CorruptShardError` naming the file."""
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except IsADirectoryError:

@@ -1,21 +1,26 @@
 """The staging folder: one safetensors file per finished checkpoint, named by its id.
 
-Each file is written atomically (`zoo.storage.atomic`: a temporary file in the same folder, fsynced,
-then renamed), so a crash leaves either a whole checkpoint or none, and a resumed job
-skips exactly the checkpoints that exist. A staging file carries the full record in its
-metadata, so packing needs nothing else.
+Each file is written atomically (`zoo.storage.atomic`): a temporary file in the same folder,
+fsynced, then renamed. So a crash leaves either a whole checkpoint or none. A resumed job then skips
+exactly the checkpoints that exist. A staging file carries the full record in its metadata, so
+packing needs nothing else.
 
-A staged file is trusted, not merely present: a disk that filled up, a copy cut short or a
-flipped bit must not count as a finished checkpoint forever (every later `generate` would skip
-its run and every `pack` fail on it). Each file records a SHA-256 (metadata `nfnzoo.sha256`)
-of its canonical header (the header's JSON without that key, keys sorted) followed by its data
-section; the checksum cannot cover itself. A file counts as staged (`exists`, `missing`,
-`model_ids`) only if it is a regular file with a bounded safetensors header whose checksum
-matches; a file staged before checksums existed only if it decodes completely into a record.
-Anything else is moved aside into `staging/.corrupt/` with a warning naming it, so that the
-next `generate` trains its run again. A file is checked once per `Staging` object and then
-known by its inode, size and modification time (files are replaced, never rewritten in place).
-Every write and move below the staging root follows no link (`zoo.storage.nofollow`).
+A staged file is trusted, not merely present. A disk that filled up, a copy cut short or a flipped
+bit must not count as a finished checkpoint forever. Otherwise every later `generate` would skip its
+run, and every `pack` would fail on it.
+
+Each file records a SHA-256 in its metadata (`nfnzoo.sha256`). It covers the canonical header, then
+the data section. The canonical header is the header's JSON without that key, keys sorted; the
+checksum cannot cover itself.
+
+A file counts as staged (`exists`, `missing`, `model_ids`) only if its checksum matches. It must
+also be a regular file with a bounded safetensors header. A file staged before checksums existed
+counts only if it decodes completely into a record. Anything else is moved aside into
+`staging/.corrupt/` with a warning naming it. So the next `generate` trains its run again.
+
+A file is checked once per `Staging` object. Then it is known by its inode, size and modification
+time; files are replaced, never rewritten in place. Every write and move below the staging root
+follows no link (`zoo.storage.nofollow`).
 """
 
 from __future__ import annotations
@@ -92,9 +97,10 @@ class Staging:
         return write_bytes_atomic(self.path(record.model_id), encode_staged(record), durable=True, root=self.root)
 
     def write_payload(self, model_id: str, payload: bytes) -> Path:
-        """Stages a checkpoint encoded elsewhere (`encode_staged` on another node): its checksum
-        and its id are checked before it is written, so that a damaged transfer never counts
-        as a finished checkpoint. A bad payload is an `InputError` and nothing is written."""
+        """Stages a checkpoint encoded elsewhere (`encode_staged` on another node).
+
+        Its checksum and its id are checked before it is written. So a damaged transfer never counts
+        as a finished checkpoint. A bad payload is an `InputError`, and nothing is written."""
         problem = payload_problem(payload)
         if problem is None:
             recorded = _recorded_model_id(payload)
@@ -190,10 +196,11 @@ def read_staged(path: Path) -> CheckpointRecord:
 
 
 class PayloadWriter:
-    """Stages received payloads (`Staging.write_payload`) on `threads` threads, so that one
-    file's fsync does not wait for the last: the driver of a many-GPU generation stages
+    """Stages received payloads (`Staging.write_payload`) on `threads` threads.
+
+    So one file's fsync does not wait for the last. The driver of a many-GPU generation stages
     hundreds of small checkpoints a second (benchmarks/perf/staging.py). At most `limit` are in
-    flight (`submit` waits for the oldest beyond that); `done()` hands back the finished ones as
+    flight; `submit` waits for the oldest beyond that. `done()` hands back the finished ones as
     (model_id, tag, error or None), in no particular order.
     """
 
@@ -209,8 +216,9 @@ class PayloadWriter:
         return model_id in self.ids
 
     def submit(self, model_id: str, payload: bytes, tag=None) -> None:
-        """Starts staging `payload`; beyond `limit` in flight, first waits until one has finished
-        (collect it with `done`)."""
+        """Starts staging `payload`.
+
+        Beyond `limit` in flight, it first waits until one has finished (collect it with `done`)."""
         while len(self.in_flight) >= self.limit and not any(f.done() for f in self.in_flight):
             self._wait_one()
         self.in_flight[self.pool.submit(self.staging.write_payload, model_id, payload)] = (model_id, tag)
