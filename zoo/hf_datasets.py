@@ -1,24 +1,26 @@
 """Reading a packed zoo through Hugging Face `datasets` without losing bytes of `weights`.
 
 The trap. `datasets` formats a binary column for NumPy, torch, TensorFlow or JAX as NumPy's
-fixed-width bytes type (`|S<n>`), and NumPy strips trailing NUL bytes from those. A row's
-`weights` is a safetensors file whose data section ends with the last tensor, so every
-checkpoint whose last value is 0.0 (every epoch-0 CNN checkpoint: its last bias starts at
-zero) comes back a few bytes short from `ds.with_format("torch")` or `"numpy"`, and
-safetensors refuses it ("incomplete metadata, file not fully covered"). Plain
-`ds[i]["weights"]` (Python format), streaming and `ds.with_format(..., columns=[...],
-output_all_columns=True)` with `weights` left out of `columns` return the exact bytes.
+fixed-width bytes type (`|S<n>`). NumPy strips trailing NUL bytes from those. A row's `weights` is
+a safetensors file whose data section ends with the last tensor. So a checkpoint whose last value
+is 0.0 comes back a few bytes short from `ds.with_format("torch")` or `"numpy"`. Every epoch-0 CNN
+checkpoint is one: its last bias starts at zero. The safetensors library then refuses it
+("incomplete metadata, file not fully covered").
 
-The two ways here never hand `weights` to a NumPy formatter: they are `datasets` transforms
+Some reads return the exact bytes: plain `ds[i]["weights"]` (Python format) and streaming. So does
+`ds.with_format(..., columns=[...], output_all_columns=True)` with `weights` left out of `columns`.
+
+The two ways here never hand `weights` to a NumPy formatter. They are `datasets` transforms
 (`ds.with_transform`), which receive the Python batch, bytes intact.
 
-- `decode_weights`: `weights` becomes the state dict (torch tensors in layer order), every
-  other column stays as `datasets` gives it in Python.
-- `formatted(ds, "torch")` (or `"numpy"`): numeric columns become tensors (arrays), strings
-  stay lists of `str`, and `weights` is decoded as above (NumPy arrays for `"numpy"`).
+`decode_weights` turns `weights` into the state dict: torch tensors in layer order. Every other
+column stays as `datasets` gives it in Python.
 
-Every row's bytes stay a complete safetensors file; this module only reads them. `datasets`
-itself is never imported here (the transforms take plain dicts), so `zoo` imports without it.
+`formatted(ds, "torch")` (or `"numpy"`) turns numeric columns into tensors (arrays), and strings
+stay lists of `str`. `weights` is decoded as above, as NumPy arrays for `"numpy"`.
+
+Every row's bytes stay a complete safetensors file; this module only reads them. `datasets` itself
+is never imported here, since the transforms take plain dicts. So `zoo` imports without it.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ FORMATS = ("torch", "numpy")
 def decode_checkpoint(buffer: bytes, framework: str = "torch") -> dict[str, Any]:
     """One row's `weights` -> {tensor name: tensor} in layer order (safetensors sorts names).
 
-    Decoded by the safetensors library, which checks the buffer is exactly one complete
-    file, so a truncated row raises instead of decoding into wrong tensors.
+    It is decoded by the safetensors library, which checks the buffer is exactly one complete file.
+    So a truncated row raises instead of decoding into wrong tensors.
     """
     if framework not in FORMATS:
         raise ValueError(f"unknown framework {framework!r}; expected one of {list(FORMATS)}")
@@ -58,8 +60,8 @@ def decode_checkpoint(buffer: bytes, framework: str = "torch") -> dict[str, Any]
 def decode_weights(batch: dict[str, list]) -> dict[str, list]:
     """A `ds.with_transform` transform: `weights` -> state dicts (torch), the rest untouched.
 
-    ``ds.with_transform(decode_weights)[0]["weights"]`` is a state dict; a batch gives a list
-    of them (same-architecture state dicts stack with torch's default collate).
+    ``ds.with_transform(decode_weights)[0]["weights"]`` is a state dict; a batch gives a list of them.
+    Same-architecture state dicts stack with torch's default collate.
     """
     if WEIGHTS not in batch:
         return batch
@@ -102,7 +104,7 @@ def _as_tensor(array: np.ndarray):
 def formatted(ds, framework: str = "torch"):
     """`ds` (a `datasets.Dataset` or `DatasetDict`) formatted for `framework`, NUL-safe.
 
-    Use it where you would write ``ds.with_format("torch")``: numeric columns come back as
-    tensors, strings as lists, and `weights` as decoded state dicts, never as truncated bytes.
+    Use it where you would write ``ds.with_format("torch")``. Numeric columns come back as tensors
+    and strings as lists. `weights` comes back as decoded state dicts, never as truncated bytes.
     """
     return ds.with_transform(FormatWithWeights(framework))

@@ -1,32 +1,32 @@
 """The fast loader: a packed split -> one stacked tensor per layer, plus the metadata.
 
-Same-architecture rows hold safetensors files with byte-identical headers, so every tensor
-is the same byte range of every row. The loader reads the `weights` column straight from
-Parquet (memory-mapped, uncompressed plain pages), checks that the rows share length and
-header, and copies each tensor's byte range of all rows at once into a preallocated
-(rows, *shape) tensor: one strided copy per tensor, no per-row Python loop. Rows that do
-not share a header (several architectures) take a per-row path and must be narrowed to one
-architecture first.
+Same-architecture rows hold safetensors files with byte-identical headers. So every tensor is the
+same byte range of every row. The loader reads the `weights` column straight from Parquet:
+memory-mapped, uncompressed plain pages. It checks that the rows share length and header. Then it
+copies each tensor's byte range of all rows at once into a preallocated (rows, *shape) tensor. That
+is one strided copy per tensor, with no per-row Python loop. Rows that do not share a header
+(several architectures) take a per-row path. They must be narrowed to one architecture first.
 
-Reading a split is one chain, every step in this file but the three marked:
+Reading a split is one chain. A step outside this file names its module.
+`load_split(folder, config, split, keep=...)` calls `load_listed(listing, split, keep=...)`, which
+runs these steps.
 
-    load_split(folder, config, split, keep=...) -> load_listed(listing, split, keep=...)
-      Listing.read         the manifest parsed once; the split's shard entries, paths confined
-                           to the folder (`zoo.storage.listing`)
-      OpenShard            each shard mapped once, its footer read and its declared sizes bounded
-                           before Arrow decodes anything (`zoo.storage.open_shard`)
-      read_columns         every column but `weights`, from the mapping
-      _kept_rows           the row mask: one architecture, and/or `keep(metadata)` (a task's rows)
-      _read_weights        per shard: its PLAIN pages in the same mapping, or Arrow's column; the
-                           mask's rows copied into the outputs while the same pass hashes each shard
-                           whole (`integrity.hash_while_using`, xxh3-128)
-                           -> CorruptShardError when a digest differs from the manifest's
-      on any failure       `integrity.check_shards` says which shard is bad, else the error stands
+1. `Listing.read` parses the manifest once. It gives the split's shard entries, their paths
+   confined to the folder (`zoo.storage.listing`).
+2. `OpenShard` maps each shard once. It reads the footer and bounds the declared sizes before Arrow
+   decodes anything (`zoo.storage.open_shard`).
+3. `read_columns` reads every column but `weights` from the mapping (`zoo.storage.open_shard`).
+4. `_kept_rows` builds the row mask: one architecture, and/or `keep(metadata)` (a task's rows).
+5. `_read_weights` takes each shard's PLAIN pages in the same mapping, or Arrow's column. It copies
+   the mask's rows into the outputs. The same pass hashes each shard whole
+   (`integrity.hash_while_using`, xxh3-128). A digest that differs from the manifest's raises
+   `CorruptShardError`.
+6. On any failure, `integrity.check_shards` says which shard is bad; else the error stands.
 
 So each shard is opened once and checked in that same read. A manifest without the fast checksum
 is checked by sha256 first (`check_shards`). Memory holds the kept rows' weights, never the split's
-others, nor the shard pages once copied: they are released as the hash passes them.
-`zoo.split_set_loader` reads a named split set's rows through the same shards and checks.
+other rows. Nor does it hold the shard pages once copied: they are released as the hash passes
+them. `zoo.split_set_loader` reads a named split set's rows through the same shards and checks.
 """
 
 from __future__ import annotations
@@ -76,14 +76,17 @@ def dataset_hash(folder: str | Path, config: str | None = None) -> str:
 
 
 def check_row(row: bytes | memoryview, where: str = "row 0") -> None:
-    """Raises a one-line `ValueError` (prefixed `where`) unless the fast loader could decode `row`
-    without allocating more than it holds (`nfnzoo verify` runs this on every row)."""
+    """Raises a one-line `ValueError` (prefixed `where`) unless the fast loader could decode `row`.
+
+    Decoding it must not allocate more than the row holds. `nfnzoo verify` runs this on every row."""
     RowLayout.of(row, where)
 
 
 def _copier(layout: RowLayout, outputs: list[np.ndarray]):
-    """The copy of one job (rows, skip, position[, chosen]) into `outputs` (row by row where its header
-    differs); with `chosen` (row numbers within `rows`), only those rows, to `position` on."""
+    """The copy of one job (rows, skip, position[, chosen]) into `outputs`.
+
+    Rows whose header differs are decoded row by row. With `chosen` (row numbers within `rows`), only
+    those rows are copied, to `position` on."""
 
     def run(job: tuple) -> None:
         rows, skip, position = job[:3]
@@ -172,8 +175,9 @@ def _row_bytes(jobs: list, fallback: list, at: int) -> bytes:
 
 
 def _chosen(jobs: list, fallback: list, rows: np.ndarray) -> tuple[list, list, int]:
-    """`jobs` and `fallback` narrowed to the rows `rows` (a boolean mask over all their rows, in order):
-    each job gets the row numbers it copies and the output position of the first; each fallback chunk
+    """`jobs` and `fallback` narrowed to the rows `rows`, a boolean mask over all their rows in order.
+
+    Each job gets the row numbers it copies and the output position of the first. Each fallback chunk
     is filtered. Returns them and the number of rows chosen."""
     before = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)])  # chosen rows before each row
     chosen_jobs = []
@@ -195,14 +199,16 @@ def read_weights(files: list[Path], *, threads: int = 2, checksums: list[str] | 
 
 def _read_weights(shards: list[OpenShard], *, threads: int = 2, checksums: list[str] | None = None,
                   rows: np.ndarray | None = None) -> WeightBatch:
-    """Decodes the `weights` column of open shards: straight from the mapping where the pages allow
-    it (`zoo.storage.parquet_pages`), else through Arrow.
+    """Decodes the `weights` column of open shards, straight from the mapping where pages allow.
 
-    With `checksums` (each shard's manifest xxh3-128), a directly read shard is hashed in the same
-    pass that copies it, ~2 MiB at a time (`zoo.storage.integrity.hash_while_using`). Any other is
-    hashed before. `CorruptShardError` names the first shard whose digest differs; nothing is returned.
+    Such pages are read by `zoo.storage.parquet_pages`; the others go through Arrow.
 
-    With `rows` (a boolean mask over the shards' rows, in order), only those rows are decoded: memory
+    With `checksums` (each shard's manifest xxh3-128), a directly read shard is hashed as it is
+    copied. One pass does both, ~2 MiB at a time (`zoo.storage.integrity.hash_while_using`). Any
+    other shard is hashed before. `CorruptShardError` names the first shard whose digest differs;
+    nothing is returned.
+
+    With `rows`, a boolean mask over the shards' rows in order, only those rows are decoded. Memory
     holds them, never the others. With `checksums`, every shard is still hashed whole."""
     jobs, fallback, keep_alive, position, sources, hashed = [], [], [], 0, [], []
     for number, shard in enumerate(shards):
@@ -269,7 +275,7 @@ def load_listed(listing: Listing, split: str = "train", *, architecture: str | N
 
     `architecture` keeps the rows of one architecture. `keep`, given the split's whole metadata,
     returns a boolean mask of the rows to keep (or None: all). Only kept rows are decoded, so
-    memory never holds the split's others; every shard is still checked whole.
+    memory never holds the split's others. Every shard is still checked whole.
     """
     entries = listing.split(split)
     files = listing.paths(entries)

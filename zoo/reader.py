@@ -8,9 +8,10 @@ is narrowed to the rows `keep` names before any weight is decoded. It returns th
 they were checked against, and what a result records about the zoo (`ZooRead`). Nothing above
 `zoo/` reads a manifest key for a run.
 
-The hash is one the returned rows were checked against: for the config's own split, every shard is
-checked in the pass that reads it and the listing's hash is recomputed; for a split set, the shards
-holding its rows are checked against the listing, and the set's file against its recorded sha256.
+The hash is one the returned rows were checked against. For the config's own split, every shard
+is checked in the pass that reads it. The listing's hash is then recomputed. For a split set, the
+shards holding its rows are checked against the listing. The set's file is checked against its
+recorded sha256.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ class ZooRead:
 
 
 def config_sources(record: dict[str, Any]) -> list[str]:
-    """Where a config's bytes come from, as its manifest entry `record` says, most specific first: the
-    paper's release it was imported from, the spec and profile it was generated from."""
+    """Where a config's bytes come from, as its manifest entry `record` says, most specific first.
+
+    First the paper's release it was imported from, then the spec and profile it was generated from."""
     imported, spec = record.get("imported"), record.get("spec")
     sources = []
     if isinstance(imported, dict) and isinstance(imported.get("url"), str):
@@ -61,8 +63,9 @@ def config_sources(record: dict[str, Any]) -> list[str]:
 
 
 def config_source(record: dict[str, Any], repo: str | None = None, revision: str | None = None) -> str | None:
-    """How anyone gets a config's bytes: the Hub repo at the commit a run resolved, else the first of
-    `config_sources`; None where the manifest records none."""
+    """How anyone gets a config's bytes, or None where the manifest records none.
+
+    That is the Hub repo at the commit a run resolved, else the first of `config_sources`."""
     if repo is not None and revision is not None:
         return f"{repo}@{revision}"
     sources = config_sources(record)
@@ -91,8 +94,10 @@ def split_set_files(folder: str | Path, config: str | None = None) -> dict[str, 
 
 def read_zoo(data: str | Path, config: str | None = None, split_set: str = DEFAULT_SPLITS, *,
              keep: Callable[[str, "pandas.DataFrame"], "np.ndarray | None"] | None = None) -> ZooRead:
-    """The three splits of `config` (the only one when None) of the zoo at `data`; see the module docstring.
-    `keep(split, metadata)` narrows each split before its weights are decoded (None: every row)."""
+    """The three splits of `config` (the only one when None) of the zoo at `data`.
+
+    See the module docstring. `keep(split, metadata)` narrows each split before its weights are
+    decoded (None: every row)."""
     from zoo import loader  # pyarrow: imported when a zoo is read, not when the CLI starts
     from zoo.hub.resolve import resolve_data
     from zoo.split_set_loader import load_split_set

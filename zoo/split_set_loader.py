@@ -1,22 +1,27 @@
-"""Named split sets of a packed zoo (an imported zoo's papers' splits, `zoo.imports.writer.SplitSet`):
-the ids of each split in the set's order, read back as `ZooSplit`s or as metadata only.
+"""Named split sets of a packed zoo, read back as `ZooSplit`s or as metadata only.
 
-A config's manifest entry lists its sets (`split_sets`: name -> file, sha256 and `shards`, the shards
-holding the set's rows); the file holds train, validation and test lists of model ids. A load reads
-and checks only those shards: the set's file (sha256), then each holding shard against the manifest
-(`zoo.storage.integrity.check_shards`), then the rows, a shard at a time, straight into one output per
-split, so memory holds the set's rows and one shard's share of them. Each holder is opened once
-(`zoo.storage.open_shard`). A manifest written before `shards` existed: the holders are found from
-each shard's `model_id` column, read within the same bounds; every holder is then checked as above.
+A split set is an imported zoo's papers' split (`zoo.imports.writer.SplitSet`). It lists the ids of
+each split in the set's order.
 
-Why the dataset hash a result records is still one its data was checked against, though other
-shards are never read: a config's dataset hash is sha256 of the sorted (path, sha256) listing of
-all its shards (`zoo.storage.listing.dataset_hash_of`). `Listing.checked_hash` recomputes it from
-the manifest's listing and refuses a manifest whose recorded hash differs, and every shard whose
-rows a load returns is checked against its own entry of that same listing before a row is used. So
-every byte a result used is a byte of the dataset the hash names; a shard it did not read cannot
-change the result, corrupted or absent. A `shards` listing that leaves a holder out cannot put other
-rows in: a model id found in no checked shard is an error (and `nfnzoo verify` checks the listing).
+A config's manifest entry lists its sets under `split_sets`. Each name maps to a file, its sha256
+and `shards`, the shards holding the set's rows. The file holds train, validation and test lists of
+model ids.
+
+A load reads and checks only those shards. First it checks the set's file (sha256). Then it checks
+each holding shard against the manifest (`zoo.storage.integrity.check_shards`). Then it reads the
+rows, a shard at a time, straight into one output per split. So memory holds the set's rows and one
+shard's share of them. Each holder is opened once (`zoo.storage.open_shard`). A manifest may predate
+`shards`. Then the holders are found from each shard's `model_id` column, read within the same
+bounds. Every holder is then checked as above.
+
+Why is a result's dataset hash still one its data was checked against, though other shards are
+never read? A config's dataset hash is sha256 of the sorted (path, sha256) listing of all its
+shards (`zoo.storage.listing.dataset_hash_of`). `Listing.checked_hash` recomputes it from the
+manifest's listing. It refuses a manifest whose recorded hash differs. And every shard whose rows a
+load returns is checked against its own entry of that same listing before a row is used. So every
+byte a result used is a byte of the dataset the hash names. A shard it did not read cannot change
+the result, corrupted or absent. A `shards` listing that leaves a holder out cannot put other rows
+in. A model id found in no checked shard is an error, and `nfnzoo verify` checks the listing.
 """
 
 from __future__ import annotations
@@ -47,8 +52,9 @@ def split_set_names(folder: str | Path, config: str | None = None) -> list[str]:
 
 
 def _split_set_ids(listing: Listing, name: str, check: bool) -> tuple[dict[str, list], list[OpenShard]]:
-    """(split -> model ids, the open shards holding them) of split set `name`; with `check`, its file
-    and those shards are checked against the manifest first."""
+    """(split -> model ids, the open shards holding them) of split set `name`.
+
+    With `check`, its file and those shards are checked against the manifest first."""
     from zoo.storage.manifest import shard_path
     from zoo.validation.inputs import InputError, load_json_bytes, read_capped
 
@@ -113,13 +119,14 @@ def _set_metadata(listing: Listing, shards: list[OpenShard], name: str, wanted: 
 
 def load_split_set(folder: str | Path | Listing, config: str | None, name: str, *, check: bool = True,
                    keep: Keep | None = None) -> dict[str, ZooSplit]:
-    """The train, validation and test splits of the named split set `name` (`zoo.imports.writer.SplitSet`):
-    each split's rows in the set's order, a row repeated where the set repeats it.
+    """The train, validation and test splits of the named split set `name` (`zoo.imports.writer.SplitSet`).
+
+    Each split's rows come in the set's order, a row repeated where the set repeats it.
 
     `folder` is a zoo folder (its `config` is read) or a parsed `Listing`. With `check`, the set's file
-    and the shards holding its rows are checked against the manifest (the module docstring says why
-    that suffices). `keep(split, metadata)` narrows a split to the rows it marks before any weight is
-    decoded. Rows go a shard at a time straight into each split's output: memory holds the rows
+    and the shards holding its rows are checked against the manifest. The module docstring says why
+    that suffices. `keep(split, metadata)` narrows a split to the rows it marks before any weight is
+    decoded. Rows go a shard at a time straight into each split's output. So memory holds the rows
     returned and one shard's share of them.
     """
     listing = folder if isinstance(folder, Listing) else Listing.read(folder, config)
