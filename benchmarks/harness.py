@@ -1,23 +1,24 @@
 """The benchmark harness: runs a model on a task over seeds and writes a results file.
 
-`run_benchmark` loads the train, validation and test splits of a dataset once (through
-`zoo.loader`), runs the task once per seed, measures each seed's wall-clock time and peak
-memory, and writes the results JSON (schema: `benchmarks.results.Results`, documented in
-`leaderboards/SCHEMA.md`) plus a predictions sidecar CSV beside it
-(`<stem>.predictions.csv`: seed, model_id, target, prediction) for plots. They are written
-as one commit (`benchmarks.files.write_with_sidecars`): a run killed while writing leaves the
-old results with their predictions or the new ones with theirs. Progress goes to stderr, one
-line per seed.
+`run_benchmark` loads the train, validation and test splits of a dataset once, through
+`zoo.loader`. It runs the task once per seed, measuring each seed's wall-clock time and peak
+memory. Then it writes the results JSON; its schema is `benchmarks.results.Results`, documented in
+`leaderboards/SCHEMA.md`. Beside it goes a predictions sidecar CSV for plots:
+`<stem>.predictions.csv`, with seed, model_id, target and prediction. Both are written as one commit
+(`benchmarks.files.write_with_sidecars`). So a run killed while writing leaves the old results with
+their predictions, or the new ones with theirs. Progress goes to stderr, one line per seed.
 
-Each seed is a resumable job (`benchmarks.jobs`): with an output path, a finished seed's record
-(its metrics, selection, predictions and figure arrays) is written at once to
-`<stem>.seeds/seed<k>.json` beside the results, keyed by the hash of the task, the model, their
-resolved configs, the dataset's hash, the device type and the package version. A re-run of the
-same command takes the records that match and runs only the missing seeds, so a run cut off
-after two of three hour-long seeds loses only the third; the folder is removed once the results
-file is written. `workers > 1` or a Ray cluster's `address` runs the seeds as Ray tasks
-(`benchmarks.jobs`): the splits travel to the workers through Ray's object store, each seed's
-peak memory is measured in its own process, and the records are written here.
+Each seed is a resumable job (`benchmarks.jobs`). With an output path, a finished seed's record is
+written at once to `<stem>.seeds/seed<k>.json` beside the results. The record holds its metrics,
+selection, predictions and figure arrays. It is keyed by a hash of the task, the model and their
+resolved configs. The dataset's hash, the device type and the package version go into the key too.
+A re-run of the same command takes the records that match and runs only the missing seeds. So a
+run cut off after two of three hour-long seeds loses only the third. The folder is removed once the
+results file is written.
+
+`workers > 1` or a Ray cluster's `address` runs the seeds as Ray tasks (`benchmarks.jobs`). The
+splits travel to the workers through Ray's object store. Each seed's peak memory is measured in its
+own process, and the records are written here.
 """
 
 from __future__ import annotations
@@ -80,10 +81,12 @@ def seeds_folder(results_path: str | Path) -> Path:
 def load_splits(data_path: str | Path, config: str | None, split_set: str = DEFAULT_SPLITS, *,
                 keep: Callable[[str, "pandas.DataFrame"], np.ndarray | None] | None = None
                 ) -> tuple[dict[str, "ZooSplit"], dict[str, str | None]]:
-    """The three splits of a dataset config (`zoo.reader.read_zoo`: a folder or a Hub repo
-    `ORG/NAME[@REVISION]`, the config's own split or the split set `split_set`, each split narrowed by
-    `keep(split, metadata)` before its weights are decoded) and the dataset as results record it: its
-    checked hash and where anyone gets the bytes, never the folder this machine read them from."""
+    """The three splits of a dataset config, and the dataset as results record it.
+
+    `zoo.reader.read_zoo` reads them from a folder or a Hub repo `ORG/NAME[@REVISION]`. It reads the
+    config's own split, or the split set `split_set`. Each split is narrowed by `keep(split, metadata)`
+    before its weights are decoded. The dataset record holds the checked hash and where anyone gets
+    the bytes. It never holds the folder this machine read them from."""
     from zoo.reader import read_zoo
 
     read = read_zoo(data_path, config, split_set, keep=keep)
@@ -97,8 +100,9 @@ def load_splits(data_path: str | Path, config: str | None, split_set: str = DEFA
 
 
 def split_set_of(task_overrides: Mapping[str, Any] | None, task: str | None = None) -> str:
-    """The split set a task's overrides ask for (`--set task.splits=nfn`; with `task`, also through a
-    preset, `--set task.preset=nfn`), or the zoo's own split."""
+    """The split set a task's overrides ask for (`--set task.splits=nfn`), or the zoo's own split.
+
+    With `task`, a preset may ask for one too (`--set task.preset=nfn`)."""
     value = (task_overrides or {}).get("splits", DEFAULT_SPLITS)
     if task is not None:
         value = getattr(create_task(task, **dict(task_overrides or {})).config, "splits", DEFAULT_SPLITS)
@@ -131,14 +135,18 @@ def describe_seed(outcome: dict) -> str:
 def prepare_run(task: str, model: str | ResolvedModel, splits: Mapping[str, "ZooSplit"],
                 dataset: Mapping[str, str], options: RunOptions, out_path: str | Path | None = None, *,
                 device: str = "cpu", label: str | None = None) -> PreparedRun:
-    """Checks the run and makes its seed jobs (`run_on_splits` runs them; `benchmarks.suite` runs
-    every entry's together). `device` is the device type the jobs run on (`Placement.job_device`).
-    With `options.progress` a seed that trains for long prints its epochs to stderr, as
-    `<label> seed <k>: ...` (`label` defaults to `bench <task>/<model>`). `model` is a name the
-    registry resolves, or a model resolved already (`benchmarks.model_identity.resolve_model`: once
-    a run, with its board name, which the results record as their `model`); how the model was
-    loaded goes in their `model_source`. The model's symmetry claims are checked here, before any
-    training (`benchmarks.claims`), and recorded in the results' `claims`."""
+    """Checks the run and makes its seed jobs.
+
+    `run_on_splits` runs them; `benchmarks.suite` runs every entry's together. `device` is the device
+    type the jobs run on (`Placement.job_device`). With `options.progress`, a seed that trains for
+    long prints its epochs to stderr. Each line reads `<label> seed <k>: ...`, and `label` defaults
+    to `bench <task>/<model>`.
+
+    `model` is a name the registry resolves, or a model resolved already.
+    `benchmarks.model_identity.resolve_model` resolves it once a run, with its board name. The
+    results record that name as their `model`, and how the model was loaded as their
+    `model_source`. The model's symmetry claims are checked here, before any training
+    (`benchmarks.claims`). They are recorded in the results' `claims`."""
     seeds, progress = list(options.seeds), options.progress
     if out_path is not None:  # a link at the results file or a sidecar's name: refused before any training
         check_targets(out_path, [predictions_path(out_path).name, examples_path(out_path).name])
@@ -218,9 +226,11 @@ def prepare_run(task: str, model: str | ResolvedModel, splits: Mapping[str, "Zoo
 
 
 def raise_unservable(failed: JobsFailed, folder: str | Path | None = None) -> None:
-    """A seed the data cannot serve (a ValueError) or that does not fit in memory fails on Ray as it
-    would in this process: that error, not `JobsFailed`. A model's output that broke the contract
-    (`benchmarks.outputs.ModelOutputError`) is its own one line too, saying which finished jobs are
+    """A seed that failed on Ray raises the one-line error it would raise in this process.
+
+    A seed the data cannot serve (a ValueError), or one that does not fit in memory, raises that
+    error, not `JobsFailed`. A model's output that broke the contract
+    (`benchmarks.outputs.ModelOutputError`) is its own one line too. It says which finished jobs are
     kept in `folder` for the same command to resume from."""
     if all(isinstance(error, (ValueError, MemoryError)) for _, error in failed.errors):
         raise failed.errors[0][1] from failed
@@ -240,8 +250,9 @@ def run_on_splits(task: str, model: str | ResolvedModel, splits: Mapping[str, "Z
                   out_path: str | Path | None = None) -> dict:
     """Runs `task` with `model` on already loaded splits for each of `options.seeds`; see `run_benchmark`.
 
-    `dataset` describes the splits' data ({config, dataset_hash, family}, and optionally {repo, revision}
-    for a Hub dataset and the bytes' `source`: `benchmarks.results.DatasetInfo`; no local path).
+    `dataset` describes the splits' data as `benchmarks.results.DatasetInfo` does, with no local path.
+    It holds {config, dataset_hash, family}, and optionally {repo, revision} for a Hub dataset. It may
+    also name the bytes' `source`.
     """
     placement = options.placement
     prepared = prepare_run(task, model, splits, dataset, options, out_path, device=placement.job_device())
