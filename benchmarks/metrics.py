@@ -32,3 +32,39 @@ def r2_score(targets: np.ndarray, predictions: np.ndarray) -> float:
 def rmse(targets: np.ndarray, predictions: np.ndarray) -> float:
     """Root mean squared error."""
     return float(np.sqrt(np.mean((targets - predictions) ** 2)))
+
+
+def resampled_kendall_tau(targets: np.ndarray, predictions: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """`kendall_tau` of many bootstrap resamples at once: (resamples, vectors) for `predictions` of
+    shape (vectors, rows), one resample per row of `counts`.
+
+    `counts[d, i]` is how often resample `d` draws row `i`. A resample's pairs are pairs of drawn
+    copies, and two copies of one row tie in both targets and predictions. So the concordance and
+    the tie counts are quadratic forms in the counts: matrix products, no sort. Every partial sum is
+    an integer below 2^24, so float32 holds it exactly: the result is scipy's tau-b of the resampled rows.
+    """
+    x = np.asarray(targets, dtype=np.float64)
+    ys = np.atleast_2d(np.asarray(predictions, dtype=np.float64))
+    w = np.asarray(counts, dtype=np.float32)
+    if float(w.sum(axis=1).max(initial=0)) ** 2 >= 2**24:
+        raise ValueError(f"resampled_kendall_tau: at most {2**12 - 1:,} rows a resample (float32 sums stay exact)")
+    drawn = w.sum(axis=1, dtype=np.float64)
+
+    def form(matrix: np.ndarray) -> np.ndarray:  # w_d^T M w_d for every resample d
+        return np.einsum("dn,dn->d", w @ matrix.astype(np.float32), w, dtype=np.float64)
+
+    pairs = drawn * (drawn - 1) / 2
+    x_sign = np.sign(x[:, None] - x[None, :])
+    x_ties = (form(x[:, None] == x[None, :]) - drawn) / 2
+    taus = np.zeros((len(w), len(ys)))
+    for k, y in enumerate(ys):
+        if np.isnan(x).any() or np.isnan(y).any():  # scipy's NaN only where a drawn row holds one: row by row
+            taus[:, k] = [kendall_tau(np.repeat(x, c), np.repeat(y, c)) for c in counts]
+            continue
+        concordance = form(x_sign * np.sign(y[:, None] - y[None, :])) / 2
+        y_ties = (form(y[:, None] == y[None, :]) - drawn) / 2
+        defined = (pairs - x_ties > 0) & (pairs - y_ties > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tau = concordance / np.sqrt(pairs - x_ties) / np.sqrt(pairs - y_ties)
+        taus[:, k] = np.where(defined, np.clip(tau, -1.0, 1.0), 0.0)
+    return taus

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from benchmarks.metrics import resampled_kendall_tau
 from benchmarks.standard import STANDARD_SUITES
 from benchmarks.tasks import get_task_class
 from leaderboards.entries import Entry, load_entries, stored_predictions_path
@@ -59,6 +60,10 @@ class Run:
     test rows) matrix aligned to the cell's test targets."""
     mean: float
     predictions: np.ndarray
+
+
+# metric -> the same metric of many resamples at once, from each row's draw counts (exactly the task's score)
+RESAMPLED = {"kendall_tau": resampled_kendall_tau}
 
 
 def ranked_runs(entries: list[tuple[Path, Entry]], suite_name: str) -> dict[str, dict[str, tuple[Path, Entry]]]:
@@ -134,18 +139,34 @@ def cell_agreement(cell: str, task, runs: dict[tuple[str, str], Run], targets: n
         return CellAgreement(cell, metric, scores, None, None, 0)
     tau = _tau([s.base for s in scores], [s.larger for s in scores])
     rng = np.random.default_rng(seed)
-    taus = []
+    draws = []  # the generator's calls in their recorded order: a draw's rows, then each run's seeds
     for _ in range(resamples):
         rows = rng.integers(0, len(targets), len(targets))
-        means = {}
-        for key, run in runs.items():
-            per_seed = [task.score(targets[rows], seed_predictions[rows])[metric]
-                        for seed_predictions in run.predictions]
-            means[key] = float(np.mean(np.take(per_seed, rng.integers(0, len(per_seed), len(per_seed)))))
+        draws.append((rows, {key: rng.integers(0, len(run.predictions), len(run.predictions))
+                             for key, run in runs.items()}))
+    per_seed = {key: _resampled_scores(task, metric, targets, run.predictions, [rows for rows, _ in draws])
+                for key, run in runs.items()}
+    taus = []
+    for number, (_, picks) in enumerate(draws):
+        means = {key: float(np.mean(per_seed[key][number, picks[key]])) for key in runs}
         taus.append(_tau([means[m, "base"] for m in models], [means[m, "larger"] for m in models]))
     finite = [t for t in taus if np.isfinite(t)]
     interval = (float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5))) if finite else None
     return CellAgreement(cell, metric, scores, tau, interval, resamples)
+
+
+def _resampled_scores(task, metric: str, targets: np.ndarray, predictions: np.ndarray,
+                      draws: list[np.ndarray]) -> np.ndarray:
+    """(resamples, seeds): each seed's `metric` on each resample of the test rows.
+
+    A metric in `RESAMPLED` scores every resample at once; any other is the task's own score per resample.
+    """
+    fast = RESAMPLED.get(metric)
+    if fast is not None:
+        counts = np.stack([np.bincount(rows, minlength=len(targets)) for rows in draws])
+        return fast(targets, predictions, counts)
+    return np.array([[task.score(targets[rows], seed_predictions[rows])[metric] for seed_predictions in predictions]
+                     for rows in draws])
 
 
 def _tau(first: list[float], second: list[float]) -> float:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from benchmarks.metrics import kendall_tau, r2_score, rmse
+from benchmarks.metrics import kendall_tau, r2_score, resampled_kendall_tau, rmse
 
 
 def test_kendall_tau_matches_scipy():
@@ -29,3 +29,23 @@ def test_r2_and_rmse_on_known_values():
     assert r2_score(targets, targets) == 1.0
     with pytest.raises(ValueError, match="constant targets"):
         r2_score(np.ones(3), np.arange(3.0))
+
+
+def test_resampled_kendall_tau_is_kendall_tau_of_each_resample():
+    """Every resample at once from draw counts equals scipy's tau-b (through `kendall_tau`) of the
+    rows drawn, with ties in either side, constant sides and NaN. The negative control: the same
+    counts read as if each row were drawn once give other numbers, so the check can fail."""
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        rows = int(rng.integers(2, 40)) if trial % 3 else 300
+        targets = rng.integers(0, 4, rows).astype(float) if trial % 2 else rng.normal(size=rows)
+        predictions = np.stack([rng.normal(size=rows), rng.integers(0, 3, rows).astype(float),
+                                np.full(rows, 0.5), targets.copy()])
+        if trial % 5 == 0:
+            predictions[0, 0] = np.nan
+        counts = np.stack([np.bincount(rng.integers(0, rows, rows), minlength=rows) for _ in range(4)])
+        fast = resampled_kendall_tau(targets, predictions, counts)
+        slow = np.array([[kendall_tau(np.repeat(targets, c), np.repeat(p, c)) for p in predictions] for c in counts])
+        assert fast.shape == (4, 4) and np.array_equal(fast, slow), (trial, fast, slow)
+    once = np.array([[kendall_tau(targets, p) for p in predictions]] * 4)
+    assert not np.array_equal(fast, once)
