@@ -79,16 +79,18 @@ def ranked_runs(entries: list[tuple[Path, Entry]], suite_name: str) -> dict[str,
     return chosen
 
 
-def agreements(root: str | Path, base: str, larger: str, resamples: int = RESAMPLES,
-               seed: int = 0) -> list[CellAgreement]:
-    """Each cell of `base` that `larger` also has, compared as the module docstring says."""
+def agreements(root: str | Path, base: str, larger: str, resamples: int = RESAMPLES, seed: int = 0,
+               entries: list[tuple[Path, Entry]] | None = None) -> list[CellAgreement]:
+    """Each cell of `base` that `larger` also has, compared as the module docstring says.
+
+    `entries` are the board's, when the caller has read them already."""
     from leaderboards.datasets import load_datasets
     from leaderboards.pinned import load_pinned, split_set_of
 
     for name in (base, larger):
         if name not in STANDARD_SUITES.names():
             raise ValueError(f"{name!r} is no standard suite; expected one of {STANDARD_SUITES.names()}")
-    entries = load_entries(root)
+    entries = load_entries(root) if entries is None else entries
     small, big = ranked_runs(entries, base), ranked_runs(entries, larger)
     larger_cells = {cell.name for cell in STANDARD_SUITES.get(larger)().cells}
     datasets = load_datasets(root)

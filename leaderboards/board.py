@@ -338,9 +338,10 @@ def _dataset_names(dataset_hash: str, entries: list[Entry], known: dict[str, Kno
     return name, config, (record.source if record else "")
 
 
-def build_board(root: str | Path) -> list[TaskBoard]:
-    """The board's tasks, sorted by name (see the module docstring)."""
-    return board_of([entry for _, entry in load_entries(root)], load_datasets(root))
+def build_board(root: str | Path, entries: list[tuple[Path, Entry]] | None = None) -> list[TaskBoard]:
+    """The board's tasks, sorted by name (see the module docstring); `entries`: the board's, already read."""
+    entries = load_entries(root) if entries is None else entries
+    return board_of([entry for _, entry in entries], load_datasets(root))
 
 
 def _is_track(task_class: type) -> bool:

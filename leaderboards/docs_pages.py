@@ -200,6 +200,7 @@ class Rendered:
     skipped: tuple[SkippedEntries, ...]
     suites: list = dataclasses.field(default_factory=list)  # leaderboards.suite_board.SuiteBoard
     root: Path | None = None  # the board, for regions that read entries' stored predictions
+    entries: list = dataclasses.field(default_factory=list)  # the board's (path, Entry) pairs, read once
 
 
 def agreement_region(rendered: Rendered, base: str, larger: str, where: str) -> str:
@@ -207,7 +208,7 @@ def agreement_region(rendered: Rendered, base: str, larger: str, where: str) -> 
     from leaderboards.agreement import agreement_markdown, agreements
 
     try:
-        cells = agreements(rendered.root, base, larger)
+        cells = agreements(rendered.root, base, larger, entries=rendered.entries)
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
     if not any(cell.models for cell in cells):
@@ -302,7 +303,11 @@ def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], 
     sections that no region shows, as `task dataset_hash[:12]`."""
     from leaderboards.suite_board import board_suite_boards
 
-    rendered = Rendered(build_board(root), load_skipped(root), board_suite_boards(root), Path(root))
+    from leaderboards.entries import load_entries
+
+    entries = load_entries(root)  # read once for every region
+    rendered = Rendered(build_board(root, entries), load_skipped(root), board_suite_boards(root, entries), Path(root),
+                        entries)
     out, shown = {}, set()
     for page in pages:
         text, sections = rewrite(page.read_text(encoding="utf-8"), str(page), rendered)

@@ -130,14 +130,17 @@ def suite_boards(entries: list[Entry], same_runs: Callable[[str, str], bool | No
     return boards
 
 
-def board_suite_boards(root) -> list[SuiteBoard]:
-    """`suite_boards` of the board at `root`: its entries, stand-ins found by their pinned test splits."""
+def board_suite_boards(root, entries: list | None = None) -> list[SuiteBoard]:
+    """`suite_boards` of the board at `root`: its entries, stand-ins found by their pinned test splits.
+
+    `entries` are the board's `(path, Entry)` pairs when the caller has read them already."""
     from leaderboards.datasets import load_datasets
     from leaderboards.entries import load_entries
     from leaderboards.pinned import same_runs
 
     names = {digest: record.name for digest, record in load_datasets(root).items()}
-    return suite_boards([entry for _, entry in load_entries(root)], same_runs(root), names)
+    entries = load_entries(root) if entries is None else entries
+    return suite_boards([entry for _, entry in entries], same_runs(root), names)
 
 
 def _same_bytes_groups(runs: list[tuple[Entry, Cell]]) -> list[list[tuple[Entry, Cell]]]:
