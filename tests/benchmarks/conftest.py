@@ -69,7 +69,7 @@ def _write_manifest(folder: Path, configs: dict[str, str]) -> Path:
 def dataset_folder(tmp_path, splits, monkeypatch) -> Path:
     """A dataset folder with a real manifest.json; its splits come from the synthetic zoo.
 
-    Only `zoo.loader.load_split` (Parquet decoding) is replaced; the manifest, the config
+    Only `zoo.loader.load_listed` (Parquet decoding) is replaced; the manifest, the config
     resolution and `zoo.loader.dataset_hash` are the real ones.
     """
     from zoo import loader
@@ -77,9 +77,9 @@ def dataset_folder(tmp_path, splits, monkeypatch) -> Path:
     # no shards: the hash of an empty shard listing is the one the harness's check recomputes
     folder = _write_manifest(tmp_path / "cnn-zoo", {"synthetic": dataset_hash_of([])})
 
-    def load_split(path, config=None, split="train", **_):
-        assert Path(path) == folder and config == "synthetic"
+    def load_listed(listing, split="train", **_):
+        assert Path(listing.folder) == folder and listing.config == "synthetic"
         return splits[split]
 
-    monkeypatch.setattr(loader, "load_split", load_split)
+    monkeypatch.setattr(loader, "load_listed", load_listed)
     return folder
