@@ -35,6 +35,7 @@ model labels, dataset names, protocol lines and skip reasons.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import stat
@@ -201,6 +202,7 @@ class Rendered:
     suites: list = dataclasses.field(default_factory=list)  # leaderboards.suite_board.SuiteBoard
     root: Path | None = None  # the board, for regions that read entries' stored predictions
     entries: list = dataclasses.field(default_factory=list)  # the board's (path, Entry) pairs, read once
+    agreements: dict = dataclasses.field(default_factory=dict)  # (base, larger) -> its cells, computed once
 
 
 def agreement_region(rendered: Rendered, base: str, larger: str, where: str) -> str:
@@ -208,7 +210,9 @@ def agreement_region(rendered: Rendered, base: str, larger: str, where: str) -> 
     from leaderboards.agreement import agreement_markdown, agreements
 
     try:
-        cells = agreements(rendered.root, base, larger, entries=rendered.entries)
+        if (base, larger) not in rendered.agreements:
+            rendered.agreements[base, larger] = agreements(rendered.root, base, larger, entries=rendered.entries)
+        cells = rendered.agreements[base, larger]
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
     if not any(cell.models for cell in cells):
@@ -301,13 +305,7 @@ def rewrite(text: str, where: str, rendered: Rendered) -> tuple[str, set[tuple[s
 def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], list[str]]:
     """Each page's text with its regions rendered from the board at `root`. Also the board's (task, dataset)
     sections that no region shows, as `task dataset_hash[:12]`."""
-    from leaderboards.suite_board import board_suite_boards
-
-    from leaderboards.entries import load_entries
-
-    entries = load_entries(root)  # read once for every region
-    rendered = Rendered(build_board(root, entries), load_skipped(root), board_suite_boards(root, entries), Path(root),
-                        entries)
+    rendered = _read_board(str(root), board_state(root))
     out, shown = {}, set()
     for page in pages:
         text, sections = rewrite(page.read_text(encoding="utf-8"), str(page), rendered)
@@ -316,6 +314,28 @@ def render_pages(root: str | Path, pages: list[Path]) -> tuple[dict[Path, str], 
     unshown = [f"{board.task} {section.dataset_hash[:12]}" for board in rendered.boards
                for section in board.sections if (board.task, section.dataset_hash) not in shown]
     return out, unshown
+
+
+def board_state(root: str | Path) -> tuple:
+    """Every file under the board, with its size, modification time and inode: what a render reads."""
+    state = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            status = os.stat(os.path.join(folder, name), follow_symlinks=False)
+            state.append((os.path.join(folder, name), status.st_size, status.st_mtime_ns, status.st_ino))
+    return tuple(sorted(state))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_board(root: str, state: tuple) -> Rendered:
+    """The board at `root` read once per `state`: a process that renders twice (a check, then a render)
+    reads and bootstraps it once. Any file added, removed or changed gives a new state."""
+    from leaderboards.entries import load_entries
+    from leaderboards.suite_board import board_suite_boards
+
+    entries = load_entries(root)  # read once for every region
+    return Rendered(build_board(root, entries), load_skipped(root), board_suite_boards(root, entries), Path(root),
+                    entries)
 
 
 def docs_pages(docs_dir: str | Path, readme: str | Path | None = None) -> list[Path]:
