@@ -106,19 +106,6 @@ def test_a_moved_dataset_folder_is_the_same_data(splits, dataset_info, tmp_path,
     assert ran == [1]
 
 
-def test_seeds_in_worker_processes_give_the_same_results(splits, dataset_info, tmp_path):
-    alone, pooled = tmp_path / "alone.json", tmp_path / "pooled.json"
-    run_on_splits("generalization", "mlp", splits, dataset_info,
-                  RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, progress=False), alone)
-    run_on_splits("generalization", "mlp", splits, dataset_info,
-                  RunOptions([0, 1], model_overrides=MODEL, task_overrides=TASK, placement=Placement(workers=2),
-                             progress=False),
-                  pooled)
-    for first, second in zip(_metrics(alone), _metrics(pooled)):
-        assert first == pytest.approx(second, rel=1e-4, abs=1e-6)  # one thread each: summation order only
-    assert not seeds_folder(pooled).exists()
-
-
 def test_a_seed_the_data_cannot_serve_fails_in_the_pool_as_in_the_process(splits, dataset_info, tmp_path):
     task = {**TASK, "min_accuracy": 2.0}  # no member is above an accuracy of 2
     for workers in (1, 2):
