@@ -10,7 +10,7 @@ export HF_DATASETS_OFFLINE := 1
 # Ray's token authentication is for shared clusters; the local instances and test clusters here run without it.
 export RAY_AUTH_MODE := disabled
 
-.PHONY: demo test test-fast docs docs-results docs-weight-spaces bench-loading bench-generation bench-nfn bench-full-size venv clean
+.PHONY: demo test test-fast test-durations docs docs-results docs-weight-spaces bench-loading bench-generation bench-nfn bench-full-size venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,16 +23,24 @@ venv: $(STAMP)
 demo: $(STAMP)
 	HF_HOME=$$(mktemp -d) $(BIN)/python -m benchmarks.demo
 
-# The whole suite (what CI runs through .ci/run), one pytest-xdist worker per CPU: a test module stays in
+# The whole suite (what CI runs through .ci/run): pytest-xdist workers, one more than the CPUs (the suite
+# often waits on a child process or a Ray start, and the extra worker runs meanwhile); a test module stays in
 # one worker (its module fixtures are built once); each worker starts the session's Ray cluster when its first
-# test needs it. The linter runs as a test (tests/test_lint.py).
-PYTEST_WORKERS ?= auto
+# test needs it. Modules start longest first, by tests/durations.json (tests/schedule.py). The linter runs as a
+# test (tests/test_lint.py).
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: $(STAMP)
 	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
-# The edit loop: everything but the tests marked slow (real Ray clusters, real training).
+# The edit loop: everything but the tests marked slow (real Ray clusters, real training, and every test
+# tests/durations.json measured at a second or more).
 test-fast: $(STAMP)
 	HF_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" --durations=10
+
+# tests/durations.json measured again: the whole suite, each test's seconds (run it on a quiet machine).
+test-durations: $(STAMP)
+	HF_HOME=$$(mktemp -d) NFNZOO_RECORD_DURATIONS=$(CURDIR)/tests/durations.json \
+		$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The documentation site into build/site (mkdocs.yml; --strict: a broken link or API object fails).
 docs: $(STAMP)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 
 def kendall_tau(targets: np.ndarray, predictions: np.ndarray) -> float:
@@ -17,6 +16,8 @@ def kendall_tau(targets: np.ndarray, predictions: np.ndarray) -> float:
 
     scipy returns NaN when either side is constant. Constant predictions carry no ranking information.
     So we report 0 (no rank agreement), and keep metrics finite for JSON files."""
+    from scipy import stats  # imported when a tau is computed, not by every CLI start
+
     tau = stats.kendalltau(targets, predictions).statistic
     return 0.0 if math.isnan(tau) else float(tau)
 

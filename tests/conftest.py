@@ -33,6 +33,22 @@ from zoo.planning.spec import ZooSpec, load_spec, spec_from_data
 STARTED = pytest.StashKey[float]()
 
 
+def pytest_configure(config) -> None:
+    """`NFNZOO_RECORD_DURATIONS=PATH` records each test's seconds there (`make test-durations`)."""
+    from schedule import Recorder
+
+    target = os.environ.get("NFNZOO_RECORD_DURATIONS")
+    if target and not hasattr(config, "workerinput"):  # the controller sees every worker's reports
+        config.pluginmanager.register(Recorder(Path(target)), "nfnzoo-durations")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects by the marks this adds
+def pytest_collection_modifyitems(config, items) -> None:
+    from schedule import recorded, schedule
+
+    schedule(items, recorded())
+
+
 def pytest_sessionstart(session) -> None:
     session.config.stash[STARTED] = time.monotonic()
 

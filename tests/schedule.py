@@ -1,0 +1,51 @@
+"""The suite's schedule: which tests `make test-fast` leaves out, and the order modules start in.
+
+`tests/durations.json` holds each test's measured seconds (setup, call and teardown together).
+`make test-durations` rewrites it from a whole run on the 2-core development machine. A test
+measured at `SLOW_SECONDS` or more is marked `slow`, like a test that starts a Ray cluster or trains
+a model is marked by hand: the edit loop skips it, CI runs it. Modules start longest first, by
+their tests' recorded seconds (an unrecorded test counts `UNKNOWN_SECONDS`). So the pytest-xdist
+workers end on short modules, not one waiting on a long module that started last.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+
+DURATIONS = Path(__file__).with_name("durations.json")
+SLOW_SECONDS = 1.0
+UNKNOWN_SECONDS = 0.5
+
+
+def recorded(path: Path = DURATIONS) -> dict[str, float]:
+    """Test id -> seconds, as the last `make test-durations` measured them (none without the file)."""
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def schedule(items: list, seconds: dict[str, float]) -> None:
+    """Marks the tests measured slow and orders `items` so that the longest modules come first."""
+    per_module: collections.Counter = collections.Counter()
+    for item in items:
+        measured = seconds.get(item.nodeid)
+        if measured is not None and measured >= SLOW_SECONDS:
+            item.add_marker(pytest.mark.slow)
+        per_module[item.path] += UNKNOWN_SECONDS if measured is None else measured
+    items.sort(key=lambda item: -per_module[item.path])  # stable: a module's tests keep their order
+
+
+class Recorder:
+    """A pytest plugin: each test's seconds over a run, written as `durations.json` where the run ends."""
+
+    def __init__(self, path: Path):
+        self.path, self.seconds = path, collections.defaultdict(float)
+
+    def pytest_runtest_logreport(self, report) -> None:
+        self.seconds[report.nodeid] += report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        self.path.write_text(json.dumps({test: round(s, 2) for test, s in sorted(self.seconds.items())},
+                                        indent=0) + "\n")
