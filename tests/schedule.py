@@ -3,7 +3,8 @@
 `tests/durations.json` holds each test's measured seconds (setup, call and teardown together).
 `make test-durations` rewrites it from a whole run on the 2-core development machine. A test
 measured at `SLOW_SECONDS` or more is marked `slow`, like a test that starts a Ray cluster or trains
-a model is marked by hand: the edit loop skips it, CI runs it. Modules start longest first, by
+a model is marked by hand: the edit loop skips it, CI runs it. So is every test of a module measured
+at `SLOW_MODULE_SECONDS` together: its module fixture would cost the edit loop as much. Modules start longest first, by
 their tests' recorded seconds (an unrecorded test counts `UNKNOWN_SECONDS`). So the pytest-xdist
 workers end on short modules, not one waiting on a long module that started last.
 """
@@ -18,6 +19,7 @@ import pytest
 
 DURATIONS = Path(__file__).with_name("durations.json")
 SLOW_SECONDS = 1.0
+SLOW_MODULE_SECONDS = 10.0
 UNKNOWN_SECONDS = 0.5
 
 
@@ -30,10 +32,10 @@ def schedule(items: list, seconds: dict[str, float]) -> None:
     """Marks the tests measured slow and orders `items` so that the longest modules come first."""
     per_module: collections.Counter = collections.Counter()
     for item in items:
-        measured = seconds.get(item.nodeid)
-        if measured is not None and measured >= SLOW_SECONDS:
+        per_module[item.path] += seconds.get(item.nodeid, UNKNOWN_SECONDS)
+    for item in items:
+        if seconds.get(item.nodeid, 0.0) >= SLOW_SECONDS or per_module[item.path] >= SLOW_MODULE_SECONDS:
             item.add_marker(pytest.mark.slow)
-        per_module[item.path] += UNKNOWN_SECONDS if measured is None else measured
     items.sort(key=lambda item: -per_module[item.path])  # stable: a module's tests keep their order
 
 

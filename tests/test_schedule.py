@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from schedule import SLOW_SECONDS, recorded, schedule
+from schedule import SLOW_MODULE_SECONDS, SLOW_SECONDS, recorded, schedule
 
 
 def _item(nodeid: str):
@@ -23,6 +23,13 @@ def test_measured_slow_tests_are_marked_and_the_longest_module_starts_first():
     assert [item.nodeid for item in items] == ["b.py::long", "c.py::new", "a.py::quick", "a.py::also_quick"]
     assert [item.nodeid for item in items if item.marks] == ["b.py::long"]
     assert items[0].marks[0].name == "slow"
+
+
+def test_a_module_measured_long_together_is_slow_whole():
+    quick = SLOW_SECONDS / 2
+    many = [_item(f"a.py::t{n}") for n in range(int(SLOW_MODULE_SECONDS / quick) + 1)]
+    schedule(many, {item.nodeid: quick for item in many})
+    assert all(item.marks for item in many)
 
 
 def test_negative_control_without_durations_nothing_is_marked_or_moved():
