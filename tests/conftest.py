@@ -49,6 +49,13 @@ def pytest_collection_modifyitems(config, items) -> None:
     schedule(items, recorded())
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from schedule import scheduler
+
+    return scheduler(config, log)
+
+
 def pytest_sessionstart(session) -> None:
     session.config.stash[STARTED] = time.monotonic()
 

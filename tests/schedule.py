@@ -6,12 +6,14 @@ measured at `SLOW_SECONDS` or more is marked `slow`, like a test that starts a R
 a model is marked by hand: the edit loop skips it, CI runs it. So is every test of a module measured
 at `SLOW_MODULE_SECONDS` together: its module fixture would cost the edit loop as much. Modules start longest first, by
 their tests' recorded seconds (an unrecorded test counts `UNKNOWN_SECONDS`). So the pytest-xdist
-workers end on short modules, not one waiting on a long module that started last.
+workers end on short modules, not one waiting on a long module that started last. The modules that
+use the session's two-node Ray cluster run as one unit on one worker, which starts the cluster once.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import json
 from pathlib import Path
 
@@ -51,3 +53,31 @@ class Recorder:
     def pytest_sessionfinish(self) -> None:
         self.path.write_text(json.dumps({test: round(s, 2) for test, s in sorted(self.seconds.items())},
                                         indent=0) + "\n")
+
+
+CLUSTER_SCOPE = "modules that use the session's Ray cluster"
+
+
+@functools.lru_cache(maxsize=None)
+def _uses_cluster(path: str) -> bool:
+    return Path(path).name.startswith("test_") and "ray_cluster" in Path(path).read_text(encoding="utf-8")
+
+
+def scope_of(nodeid: str, root: Path) -> str:
+    """A test's unit of work: its module, but one unit for every module that uses `ray_cluster`, so one
+    worker starts the two-node cluster and runs them all, instead of each worker starting its own."""
+    module = nodeid.split("::", 1)[0]
+    return CLUSTER_SCOPE if _uses_cluster(str(root / module)) else module
+
+
+def scheduler(config, log):
+    """pytest-xdist's file scheduling with the cluster's modules as one unit (`--dist loadfile` only)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ClusterOnce(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid, config.rootpath)
+
+    return ClusterOnce(config, log)

@@ -45,3 +45,12 @@ def test_the_recorded_durations_name_most_of_the_suite(request):
     if len(ids) < 1000:
         pytest.skip("a partial run: the durations describe the whole suite")
     assert len(ids & set(seconds)) >= 0.9 * len(ids), "run `make test-durations` to measure the suite again"
+
+
+def test_the_cluster_modules_are_one_unit_of_work_and_the_others_their_own():
+    from schedule import CLUSTER_SCOPE, scope_of
+
+    root = Path(__file__).resolve().parents[1]
+    assert scope_of("tests/zoo/test_generate_cluster.py::test_x", root) == CLUSTER_SCOPE
+    assert scope_of("tests/benchmarks/test_jobs_cluster.py::test_y[a]", root) == CLUSTER_SCOPE
+    assert scope_of("tests/zoo/test_reader.py::test_z", root) == "tests/zoo/test_reader.py"  # the control
