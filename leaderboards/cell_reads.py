@@ -49,7 +49,8 @@ def zoo_kind(zoo: ZooRef) -> str:
     import benchmarks.standard
     from nfn_models.registry import weight_space_kind
     from zoo.families import create_family
-    from zoo.planning.spec import load_spec, resolve_spec_path
+    from zoo.planning.spec import load_spec
+    from zoo.planning.spec_files import resolve_spec_path
 
     # the spec `ZooRef.generate_command` names: a file under benchmarks/standard_zoos/, else a bundled spec
     path = (Path(benchmarks.standard.__file__).parent / "standard_zoos" / zoo.spec if zoo.spec.endswith(".yaml")

@@ -225,7 +225,7 @@ def _publish(args: argparse.Namespace) -> int:
 def _listing() -> str:
     """The bundled specs and the zoo families, for `nfnzoo --help`."""
     from zoo.families import list_families
-    from zoo.planning.spec import SPECS_DIR
+    from zoo.planning.spec_files import SPECS_DIR
 
     specs = ", ".join(sorted(p.stem for p in SPECS_DIR.glob("*.yaml")))
     return f"bundled specs (nfnzoo generate NAME): {specs}\nzoo families: {', '.join(list_families())}"

@@ -37,7 +37,8 @@ import torch
 from zoo.families import create_family
 from zoo.planning.plan import plan_runs
 from zoo.storage.record import CheckpointRecord
-from zoo.planning.spec import SPECS_DIR, ZooSpec, load_spec, spec_from_data
+from zoo.planning.spec import ZooSpec, load_spec, spec_from_data
+from zoo.planning.spec_files import SPECS_DIR
 from zoo.storage.staging import PayloadWriter, Staging, encode_staged
 
 THROUGHPUT = Path(__file__).resolve().parents[2] / "zoo" / "throughput.json"

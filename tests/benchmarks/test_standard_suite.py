@@ -73,7 +73,8 @@ def test_each_zoos_recipe_plans_the_pinned_zoos_runs(zoo):
     import pandas
 
     from zoo.planning.plan import plan_runs
-    from zoo.planning.spec import load_spec, resolve_spec_path
+    from zoo.planning.spec import load_spec
+    from zoo.planning.spec_files import resolve_spec_path
 
     _, spec, _, profile = zoo.generate_command.split()[1:]
     planned = {run.run_id for run in plan_runs(load_spec(resolve_spec_path(spec), profile))}

@@ -9,7 +9,7 @@ import yaml
 
 from zoo.cli import build_parser, main
 from zoo.storage.folder import read_manifest
-from zoo.planning.spec import SPECS_DIR
+from zoo.planning.spec_files import SPECS_DIR
 
 CONFIG = "cnn-mnist"
 

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from zoo.cli import build_parser, main
-from zoo.planning.spec import SPECS_DIR
+from zoo.planning.spec_files import SPECS_DIR
 
 
 def all_parsers(parser: argparse.ArgumentParser, path: str = "nfnzoo"):

@@ -22,7 +22,8 @@ from zoo.families import create_family
 from zoo.families.cnn import CNNArchitecture, SmallCNN
 from zoo.loader import load_split
 from zoo.planning.plan import plan_runs
-from zoo.planning.spec import SPECS_DIR, load_spec, spec_from_data
+from zoo.planning.spec import load_spec, spec_from_data
+from zoo.planning.spec_files import SPECS_DIR
 from zoo.storage.folder import STAGING_FOLDER, read_manifest, save_spec
 from zoo.storage.record import architecture_id
 from zoo.storage.staging import Staging

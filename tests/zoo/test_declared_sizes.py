@@ -22,7 +22,8 @@ from zoo.families import create_family
 from zoo.planning.estimate import estimate
 from zoo.planning.plan import plan_runs
 from zoo.planning.plan_size import plan_size
-from zoo.planning.spec import SPECS_DIR, load_spec
+from zoo.planning.spec import load_spec
+from zoo.planning.spec_files import SPECS_DIR
 
 
 def _environment(tmp_path: Path) -> dict[str, str]:

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from zoo.planning.plan import plan_runs
-from zoo.planning.spec import SPECS_DIR, load_spec
+from zoo.planning.spec import load_spec
+from zoo.planning.spec_files import SPECS_DIR
 from zoo.storage.staging import Staging
 
 pytestmark = pytest.mark.slow

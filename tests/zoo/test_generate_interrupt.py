@@ -23,7 +23,8 @@ import yaml
 
 from zoo.planning.plan import plan_runs
 from zoo.distributed.ray_cleanup import instance_processes
-from zoo.planning.spec import SPECS_DIR, load_spec
+from zoo.planning.spec import load_spec
+from zoo.planning.spec_files import SPECS_DIR
 from zoo.storage.staging import Staging
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from zoo.validation.schema import SchemaError
-from zoo.planning.spec import (SPECS_DIR, GridRange, IndexSplits, axis_values, load_spec, resolve_spec_path,
-                               spec_from_data)
+from zoo.planning.spec import GridRange, IndexSplits, axis_values, load_spec, spec_from_data
+from zoo.planning.spec_files import SPECS_DIR, resolve_spec_path
 
 
 def bundled_raw() -> dict:

@@ -22,7 +22,8 @@ from zoo.validation.domains import Domain, Probability, base_type, domain_of
 from zoo.families import create_family, list_families
 from zoo.storage.record import arrow_schema
 from zoo.validation.schema import DomainError, SchemaError, type_hints
-from zoo.planning.spec import SPECS_DIR, load_spec
+from zoo.planning.spec import load_spec
+from zoo.planning.spec_files import SPECS_DIR
 
 AXES = "search_space.sampled.axes"
 

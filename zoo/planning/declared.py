@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.planning.spec import _merge, _read_spec_yaml, _resolve_extends, resolve_spec_path
+from zoo.planning.spec_files import merge, read_spec_yaml, resolve_extends, resolve_spec_path
 
 
 def declared_mode(spec: str | Path, profile: str | None = None, *, allow_outside_extends: bool = False) -> str:
@@ -24,10 +24,10 @@ def declared_mode(spec: str | Path, profile: str | None = None, *, allow_outside
     """
     path = resolve_spec_path(spec)
     where = str(path)
-    raw = _resolve_extends(_read_spec_yaml(path, where), path, where, path.parent, allow_outside_extends)
+    raw = resolve_extends(read_spec_yaml(path, where), path, where, path.parent, allow_outside_extends)
     profiles = raw.get("profiles")
     overrides = profiles.get(profile) if isinstance(profiles, dict) and profile is not None else None
-    merged = _merge(raw, overrides) if isinstance(overrides, dict) else raw
+    merged = merge(raw, overrides) if isinstance(overrides, dict) else raw
     training = merged.get("training")
     mode = training.get("reproducibility", "native") if isinstance(training, dict) else "native"
     return mode if isinstance(mode, str) else "native"

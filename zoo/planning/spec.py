@@ -24,32 +24,27 @@ So are a data set the family cannot load and an empty axis.
 The error names the file (and profile), the key, what was expected and what was given.
 The search space and its checks are in `zoo.planning.search_space`.
 
-A spec is user input, so reading one is bounded (`zoo.validation.inputs`).
-Every YAML file is read with a size cap and an alias-expansion bound.
-That covers the spec and each `extends` target.
+A spec is user input, so reading one is bounded.
+Its files are found, read within bounds and extended (`extends`) in `zoo.planning.spec_files`.
 The `name` must be a safe path component.
 It names files under the output folder: `specs/<name>.json` and `data/<name>/`.
 At most `MAX_PROFILES` profiles are merged.
 The plan's size is bounded before anything is enumerated (`zoo.planning.search_space.check_plan_size`).
-`extends` names a bundled spec or a file inside the extending spec's own folder tree.
-Symbolic links are resolved first.
-The caller may allow files anywhere (`nfnzoo generate --allow-extends-anywhere`).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
-import os
 import typing
 from pathlib import Path
 from typing import Any, Literal
 
+from zoo.planning.spec_files import merge, read_spec_yaml, resolve_extends, resolve_spec_path
 from zoo.validation.bounds import MAX_MEMBER_LAYERS, check_member
 from zoo.validation.domains import Count, Fraction, Seed, Size, base_type
-from zoo.validation.inputs import NAME, InputError, load_yaml, name_problem
+from zoo.validation.inputs import InputError, name_problem
 from zoo.validation.schema import SchemaError, from_data, to_data, type_hints
 # the search space lives in its own module; its names are part of this module's interface
 from zoo.planning.search_space import (  # noqa: F401 (re-exported: part of this module's interface)
@@ -63,9 +58,6 @@ from zoo.planning.search_space import (  # noqa: F401 (re-exported: part of this
 )
 
 SPLIT_NAMES = ("train", "validation", "test")
-SPECS_DIR = Path(__file__).resolve().parents[1] / "specs"
-MAX_SPEC_BYTES = 2**20  # a bundled spec is under 8 KB
-MAX_SPEC_NODES = 100_000  # YAML values once aliases are expanded; a bundled spec has a few hundred
 MAX_PROFILES = 64  # each profile is merged onto the base and validated; bundled specs have at most 7
 
 
@@ -296,112 +288,6 @@ def _check_index_splits(hparams_cls: type, space: SearchSpace, by: IndexSplits, 
                                                      f"ranges are [start, stop): {to_data(by.ranges)}")
 
 
-def _merge(base: Any, override: Any) -> Any:
-    """Deep-merges a profile into the base spec; `null` in a profile deletes a key."""
-    if not isinstance(base, dict) or not isinstance(override, dict):
-        return copy.deepcopy(override)
-    merged = copy.deepcopy(base)
-    for key, value in override.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = _merge(merged.get(key), value) if key in merged else copy.deepcopy(value)
-    return merged
-
-
-def resolve_spec_path(spec: str | Path) -> Path:
-    """A path, or the name of a bundled spec (``cnn-mnist`` -> zoo/specs/cnn-mnist.yaml)."""
-    path = Path(spec)
-    if path.is_file():
-        return path
-    bundled = SPECS_DIR / f"{spec}.yaml"
-    if NAME.fullmatch(str(spec)) and bundled.is_file():
-        return bundled
-    if os.path.lexists(path):  # a folder, a pipe, a device: `load_yaml` says which, without reading it
-        return path
-    names = sorted(p.stem for p in SPECS_DIR.glob("*.yaml"))
-    raise FileNotFoundError(f"no spec file {ascii(str(spec))[1:-1][:200]!r}; bundled specs: {', '.join(names)}")
-
-
-def _read_spec_yaml(path: Path, where: str) -> dict:
-    """One spec file (the spec or an `extends` target) as a mapping, read within bounds."""
-    top = where == str(path)
-    try:
-        raw = load_yaml(path, limit=MAX_SPEC_BYTES, max_nodes=MAX_SPEC_NODES, what="spec file")
-    except InputError as error:
-        if top:
-            raise SchemaError(where, "", str(error).removeprefix(f"{where}: ")) from None
-        raise SchemaError(where, "extends", str(error)) from None
-    if not isinstance(raw, dict):
-        raise SchemaError(where, "" if top else "extends", f"expected a mapping at the top level (a spec)"
-                                                          f"{'' if top else f' of {path}'}, got {type(raw).__name__}")
-    return raw
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    real, root = os.path.realpath(path), os.path.realpath(folder)
-    return os.path.commonpath([real, root]) == root
-
-
-def _extends_target(base: str, path: Path, root: Path, where: str, allow_anywhere: bool) -> Path:
-    """The file `extends: base` of spec `path` names: a file beside it, else a bundled spec.
-
-    With `allow_anywhere`, it may also be a path from the working directory.
-    Without it, the file must lie in `root` (the top spec's folder tree) or among the bundled specs.
-    That is checked once symbolic links are resolved.
-    """
-    shown = ascii(base)[1:-1][:120]
-    beside = path.parent / base
-    if beside.is_file():
-        target = beside
-    elif NAME.fullmatch(base) and (SPECS_DIR / f"{base}.yaml").is_file():
-        return SPECS_DIR / f"{base}.yaml"
-    elif allow_anywhere and Path(base).is_file():
-        target = Path(base)
-    else:
-        names = ", ".join(sorted(p.stem for p in SPECS_DIR.glob("*.yaml")))
-        raise SchemaError(where, "extends", f"no spec file {shown!r} beside {path} and no bundled spec of that "
-                                            f"name; bundled specs: {names}")
-    if not allow_anywhere and not (_inside(target, root) or _inside(target, SPECS_DIR)):
-        raise SchemaError(where, "extends", f"{shown!r} leads outside {root} (the spec's folder tree) and is not a "
-                                            "bundled spec; move the base spec beside this one, or pass "
-                                            "--allow-extends-anywhere")
-    return target
-
-
-def _resolve_extends(raw: dict, path: Path, where: str, root: Path, allow_anywhere: bool,
-                     seen: tuple[Path, ...] = ()) -> dict:
-    """`extends: NAME` (a bundled spec or a path beside this one) deep-merges this file onto it."""
-    base = raw.pop("extends", None)
-    if base is None:
-        return raw
-    if not isinstance(base, str) or not base:
-        raise SchemaError(where, "extends", f"expected a spec name or path, got {type(base).__name__}")
-    base_path = _extends_target(base, path, root, where, allow_anywhere)
-    if base_path.resolve() in seen or base_path.resolve() == path.resolve():
-        raise SchemaError(where, "extends", f"{ascii(base)[1:-1][:120]} extends itself")
-    base_raw = _read_spec_yaml(base_path, where)
-    base_raw = _resolve_extends(base_raw, base_path, str(base_path), root, allow_anywhere, seen + (path.resolve(),))
-    _check_inherited_descriptions(base_raw, raw, base, where)
-    return _merge(base_raw, raw)
-
-
-def _check_inherited_descriptions(base_raw: dict, raw: dict, base: str, where: str) -> None:
-    """A spec that describes its own data may not inherit a profile description of the base's.
-
-    It would name the base's data set in the card: MNIST images in a CIFAR-10 spec's card, say.
-    """
-    if "description" not in raw or not isinstance(base_raw.get("profiles"), dict):
-        return
-    own = raw.get("profiles") if isinstance(raw.get("profiles"), dict) else {}
-    for name, overrides in base_raw["profiles"].items():
-        if isinstance(overrides, dict) and "description" in overrides \
-                and not (isinstance(own.get(name), dict) and "description" in own[name]):
-            raise SchemaError(where, f"profiles.{name}.description",
-                              f"the {base!r} spec's {name!r} profile describes {base}'s data; this spec sets its "
-                              f"own description, so give profiles.{name} its own description too")
-
-
 def load_spec(path: str | Path, profile: str | None = None, *, allow_outside_extends: bool = False) -> ZooSpec:
     """Reads and validates a spec file, applying the named profile.
 
@@ -412,8 +298,8 @@ def load_spec(path: str | Path, profile: str | None = None, *, allow_outside_ext
     """
     path = resolve_spec_path(path)
     where = str(path)
-    raw = _read_spec_yaml(path, where)
-    raw = _resolve_extends(raw, path, where, path.parent, allow_outside_extends)
+    raw = read_spec_yaml(path, where)
+    raw = resolve_extends(raw, path, where, path.parent, allow_outside_extends)
     profiles = raw.pop("profiles", None) or {}
     if not isinstance(profiles, dict):
         raise SchemaError(where, "profiles", "expected a mapping of profile name -> overrides")
@@ -433,7 +319,7 @@ def load_spec(path: str | Path, profile: str | None = None, *, allow_outside_ext
         if not isinstance(overrides, dict):
             raise SchemaError(where, f"profiles.{name}", f"expected a mapping of overrides, got "
                                                          f"{type(overrides).__name__}")
-        specs[name] = from_data(ZooSpec, {**_merge(raw, overrides), "profile": name}, f"{where} (profile {name})")
+        specs[name] = from_data(ZooSpec, {**merge(raw, overrides), "profile": name}, f"{where} (profile {name})")
     return specs[profile]
 
 
