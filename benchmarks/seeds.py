@@ -4,8 +4,8 @@ Seeds go to torch, numpy and scikit-learn. scikit-learn's `random_state` takes a
 So a seed is an integer from 0 to `MAX_SEED`. A run takes at most `MAX_SEEDS` of them. A thousand
 seeds is already days of work, and each seed's record is kept until the results are written.
 
-`benchmarks.commands.parse_seeds` checks a range's length arithmetically against the same bound,
-before it lists any seed. This module imports nothing, so the CLI can use it cheaply."""
+`benchmarks.command_arguments.parse_seeds` checks a range's length arithmetically against the
+same bound, before it lists any seed. This module imports nothing, so the CLI can use it cheaply."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from zoo.cli import CommandError
 
 def _seeds(text: str | None, default: tuple[int, ...]) -> list[int]:
     """The track's default seeds, or `--seeds` through the bench commands' bounded parser."""
-    from benchmarks.commands import parse_seeds
+    from benchmarks.command_arguments import parse_seeds
 
     return list(default) if text is None else parse_seeds(text)
 
@@ -40,7 +40,7 @@ def list_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from benchmarks.commands import check_workers
+    from benchmarks.command_arguments import check_workers
     from benchmarks.jobs import stderr_printer
     from benchmarks.tracks.registry import create_track
     from zoo.registry import UnknownNameError
@@ -69,7 +69,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds `nfnzoo track list` and `nfnzoo track run`."""
-    from benchmarks.commands import add_ray_arguments
+    from benchmarks.command_arguments import add_ray_arguments
 
     track = subparsers.add_parser("track", help="rerun a benchmark track (a study) with one command")
     commands = track.add_subparsers(dest="track_command", required=True, metavar="ACTION")

@@ -7,7 +7,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from benchmarks.commands import parse_seeds, split_overrides
+from benchmarks.command_arguments import parse_seeds, split_overrides
 from zoo.cli import CommandError, main
 
 

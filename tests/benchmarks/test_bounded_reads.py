@@ -17,7 +17,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from benchmarks.commands import parse_seeds
+from benchmarks.command_arguments import parse_seeds
 from benchmarks.files import read_json, read_npz
 from benchmarks.jobs import Job, run_jobs
 from zoo.cli import CommandError

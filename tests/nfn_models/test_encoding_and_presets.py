@@ -165,7 +165,7 @@ def test_overrides_apply_on_top_of_a_preset_and_an_unknown_preset_lists_the_know
 
 
 def test_a_preset_reaches_the_model_through_set():
-    from benchmarks.commands import split_overrides
+    from benchmarks.command_arguments import split_overrides
 
     model, _ = split_overrides(["model.preset=inr-classification", "model.dropout=0.2"], "np", "generalization")
     assert model == {"preset": "inr-classification", "dropout": 0.2}
