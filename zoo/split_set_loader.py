@@ -73,20 +73,17 @@ def _split_set_ids(listing: Listing, name: str, check: bool) -> tuple[dict[str, 
             isinstance(wanted.get(s), list) and all(isinstance(m, str) for m in wanted[s]) for s in SPLITS):
         raise InputError(f"{path}: expected train, validation and test lists of model ids (strings)")
     listed = described.get("shards")  # each one of `files` (`zoo.storage.manifest`)
+    opened = None
     if listed is not None:
-        chosen = set(listed)
-        holders = [shard for shard in listing.files if shard["path"] in chosen]
-        if check:
-            check_shards(folder, holders)
-        return wanted, open_shards(listing.paths(holders))
-    needed, holders, opened = pa.array(sorted({m for s in SPLITS for m in wanted[s]})), [], []
-    for entry, shard in zip(listing.files, open_shards(listing.paths(listing.files))):
-        if pc.any(pc.is_in(shard.table(["model_id"])["model_id"], value_set=needed)).as_py():
-            holders.append(entry)
-            opened.append(shard)
-    if check:
+        holders = [shard for shard in listing.files if shard["path"] in set(listed)]
+    else:  # an older manifest: the holders found from each shard's model ids
+        needed = pa.array(sorted({m for s in SPLITS for m in wanted[s]}))
+        pairs = [(entry, shard) for entry, shard in zip(listing.files, open_shards(listing.paths(listing.files)))
+                 if pc.any(pc.is_in(shard.table(["model_id"])["model_id"], value_set=needed)).as_py()]
+        holders, opened = [entry for entry, _ in pairs], [shard for _, shard in pairs]
+    if check:  # before a row of a listed holder is read
         check_shards(folder, holders)
-    return wanted, opened
+    return wanted, opened if opened is not None else open_shards(listing.paths(holders))
 
 
 def _rows(shards: list[OpenShard], needed: set, columns: list[str]):

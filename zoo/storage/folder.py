@@ -103,7 +103,7 @@ def resolve_config(manifest: dict, config: str | None, folder: str | Path = "") 
     names = sorted(manifest["configs"])
     if config is None:
         if len(names) != 1:
-            raise ValueError(f"{folder} holds configs {names}; name one")
+            raise ValueError(f"{folder} holds the configs {names}; choose one with --config")
         return names[0]
     if config not in manifest["configs"]:
         raise ValueError(f"{folder} has no config {config!r}; it holds {names}")

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from zoo.storage.folder import MANIFEST, read_manifest
+from zoo.storage.folder import MANIFEST, read_manifest, resolve_config
 from zoo.storage.manifest import shard_path
 from zoo.storage.shard_file import CorruptShardError
 
@@ -42,15 +42,9 @@ class Listing:
     def read(cls, folder: str | Path, config: str | None = None) -> "Listing":
         """`config` (the only config when None) of the manifest in `folder`, parsed and checked once."""
         folder = Path(folder)
-        configs = read_manifest(folder)["configs"]
-        names = sorted(configs)
-        if config is None:
-            if len(names) != 1:
-                raise ValueError(f"{folder} holds the configs {names}; choose one with --config")
-            config = names[0]
-        elif config not in configs:
-            raise ValueError(f"{folder} has no config {config!r}; it holds {names}")
-        return cls(folder, config, configs[config])
+        manifest = read_manifest(folder)
+        config = resolve_config(manifest, config, folder)
+        return cls(folder, config, manifest["configs"][config])
 
     @property
     def files(self) -> list[dict[str, Any]]:
