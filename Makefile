@@ -9,13 +9,18 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 # Ray's token authentication is for shared clusters; the local instances and test clusters here run without it.
 export RAY_AUTH_MODE := disabled
+# pip installs without compiling (--no-compile): most of what it unpacks (CUDA libraries, triton) is never
+# imported. Python compiles a module when it is first imported instead, into .venv/pycache, also where the
+# environment sets PYTHONDONTWRITEBYTECODE; the tree stays free of __pycache__ folders.
+export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
+export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: demo test test-fast test-durations docs docs-results docs-weight-spaces bench-loading bench-generation bench-nfn bench-full-size venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-compile -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)

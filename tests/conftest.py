@@ -169,38 +169,89 @@ def tiny_inr_zoo_folder(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory):
-    """One real two-node Ray cluster for the whole test run (`tests/cluster.py`).
+CLUSTER = pytest.StashKey["OnDemandCluster"]()
 
-    The head node (1 CPU, with the job server at `.dashboard`) sees what the driver sees; the worker
+
+def _start_cluster(base: Path):
+    """The head node (1 CPU, with the job server at `.dashboard`) sees what the driver sees; the worker
     node (1 CPU) runs in a mount namespace of its own with empty folders over the tests' temporary
-    folders (every `--out`)
-    and over the shared data folder, as a second machine without NFS would. Tests that kill a
-    node add their own (`ray_cluster.add_node`) and leave these two running.
-    """
+    folders (every `--out`) and over the shared data folder, as a second machine without NFS would."""
     from zoo.data.images import PROJECT_ROOT
 
-    from cluster import LocalCluster, private_mounts_work
+    from cluster import LocalCluster
 
-    reason = private_mounts_work()
-    if reason:
-        pytest.skip(f"no private-folder cluster here: {reason}")
-    hidden = [tmp_path_factory.getbasetemp()]
+    hidden = [base]
     data = PROJECT_ROOT.parent / "shared" / "data"
     if data.is_dir():
         hidden.append(data)
     if os.environ.get("NFNZOO_DATA"):
         hidden.append(Path(os.environ["NFNZOO_DATA"]))
-    cluster = LocalCluster(Path("/tmp") / f"nfnzoo-cluster-logs-{os.getpid()}", hidden=tuple(hidden))
-    cluster.logs.mkdir(exist_ok=True)
+    cluster = LocalCluster(Path("/tmp") / f"nfnzoo-cluster-logs-{os.getpid()}-{time.monotonic_ns()}",
+                           hidden=tuple(hidden))
+    cluster.logs.mkdir()
     try:
         cluster.start_head(num_cpus=1)
         cluster.worker = cluster.add_node("worker-1", num_cpus=1)
-        yield cluster
-    finally:
+    except BaseException:
         cluster.stop()
-        shutil.rmtree(cluster.logs, ignore_errors=True)
+        raise
+    return cluster
+
+
+class OnDemandCluster:
+    """The session's two-node cluster, started by the first test that asks for it and stopped after the
+    last test of the modules that use it (`pytest_runtest_protocol` below): an idle cluster's daemons
+    would otherwise take CPU from the rest of the run. A later test that asks starts it again."""
+
+    def __init__(self, base: Path):
+        self.base, self.cluster = base, None
+
+    def get(self):
+        if self.cluster is None:
+            from cluster import private_mounts_work
+
+            reason = private_mounts_work()
+            if reason:
+                pytest.skip(f"no private-folder cluster here: {reason}")
+            self.cluster = _start_cluster(self.base)
+        return self.cluster
+
+    def stop(self) -> None:
+        cluster, self.cluster = self.cluster, None
+        if cluster is not None:
+            cluster.stop()
+            shutil.rmtree(cluster.logs, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def on_demand_cluster(tmp_path_factory, pytestconfig):
+    holder = OnDemandCluster(tmp_path_factory.getbasetemp())
+    pytestconfig.stash[CLUSTER] = holder
+    try:
+        yield holder
+    finally:
+        holder.stop()
+
+
+@pytest.fixture
+def ray_cluster(on_demand_cluster):
+    """One real two-node Ray cluster, shared by the tests of a run (`tests/cluster.py`, `_start_cluster`).
+
+    Tests that kill a node add their own (`ray_cluster.add_node`) and leave these two running.
+    """
+    return on_demand_cluster.get()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Stops the cluster once the next test (in this worker) is not in a module that uses it."""
+    yield
+    holder = item.config.stash.get(CLUSTER, None)
+    if holder is not None and holder.cluster is not None:
+        from schedule import uses_cluster
+
+        if nextitem is None or not uses_cluster(str(nextitem.path)):
+            holder.stop()
 
 
 @pytest.fixture(scope="session")

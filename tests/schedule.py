@@ -59,7 +59,8 @@ CLUSTER_SCOPE = "modules that use the session's Ray cluster"
 
 
 @functools.lru_cache(maxsize=None)
-def _uses_cluster(path: str) -> bool:
+def uses_cluster(path: str) -> bool:
+    """Whether the test module at `path` asks for the session's Ray cluster."""
     return Path(path).name.startswith("test_") and "ray_cluster" in Path(path).read_text(encoding="utf-8")
 
 
@@ -67,7 +68,7 @@ def scope_of(nodeid: str, root: Path) -> str:
     """A test's unit of work: its module, but one unit for every module that uses `ray_cluster`, so one
     worker starts the two-node cluster and runs them all, instead of each worker starting its own."""
     module = nodeid.split("::", 1)[0]
-    return CLUSTER_SCOPE if _uses_cluster(str(root / module)) else module
+    return CLUSTER_SCOPE if uses_cluster(str(root / module)) else module
 
 
 def scheduler(config, log):

@@ -76,22 +76,9 @@ def test_user_errors_exit_1_with_a_message(dataset_folder, tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
-def test_bench_run_with_worker_processes(dataset_folder, tmp_path, capsys):
-    """`--workers 2` runs the seeds as tasks of a local Ray instance. Their metrics equal an
-    in-process run's (one thread each: summation order only), and no per-seed folder is left."""
-    from benchmarks.harness import seeds_folder
-
-    run = ["bench", "run", "--task", "generalization", "--model", "mlp", "--data", str(dataset_folder),
-           "--seeds", "0,1", "--set", "epochs=1", "--set", "model.hidden_sizes=[8]"]
-    alone, pooled = tmp_path / "alone.json", tmp_path / "pooled.json"
-    assert main([*run, "--out", str(alone)]) == 0
-    assert main([*run, "--out", str(pooled), "--workers", "2"]) == 0
-    assert "[2/2] seed" in capsys.readouterr().err
-    per_seed = [json.loads(path.read_text())["per_seed"] for path in (alone, pooled)]
-    assert [entry["seed"] for entry in per_seed[1]] == [0, 1]
-    for first, second in zip(*per_seed, strict=True):
-        assert first["metrics"] == pytest.approx(second["metrics"], rel=1e-4, abs=1e-6)
-    assert not seeds_folder(pooled).exists()
+def test_bench_run_needs_at_least_one_worker(dataset_folder, tmp_path, capsys):
+    """Seeds in worker processes run on a local Ray instance: tests/security/test_working_folder.py."""
+    pooled = tmp_path / "pooled.json"
     assert main(["bench", "run", "--task", "generalization", "--model", "mlp", "--data", str(dataset_folder),
                  "--out", str(pooled), "--workers", "0"]) == 1
     assert "workers must be at least 1, got 0" in capsys.readouterr().err

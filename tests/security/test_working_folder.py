@@ -10,6 +10,7 @@ holds `pkg/`, no install) must still work there, on Ray workers too.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -85,13 +86,25 @@ def test_verify_inside_a_received_zoo_that_holds_python_files(tiny_zoo_copy, tmp
 
 @pytest.mark.slow
 def test_ray_workers_import_the_named_module_from_the_folder_and_nothing_else(author_folder, tiny_zoo, tmp_path):
+    """`--workers 2` runs the seeds as tasks of a local Ray instance, from a folder of shadows. The
+    workers import the author's module and nothing else; their metrics equal an in-process run's (one
+    thread each: summation order only), and no per-seed folder is left."""
+    from benchmarks.harness import seeds_folder
+
     folder, markers = author_folder
-    out = tmp_path / "results.json"
-    done = nfnzoo(["bench", "run", "--task", "generalization", "--model", MODEL, "--data", str(tiny_zoo),
-                   "--seeds", "0,1", "--workers", "2", "--out", str(out), "--set", "task.epochs=1"], folder,
-                  timeout=600)
+    run = ["bench", "run", "--task", "generalization", "--model", MODEL, "--data", str(tiny_zoo),
+           "--seeds", "0,1", "--set", "task.epochs=1"]
+    alone, pooled = tmp_path / "alone.json", tmp_path / "pooled.json"
+    done = nfnzoo([*run, "--out", str(alone)], folder, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert '"model": "TensorMoments"' in out.read_text()
+    done = nfnzoo([*run, "--out", str(pooled), "--workers", "2"], folder, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[2/2] seed" in done.stderr and '"model": "TensorMoments"' in pooled.read_text()
+    per_seed = [json.loads(path.read_text())["per_seed"] for path in (alone, pooled)]
+    assert [entry["seed"] for entry in per_seed[1]] == [0, 1]
+    for first, second in zip(*per_seed, strict=True):
+        assert first["metrics"] == pytest.approx(second["metrics"], rel=1e-4, abs=1e-6)
+    assert not seeds_folder(pooled).exists()
     assert imported(markers) == []
 
 

@@ -2,10 +2,10 @@
 
 Interrupted (SIGINT early, while Ray starts, and mid-training) it exits 130, says how many
 checkpoints are staged and how to resume, packs nothing, and leaves no process of its Ray
-instance behind; killed (SIGKILL of the driver) its watchdog ends the instance. An output
-folder named `zoo` in the working directory must not shadow the installed package on Ray's
-workers. Each generation runs as a subprocess of the console script; its processes are
-found by a tag in their environment, which every Ray process inherits from the driver.
+instance behind; killed (SIGKILL of the driver) its watchdog ends the instance. (An output
+folder named `zoo` in the working directory: tests/zoo/test_portable_mode.py.) Each
+generation runs as a subprocess of the console script; its processes are found by a tag in
+their environment, which every Ray process inherits from the driver.
 """
 
 from __future__ import annotations
@@ -124,16 +124,3 @@ def test_sigkill_of_the_driver_leaves_no_ray_process(tmp_path):
     process.communicate(timeout=60)
     _assert_nothing_left(tag, within_s=20.0)
 
-
-def test_output_folder_named_zoo_does_not_shadow_the_package_on_workers(tmp_path):
-    """`--out zoo` in the working directory, and trials that start workers after it exists."""
-    spec_path = _spec_file(tmp_path, runs=4)
-    spec = load_spec(spec_path, "tiny")
-    planned = sorted(m for run in plan_runs(spec) for m in run.model_ids)
-    process = _start(spec_path, "zoo", uuid.uuid4().hex, "--runs-per-trial", "1", "--max-failures", "0",
-                     cwd=tmp_path)  # 4 trials on 2 CPUs: each trial is a new actor, so a new worker
-    output, _ = process.communicate(timeout=300)
-    assert process.returncode == 0, output[-4000:]
-    assert "ImportError" not in output and "trials failed" not in output, output[-4000:]
-    assert Staging(tmp_path / "zoo" / "staging").model_ids() == planned
-    assert (tmp_path / "zoo" / "manifest.json").is_file()
