@@ -293,7 +293,8 @@ def _run_seed(task: str, model: str, model_overrides: Mapping[str, Any], task_ov
             raise ModelOutputError(f"model {model}, seed {seed}, test: the metric {name} is {value} on finite "
                                    f"predictions; expected a finite number")
     entry = {"seed": seed, "metrics": result.metrics, "train_time_s": elapsed,
-             "peak_memory_mb": peak_mb(device), "selection": result.selection, "ranking": result.ranking}
+             "peak_memory_mb": peak_mb(device), "selection": result.selection, "ranking": result.ranking,
+             "curve": list(result.curve)}
     columns = result.predictions[["model_id", "target", "prediction"]]
     return to_data({"entry": entry, "num_params": result.num_params, "hardware": _hardware(device),
                     "predictions": {name: columns[name].tolist() for name in columns.columns},

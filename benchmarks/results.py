@@ -31,6 +31,7 @@ SCHEMA_VERSION = 1
 MAX_LINE = 200  # characters of a one-line string a board shows (a device, a platform, a version)
 MAX_THREADS = 8_192  # Linux's most CPUs (NR_CPUS)
 MAX_PATH = 4_096  # characters of a dataset's source (or of the path older results recorded)
+MAX_CURVE = 100_000  # epochs of a seed's learning curve
 # what `benchmarks.ranking.ranking_ceiling` writes into a seed's `ranking`, and each value's range
 RANKING_RANGES = {"kendall_tau_ceiling": (0.0, 1.0), "distinct_targets": (1.0, 2.0**53),
                   "tied_pair_fraction": (0.0, 1.0), "num_targets": (2.0, 2.0**53)}
@@ -95,12 +96,17 @@ class SeedResult:
     selection: dict[str, float] = dataclasses.field(default_factory=dict)  # how the reported model was chosen
     # what the test split allows a ranking to reach (benchmarks.ranking); absent in older files
     ranking: dict[str, float] = dataclasses.field(default_factory=dict)
+    # the validation score after each training epoch, null where it was not finite (a learning curve);
+    # empty for a fitted model and absent in older files
+    curve: tuple[float | None, ...] = ()
 
     def validate(self, where: str, key: str) -> None:
         for block in ("metrics", "ranking"):
             for name, value in getattr(self, block).items():
                 if not math.isfinite(value):
                     raise SchemaError(where, f"{key}.{block}.{name}", f"expected a finite number, got {value}")
+        if len(self.curve) > MAX_CURVE:
+            raise SchemaError(where, f"{key}.curve", f"{len(self.curve):,} epochs; at most {MAX_CURVE:,}")
         if self.train_time_s < 0:
             raise SchemaError(where, f"{key}.train_time_s", f"expected a non-negative time, got {self.train_time_s}")
         if self.peak_memory_mb is not None and self.peak_memory_mb < 0:

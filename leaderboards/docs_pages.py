@@ -15,7 +15,8 @@ It holds the standard suite's ranked table, then one per set of stand-in zoos.
 
 An agreement region opens with `<!-- nfnzoo:agreement base=standard-v2 larger=standard-v2-4x -->` and closes
 with `<!-- /nfnzoo:agreement -->`. It holds each cell's rank agreement between the two suites, and every
-model's two scores.
+model's two scores. Where the larger runs recorded learning curves, it adds their budget curves
+(`leaderboards.curves`).
 
 `board` regions name a task and a dataset, by its hash or the hash's first 12 hex digits. Under each table
 they print the protocol, the seeds and the full dataset hash. Where the task ranks, they add the tau-b
@@ -208,6 +209,7 @@ class Rendered:
 def agreement_region(rendered: Rendered, base: str, larger: str, where: str) -> str:
     """A standard suite's rank agreement with a larger-budget run of it (`leaderboards.agreement`)."""
     from leaderboards.agreement import agreement_markdown, agreements
+    from leaderboards.curves import budget_curves, curves_markdown
 
     try:
         if (base, larger) not in rendered.agreements:
@@ -217,7 +219,8 @@ def agreement_region(rendered: Rendered, base: str, larger: str, where: str) -> 
         raise ValueError(f"{where}: {error}") from None
     if not any(cell.models for cell in cells):
         return f"{NOTICE}\n\nNo model has entries of both {base} and {larger} on the board yet."
-    return f"{NOTICE}\n\n{agreement_markdown(cells, base, larger)}"
+    curves = curves_markdown(budget_curves(rendered.entries, base, larger), base, larger)
+    return f"{NOTICE}\n\n{agreement_markdown(cells, base, larger)}" + (f"\n\n{curves}" if curves else "")
 
 
 def suite_region(suites: list, name: str, where: str) -> str:

@@ -32,6 +32,8 @@ class TaskResult:
     ranking: dict[str, float] = dataclasses.field(default_factory=dict)
     # arrays for a task's figure (e.g. INR editing's renders), saved beside the results (.examples.npz)
     examples: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # the validation score after each training epoch (`Learned.curve`); empty for a fitted model
+    curve: tuple[float | None, ...] = ()
 
 
 class Task(abc.ABC):

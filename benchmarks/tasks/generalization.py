@@ -227,7 +227,8 @@ class GeneralizationTask(Task):
         predictions = predicted.cpu().numpy().astype(np.float64)
         metrics = self.score(targets, predictions)
         table = pandas.DataFrame({"model_id": test.model_ids, "target": targets, "prediction": predictions})
-        return TaskResult(metrics, table, count_parameters(net), learned.selection, ranking_ceiling(targets))
+        return TaskResult(metrics, table, count_parameters(net), learned.selection, ranking_ceiling(targets),
+                          curve=learned.curve)
 
     RESCORING = "Kendall's tau, R^2 and RMSE, from the predictions and the pinned test accuracies"
 

@@ -177,7 +177,8 @@ class INRClassificationTask(Task):
         table = pandas.DataFrame({"model_id": test_ids, "target": targets.astype(np.float64), "prediction": predicted})
         selection = {**learned.selection, "train_rows": len(train)}  # with the augmented views
         return TaskResult(metrics, table, count_parameters(net), selection,
-                          {"majority_class_accuracy": float(np.bincount(targets).max() / len(targets))})
+                          {"majority_class_accuracy": float(np.bincount(targets).max() / len(targets))},
+                          curve=learned.curve)
 
     RESCORING = "accuracy, from the predicted classes and the pinned test labels"
 

@@ -280,7 +280,8 @@ class INREditingTask(Task):
                   "target": _as_images(test_targets[:shown], architecture),
                   "edited": _as_images(edited[:shown], architecture)}
         return TaskResult(self.score(per_member_before, per_member_after), table, count_parameters(net),
-                          learned.selection, {"mse_unedited": float(per_member_before.mean())}, figure)
+                          learned.selection, {"mse_unedited": float(per_member_before.mean())}, figure,
+                          curve=learned.curve)
 
     # the edited render's error needs the model itself: a board checks the rows and the mean
     RESCORING = "the mean of the submitted per-SIREN MSEs over exactly the pinned test rows (not the renders)"

@@ -108,6 +108,8 @@ class Learned:
     predict: Callable[[WeightBatch], torch.Tensor]  # eval-mode outputs (N,), in the model's own units
     selection: dict[str, float]  # how the reported model was chosen (epoch, rounds, validation score)
     output_is_target: bool  # True: predictions are the target itself (no loss-specific link applies)
+    # the validation score after each epoch (None where it was not finite); empty for a fitted model
+    curve: tuple[float | None, ...] = ()
 
 
 def _called(model: nn.Module, batch: WeightBatch, where: str) -> object:
@@ -165,7 +167,7 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     sign = 1.0 if problem.higher_is_better else -1.0
     warmup_steps, step = getattr(config, "warmup_steps", 0), 0
-    best_score, best_epoch, best_state = -math.inf, 0, None
+    best_score, best_epoch, best_state, curve = -math.inf, 0, None, []
     watch = FiniteWatch(problem.targets.device)
     start = last_report = time.perf_counter()
     for epoch in range(1, config.epochs + 1):
@@ -194,6 +196,7 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
         predicted = predict(model, problem.validation, config.eval_batch_size, problem.out_features,
                             f"epoch {epoch} validation")
         score = sign * problem.score(problem.validation_targets.cpu().numpy(), predicted.cpu().numpy())
+        curve.append(sign * score if math.isfinite(score) else None)
         if math.isfinite(score) and (score > best_score or best_state is None):
             best_score, best_epoch, best_state = score, epoch, copy.deepcopy(model.state_dict())
         now = time.perf_counter()
@@ -209,7 +212,8 @@ def by_gradient(model: nn.Module, problem: Problem, config) -> Learned:
     model.load_state_dict(best_state)
     return Learned(lambda weights: predict(model, weights, config.eval_batch_size, problem.out_features,
                                            f"test, epoch {best_epoch}'s parameters"),
-                   {"epoch": best_epoch, f"validation_{problem.score_name}": sign * best_score}, output_is_target=False)
+                   {"epoch": best_epoch, f"validation_{problem.score_name}": sign * best_score}, output_is_target=False,
+                   curve=tuple(curve))
 
 
 def by_fit(model: nn.Module, problem: Problem, config) -> Learned:

@@ -26,6 +26,9 @@ def test_benchmark_and_submit_a_real_zoo(tiny_zoo, tmp_path):
     predictions = (tmp_path / "results" / "statnn.predictions.csv").read_text().splitlines()
     assert len(predictions) == 1 + 3 * len(test_ids)
     assert json.loads(out.read_text())["num_params"] == results["num_params"] > 0
+    for seed in results["per_seed"]:  # the learning curve: one validation score an epoch, the best one selected
+        curve, selected = seed["curve"], seed["selection"]
+        assert len(curve) == 2 and curve[selected["epoch"] - 1] == selected["validation_kendall_tau"] == max(curve)
 
     assert scatter([out], tmp_path / "scatter.png").stat().st_size > 0
     # the results name the bytes (hash and source), never the folder: submit verifies the zoo given to it

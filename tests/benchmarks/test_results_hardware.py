@@ -63,3 +63,19 @@ def test_describe_hardware_names_the_device_and_its_gpu():
     hardware = describe_hardware("cuda (NVIDIA H200)", "NVIDIA H200")
     assert (hardware["device"], hardware["gpu_model"]) == ("cuda (NVIDIA H200)", "NVIDIA H200")
     assert set(hardware) == {"platform", "python", "torch", "device", *MACHINE_FIELDS}
+
+
+@pytest.mark.parametrize("curve, message", [([0.1, float("nan")], r"per_seed\[0\]\.curve\[1\]: expected a finite "
+                                                                   r"number, got nan \(or null\)"),
+                                            ([0.1, "high"], r"per_seed\[0\]\.curve\[1\]")])
+def test_a_learning_curve_holds_finite_numbers_or_nulls(results_path, curve, message):
+    from benchmarks.results import Results
+    from zoo.validation.schema import from_data
+
+    data = json.loads(results_path.read_text())
+    assert len(data["per_seed"][0]["curve"]) == data["task_config"]["epochs"]  # what a run writes
+    data["per_seed"][0]["curve"] = [0.2, None, 0.3]  # null: an epoch whose score was not finite
+    assert from_data(Results, data, "r.json").per_seed[0].curve == (0.2, None, 0.3)
+    data["per_seed"][0]["curve"] = curve
+    with pytest.raises(SchemaError, match=message):
+        from_data(Results, data, "r.json")
