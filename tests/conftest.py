@@ -86,6 +86,31 @@ def one_torch_thread():
     torch.set_num_threads(previous)
 
 
+def shared_folder(tmp_path_factory, name: str, build) -> Path:
+    """A session fixture's folder, built once for the whole run: the first pytest-xdist worker to ask
+    builds it (`build(folder)`) under a file lock, the others wait and reuse it. Such a folder must be
+    read-only to tests; one that is changed must be copied first (`tiny_zoo_copy`)."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's folder, above each worker's
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+def _read_only(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+
+
 def make_tiny_spec() -> ZooSpec:
     """The bundled `cnn-mnist` spec, `tiny` profile, shrunk further to train in seconds.
 
@@ -112,15 +137,14 @@ def tiny_zoo(tmp_path_factory, tiny_zoo_spec: ZooSpec) -> Path:
     from zoo.storage.staging import Staging
     from zoo.training.worker import train_runs
 
-    folder = tmp_path_factory.mktemp("tiny_zoo")
-    save_spec(tiny_zoo_spec, folder)
-    written = train_runs(tiny_zoo_spec, plan_runs(tiny_zoo_spec), Staging(folder / STAGING_FOLDER))
-    assert written == 18, written
-    pack(folder)
-    for path in folder.rglob("*"):
-        if path.is_file():
-            path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-    return folder
+    def build(folder: Path) -> None:
+        save_spec(tiny_zoo_spec, folder)
+        written = train_runs(tiny_zoo_spec, plan_runs(tiny_zoo_spec), Staging(folder / STAGING_FOLDER))
+        assert written == 18, written
+        pack(folder)
+        _read_only(folder)
+
+    return shared_folder(tmp_path_factory, "tiny_zoo", build)
 
 
 @pytest.fixture(scope="session")
@@ -139,21 +163,21 @@ def tiny_transformer_zoo(tmp_path_factory) -> Path:
     data["training"].update(epochs=4, checkpoint_epochs=[2, 3, 4])
     data["splits"]["fractions"] = {"train": 0.5, "validation": 0.25, "test": 0.25}
     spec = spec_from_data(data, "tests/conftest.py:tiny_transformer_zoo")
-    folder = tmp_path_factory.mktemp("tiny_transformer_zoo")
-    save_spec(spec, folder)
-    written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
-    assert written == 16 * 4, written
-    pack(folder)
-    for path in folder.rglob("*"):
-        if path.is_file():
-            path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-    return folder
+
+    def build(folder: Path) -> None:
+        save_spec(spec, folder)
+        written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
+        assert written == 16 * 4, written
+        pack(folder)
+        _read_only(folder)
+
+    return shared_folder(tmp_path_factory, "tiny_transformer_zoo", build)
 
 
 @pytest.fixture(scope="session")
 def tiny_inr_zoo_folder(tmp_path_factory) -> Path:
-    """The packed `inr-mnist` `tiny` profile: 28 SIRENs (every 2,500th MNIST image, so all three
-    splits: 18 / 2 / 8 runs), checkpoints at steps 100 and 200; no Ray. Tests must not change it."""
+    """The packed `inr-mnist` `tiny` profile (read-only): 28 SIRENs (every 2,500th MNIST image, so all
+    three splits: 18 / 2 / 8 runs), checkpoints at steps 100 and 200; no Ray."""
     from zoo.storage.folder import STAGING_FOLDER, save_spec
     from zoo.dataset.pack import pack
     from zoo.planning.plan import plan_runs
@@ -161,12 +185,15 @@ def tiny_inr_zoo_folder(tmp_path_factory) -> Path:
     from zoo.training.worker import train_runs
 
     spec = load_spec("inr-mnist", "tiny")
-    folder = tmp_path_factory.mktemp("inr_zoo")
-    save_spec(spec, folder)
-    written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
-    assert written == 28 * 2, written
-    pack(folder)
-    return folder
+
+    def build(folder: Path) -> None:
+        save_spec(spec, folder)
+        written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
+        assert written == 28 * 2, written
+        pack(folder)
+        _read_only(folder)
+
+    return shared_folder(tmp_path_factory, "inr_zoo", build)
 
 
 CLUSTER = pytest.StashKey["OnDemandCluster"]()
@@ -225,7 +252,8 @@ class OnDemandCluster:
 
 @pytest.fixture(scope="session")
 def on_demand_cluster(tmp_path_factory, pytestconfig):
-    holder = OnDemandCluster(tmp_path_factory.getbasetemp())
+    base = tmp_path_factory.getbasetemp()
+    holder = OnDemandCluster(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)  # shared folders too
     pytestconfig.stash[CLUSTER] = holder
     try:
         yield holder

@@ -8,8 +8,6 @@ The cache is laid out as huggingface_hub lays out a downloaded dataset repo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -75,25 +73,25 @@ def test_a_snapshot_missing_a_shard_is_one_line_not_a_partial_zoo(cached, hub_ca
         resolve_data(f"{REPO}@v1")
 
 
-def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+def run_cli(cli, args: list[str], env: dict[str, str], cwd: Path):
+    """`nfnzoo ARGS` in a fresh process (the session's forked CLI, tests/forked_cli.py)."""
+    return cli.run(args, cwd=cwd, env=env, timeout=300)
 
 
-def test_info_and_verify_accept_a_repo_id(cached, offline_hf, tiny_zoo, tmp_path):
-    info = run_cli(["info", f"{REPO}@v1"], offline_hf)
+def test_info_and_verify_accept_a_repo_id(cli, cached, offline_hf, tiny_zoo, tmp_path):
+    info = run_cli(cli, ["info", f"{REPO}@v1"], offline_hf, tmp_path)
     assert info.returncode == 0, info.stderr
     assert f"dataset repo {REPO} at commit {cached}" in info.stderr
     assert f"dataset hash: {read_manifest(tiny_zoo)['configs']['cnn-mnist']['dataset_hash']}" in info.stdout
     report = tmp_path / "verify.json"
-    verified = run_cli(["verify", "--data", REPO, "--json", str(report)], offline_hf)
+    verified = run_cli(cli, ["verify", "--data", REPO, "--json", str(report)], offline_hf, tmp_path)
     assert verified.returncode == 0, verified.stderr
     assert "checked 3 shards, 18 rows" in verified.stdout and verified.stdout.strip().endswith("ok")
     assert json.loads(report.read_text())["revision"] == cached
 
 
-def test_verify_of_an_unknown_revision_is_a_one_line_error(cached, offline_hf):
-    result = run_cli(["verify", f"{REPO}@v9"], offline_hf)
+def test_verify_of_an_unknown_revision_is_a_one_line_error(cli, cached, offline_hf, tmp_path):
+    result = run_cli(cli, ["verify", f"{REPO}@v9"], offline_hf, tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("nfnzoo verify: error: org/zoo@v9: revision 'v9'")

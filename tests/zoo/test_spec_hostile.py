@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -214,11 +212,11 @@ def test_an_extends_cycle_is_still_an_error(tmp_path, capsys):
 
 # --- counts -------------------------------------------------------------------------------------
 
-def _dry_run(spec: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    """`nfnzoo generate --dry-run` in a fresh process: before the bound, these never returned."""
-    return subprocess.run([sys.executable, "-m", "zoo.cli", "generate", str(spec), "--dry-run", "--out",
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+def _dry_run(cli, spec: Path, tmp_path: Path):
+    """`nfnzoo generate --dry-run` in a fresh process (tests/forked_cli.py), killed past its timeout: before
+    the bound, these never returned."""
+    return cli.run(["generate", str(spec), "--dry-run", "--out", str(tmp_path / "out")], cwd=tmp_path,
+                   env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=60)
 
 
 @pytest.mark.parametrize("body, key", [
@@ -228,10 +226,10 @@ def _dry_run(spec: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     ("extends: inr-mnist\nname: big\nsearch_space:\n  grid:\n    image_index: {range: [0, 9223372036854775807]}\n",
      "search_space: plans 9,223,372,036,854,775,807 runs"),
 ])
-def test_a_plan_too_large_to_enumerate_is_refused_before_enumerating(tmp_path, body, key):
+def test_a_plan_too_large_to_enumerate_is_refused_before_enumerating(cli, tmp_path, body, key):
     spec = tmp_path / "big.yaml"
     spec.write_text(body)
-    result = _dry_run(spec, tmp_path)
+    result = _dry_run(cli, spec, tmp_path)
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{spec}: {key}" in lines[0] and "at most 10,000,000" in lines[0], result.stderr

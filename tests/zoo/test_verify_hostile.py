@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,9 +25,9 @@ CONFIG = "cnn-mnist"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(*argv: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo.cli", *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+def run(cli, *argv: str, timeout: int = 120):
+    """`nfnzoo ARGV` in a fresh process (the session's forked CLI, tests/forked_cli.py)."""
+    return cli.run(list(argv), cwd=ROOT, env=dict(os.environ), timeout=timeout)
 
 
 def run_main(capsys, *argv: str) -> tuple[int, str]:
@@ -70,7 +68,8 @@ def rewrite_rows(folder: Path, column: str, change) -> str:
 # --- manifest shard paths stay inside the folder -------------------------------------------------------------
 
 @pytest.mark.parametrize("where", ["parent", "absolute", "symlink"])
-def test_a_manifest_naming_a_file_outside_the_folder_is_refused_before_it_is_opened(tiny_zoo_copy, tmp_path, where):
+def test_a_manifest_naming_a_file_outside_the_folder_is_refused_before_it_is_opened(cli, tiny_zoo_copy, tmp_path,
+                                                                                    where):
     outside = tmp_path / "outside.parquet"
     os.mkfifo(outside)  # opening it would block; its size would be reported by a stat
     manifest = read_manifest(tiny_zoo_copy)
@@ -83,13 +82,13 @@ def test_a_manifest_naming_a_file_outside_the_folder_is_refused_before_it_is_ope
         (tiny_zoo_copy / entry["path"]).unlink()
         (tiny_zoo_copy / entry["path"]).symlink_to(outside)
     write_manifest(tiny_zoo_copy, manifest)
-    result = cli("verify", str(tiny_zoo_copy), timeout=60)  # a FIFO opened would hang until the timeout
+    result = run(cli, "verify", str(tiny_zoo_copy), timeout=60)  # a FIFO opened would hang until the timeout
     assert result.returncode == 1, result.stderr
     assert f"configs.{CONFIG}.files[0].path" in result.stderr and "bytes" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     with pytest.raises(InputError, match=rf"configs\.{CONFIG}\.files\[0\]\.path"):
         load_split(tiny_zoo_copy, CONFIG, entry["split"])
-    result = cli("info", str(tiny_zoo_copy), timeout=60)
+    result = run(cli, "info", str(tiny_zoo_copy), timeout=60)
     assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert f"configs.{CONFIG}.files[0].path" in result.stderr
 
@@ -295,12 +294,12 @@ def test_the_cards_completeness_must_agree_with_the_manifest(tiny_zoo_copy, tiny
 
 # --- arguments ----------------------------------------------------------------------------------------------------
 
-def test_verify_json_into_a_missing_folder_is_one_line(tiny_zoo, tmp_path):
+def test_verify_json_into_a_missing_folder_is_one_line(cli, tiny_zoo, tmp_path):
     target = tmp_path / "missing" / "report.json"
-    result = cli("verify", str(tiny_zoo), "--json", str(target))
+    result = run(cli, "verify", str(tiny_zoo), "--json", str(target))
     assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert str(target) in result.stderr and not target.parent.exists()
-    result = cli("verify", str(tiny_zoo), "--json", str(tmp_path / "report.json"))
+    result = run(cli, "verify", str(tiny_zoo), "--json", str(tmp_path / "report.json"))
     assert result.returncode == 0 and json.loads((tmp_path / "report.json").read_text())["problems"] == []
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # written atomically: no temporary left
 
