@@ -17,10 +17,16 @@ export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: demo test test-fast test-durations docs docs-results docs-weight-spaces bench-loading bench-generation bench-nfn bench-full-size venv clean
 
+# What nearly every process of a run imports, compiled once at install, in two processes; otherwise the
+# suite's first processes, starting together, would each compile it.
+WARM_A := torch, torchvision, torch_geometric, nfn_models, benchmarks.harness, zoo.cli
+WARM_B := ray, pandas, pyarrow.parquet, scipy.stats, sklearn, matplotlib.pyplot, datasets, leaderboards.board
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --no-compile -e '.[dev]'
+	$(BIN)/python -c "import $(WARM_A)" & warm=$$!; $(BIN)/python -c "import $(WARM_B)" && wait $$warm
 	touch $(STAMP)
 
 venv: $(STAMP)
