@@ -1,4 +1,4 @@
-"""Shared fixtures: one tiny real zoo per session, trained on MNIST without Ray and packed.
+"""Shared fixtures: one tiny real zoo per run, trained on MNIST without Ray, packed, built once for all workers.
 
 Torch runs on one intra-op thread in every test, as each Ray trial does
 (`zoo.training.worker.configure_threads`): float reductions, hence trained weights, depend on the
@@ -111,6 +111,24 @@ def _read_only(folder: Path) -> None:
             path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
 
 
+def shared_zoo(tmp_path_factory, name: str, spec: ZooSpec, checkpoints: int) -> Path:
+    """A packed zoo of `spec` (read-only), trained without Ray, built once per run (`shared_folder`)."""
+    from zoo.storage.folder import STAGING_FOLDER, save_spec
+    from zoo.dataset.pack import pack
+    from zoo.planning.plan import plan_runs
+    from zoo.storage.staging import Staging
+    from zoo.training.worker import train_runs
+
+    def build(folder: Path) -> None:
+        save_spec(spec, folder)
+        written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
+        assert written == checkpoints, written
+        pack(folder)
+        _read_only(folder)
+
+    return shared_folder(tmp_path_factory, name, build)
+
+
 def make_tiny_spec() -> ZooSpec:
     """The bundled `cnn-mnist` spec, `tiny` profile, shrunk further to train in seconds.
 
@@ -131,69 +149,27 @@ def tiny_zoo_spec() -> ZooSpec:
 @pytest.fixture(scope="session")
 def tiny_zoo(tmp_path_factory, tiny_zoo_spec: ZooSpec) -> Path:
     """A packed tiny zoo (read-only). Staged with `zoo.training.worker.train_runs`, no Ray."""
-    from zoo.storage.folder import STAGING_FOLDER, save_spec
-    from zoo.dataset.pack import pack
-    from zoo.planning.plan import plan_runs
-    from zoo.storage.staging import Staging
-    from zoo.training.worker import train_runs
-
-    def build(folder: Path) -> None:
-        save_spec(tiny_zoo_spec, folder)
-        written = train_runs(tiny_zoo_spec, plan_runs(tiny_zoo_spec), Staging(folder / STAGING_FOLDER))
-        assert written == 18, written
-        pack(folder)
-        _read_only(folder)
-
-    return shared_folder(tmp_path_factory, "tiny_zoo", build)
+    return shared_zoo(tmp_path_factory, "tiny_zoo", tiny_zoo_spec, 18)
 
 
 @pytest.fixture(scope="session")
 def tiny_transformer_zoo(tmp_path_factory) -> Path:
     """A packed tiny `transformer-mnist` zoo (read-only): 16 runs (4 configurations x 4 seeds) of
     4 epochs on 800 images, checkpoints at epochs 2, 3, 4 and the best; no Ray."""
-    from zoo.storage.folder import STAGING_FOLDER, save_spec
-    from zoo.dataset.pack import pack
-    from zoo.planning.plan import plan_runs
-    from zoo.storage.staging import Staging
-    from zoo.training.worker import train_runs
-
     data = load_spec("transformer-mnist", "tiny").to_data()
     data["dataset"].update(train_size=800, validation_size=200, test_size=200, eval_train_size=200)
     data["seeds"] = [0, 1, 2, 3]
     data["training"].update(epochs=4, checkpoint_epochs=[2, 3, 4])
     data["splits"]["fractions"] = {"train": 0.5, "validation": 0.25, "test": 0.25}
     spec = spec_from_data(data, "tests/conftest.py:tiny_transformer_zoo")
-
-    def build(folder: Path) -> None:
-        save_spec(spec, folder)
-        written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
-        assert written == 16 * 4, written
-        pack(folder)
-        _read_only(folder)
-
-    return shared_folder(tmp_path_factory, "tiny_transformer_zoo", build)
+    return shared_zoo(tmp_path_factory, "tiny_transformer_zoo", spec, 16 * 4)
 
 
 @pytest.fixture(scope="session")
 def tiny_inr_zoo_folder(tmp_path_factory) -> Path:
     """The packed `inr-mnist` `tiny` profile (read-only): 28 SIRENs (every 2,500th MNIST image, so all
     three splits: 18 / 2 / 8 runs), checkpoints at steps 100 and 200; no Ray."""
-    from zoo.storage.folder import STAGING_FOLDER, save_spec
-    from zoo.dataset.pack import pack
-    from zoo.planning.plan import plan_runs
-    from zoo.storage.staging import Staging
-    from zoo.training.worker import train_runs
-
-    spec = load_spec("inr-mnist", "tiny")
-
-    def build(folder: Path) -> None:
-        save_spec(spec, folder)
-        written = train_runs(spec, plan_runs(spec), Staging(folder / STAGING_FOLDER))
-        assert written == 28 * 2, written
-        pack(folder)
-        _read_only(folder)
-
-    return shared_folder(tmp_path_factory, "inr_zoo", build)
+    return shared_zoo(tmp_path_factory, "inr_zoo", load_spec("inr-mnist", "tiny"), 28 * 2)
 
 
 CLUSTER = pytest.StashKey["OnDemandCluster"]()
