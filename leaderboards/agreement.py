@@ -139,7 +139,7 @@ def cell_agreement(cell: str, task, runs: dict[tuple[str, str], Run], targets: n
     scores = tuple(sorted(scores, key=lambda s: (-s.larger if higher else s.larger, s.model)))
     if len(models) < MIN_MODELS:
         return CellAgreement(cell, metric, scores, None, None, 0)
-    tau = _tau([s.base for s in scores], [s.larger for s in scores])
+    tau = tau_b([s.base for s in scores], [s.larger for s in scores])
     rng = np.random.default_rng(seed)
     draws = []  # the generator's calls in their recorded order: a draw's rows, then each run's seeds
     for _ in range(resamples):
@@ -151,7 +151,7 @@ def cell_agreement(cell: str, task, runs: dict[tuple[str, str], Run], targets: n
     taus = []
     for number, (_, picks) in enumerate(draws):
         means = {key: float(np.mean(per_seed[key][number, picks[key]])) for key in runs}
-        taus.append(_tau([means[m, "base"] for m in models], [means[m, "larger"] for m in models]))
+        taus.append(tau_b([means[m, "base"] for m in models], [means[m, "larger"] for m in models]))
     finite = [t for t in taus if np.isfinite(t)]
     interval = (float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5))) if finite else None
     return CellAgreement(cell, metric, scores, tau, interval, resamples)
@@ -171,7 +171,7 @@ def _resampled_scores(task, metric: str, targets: np.ndarray, predictions: np.nd
                      for rows in draws])
 
 
-def _tau(first: list[float], second: list[float]) -> float:
+def tau_b(first: list[float], second: list[float]) -> float:
     """Kendall's tau-b between two score lists (NaN where either is constant)."""
     return float(stats.kendalltau(first, second).statistic)
 

@@ -23,10 +23,9 @@ import numpy as np
 
 from benchmarks.standard import STANDARD_SUITES
 from benchmarks.tasks import get_task_class
+from leaderboards.agreement import MIN_MODELS, ranked_runs, tau_b
 from leaderboards.entries import Entry
 from leaderboards.escape import markdown_cell
-
-MIN_MODELS = 3  # fewer and a rank correlation says nothing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,16 +74,12 @@ def cell_curves(cell: str, task, base_epochs: int, larger_epochs: int, runs: dic
 
 
 def _tau(first: list[float], second: list[float]) -> float | None:
-    from scipy import stats
-
-    tau = float(stats.kendalltau(first, second).statistic)
+    tau = tau_b(first, second)
     return tau if np.isfinite(tau) else None
 
 
 def budget_curves(entries: list[tuple[Path, Entry]], base: str, larger: str) -> list[CellCurves]:
     """Each cell of `base` that `larger` also has, read from `larger`'s ranked entries' curves."""
-    from leaderboards.agreement import ranked_runs
-
     big = ranked_runs(entries, larger)
     larger_cells = {cell.name: cell for cell in STANDARD_SUITES.get(larger)().cells}
     out = []
