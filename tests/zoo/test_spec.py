@@ -431,10 +431,10 @@ def test_a_spec_with_its_own_description_must_describe_the_profiles_it_inherits(
     child = {"extends": "inr-mnist", "name": "inr-other", "description": "SIRENs on another data set."}
     path = tmp_path / "inr-other.yaml"
     path.write_text(yaml.safe_dump(child))
-    with pytest.raises(SchemaError, match=r"profiles\.(fast|fast-fifth|suite-v2)\.description.*inr-mnist"):
+    with pytest.raises(SchemaError, match=r"profiles\.(fast|fast-fifth|suite-v2|suite-v3)\.description.*inr-mnist"):
         load_spec(path)
     own = {name: {"description": f"SIRENs on another data set ({name})."} for name in ("fast", "fast-fifth",
-                                                                                      "suite-v2")}
+                                                                                      "suite-v2", "suite-v3")}
     path.write_text(yaml.safe_dump({**child, "profiles": own}))
     assert load_spec(path, "fast").description == "SIRENs on another data set (fast)."
     assert load_spec(path, "tiny").description == "SIRENs on another data set."  # no description of its own
