@@ -2,7 +2,7 @@
 
 Result pages mix tables (data) with analysis (prose, written by hand). The tables must never be copied by
 hand. So each one lives in a marked region that `nfnzoo leaderboard render --docs DIR` rewrites from the
-board. Everything outside the markers stays as its author wrote it. There are four kinds of region.
+board. Everything outside the markers stays as its author wrote it. There are five kinds of region.
 
 A board region opens with `<!-- nfnzoo:board task=generalization dataset=6e211693486a -->` and closes with
 `<!-- /nfnzoo:board -->`. It holds the dataset's sweep tables and one ranked table per evaluation protocol.
@@ -17,6 +17,10 @@ An agreement region opens with `<!-- nfnzoo:agreement base=standard-v2 larger=st
 with `<!-- /nfnzoo:agreement -->`. It holds each cell's rank agreement between the two suites, and every
 model's two scores. Where the larger runs recorded learning curves, it adds their budget curves
 (`leaderboards.curves`).
+
+A separation region opens with `<!-- nfnzoo:separation suite=standard-v2 without=mlp,probegen -->` and closes
+with `<!-- /nfnzoo:separation -->`. It says, per cell, which models the board tells apart beyond seed noise
+(`leaderboards.separation`); `without` (optional) leaves models out.
 
 `board` regions name a task and a dataset, by its hash or the hash's first 12 hex digits. Under each table
 they print the protocol, the seeds and the full dataset hash. Where the task ranks, they add the tau-b
@@ -41,68 +45,24 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
 
 from benchmarks.files import write_text_atomic
 from zoo.storage import nofollow
 from zoo.validation.inputs import InputError
 from leaderboards.board import CLAIMS_NOTE, RESCORED_NOTE, DatasetSection, Table, TaskBoard, build_board
 from leaderboards.escape import markdown_cell, markdown_text
-from benchmarks.results import line_problem
-from leaderboards.datasets import SHA256
-from zoo.validation.inputs import name_problem, read_json_file
-from zoo.validation.schema import SchemaError, from_data
+from leaderboards.skipped import SkippedEntries, load_skipped
 
 # a region's markers are whole lines, so prose can quote them inline
 REGION = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)(?P<params>[^>\n]*?) -->\n(?P<body>.*?)^<!-- /nfnzoo:(?P=kind) -->$",
                     re.DOTALL | re.MULTILINE)
 OPENING = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)", re.MULTILINE)
-PARAMS = {"board": {"task", "dataset"}, "teaser": set(), "suite": {"name"}, "agreement": {"base", "larger"}}
+PARAMS = {"board": {"task", "dataset"}, "teaser": set(), "suite": {"name"}, "agreement": {"base", "larger"},
+          "separation": {"suite"}}
+OPTIONAL = {"separation": {"without"}}  # parameters a region may leave out
 COMMAND = "nfnzoo leaderboard render --docs docs --readme README.md"
 NOTICE = f"*Generated from the official board by `{COMMAND}`; edits between the markers are overwritten.*"
 BOARD_COLUMNS = ("Params", "Train time / seed (s)", "Re-scored", "Claims", "Entry")  # after Rank, Model, metrics
-SKIPPED_FILE = "skipped.json"
-MAX_SKIPPED_BYTES = 1 * 2**20
-
-
-@dataclasses.dataclass(frozen=True)
-class SkippedEntries:
-    """Suite entries that could not run on a dataset, and why (what the suite wrote to `<entry>.skipped`)."""
-    task: str
-    dataset_hash: str  # the full sha256
-    suite: str
-    entries: tuple[str, ...]
-    protocol: dict[str, Any]  # the task-config fields in which these entries differ from the dataset's others
-    reason: str  # one line: the error the task raises on the pinned test split with that protocol
-
-    def validate(self, where: str, key: str) -> None:
-        for field, value in (("task", self.task), ("suite", self.suite),
-                             *((f"entries[{i}]", name) for i, name in enumerate(self.entries))):
-            problem = name_problem(value)
-            if problem is not None:
-                raise SchemaError(where, f"{key}.{field}", problem)
-        if not SHA256.fullmatch(self.dataset_hash):
-            raise SchemaError(where, f"{key}.dataset_hash",
-                              f"expected a sha256 hex digest, got {ascii(self.dataset_hash[:80])}")
-        problem = line_problem(self.reason, 500)
-        if problem is not None:
-            raise SchemaError(where, f"{key}.reason", problem)
-
-
-@dataclasses.dataclass(frozen=True)
-class SkippedFile:
-    skipped: tuple[SkippedEntries, ...] = ()
-
-
-def load_skipped(root: str | Path) -> tuple[SkippedEntries, ...]:
-    """The board's skipped-entry records (`<root>/skipped.json`); a missing file means none."""
-    path = Path(root) / SKIPPED_FILE
-    if not path.exists():
-        return ()
-    data = read_json_file(path, MAX_SKIPPED_BYTES, strict=True, what="skipped-entries file")
-    return from_data(SkippedFile, data, where=str(path)).skipped
-
-
 # -- the cells -------------------------------------------------------------------------------
 
 def _row(cells) -> str:
@@ -223,6 +183,20 @@ def agreement_region(rendered: Rendered, base: str, larger: str, where: str) -> 
     return f"{NOTICE}\n\n{agreement_markdown(cells, base, larger)}" + (f"\n\n{curves}" if curves else "")
 
 
+def separation_region(rendered: Rendered, suite: str, without: str, where: str) -> str:
+    """Which models of each of a suite's cells the board separates beyond seed noise (`leaderboards.separation`)."""
+    from leaderboards.separation import separation_markdown, separations
+
+    left_out = frozenset(name for name in without.split(",") if name)
+    try:
+        cells = separations(rendered.entries, suite, left_out)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    if not any(cell.models for cell in cells):
+        return f"{NOTICE}\n\nNo run of {suite} is on the board yet."
+    return f"{NOTICE}\n\n{separation_markdown(cells, left_out)}"
+
+
 def suite_region(suites: list, name: str, where: str) -> str:
     """A standard suite's tables (`leaderboards.suite_board`): the ranked one, then each stand-in one."""
     from benchmarks.standard import STANDARD_SUITES
@@ -242,8 +216,9 @@ def _params(text: str, kind: str, where: str) -> dict[str, str]:
     params = {}
     for token in text.split():
         key, sep, value = token.partition("=")
-        if not sep or key not in PARAMS[kind]:
-            raise ValueError(f"{where}: nfnzoo:{kind} takes {sorted(PARAMS[kind]) or 'no parameters'} "
+        allowed = PARAMS[kind] | OPTIONAL.get(kind, set())
+        if not sep or key not in allowed:
+            raise ValueError(f"{where}: nfnzoo:{kind} takes {sorted(allowed) or 'no parameters'} "
                              f"as key=value; got {token!r}")
         params[key] = value
     missing = PARAMS[kind] - set(params)
@@ -277,6 +252,8 @@ REGIONS = {
     "suite": lambda rendered, params, here: (suite_region(rendered.suites, params["name"], here), set()),
     "agreement": lambda rendered, params, here: (
         agreement_region(rendered, params["base"], params["larger"], here), set()),
+    "separation": lambda rendered, params, here: (
+        separation_region(rendered, params["suite"], params.get("without", ""), here), set()),
 }
 
 

@@ -16,7 +16,8 @@ import pytest
 from benchmarks.tasks import get_task_class
 from leaderboards import OFFICIAL_ROOT
 from leaderboards.datasets import load_datasets
-from leaderboards.docs_pages import docs_pages, load_skipped, render_docs, stale_pages
+from leaderboards.docs_pages import docs_pages, render_docs, stale_pages
+from leaderboards.skipped import load_skipped
 from leaderboards.entries import load_entries
 from leaderboards.pinned import load_pinned
 from zoo.cli import main
