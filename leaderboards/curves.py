@@ -54,19 +54,22 @@ def _selection_score(entry: Entry) -> str | None:
 def cell_curves(cell: str, task, base_epochs: int, larger_epochs: int, runs: dict[str, Entry]) -> CellCurves | None:
     """One cell's budget curves from the larger suite's entries {model: Entry}; None when no run has curves."""
     budgets = tuple(range(base_epochs, larger_epochs + 1, base_epochs))
-    models, score = [], None
+    whole = []  # (model, its seeds' curves) of the runs that recorded every epoch, and the score they select on
+    score = None
     for model, entry in sorted(runs.items()):
         name = _selection_score(entry)
         curves = [seed.curve for seed in entry.results.per_seed]
         if name is None or any(len(curve) < larger_epochs for curve in curves):
             continue
-        higher = task.metrics.get(name.removeprefix("validation_"), True)
+        whole.append((model, curves))
+        score = name if score is None else score
+    if not whole:
+        return None
+    higher = task.metrics.get(score.removeprefix("validation_"), True)  # the task's runs all select on one score
+    models = []
+    for model, curves in whole:
         best = np.mean([best_so_far(curve, higher) for curve in curves], axis=0)
         models.append((model, tuple(float(best[epochs - 1]) for epochs in budgets)))
-        score = name if score is None else score
-    if not models:
-        return None
-    higher = task.metrics.get(score.removeprefix("validation_"), True)
     models.sort(key=lambda item: (-item[1][-1] if higher else item[1][-1], item[0]))
     taus = tuple(_tau([scores[column] for _, scores in models], [scores[-1] for _, scores in models])
                  if len(models) >= MIN_MODELS else None for column in range(len(budgets)))
