@@ -64,7 +64,25 @@ def test_standard_v2_cells_are_pinned_to_the_boards_portable_zoos():
         assert Path("leaderboards", board[cell.zoo.name]["test_metadata"]).exists()
 
 
-@pytest.mark.parametrize("zoo", sorted({cell.zoo for name in ("standard-v1", "standard-v2")
+def test_standard_v3_is_v2_with_its_inr_cell_on_five_times_the_sirens():
+    """Only the INR cell's zoo changes (suite-v3: every 2nd image, 22,500 training SIRENs); the other cells are
+    v2's own, so a model's v2 runs of them count for v3 too."""
+    v2, v3 = (STANDARD_SUITES.get(name)() for name in ("standard-v2", "standard-v3"))
+    assert [cell.name for cell in v3.cells] == [cell.name for cell in v2.cells]
+    for old, new in zip(v2.cells, v3.cells):
+        if new.name != "inr-classification":
+            assert new == old
+            continue
+        assert (new.zoo.name, new.zoo.dataset_hash[:12], new.zoo.profile) == ("inr-mnist-suite-v3", "64c9831e53c3",
+                                                                               "suite-v3")
+        assert dataclasses.replace(new, zoo=old.zoo) == old  # the same task, protocol, seeds and presets
+    board = {d["name"]: d for d in json.loads(Path("leaderboards/datasets.json").read_text())["datasets"]}
+    record = board["inr-mnist-suite-v3"]
+    assert (record["dataset_hash"], record["source"]) == (v3.cells[2].zoo.dataset_hash,
+                                                          "regenerated from spec inr-mnist (suite-v3)")
+
+
+@pytest.mark.parametrize("zoo", sorted({cell.zoo for name in ("standard-v1", "standard-v2", "standard-v3")
                                         for cell in STANDARD_SUITES.get(name)().cells},
                                        key=lambda zoo: zoo.name), ids=lambda zoo: zoo.name)
 def test_each_zoos_recipe_plans_the_pinned_zoos_runs(zoo):
