@@ -105,6 +105,11 @@ def separations(entries: list[tuple[Path, Entry]], suite: str, without: frozense
     if suite not in STANDARD_SUITES.names():
         raise ValueError(f"{suite!r} is no standard suite; expected one of {STANDARD_SUITES.names()}")
     runs = ranked_runs(entries, suite)
+    seen = {model for cell_runs in runs.values() for model in cell_runs}
+    unknown = sorted(without - seen)
+    if seen and unknown:  # a misspelt name would leave its model in without a word
+        raise ValueError(f"without: {', '.join(map(repr, unknown))} ran no cell of {suite}; its models: "
+                         f"{', '.join(sorted(seen))}")
     out = []
     for cell in STANDARD_SUITES.get(suite)().cells:
         task = get_task_class(cell.task)

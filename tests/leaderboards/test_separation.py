@@ -70,3 +70,14 @@ def test_the_region_takes_an_optional_without_and_refuses_other_keys():
         rewrite(text.replace("without=", "except="), "page.md", rendered)
     with pytest.raises(ValueError, match=r"page\.md:1: 'standard-v9' is no standard suite"):
         rewrite(text.replace("standard-v2", "standard-v9"), "page.md", rendered)
+
+
+def test_a_name_left_out_must_be_a_model_of_the_suite():
+    from leaderboards import OFFICIAL_ROOT
+    from leaderboards.entries import load_entries
+    from leaderboards.separation import separations
+
+    entries = load_entries(OFFICIAL_ROOT)
+    assert any(cell.models for cell in separations(entries, "standard-v2", frozenset({"mlp"})))
+    with pytest.raises(ValueError, match=r"without: 'mpl' ran no cell of standard-v2; its models: .*mlp"):
+        separations(entries, "standard-v2", frozenset({"mpl"}))
