@@ -235,7 +235,8 @@ def standard_v2() -> StandardSuite:
 
 
 # standard-v3's INR zoo: suite-v2's recipe on every 2nd MNIST image (22,500 training SIRENs), portable.
-INR_MNIST_SUITE_V3 = ZooRef("inr-mnist-suite-v3", "inr-mnist", "64c9831e53c364ad4627566f427bf5f5ce344911411e1689b43b39bd272a7689", "inr-mnist", "suite-v3")
+INR_MNIST_SUITE_V3 = ZooRef("inr-mnist-suite-v3", "inr-mnist",
+                            "64c9831e53c364ad4627566f427bf5f5ce344911411e1689b43b39bd272a7689", "inr-mnist", "suite-v3")
 
 
 @STANDARD_SUITES.register("standard-v3")
