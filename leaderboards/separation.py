@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from pathlib import Path
 
 from benchmarks.standard import STANDARD_SUITES
@@ -35,15 +36,12 @@ class SeedScores:
 
     @property
     def mean(self) -> float:
-        return math.fsum(self.scores) / len(self.scores)
+        return statistics.fmean(self.scores)
 
     @property
     def std(self) -> float:
         """The sample standard deviation (0 for one seed)."""
-        if len(self.scores) < 2:
-            return 0.0
-        mean = self.mean
-        return math.sqrt(math.fsum((s - mean) ** 2 for s in self.scores) / (len(self.scores) - 1))
+        return statistics.stdev(self.scores) if len(self.scores) > 1 else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
