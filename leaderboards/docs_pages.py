@@ -2,7 +2,7 @@
 
 Result pages mix tables (data) with analysis (prose, written by hand). The tables must never be copied by
 hand. So each one lives in a marked region that `nfnzoo leaderboard render --docs DIR` rewrites from the
-board. Everything outside the markers stays as its author wrote it. There are five kinds of region.
+board. Everything outside the markers stays as its author wrote it. There are six kinds of region.
 
 A board region opens with `<!-- nfnzoo:board task=generalization dataset=6e211693486a -->` and closes with
 `<!-- /nfnzoo:board -->`. It holds the dataset's sweep tables and one ranked table per evaluation protocol.
@@ -21,6 +21,10 @@ model's two scores. Where the larger runs recorded learning curves, it adds thei
 A separation region opens with `<!-- nfnzoo:separation suite=standard-v2 without=mlp,probegen -->` and closes
 with `<!-- /nfnzoo:separation -->`. It says, per cell, which models the board tells apart beyond seed noise
 (`leaderboards.separation`); `without` (optional) leaves models out.
+
+A budgets region opens with `<!-- nfnzoo:budgets task=generalization dataset=391f00067b9d models=scalegmn,hnp
+subset=activation:relu -->` and closes with `<!-- /nfnzoo:budgets -->`. It sets each of the models' entries on
+the dataset beside the others, with the training budget each ran (`leaderboards.budgets`).
 
 `board` regions name a task and a dataset, by its hash or the hash's first 12 hex digits. Under each table
 they print the protocol, the seeds and the full dataset hash. Where the task ranks, they add the tau-b
@@ -58,8 +62,8 @@ REGION = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)(?P<params>[^>\n]*?) -->\n(?P
                     re.DOTALL | re.MULTILINE)
 OPENING = re.compile(r"^<!-- nfnzoo:(?P<kind>[a-z]+)", re.MULTILINE)
 PARAMS = {"board": {"task", "dataset"}, "teaser": set(), "suite": {"name"}, "agreement": {"base", "larger"},
-          "separation": {"suite"}}
-OPTIONAL = {"separation": {"without"}}  # parameters a region may leave out
+          "separation": {"suite"}, "budgets": {"task", "dataset", "models"}}
+OPTIONAL = {"separation": {"without"}, "budgets": {"subset"}}  # parameters a region may leave out
 COMMAND = "nfnzoo leaderboard render --docs docs --readme README.md"
 NOTICE = f"*Generated from the official board by `{COMMAND}`; edits between the markers are overwritten.*"
 BOARD_COLUMNS = ("Params", "Train time / seed (s)", "Re-scored", "Claims", "Entry")  # after Rank, Model, metrics
@@ -197,6 +201,17 @@ def separation_region(rendered: Rendered, suite: str, without: str, where: str) 
     return f"{NOTICE}\n\n{separation_markdown(cells, left_out)}"
 
 
+def budgets_region(rendered: Rendered, params: dict[str, str], where: str) -> str:
+    """Some models' runs on one dataset with the training budget of each (`leaderboards.budgets`)."""
+    from leaderboards.budgets import budget_rows, budgets_markdown, parse_subset
+
+    models = [name for name in params["models"].split(",") if name]
+    board, section = _section(rendered, params, where)  # refuses a task or dataset the board does not have
+    subset = parse_subset(params.get("subset", ""), where)
+    metric, rows = budget_rows(rendered.entries, board.task, section.dataset_hash, models, subset)
+    return f"{NOTICE}\n\n{budgets_markdown(metric, rows, models)}"
+
+
 def suite_region(suites: list, name: str, where: str) -> str:
     """A standard suite's tables (`leaderboards.suite_board`): the ranked one, then each stand-in one."""
     from benchmarks.standard import STANDARD_SUITES
@@ -254,6 +269,7 @@ REGIONS = {
         agreement_region(rendered, params["base"], params["larger"], here), set()),
     "separation": lambda rendered, params, here: (
         separation_region(rendered, params["suite"], params.get("without", ""), here), set()),
+    "budgets": lambda rendered, params, here: (budgets_region(rendered, params, here), set()),
 }
 
 
