@@ -347,13 +347,9 @@ def check_steps(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str,
     ("start", a label) comes before each step that runs the model's code. Then comes that step's one
     record: ("loaded", the resolved name), ("size", `Size`) or ("check", `Check`).
     `benchmarks.check_process` holds a step without its record as not finished."""
-    unknown = sorted(set(spaces or ()) - set(SPACES))
-    if unknown or spaces == []:
-        raise ValueError(f"--spaces: expected some of {', '.join(sorted(SPACES))}, got {list(spaces or [])}")
+    _known_spaces(spaces)
     name = yield from _step("import of the model", "loaded", MODELS.resolve, name)
-    read = [s for s in sorted(SPACES) if reads(name, s) and (spaces is None or s in spaces)]
-    if not read:
-        raise ValueError(f"model {name!r} reads none of the spaces {list(spaces or [])}")
+    read = _read(name, spaces)
     for space_name in read:
         yield from _step(f"build on {space_name}", "size", sized, name, space_name, "invariant", overrides)
         broken = False
@@ -381,6 +377,33 @@ def check_steps(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str,
                     if magnitude == "unit" or group in claims:
                         yield from _step(f"equivariance under {group} on {space_name} at {magnitude}", "check",
                                          check_equivariance, name, space_name, group, seeds, overrides, magnitude)
+
+
+def refuse_early(name: str, overrides: Mapping[str, Any] | None = None, spaces: Sequence[str] | None = None) -> None:
+    """The refusals that need no outside code, raised where the command runs, before any child starts.
+
+    One is an unknown `--spaces` name. For a built-in model, others are a space set it reads none of,
+    and a setting it refuses when built small on a space it reads (`sized`: a bad config key or value,
+    a size too large). An import path or an entry point is the author's code: its import and builds run
+    only in `check_steps`' child (`benchmarks.check_process`), which makes the same refusals there."""
+    _known_spaces(spaces)
+    if name in MODELS.builtin_names():
+        for space_name in _read(name, spaces):
+            sized(name, space_name, "invariant", overrides)
+
+
+def _known_spaces(spaces: Sequence[str] | None) -> None:
+    unknown = sorted(set(spaces or ()) - set(SPACES))
+    if unknown or spaces == []:
+        raise ValueError(f"--spaces: expected some of {', '.join(sorted(SPACES))}, got {list(spaces or [])}")
+
+
+def _read(name: str, spaces: Sequence[str] | None) -> list[str]:
+    """The spaces model `name` is checked on: those it reads, of `spaces` where given (none is an error)."""
+    read = [s for s in sorted(SPACES) if reads(name, s) and (spaces is None or s in spaces)]
+    if not read:
+        raise ValueError(f"model {name!r} reads none of the spaces {list(spaces or [])}")
+    return read
 
 
 def _step(label: str, kind: str, run: Callable[..., Any], *arguments: Any) -> Iterator[tuple[str, Any]]:

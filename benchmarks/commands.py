@@ -150,6 +150,7 @@ def _standard_suite(args: argparse.Namespace) -> int:
 
 
 def check_model_command(args: argparse.Namespace) -> int:
+    from benchmarks.check_model import refuse_early
     from benchmarks.check_process import run_checks
     from benchmarks.check_report import format_table, sizes_note, summary
     from benchmarks.threads import benchmark_threads
@@ -157,6 +158,7 @@ def check_model_command(args: argparse.Namespace) -> int:
     overrides = scoped_overrides(args.set, "model", "model.KEY=VALUE")
     try:  # in a child process: a verdict only on checks that finished (`benchmarks.check_process`)
         spaces = [name.strip() for name in args.spaces.split(",")] if args.spaces is not None else None
+        refuse_early(args.model, overrides, spaces)  # a bad argument needs no child (nor its torch start)
         with benchmark_threads() as threads:  # chosen, not inherited; the child runs on this process's count
             checks, sizes = run_checks(args.model, parse_seeds(args.seeds), overrides, spaces)
     except (UnknownNameError, SchemaError, ValueError, TypeError) as error:

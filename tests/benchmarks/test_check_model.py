@@ -152,9 +152,11 @@ def test_the_checks_measure_what_they_report(example):
     assert format_table(checks).count("\n") == len(checks) + 2
 
 
-def test_bad_input_is_one_line(capsys):
-    assert main(["bench", "check-model", "no_such_pkg:Model"]) == 1
+def test_bad_input_is_one_line(capsys, monkeypatch):
+    assert main(["bench", "check-model", "no_such_pkg:Model"]) == 1  # an import path: refused by the child
     assert "cannot import module 'no_such_pkg'" in capsys.readouterr().err
+    # the rest are refused where the command runs: a child started for them fails the test
+    monkeypatch.setattr("benchmarks.check_process.subprocess.Popen", _no_child)
     assert main(["bench", "check-model", "statnn", "--set", "model.widths=3"]) == 1
     assert "widths" in capsys.readouterr().err
     assert main(["bench", "check-model", "statnn", "--spaces", "siren,mlp"]) == 1
@@ -164,9 +166,16 @@ def test_bad_input_is_one_line(capsys):
     assert "reads none of the spaces ['transformer-2x2']" in capsys.readouterr().err
 
 
-def test_spaces_restrict_the_checks_to_a_setting_that_reads_only_them(capsys):
-    # NG-T with probe features runs its members as SIRENs: on every space it refuses the CNNs, on siren it holds
-    assert main(["bench", "check-model", "ng_t", "--set", "model.probe_features=4"]) == 1
+def _no_child(*args, **kwargs):
+    raise AssertionError(f"a child process was started for an argument the command refuses itself: {args}")
+
+
+def test_spaces_restrict_the_checks_to_a_setting_that_reads_only_them(capsys, monkeypatch):
+    # NG-T with probe features runs its members as SIRENs: on every space it refuses the CNNs (before any
+    # child starts: a built-in's refusal), on siren it holds
+    with monkeypatch.context() as patched:
+        patched.setattr("benchmarks.check_process.subprocess.Popen", _no_child)
+        assert main(["bench", "check-model", "ng_t", "--set", "model.probe_features=4"]) == 1
     assert "runs the members as SIRENs" in capsys.readouterr().err
     assert main(["bench", "check-model", "ng_t", "--set", "model.probe_features=4", "--spaces", "siren",
                  "--seeds", "0"]) == 0
