@@ -8,7 +8,7 @@ shrunk, and `group` is set to the space's group where the model has one. A trans
 The spaces are CNN-ReLU, CNN-tanh and SIREN members (feedforward). They also include a 2-block
 2-head transformer without residuals, and a 3-block 4-head one with them. The model's parameters
 there are first counted on the meta device (`benchmarks.tasks.limits.model_size_problem`), as
-`bench run` counts them. One too large is refused in that line, and never allocated (`sized`,
+`bench run` counts them. One too large is refused in that line, and never allocated (`benchmarks.check_steps.sized`,
 `Size`).
 
 For each group of the space, the families' own random elements (`zoo.symmetry`) act on random
@@ -57,13 +57,12 @@ and by ~5e-6 under a transformer's GL factors. That is too little for a negative
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import functools
 import json
 import math
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -71,11 +70,9 @@ import torch
 from benchmarks.check_members import (  # noqa: F401 (re-exported)
     EQUIVARIANT_GAP, EQUIVARIANT_MOVES, LARGE_RTOL, MAGNITUDES, RTOL,
     called, contract, deviation, random_weights, relative_gap, weights_contract)
-from benchmarks.tasks.limits import model_size_problem
 from nfn_models import claimed_symmetries, create_model, model_config, model_outputs, trained_by
 from nfn_models.registry import MODELS, SPACE_GROUPS, weight_space_kind
 from zoo.families import create_family
-from zoo.validation.schema import SchemaError
 from zoo.weightspace import WeightBatch, WeightSpace
 
 DENORMAL_RTOL = 5e-3
@@ -181,7 +178,7 @@ def build_model(name: str, space_name: str, seed: int, output: str = "invariant"
     return _built(MODELS.get(name), name, space_name, seed, output, json.dumps(dict(overrides or {}), sort_keys=True))
 
 
-def _settings(cls: type, name: str, space_name: str, output: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+def small_settings(cls: type, name: str, space_name: str, output: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """The hyperparameters model `name` is built with on the space (see the module docstring)."""
     _, architecture, _, group = SPACES[space_name]
     fields = {f.name for f in dataclasses.fields(model_config(name))}
@@ -197,7 +194,7 @@ def _settings(cls: type, name: str, space_name: str, output: str, overrides: Map
 
 @functools.lru_cache(maxsize=None)  # a model is not changed by its forward pass; fitting costs seconds
 def _built(cls: type, name: str, space_name: str, seed: int, output: str, overrides: str) -> torch.nn.Module:
-    chosen = _settings(cls, name, space_name, output, json.loads(overrides))  # `cls` keys the cache (re-registered)
+    chosen = small_settings(cls, name, space_name, output, json.loads(overrides))  # `cls` keys the cache
     weight_space = space(space_name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -329,117 +326,3 @@ def weight_output_spaces(name: str) -> list[str]:
         return []
     return [s for s in sorted(SPACES) if reads(name, s)
             and not (MODELS.resolve(name) == "magep_nfn" and any(len(t.shape) > 2 for t in space(s).tensors))]
-
-
-def check_model(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str, Any] | None = None,
-                spaces: Sequence[str] | None = None) -> list[Check]:
-    """Every check of model `name`, on the weight spaces it reads, or on those of `spaces`.
-
-    `name` is a registered name, an import path or an entry point. `spaces` suits e.g. a setting that
-    reads SIRENs only."""
-    return [value for kind, value in check_steps(name, seeds, overrides, spaces) if kind == "check"]
-
-
-def check_steps(name: str, seeds: Sequence[int] = SEEDS, overrides: Mapping[str, Any] | None = None,
-                spaces: Sequence[str] | None = None) -> Iterator[tuple[str, Any]]:
-    """`check_model`'s steps as they run.
-
-    ("start", a label) comes before each step that runs the model's code. Then comes that step's one
-    record: ("loaded", the resolved name), ("size", `Size`) or ("check", `Check`).
-    `benchmarks.check_process` holds a step without its record as not finished."""
-    _known_spaces(spaces)
-    name = yield from _step("import of the model", "loaded", MODELS.resolve, name)
-    read = _read(name, spaces)
-    for space_name in read:
-        yield from _step(f"build on {space_name}", "size", sized, name, space_name, "invariant", overrides)
-        broken = False
-        with _on_space(name, space_name):
-            claims = claimed_symmetries(build_model(name, space_name, 0, overrides=overrides))
-            for magnitude in MAGNITUDES:  # the output first: where it breaks the contract no claim is measured
-                output = yield from _step(f"output on {space_name} at {magnitude}", "check", check_output,
-                                          name, space_name, magnitude, seeds, overrides)
-                broken |= output.broken is not None
-                for group in groups(space_name) if output.broken is None else ():
-                    if magnitude == "unit" or group in claims:
-                        check = yield from _step(f"invariance under {group} on {space_name} at {magnitude}", "check",
-                                                 check_invariance, name, space_name, group, seeds, overrides, magnitude)
-                        broken |= check.broken is not None
-            for group in claims if not broken else ():
-                yield from _step(f"denormal invariance under {group} on {space_name}", "check", check_denormal,
-                                 name, space_name, group, overrides)
-    for space_name in [s for s in weight_output_spaces(name) if s in read]:
-        yield from _step(f"build with a weight output on {space_name}", "size", sized, name, space_name, "weights",
-                         overrides)
-        with _on_space(name, space_name):
-            claims = claimed_symmetries(build_model(name, space_name, 0, "weights", overrides))
-            for magnitude in MAGNITUDES:
-                for group in groups(space_name):
-                    if magnitude == "unit" or group in claims:
-                        yield from _step(f"equivariance under {group} on {space_name} at {magnitude}", "check",
-                                         check_equivariance, name, space_name, group, seeds, overrides, magnitude)
-
-
-def refuse_early(name: str, overrides: Mapping[str, Any] | None = None, spaces: Sequence[str] | None = None) -> None:
-    """The refusals that need no outside code, raised where the command runs, before any child starts.
-
-    One is an unknown `--spaces` name. For a built-in model, others are a space set it reads none of,
-    and a setting it refuses when built small on a space it reads (`sized`: a bad config key or value,
-    a size too large). An import path or an entry point is the author's code: its import and builds run
-    only in `check_steps`' child (`benchmarks.check_process`), which makes the same refusals there."""
-    _known_spaces(spaces)
-    if name in MODELS.builtin_names():
-        for space_name in _read(name, spaces):
-            sized(name, space_name, "invariant", overrides)
-
-
-def _known_spaces(spaces: Sequence[str] | None) -> None:
-    unknown = sorted(set(spaces or ()) - set(SPACES))
-    if unknown or spaces == []:
-        raise ValueError(f"--spaces: expected some of {', '.join(sorted(SPACES))}, got {list(spaces or [])}")
-
-
-def _read(name: str, spaces: Sequence[str] | None) -> list[str]:
-    """The spaces model `name` is checked on: those it reads, of `spaces` where given (none is an error)."""
-    read = [s for s in sorted(SPACES) if reads(name, s) and (spaces is None or s in spaces)]
-    if not read:
-        raise ValueError(f"model {name!r} reads none of the spaces {list(spaces or [])}")
-    return read
-
-
-def _step(label: str, kind: str, run: Callable[..., Any], *arguments: Any) -> Iterator[tuple[str, Any]]:
-    yield "start", label
-    record = run(*arguments)
-    yield kind, record
-    return record
-
-
-def sized(name: str, space_name: str, output: str, overrides: Mapping[str, Any] | None = None) -> Size:
-    """The size model `name` is checked at on the space, counted on the meta device before it is built.
-
-    The count is `model_size_problem`'s, as `bench run` counts. A model too large is refused in that
-    one line, unallocated."""
-    given = dict(overrides or {})
-    with _on_space(name, space_name):
-        chosen = _settings(MODELS.get(name), name, space_name, output, given)
-    problem = model_size_problem(name, space(space_name), chosen)
-    if problem is not None:
-        raise ValueError(problem)
-    with _on_space(name, space_name):
-        model = build_model(name, space_name, 0, output, given)
-    return Size(space_name, output, sum(parameter.numel() for parameter in model.parameters()),
-                {key: chosen[key] for key in SMALL if key in chosen and key not in given})
-
-
-@contextlib.contextmanager
-def _on_space(name: str, space_name: str) -> Iterator[None]:
-    """A model that raises while built or called on a space gives one line, not a traceback.
-
-    Causes are a plugin's bug, or a setting it refuses. The line names the model and the space. It is a
-    ValueError, which the CLI prints."""
-    try:
-        yield
-    except SchemaError:
-        raise  # names the model's config key already
-    except Exception as error:  # any error of the model's own code (re-raised as one line)
-        text = (str(error).strip().splitlines() or [""])[0][:500]
-        raise ValueError(f"model {name!r} on {space_name}: {type(error).__name__}: {text}") from error

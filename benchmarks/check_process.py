@@ -4,7 +4,7 @@ A model's forward pass can end the process that runs it: `os._exit(0)`, a signal
 out-of-memory killer. It can also raise `SystemExit` or `KeyboardInterrupt`. In the command's own
 process, `os._exit(0)` would end it with exit status 0 and no verdict, as if it had passed.
 
-So `run_checks` runs `benchmarks.check_model.check_steps` in a child. The child is `python -P`, so
+So `run_checks` runs `benchmarks.check_steps.check_steps` in a child. The child is `python -P`, so
 the working folder is not put on its path; its `sys.path` is this process's. The parent reads one
 JSON record per line, on a pipe of its own, since the model may print. `("start", label)` comes
 before each step that runs the model's code. Then comes that step's record: the model loaded, its
@@ -114,7 +114,7 @@ def _ended(code: int) -> str:
 
 def child(request: dict[str, Any]) -> None:
     """The child's side (`_CHILD` calls it): runs the steps, writing each record as it comes."""
-    from benchmarks.check_model import check_steps
+    from benchmarks.check_steps import check_steps
 
     torch.set_num_threads(request["threads"])
     os.set_inheritable(request["fd"], False)  # the model's own subprocesses do not hold the pipe open

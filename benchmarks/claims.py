@@ -46,7 +46,8 @@ import math
 import time
 from typing import Any, Mapping, Sequence
 
-from benchmarks.check_model import SEEDS, SMALL, SPACES, Check, check_model, reads
+from benchmarks.check_model import SEEDS, SMALL, SPACES, Check, reads
+from benchmarks.check_steps import check_model
 from benchmarks.results import ClaimCheck, Claims
 from nfn_models.registry import MODELS
 

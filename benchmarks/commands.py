@@ -150,7 +150,7 @@ def _standard_suite(args: argparse.Namespace) -> int:
 
 
 def check_model_command(args: argparse.Namespace) -> int:
-    from benchmarks.check_model import refuse_early
+    from benchmarks.check_steps import refuse_early
     from benchmarks.check_process import run_checks
     from benchmarks.check_report import format_table, sizes_note, summary
     from benchmarks.threads import benchmark_threads

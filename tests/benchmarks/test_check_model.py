@@ -13,7 +13,8 @@ import textwrap
 import pytest
 import torch
 
-from benchmarks.check_model import MAGNITUDES, check_model, random_weights, space
+from benchmarks.check_model import MAGNITUDES, random_weights, space
+from benchmarks.check_steps import check_model
 from benchmarks.check_report import format_table
 from benchmarks.tasks.registry import TASKS
 from nfn_models.registry import MODELS
