@@ -206,6 +206,8 @@ def budgets_region(rendered: Rendered, params: dict[str, str], where: str) -> st
     from leaderboards.budgets import budget_rows, budgets_markdown, parse_subset
 
     models = [name for name in params["models"].split(",") if name]
+    if not models:
+        raise ValueError(f"{where}: models: expected one or more model names joined by ',', got none")
     board, section = _section(rendered, params, where)  # refuses a task or dataset the board does not have
     subset = parse_subset(params.get("subset", ""), where)
     metric, rows = budget_rows(rendered.entries, board.task, section.dataset_hash, models, subset)

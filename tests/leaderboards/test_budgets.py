@@ -54,6 +54,7 @@ def test_bad_regions_are_refused_naming_the_page_and_line(official):
     rewrite(good, "page.md", official)  # no subset: every run of the model on the dataset
     for bad, message in ((good.replace("models=", "model="), r"takes \['dataset', 'models', 'subset', 'task'\]"),
                          (good.replace(V2_CNN, "0000000000ab"), "is not a dataset of task generalization"),
+                         (good.replace("models=statnn", "models=,"), "models: expected one or more model names"),
                          (good.replace("models=statnn", "models=statnn subset=relu"),
                           r"subset: expected COLUMN:VALUE \(e\.g\. activation:relu\), got 'relu'")):
         with pytest.raises(ValueError, match=rf"page\.md:1: .*{message}"):
