@@ -21,6 +21,7 @@ from pathlib import Path
 from benchmarks.tasks import get_task_class
 from leaderboards.entries import Entry
 from leaderboards.escape import markdown_cell
+from leaderboards.separation import SeedScores
 
 TRAINING = ("epochs", "batch_size", "lr", "weight_decay")  # the task config's budget fields shown
 
@@ -58,12 +59,11 @@ def budget_rows(entries: list[tuple[Path, Entry]], task: str, dataset: str, mode
         if (results.task != task or not results.dataset.dataset_hash.startswith(dataset)
                 or results.model not in models or not _in_subset(results.task_config.get("subset") or {}, subset)):
             continue
-        scores = [float(seed.metrics[metric]) for seed in results.per_seed]
+        scores = SeedScores(results.model, tuple(float(seed.metrics[metric]) for seed in results.per_seed))
         rows.append(BudgetRow(results.model, results.num_params,
                               tuple(results.task_config.get(field, "—") for field in TRAINING),
-                              statistics.fmean(scores), statistics.stdev(scores) if len(scores) > 1 else 0.0,
-                              len(scores), statistics.fmean(seed.train_time_s for seed in results.per_seed),
-                              entry.submission.id))
+                              scores.mean, scores.std, len(scores.scores),
+                              statistics.fmean(seed.train_time_s for seed in results.per_seed), entry.submission.id))
     rows.sort(key=lambda row: (models.index(row.model), _number(row.training[0]), row.params, row.entry))
     return metric, rows
 
